@@ -1,0 +1,202 @@
+//! The training and evaluation data set: PhysioNet records at 250 Hz, windows with labels,
+//! lead presence and 1 Hz heart rate, and the patient-wise split.
+//!
+//! Reads records through [`wfdb`](crate::wfdb); [`train`](crate::train) and the zoo's
+//! prediction checks consume [`Dataset`]. The normalisation that turns a window into model
+//! input lives in [`zoo::preprocess`](crate::zoo::preprocess), shared with serving.
+
+mod heart_rate;
+mod labels;
+mod resample;
+mod split;
+mod windows;
+
+pub use heart_rate::{detect_qrs, heart_rate_at};
+pub use labels::{Span, VENTRICULAR_RHYTHMS, overlap, ventricular_spans};
+pub use resample::resample;
+pub use split::{Split, SplitName};
+pub use windows::{Dataset, Window, WindowSpec};
+
+use std::path::{Path, PathBuf};
+
+use rayon::prelude::*;
+
+use crate::wfdb::{self, Record, WfdbError};
+
+/// The appliance's ECG sampling rate; every record is brought to it.
+pub const TARGET_HZ: usize = 250;
+/// ECG lead slots a window carries (primary, secondary, third).
+pub const MAX_LEADS: usize = 3;
+
+/// What can go wrong building the data set.
+#[derive(Debug, thiserror::Error)]
+pub enum DatasetError {
+    #[error(transparent)]
+    Wfdb(#[from] WfdbError),
+    #[error("{path}: {source}")]
+    Io {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("data folder {0} has none of vfdb/, cudb/, mitdb/ (set --data or HOLMES_DATA)")]
+    NoData(PathBuf),
+    #[error("{path}: {reason}")]
+    Split { path: PathBuf, reason: String },
+    #[error("record {record}: {reason}")]
+    Record { record: String, reason: String },
+}
+
+/// The three PhysioNet databases the zoo learns from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Database {
+    Vfdb,
+    Cudb,
+    Mitdb,
+}
+
+impl Database {
+    pub const ALL: [Database; 3] = [Database::Vfdb, Database::Cudb, Database::Mitdb];
+
+    /// Folder name under the data directory, also the prefix of record keys.
+    pub fn name(self) -> &'static str {
+        match self {
+            Database::Vfdb => "vfdb",
+            Database::Cudb => "cudb",
+            Database::Mitdb => "mitdb",
+        }
+    }
+
+    pub fn from_name(s: &str) -> Option<Database> {
+        Database::ALL.into_iter().find(|d| d.name() == s)
+    }
+}
+
+/// One record, resampled to [`TARGET_HZ`], with its label and noise intervals.
+#[derive(Debug, Clone)]
+pub struct RecordData {
+    pub db: Database,
+    /// Key `db/name`, e.g. `mitdb/201`.
+    pub key: String,
+    /// Patient group: records of one patient share it (mitdb 201 and 202).
+    pub group: String,
+    /// ECG signals in mV at 250 Hz: `leads[0]` primary, `leads[1]` secondary.
+    pub leads: Vec<Vec<f32>>,
+    /// Header descriptions of the leads (e.g. `MLII`, `V1`, or `ECG` when unnamed).
+    pub lead_names: Vec<String>,
+    /// Ventricular tachyarrhythmia intervals (samples at 250 Hz).
+    pub positive: Vec<Span>,
+    /// Noise-marked intervals per lead.
+    pub noise: Vec<Vec<Span>>,
+    /// QRS sample indices at 250 Hz.
+    pub beats: Vec<i64>,
+    /// True when `beats` come from reference annotations, false when from the detector.
+    pub beats_annotated: bool,
+}
+
+impl RecordData {
+    /// Samples per lead.
+    pub fn len(&self) -> usize {
+        self.leads.first().map_or(0, Vec::len)
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+/// Patient group of a record key (mitdb 201 and 202 are one subject).
+pub fn group_of(key: &str) -> String {
+    match key {
+        "mitdb/201" | "mitdb/202" => "mitdb/201+202".to_owned(),
+        k => k.to_owned(),
+    }
+}
+
+/// Record keys listed in `<data>/<db>/RECORDS`, for the databases present.
+pub fn record_keys(data: &Path) -> Result<Vec<(Database, String)>, DatasetError> {
+    let mut out = Vec::new();
+    for db in Database::ALL {
+        let path = data.join(db.name()).join("RECORDS");
+        if !path.exists() {
+            continue;
+        }
+        let text = std::fs::read_to_string(&path).map_err(|source| DatasetError::Io {
+            path: path.clone(),
+            source,
+        })?;
+        out.extend(
+            text.lines()
+                .map(str::trim)
+                .filter(|l| !l.is_empty())
+                .map(|l| (db, l.to_owned())),
+        );
+    }
+    if out.is_empty() {
+        return Err(DatasetError::NoData(data.to_owned()));
+    }
+    Ok(out)
+}
+
+/// Loads one record: signals to 250 Hz mV, annotations to intervals and beats.
+pub fn load_record(data: &Path, db: Database, name: &str) -> Result<RecordData, DatasetError> {
+    let dir = data.join(db.name());
+    let rec = Record::open(&dir, name)?;
+    let key = format!("{}/{name}", db.name());
+    let fs = rec.header.fs;
+    if fs.fract() != 0.0 {
+        return Err(DatasetError::Record {
+            record: key,
+            reason: format!("non-integral sampling rate {fs}"),
+        });
+    }
+    let nleads = rec.header.signals.len().min(MAX_LEADS);
+    let leads = (0..nleads)
+        .map(|i| resample(&rec.physical(i), fs as usize, TARGET_HZ))
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|reason| DatasetError::Record {
+            record: key.clone(),
+            reason,
+        })?;
+    let len = leads[0].len() as i64;
+    let mut ann = wfdb::read_annotations(&dir.join(format!("{name}.atr")))?;
+    labels::rescale(&mut ann, fs, TARGET_HZ as f64);
+    let (beats, beats_annotated) = match labels::annotated_beats(&ann) {
+        Some(b) => (b, true),
+        None => (detect_qrs(&leads[0], TARGET_HZ as f64), false),
+    };
+    Ok(RecordData {
+        db,
+        group: group_of(&key),
+        lead_names: rec.header.signals[..nleads]
+            .iter()
+            .map(|s| s.description.clone())
+            .collect(),
+        positive: ventricular_spans(&ann, len),
+        noise: labels::noise_spans(&ann, nleads, len),
+        beats,
+        beats_annotated,
+        leads,
+        key,
+    })
+}
+
+/// Loads every record of every database present under `data`, in parallel, in key order.
+pub fn load_all(data: &Path) -> Result<Vec<RecordData>, DatasetError> {
+    load_keys(data, &record_keys(data)?)
+}
+
+/// Loads the given records, in parallel, in the given order.
+pub fn load_keys(data: &Path, keys: &[(Database, String)]) -> Result<Vec<RecordData>, DatasetError> {
+    keys.par_iter()
+        .map(|(db, name)| load_record(data, *db, name))
+        .collect()
+}
+
+/// The data directory: `HOLMES_DATA` if set, else `../shared/data/physionet` from the
+/// crate root.
+pub fn default_data_dir() -> PathBuf {
+    std::env::var_os("HOLMES_DATA")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/data/physionet"))
+}

@@ -1,0 +1,27 @@
+//! Holmes: a bedside appliance that scores ventricular-tachyarrhythmia risk from ECG and vitals
+//! with ensembles drawn from a model zoo.
+//!
+//! # Layout
+//!
+//! - [`wfdb`]: PhysioNet record reading (headers, signals, annotations).
+//! - [`dataset`]: records at 250 Hz, labelled windows, heart rate, the patient-wise split.
+//! - [`zoo`]: model families (ResNeXt-1D for ECG, logistic regression / MLP for vitals), the
+//!   model folder format, loading with validation, and input preprocessing shared with serving.
+//! - [`train`]: `holmes train`, fitting the zoo model by model.
+//! - [`evaluation`]: ROC-AUC, PR-AUC and the mean-probability ensemble.
+//! - [`cli`]: the command line.
+//!
+//! # Data flow (training)
+//!
+//! ```text
+//! PhysioNet .hea/.dat/.atr --wfdb--> Record --dataset--> RecordData (250 Hz, spans, beats)
+//!     --> Dataset (windows: label, leads, heart rate) --split--> train | validation | test
+//!     --train::fit--> Net --zoo::write_model--> models/<name>/{manifest.json, weights.mpk}
+//! ```
+
+pub mod cli;
+pub mod dataset;
+pub mod evaluation;
+pub mod train;
+pub mod wfdb;
+pub mod zoo;

@@ -1,0 +1,159 @@
+//! `holmes zoo list`: the table of models with their metrics, the refused folders with their
+//! reasons, and the validation/test ROC-AUC of the mean-probability ensemble of all models.
+
+use std::fmt::Write as _;
+use std::path::Path;
+
+use burn::tensor::backend::Backend;
+use serde::Serialize;
+
+use super::{Architecture, ZooError, load_dir};
+use crate::evaluation::{ensemble_mean, pr_auc, roc_auc};
+
+/// One model's row.
+#[derive(Debug, Clone, Serialize)]
+pub struct ModelRow {
+    pub name: String,
+    pub version: u32,
+    pub input: String,
+    pub architecture: String,
+    pub parameters: usize,
+    pub macs_per_window: u64,
+    pub weight_bytes: u64,
+    pub val_roc_auc: f64,
+    pub val_pr_auc: f64,
+    pub test_roc_auc: f64,
+    pub test_pr_auc: f64,
+    pub train_seconds: f64,
+}
+
+/// The ensemble of every listed model.
+#[derive(Debug, Clone, Serialize)]
+pub struct EnsembleRow {
+    pub members: usize,
+    pub val_roc_auc: f64,
+    pub val_pr_auc: f64,
+    pub test_roc_auc: f64,
+    pub test_pr_auc: f64,
+}
+
+/// A folder that was refused, and why.
+#[derive(Debug, Clone, Serialize)]
+pub struct Refused {
+    pub error: String,
+}
+
+/// Everything `zoo list` shows.
+#[derive(Debug, Clone, Serialize)]
+pub struct ZooListing {
+    pub models: Vec<ModelRow>,
+    pub ensemble: Option<EnsembleRow>,
+    pub refused: Vec<Refused>,
+}
+
+/// Loads (and so validates) every model under `dir` and tabulates them.
+pub fn list<B: Backend>(dir: &Path, device: &B::Device) -> Result<ZooListing, ZooError> {
+    let (models, bad) = load_dir::<B>(dir, device)?;
+    let rows = models
+        .iter()
+        .map(|m| {
+            let mf = &m.manifest;
+            let metric = |s: &str| mf.metrics.get(s).copied();
+            let nan = f64::NAN;
+            ModelRow {
+                name: mf.name.clone(),
+                version: mf.version,
+                input: mf.input.label(),
+                architecture: match &mf.architecture {
+                    Architecture::ResNeXt1d(a) => {
+                        format!("resnext1d w{} d{} g{}", a.width, a.depth, a.groups())
+                    }
+                    Architecture::Vitals(a) if a.hidden == 0 => "logistic regression".into(),
+                    Architecture::Vitals(a) => format!("mlp {}", a.hidden),
+                },
+                parameters: mf.parameters,
+                macs_per_window: mf.macs_per_window,
+                weight_bytes: mf.weight_bytes,
+                val_roc_auc: metric("validation").map_or(nan, |m| m.roc_auc),
+                val_pr_auc: metric("validation").map_or(nan, |m| m.pr_auc),
+                test_roc_auc: metric("test").map_or(nan, |m| m.roc_auc),
+                test_pr_auc: metric("test").map_or(nan, |m| m.pr_auc),
+                train_seconds: mf.training.seconds,
+            }
+        })
+        .collect();
+    let ensemble = (!models.is_empty()).then(|| {
+        let split = |s: &str| {
+            ensemble_mean(models.iter().filter_map(|m| {
+                m.manifest
+                    .predictions
+                    .get(s)
+                    .map(|p| (&p.ids[..], &p.labels[..], &p.probs[..]))
+            }))
+        };
+        let (vl, vs) = split("validation");
+        let (tl, ts) = split("test");
+        EnsembleRow {
+            members: models.len(),
+            val_roc_auc: roc_auc(&vl, &vs),
+            val_pr_auc: pr_auc(&vl, &vs),
+            test_roc_auc: roc_auc(&tl, &ts),
+            test_pr_auc: pr_auc(&tl, &ts),
+        }
+    });
+    Ok(ZooListing {
+        models: rows,
+        ensemble,
+        refused: bad
+            .into_iter()
+            .map(|e| Refused {
+                error: e.to_string(),
+            })
+            .collect(),
+    })
+}
+
+impl ZooListing {
+    /// The human-readable table.
+    pub fn to_text(&self) -> String {
+        let mut s = String::new();
+        let _ = writeln!(
+            s,
+            "{:<24} {:>3} {:<15} {:<22} {:>8} {:>8} {:>8} {:>7} {:>7} {:>7} {:>7} {:>7}",
+            "model", "ver", "input", "architecture", "params", "MMAC", "KiB", "valAUC", "valPR",
+            "testAUC", "testPR", "train_s"
+        );
+        for r in &self.models {
+            let _ = writeln!(
+                s,
+                "{:<24} {:>3} {:<15} {:<22} {:>8} {:>8.2} {:>8.1} {:>7.4} {:>7.4} {:>7.4} {:>7.4} {:>7.0}",
+                r.name,
+                r.version,
+                r.input,
+                r.architecture,
+                r.parameters,
+                r.macs_per_window as f64 / 1e6,
+                r.weight_bytes as f64 / 1024.0,
+                r.val_roc_auc,
+                r.val_pr_auc,
+                r.test_roc_auc,
+                r.test_pr_auc,
+                r.train_seconds
+            );
+        }
+        if let Some(e) = &self.ensemble {
+            let _ = writeln!(
+                s,
+                "\nmean-probability ensemble of all {} models: validation ROC-AUC {:.4} (PR-AUC {:.4}), \
+                 test ROC-AUC {:.4} (PR-AUC {:.4})",
+                e.members, e.val_roc_auc, e.val_pr_auc, e.test_roc_auc, e.test_pr_auc
+            );
+        } else {
+            let _ = writeln!(s, "\nno usable models");
+        }
+        for r in &self.refused {
+            let _ = writeln!(s, "refused: {}", r.error);
+        }
+        s
+    }
+}

@@ -1,0 +1,234 @@
+//! The manifest (`manifest.json`) that sits beside each model's weights: what the model is,
+//! what it eats, what it costs, how it was trained, how well it does, and its per-window
+//! predictions on the validation and test windows (the composer's accuracy profiles).
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+use super::resnext::ResNeXtArch;
+use super::vitals::VitalsArch;
+
+/// Manifest format this build reads and writes.
+pub const MANIFEST_FORMAT: u32 = 1;
+/// File names inside a model folder.
+pub const MANIFEST_FILE: &str = "manifest.json";
+pub const WEIGHTS_FILE: &str = "weights.mpk";
+
+/// Which monitoring lead an ECG model reads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Lead {
+    Primary,
+    Secondary,
+    Third,
+}
+
+impl Lead {
+    pub const ALL: [Lead; 3] = [Lead::Primary, Lead::Secondary, Lead::Third];
+
+    /// Lead slot index (0, 1, 2).
+    pub fn index(self) -> usize {
+        self as usize
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Lead::Primary => "primary",
+            Lead::Secondary => "secondary",
+            Lead::Third => "third",
+        }
+    }
+}
+
+/// What a model reads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(tag = "modality", rename_all = "snake_case", deny_unknown_fields)]
+pub enum Input {
+    /// One ECG lead, `samples` at `sample_rate_hz`, normalised per window.
+    Ecg {
+        lead: Lead,
+        samples: usize,
+        sample_rate_hz: u32,
+    },
+    /// The 1 Hz heart-rate series of the window (beats/min).
+    HeartRate { samples: usize, sample_rate_hz: u32 },
+}
+
+impl Input {
+    pub fn samples(&self) -> usize {
+        match *self {
+            Input::Ecg { samples, .. } | Input::HeartRate { samples, .. } => samples,
+        }
+    }
+
+    pub fn modality(&self) -> &'static str {
+        match self {
+            Input::Ecg { .. } => "ecg",
+            Input::HeartRate { .. } => "vitals",
+        }
+    }
+
+    /// Short description such as `ecg/primary` or `vitals/hr`.
+    pub fn label(&self) -> String {
+        match self {
+            Input::Ecg { lead, .. } => format!("ecg/{}", lead.as_str()),
+            Input::HeartRate { .. } => "vitals/hr".into(),
+        }
+    }
+}
+
+/// The architecture, by family.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(tag = "family", rename_all = "snake_case", deny_unknown_fields)]
+pub enum Architecture {
+    #[serde(rename = "resnext1d")]
+    ResNeXt1d(ResNeXtArch),
+    Vitals(VitalsArch),
+}
+
+/// Mean and spread used to standardise vitals features.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FeatureScaling {
+    pub mean: Vec<f32>,
+    pub std: Vec<f32>,
+}
+
+/// The weights file and its checksum.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct WeightsRef {
+    pub file: String,
+    /// Lower-case hex SHA-256 of the file's bytes.
+    pub sha256: String,
+    pub bytes: u64,
+}
+
+/// How the model was trained.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Training {
+    /// The data: databases, windowing, labelling, split.
+    pub data: String,
+    /// SHA-256 of the split file used.
+    pub split_sha256: String,
+    /// Windows (and positives among them) per split that this model saw.
+    pub windows: BTreeMap<String, [usize; 2]>,
+    pub epochs: usize,
+    pub best_epoch: usize,
+    pub seed: u64,
+    /// Wall-clock seconds this model took to train.
+    pub seconds: f64,
+    /// Logit offset added to class 1 after training to undo the balanced sampling.
+    pub prior_logit_offset: f32,
+    /// `holmes` version that trained it.
+    pub trainer: String,
+}
+
+/// Ranking metrics on one split.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SplitMetrics {
+    pub windows: usize,
+    pub positives: usize,
+    pub roc_auc: f64,
+    pub pr_auc: f64,
+}
+
+/// Per-window predictions on one split.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Predictions {
+    /// Window ids (`db/record/start_sample`).
+    pub ids: Vec<String>,
+    pub labels: Vec<u8>,
+    /// Probability of ventricular tachyarrhythmia.
+    pub probs: Vec<f32>,
+}
+
+/// Everything in `manifest.json`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Manifest {
+    /// Manifest format version ([`MANIFEST_FORMAT`]).
+    pub format: u32,
+    /// Unique model name, also the folder name.
+    pub name: String,
+    /// Model version; bumps when the weights change.
+    pub version: u32,
+    pub input: Input,
+    pub architecture: Architecture,
+    /// Present for vitals models.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub feature_scaling: Option<FeatureScaling>,
+    pub parameters: usize,
+    pub macs_per_window: u64,
+    /// Bytes of f32 weights in memory.
+    pub weight_bytes: u64,
+    pub weights: WeightsRef,
+    pub training: Training,
+    /// `validation` and `test` metrics.
+    pub metrics: BTreeMap<String, SplitMetrics>,
+    /// `validation` and `test` per-window predictions.
+    pub predictions: BTreeMap<String, Predictions>,
+}
+
+impl Manifest {
+    /// Consistency checks beyond the schema.
+    pub fn validate(&self) -> Result<(), String> {
+        if self.format != MANIFEST_FORMAT {
+            return Err(format!(
+                "manifest format {} is not the supported {MANIFEST_FORMAT}",
+                self.format
+            ));
+        }
+        if self.name.is_empty()
+            || !self.name.chars().all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
+        {
+            return Err(format!("name {:?} must be non-empty [A-Za-z0-9_-]", self.name));
+        }
+        match (&self.architecture, &self.input) {
+            (Architecture::ResNeXt1d(a), Input::Ecg { samples, .. }) => {
+                a.validate()?;
+                if a.macs(*samples) != self.macs_per_window {
+                    return Err(format!(
+                        "macs_per_window {} does not match the architecture ({})",
+                        self.macs_per_window,
+                        a.macs(*samples)
+                    ));
+                }
+            }
+            (Architecture::Vitals(a), Input::HeartRate { .. }) => {
+                a.validate()?;
+                let s = self
+                    .feature_scaling
+                    .as_ref()
+                    .ok_or("a vitals model needs feature_scaling")?;
+                let n = super::preprocess::VITALS_FEATURES.len();
+                if s.mean.len() != n || s.std.len() != n {
+                    return Err(format!("feature_scaling needs {n} means and {n} stds"));
+                }
+                if s.std.iter().any(|v| !v.is_finite() || *v <= 0.0) {
+                    return Err("feature_scaling std must be finite and positive".into());
+                }
+            }
+            _ => return Err("architecture family does not fit the input modality".into()),
+        }
+        if self.weights.file.contains(['/', '\\']) || self.weights.file.starts_with('.') {
+            return Err(format!("weights file {:?} must be a plain file name", self.weights.file));
+        }
+        if self.weights.sha256.len() != 64 || !self.weights.sha256.chars().all(|c| c.is_ascii_hexdigit()) {
+            return Err("weights.sha256 must be 64 hex digits".into());
+        }
+        for (split, p) in &self.predictions {
+            if p.ids.len() != p.labels.len() || p.ids.len() != p.probs.len() {
+                return Err(format!("predictions.{split}: ids, labels and probs differ in length"));
+            }
+            if p.probs.iter().any(|v| !(0.0..=1.0).contains(v)) {
+                return Err(format!("predictions.{split}: a probability is outside [0, 1]"));
+            }
+        }
+        Ok(())
+    }
+}

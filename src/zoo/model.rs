@@ -1,0 +1,233 @@
+//! A loaded, validated zoo model: manifest plus network on a device, and the one `predict`
+//! that training evaluation, the zoo checks and serving all call.
+
+use std::panic::AssertUnwindSafe;
+use std::path::{Path, PathBuf};
+
+use burn::module::Module;
+use burn::record::{FullPrecisionSettings, NamedMpkBytesRecorder, Recorder};
+use burn::tensor::backend::Backend;
+use burn::tensor::{Tensor, TensorData};
+use sha2::{Digest, Sha256};
+
+use super::manifest::{Architecture, FeatureScaling, Input, MANIFEST_FILE, Manifest};
+use super::preprocess::{VITALS_FEATURES, normalize_ecg_into, vitals_features};
+use super::resnext::ResNeXt1d;
+use super::vitals::VitalsNet;
+use super::ZooError;
+
+/// The network behind a model, by family.
+#[derive(Module, Debug)]
+pub enum Net<B: Backend> {
+    Ecg(ResNeXt1d<B>),
+    Vitals(VitalsNet<B>),
+}
+
+impl<B: Backend> Net<B> {
+    /// A freshly initialised network for `arch`.
+    pub fn init(arch: &Architecture, device: &B::Device) -> Net<B> {
+        match arch {
+            Architecture::ResNeXt1d(a) => Net::Ecg(a.init(device)),
+            Architecture::Vitals(a) => Net::Vitals(a.init(device)),
+        }
+    }
+}
+
+/// A model ready to predict.
+#[derive(Debug)]
+pub struct ZooModel<B: Backend> {
+    pub manifest: Manifest,
+    /// Folder the model was loaded from.
+    pub dir: PathBuf,
+    net: Net<B>,
+    device: B::Device,
+}
+
+/// SHA-256 of `bytes`, lower-case hex.
+pub fn sha256_hex(bytes: &[u8]) -> String {
+    Sha256::digest(bytes).iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// Serialises a network's weights (named MessagePack, full precision).
+pub fn weights_bytes<B: Backend>(net: Net<B>) -> Vec<u8> {
+    NamedMpkBytesRecorder::<FullPrecisionSettings>::default()
+        .record(net.into_record(), ())
+        .expect("serialising a record to memory cannot fail")
+}
+
+impl<B: Backend> ZooModel<B> {
+    /// Loads and validates the model in `dir`: manifest schema and consistency, weights
+    /// checksum, weights decoding, parameter count, and one forward pass on zeros.
+    pub fn load(dir: &Path, device: &B::Device) -> Result<ZooModel<B>, ZooError> {
+        let mpath = dir.join(MANIFEST_FILE);
+        let text = std::fs::read_to_string(&mpath).map_err(|source| ZooError::Io {
+            path: mpath.clone(),
+            source,
+        })?;
+        let manifest: Manifest = serde_json::from_str(&text).map_err(|e| ZooError::Manifest {
+            path: mpath.clone(),
+            reason: e.to_string(),
+        })?;
+        manifest.validate().map_err(|reason| ZooError::Manifest {
+            path: mpath.clone(),
+            reason,
+        })?;
+        let wpath = dir.join(&manifest.weights.file);
+        let bytes = std::fs::read(&wpath).map_err(|source| ZooError::Io {
+            path: wpath.clone(),
+            source,
+        })?;
+        let actual = sha256_hex(&bytes);
+        if actual != manifest.weights.sha256 {
+            return Err(ZooError::Checksum {
+                path: wpath,
+                expected: manifest.weights.sha256.clone(),
+                actual,
+            });
+        }
+        let fresh = Net::<B>::init(&manifest.architecture, device);
+        let expected_params = fresh.num_params();
+        let loaded = std::panic::catch_unwind(AssertUnwindSafe(|| {
+            NamedMpkBytesRecorder::<FullPrecisionSettings>::default()
+                .load(bytes, device)
+                .map(|record| fresh.load_record(record))
+        }));
+        let net = match loaded {
+            Ok(Ok(net)) => net,
+            Ok(Err(e)) => {
+                return Err(ZooError::Weights {
+                    path: wpath,
+                    reason: e.to_string(),
+                });
+            }
+            Err(_) => {
+                return Err(ZooError::Weights {
+                    path: wpath,
+                    reason: "weights do not fit the manifest's architecture".into(),
+                });
+            }
+        };
+        let params = net.num_params();
+        if params != expected_params || params != manifest.parameters {
+            return Err(ZooError::Weights {
+                path: wpath,
+                reason: format!(
+                    "holds {params} parameters; the architecture has {expected_params}, \
+                     the manifest says {}",
+                    manifest.parameters
+                ),
+            });
+        }
+        let model = ZooModel {
+            manifest,
+            dir: dir.to_owned(),
+            net,
+            device: device.clone(),
+        };
+        let probe = vec![0.0f32; model.manifest.input.samples()];
+        let smoke = std::panic::catch_unwind(AssertUnwindSafe(|| model.predict(&[&probe])));
+        match smoke {
+            Ok(Ok(p)) if p.len() == 1 && p[0].is_finite() => Ok(model),
+            _ => Err(ZooError::Weights {
+                path: dir.join(&model.manifest.weights.file),
+                reason: "a forward pass on a zero window failed".into(),
+            }),
+        }
+    }
+
+    pub fn name(&self) -> &str {
+        &self.manifest.name
+    }
+
+    /// Probability of ventricular tachyarrhythmia for each raw input window: ECG in mV
+    /// (`input.samples` long) or the 1 Hz heart-rate series, as the manifest's input says.
+    pub fn predict(&self, inputs: &[&[f32]]) -> Result<Vec<f32>, ZooError> {
+        let want = self.manifest.input.samples();
+        if let Some(bad) = inputs.iter().find(|x| x.len() != want) {
+            return Err(ZooError::Input {
+                model: self.manifest.name.clone(),
+                reason: format!("got {} samples, the model reads {want}", bad.len()),
+            });
+        }
+        if inputs.is_empty() {
+            return Ok(Vec::new());
+        }
+        let logits = forward_raw(&self.net, &self.manifest, inputs, &self.device);
+        let offset = self.manifest.training.prior_logit_offset;
+        Ok(logits_to_probs(&logits, offset))
+    }
+}
+
+/// A batch prepared for a network.
+pub enum NetInput<B: Backend> {
+    /// `[batch, 1, samples]` normalised ECG.
+    Ecg(Tensor<B, 3>),
+    /// `[batch, features]` standardised vitals features.
+    Features(Tensor<B, 2>),
+}
+
+impl<B: Backend> Net<B> {
+    /// # Shapes
+    /// - returns: `[batch, 2]` logits
+    pub fn forward(&self, x: NetInput<B>) -> Tensor<B, 2> {
+        match (self, x) {
+            (Net::Ecg(m), NetInput::Ecg(t)) => m.forward(t),
+            (Net::Vitals(m), NetInput::Features(t)) => m.forward(t),
+            _ => panic!("network and input families differ"),
+        }
+    }
+}
+
+/// Turns raw windows (ECG in mV, or the 1 Hz heart-rate series) into a network input.
+pub fn prepare_input<B: Backend>(
+    manifest_input: &Input,
+    scaling: Option<&FeatureScaling>,
+    inputs: &[&[f32]],
+    device: &B::Device,
+) -> NetInput<B> {
+    let n = inputs.len();
+    match manifest_input {
+        Input::Ecg { samples, .. } => {
+            let mut buf = vec![0.0f32; n * samples];
+            for (x, o) in inputs.iter().zip(buf.chunks_exact_mut(*samples)) {
+                normalize_ecg_into(x, o);
+            }
+            NetInput::Ecg(Tensor::from_data(TensorData::new(buf, [n, 1, *samples]), device))
+        }
+        Input::HeartRate { .. } => {
+            let s = scaling.expect("vitals models carry feature scaling");
+            let f = VITALS_FEATURES.len();
+            let mut buf = Vec::with_capacity(n * f);
+            for x in inputs {
+                let feats = vitals_features(x);
+                buf.extend((0..f).map(|j| (feats[j] - s.mean[j]) / s.std[j]));
+            }
+            NetInput::Features(Tensor::from_data(TensorData::new(buf, [n, f]), device))
+        }
+    }
+}
+
+/// Runs `net` on raw inputs, returning `[n, 2]` logits flattened.
+pub fn forward_raw<B: Backend>(
+    net: &Net<B>,
+    manifest: &Manifest,
+    inputs: &[&[f32]],
+    device: &B::Device,
+) -> Vec<f32> {
+    let x = prepare_input(&manifest.input, manifest.feature_scaling.as_ref(), inputs, device);
+    net.forward(x)
+        .into_data()
+        .to_vec::<f32>()
+        .expect("logits are f32")
+}
+
+/// Class-1 probabilities from `[n, 2]` logits, with `offset` added to the class-1 logit.
+pub fn logits_to_probs(logits: &[f32], offset: f32) -> Vec<f32> {
+    logits
+        .chunks_exact(2)
+        .map(|l| {
+            let z = (l[1] - l[0] + offset) as f64;
+            (1.0 / (1.0 + (-z).exp())) as f32
+        })
+        .collect()
+}
