@@ -94,6 +94,7 @@ pub fn run(cli: Cli) -> Result<()> {
             let split = Split::generate(&ds);
             split.check().map_err(anyhow::Error::msg)?;
             split.write(&out)?;
+            print!("{}", split.summary(&ds));
             println!(
                 "wrote {} ({} train, {} validation, {} test records)",
                 out.display(),

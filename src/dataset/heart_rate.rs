@@ -62,9 +62,18 @@ pub fn detect_qrs(x: &[f32], fs: f64) -> Vec<i64> {
             npk = 0.125 * m[i] + 0.875 * npk;
         }
     }
-    // The integral lags the R wave by about half its width.
-    let lag = (w(0.15) / 2) as i64;
-    beats.iter().map(|&b| (b - lag).max(0)).collect()
+    // The integral peaks after the QRS: place each beat at the largest deflection of the
+    // baseline-free signal in the integration window before the detection.
+    let back = w(0.15) as i64;
+    beats
+        .iter()
+        .map(|&b| {
+            let lo = (b - back).max(0) as usize;
+            (lo..=b as usize)
+                .max_by(|&p, &q| y[p].abs().total_cmp(&y[q].abs()))
+                .unwrap_or(b as usize) as i64
+        })
+        .collect()
 }
 
 fn sub_moving_mean(x: &[f32], win: usize) -> Vec<f32> {

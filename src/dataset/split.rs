@@ -98,6 +98,25 @@ impl Split {
         }
     }
 
+    /// Windows and positive windows per split and database, as a text table.
+    pub fn summary(&self, ds: &Dataset) -> String {
+        let mut counts: BTreeMap<(SplitName, Database), [usize; 3]> = BTreeMap::new();
+        for w in &ds.windows {
+            let r = &ds.records[w.record];
+            if let Some(s) = self.of(&r.key) {
+                let c = counts.entry((s, r.db)).or_default();
+                c[0] += 1;
+                c[1] += usize::from(w.label);
+                c[2] += usize::from(w.leads[1]);
+            }
+        }
+        let mut out = String::from("split       db     windows positives with-2nd-lead\n");
+        for ((s, db), [n, p, l2]) in counts {
+            out += &format!("{:<11} {:<6} {n:>7} {p:>9} {l2:>13}\n", s.as_str(), db.name());
+        }
+        out
+    }
+
     /// Reads a split file.
     pub fn read(path: &Path) -> Result<Split, DatasetError> {
         let text = std::fs::read_to_string(path).map_err(|source| DatasetError::Io {
