@@ -71,7 +71,14 @@ pub enum ZooCommand {
 /// Runs a parsed command line.
 pub fn run(cli: Cli) -> Result<()> {
     match cli.command {
-        Command::Train { data, out, split, quick, only, force } => {
+        Command::Train {
+            data,
+            out,
+            split,
+            quick,
+            only,
+            force,
+        } => {
             let opts = TrainOptions {
                 data: data.unwrap_or_else(dataset::default_data_dir),
                 out,
@@ -103,7 +110,9 @@ pub fn run(cli: Cli) -> Result<()> {
                 split.test.len()
             );
         }
-        Command::Zoo { command: ZooCommand::List { dir, json } } => {
+        Command::Zoo {
+            command: ZooCommand::List { dir, json },
+        } => {
             let listing = zoo::list::<burn::backend::Flex>(&dir, &Default::default())?;
             if json {
                 println!("{}", serde_json::to_string_pretty(&listing)?);

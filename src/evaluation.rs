@@ -92,8 +92,8 @@ mod tests {
 
     #[test]
     fn ensemble_means_over_present_members() {
-        let a_ids = vec!["w1".to_string(), "w2".to_string()];
-        let b_ids = vec!["w2".to_string()];
+        let a_ids = ["w1".to_string(), "w2".to_string()];
+        let b_ids = ["w2".to_string()];
         let (l, s) = ensemble_mean([
             (&a_ids[..], &[1u8, 0][..], &[0.8f32, 0.2][..]),
             (&b_ids[..], &[0u8][..], &[0.6f32][..]),

@@ -9,7 +9,9 @@ use holmes::wfdb::{Record, read_annotations};
 
 #[test]
 fn first_samples_match_hand_decoded_bytes() {
-    let Some(data) = common::data_dir("first_samples_match_hand_decoded_bytes") else { return };
+    let Some(data) = common::data_dir("first_samples_match_hand_decoded_bytes") else {
+        return;
+    };
     // vfdb/418.dat starts 80 ff f2: 0xF80 = -128 and 0xFF2 = -14 (12-bit two's complement).
     let r = Record::open(&data.join("vfdb"), "418").unwrap();
     assert_eq!(r.len(), 525_000);
@@ -30,19 +32,34 @@ fn first_samples_match_hand_decoded_bytes() {
 
 #[test]
 fn every_record_matches_its_header_checksums() {
-    let Some(data) = common::data_dir("every_record_matches_its_header_checksums") else { return };
+    let Some(data) = common::data_dir("every_record_matches_its_header_checksums") else {
+        return;
+    };
     let keys = holmes::dataset::record_keys(&data).unwrap();
     assert_eq!(keys.len(), 22 + 35 + 48);
     for (db, name) in keys {
         let r = Record::open(&data.join(db.name()), &name).unwrap();
         for (i, s) in r.header.signals.iter().enumerate() {
-            assert_eq!(Some(r.checksum(i)), s.checksum, "{}/{name} signal {i}", db.name());
-            assert_eq!(Some(r.digital[i][0]), s.initial_value, "{}/{name} signal {i}", db.name());
+            assert_eq!(
+                Some(r.checksum(i)),
+                s.checksum,
+                "{}/{name} signal {i}",
+                db.name()
+            );
+            assert_eq!(
+                Some(r.digital[i][0]),
+                s.initial_value,
+                "{}/{name} signal {i}",
+                db.name()
+            );
         }
     }
 }
 
-fn symbol_counts(db: &str, data: &std::path::Path) -> (usize, BTreeMap<String, usize>, BTreeMap<i8, usize>) {
+fn symbol_counts(
+    db: &str,
+    data: &std::path::Path,
+) -> (usize, BTreeMap<String, usize>, BTreeMap<i8, usize>) {
     let names = std::fs::read_to_string(data.join(db).join("RECORDS")).unwrap();
     let (mut total, mut by, mut noise_sub) = (0, BTreeMap::new(), BTreeMap::new());
     for name in names.lines().filter(|l| !l.trim().is_empty()) {
@@ -60,28 +77,51 @@ fn symbol_counts(db: &str, data: &std::path::Path) -> (usize, BTreeMap<String, u
 
 #[test]
 fn annotation_counts_match_the_data_readme() {
-    let Some(data) = common::data_dir("annotation_counts_match_the_data_readme") else { return };
+    let Some(data) = common::data_dir("annotation_counts_match_the_data_readme") else {
+        return;
+    };
     let (total, by, _) = symbol_counts("vfdb", &data);
     assert_eq!((total, by.get("+").copied()), (592, Some(592)));
 
     let (total, by, sub) = symbol_counts("cudb", &data);
     assert_eq!(total, 19_792);
-    for (sym, n) in [("N", 19_534), ("[", 47), ("]", 39), ("~", 149), ("|", 3), ("+", 20)] {
+    for (sym, n) in [
+        ("N", 19_534),
+        ("[", 47),
+        ("]", 39),
+        ("~", 149),
+        ("|", 3),
+        ("+", 20),
+    ] {
         assert_eq!(by.get(sym).copied(), Some(n), "cudb {sym}");
     }
     assert_eq!(sub, BTreeMap::from([(-1, 69), (0, 18), (1, 62)]));
 
     let (_, by, _) = symbol_counts("mitdb", &data);
-    for (sym, n) in [("N", 75_052), ("V", 7_130), ("/", 7_028), ("!", 472), ("+", 1_291), ("~", 616), ("\"", 437), ("[", 6)] {
+    for (sym, n) in [
+        ("N", 75_052),
+        ("V", 7_130),
+        ("/", 7_028),
+        ("!", 472),
+        ("+", 1_291),
+        ("~", 616),
+        ("\"", 437),
+        ("[", 6),
+    ] {
         assert_eq!(by.get(sym).copied(), Some(n), "mitdb {sym}");
     }
 }
 
 #[test]
 fn rhythm_aux_strings_are_read() {
-    let Some(data) = common::data_dir("rhythm_aux_strings_are_read") else { return };
+    let Some(data) = common::data_dir("rhythm_aux_strings_are_read") else {
+        return;
+    };
     // vfdb/418's rhythms are N and VFL only (data README, "Rhythm labels by record").
     let ann = read_annotations(&data.join("vfdb/418.atr")).unwrap();
     let rhythms: std::collections::BTreeSet<_> = ann.iter().filter_map(|a| a.aux.clone()).collect();
-    assert_eq!(rhythms.into_iter().collect::<Vec<_>>(), vec!["(N".to_string(), "(VFL".to_string()]);
+    assert_eq!(
+        rhythms.into_iter().collect::<Vec<_>>(),
+        vec!["(N".to_string(), "(VFL".to_string()]
+    );
 }

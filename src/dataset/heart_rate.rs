@@ -53,8 +53,7 @@ pub fn detect_qrs(x: &[f32], fs: f64) -> Vec<i64> {
             continue;
         }
         let threshold = npk + 0.25 * (spk - npk);
-        let is_beat = m[i] > threshold
-            && beats.last().is_none_or(|&b| i as i64 - b > refractory);
+        let is_beat = m[i] > threshold && beats.last().is_none_or(|&b| i as i64 - b > refractory);
         if is_beat {
             beats.push(i as i64);
             spk = 0.125 * m[i] + 0.875 * spk;

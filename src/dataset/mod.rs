@@ -187,7 +187,10 @@ pub fn load_all(data: &Path) -> Result<Vec<RecordData>, DatasetError> {
 }
 
 /// Loads the given records, in parallel, in the given order.
-pub fn load_keys(data: &Path, keys: &[(Database, String)]) -> Result<Vec<RecordData>, DatasetError> {
+pub fn load_keys(
+    data: &Path,
+    keys: &[(Database, String)],
+) -> Result<Vec<RecordData>, DatasetError> {
     keys.par_iter()
         .map(|(db, name)| load_record(data, *db, name))
         .collect()

@@ -38,9 +38,12 @@ mod tests {
     #[test]
     fn keeps_a_low_tone_and_removes_an_alias() {
         let n = 36_000;
-        let tone = |f: f64, fs: f64, i: usize| (2.0 * std::f64::consts::PI * f * i as f64 / fs).sin();
+        let tone =
+            |f: f64, fs: f64, i: usize| (2.0 * std::f64::consts::PI * f * i as f64 / fs).sin();
         // 10 Hz passes unchanged (and in phase), 160 Hz is above the new Nyquist (125 Hz).
-        let x: Vec<f32> = (0..n).map(|i| (tone(10.0, 360.0, i) + tone(160.0, 360.0, i)) as f32).collect();
+        let x: Vec<f32> = (0..n)
+            .map(|i| (tone(10.0, 360.0, i) + tone(160.0, 360.0, i)) as f32)
+            .collect();
         let y = resample(&x, 360, 250).unwrap();
         assert_eq!(y.len(), 25_000);
         let err: f64 = (2000..23_000)

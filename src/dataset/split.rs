@@ -81,7 +81,10 @@ impl Split {
         let mut parts: [Vec<String>; 3] = Default::default();
         for db in Database::ALL {
             let mut pos: Vec<_> = groups.iter().filter(|g| g.1.0 == db && g.1.1 > 0).collect();
-            let mut neg: Vec<_> = groups.iter().filter(|g| g.1.0 == db && g.1.1 == 0).collect();
+            let mut neg: Vec<_> = groups
+                .iter()
+                .filter(|g| g.1.0 == db && g.1.1 == 0)
+                .collect();
             pos.sort_by(|a, b| b.1.1.cmp(&a.1.1).then(a.0.cmp(b.0)));
             neg.sort_by(|a, b| b.1.2.cmp(&a.1.2).then(a.0.cmp(b.0)));
             deal(&pos, |g| g.1, true, &mut parts);
@@ -112,7 +115,11 @@ impl Split {
         }
         let mut out = String::from("split       db     windows positives with-2nd-lead\n");
         for ((s, db), [n, p, l2]) in counts {
-            out += &format!("{:<11} {:<6} {n:>7} {p:>9} {l2:>13}\n", s.as_str(), db.name());
+            out += &format!(
+                "{:<11} {:<6} {n:>7} {p:>9} {l2:>13}\n",
+                s.as_str(),
+                db.name()
+            );
         }
         out
     }
@@ -163,7 +170,11 @@ impl Split {
                 if let Some(prev) = groups.insert(super::group_of(k), name)
                     && prev != name
                 {
-                    return Err(format!("patient of record {k} is split across {} and {}", prev.as_str(), name.as_str()));
+                    return Err(format!(
+                        "patient of record {k} is split across {} and {}",
+                        prev.as_str(),
+                        name.as_str()
+                    ));
                 }
             }
         }
@@ -186,11 +197,12 @@ fn deal<'a>(
     for (i, g) in groups.iter().enumerate() {
         let remaining = groups.len() - i;
         let lacking: Vec<usize> = (0..3).filter(|&s| !has[s]).collect();
-        let candidates: Vec<usize> = if ensure_each && !lacking.is_empty() && remaining <= lacking.len() {
-            lacking
-        } else {
-            (0..3).collect()
-        };
+        let candidates: Vec<usize> =
+            if ensure_each && !lacking.is_empty() && remaining <= lacking.len() {
+                lacking
+            } else {
+                (0..3).collect()
+            };
         let deficit = |s: usize| SplitName::SHARE[s] * total as f64 - got[s] as f64;
         let s = *candidates
             .iter()

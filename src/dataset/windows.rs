@@ -2,8 +2,8 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::{MAX_LEADS, RecordData, SplitName, TARGET_HZ, heart_rate_at, overlap};
 use super::split::Split;
+use super::{MAX_LEADS, RecordData, SplitName, TARGET_HZ, heart_rate_at, overlap};
 
 /// How windows are cut and labelled.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]

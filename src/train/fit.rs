@@ -10,11 +10,11 @@ use burn::optim::{AdamConfig, GradientsParams, Optimizer};
 use burn::tensor::backend::Backend;
 use burn::tensor::{Int, Tensor, TensorData};
 use indicatif::ProgressBar;
-use rand::SeedableRng;
 use rand::rngs::SmallRng;
 use rand::seq::SliceRandom;
+use rand::{Rng, SeedableRng};
 
-use crate::dataset::{Dataset, SplitName};
+use crate::dataset::{Dataset, SplitName, TARGET_HZ, overlap};
 use crate::evaluation::{pr_auc, roc_auc};
 use crate::zoo::preprocess::{VITALS_FEATURES, vitals_features};
 use crate::zoo::{
@@ -53,7 +53,9 @@ fn usable(plan: &ModelPlan, ds: &Dataset, idx: &[usize]) -> Vec<usize> {
 fn raw<'a>(plan: &ModelPlan, ds: &'a Dataset, i: usize) -> &'a [f32] {
     let w = &ds.windows[i];
     match plan.input {
-        Input::Ecg { lead, .. } => ds.ecg(w, lead.index()).expect("usable windows have the lead"),
+        Input::Ecg { lead, .. } => ds
+            .ecg(w, lead.index())
+            .expect("usable windows have the lead"),
         Input::HeartRate { .. } => &w.heart_rate,
     }
 }
@@ -61,14 +63,22 @@ fn raw<'a>(plan: &ModelPlan, ds: &'a Dataset, i: usize) -> &'a [f32] {
 fn feature_scaling(plan: &ModelPlan, ds: &Dataset, train: &[usize]) -> Option<FeatureScaling> {
     matches!(plan.architecture, Architecture::Vitals(_)).then(|| {
         let f = VITALS_FEATURES.len();
-        let feats: Vec<[f32; 5]> = train.iter().map(|&i| vitals_features(raw(plan, ds, i))).collect();
+        let feats: Vec<[f32; 5]> = train
+            .iter()
+            .map(|&i| vitals_features(raw(plan, ds, i)))
+            .collect();
         let n = feats.len().max(1) as f64;
         let mean: Vec<f32> = (0..f)
             .map(|j| (feats.iter().map(|v| v[j] as f64).sum::<f64>() / n) as f32)
             .collect();
         let std = (0..f)
             .map(|j| {
-                let var = feats.iter().map(|v| (v[j] - mean[j]) as f64).map(|d| d * d).sum::<f64>() / n;
+                let var = feats
+                    .iter()
+                    .map(|v| (v[j] - mean[j]) as f64)
+                    .map(|d| d * d)
+                    .sum::<f64>()
+                    / n;
                 (var.sqrt() as f32).max(1e-3)
             })
             .collect();
@@ -90,8 +100,46 @@ fn logits(
     for chunk in idx.chunks(batch) {
         let inputs: Vec<&[f32]> = chunk.iter().map(|&i| raw(plan, ds, i)).collect();
         let x = prepare_input::<Flex>(&plan.input, scaling, &inputs, &device);
-        out.extend(net.forward(x).into_data().to_vec::<f32>().expect("f32 logits"));
+        out.extend(
+            net.forward(x)
+                .into_data()
+                .to_vec::<f32>()
+                .expect("f32 logits"),
+        );
     }
+    out
+}
+
+/// A training example: window `i`, or a random crop of it labelled by its own content.
+fn example<'a>(
+    plan: &ModelPlan,
+    ds: &'a Dataset,
+    i: usize,
+    crop_secs: Option<u32>,
+    rng: &mut SmallRng,
+) -> (&'a [f32], bool) {
+    let w = &ds.windows[i];
+    let x = raw(plan, ds, i);
+    match (plan.input, crop_secs) {
+        (Input::Ecg { .. }, Some(c)) if (c as usize * TARGET_HZ) < x.len() => {
+            let len = c as usize * TARGET_HZ;
+            let off = rng.random_range(0..=x.len() - len);
+            let s = (w.start + off) as i64;
+            let vt = overlap(&ds.records[w.record].positive, s, s + len as i64) as f32;
+            let need = ds.spec.min_positive_secs * c as f32 / ds.spec.window_secs as f32;
+            (&x[off..off + len], vt / TARGET_HZ as f32 >= need)
+        }
+        _ => (x, w.label),
+    }
+}
+
+/// All positives of `idx` plus a fixed draw of `k` negatives per positive, in index order.
+fn stratified(ds: &Dataset, idx: &[usize], k: usize, rng: &mut SmallRng) -> Vec<usize> {
+    let (pos, mut neg): (Vec<usize>, Vec<usize>) = idx.iter().partition(|&&i| ds.windows[i].label);
+    neg.shuffle(rng);
+    neg.truncate(pos.len() * k);
+    let mut out = [pos, neg].concat();
+    out.sort_unstable();
     out
 }
 
@@ -122,10 +170,20 @@ pub fn fit(
     let mut rng = SmallRng::seed_from_u64(seed);
 
     let train = usable(plan, ds, &ds.indices(split, SplitName::Train));
-    let val = cap(usable(plan, ds, &ds.indices(split, SplitName::Validation)), cfg.max_eval_windows);
-    let test = cap(usable(plan, ds, &ds.indices(split, SplitName::Test)), cfg.max_eval_windows);
+    let val = cap(
+        usable(plan, ds, &ds.indices(split, SplitName::Validation)),
+        cfg.max_eval_windows,
+    );
+    let test = cap(
+        usable(plan, ds, &ds.indices(split, SplitName::Test)),
+        cfg.max_eval_windows,
+    );
     let (pos, neg): (Vec<usize>, Vec<usize>) = train.iter().partition(|&&i| ds.windows[i].label);
-    if pos.is_empty() || neg.is_empty() || labels(ds, &val).iter().all(|&l| l == labels(ds, &val)[0]) {
+    let val_has_both = {
+        let l = labels(ds, &val);
+        l.contains(&true) && l.contains(&false)
+    };
+    if pos.is_empty() || neg.is_empty() || !val_has_both {
         return Err(TrainError::Data(format!(
             "{}: train needs positives and negatives ({} / {}) and validation both classes",
             plan.name,
@@ -139,8 +197,10 @@ pub fn fit(
     let mut net = Net::<Train>::init(&plan.architecture, &device);
     let mut optim = AdamConfig::new().init::<Train, Net<Train>>();
     let loss_fn = CrossEntropyLossConfig::new().init(&device);
-    let val_labels = labels(ds, &val);
-    let (mut best, mut best_auc, mut best_epoch, mut stale) = (net.valid(), f64::NEG_INFINITY, 0, 0);
+    let watch = stratified(ds, &val, cfg.early_stop_negatives_per_positive, &mut rng);
+    let watch_labels = labels(ds, &watch);
+    let (mut best, mut best_auc, mut best_epoch, mut stale) =
+        (net.valid(), f64::NEG_INFINITY, 0, 0);
     let mut epochs = 0;
     let neg_per_epoch = (pos.len() * hp.negatives_per_positive).min(neg.len());
     for epoch in 1..=hp.max_epochs {
@@ -153,14 +213,26 @@ pub fn fit(
         if let Some(c) = cfg.max_windows_per_epoch {
             order.truncate(c);
         }
-        let batches: Vec<&[usize]> = order.chunks(hp.batch_size).filter(|b| b.len() >= 2).collect();
+        let batches: Vec<&[usize]> = order
+            .chunks(hp.batch_size)
+            .filter(|b| b.len() >= 2)
+            .collect();
+        let out_of_time = |t: &Instant| {
+            hp.max_seconds
+                .is_some_and(|m| t.elapsed().as_secs_f64() > m)
+        };
         bar.set_length(batches.len() as u64);
         bar.set_position(0);
         let mut loss_sum = 0.0;
         for b in &batches {
-            let inputs: Vec<&[f32]> = b.iter().map(|&i| raw(plan, ds, i)).collect();
+            let (inputs, y): (Vec<&[f32]>, Vec<i64>) = b
+                .iter()
+                .map(|&i| {
+                    let (x, l) = example(plan, ds, i, hp.crop_secs, &mut rng);
+                    (x, i64::from(l))
+                })
+                .unzip();
             let x = prepare_input::<Train>(&plan.input, scaling.as_ref(), &inputs, &device);
-            let y: Vec<i64> = b.iter().map(|&i| i64::from(ds.windows[i].label)).collect();
             let y = Tensor::<Train, 1, Int>::from_data(TensorData::new(y, [b.len()]), &device);
             let loss = loss_fn.forward(net.forward(x), y);
             loss_sum += loss.clone().into_scalar() as f64;
@@ -169,8 +241,11 @@ pub fn fit(
             bar.inc(1);
         }
         let valid = net.valid();
-        let probs = logits_to_probs(&logits(plan, scaling.as_ref(), &valid, ds, &val, cfg.eval_batch), 0.0);
-        let auc = roc_auc(&val_labels, &probs);
+        let probs = logits_to_probs(
+            &logits(plan, scaling.as_ref(), &valid, ds, &watch, cfg.eval_batch),
+            0.0,
+        );
+        let auc = roc_auc(&watch_labels, &probs);
         tracing::info!(
             model = %plan.name,
             epoch,
@@ -188,6 +263,10 @@ pub fn fit(
                 break;
             }
         }
+        if out_of_time(&started) {
+            tracing::info!(model = %plan.name, epoch, "Time budget spent, keeping the best epoch");
+            break;
+        }
     }
 
     // Balanced epochs train at a positive rate rho; shift the logit back to the true prior pi.
@@ -201,7 +280,10 @@ pub fn fit(
     let mut windows = vec![(SplitName::Train, train.len(), pos.len())];
     for (name, idx) in [(SplitName::Validation, &val), (SplitName::Test, &test)] {
         let l = labels(ds, idx);
-        let p = logits_to_probs(&logits(plan, scaling.as_ref(), &best, ds, idx, cfg.eval_batch), prior_logit_offset);
+        let p = logits_to_probs(
+            &logits(plan, scaling.as_ref(), &best, ds, idx, cfg.eval_batch),
+            prior_logit_offset,
+        );
         let npos = l.iter().filter(|&&x| x).count();
         windows.push((name, idx.len(), npos));
         metrics.push((
@@ -237,5 +319,7 @@ pub fn fit(
 
 /// FNV-1a, to derive a per-model seed from its name.
 fn fnv1a(bytes: &[u8]) -> u64 {
-    bytes.iter().fold(0xcbf2_9ce4_8422_2325, |h, &b| (h ^ b as u64).wrapping_mul(0x100_0000_01b3))
+    bytes.iter().fold(0xcbf2_9ce4_8422_2325, |h, &b| {
+        (h ^ b as u64).wrapping_mul(0x100_0000_01b3)
+    })
 }

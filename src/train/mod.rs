@@ -15,8 +15,8 @@ use serde::{Deserialize, Serialize};
 
 use crate::dataset::{self, Dataset, DatasetError, Split, SplitName, WindowSpec};
 use crate::zoo::{
-    self, Architecture, Input, Lead, MANIFEST_FORMAT, Manifest, ResNeXtArch, Training,
-    VitalsArch, WeightsRef, ZooError, ZooModel,
+    self, Architecture, Input, Lead, MANIFEST_FORMAT, Manifest, ResNeXtArch, Training, VitalsArch,
+    WeightsRef, ZooError, ZooModel,
 };
 
 /// What can go wrong training.
@@ -54,6 +54,11 @@ pub struct Hyper {
     pub patience: usize,
     /// Negatives drawn afresh each epoch per positive (every positive is used each epoch).
     pub negatives_per_positive: usize,
+    /// Train on random crops of this many seconds of each window (labelled by their own
+    /// content, the positive threshold scaled to the crop); `None` trains on whole windows.
+    pub crop_secs: Option<u32>,
+    /// Stop a model after this many seconds (keeping its best epoch so far).
+    pub max_seconds: Option<f64>,
 }
 
 /// Everything that shapes a training run.
@@ -66,6 +71,9 @@ pub struct TrainConfig {
     pub max_windows_per_epoch: Option<usize>,
     /// Cap on validation and test windows evaluated (quick mode).
     pub max_eval_windows: Option<usize>,
+    /// Early stopping watches all validation positives and this many negatives per positive
+    /// (a fixed draw); the manifest's metrics use every validation window.
+    pub early_stop_negatives_per_positive: usize,
     /// Windows per inference batch when evaluating.
     pub eval_batch: usize,
     pub window: WindowSpec,
@@ -77,10 +85,12 @@ impl TrainConfig {
         TrainConfig {
             ecg: Hyper {
                 batch_size: 32,
-                learning_rate: 1e-3,
-                max_epochs: 24,
-                patience: 5,
-                negatives_per_positive: 3,
+                learning_rate: 2e-3,
+                max_epochs: 10,
+                patience: 3,
+                negatives_per_positive: 2,
+                crop_secs: Some(15),
+                max_seconds: Some(1500.0),
             },
             vitals: Hyper {
                 batch_size: 128,
@@ -88,10 +98,13 @@ impl TrainConfig {
                 max_epochs: 150,
                 patience: 20,
                 negatives_per_positive: 3,
+                crop_secs: None,
+                max_seconds: Some(300.0),
             },
             seed: 20_201_123,
             max_windows_per_epoch: None,
             max_eval_windows: None,
+            early_stop_negatives_per_positive: 3,
             eval_batch: 64,
             window: WindowSpec::default(),
         }
@@ -120,12 +133,24 @@ impl TrainConfig {
 pub fn zoo_plan(quick: bool) -> Vec<ModelPlan> {
     let ecg = |lead: Lead, width, depth| ModelPlan {
         name: format!("ecg-{}-w{width}-d{depth}", lead.as_str()),
-        input: Input::Ecg { lead, samples: 7500, sample_rate_hz: 250 },
-        architecture: Architecture::ResNeXt1d(ResNeXtArch { width, depth, group_width: 4, kernel: 16 }),
+        input: Input::Ecg {
+            lead,
+            samples: 7500,
+            sample_rate_hz: 250,
+        },
+        architecture: Architecture::ResNeXt1d(ResNeXtArch {
+            width,
+            depth,
+            group_width: 4,
+            kernel: 16,
+        }),
     };
     let vitals = |name: &str, hidden| ModelPlan {
         name: name.to_owned(),
-        input: Input::HeartRate { samples: 30, sample_rate_hz: 1 },
+        input: Input::HeartRate {
+            samples: 30,
+            sample_rate_hz: 1,
+        },
         architecture: Architecture::Vitals(VitalsArch { hidden }),
     };
     let mut plan = vec![vitals("vitals-hr-logreg", 0), vitals("vitals-hr-mlp", 16)];
@@ -172,7 +197,11 @@ pub struct TrainOptions {
 
 /// Trains the planned zoo; returns the names of models trained and kept.
 pub fn run(opts: &TrainOptions) -> Result<(Vec<String>, Vec<String>), TrainError> {
-    let cfg = if opts.quick { TrainConfig::quick() } else { TrainConfig::full() };
+    let cfg = if opts.quick {
+        TrainConfig::quick()
+    } else {
+        TrainConfig::full()
+    };
     let split = Split::read(&opts.split)?;
     let split_text = std::fs::read(&opts.split).map_err(|source| TrainError::Io {
         path: opts.split.clone(),
@@ -190,7 +219,10 @@ pub fn run(opts: &TrainOptions) -> Result<(Vec<String>, Vec<String>), TrainError
     let (mut todo, mut kept) = (Vec::new(), Vec::new());
     for p in plan {
         let dir = opts.out.join(&p.name);
-        if !opts.force && dir.exists() && ZooModel::<burn::backend::Flex>::load(&dir, &device).is_ok() {
+        if !opts.force
+            && dir.exists()
+            && ZooModel::<burn::backend::Flex>::load(&dir, &device).is_ok()
+        {
             kept.push(p.name);
         } else {
             todo.push(p);
@@ -205,7 +237,11 @@ pub fn run(opts: &TrainOptions) -> Result<(Vec<String>, Vec<String>), TrainError
         .into_iter()
         .filter(|(db, name)| split.of(&format!("{}/{name}", db.name())).is_some())
         .collect();
-    let keys = if opts.quick { quick_records(&split, keys) } else { keys };
+    let keys = if opts.quick {
+        quick_records(&split, keys)
+    } else {
+        keys
+    };
     let ds = Dataset::new(dataset::load_keys(&opts.data, &keys)?, cfg.window);
     tracing::info!(
         records = ds.records.len(),
@@ -258,7 +294,9 @@ fn quick_records(
     let mut count: BTreeMap<(dataset::Database, SplitName), usize> = BTreeMap::new();
     keys.into_iter()
         .filter(|(db, name)| {
-            let s = split.of(&format!("{}/{name}", db.name())).expect("filtered to the split");
+            let s = split
+                .of(&format!("{}/{name}", db.name()))
+                .expect("filtered to the split");
             let c = count.entry((*db, s)).or_default();
             *c += 1;
             *c <= 2

@@ -63,7 +63,9 @@ fn parse(path: &Path, bytes: &[u8]) -> Result<Vec<Annotation>, WfdbError> {
         reason: reason.to_owned(),
     };
     let word = |at: usize| -> Option<u16> {
-        bytes.get(at..at + 2).map(|b| u16::from_le_bytes([b[0], b[1]]))
+        bytes
+            .get(at..at + 2)
+            .map(|b| u16::from_le_bytes([b[0], b[1]]))
     };
     let mut out: Vec<Annotation> = Vec::new();
     let (mut time, mut chan, mut num) = (0i64, 0u8, 0i8);
@@ -150,8 +152,14 @@ mod tests {
         b.extend(w(0, 0));
         let a = parse(Path::new("t.atr"), &b).unwrap();
         assert_eq!(a.len(), 2);
-        assert_eq!((a[0].sample, a[0].symbol(), a[0].aux.as_deref()), (5, "+", Some("(VT")));
-        assert_eq!((a[1].sample, a[1].symbol(), a[1].subtype), (5 + 65538 + 1, "~", -1));
+        assert_eq!(
+            (a[0].sample, a[0].symbol(), a[0].aux.as_deref()),
+            (5, "+", Some("(VT"))
+        );
+        assert_eq!(
+            (a[1].sample, a[1].symbol(), a[1].subtype),
+            (5 + 65538 + 1, "~", -1)
+        );
     }
 
     #[test]

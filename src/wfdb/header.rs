@@ -84,7 +84,10 @@ impl Header {
         let mut f = first.split_whitespace();
         let name = f.next().unwrap_or_default();
         if name.contains('/') {
-            return Err(err(first_no, "multi-segment records are not supported".into()));
+            return Err(err(
+                first_no,
+                "multi-segment records are not supported".into(),
+            ));
         }
         let nsig: usize = f
             .next()
@@ -100,7 +103,10 @@ impl Header {
             None => DEFAULT_FS,
         };
         if !(fs.is_finite() && fs > 0.0) {
-            return Err(err(first_no, format!("sampling frequency {fs} is not positive")));
+            return Err(err(
+                first_no,
+                format!("sampling frequency {fs} is not positive"),
+            ));
         }
         let samples = match f.next() {
             Some(tok) => tok
@@ -111,7 +117,10 @@ impl Header {
         if lines.len() < 1 + nsig {
             return Err(err(
                 first_no,
-                format!("header announces {nsig} signals but has {} signal lines", lines.len() - 1),
+                format!(
+                    "header announces {nsig} signals but has {} signal lines",
+                    lines.len() - 1
+                ),
             ));
         }
         let signals = lines[1..=nsig]
@@ -211,7 +220,10 @@ mod tests {
         assert_eq!(h.samples, 650_000);
         assert_eq!(h.signals.len(), 2);
         let s = &h.signals[0];
-        assert_eq!((s.format, s.gain, s.baseline, s.adc_zero), (212, 200.0, 1024, 1024));
+        assert_eq!(
+            (s.format, s.gain, s.baseline, s.adc_zero),
+            (212, 200.0, 1024, 1024)
+        );
         assert_eq!((s.initial_value, s.checksum), (Some(995), Some(-22131)));
         assert_eq!(s.description, "MLII");
         assert_eq!(h.comments, vec!["69 M 1085 1629 x1".to_owned()]);

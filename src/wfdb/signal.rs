@@ -1,6 +1,6 @@
 //! Decoding of signal files (formats 212 and 16) into digital and physical samples.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use super::{Header, WfdbError};
 
@@ -44,7 +44,10 @@ impl Record {
             let start = usize::try_from(spec.byte_offset).unwrap_or(usize::MAX);
             let body = bytes.get(start..).ok_or_else(|| WfdbError::Signal {
                 path: path.clone(),
-                reason: format!("byte offset {start} is past the end ({} bytes)", bytes.len()),
+                reason: format!(
+                    "byte offset {start} is past the end ({} bytes)",
+                    bytes.len()
+                ),
             })?;
             let stream = decode(&path, spec.format, body)?;
             let per = members.len();
@@ -98,7 +101,7 @@ impl Record {
     }
 }
 
-fn decode(path: &PathBuf, format: u32, body: &[u8]) -> Result<Vec<i32>, WfdbError> {
+fn decode(path: &Path, format: u32, body: &[u8]) -> Result<Vec<i32>, WfdbError> {
     match format {
         212 => Ok(decode_212(body)),
         16 => Ok(body
@@ -106,7 +109,7 @@ fn decode(path: &PathBuf, format: u32, body: &[u8]) -> Result<Vec<i32>, WfdbErro
             .map(|c| i16::from_le_bytes([c[0], c[1]]) as i32)
             .collect()),
         other => Err(WfdbError::UnsupportedFormat {
-            path: path.clone(),
+            path: path.to_owned(),
             format: other,
         }),
     }

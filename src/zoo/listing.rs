@@ -120,8 +120,18 @@ impl ZooListing {
         let _ = writeln!(
             s,
             "{:<24} {:>3} {:<15} {:<22} {:>8} {:>8} {:>8} {:>7} {:>7} {:>7} {:>7} {:>7}",
-            "model", "ver", "input", "architecture", "params", "MMAC", "KiB", "valAUC", "valPR",
-            "testAUC", "testPR", "train_s"
+            "model",
+            "ver",
+            "input",
+            "architecture",
+            "params",
+            "MMAC",
+            "KiB",
+            "valAUC",
+            "valPR",
+            "testAUC",
+            "testPR",
+            "train_s"
         );
         for r in &self.models {
             let _ = writeln!(

@@ -184,9 +184,15 @@ impl Manifest {
             ));
         }
         if self.name.is_empty()
-            || !self.name.chars().all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
+            || !self
+                .name
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
         {
-            return Err(format!("name {:?} must be non-empty [A-Za-z0-9_-]", self.name));
+            return Err(format!(
+                "name {:?} must be non-empty [A-Za-z0-9_-]",
+                self.name
+            ));
         }
         match (&self.architecture, &self.input) {
             (Architecture::ResNeXt1d(a), Input::Ecg { samples, .. }) => {
@@ -216,17 +222,26 @@ impl Manifest {
             _ => return Err("architecture family does not fit the input modality".into()),
         }
         if self.weights.file.contains(['/', '\\']) || self.weights.file.starts_with('.') {
-            return Err(format!("weights file {:?} must be a plain file name", self.weights.file));
+            return Err(format!(
+                "weights file {:?} must be a plain file name",
+                self.weights.file
+            ));
         }
-        if self.weights.sha256.len() != 64 || !self.weights.sha256.chars().all(|c| c.is_ascii_hexdigit()) {
+        if self.weights.sha256.len() != 64
+            || !self.weights.sha256.chars().all(|c| c.is_ascii_hexdigit())
+        {
             return Err("weights.sha256 must be 64 hex digits".into());
         }
         for (split, p) in &self.predictions {
             if p.ids.len() != p.labels.len() || p.ids.len() != p.probs.len() {
-                return Err(format!("predictions.{split}: ids, labels and probs differ in length"));
+                return Err(format!(
+                    "predictions.{split}: ids, labels and probs differ in length"
+                ));
             }
             if p.probs.iter().any(|v| !(0.0..=1.0).contains(v)) {
-                return Err(format!("predictions.{split}: a probability is outside [0, 1]"));
+                return Err(format!(
+                    "predictions.{split}: a probability is outside [0, 1]"
+                ));
             }
         }
         Ok(())

@@ -36,7 +36,9 @@ pub enum ZooError {
     },
     #[error("{path}: malformed manifest: {reason}")]
     Manifest { path: PathBuf, reason: String },
-    #[error("{path}: checksum mismatch (manifest says sha256 {expected}, file has {actual}): the file was changed or is corrupt")]
+    #[error(
+        "{path}: checksum mismatch (manifest says sha256 {expected}, file has {actual}): the file was changed or is corrupt"
+    )]
     Checksum {
         path: PathBuf,
         expected: String,
@@ -82,7 +84,11 @@ pub fn load_dir<B: Backend>(
 
 /// Writes a model folder atomically: into `<zoo>/.tmp-<name>`, then renamed over
 /// `<zoo>/<name>`. Fills in the manifest's weights reference from `weights`.
-pub fn write_model(zoo: &Path, mut manifest: Manifest, weights: &[u8]) -> Result<PathBuf, ZooError> {
+pub fn write_model(
+    zoo: &Path,
+    mut manifest: Manifest,
+    weights: &[u8],
+) -> Result<PathBuf, ZooError> {
     let io = |path: &Path| {
         let path = path.to_owned();
         move |source| ZooError::Io { path, source }

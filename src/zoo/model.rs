@@ -10,13 +10,15 @@ use burn::tensor::backend::Backend;
 use burn::tensor::{Tensor, TensorData};
 use sha2::{Digest, Sha256};
 
+use super::ZooError;
 use super::manifest::{Architecture, FeatureScaling, Input, MANIFEST_FILE, Manifest};
 use super::preprocess::{VITALS_FEATURES, normalize_ecg_into, vitals_features};
 use super::resnext::ResNeXt1d;
 use super::vitals::VitalsNet;
-use super::ZooError;
 
-/// The network behind a model, by family.
+/// The network behind a model, by family. One lives per loaded model, so the size gap
+/// between the variants does not matter.
+#[allow(clippy::large_enum_variant)]
 #[derive(Module, Debug)]
 pub enum Net<B: Backend> {
     Ecg(ResNeXt1d<B>),
@@ -45,7 +47,10 @@ pub struct ZooModel<B: Backend> {
 
 /// SHA-256 of `bytes`, lower-case hex.
 pub fn sha256_hex(bytes: &[u8]) -> String {
-    Sha256::digest(bytes).iter().map(|b| format!("{b:02x}")).collect()
+    Sha256::digest(bytes)
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
 }
 
 /// Serialises a network's weights (named MessagePack, full precision).
@@ -187,12 +192,14 @@ pub fn prepare_input<B: Backend>(
 ) -> NetInput<B> {
     let n = inputs.len();
     match manifest_input {
-        Input::Ecg { samples, .. } => {
-            let mut buf = vec![0.0f32; n * samples];
-            for (x, o) in inputs.iter().zip(buf.chunks_exact_mut(*samples)) {
+        Input::Ecg { .. } => {
+            // Every window of a batch has the same length (the model's, or a training crop).
+            let len = inputs.first().map_or(0, |x| x.len());
+            let mut buf = vec![0.0f32; n * len];
+            for (x, o) in inputs.iter().zip(buf.chunks_exact_mut(len.max(1))) {
                 normalize_ecg_into(x, o);
             }
-            NetInput::Ecg(Tensor::from_data(TensorData::new(buf, [n, 1, *samples]), device))
+            NetInput::Ecg(Tensor::from_data(TensorData::new(buf, [n, 1, len]), device))
         }
         Input::HeartRate { .. } => {
             let s = scaling.expect("vitals models carry feature scaling");
@@ -214,7 +221,12 @@ pub fn forward_raw<B: Backend>(
     inputs: &[&[f32]],
     device: &B::Device,
 ) -> Vec<f32> {
-    let x = prepare_input(&manifest.input, manifest.feature_scaling.as_ref(), inputs, device);
+    let x = prepare_input(
+        &manifest.input,
+        manifest.feature_scaling.as_ref(),
+        inputs,
+        device,
+    );
     net.forward(x)
         .into_data()
         .to_vec::<f32>()

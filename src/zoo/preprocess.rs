@@ -49,7 +49,11 @@ pub fn vitals_features(hr: &[f32]) -> [f32; 5] {
     let max = v.iter().cloned().fold(f64::NEG_INFINITY, f64::max);
     let tm = (n - 1.0) / 2.0;
     let sxx: f64 = (0..v.len()).map(|i| (i as f64 - tm).powi(2)).sum();
-    let sxy: f64 = v.iter().enumerate().map(|(i, x)| (i as f64 - tm) * (x - mean)).sum();
+    let sxy: f64 = v
+        .iter()
+        .enumerate()
+        .map(|(i, x)| (i as f64 - tm) * (x - mean))
+        .sum();
     let slope = if sxx > 0.0 { sxy / sxx } else { 0.0 };
     [mean, std, min, max, slope].map(|x| x as f32)
 }
@@ -60,12 +64,17 @@ mod tests {
 
     #[test]
     fn ecg_normalisation_centres_scales_and_floors() {
-        let x: Vec<f32> = (0..100).map(|i| if i % 2 == 0 { 1.5 } else { 0.5 }).collect();
+        let x: Vec<f32> = (0..100)
+            .map(|i| if i % 2 == 0 { 1.5 } else { 0.5 })
+            .collect();
         let y = normalize_ecg(&x);
         assert!(y.iter().all(|v| (v.abs() - 1.0).abs() < 1e-6));
         let flat = normalize_ecg(&[2.0, 2.01, f32::NAN, 2.0]);
         assert!(flat.iter().all(|v| v.abs() <= ECG_CLIP), "{flat:?}");
-        assert!((flat[1] - flat[0]).abs() < 0.25, "flat line not amplified: {flat:?}");
+        assert!(
+            (flat[1] - flat[0]).abs() < 0.25,
+            "flat line not amplified: {flat:?}"
+        );
     }
 
     #[test]

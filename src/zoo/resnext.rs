@@ -9,10 +9,10 @@
 use burn::module::Module;
 use burn::nn::conv::{Conv1d, Conv1dConfig};
 use burn::nn::{BatchNorm, BatchNormConfig, Linear, LinearConfig, PaddingConfig1d};
+use burn::tensor::Tensor;
 use burn::tensor::activation::relu;
 use burn::tensor::backend::Backend;
 use burn::tensor::module::max_pool1d;
-use burn::tensor::Tensor;
 use serde::{Deserialize, Serialize};
 
 /// Hyper-parameters of one ResNeXt-1D model.
@@ -45,7 +45,7 @@ impl ResNeXtArch {
         if self.width == 0 || self.depth == 0 || self.kernel == 0 || self.group_width == 0 {
             return Err("width, depth, kernel and group_width must be positive".into());
         }
-        if self.width % self.group_width != 0 {
+        if !self.width.is_multiple_of(self.group_width) {
             return Err(format!(
                 "width {} is not a multiple of group_width {}",
                 self.width, self.group_width
@@ -67,15 +67,33 @@ impl ResNeXtArch {
         let inc_gap = (self.depth / 4).max(1);
         let g = self.groups();
         let mut l = len.div_ceil(2);
-        let stem = ConvShape { cin: 1, cout: self.width, stride: 2, groups: 1, l_out: l };
+        let stem = ConvShape {
+            cin: 1,
+            cout: self.width,
+            stride: 2,
+            groups: 1,
+            l_out: l,
+        };
         let mut cin = self.width;
         let mut blocks = Vec::with_capacity(self.depth);
         for i in 0..self.depth {
             let cout = self.width << (i / inc_gap).min(2);
             let stride = if i % ds_gap == 0 { 2 } else { 1 };
             l = l.div_ceil(stride);
-            let c1 = ConvShape { cin, cout, stride, groups: g, l_out: l };
-            let c2 = ConvShape { cin: cout, cout, stride: 1, groups: g, l_out: l };
+            let c1 = ConvShape {
+                cin,
+                cout,
+                stride,
+                groups: g,
+                l_out: l,
+            };
+            let c2 = ConvShape {
+                cin: cout,
+                cout,
+                stride: 1,
+                groups: g,
+                l_out: l,
+            };
             blocks.push((c1, c2));
             cin = cout;
         }
@@ -186,12 +204,23 @@ mod tests {
 
     #[test]
     fn plan_and_macs_follow_the_rules() {
-        let a = ResNeXtArch { width: 8, depth: 2, group_width: 4, kernel: 16 };
+        let a = ResNeXtArch {
+            width: 8,
+            depth: 2,
+            group_width: 4,
+            kernel: 16,
+        };
         let (stem, blocks) = a.plan(7500);
         assert_eq!((stem.cout, stem.l_out), (8, 3750));
         assert_eq!(blocks.len(), 2);
-        assert_eq!((blocks[0].0.cin, blocks[0].0.cout, blocks[0].0.l_out), (8, 8, 1875));
-        assert_eq!((blocks[1].0.cout, blocks[1].0.l_out, blocks[1].0.groups), (16, 938, 2));
+        assert_eq!(
+            (blocks[0].0.cin, blocks[0].0.cout, blocks[0].0.l_out),
+            (8, 8, 1875)
+        );
+        assert_eq!(
+            (blocks[1].0.cout, blocks[1].0.l_out, blocks[1].0.groups),
+            (16, 938, 2)
+        );
         // stem 3750*8*1*16 + b0 2*(1875*8*4*16) + b1 938*16*4*16 + 938*16*8*16 + fc 32
         let expect = 480_000 + 1_920_000 + 960_512 + 1_921_024 + 32;
         assert_eq!(a.macs(7500), expect);
@@ -200,7 +229,12 @@ mod tests {
 
     #[test]
     fn forward_shape_and_param_count() {
-        let a = ResNeXtArch { width: 8, depth: 4, group_width: 4, kernel: 16 };
+        let a = ResNeXtArch {
+            width: 8,
+            depth: 4,
+            group_width: 4,
+            kernel: 16,
+        };
         let m = a.init::<Flex>(&Default::default());
         let y = m.forward(Tensor::zeros([3, 1, 7500], &Default::default()));
         assert_eq!(y.dims(), [3, 2]);

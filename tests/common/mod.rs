@@ -10,7 +10,10 @@ pub fn data_dir(test: &str) -> Option<PathBuf> {
     if dir.join("vfdb").join("RECORDS").exists() {
         Some(dir)
     } else {
-        println!("SKIPPED {test}: PhysioNet data not found at {} (set HOLMES_DATA)", dir.display());
+        println!(
+            "SKIPPED {test}: PhysioNet data not found at {} (set HOLMES_DATA)",
+            dir.display()
+        );
         None
     }
 }
