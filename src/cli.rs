@@ -6,7 +6,9 @@ use std::path::PathBuf;
 use anyhow::{Context, Result};
 use clap::{Parser, Subcommand};
 
+use crate::config::Config;
 use crate::dataset::{self, Dataset, Split, WindowSpec};
+use crate::sim::{Faults, SimOptions, Source};
 use crate::train::{self, TrainOptions};
 use crate::zoo;
 
@@ -53,6 +55,79 @@ pub enum Command {
         #[command(subcommand)]
         command: ZooCommand,
     },
+    /// Run the daemon: monitors stream in over /ws/monitor, scores go to SQLite and the API.
+    Serve(ServeArgs),
+    /// Play N bedside monitors against a running daemon.
+    Simulate(SimulateArgs),
+    /// The daemon on the embedded defaults plus simulated beds, in one process.
+    Demo {
+        /// Simulated beds.
+        #[arg(long, default_value_t = 8)]
+        beds: usize,
+        /// Wall-clock seconds to run (default: until Ctrl-C).
+        #[arg(long)]
+        duration: Option<f64>,
+        /// Signal seconds per wall-clock second.
+        #[arg(long, default_value_t = 1.0)]
+        speed: f64,
+        /// SQLite file for the demo.
+        #[arg(long, default_value = "holmes-demo.db")]
+        db: PathBuf,
+        /// Listen address.
+        #[arg(long, default_value = "127.0.0.1:8080")]
+        listen: std::net::SocketAddr,
+    },
+}
+
+/// Flags of `holmes serve`; each overrides the config file.
+#[derive(Debug, clap::Args)]
+pub struct ServeArgs {
+    /// Config file [default: the embedded defaults, config/holmes.toml].
+    #[arg(long)]
+    pub config: Option<PathBuf>,
+    #[arg(long)]
+    pub listen: Option<std::net::SocketAddr>,
+    #[arg(long)]
+    pub db: Option<PathBuf>,
+    #[arg(long)]
+    pub models: Option<PathBuf>,
+}
+
+/// Flags of `holmes simulate`.
+#[derive(Debug, clap::Args)]
+pub struct SimulateArgs {
+    /// Daemon WebSocket URL.
+    #[arg(long, default_value = "ws://127.0.0.1:8080/ws/monitor")]
+    pub url: String,
+    #[arg(long, default_value_t = 8)]
+    pub beds: usize,
+    /// PhysioNet folder to replay [default: $HOLMES_DATA or ../shared/data/physionet].
+    #[arg(long, conflicts_with = "synthetic")]
+    pub source: Option<PathBuf>,
+    /// Synthetic ECG (McSharry's dynamical model) instead of recordings.
+    #[arg(long)]
+    pub synthetic: bool,
+    /// Wall-clock seconds to run.
+    #[arg(long, default_value_t = 120.0)]
+    pub duration: f64,
+    /// Signal seconds per wall-clock second.
+    #[arg(long, default_value_t = 1.0)]
+    pub speed: f64,
+    /// Device token presented in the hello.
+    #[arg(long, default_value = "demo")]
+    pub token: String,
+    /// Probability a frame is dropped.
+    #[arg(long, default_value_t = 0.0)]
+    pub drop: f64,
+    /// Probability a frame is sent twice.
+    #[arg(long, default_value_t = 0.0)]
+    pub duplicate: f64,
+    /// Probability a corrupt copy precedes a frame.
+    #[arg(long, default_value_t = 0.0)]
+    pub corrupt: f64,
+    /// Bed name prefix.
+    #[arg(long, default_value = "bed-")]
+    pub prefix: String,
 }
 
 #[derive(Debug, Subcommand)]
@@ -110,6 +185,48 @@ pub fn run(cli: Cli) -> Result<()> {
                 split.test.len()
             );
         }
+        Command::Serve(a) => {
+            let mut cfg = match &a.config {
+                Some(p) => Config::read(p)?,
+                None => Config::default(),
+            };
+            if let Some(l) = a.listen {
+                cfg.server.listen = l;
+            }
+            if let Some(d) = a.db {
+                cfg.storage.db = d;
+            }
+            if let Some(m) = a.models {
+                cfg.ensemble.models_dir = m;
+            }
+            runtime()?.block_on(serve(cfg))?;
+        }
+        Command::Simulate(a) => {
+            let opts = sim_options(&a);
+            let report = runtime()?.block_on(crate::sim::run(opts))?;
+            println!(
+                "simulation over: {} frames sent, {} connections, {} errors received",
+                report
+                    .frames_sent
+                    .load(std::sync::atomic::Ordering::Relaxed),
+                report.connects.load(std::sync::atomic::Ordering::Relaxed),
+                report
+                    .errors_received
+                    .load(std::sync::atomic::Ordering::Relaxed)
+            );
+        }
+        Command::Demo {
+            beds,
+            duration,
+            speed,
+            db,
+            listen,
+        } => {
+            let mut cfg = Config::default();
+            cfg.server.listen = listen;
+            cfg.storage.db = db;
+            runtime()?.block_on(demo(cfg, beds, duration, speed))?;
+        }
         Command::Zoo {
             command: ZooCommand::List { dir, json },
         } => {
@@ -121,5 +238,136 @@ pub fn run(cli: Cli) -> Result<()> {
             }
         }
     }
+    Ok(())
+}
+
+fn runtime() -> Result<tokio::runtime::Runtime> {
+    tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .context("starting the async runtime")
+}
+
+fn sim_options(a: &SimulateArgs) -> SimOptions {
+    let source = if a.synthetic {
+        Source::Synthetic
+    } else {
+        Source::Records(a.source.clone().unwrap_or_else(dataset::default_data_dir))
+    };
+    SimOptions {
+        url: a.url.clone(),
+        beds: a.beds,
+        source,
+        duration: std::time::Duration::from_secs_f64(a.duration),
+        speed: a.speed,
+        token: a.token.clone(),
+        bed_prefix: a.prefix.clone(),
+        faults: Faults {
+            drop: a.drop,
+            duplicate: a.duplicate,
+            corrupt: a.corrupt,
+        },
+        records: Vec::new(),
+        seed: 1,
+    }
+}
+
+async fn shutdown_signal() {
+    let ctrl_c = tokio::signal::ctrl_c();
+    #[cfg(unix)]
+    {
+        let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+            .expect("installing the SIGTERM handler");
+        tokio::select! {
+            _ = ctrl_c => {}
+            _ = term.recv() => {}
+        }
+    }
+    #[cfg(not(unix))]
+    let _ = ctrl_c.await;
+}
+
+async fn serve(cfg: Config) -> Result<()> {
+    let listener = tokio::net::TcpListener::bind(cfg.server.listen)
+        .await
+        .with_context(|| format!("binding {}", cfg.server.listen))?;
+    let running = crate::server::start(cfg, listener).await?;
+    shutdown_signal().await;
+    tracing::info!("Shutting down");
+    running.shutdown.cancel();
+    running.stopped().await;
+    Ok(())
+}
+
+async fn demo(cfg: Config, beds: usize, duration: Option<f64>, speed: f64) -> Result<()> {
+    let listener = tokio::net::TcpListener::bind(cfg.server.listen)
+        .await
+        .with_context(|| format!("binding {}", cfg.server.listen))?;
+    let running = crate::server::start(cfg.clone(), listener).await?;
+    let addr = running.addr;
+    let data = dataset::default_data_dir();
+    let source = if data.join("vfdb").join("RECORDS").exists() {
+        Source::Records(data)
+    } else {
+        Source::Synthetic
+    };
+    println!(
+        "Holmes demo: {beds} simulated beds ({})",
+        match &source {
+            Source::Records(d) => format!("replaying PhysioNet records from {}", d.display()),
+            Source::Synthetic => "synthetic ECG".to_string(),
+        }
+    );
+    println!("  beds and latest scores: http://{addr}/api/beds");
+    println!("  scores of one bed:      http://{addr}/api/beds/bed-1/scores");
+    println!("  ensemble and models:    http://{addr}/api/ensemble  http://{addr}/api/models");
+    println!("  readiness:              http://{addr}/health/ready");
+    println!("  database:               {}", cfg.storage.db.display());
+    println!(
+        "First scores arrive one window ({} s of signal) after the beds connect.",
+        cfg.ward.window_secs
+    );
+    let run_for = std::time::Duration::from_secs_f64(duration.unwrap_or(365.0 * 86_400.0));
+    let opts = SimOptions {
+        url: format!("ws://{addr}/ws/monitor"),
+        beds,
+        source,
+        duration: run_for,
+        speed,
+        token: "demo".into(),
+        bed_prefix: "bed-".into(),
+        faults: Faults::default(),
+        records: Vec::new(),
+        seed: 1,
+    };
+    let sim = tokio::spawn(crate::sim::run(opts));
+    let reader = crate::store::StoreReader::open(&cfg.storage.db)?;
+    let mut seen = std::collections::HashMap::<String, i64>::new();
+    let stop = tokio::time::sleep(run_for);
+    tokio::pin!(stop);
+    let signal = shutdown_signal();
+    tokio::pin!(signal);
+    loop {
+        tokio::select! {
+            _ = &mut stop => break,
+            _ = &mut signal => break,
+            _ = tokio::time::sleep(std::time::Duration::from_secs(1)) => {
+                let r = reader.clone();
+                let latest = tokio::task::spawn_blocking(move || r.latest_scores()).await??;
+                for row in latest {
+                    if seen.get(&row.bed) != Some(&row.window_end_ms) {
+                        seen.insert(row.bed.clone(), row.window_end_ms);
+                        match row.score {
+                            Some(s) => println!("{:>8}  window {:>3}  risk {:.3}  ({:.0} ms)", row.bed, row.window_index, s, row.latency_ms),
+                            None => println!("{:>8}  window {:>3}  {}", row.bed, row.window_index, row.status),
+                        }
+                    }
+                }
+            }
+        }
+    }
+    sim.abort();
+    running.shutdown.cancel();
+    running.stopped().await;
     Ok(())
 }

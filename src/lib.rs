@@ -20,8 +20,17 @@
 //! ```
 
 pub mod cli;
+pub mod config;
 pub mod dataset;
 pub mod evaluation;
+pub mod http;
+pub mod ingest;
+pub mod protocol;
+pub mod scorer;
+pub mod server;
+pub mod sim;
+pub mod store;
 pub mod train;
+pub mod ward;
 pub mod wfdb;
 pub mod zoo;

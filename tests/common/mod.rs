@@ -22,3 +22,224 @@ pub fn data_dir(test: &str) -> Option<PathBuf> {
 pub fn root() -> &'static Path {
     Path::new(env!("CARGO_MANIFEST_DIR"))
 }
+
+use std::time::Duration;
+
+use futures_util::{SinkExt, StreamExt};
+use holmes::config::Config;
+use serde_json::{Value, json};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio_tungstenite::tungstenite::Message;
+use tokio_tungstenite::tungstenite::protocol::CloseFrame;
+
+/// A daemon on port 0 with a temporary database, serving the committed zoo.
+pub struct App {
+    pub addr: std::net::SocketAddr,
+    pub running: Option<holmes::server::Running>,
+    pub dir: tempfile::TempDir,
+}
+
+/// Test configuration: the embedded defaults, a scratch database, short timers.
+pub fn test_config(dir: &Path) -> Config {
+    let mut c = Config::default();
+    c.storage.db = dir.join("holmes.db");
+    c.storage.flush_ms = 10;
+    c.ensemble.models_dir = root().join("models");
+    c.ward.grace_secs = 0.5;
+    c
+}
+
+pub async fn spawn_app(edit: impl FnOnce(&mut Config)) -> App {
+    let dir = tempfile::tempdir().unwrap();
+    let mut cfg = test_config(dir.path());
+    edit(&mut cfg);
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let running = holmes::server::start(cfg, listener).await.unwrap();
+    App {
+        addr: running.addr,
+        running: Some(running),
+        dir,
+    }
+}
+
+impl App {
+    pub fn ws_url(&self) -> String {
+        format!("ws://{}/ws/monitor", self.addr)
+    }
+
+    /// GET `path`, returning status and JSON body.
+    pub async fn get(&self, path: &str) -> (u16, Value) {
+        let mut s = tokio::net::TcpStream::connect(self.addr).await.unwrap();
+        let req = format!("GET {path} HTTP/1.1\r\nHost: test\r\nConnection: close\r\n\r\n");
+        s.write_all(req.as_bytes()).await.unwrap();
+        let mut buf = Vec::new();
+        s.read_to_end(&mut buf).await.unwrap();
+        let text = String::from_utf8_lossy(&buf).to_string();
+        let status: u16 = text[9..12].parse().unwrap();
+        let body = text.split("\r\n\r\n").nth(1).unwrap_or("");
+        // Chunked bodies: take the JSON between the first '{' and the last '}'.
+        let json = match (body.find('{'), body.rfind('}')) {
+            (Some(a), Some(b)) => &body[a..=b],
+            _ => "null",
+        };
+        (status, serde_json::from_str(json).unwrap_or(Value::Null))
+    }
+
+    /// Waits until `pred` holds for `/api/beds/{bed}/scores`, or panics after `secs`.
+    pub async fn wait_scores(
+        &self,
+        bed: &str,
+        secs: f64,
+        pred: impl Fn(&[Value]) -> bool,
+    ) -> Vec<Value> {
+        let until = std::time::Instant::now() + Duration::from_secs_f64(secs);
+        loop {
+            let (_, v) = self.get(&format!("/api/beds/{bed}/scores")).await;
+            let rows = v["scores"].as_array().cloned().unwrap_or_default();
+            if pred(&rows) {
+                return rows;
+            }
+            assert!(
+                std::time::Instant::now() < until,
+                "timed out waiting for scores of {bed}: {rows:?}"
+            );
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+
+    pub async fn stop(mut self) {
+        if let Some(r) = self.running.take() {
+            r.shutdown.cancel();
+            r.stopped().await;
+        }
+    }
+}
+
+type Ws =
+    tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>>;
+
+/// A scripted bedside monitor.
+pub struct Monitor {
+    pub ws: Ws,
+    pub welcome: Value,
+}
+
+pub fn hello(bed: &str, device: &str) -> Value {
+    json!({"type": "hello", "protocol": 1, "bed": bed, "device": device, "token": "t",
+           "ecg": [{"lead": "II", "hz": 250}, {"lead": "V", "hz": 250}],
+           "vitals": [{"name": "hr", "unit": "bpm"}]})
+}
+
+/// Connects and sends `hello`; returns the socket and the server's first reply.
+pub async fn connect_raw(url: &str, hello: &Value) -> (Ws, Option<Message>) {
+    let (mut ws, _) = tokio_tungstenite::connect_async(url).await.unwrap();
+    ws.send(Message::Text(hello.to_string().into()))
+        .await
+        .unwrap();
+    let first = tokio::time::timeout(Duration::from_secs(10), ws.next())
+        .await
+        .ok()
+        .flatten()
+        .and_then(Result::ok);
+    (ws, first)
+}
+
+/// The close code and reason of a close message.
+pub fn close_of(m: &Option<Message>) -> Option<(u16, String)> {
+    match m {
+        Some(Message::Close(Some(CloseFrame { code, reason }))) => {
+            Some((u16::from(*code), reason.to_string()))
+        }
+        _ => None,
+    }
+}
+
+impl Monitor {
+    pub async fn connect(url: &str, bed: &str, device: &str) -> Monitor {
+        let (ws, first) = connect_raw(url, &hello(bed, device)).await;
+        let welcome: Value = match first {
+            Some(Message::Text(t)) => serde_json::from_str(&t).unwrap(),
+            other => panic!("expected a welcome, got {other:?}"),
+        };
+        assert_eq!(welcome["type"], "welcome");
+        Monitor { ws, welcome }
+    }
+
+    pub async fn send(&mut self, v: Value) {
+        self.ws
+            .send(Message::Text(v.to_string().into()))
+            .await
+            .unwrap();
+    }
+
+    pub async fn send_text(&mut self, t: &str) {
+        self.ws
+            .send(Message::Text(t.to_owned().into()))
+            .await
+            .unwrap();
+    }
+
+    /// Sends frames `seqs` of a synthetic signal (25 samples each, 100 ms apart from `t0`),
+    /// with a 1 Hz heart rate.
+    pub async fn stream(&mut self, t0: i64, seqs: std::ops::Range<u64>) {
+        for seq in seqs {
+            let x: Vec<f32> = (0..25).map(|k| signal(seq * 25 + k)).collect();
+            let v: Vec<f32> = x.iter().map(|s| -0.5 * s).collect();
+            self.send(
+                json!({"type": "samples", "seq": seq, "t_ms": t0 + seq as i64 * 100,
+                             "leads": {"II": x, "V": v}}),
+            )
+            .await;
+            if seq % 10 == 9 {
+                let s = (seq + 1) / 10;
+                self.send(
+                    json!({"type": "vitals", "seq": s, "t_ms": t0 + s as i64 * 1000,
+                                 "values": [{"name": "hr", "value": 72.0, "status": []}]}),
+                )
+                .await;
+            }
+        }
+    }
+
+    /// Reads replies until one matches `pred` (or `secs` pass).
+    pub async fn expect(&mut self, secs: f64, pred: impl Fn(&Value) -> bool) -> Value {
+        let until = tokio::time::Instant::now() + Duration::from_secs_f64(secs);
+        loop {
+            let m = tokio::time::timeout_at(until, self.ws.next()).await;
+            match m {
+                Ok(Some(Ok(Message::Text(t)))) => {
+                    let v: Value = serde_json::from_str(&t).unwrap();
+                    if pred(&v) {
+                        return v;
+                    }
+                }
+                Ok(Some(Ok(_))) => {}
+                other => panic!("no matching reply: {other:?}"),
+            }
+        }
+    }
+
+    /// Reads until the server closes; returns the close code and reason.
+    pub async fn closed(&mut self, secs: f64) -> Option<(u16, String)> {
+        let until = tokio::time::Instant::now() + Duration::from_secs_f64(secs);
+        loop {
+            match tokio::time::timeout_at(until, self.ws.next()).await {
+                Ok(Some(Ok(m @ Message::Close(_)))) => return close_of(&Some(m)),
+                Ok(Some(Ok(_))) => {}
+                _ => return None,
+            }
+        }
+    }
+}
+
+/// A deterministic ECG-like test signal (a 72 bpm spike train on a slow wave), mV.
+pub fn signal(i: u64) -> f32 {
+    let t = i as f32 / 250.0;
+    let phase = (t * 1.2).fract();
+    let spike = if phase < 0.04 {
+        1.5 * (1.0 - (phase - 0.02).abs() / 0.02)
+    } else {
+        0.0
+    };
+    spike + 0.1 * (t * 2.0).sin()
+}

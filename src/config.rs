@@ -1,0 +1,234 @@
+//! Configuration: one TOML file, strict (`deny_unknown_fields`), with the defaults embedded
+//! from `config/holmes.toml` so the binary runs from a bare checkout.
+//!
+//! Read at start-up by [`cli`](crate::cli); handed to every subsystem as its own section.
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+/// The embedded defaults.
+pub const DEFAULT_TOML: &str = include_str!("../config/holmes.toml");
+
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("{path}: {source}")]
+    Io {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("{origin}: {reason}")]
+    Parse { origin: String, reason: String },
+    #[error("{origin}: {reason}")]
+    Invalid { origin: String, reason: String },
+}
+
+/// The whole configuration.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Config {
+    pub server: ServerConfig,
+    pub auth: AuthConfig,
+    pub ward: WardConfig,
+    pub leads: LeadsConfig,
+    pub ingest: IngestConfig,
+    pub quality: QualityConfig,
+    pub ensemble: EnsembleConfig,
+    pub scoring: ScoringConfig,
+    pub storage: StorageConfig,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ServerConfig {
+    /// Address the HTTP API and the monitor WebSocket listen on.
+    pub listen: SocketAddr,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AuthConfig {
+    /// Tokens a monitor may present in its hello; empty accepts any token.
+    pub device_tokens: Vec<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct WardConfig {
+    /// Window length, seconds of the bed's sample timeline.
+    pub window_secs: u32,
+    /// Seconds between window closings per bed.
+    pub hop_secs: u32,
+    /// Wall-clock seconds a due window waits for missing samples before closing with a gap.
+    pub grace_secs: f64,
+    /// Beds known in advance, in phase order.
+    pub beds: Vec<String>,
+    /// Admit beds not in `beds` (false: refuse them at hello).
+    pub admit_unknown_beds: bool,
+    /// Seconds without data before a bed is stale.
+    pub stale_secs: f64,
+    /// Seconds without data before a bed is lost.
+    pub lost_secs: f64,
+    /// Seconds of signal buffered per channel and bed.
+    pub buffer_secs: u32,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LeadsConfig {
+    /// Lead names that take the primary role (case-insensitive, first match wins).
+    pub primary: Vec<String>,
+    /// Lead names that take the secondary role.
+    pub secondary: Vec<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct IngestConfig {
+    /// Largest WebSocket message accepted, bytes.
+    pub max_frame_bytes: usize,
+    /// Most samples per lead in one frame.
+    pub max_samples_per_frame: usize,
+    /// Samples with a larger magnitude (mV) are discarded as out of range.
+    pub max_abs_mv: f32,
+    /// Commands queued from a connection to its bed's aggregator.
+    pub bed_queue: usize,
+    /// Bad frames per connection per minute before the connection is closed.
+    pub max_errors_per_minute: u32,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct QualityConfig {
+    /// Fraction of a lead's samples that must have arrived for it to be scored.
+    pub min_coverage: f64,
+    /// Largest lead-off fraction of the window for a usable lead.
+    pub max_lead_off_fraction: f64,
+    /// Fraction of heart-rate seconds needed for the vitals members.
+    pub min_vitals_coverage: f64,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct EnsembleConfig {
+    /// Zoo folder.
+    pub models_dir: PathBuf,
+    /// Member model names.
+    pub members: Vec<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ScoringConfig {
+    /// Dedicated scoring threads, each holding the ensemble.
+    pub threads: usize,
+    /// Closed windows waiting for a scoring thread.
+    pub queue: usize,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct StorageConfig {
+    /// SQLite database file.
+    pub db: PathBuf,
+    /// Days of scores and events kept.
+    pub retention_days: u32,
+    /// Most rows per write transaction.
+    pub batch_rows: usize,
+    /// Longest wait (ms) to fill a write transaction.
+    pub flush_ms: u64,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config::parse(DEFAULT_TOML, "embedded defaults").expect("embedded defaults are valid")
+    }
+}
+
+impl Config {
+    /// Parses and validates TOML text; `origin` names it in errors.
+    pub fn parse(text: &str, origin: &str) -> Result<Config, ConfigError> {
+        let c: Config = toml::from_str(text).map_err(|e| ConfigError::Parse {
+            origin: origin.to_owned(),
+            reason: e.to_string(),
+        })?;
+        c.validate().map_err(|reason| ConfigError::Invalid {
+            origin: origin.to_owned(),
+            reason,
+        })?;
+        Ok(c)
+    }
+
+    /// Reads a config file.
+    pub fn read(path: &Path) -> Result<Config, ConfigError> {
+        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Io {
+            path: path.to_owned(),
+            source,
+        })?;
+        Config::parse(&text, &path.display().to_string())
+    }
+
+    /// Cross-field checks.
+    pub fn validate(&self) -> Result<(), String> {
+        let w = &self.ward;
+        if w.window_secs == 0 || w.hop_secs == 0 {
+            return Err("ward.window_secs and ward.hop_secs must be positive".into());
+        }
+        if (w.buffer_secs as f64) < w.window_secs as f64 + w.grace_secs + 2.0 {
+            return Err("ward.buffer_secs must cover window_secs + grace_secs + 2".into());
+        }
+        if !(w.stale_secs > 0.0 && w.lost_secs > w.stale_secs) {
+            return Err("ward.lost_secs must exceed ward.stale_secs > 0".into());
+        }
+        if self.ensemble.members.is_empty() {
+            return Err("ensemble.members is empty".into());
+        }
+        if self.scoring.threads == 0 || self.scoring.queue == 0 || self.ingest.bed_queue == 0 {
+            return Err(
+                "scoring.threads, scoring.queue and ingest.bed_queue must be positive".into(),
+            );
+        }
+        if self.storage.batch_rows == 0 {
+            return Err("storage.batch_rows must be positive".into());
+        }
+        for (name, v) in [
+            ("quality.min_coverage", self.quality.min_coverage),
+            (
+                "quality.max_lead_off_fraction",
+                self.quality.max_lead_off_fraction,
+            ),
+            (
+                "quality.min_vitals_coverage",
+                self.quality.min_vitals_coverage,
+            ),
+        ] {
+            if !(0.0..=1.0).contains(&v) {
+                return Err(format!("{name} must lie in [0, 1]"));
+            }
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn embedded_defaults_parse() {
+        let c = Config::default();
+        assert_eq!((c.ward.window_secs, c.ward.hop_secs), (30, 30));
+    }
+
+    #[test]
+    fn unknown_keys_and_bad_values_are_refused() {
+        let bad = DEFAULT_TOML.replace("[auth]", "[auth]\nsurprise = 1");
+        let e = Config::parse(&bad, "x.toml").unwrap_err().to_string();
+        assert!(e.contains("x.toml") && e.contains("surprise"), "{e}");
+        let bad = DEFAULT_TOML.replace("min_coverage = 0.8", "min_coverage = 1.5");
+        let e = Config::parse(&bad, "x.toml").unwrap_err().to_string();
+        assert!(e.contains("quality.min_coverage"), "{e}");
+    }
+}

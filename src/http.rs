@@ -1,0 +1,187 @@
+//! HTTP: the router (`/ws/monitor`, `/api/...`, `/health/...`), its shared state, and the one
+//! mapping from errors to status codes.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+
+use axum::extract::{Path, Query, State, WebSocketUpgrade};
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use axum::{Json, Router};
+use serde::{Deserialize, Serialize};
+use serde_json::json;
+use tokio_util::sync::CancellationToken;
+
+use crate::config::Config;
+use crate::store::{StoreError, StoreHealth, StoreReader};
+use crate::ward::Ward;
+
+/// A served model, as `/api/models` lists it.
+#[derive(Debug, Clone, Serialize)]
+pub struct ModelInfo {
+    pub name: String,
+    pub version: u32,
+    pub input: String,
+    pub parameters: usize,
+    pub macs_per_window: u64,
+    pub sha256: String,
+    pub val_roc_auc: Option<f64>,
+    pub test_roc_auc: Option<f64>,
+}
+
+/// Everything handlers need.
+#[derive(Clone)]
+pub struct AppState {
+    pub cfg: Config,
+    pub ward: Ward,
+    pub reader: StoreReader,
+    pub store_health: Arc<StoreHealth>,
+    pub ensemble_id: i64,
+    pub models: Arc<Vec<ModelInfo>>,
+    pub shutdown: CancellationToken,
+}
+
+/// Errors a handler can return.
+#[derive(Debug, thiserror::Error)]
+pub enum ApiError {
+    #[error("unknown bed {0:?}")]
+    UnknownBed(String),
+    #[error("bad query: {0}")]
+    BadQuery(String),
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    #[error("internal task failed: {0}")]
+    Join(#[from] tokio::task::JoinError),
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let status = match self {
+            ApiError::UnknownBed(_) => StatusCode::NOT_FOUND,
+            ApiError::BadQuery(_) => StatusCode::BAD_REQUEST,
+            ApiError::Store(_) | ApiError::Join(_) => StatusCode::SERVICE_UNAVAILABLE,
+        };
+        (status, Json(json!({"error": self.to_string()}))).into_response()
+    }
+}
+
+pub fn router(state: AppState) -> Router {
+    Router::new()
+        .route("/ws/monitor", get(ws_monitor))
+        .route("/api/beds", get(beds))
+        .route("/api/beds/{bed}/scores", get(bed_scores))
+        .route("/api/beds/{bed}/events", get(bed_events))
+        .route("/api/models", get(models))
+        .route("/api/ensemble", get(ensemble))
+        .route(
+            "/health/live",
+            get(|| async { Json(json!({"status": "live"})) }),
+        )
+        .route("/health/ready", get(ready))
+        .with_state(state)
+}
+
+async fn ws_monitor(ws: WebSocketUpgrade, State(s): State<AppState>) -> Response {
+    let max = s.cfg.ingest.max_frame_bytes;
+    ws.max_message_size(max)
+        .max_frame_size(max)
+        .on_upgrade(move |socket| crate::ingest::connection(socket, s.cfg, s.ward, s.shutdown))
+}
+
+async fn beds(State(s): State<AppState>) -> Result<Json<serde_json::Value>, ApiError> {
+    let reader = s.reader.clone();
+    let latest = tokio::task::spawn_blocking(move || reader.latest_scores()).await??;
+    let mut latest: HashMap<String, _> = latest.into_iter().map(|r| (r.bed.clone(), r)).collect();
+    let beds: Vec<_> = s
+        .ward
+        .views()
+        .into_iter()
+        .map(|v| {
+            let l = latest.remove(&v.bed);
+            json!({"bed": v.bed, "status": v.status, "connected": v.connected, "device": v.device,
+                   "data_age_secs": v.data_age_secs, "frames": v.frames, "gaps": v.gaps,
+                   "duplicates": v.duplicates, "windows_closed": v.windows_closed, "latest": l})
+        })
+        .collect();
+    Ok(Json(json!({"beds": beds})))
+}
+
+#[derive(Debug, Deserialize)]
+struct Range {
+    since: Option<i64>,
+    until: Option<i64>,
+    limit: Option<i64>,
+}
+
+fn known_bed(s: &AppState, bed: &str) -> Result<(), ApiError> {
+    let known =
+        s.ward.views().iter().any(|v| v.bed == bed) || s.cfg.ward.beds.iter().any(|b| b == bed);
+    if known {
+        Ok(())
+    } else {
+        Err(ApiError::UnknownBed(bed.to_owned()))
+    }
+}
+
+async fn bed_scores(
+    State(s): State<AppState>,
+    Path(bed): Path<String>,
+    Query(q): Query<Range>,
+) -> Result<Json<serde_json::Value>, ApiError> {
+    known_bed(&s, &bed)?;
+    let (since, until) = (q.since.unwrap_or(i64::MIN), q.until.unwrap_or(i64::MAX));
+    if since > until {
+        return Err(ApiError::BadQuery("since is after until".into()));
+    }
+    let limit = q.limit.unwrap_or(10_000).clamp(1, 100_000);
+    let reader = s.reader.clone();
+    let b = bed.clone();
+    let rows =
+        tokio::task::spawn_blocking(move || reader.scores(&b, since, until, limit)).await??;
+    Ok(Json(json!({"bed": bed, "scores": rows})))
+}
+
+async fn bed_events(
+    State(s): State<AppState>,
+    Path(bed): Path<String>,
+) -> Result<Json<serde_json::Value>, ApiError> {
+    known_bed(&s, &bed)?;
+    let reader = s.reader.clone();
+    let b = bed.clone();
+    let rows = tokio::task::spawn_blocking(move || reader.events(&b, 10_000)).await??;
+    let events: Vec<_> = rows
+        .into_iter()
+        .map(|(at, kind, detail)| json!({"at_ms": at, "kind": kind, "detail": detail}))
+        .collect();
+    Ok(Json(json!({"bed": bed, "events": events})))
+}
+
+async fn models(State(s): State<AppState>) -> Json<serde_json::Value> {
+    Json(json!({"models": *s.models}))
+}
+
+async fn ensemble(State(s): State<AppState>) -> Json<serde_json::Value> {
+    Json(json!({
+        "id": s.ensemble_id,
+        "source": "config",
+        "members": s.models.iter().map(|m| json!({"name": m.name, "version": m.version})).collect::<Vec<_>>(),
+        "combine": "mean probability of the members whose input is usable",
+    }))
+}
+
+async fn ready(State(s): State<AppState>) -> Response {
+    let writable = s.store_health.writable.load(Ordering::Relaxed);
+    let body = json!({
+        "models_loaded": s.models.len(),
+        "database_writable": writable,
+        "last_database_error": *s.store_health.last_error.lock().expect("lock"),
+    });
+    let status = if writable && !s.models.is_empty() {
+        StatusCode::OK
+    } else {
+        StatusCode::SERVICE_UNAVAILABLE
+    };
+    (status, Json(body)).into_response()
+}

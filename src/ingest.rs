@@ -1,0 +1,357 @@
+//! The monitor side of the server: one task per WebSocket connection on `/ws/monitor`.
+//! It checks the hello, attaches to the bed in the [`ward`](crate::ward), validates every
+//! frame against what the hello announced, answers bad frames with an error (the connection
+//! carries on) and fatal problems with a close code.
+
+use std::collections::HashMap;
+use std::time::{Duration, Instant};
+
+use axum::extract::ws::{CloseFrame, Message, WebSocket};
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+
+use crate::config::Config;
+use crate::dataset::MAX_LEADS;
+use crate::protocol::{ClientMsg, ErrorCode, PROTOCOL_VERSION, ServerMsg, close, parse_client};
+use crate::ward::{BedCmd, SampleFrame, Ward};
+
+/// How long a new connection has to say hello.
+const HELLO_TIMEOUT: Duration = Duration::from_secs(10);
+/// Replies queued to one monitor before the oldest are dropped.
+const OUT_QUEUE: usize = 64;
+/// The appliance's ECG rate.
+const ECG_HZ: f64 = 250.0;
+
+/// Lead name to role slot, per the `[leads]` config (case-insensitive, first match wins).
+pub fn lead_slot(cfg: &Config, lead: &str) -> Option<usize> {
+    let m = |names: &[String]| names.iter().any(|n| n.eq_ignore_ascii_case(lead));
+    if m(&cfg.leads.primary) {
+        Some(0)
+    } else if m(&cfg.leads.secondary) {
+        Some(1)
+    } else {
+        None
+    }
+}
+
+async fn close_with(socket: &mut WebSocket, code: u16, reason: &str) {
+    let _ = socket
+        .send(Message::Close(Some(CloseFrame {
+            code,
+            reason: reason.into(),
+        })))
+        .await;
+}
+
+/// Serves one monitor connection until it closes, is superseded, or the server stops.
+pub async fn connection(
+    mut socket: WebSocket,
+    cfg: Config,
+    ward: Ward,
+    shutdown: CancellationToken,
+) {
+    let hello = match tokio::time::timeout(HELLO_TIMEOUT, socket.recv()).await {
+        Ok(Some(Ok(Message::Text(t)))) => parse_client(&t),
+        Ok(Some(Ok(_))) => Err("the first message must be a JSON text hello".into()),
+        Ok(_) => return,
+        Err(_) => Err("no hello within 10 s".into()),
+    };
+    let (bed, device, token, ecg, vitals) = match hello {
+        Ok(ClientMsg::Hello {
+            protocol,
+            bed,
+            device,
+            token,
+            ecg,
+            vitals,
+        }) => {
+            if protocol != PROTOCOL_VERSION {
+                let r = format!(
+                    "protocol {protocol} is not supported (this server speaks {PROTOCOL_VERSION})"
+                );
+                return close_with(&mut socket, close::BAD_HELLO, &r).await;
+            }
+            (bed, device, token, ecg, vitals)
+        }
+        Ok(_) => {
+            return close_with(
+                &mut socket,
+                close::BAD_HELLO,
+                "the first message must be a hello",
+            )
+            .await;
+        }
+        Err(e) => {
+            return close_with(
+                &mut socket,
+                close::BAD_HELLO,
+                &truncate(&format!("bad hello: {e}")),
+            )
+            .await;
+        }
+    };
+    if bed.is_empty() || bed.len() > 64 || device.is_empty() || device.len() > 128 {
+        return close_with(
+            &mut socket,
+            close::BAD_HELLO,
+            "bed (1-64 chars) and device (1-128) are required",
+        )
+        .await;
+    }
+    // Announced leads: name -> slot (None: announced but not a role we score).
+    let mut leads: HashMap<String, Option<usize>> = HashMap::new();
+    let mut present = [false; MAX_LEADS];
+    for ch in &ecg {
+        if (ch.hz - ECG_HZ).abs() > 1e-6 {
+            let r = format!(
+                "lead {}: sampling rate {} Hz, this appliance takes {ECG_HZ} Hz",
+                ch.lead, ch.hz
+            );
+            return close_with(&mut socket, close::BAD_HELLO, &truncate(&r)).await;
+        }
+        let slot = lead_slot(&cfg, &ch.lead).filter(|s| !present[*s]);
+        if let Some(s) = slot {
+            present[s] = true;
+        }
+        leads.insert(ch.lead.clone(), slot);
+    }
+    let vitals: Vec<String> = vitals.into_iter().map(|v| v.name).collect();
+    let (out_tx, mut out_rx) = mpsc::channel::<ServerMsg>(OUT_QUEUE);
+    let attach = match ward
+        .attach(&bed, &device, &token, present, vitals, out_tx.clone())
+        .await
+    {
+        Ok(a) => a,
+        Err(e) => {
+            tracing::info!(code = e.code, "Monitor refused");
+            return close_with(&mut socket, e.code, &truncate(&e.reason)).await;
+        }
+    };
+    let welcome = ServerMsg::Welcome {
+        bed: bed.clone(),
+        next_samples_seq: attach.next_samples_seq,
+        next_vitals_seq: attach.next_vitals_seq,
+        window_secs: cfg.ward.window_secs,
+        hop_secs: cfg.ward.hop_secs,
+    };
+    if socket
+        .send(Message::Text(welcome.to_text().into()))
+        .await
+        .is_err()
+    {
+        ward.detach(&bed, attach.conn).await;
+        return;
+    }
+    let mut kicked = attach.kicked;
+    let mut errors: (Instant, u32) = (Instant::now(), 0);
+    let reason = loop {
+        tokio::select! {
+            _ = shutdown.cancelled() => break Some((close::GOING_AWAY, "server shutting down".to_string())),
+            k = &mut kicked => break k.ok(),
+            Some(msg) = out_rx.recv() => {
+                if socket.send(Message::Text(msg.to_text().into())).await.is_err() {
+                    break None;
+                }
+            }
+            incoming = socket.recv() => {
+                let reply = match incoming {
+                    None | Some(Ok(Message::Close(_))) => break None,
+                    Some(Err(e)) => {
+                        let too_big = e.to_string().to_lowercase().contains("too long")
+                            || e.to_string().to_lowercase().contains("too big")
+                            || e.to_string().to_lowercase().contains("size");
+                        if too_big {
+                            break Some((close::TOO_BIG, format!("message larger than {} bytes", cfg.ingest.max_frame_bytes)));
+                        }
+                        break None;
+                    }
+                    Some(Ok(Message::Text(t))) => handle_text(&cfg, &t, &leads, &attach.tx).await,
+                    Some(Ok(Message::Binary(_))) => Some(Reply::Msg(ServerMsg::error(None, ErrorCode::Malformed,
+                        "binary frames are not accepted by this server version; send JSON text"))),
+                    Some(Ok(_)) => None,
+                };
+                match reply {
+                    Some(Reply::Msg(m)) => {
+                        let bad = matches!(m, ServerMsg::Error { .. });
+                        if bad {
+                            if errors.0.elapsed() > Duration::from_secs(60) {
+                                errors = (Instant::now(), 0);
+                            }
+                            errors.1 += 1;
+                            if errors.1 > cfg.ingest.max_errors_per_minute {
+                                break Some((close::TOO_MANY_ERRORS, "too many bad frames in a minute".into()));
+                            }
+                        }
+                        if socket.send(Message::Text(m.to_text().into())).await.is_err() {
+                            break None;
+                        }
+                    }
+                    Some(Reply::Gone) => break Some((close::GOING_AWAY, "bed aggregator stopped".into())),
+                    None => {}
+                }
+            }
+        }
+    };
+    if let Some((code, r)) = reason {
+        close_with(&mut socket, code, &truncate(&r)).await;
+    }
+    ward.detach(&bed, attach.conn).await;
+}
+
+enum Reply {
+    /// Send this to the monitor (an error counts towards the per-minute limit).
+    Msg(ServerMsg),
+    /// The bed's aggregator is gone (server stopping).
+    Gone,
+}
+
+impl From<ServerMsg> for Reply {
+    fn from(m: ServerMsg) -> Reply {
+        Reply::Msg(m)
+    }
+}
+
+fn truncate(s: &str) -> String {
+    // Close reasons must fit in 123 bytes.
+    let mut out = String::new();
+    for c in s.chars() {
+        if out.len() + c.len_utf8() > 120 {
+            break;
+        }
+        out.push(c);
+    }
+    out
+}
+
+async fn handle_text(
+    cfg: &Config,
+    text: &str,
+    leads: &HashMap<String, Option<usize>>,
+    bed: &mpsc::Sender<BedCmd>,
+) -> Option<Reply> {
+    let arrived = Instant::now();
+    let msg = match parse_client(text) {
+        Ok(m) => m,
+        Err(e) => {
+            return Some(ServerMsg::error(None, ErrorCode::Malformed, truncate_msg(&e)).into());
+        }
+    };
+    let cmd = match msg {
+        ClientMsg::Hello { .. } => {
+            return Some(
+                ServerMsg::error(
+                    None,
+                    ErrorCode::UnexpectedHello,
+                    "already said hello on this connection",
+                )
+                .into(),
+            );
+        }
+        ClientMsg::Bye {} => BedCmd::Bye,
+        ClientMsg::Vitals { seq, t_ms, values } => BedCmd::Vitals {
+            seq,
+            t_ms,
+            values: values
+                .into_iter()
+                .map(|v| {
+                    let ok = v.status.is_empty() && v.value.is_some_and(f64::is_finite);
+                    (v.name, if ok { v.value.map(|x| x as f32) } else { None })
+                })
+                .collect(),
+            arrived,
+        },
+        ClientMsg::Samples {
+            seq,
+            t_ms,
+            leads: data,
+            lead_off,
+        } => {
+            let mut n = None;
+            let mut frame_leads: [Option<Vec<Option<f32>>>; MAX_LEADS] = Default::default();
+            let mut bad = 0usize;
+            for (name, samples) in data {
+                let Some(slot) = leads.get(&name) else {
+                    return Some(
+                        ServerMsg::error(
+                            Some(seq),
+                            ErrorCode::BadShape,
+                            format!("lead {name:?} was not announced in the hello"),
+                        )
+                        .into(),
+                    );
+                };
+                if *n.get_or_insert(samples.len()) != samples.len() {
+                    return Some(
+                        ServerMsg::error(
+                            Some(seq),
+                            ErrorCode::BadShape,
+                            "leads carry different numbers of samples",
+                        )
+                        .into(),
+                    );
+                }
+                if samples.len() > cfg.ingest.max_samples_per_frame {
+                    return Some(
+                        ServerMsg::error(
+                            Some(seq),
+                            ErrorCode::BadShape,
+                            format!(
+                                "{} samples per lead; at most {} per frame",
+                                samples.len(),
+                                cfg.ingest.max_samples_per_frame
+                            ),
+                        )
+                        .into(),
+                    );
+                }
+                if let Some(s) = slot {
+                    let clean: Vec<Option<f32>> = samples
+                        .into_iter()
+                        .map(|v| v.filter(|x| x.is_finite() && x.abs() <= cfg.ingest.max_abs_mv))
+                        .collect();
+                    bad += clean.iter().filter(|v| v.is_none()).count();
+                    frame_leads[*s] = Some(clean);
+                }
+            }
+            let Some(n) = n.filter(|&n| n > 0) else {
+                return Some(
+                    ServerMsg::error(
+                        Some(seq),
+                        ErrorCode::BadShape,
+                        "a samples frame needs at least one sample",
+                    )
+                    .into(),
+                );
+            };
+            let mut off = [false; MAX_LEADS];
+            for name in &lead_off {
+                if let Some(Some(s)) = leads.get(name) {
+                    off[*s] = true;
+                }
+            }
+            let frame = SampleFrame {
+                seq,
+                t_ms,
+                n,
+                leads: frame_leads,
+                lead_off: off,
+                arrived,
+            };
+            if bed.send(BedCmd::Samples(frame)).await.is_err() {
+                return Some(Reply::Gone);
+            }
+            return (bad > 0).then(|| {
+                Reply::Msg(ServerMsg::error(Some(seq), ErrorCode::BadSamples,
+                    format!("{bad} missing, non-finite or out-of-range (> {} mV) samples were discarded", cfg.ingest.max_abs_mv)))
+            });
+        }
+    };
+    if bed.send(cmd).await.is_err() {
+        return Some(Reply::Gone);
+    }
+    None
+}
+
+fn truncate_msg(e: &str) -> String {
+    e.chars().take(300).collect()
+}

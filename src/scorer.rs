@@ -1,0 +1,154 @@
+//! The simple scoring loop: dedicated threads that pull closed windows, run every applicable
+//! ensemble member on the shared window, and send the mean probability (HOLMES eq. 5) to the
+//! store. The serving-engine issue replaces the loop; [`Ensemble::score`] stays the one place
+//! where a window becomes a score, for the daemon and for `holmes score` alike.
+
+use std::path::Path;
+use std::sync::Arc;
+
+use burn::backend::Flex;
+use tokio::sync::mpsc;
+
+use crate::store::{MemberScore, ScoreRecord, ScoreStatus, StoreHandle};
+use crate::ward::ClosedWindow;
+use crate::zoo::{Input, ZooError, ZooModel};
+
+#[derive(Debug, thiserror::Error)]
+pub enum ScorerError {
+    #[error("ensemble member {name:?} is not in {dir} (models there: {available})")]
+    MissingMember {
+        name: String,
+        dir: String,
+        available: String,
+    },
+    #[error(transparent)]
+    Zoo(#[from] ZooError),
+    #[error("scoring thread failed to start: {0}")]
+    Thread(String),
+}
+
+/// The loaded members of the serving ensemble.
+pub struct Ensemble {
+    pub id: i64,
+    pub members: Vec<ZooModel<Flex>>,
+}
+
+impl Ensemble {
+    /// Loads the named members from the zoo folder; a missing or broken member is an error
+    /// naming it.
+    pub fn load(dir: &Path, names: &[String], id: i64) -> Result<Ensemble, ScorerError> {
+        let device = Default::default();
+        let mut members = Vec::with_capacity(names.len());
+        for name in names {
+            let d = dir.join(name);
+            if !d.is_dir() {
+                let available = crate::zoo::model_dirs(dir)
+                    .map(|v| {
+                        v.iter()
+                            .filter_map(|p| p.file_name().map(|f| f.to_string_lossy().into_owned()))
+                            .collect::<Vec<_>>()
+                            .join(", ")
+                    })
+                    .unwrap_or_default();
+                return Err(ScorerError::MissingMember {
+                    name: name.clone(),
+                    dir: dir.display().to_string(),
+                    available,
+                });
+            }
+            members.push(ZooModel::load(&d, &device)?);
+        }
+        Ok(Ensemble { id, members })
+    }
+
+    /// Scores one window: each member whose input is usable predicts; the score is their mean.
+    pub fn score(&self, w: &ClosedWindow) -> (ScoreStatus, Option<f32>, Vec<MemberScore>) {
+        let mut members = Vec::with_capacity(self.members.len());
+        let mut sum = 0.0f64;
+        let mut n = 0usize;
+        for m in &self.members {
+            let input: Option<&[f32]> = match m.manifest.input {
+                Input::Ecg { lead, .. } => w.ecg[lead.index()].as_deref(),
+                Input::HeartRate { .. } => w.heart_rate.as_deref(),
+            };
+            let prob = input.and_then(|x| match m.predict(&[x]) {
+                Ok(p) => p.first().copied().filter(|p| p.is_finite()),
+                Err(e) => {
+                    tracing::warn!(model = %m.name(), error = %e, "Member failed on a window");
+                    None
+                }
+            });
+            if let Some(p) = prob {
+                sum += p as f64;
+                n += 1;
+            }
+            members.push(MemberScore {
+                name: m.manifest.name.clone(),
+                version: m.manifest.version,
+                prob,
+            });
+        }
+        if n == 0 {
+            (ScoreStatus::InsufficientSignal, None, members)
+        } else {
+            (ScoreStatus::Scored, Some((sum / n as f64) as f32), members)
+        }
+    }
+}
+
+/// Starts `threads` scoring threads, each loading its own copy of the ensemble. Returns once
+/// every thread has loaded (and so warmed) its members, or with the first load error.
+pub fn start(
+    threads: usize,
+    dir: &Path,
+    names: &[String],
+    ensemble_id: i64,
+    rx: mpsc::Receiver<ClosedWindow>,
+    store: StoreHandle,
+) -> Result<Vec<std::thread::JoinHandle<()>>, ScorerError> {
+    let rx = Arc::new(std::sync::Mutex::new(rx));
+    let mut joins = Vec::new();
+    let mut ready = Vec::new();
+    for i in 0..threads {
+        let (ready_tx, ready_rx) = std::sync::mpsc::channel();
+        let (dir, names, rx, store) = (dir.to_owned(), names.to_vec(), rx.clone(), store.clone());
+        let join = std::thread::Builder::new()
+            .name(format!("holmes-score-{i}"))
+            .spawn(move || {
+                let ensemble = match Ensemble::load(&dir, &names, ensemble_id) {
+                    Ok(e) => {
+                        let _ = ready_tx.send(Ok(()));
+                        e
+                    }
+                    Err(e) => {
+                        let _ = ready_tx.send(Err(e));
+                        return;
+                    }
+                };
+                loop {
+                    let next = rx.lock().expect("scorer queue lock").blocking_recv();
+                    let Some(w) = next else { break };
+                    let (status, score, members) = ensemble.score(&w);
+                    store.score(ScoreRecord {
+                        bed: w.bed.clone(),
+                        window_index: w.index,
+                        start_ms: w.start_ms,
+                        end_ms: w.end_ms,
+                        status,
+                        score,
+                        members,
+                        ensemble_id: ensemble.id,
+                        quality: w.quality.clone(),
+                        last_sample_at: w.last_sample_at,
+                    });
+                }
+            })
+            .map_err(|e| ScorerError::Thread(e.to_string()))?;
+        joins.push(join);
+        ready.push(ready_rx);
+    }
+    for r in ready {
+        r.recv().map_err(|e| ScorerError::Thread(e.to_string()))??;
+    }
+    Ok(joins)
+}

@@ -1,0 +1,566 @@
+//! SQLite storage: one writer thread taking commands from a bounded channel and committing
+//! them in batched transactions (WAL mode), schema migrations keyed by `PRAGMA user_version`,
+//! retention, and read queries for the API.
+//!
+//! Fed by the [`ward`](crate::ward) (events, dropped windows) and the
+//! [`scorer`](crate::scorer) (scores); read by [`http`](crate::http).
+
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::mpsc::{Receiver, RecvTimeoutError, SyncSender, TrySendError};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use rusqlite::{Connection, OptionalExtension, params};
+use serde::Serialize;
+use serde_json::json;
+
+use crate::config::StorageConfig;
+use crate::ward::{ClosedWindow, TechEvent, WindowQuality};
+
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    #[error("database {path}: {source}")]
+    Sqlite {
+        path: PathBuf,
+        #[source]
+        source: rusqlite::Error,
+    },
+    #[error("database {path}: schema version {found} is newer than this build knows ({known})")]
+    TooNew {
+        path: PathBuf,
+        found: i64,
+        known: i64,
+    },
+}
+
+/// Schema migrations, applied in order; `PRAGMA user_version` counts those applied.
+const MIGRATIONS: &[&str] = &[
+    // 1: the first schema.
+    "CREATE TABLE beds (
+        bed TEXT PRIMARY KEY,
+        device TEXT,
+        first_seen_ms INTEGER NOT NULL,
+        last_seen_ms INTEGER NOT NULL
+    );
+    CREATE TABLE models (
+        name TEXT NOT NULL,
+        version INTEGER NOT NULL,
+        sha256 TEXT NOT NULL,
+        input TEXT NOT NULL,
+        first_loaded_ms INTEGER NOT NULL,
+        PRIMARY KEY (name, version)
+    );
+    CREATE TABLE ensembles (
+        id INTEGER PRIMARY KEY,
+        members TEXT NOT NULL,
+        created_ms INTEGER NOT NULL,
+        source TEXT NOT NULL
+    );
+    CREATE TABLE scores (
+        id INTEGER PRIMARY KEY,
+        bed TEXT NOT NULL,
+        window_index INTEGER NOT NULL,
+        window_start_ms INTEGER NOT NULL,
+        window_end_ms INTEGER NOT NULL,
+        status TEXT NOT NULL,
+        score REAL,
+        members TEXT NOT NULL,
+        ensemble_id INTEGER,
+        quality TEXT NOT NULL,
+        latency_ms REAL NOT NULL,
+        committed_ms INTEGER NOT NULL
+    );
+    CREATE INDEX scores_bed_end ON scores (bed, window_end_ms);
+    CREATE TABLE events (
+        id INTEGER PRIMARY KEY,
+        bed TEXT NOT NULL,
+        at_ms INTEGER NOT NULL,
+        kind TEXT NOT NULL,
+        detail TEXT NOT NULL
+    );
+    CREATE INDEX events_bed_at ON events (bed, at_ms);",
+];
+
+/// How a window ended up.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ScoreStatus {
+    /// Scored by the ensemble.
+    Scored,
+    /// Below the quality floor: recorded, not scored.
+    InsufficientSignal,
+    /// The scoring queue was full: recorded, not scored.
+    Dropped,
+}
+
+impl ScoreStatus {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ScoreStatus::Scored => "scored",
+            ScoreStatus::InsufficientSignal => "insufficient_signal",
+            ScoreStatus::Dropped => "dropped",
+        }
+    }
+}
+
+/// One member's contribution to a score.
+#[derive(Debug, Clone, PartialEq, Serialize, serde::Deserialize)]
+pub struct MemberScore {
+    pub name: String,
+    pub version: u32,
+    /// Probability, or `None` when the member's input was not usable in this window.
+    pub prob: Option<f32>,
+}
+
+/// A window's outcome, ready to store.
+#[derive(Debug, Clone)]
+pub struct ScoreRecord {
+    pub bed: Arc<str>,
+    pub window_index: u64,
+    pub start_ms: i64,
+    pub end_ms: i64,
+    pub status: ScoreStatus,
+    pub score: Option<f32>,
+    pub members: Vec<MemberScore>,
+    pub ensemble_id: i64,
+    pub quality: WindowQuality,
+    pub last_sample_at: Instant,
+}
+
+enum Cmd {
+    Score(ScoreRecord),
+    Event(TechEvent, i64),
+    BedSeen(String, String, i64),
+}
+
+/// Health of the writer, shared with `/health/ready`.
+#[derive(Debug, Default)]
+pub struct StoreHealth {
+    pub writable: AtomicBool,
+    pub committed_scores: AtomicU64,
+    pub dropped_commands: AtomicU64,
+    pub last_error: Mutex<Option<String>>,
+}
+
+/// Handle to the writer thread. Cheap to clone; sending never blocks an async task.
+#[derive(Clone)]
+pub struct StoreHandle {
+    tx: SyncSender<Cmd>,
+    pub health: Arc<StoreHealth>,
+}
+
+pub fn now_ms() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as i64)
+}
+
+fn open(path: &Path) -> Result<Connection, StoreError> {
+    let err = |source| StoreError::Sqlite {
+        path: path.to_owned(),
+        source,
+    };
+    let c = Connection::open(path).map_err(err)?;
+    c.pragma_update(None, "journal_mode", "WAL").map_err(err)?;
+    c.pragma_update(None, "synchronous", "NORMAL")
+        .map_err(err)?;
+    c.busy_timeout(Duration::from_secs(5)).map_err(err)?;
+    Ok(c)
+}
+
+/// Brings the schema up to date.
+pub fn migrate(c: &mut Connection, path: &Path) -> Result<(), StoreError> {
+    let err = |source| StoreError::Sqlite {
+        path: path.to_owned(),
+        source,
+    };
+    let version: i64 = c
+        .pragma_query_value(None, "user_version", |r| r.get(0))
+        .map_err(err)?;
+    let known = MIGRATIONS.len() as i64;
+    if version > known {
+        return Err(StoreError::TooNew {
+            path: path.to_owned(),
+            found: version,
+            known,
+        });
+    }
+    for (i, sql) in MIGRATIONS.iter().enumerate().skip(version as usize) {
+        let tx = c.transaction().map_err(err)?;
+        tx.execute_batch(sql).map_err(err)?;
+        tx.pragma_update(None, "user_version", (i + 1) as i64)
+            .map_err(err)?;
+        tx.commit().map_err(err)?;
+    }
+    Ok(())
+}
+
+/// The ensemble and models this run serves, recorded at start-up.
+pub struct ServedEnsemble<'a> {
+    pub members: &'a [(String, u32, String, String)], // name, version, sha256, input
+    pub source: &'a str,
+}
+
+/// Opens (creating and migrating) the database, records the served ensemble, and starts the
+/// writer thread. Returns the handle and the ensemble's id.
+pub fn start(
+    cfg: &StorageConfig,
+    ensemble: ServedEnsemble<'_>,
+) -> Result<(StoreHandle, i64, std::thread::JoinHandle<()>), StoreError> {
+    let path = cfg.db.clone();
+    let err = |source| StoreError::Sqlite {
+        path: path.clone(),
+        source,
+    };
+    let mut c = open(&path)?;
+    migrate(&mut c, &path)?;
+    let now = now_ms();
+    for (name, version, sha, input) in ensemble.members {
+        c.execute(
+            "INSERT OR IGNORE INTO models (name, version, sha256, input, first_loaded_ms) VALUES (?1, ?2, ?3, ?4, ?5)",
+            params![name, version, sha, input, now],
+        )
+        .map_err(err)?;
+    }
+    let members = json!(
+        ensemble
+            .members
+            .iter()
+            .map(|m| json!({"name": m.0, "version": m.1}))
+            .collect::<Vec<_>>()
+    )
+    .to_string();
+    let existing: Option<i64> = c
+        .query_row(
+            "SELECT id FROM ensembles WHERE members = ?1 ORDER BY id DESC LIMIT 1",
+            [&members],
+            |r| r.get(0),
+        )
+        .optional()
+        .map_err(err)?;
+    let ensemble_id = match existing {
+        Some(id) => id,
+        None => {
+            c.execute(
+                "INSERT INTO ensembles (members, created_ms, source) VALUES (?1, ?2, ?3)",
+                params![members, now, ensemble.source],
+            )
+            .map_err(err)?;
+            c.last_insert_rowid()
+        }
+    };
+    let (tx, rx) = std::sync::mpsc::sync_channel(cfg.batch_rows * 16);
+    let health = Arc::new(StoreHealth::default());
+    health.writable.store(true, Ordering::Relaxed);
+    let writer = Writer {
+        conn: c,
+        path,
+        rx,
+        batch_rows: cfg.batch_rows,
+        flush: Duration::from_millis(cfg.flush_ms),
+        retention_ms: cfg.retention_days as i64 * 86_400_000,
+        health: health.clone(),
+    };
+    let join = std::thread::Builder::new()
+        .name("holmes-store".into())
+        .spawn(move || writer.run())
+        .expect("spawn the store writer");
+    Ok((StoreHandle { tx, health }, ensemble_id, join))
+}
+
+impl StoreHandle {
+    fn send(&self, cmd: Cmd) {
+        match self.tx.try_send(cmd) {
+            Ok(()) => {}
+            Err(TrySendError::Full(cmd)) => {
+                // Scores must not be lost: wait for room (the scorer runs on its own thread).
+                if matches!(cmd, Cmd::Score(_)) {
+                    let _ = self.tx.send(cmd);
+                } else {
+                    self.health.dropped_commands.fetch_add(1, Ordering::Relaxed);
+                }
+            }
+            Err(TrySendError::Disconnected(_)) => {
+                self.health.dropped_commands.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+    }
+
+    pub fn score(&self, r: ScoreRecord) {
+        self.send(Cmd::Score(r));
+    }
+
+    pub fn event(&self, e: TechEvent) {
+        self.send(Cmd::Event(e, now_ms()));
+    }
+
+    pub fn bed_seen(&self, bed: &str, device: &str) {
+        self.send(Cmd::BedSeen(bed.to_owned(), device.to_owned(), now_ms()));
+    }
+
+    /// Records a window the scorer had no room for.
+    pub fn dropped(&self, w: &ClosedWindow) {
+        self.send(Cmd::Score(ScoreRecord {
+            bed: w.bed.clone(),
+            window_index: w.index,
+            start_ms: w.start_ms,
+            end_ms: w.end_ms,
+            status: ScoreStatus::Dropped,
+            score: None,
+            members: Vec::new(),
+            ensemble_id: 0,
+            quality: w.quality.clone(),
+            last_sample_at: w.last_sample_at,
+        }));
+    }
+}
+
+struct Writer {
+    conn: Connection,
+    path: PathBuf,
+    rx: Receiver<Cmd>,
+    batch_rows: usize,
+    flush: Duration,
+    retention_ms: i64,
+    health: Arc<StoreHealth>,
+}
+
+impl Writer {
+    fn run(mut self) {
+        let mut last_retention = Instant::now() - Duration::from_secs(3600);
+        loop {
+            let first = match self.rx.recv_timeout(Duration::from_secs(1)) {
+                Ok(c) => c,
+                Err(RecvTimeoutError::Timeout) => {
+                    self.retention(&mut last_retention);
+                    continue;
+                }
+                Err(RecvTimeoutError::Disconnected) => break,
+            };
+            let mut batch = vec![first];
+            let deadline = Instant::now() + self.flush;
+            while batch.len() < self.batch_rows {
+                let left = deadline.saturating_duration_since(Instant::now());
+                match self.rx.recv_timeout(left) {
+                    Ok(c) => batch.push(c),
+                    Err(_) => break,
+                }
+            }
+            self.commit(batch);
+            self.retention(&mut last_retention);
+        }
+        tracing::info!(path = %self.path.display(), "Store writer flushed and stopped");
+    }
+
+    fn commit(&mut self, batch: Vec<Cmd>) {
+        let scores = batch.iter().filter(|c| matches!(c, Cmd::Score(_))).count() as u64;
+        match self.write(&batch) {
+            Ok(()) => {
+                self.health.writable.store(true, Ordering::Relaxed);
+                self.health
+                    .committed_scores
+                    .fetch_add(scores, Ordering::Relaxed);
+            }
+            Err(e) => {
+                self.health.writable.store(false, Ordering::Relaxed);
+                tracing::error!(error = %e, rows = batch.len(), "Database write failed");
+                *self.health.last_error.lock().expect("lock") = Some(e.to_string());
+            }
+        }
+    }
+
+    fn write(&mut self, batch: &[Cmd]) -> rusqlite::Result<()> {
+        let tx = self.conn.transaction()?;
+        for cmd in batch {
+            match cmd {
+                Cmd::Score(r) => {
+                    let latency_ms = r.last_sample_at.elapsed().as_secs_f64() * 1000.0;
+                    tx.execute(
+                        "INSERT INTO scores (bed, window_index, window_start_ms, window_end_ms, status, score,
+                            members, ensemble_id, quality, latency_ms, committed_ms)
+                         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
+                        params![
+                            &*r.bed,
+                            r.window_index as i64,
+                            r.start_ms,
+                            r.end_ms,
+                            r.status.as_str(),
+                            r.score,
+                            serde_json::to_string(&r.members).expect("members serialise"),
+                            (r.ensemble_id > 0).then_some(r.ensemble_id),
+                            serde_json::to_string(&r.quality).expect("quality serialises"),
+                            latency_ms,
+                            now_ms(),
+                        ],
+                    )?;
+                }
+                Cmd::Event(e, at) => {
+                    tx.execute(
+                        "INSERT INTO events (bed, at_ms, kind, detail) VALUES (?1, ?2, ?3, ?4)",
+                        params![&*e.bed, at, e.kind.as_str(), e.detail.to_string()],
+                    )?;
+                }
+                Cmd::BedSeen(bed, device, at) => {
+                    tx.execute(
+                        "INSERT INTO beds (bed, device, first_seen_ms, last_seen_ms) VALUES (?1, ?2, ?3, ?3)
+                         ON CONFLICT (bed) DO UPDATE SET device = ?2, last_seen_ms = ?3",
+                        params![bed, device, at],
+                    )?;
+                }
+            }
+        }
+        tx.commit()
+    }
+
+    fn retention(&mut self, last: &mut Instant) {
+        if last.elapsed() < Duration::from_secs(3600) {
+            return;
+        }
+        *last = Instant::now();
+        let cutoff = now_ms() - self.retention_ms;
+        let r = self
+            .conn
+            .execute("DELETE FROM scores WHERE committed_ms < ?1", [cutoff])
+            .and_then(|_| {
+                self.conn
+                    .execute("DELETE FROM events WHERE at_ms < ?1", [cutoff])
+            });
+        if let Err(e) = r {
+            tracing::warn!(error = %e, "Retention sweep failed");
+        }
+    }
+}
+
+/// A stored score, as the API returns it.
+#[derive(Debug, Clone, Serialize)]
+pub struct ScoreRow {
+    pub bed: String,
+    pub window_index: i64,
+    pub window_start_ms: i64,
+    pub window_end_ms: i64,
+    pub status: String,
+    pub score: Option<f64>,
+    pub members: serde_json::Value,
+    pub ensemble_id: Option<i64>,
+    pub quality: serde_json::Value,
+    pub latency_ms: f64,
+    pub committed_ms: i64,
+}
+
+/// Read side for the API: its own connection (WAL lets it read while the writer writes).
+#[derive(Clone)]
+pub struct StoreReader {
+    conn: Arc<Mutex<Connection>>,
+    path: PathBuf,
+}
+
+const SCORE_COLS: &str = "bed, window_index, window_start_ms, window_end_ms, status, score, members, ensemble_id, quality, latency_ms, committed_ms";
+
+fn score_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<ScoreRow> {
+    let js = |s: String| serde_json::from_str(&s).unwrap_or(serde_json::Value::Null);
+    Ok(ScoreRow {
+        bed: r.get(0)?,
+        window_index: r.get(1)?,
+        window_start_ms: r.get(2)?,
+        window_end_ms: r.get(3)?,
+        status: r.get(4)?,
+        score: r.get(5)?,
+        members: js(r.get(6)?),
+        ensemble_id: r.get(7)?,
+        quality: js(r.get(8)?),
+        latency_ms: r.get(9)?,
+        committed_ms: r.get(10)?,
+    })
+}
+
+impl StoreReader {
+    pub fn open(path: &Path) -> Result<StoreReader, StoreError> {
+        Ok(StoreReader {
+            conn: Arc::new(Mutex::new(open(path)?)),
+            path: path.to_owned(),
+        })
+    }
+
+    fn err(&self, source: rusqlite::Error) -> StoreError {
+        StoreError::Sqlite {
+            path: self.path.clone(),
+            source,
+        }
+    }
+
+    /// The newest score of every bed.
+    pub fn latest_scores(&self) -> Result<Vec<ScoreRow>, StoreError> {
+        let c = self.conn.lock().expect("lock");
+        let sql = format!(
+            "SELECT {SCORE_COLS} FROM scores WHERE id IN (SELECT max(id) FROM scores GROUP BY bed)"
+        );
+        let mut st = c.prepare(&sql).map_err(|e| self.err(e))?;
+        let rows = st.query_map([], score_row).map_err(|e| self.err(e))?;
+        rows.collect::<Result<_, _>>().map_err(|e| self.err(e))
+    }
+
+    /// A bed's scores with window ends in `[since, until]`, oldest first, at most `limit`.
+    pub fn scores(
+        &self,
+        bed: &str,
+        since: i64,
+        until: i64,
+        limit: i64,
+    ) -> Result<Vec<ScoreRow>, StoreError> {
+        let c = self.conn.lock().expect("lock");
+        let sql = format!(
+            "SELECT {SCORE_COLS} FROM scores WHERE bed = ?1 AND window_end_ms >= ?2 AND window_end_ms <= ?3
+             ORDER BY window_end_ms, id LIMIT ?4"
+        );
+        let mut st = c.prepare(&sql).map_err(|e| self.err(e))?;
+        let rows = st
+            .query_map(params![bed, since, until, limit], score_row)
+            .map_err(|e| self.err(e))?;
+        rows.collect::<Result<_, _>>().map_err(|e| self.err(e))
+    }
+
+    /// A bed's technical events, oldest first.
+    pub fn events(
+        &self,
+        bed: &str,
+        limit: i64,
+    ) -> Result<Vec<(i64, String, serde_json::Value)>, StoreError> {
+        let c = self.conn.lock().expect("lock");
+        let mut st = c
+            .prepare("SELECT at_ms, kind, detail FROM events WHERE bed = ?1 ORDER BY id LIMIT ?2")
+            .map_err(|e| self.err(e))?;
+        let rows = st
+            .query_map(params![bed, limit], |r| {
+                let d: String = r.get(2)?;
+                Ok((
+                    r.get(0)?,
+                    r.get(1)?,
+                    serde_json::from_str(&d).unwrap_or(serde_json::Value::Null),
+                ))
+            })
+            .map_err(|e| self.err(e))?;
+        rows.collect::<Result<_, _>>().map_err(|e| self.err(e))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn migrations_apply_once_and_refuse_a_newer_schema() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("h.db");
+        let mut c = open(&p).unwrap();
+        migrate(&mut c, &p).unwrap();
+        migrate(&mut c, &p).unwrap();
+        let v: i64 = c
+            .pragma_query_value(None, "user_version", |r| r.get(0))
+            .unwrap();
+        assert_eq!(v, MIGRATIONS.len() as i64);
+        c.pragma_update(None, "user_version", 99).unwrap();
+        let e = migrate(&mut c, &p).unwrap_err().to_string();
+        assert!(e.contains("h.db") && e.contains("newer"), "{e}");
+    }
+}

@@ -1,0 +1,651 @@
+//! One bed's aggregator state: the sample timeline (sequence numbers, device timestamps, gaps,
+//! duplicates, late frames, clock jumps, reconnects), ring buffers per lead and vital, and the
+//! window scheduler. Pure and synchronous: [`super::task`] drives it from a tokio task, and the
+//! unit tests drive it directly.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use serde_json::json;
+
+use super::ring::{Ring, fill_holes};
+use super::{ClosedWindow, EventKind, LeadSlot, TechEvent, WindowQuality};
+use crate::dataset::MAX_LEADS;
+
+/// Timeline parameters of a bed.
+#[derive(Debug, Clone)]
+pub struct BedParams {
+    /// ECG samples per second (the appliance's rate).
+    pub fs: i64,
+    pub window: i64,
+    pub hop: i64,
+    /// Window ends sit at `phase + k * hop`.
+    pub phase: i64,
+    pub grace: Duration,
+    /// Samples buffered per lead.
+    pub capacity: usize,
+    /// Silent windows stop being closed this long after the last data.
+    pub lost_after: Duration,
+    pub min_coverage: f64,
+    pub max_lead_off_fraction: f64,
+    pub min_vitals_coverage: f64,
+}
+
+/// A samples frame after ingest validation: lead slots resolved, bad samples already `None`.
+#[derive(Debug, Clone)]
+pub struct SampleFrame {
+    pub seq: u64,
+    pub t_ms: i64,
+    pub n: usize,
+    pub leads: [Option<Vec<Option<f32>>>; MAX_LEADS],
+    pub lead_off: [bool; MAX_LEADS],
+    pub arrived: Instant,
+}
+
+/// What a frame did, for the connection to answer and the store to record.
+#[derive(Debug, Default)]
+pub struct Outcome {
+    pub duplicate: bool,
+    pub too_late: bool,
+    pub events: Vec<TechEvent>,
+    pub windows: Vec<ClosedWindow>,
+}
+
+/// Recently seen sequence numbers (a sliding bitmap).
+#[derive(Debug, Clone, Default)]
+struct SeenSeqs {
+    base: u64,
+    bits: std::collections::VecDeque<bool>,
+}
+
+const SEEN_SPAN: u64 = 4096;
+
+impl SeenSeqs {
+    fn contains(&self, seq: u64) -> bool {
+        seq >= self.base
+            && self
+                .bits
+                .get((seq - self.base) as usize)
+                .copied()
+                .unwrap_or(false)
+    }
+    fn insert(&mut self, seq: u64) {
+        if self.bits.is_empty() {
+            self.base = seq;
+        }
+        if seq < self.base {
+            return;
+        }
+        let idx = (seq - self.base) as usize;
+        if idx >= self.bits.len() {
+            self.bits.resize(idx + 1, false);
+        }
+        self.bits[idx] = true;
+        while self.bits.len() as u64 > SEEN_SPAN {
+            self.bits.pop_front();
+            self.base += 1;
+        }
+    }
+    fn clear(&mut self) {
+        self.bits.clear();
+    }
+}
+
+/// A 1 Hz vitals channel by timeline second.
+#[derive(Debug, Clone)]
+struct VitalRing {
+    values: Vec<Option<f32>>,
+    tags: Vec<i64>,
+}
+
+impl VitalRing {
+    fn new(cap: usize) -> Self {
+        VitalRing {
+            values: vec![None; cap],
+            tags: vec![i64::MIN; cap],
+        }
+    }
+    fn put(&mut self, sec: i64, v: Option<f32>) {
+        let s = sec.rem_euclid(self.values.len() as i64) as usize;
+        self.values[s] = v;
+        self.tags[s] = sec;
+    }
+    fn get(&self, sec: i64) -> Option<f32> {
+        let s = sec.rem_euclid(self.values.len() as i64) as usize;
+        if self.tags[s] == sec {
+            self.values[s]
+        } else {
+            None
+        }
+    }
+}
+
+/// The bed's aggregator.
+#[derive(Debug)]
+pub struct BedState {
+    pub bed: Arc<str>,
+    p: BedParams,
+    leads: Vec<Ring>,
+    /// Lead slots the current connection announced.
+    present: [bool; MAX_LEADS],
+    vitals: BTreeMap<String, VitalRing>,
+    /// Device time and timeline position that anchor the mapping between them.
+    origin: Option<(i64, i64)>,
+    next_seq: u64,
+    expected_pos: i64,
+    high_water: i64,
+    seen: SeenSeqs,
+    /// The next samples frame is the first of a new connection (its seq may restart).
+    fresh: bool,
+    next_end: i64,
+    window_index: u64,
+    due_since: Option<Instant>,
+    last_arrival: Option<Instant>,
+    /// Arrival time of the frame that carried the newest sample.
+    high_water_arrival: Option<Instant>,
+    /// Positions before this belong to closed windows only.
+    closed_until: i64,
+    next_vitals_seq: u64,
+    /// The monitor said bye: no silent windows until data returns.
+    idle: bool,
+}
+
+impl BedState {
+    pub fn new(bed: Arc<str>, p: BedParams) -> BedState {
+        let first_end = first_boundary(p.window, p.phase, p.hop);
+        BedState {
+            bed,
+            leads: (0..MAX_LEADS).map(|_| Ring::new(p.capacity)).collect(),
+            present: [false; MAX_LEADS],
+            vitals: BTreeMap::new(),
+            origin: None,
+            next_seq: 0,
+            expected_pos: 0,
+            high_water: 0,
+            seen: SeenSeqs::default(),
+            fresh: true,
+            next_end: first_end,
+            window_index: 0,
+            due_since: None,
+            last_arrival: None,
+            high_water_arrival: None,
+            closed_until: 0,
+            next_vitals_seq: 0,
+            idle: true,
+            p,
+        }
+    }
+
+    /// A connection attached, announcing these lead slots and vitals.
+    pub fn attach(&mut self, present: [bool; MAX_LEADS], vitals: &[String]) {
+        self.present = present;
+        let cap = (self.p.capacity as i64 / self.p.fs).max(2) as usize;
+        for v in vitals {
+            self.vitals
+                .entry(v.clone())
+                .or_insert_with(|| VitalRing::new(cap));
+        }
+        self.fresh = true;
+    }
+
+    /// The monitor left on purpose.
+    pub fn bye(&mut self) {
+        self.idle = true;
+    }
+
+    pub fn next_samples_seq(&self) -> u64 {
+        self.next_seq
+    }
+
+    pub fn next_vitals_seq(&self) -> u64 {
+        self.next_vitals_seq
+    }
+
+    pub fn last_arrival(&self) -> Option<Instant> {
+        self.last_arrival
+    }
+
+    /// Timeline position of device time `t_ms`.
+    fn pos_of(&self, t_ms: i64) -> i64 {
+        let (t0, p0) = self.origin.expect("anchored");
+        p0 + ((t_ms - t0) as f64 * self.p.fs as f64 / 1000.0).round() as i64
+    }
+
+    /// Device time of timeline position `pos`.
+    fn ms_of(&self, pos: i64) -> i64 {
+        let (t0, p0) = self.origin.unwrap_or((0, 0));
+        t0 + ((pos - p0) as f64 * 1000.0 / self.p.fs as f64).round() as i64
+    }
+
+    fn event(&self, kind: EventKind, detail: serde_json::Value) -> TechEvent {
+        TechEvent {
+            bed: self.bed.clone(),
+            kind,
+            detail,
+        }
+    }
+
+    /// Takes a samples frame.
+    pub fn on_samples(&mut self, f: SampleFrame) -> Outcome {
+        let mut out = Outcome::default();
+        let n = f.n as i64;
+        let tol = (n / 2).max(3);
+        self.last_arrival = Some(f.arrived);
+        self.idle = false;
+        let pos;
+        if self.origin.is_none() {
+            self.origin = Some((f.t_ms, 0));
+            self.next_seq = f.seq;
+            pos = 0;
+        } else {
+            let ts_pos = self.pos_of(f.t_ms);
+            if self.fresh && f.seq < self.next_seq && ts_pos >= self.expected_pos - tol {
+                // A reconnecting monitor restarted its numbering.
+                out.events.push(self.event(
+                    EventKind::SeqReset,
+                    json!({"from": self.next_seq, "to": f.seq}),
+                ));
+                self.seen.clear();
+                self.next_seq = f.seq;
+            }
+            if f.seq == self.next_seq {
+                if (ts_pos - self.expected_pos).abs() <= tol {
+                    pos = self.expected_pos;
+                } else if ts_pos > self.expected_pos && self.fresh {
+                    // Resuming after a disconnection: the silence is a gap.
+                    pos = ts_pos;
+                    out.events
+                        .push(self.gap_event(self.expected_pos, ts_pos, 0));
+                } else {
+                    out.events.push(self.event(
+                        EventKind::ClockJump,
+                        json!({"seq": f.seq, "jump_ms": self.ms_of(ts_pos) - self.ms_of(self.expected_pos)}),
+                    ));
+                    self.origin = Some((f.t_ms, self.expected_pos));
+                    pos = self.expected_pos;
+                }
+            } else if f.seq > self.next_seq {
+                let missing = f.seq - self.next_seq;
+                if ts_pos >= self.expected_pos {
+                    pos = ts_pos;
+                } else {
+                    out.events.push(self.event(
+                        EventKind::ClockJump,
+                        json!({"seq": f.seq, "jump_ms": self.ms_of(ts_pos) - self.ms_of(self.expected_pos)}),
+                    ));
+                    self.origin = Some((f.t_ms, self.expected_pos));
+                    pos = self.expected_pos;
+                }
+                out.events
+                    .push(self.gap_event(self.expected_pos, pos, missing));
+            } else if self.seen.contains(f.seq) {
+                out.duplicate = true;
+                out.events
+                    .push(self.event(EventKind::Duplicate, json!({"seq": f.seq})));
+                return out;
+            } else {
+                // Out of order: an earlier frame arriving late fills its hole if still open.
+                pos = ts_pos;
+                if pos < self.closed_until || pos + n > self.high_water {
+                    out.too_late = true;
+                    out.events
+                        .push(self.event(EventKind::TooLate, json!({"seq": f.seq, "samples": n})));
+                    self.seen.insert(f.seq);
+                    return out;
+                }
+            }
+        }
+        self.fresh = false;
+        if pos + n > self.expected_pos + self.p.capacity as i64 && pos > self.expected_pos {
+            out.events.extend(self.skip_outage(pos));
+        }
+        for (slot, lead) in f.leads.iter().enumerate() {
+            let Some(samples) = lead else { continue };
+            for (k, v) in samples.iter().enumerate() {
+                self.leads[slot].put(pos + k as i64, *v, f.lead_off[slot]);
+            }
+        }
+        self.seen.insert(f.seq);
+        if f.seq >= self.next_seq {
+            self.next_seq = f.seq + 1;
+            self.expected_pos = self.expected_pos.max(pos + n);
+        }
+        if pos + n >= self.high_water {
+            self.high_water = pos + n;
+            self.high_water_arrival = Some(f.arrived);
+        }
+        out.windows = self.try_close(f.arrived);
+        out
+    }
+
+    fn gap_event(&self, from: i64, to: i64, missing_frames: u64) -> TechEvent {
+        self.event(
+            EventKind::Gap,
+            json!({
+                "from_ms": self.ms_of(from),
+                "to_ms": self.ms_of(to),
+                "samples": (to - from).max(0),
+                "missing_frames": missing_frames,
+            }),
+        )
+    }
+
+    /// Windows entirely inside an outage longer than the buffer are skipped in one event.
+    fn skip_outage(&mut self, pos: i64) -> Option<TechEvent> {
+        let mut skipped = 0u64;
+        while self.next_end <= pos {
+            self.next_end += self.p.hop;
+            self.window_index += 1;
+            skipped += 1;
+        }
+        self.closed_until = self.closed_until.max(self.next_end - self.p.window);
+        self.due_since = None;
+        (skipped > 0).then(|| self.event(EventKind::Outage, json!({"windows_skipped": skipped})))
+    }
+
+    /// Takes a vitals frame: `(name, value)` with flagged or absent readings as `None`.
+    pub fn on_vitals(
+        &mut self,
+        seq: u64,
+        t_ms: i64,
+        values: &[(String, Option<f32>)],
+        arrived: Instant,
+    ) -> Outcome {
+        let mut out = Outcome::default();
+        self.last_arrival = Some(arrived);
+        if seq < self.next_vitals_seq && !self.fresh {
+            out.duplicate = true;
+            return out;
+        }
+        self.next_vitals_seq = seq + 1;
+        if self.origin.is_none() {
+            self.origin = Some((t_ms, 0));
+        }
+        let sec = self.pos_of(t_ms).div_euclid(self.p.fs);
+        let cap = (self.p.capacity as i64 / self.p.fs).max(2) as usize;
+        for (name, v) in values {
+            self.vitals
+                .entry(name.clone())
+                .or_insert_with(|| VitalRing::new(cap))
+                .put(sec, *v);
+        }
+        out
+    }
+
+    /// Periodic check: closes windows whose grace period ran out.
+    pub fn on_tick(&mut self, now: Instant) -> Vec<ClosedWindow> {
+        self.try_close(now)
+    }
+
+    fn try_close(&mut self, now: Instant) -> Vec<ClosedWindow> {
+        let mut closed = Vec::new();
+        loop {
+            let end = self.next_end;
+            let start = end - self.p.window;
+            let complete;
+            if self.high_water >= end {
+                complete = self.holes(start, end) == 0;
+                if !complete {
+                    let since = *self.due_since.get_or_insert(now);
+                    if now.duration_since(since) < self.p.grace {
+                        break;
+                    }
+                }
+            } else {
+                // Not all samples yet: close on the wall clock once the end is overdue.
+                let (Some(last), false) = (self.last_arrival, self.idle) else {
+                    break;
+                };
+                if now.duration_since(last) > self.p.lost_after {
+                    break;
+                }
+                let behind =
+                    Duration::from_secs_f64((end - self.high_water) as f64 / self.p.fs as f64);
+                if now < last + behind + self.p.grace {
+                    break;
+                }
+                complete = false;
+            }
+            let last_sample_at = if complete {
+                self.high_water_arrival.unwrap_or(now)
+            } else {
+                now
+            };
+            closed.push(self.close(start, end, last_sample_at));
+            self.next_end += self.p.hop;
+            self.window_index += 1;
+            self.closed_until = self.next_end - self.p.window;
+            self.due_since = None;
+        }
+        closed
+    }
+
+    /// Missing samples in `[start, end)` over the announced leads.
+    fn holes(&self, start: i64, end: i64) -> usize {
+        (0..MAX_LEADS)
+            .filter(|&s| self.present[s])
+            .map(|s| {
+                (start..end)
+                    .filter(|&p| self.leads[s].get(p).is_none())
+                    .count()
+            })
+            .sum()
+    }
+
+    fn close(&self, start: i64, end: i64, last_sample_at: Instant) -> ClosedWindow {
+        let len = (end - start) as f64;
+        let mut ecg: [Option<Arc<[f32]>>; MAX_LEADS] = Default::default();
+        let mut leads: [Option<LeadSlot>; MAX_LEADS] = Default::default();
+        let mut gap_samples = 0usize;
+        for s in 0..MAX_LEADS {
+            if !self.present[s] {
+                continue;
+            }
+            let (x, arrived, off) = self.leads[s].window(start, end);
+            let coverage = arrived as f64 / len;
+            let off_frac = off as f64 / len;
+            gap_samples = gap_samples.max(len as usize - arrived);
+            let usable =
+                coverage >= self.p.min_coverage && off_frac <= self.p.max_lead_off_fraction;
+            leads[s] = Some(LeadSlot {
+                coverage,
+                lead_off_secs: off as f64 / self.p.fs as f64,
+                usable,
+            });
+            if usable {
+                ecg[s] = Some(x.into());
+            }
+        }
+        // Heart rate: the value reported for each second ending inside the window.
+        let (first_sec, last_sec) = (start / self.p.fs + 1, end / self.p.fs);
+        let hr_raw: Vec<Option<f32>> = match self.vitals.get("hr") {
+            Some(r) => (first_sec..=last_sec).map(|s| r.get(s)).collect(),
+            None => Vec::new(),
+        };
+        let hr_coverage = if hr_raw.is_empty() {
+            0.0
+        } else {
+            hr_raw.iter().filter(|v| v.is_some()).count() as f64 / hr_raw.len() as f64
+        };
+        let heart_rate = (hr_coverage >= self.p.min_vitals_coverage && hr_coverage > 0.0)
+            .then(|| Arc::<[f32]>::from(fill_holes(&hr_raw)));
+        ClosedWindow {
+            bed: self.bed.clone(),
+            index: self.window_index,
+            start_ms: self.ms_of(start),
+            end_ms: self.ms_of(end),
+            ecg,
+            heart_rate,
+            quality: WindowQuality {
+                leads,
+                gap_samples,
+                hr_coverage,
+            },
+            last_sample_at,
+        }
+    }
+}
+
+/// Smallest `e >= window` with `e = phase (mod hop)`.
+fn first_boundary(window: i64, phase: i64, hop: i64) -> i64 {
+    let r = (phase - window).rem_euclid(hop);
+    window + r
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn params() -> BedParams {
+        BedParams {
+            fs: 250,
+            window: 250 * 4,
+            hop: 250 * 2,
+            phase: 0,
+            grace: Duration::from_millis(500),
+            capacity: 250 * 10,
+            lost_after: Duration::from_secs(60),
+            min_coverage: 0.8,
+            max_lead_off_fraction: 0.5,
+            min_vitals_coverage: 0.8,
+        }
+    }
+
+    fn frame(seq: u64, t_ms: i64, n: usize, at: Instant) -> SampleFrame {
+        let v: Vec<Option<f32>> = (0..n)
+            .map(|k| Some((seq * 1000 + k as u64) as f32))
+            .collect();
+        SampleFrame {
+            seq,
+            t_ms,
+            n,
+            leads: [Some(v), None, None],
+            lead_off: [false; 3],
+            arrived: at,
+        }
+    }
+
+    fn bed() -> BedState {
+        let mut b = BedState::new("b1".into(), params());
+        b.attach([true, false, false], &["hr".to_string()]);
+        b
+    }
+
+    #[test]
+    fn windows_close_on_the_sample_timeline() {
+        let mut b = bed();
+        let t = Instant::now();
+        let mut windows = Vec::new();
+        // 250 frames of 25 samples = 25 s of signal, delivered instantly (faster than real time).
+        for seq in 0..250u64 {
+            windows.extend(
+                b.on_samples(frame(seq, 1_000_000 + seq as i64 * 100, 25, t))
+                    .windows,
+            );
+        }
+        // Ends at 4 s, 6 s, ..., 24 s: 11 windows, none waiting for the wall clock.
+        assert_eq!(windows.len(), 11);
+        assert_eq!(windows[0].end_ms - windows[0].start_ms, 4000);
+        assert_eq!(windows[1].start_ms - windows[0].start_ms, 2000);
+        assert!(
+            windows
+                .iter()
+                .all(|w| w.ecg[0].is_some() && w.quality.gap_samples == 0)
+        );
+        assert_eq!(windows[0].ecg[0].as_ref().unwrap()[0], 0.0);
+    }
+
+    #[test]
+    fn gaps_duplicates_late_frames_and_clock_jumps() {
+        let mut b = bed();
+        let t = Instant::now();
+        b.on_samples(frame(0, 0, 25, t));
+        let dup = b.on_samples(frame(0, 0, 25, t));
+        assert!(dup.duplicate);
+        // seq 1 and 2 missing, 3 arrives at its time: a gap of 50 samples.
+        let o = b.on_samples(frame(3, 300, 25, t));
+        assert!(
+            o.events
+                .iter()
+                .any(|e| e.kind == EventKind::Gap && e.detail["samples"] == 50)
+        );
+        // seq 1 arrives late and fills its hole.
+        let o = b.on_samples(frame(1, 100, 25, t));
+        assert!(!o.too_late && !o.duplicate);
+        assert_eq!(b.leads[0].get(30), Some(1005.0));
+        // In-order frame with a wildly wrong clock: re-anchored, written where seq says.
+        let o = b.on_samples(frame(4, 9_999_999, 25, t));
+        assert!(o.events.iter().any(|e| e.kind == EventKind::ClockJump));
+        assert_eq!(b.leads[0].get(100), Some(4000.0));
+    }
+
+    #[test]
+    fn a_gap_closes_after_grace_and_poor_coverage_is_unusable() {
+        let mut b = bed();
+        let t = Instant::now();
+        for seq in 0..20u64 {
+            b.on_samples(frame(seq, seq as i64 * 100, 25, t)); // 0..2 s
+        }
+        // Jump to 5 s: the first window (0..4 s) misses 2 s of 4.
+        let o = b.on_samples(frame(50, 5000, 25, t));
+        assert!(o.windows.is_empty(), "waits for late frames first");
+        let w = b.on_tick(t + Duration::from_millis(600));
+        assert_eq!(w.len(), 1);
+        let q = &w[0].quality;
+        assert_eq!(q.gap_samples, 500);
+        assert!(!q.leads[0].as_ref().unwrap().usable && w[0].ecg[0].is_none());
+    }
+
+    #[test]
+    fn reconnect_mid_window_keeps_the_buffer() {
+        let mut b = bed();
+        let t = Instant::now();
+        for seq in 0..30u64 {
+            b.on_samples(frame(seq, seq as i64 * 100, 25, t));
+        }
+        b.attach([true, false, false], &[]);
+        // The monitor resumes at the expected seq, from its own buffer.
+        let mut windows = Vec::new();
+        for seq in 30..45u64 {
+            windows.extend(b.on_samples(frame(seq, seq as i64 * 100, 25, t)).windows);
+        }
+        assert_eq!(windows.len(), 1);
+        assert_eq!(windows[0].quality.gap_samples, 0);
+        // A monitor that restarts its numbering after reconnecting is followed too.
+        b.attach([true, false, false], &[]);
+        let o = b.on_samples(frame(0, 4600, 25, t));
+        assert!(o.events.iter().any(|e| e.kind == EventKind::SeqReset));
+        assert!(o.events.iter().any(|e| e.kind == EventKind::Gap));
+    }
+
+    #[test]
+    fn heart_rate_fills_the_window_by_second() {
+        let mut b = bed();
+        let t = Instant::now();
+        // The first samples frame anchors the timeline; vitals then land by second.
+        let mut w = b.on_samples(frame(0, 0, 25, t)).windows;
+        for s in 1..=4 {
+            b.on_vitals(
+                s as u64,
+                s * 1000,
+                &[("hr".into(), Some(60.0 + s as f32))],
+                t,
+            );
+        }
+        for seq in 1..40u64 {
+            w.extend(b.on_samples(frame(seq, seq as i64 * 100, 25, t)).windows);
+        }
+        assert_eq!(
+            w[0].heart_rate.as_deref(),
+            Some(&[61.0, 62.0, 63.0, 64.0][..])
+        );
+    }
+
+    #[test]
+    fn phase_offsets_shift_the_boundaries() {
+        assert_eq!(first_boundary(1000, 0, 500), 1000);
+        assert_eq!(first_boundary(1000, 100, 500), 1100);
+        assert_eq!(first_boundary(7500, 3750, 7500), 11250);
+    }
+}

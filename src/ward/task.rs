@@ -1,0 +1,490 @@
+//! The bed registry ([`Ward`]) and each bed's aggregator task: a clonable handle over a map of
+//! beds, each a tokio task that owns its [`BedState`] and is fed by a bounded channel.
+//!
+//! A bed's task outlives its connections, so a monitor that reconnects mid-window resumes
+//! into the same buffer. Closed windows go to the scorer queue; a full queue is recorded as an
+//! overload event and a dropped-window row, never silently.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use serde::Serialize;
+use serde_json::json;
+use tokio::sync::{mpsc, oneshot};
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+
+use super::bed::{BedParams, BedState, SampleFrame};
+use super::{ClosedWindow, EventKind, TechEvent};
+use crate::config::Config;
+use crate::dataset::MAX_LEADS;
+use crate::protocol::{ErrorCode, ServerMsg, close};
+use crate::store::StoreHandle;
+
+/// Where a bed's results go.
+#[derive(Clone)]
+pub struct WardOutputs {
+    /// Closed windows for the scorer (bounded; full means overload).
+    pub windows: mpsc::Sender<ClosedWindow>,
+    pub store: StoreHandle,
+}
+
+/// Commands to a bed's task.
+#[derive(Debug)]
+pub enum BedCmd {
+    Attach {
+        conn: u64,
+        present: [bool; MAX_LEADS],
+        vitals: Vec<String>,
+        out: mpsc::Sender<ServerMsg>,
+        reply: oneshot::Sender<(u64, u64)>,
+    },
+    Samples(SampleFrame),
+    Vitals {
+        seq: u64,
+        t_ms: i64,
+        values: Vec<(String, Option<f32>)>,
+        arrived: Instant,
+    },
+    Bye,
+    Detach {
+        conn: u64,
+    },
+}
+
+/// Live status of a bed, as `/api/beds` shows it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum BedStatus {
+    Live,
+    Stale,
+    Lost,
+}
+
+/// What the registry knows of a bed without asking its task.
+#[derive(Debug, Clone, Serialize)]
+pub struct BedView {
+    pub bed: String,
+    pub status: BedStatus,
+    pub connected: bool,
+    pub device: Option<String>,
+    /// Seconds since the last frame, if any arrived.
+    pub data_age_secs: Option<f64>,
+    pub frames: u64,
+    pub gaps: u64,
+    pub duplicates: u64,
+    pub windows_closed: u64,
+}
+
+#[derive(Debug, Default)]
+struct Counters {
+    last_data: Option<Instant>,
+    frames: u64,
+    gaps: u64,
+    duplicates: u64,
+    windows_closed: u64,
+}
+
+struct Conn {
+    id: u64,
+    device: String,
+    kick: Option<oneshot::Sender<(u16, String)>>,
+}
+
+struct BedEntry {
+    tx: mpsc::Sender<BedCmd>,
+    counters: Arc<Mutex<Counters>>,
+    conn: Option<Conn>,
+}
+
+/// Why a hello was refused: a close code and a reason for the monitor.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{reason}")]
+pub struct AttachError {
+    pub code: u16,
+    pub reason: String,
+}
+
+/// A connection's grip on its bed.
+#[derive(Debug)]
+pub struct Attach {
+    pub conn: u64,
+    pub tx: mpsc::Sender<BedCmd>,
+    /// Fires when a newer connection of the same device takes the bed over.
+    pub kicked: oneshot::Receiver<(u16, String)>,
+    pub next_samples_seq: u64,
+    pub next_vitals_seq: u64,
+}
+
+struct Inner {
+    cfg: Config,
+    beds: Mutex<HashMap<String, BedEntry>>,
+    admitted: Mutex<u64>,
+    next_conn: Mutex<u64>,
+    outputs: WardOutputs,
+    cancel: CancellationToken,
+    tracker: TaskTracker,
+}
+
+/// Handle to the bed registry. Cheap to clone.
+#[derive(Clone)]
+pub struct Ward {
+    inner: Arc<Inner>,
+}
+
+const GOLDEN: f64 = 0.618_033_988_749_894_9;
+/// How often a bed checks for overdue windows.
+const TICK: Duration = Duration::from_millis(200);
+
+impl Ward {
+    pub fn new(
+        cfg: Config,
+        outputs: WardOutputs,
+        cancel: CancellationToken,
+        tracker: TaskTracker,
+    ) -> Ward {
+        Ward {
+            inner: Arc::new(Inner {
+                cfg,
+                beds: Mutex::new(HashMap::new()),
+                admitted: Mutex::new(0),
+                next_conn: Mutex::new(1),
+                outputs,
+                cancel,
+                tracker,
+            }),
+        }
+    }
+
+    /// Phase of a bed's window ends within the hop, in samples: configured beds evenly by
+    /// their order, others by the golden-ratio sequence (evenly spread for any count).
+    fn phase(&self, bed: &str) -> i64 {
+        let w = &self.inner.cfg.ward;
+        let hop = w.hop_secs as f64 * 250.0;
+        let frac = match w.beds.iter().position(|b| b == bed) {
+            Some(i) => i as f64 / w.beds.len() as f64,
+            None => {
+                let mut k = self.inner.admitted.lock().expect("lock");
+                *k += 1;
+                (*k as f64 * GOLDEN).fract()
+            }
+        };
+        (frac * hop).round() as i64
+    }
+
+    fn params(&self, bed: &str) -> BedParams {
+        let c = &self.inner.cfg;
+        BedParams {
+            fs: 250,
+            window: c.ward.window_secs as i64 * 250,
+            hop: c.ward.hop_secs as i64 * 250,
+            phase: self.phase(bed),
+            grace: Duration::from_secs_f64(c.ward.grace_secs),
+            capacity: c.ward.buffer_secs as usize * 250,
+            lost_after: Duration::from_secs_f64(c.ward.lost_secs),
+            min_coverage: c.quality.min_coverage,
+            max_lead_off_fraction: c.quality.max_lead_off_fraction,
+            min_vitals_coverage: c.quality.min_vitals_coverage,
+        }
+    }
+
+    /// Admits a hello: token, bed policy, one device per bed. Spawns the bed's task on first
+    /// sight and attaches the connection to it.
+    pub async fn attach(
+        &self,
+        bed: &str,
+        device: &str,
+        token: &str,
+        present: [bool; MAX_LEADS],
+        vitals: Vec<String>,
+        out: mpsc::Sender<ServerMsg>,
+    ) -> Result<Attach, AttachError> {
+        let c = &self.inner.cfg;
+        if !c.auth.device_tokens.is_empty() && !c.auth.device_tokens.iter().any(|t| t == token) {
+            return Err(AttachError {
+                code: close::UNAUTHORIZED,
+                reason: "token not accepted".into(),
+            });
+        }
+        if !c.ward.admit_unknown_beds && !c.ward.beds.iter().any(|b| b == bed) {
+            return Err(AttachError {
+                code: close::UNKNOWN_BED,
+                reason: format!("bed {bed:?} is not configured and unknown beds are refused"),
+            });
+        }
+        let conn = {
+            let mut n = self.inner.next_conn.lock().expect("lock");
+            *n += 1;
+            *n
+        };
+        let (kick_tx, kick_rx) = oneshot::channel();
+        let tx = {
+            let mut beds = self.inner.beds.lock().expect("lock");
+            if !beds.contains_key(bed) {
+                let entry = self.spawn_bed(bed);
+                beds.insert(bed.to_owned(), entry);
+            }
+            let entry = beds.get_mut(bed).expect("just inserted");
+            if let Some(old) = &mut entry.conn {
+                if old.device != device {
+                    return Err(AttachError {
+                        code: close::BED_IN_USE,
+                        reason: format!("bed {bed:?} is in use by another device"),
+                    });
+                }
+                if let Some(k) = old.kick.take() {
+                    let _ = k.send((
+                        close::SUPERSEDED,
+                        "superseded by a newer connection of this device".into(),
+                    ));
+                }
+                self.inner.outputs.store.event(TechEvent {
+                    bed: bed.into(),
+                    kind: EventKind::Superseded,
+                    detail: json!({"device": device}),
+                });
+            }
+            entry.conn = Some(Conn {
+                id: conn,
+                device: device.to_owned(),
+                kick: Some(kick_tx),
+            });
+            entry.tx.clone()
+        };
+        self.inner.outputs.store.bed_seen(bed, device);
+        let (reply_tx, reply_rx) = oneshot::channel();
+        let gone = || AttachError {
+            code: close::GOING_AWAY,
+            reason: "server shutting down".into(),
+        };
+        tx.send(BedCmd::Attach {
+            conn,
+            present,
+            vitals,
+            out,
+            reply: reply_tx,
+        })
+        .await
+        .map_err(|_| gone())?;
+        let (next_samples_seq, next_vitals_seq) = reply_rx.await.map_err(|_| gone())?;
+        Ok(Attach {
+            conn,
+            tx,
+            kicked: kick_rx,
+            next_samples_seq,
+            next_vitals_seq,
+        })
+    }
+
+    /// A connection ended.
+    pub async fn detach(&self, bed: &str, conn: u64) {
+        let tx = {
+            let mut beds = self.inner.beds.lock().expect("lock");
+            let Some(e) = beds.get_mut(bed) else { return };
+            if e.conn.as_ref().is_some_and(|c| c.id == conn) {
+                e.conn = None;
+            }
+            e.tx.clone()
+        };
+        let _ = tx.send(BedCmd::Detach { conn }).await;
+    }
+
+    /// Every bed's status, sorted by bed.
+    pub fn views(&self) -> Vec<BedView> {
+        let w = &self.inner.cfg.ward;
+        let now = Instant::now();
+        let beds = self.inner.beds.lock().expect("lock");
+        let mut out: Vec<BedView> = beds
+            .iter()
+            .map(|(bed, e)| {
+                let c = e.counters.lock().expect("lock");
+                let age = c.last_data.map(|t| now.duration_since(t).as_secs_f64());
+                let status = match age {
+                    Some(a) if a <= w.stale_secs => BedStatus::Live,
+                    Some(a) if a <= w.lost_secs => BedStatus::Stale,
+                    _ => BedStatus::Lost,
+                };
+                BedView {
+                    bed: bed.clone(),
+                    status,
+                    connected: e.conn.is_some(),
+                    device: e.conn.as_ref().map(|c| c.device.clone()),
+                    data_age_secs: age,
+                    frames: c.frames,
+                    gaps: c.gaps,
+                    duplicates: c.duplicates,
+                    windows_closed: c.windows_closed,
+                }
+            })
+            .collect();
+        out.sort_by(|a, b| a.bed.cmp(&b.bed));
+        out
+    }
+
+    fn spawn_bed(&self, bed: &str) -> BedEntry {
+        let (tx, rx) = mpsc::channel(self.inner.cfg.ingest.bed_queue);
+        let counters = Arc::new(Mutex::new(Counters::default()));
+        let state = BedState::new(bed.into(), self.params(bed));
+        let task = BedTask {
+            state,
+            rx,
+            out: None,
+            outputs: self.inner.outputs.clone(),
+            counters: counters.clone(),
+            last_ack: None,
+        };
+        let cancel = self.inner.cancel.child_token();
+        self.inner.tracker.spawn(task.run(cancel));
+        BedEntry {
+            tx,
+            counters,
+            conn: None,
+        }
+    }
+}
+
+struct BedTask {
+    state: BedState,
+    rx: mpsc::Receiver<BedCmd>,
+    /// The attached connection's outbound queue.
+    out: Option<(u64, mpsc::Sender<ServerMsg>)>,
+    outputs: WardOutputs,
+    counters: Arc<Mutex<Counters>>,
+    last_ack: Option<Instant>,
+}
+
+impl BedTask {
+    #[tracing::instrument(skip_all, fields(bed = %self.state.bed))]
+    async fn run(mut self, cancel: CancellationToken) {
+        let mut tick = tokio::time::interval(TICK);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
+        loop {
+            tokio::select! {
+                _ = cancel.cancelled() => break,
+                cmd = self.rx.recv() => match cmd {
+                    Some(cmd) => self.handle(cmd),
+                    None => break,
+                },
+                _ = tick.tick() => {
+                    let windows = self.state.on_tick(Instant::now());
+                    self.forward(windows);
+                }
+            }
+        }
+    }
+
+    fn reply(&self, msg: ServerMsg) {
+        if let Some((_, out)) = &self.out {
+            // A slow monitor loses replies, never the bed's progress.
+            let _ = out.try_send(msg);
+        }
+    }
+
+    fn handle(&mut self, cmd: BedCmd) {
+        match cmd {
+            BedCmd::Attach {
+                conn,
+                present,
+                vitals,
+                out,
+                reply,
+            } => {
+                self.state.attach(present, &vitals);
+                self.out = Some((conn, out));
+                let _ = reply.send((self.state.next_samples_seq(), self.state.next_vitals_seq()));
+                self.outputs.store.event(TechEvent {
+                    bed: self.state.bed.clone(),
+                    kind: EventKind::Connected,
+                    detail: json!({"next_samples_seq": self.state.next_samples_seq()}),
+                });
+            }
+            BedCmd::Detach { conn } => {
+                if self.out.as_ref().is_some_and(|(c, _)| *c == conn) {
+                    self.out = None;
+                    self.outputs.store.event(TechEvent {
+                        bed: self.state.bed.clone(),
+                        kind: EventKind::Disconnected,
+                        detail: json!({}),
+                    });
+                }
+            }
+            BedCmd::Bye => self.state.bye(),
+            BedCmd::Samples(f) => {
+                let (seq, arrived) = (f.seq, f.arrived);
+                let o = self.state.on_samples(f);
+                {
+                    let mut c = self.counters.lock().expect("lock");
+                    c.last_data = Some(arrived);
+                    c.frames += 1;
+                    c.duplicates += u64::from(o.duplicate);
+                    c.gaps += o.events.iter().filter(|e| e.kind == EventKind::Gap).count() as u64;
+                }
+                if o.duplicate {
+                    self.reply(ServerMsg::error(
+                        Some(seq),
+                        ErrorCode::Duplicate,
+                        "sequence number already received; frame ignored",
+                    ));
+                } else if o.too_late {
+                    self.reply(ServerMsg::error(
+                        Some(seq),
+                        ErrorCode::TooLate,
+                        "frame arrived after its window closed; dropped",
+                    ));
+                }
+                for e in o.events {
+                    if e.kind != EventKind::Duplicate {
+                        self.outputs.store.event(e);
+                    }
+                }
+                if self
+                    .last_ack
+                    .is_none_or(|t| arrived.duration_since(t) >= Duration::from_secs(1))
+                {
+                    self.last_ack = Some(arrived);
+                    let next = self.state.next_samples_seq();
+                    if next > 0 {
+                        self.reply(ServerMsg::Ack {
+                            samples_seq: next - 1,
+                        });
+                    }
+                }
+                self.forward(o.windows);
+            }
+            BedCmd::Vitals {
+                seq,
+                t_ms,
+                values,
+                arrived,
+            } => {
+                let o = self.state.on_vitals(seq, t_ms, &values, arrived);
+                self.counters.lock().expect("lock").last_data = Some(arrived);
+                if o.duplicate {
+                    self.reply(ServerMsg::error(
+                        Some(seq),
+                        ErrorCode::Duplicate,
+                        "vitals sequence number already received",
+                    ));
+                }
+            }
+        }
+    }
+
+    fn forward(&mut self, windows: Vec<ClosedWindow>) {
+        for w in windows {
+            self.counters.lock().expect("lock").windows_closed += 1;
+            if let Err(e) = self.outputs.windows.try_send(w) {
+                let w = match e {
+                    mpsc::error::TrySendError::Full(w) | mpsc::error::TrySendError::Closed(w) => w,
+                };
+                self.outputs.store.event(TechEvent {
+                    bed: self.state.bed.clone(),
+                    kind: EventKind::Overloaded,
+                    detail: json!({"window_end_ms": w.end_ms}),
+                });
+                self.outputs.store.dropped(&w);
+            }
+        }
+    }
+}

@@ -1,0 +1,197 @@
+//! The daemon end to end: a real server on port 0 with a temporary SQLite file, driven by real
+//! WebSocket clients, checked through the HTTP API.
+
+mod common;
+
+use std::time::Duration;
+
+use common::{Monitor, close_of, connect_raw, hello, spawn_app};
+use serde_json::json;
+
+const T0: i64 = 1_700_000_000_000;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_bed_gets_a_score_every_hop() {
+    let app = spawn_app(|_| {}).await;
+    let mut mons = Vec::new();
+    for b in 1..=3 {
+        mons.push(Monitor::connect(&app.ws_url(), &format!("bed-{b}"), &format!("dev-{b}")).await);
+    }
+    // 95 s of signal per bed, sent faster than real time: windows end on each bed's timeline.
+    for m in &mut mons {
+        m.stream(T0, 0..950).await;
+    }
+    for b in 1..=3 {
+        let rows = app
+            .wait_scores(&format!("bed-{b}"), 60.0, |r| r.len() >= 2)
+            .await;
+        for r in &rows {
+            assert_eq!(r["status"], "scored", "{r}");
+            let s = r["score"].as_f64().unwrap();
+            assert!((0.0..=1.0).contains(&s));
+            assert_eq!(
+                r["window_end_ms"].as_i64().unwrap() - r["window_start_ms"].as_i64().unwrap(),
+                30_000
+            );
+            let members = r["members"].as_array().unwrap();
+            assert_eq!(members.len(), 3);
+            assert!(members.iter().all(|m| m["prob"].is_number()), "{r}");
+            assert!(r["latency_ms"].as_f64().unwrap() >= 0.0);
+        }
+        let ends: Vec<i64> = rows
+            .iter()
+            .map(|r| r["window_end_ms"].as_i64().unwrap())
+            .collect();
+        assert_eq!(ends[1] - ends[0], 30_000, "one window per hop");
+    }
+    // Window phases are spread: the three beds do not share window ends.
+    let (_, beds) = app.get("/api/beds").await;
+    let ends: std::collections::BTreeSet<i64> = beds["beds"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|b| b["latest"]["window_end_ms"].as_i64().unwrap() % 30_000)
+        .collect();
+    assert_eq!(ends.len(), 3, "{beds}");
+    let (status, ready) = app.get("/health/ready").await;
+    assert_eq!(status, 200, "{ready}");
+    let (_, models) = app.get("/api/models").await;
+    assert_eq!(models["models"].as_array().unwrap().len(), 3);
+    let (_, ens) = app.get("/api/ensemble").await;
+    assert_eq!(ens["members"].as_array().unwrap().len(), 3);
+    app.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bad_frames_get_errors_and_lose_no_good_data() {
+    // A configured bed alone has phase 0: its first window is [0 s, 30 s).
+    let app = spawn_app(|c| c.ward.beds = vec!["bed-x".into()]).await;
+    let mut m = Monitor::connect(&app.ws_url(), "bed-x", "dev-x").await;
+    m.stream(T0, 0..100).await;
+    m.send_text("{not json").await;
+    m.expect(5.0, |v| v["type"] == "error" && v["code"] == "malformed")
+        .await;
+    m.send(json!({"type": "samples", "seq": 100, "t_ms": T0 + 10_000, "leads": {"aVR": [0.1]}}))
+        .await;
+    m.expect(5.0, |v| v["code"] == "bad_shape" && v["seq"] == 100)
+        .await;
+    m.send(json!({"type": "samples", "seq": 100, "t_ms": T0 + 10_000, "leads": {"II": [0.1, 0.2], "V": [0.1]}})).await;
+    m.expect(5.0, |v| v["code"] == "bad_shape").await;
+    // Duplicate of an accepted frame.
+    m.stream(T0, 50..51).await;
+    m.expect(5.0, |v| v["code"] == "duplicate" && v["seq"] == 50)
+        .await;
+    // Missing and out-of-range samples are discarded, the rest of the frame is kept.
+    let mut x: Vec<serde_json::Value> = (0..25).map(|k| json!(common::signal(2500 + k))).collect();
+    x[3] = json!(null);
+    x[4] = json!(1.0e6);
+    m.send(json!({"type": "samples", "seq": 100, "t_ms": T0 + 10_000, "leads": {"II": x, "V": x}}))
+        .await;
+    m.expect(5.0, |v| v["code"] == "bad_samples" && v["seq"] == 100)
+        .await;
+    m.send(hello("bed-x", "dev-x")).await;
+    m.expect(5.0, |v| v["code"] == "unexpected_hello").await;
+    // The connection still works: the rest of the stream gives a clean first window.
+    m.stream(T0, 101..320).await;
+    let rows = app.wait_scores("bed-x", 30.0, |r| !r.is_empty()).await;
+    assert_eq!(rows[0]["status"], "scored");
+    assert!(
+        rows[0]["quality"]["gap_samples"].as_u64().unwrap() <= 2,
+        "{}",
+        rows[0]
+    );
+    let (_, ev) = app.get("/api/beds/bed-x/events").await;
+    assert!(
+        ev["events"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|e| e["kind"] == "connected")
+    );
+    app.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fatal_hellos_close_with_documented_codes() {
+    let app = spawn_app(|c| {
+        c.auth.device_tokens = vec!["t".into()];
+        c.ward.beds = vec!["known".into()];
+        c.ward.admit_unknown_beds = false;
+        c.ingest.max_frame_bytes = 4096;
+    })
+    .await;
+    let url = app.ws_url();
+    let mut h = hello("known", "d1");
+    h["token"] = json!("wrong");
+    assert_eq!(
+        close_of(&connect_raw(&url, &h).await.1).map(|c| c.0),
+        Some(4001)
+    );
+    assert_eq!(
+        close_of(&connect_raw(&url, &hello("stranger", "d1")).await.1).map(|c| c.0),
+        Some(4004)
+    );
+    let mut h = hello("known", "d1");
+    h["ecg"][0]["hz"] = json!(500);
+    let c = close_of(&connect_raw(&url, &h).await.1).unwrap();
+    assert_eq!(c.0, 4000);
+    assert!(c.1.contains("500"), "{c:?}");
+    let (_, first) = connect_raw(
+        &url,
+        &json!({"type": "vitals", "seq": 1, "t_ms": 0, "values": []}),
+    )
+    .await;
+    assert_eq!(close_of(&first).map(|c| c.0), Some(4000));
+
+    let mut a = Monitor::connect(&url, "known", "d1").await;
+    // Another device may not take the bed...
+    assert_eq!(
+        close_of(&connect_raw(&url, &hello("known", "d2")).await.1).map(|c| c.0),
+        Some(4003)
+    );
+    // ...the same device reconnecting supersedes its old connection.
+    let mut b = Monitor::connect(&url, "known", "d1").await;
+    assert_eq!(a.closed(5.0).await.map(|c| c.0), Some(4009));
+    // A frame over the size limit closes with 1009.
+    let big = "x".repeat(10_000);
+    b.send_text(&format!("{{\"type\":\"bye\",\"pad\":\"{big}\"}}"))
+        .await;
+    assert_eq!(b.closed(5.0).await.map(|c| c.0), Some(1009));
+    app.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reconnect_mid_window_keeps_the_window_and_bed_goes_stale_then_lost() {
+    let app = spawn_app(|c| {
+        c.ward.beds = vec!["bed-r".into()];
+        c.ward.stale_secs = 0.5;
+        c.ward.lost_secs = 1.5;
+    })
+    .await;
+    let mut m = Monitor::connect(&app.ws_url(), "bed-r", "dev-r").await;
+    m.stream(T0, 0..150).await; // 15 s, half a window
+    m.expect(5.0, |v| v["type"] == "ack").await;
+    drop(m);
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let mut m = Monitor::connect(&app.ws_url(), "bed-r", "dev-r").await;
+    let next = m.welcome["next_samples_seq"].as_u64().unwrap();
+    assert_eq!(next, 150, "the bed kept its buffer: {}", m.welcome);
+    m.stream(T0, next..320).await;
+    let rows = app.wait_scores("bed-r", 30.0, |r| !r.is_empty()).await;
+    assert_eq!(rows[0]["status"], "scored");
+    assert_eq!(rows[0]["quality"]["gap_samples"], 0);
+    // Silence: live, then stale, then lost.
+    m.send(json!({"type": "bye"})).await;
+    drop(m);
+    let status = || async {
+        let (_, v) = app.get("/api/beds").await;
+        v["beds"][0]["status"].as_str().unwrap_or("").to_owned()
+    };
+    tokio::time::sleep(Duration::from_millis(900)).await;
+    assert_eq!(status().await, "stale");
+    tokio::time::sleep(Duration::from_millis(1200)).await;
+    assert_eq!(status().await, "lost");
+    let (code, _) = app.get("/api/beds/nobody/scores").await;
+    assert_eq!(code, 404);
+    app.stop().await;
+}
