@@ -138,16 +138,30 @@ pub fn record_keys(data: &Path) -> Result<Vec<(Database, String)>, DatasetError>
     Ok(out)
 }
 
-/// Loads one record: signals to 250 Hz mV, annotations to intervals and beats.
-pub fn load_record(data: &Path, db: Database, name: &str) -> Result<RecordData, DatasetError> {
-    let dir = data.join(db.name());
-    let rec = Record::open(&dir, name)?;
-    let key = format!("{}/{name}", db.name());
+/// A record's signals at 250 Hz, its beats, and its annotations (rescaled to 250 Hz).
+#[derive(Debug, Clone)]
+pub struct Signals {
+    /// ECG signals in mV: `leads[0]` primary, `leads[1]` secondary.
+    pub leads: Vec<Vec<f32>>,
+    pub lead_names: Vec<String>,
+    /// QRS sample indices at 250 Hz.
+    pub beats: Vec<i64>,
+    /// True when `beats` come from reference annotations, false when from the detector.
+    pub beats_annotated: bool,
+    /// Reference annotations (empty when the record has no `.atr`).
+    pub annotations: Vec<wfdb::Annotation>,
+}
+
+/// Reads record `name` in `dir`: signals resampled to 250 Hz, beats from the `.atr` file
+/// when it annotates them, from the QRS detector otherwise (or when there is no `.atr`).
+pub fn read_signals(dir: &Path, name: &str) -> Result<Signals, DatasetError> {
+    let rec = Record::open(dir, name)?;
+    let key = dir.join(name).display().to_string();
     let fs = rec.header.fs;
-    if fs.fract() != 0.0 {
+    if fs.fract() != 0.0 || rec.header.signals.is_empty() {
         return Err(DatasetError::Record {
             record: key,
-            reason: format!("non-integral sampling rate {fs}"),
+            reason: format!("needs signals at an integral sampling rate (has {fs} Hz)"),
         });
     }
     let nleads = rec.header.signals.len().min(MAX_LEADS);
@@ -158,25 +172,50 @@ pub fn load_record(data: &Path, db: Database, name: &str) -> Result<RecordData, 
             record: key.clone(),
             reason,
         })?;
-    let len = leads[0].len() as i64;
-    let mut ann = wfdb::read_annotations(&dir.join(format!("{name}.atr")))?;
-    labels::rescale(&mut ann, fs, TARGET_HZ as f64);
-    let (beats, beats_annotated) = match labels::annotated_beats(&ann) {
+    let atr = dir.join(format!("{name}.atr"));
+    let mut annotations = if atr.exists() {
+        wfdb::read_annotations(&atr)?
+    } else {
+        Vec::new()
+    };
+    labels::rescale(&mut annotations, fs, TARGET_HZ as f64);
+    let (beats, beats_annotated) = match labels::annotated_beats(&annotations) {
         Some(b) => (b, true),
         None => (detect_qrs(&leads[0], TARGET_HZ as f64), false),
     };
-    Ok(RecordData {
-        db,
-        group: group_of(&key),
+    Ok(Signals {
         lead_names: rec.header.signals[..nleads]
             .iter()
             .map(|s| s.description.clone())
             .collect(),
-        positive: ventricular_spans(&ann, len),
-        noise: labels::noise_spans(&ann, nleads, len),
+        leads,
         beats,
         beats_annotated,
-        leads,
+        annotations,
+    })
+}
+
+/// Loads one record of a database: signals to 250 Hz mV, annotations to intervals and beats.
+pub fn load_record(data: &Path, db: Database, name: &str) -> Result<RecordData, DatasetError> {
+    let dir = data.join(db.name());
+    let key = format!("{}/{name}", db.name());
+    if !dir.join(format!("{name}.atr")).exists() {
+        return Err(DatasetError::Record {
+            record: key,
+            reason: "has no reference annotations (.atr)".into(),
+        });
+    }
+    let s = read_signals(&dir, name)?;
+    let len = s.leads[0].len() as i64;
+    Ok(RecordData {
+        db,
+        group: group_of(&key),
+        positive: ventricular_spans(&s.annotations, len),
+        noise: labels::noise_spans(&s.annotations, s.leads.len(), len),
+        lead_names: s.lead_names,
+        beats: s.beats,
+        beats_annotated: s.beats_annotated,
+        leads: s.leads,
         key,
     })
 }

@@ -111,6 +111,10 @@ impl VitalRing {
         self.values[s] = v;
         self.tags[s] = sec;
     }
+    /// Whether a reading (possibly "no value") arrived for `sec`.
+    fn arrived(&self, sec: i64) -> bool {
+        self.tags[sec.rem_euclid(self.tags.len() as i64) as usize] == sec
+    }
     fn get(&self, sec: i64) -> Option<f32> {
         let s = sec.rem_euclid(self.values.len() as i64) as usize;
         if self.tags[s] == sec {
@@ -142,8 +146,6 @@ pub struct BedState {
     window_index: u64,
     due_since: Option<Instant>,
     last_arrival: Option<Instant>,
-    /// Arrival time of the frame that carried the newest sample.
-    high_water_arrival: Option<Instant>,
     /// Positions before this belong to closed windows only.
     closed_until: i64,
     next_vitals_seq: u64,
@@ -169,7 +171,6 @@ impl BedState {
             window_index: 0,
             due_since: None,
             last_arrival: None,
-            high_water_arrival: None,
             closed_until: 0,
             next_vitals_seq: 0,
             idle: true,
@@ -311,10 +312,7 @@ impl BedState {
             self.next_seq = f.seq + 1;
             self.expected_pos = self.expected_pos.max(pos + n);
         }
-        if pos + n >= self.high_water {
-            self.high_water = pos + n;
-            self.high_water_arrival = Some(f.arrived);
-        }
+        self.high_water = self.high_water.max(pos + n);
         out.windows = self.try_close(f.arrived);
         out
     }
@@ -370,6 +368,7 @@ impl BedState {
                 .or_insert_with(|| VitalRing::new(cap))
                 .put(sec, *v);
         }
+        out.windows = self.try_close(arrived);
         out
     }
 
@@ -385,7 +384,12 @@ impl BedState {
             let start = end - self.p.window;
             let complete;
             if self.high_water >= end {
-                complete = self.holes(start, end) == 0;
+                // Complete when every ECG sample and the last second's heart rate are in.
+                complete = self.holes(start, end) == 0
+                    && self
+                        .vitals
+                        .get("hr")
+                        .is_none_or(|r| r.arrived(end / self.p.fs));
                 if !complete {
                     let since = *self.due_since.get_or_insert(now);
                     if now.duration_since(since) < self.p.grace {
@@ -407,12 +411,9 @@ impl BedState {
                 }
                 complete = false;
             }
-            let last_sample_at = if complete {
-                self.high_water_arrival.unwrap_or(now)
-            } else {
-                now
-            };
-            closed.push(self.close(start, end, last_sample_at));
+            // `now` is the arrival of the frame that completed the window (or the moment its
+            // grace ran out): the start of the window's end-to-end latency.
+            closed.push(self.close(start, end, now));
             self.next_end += self.p.hop;
             self.window_index += 1;
             self.closed_until = self.next_end - self.p.window;
@@ -528,7 +529,7 @@ mod tests {
 
     fn bed() -> BedState {
         let mut b = BedState::new("b1".into(), params());
-        b.attach([true, false, false], &["hr".to_string()]);
+        b.attach([true, false, false], &[]);
         b
     }
 
@@ -621,7 +622,8 @@ mod tests {
 
     #[test]
     fn heart_rate_fills_the_window_by_second() {
-        let mut b = bed();
+        let mut b = BedState::new("b1".into(), params());
+        b.attach([true, false, false], &["hr".to_string()]);
         let t = Instant::now();
         // The first samples frame anchors the timeline; vitals then land by second.
         let mut w = b.on_samples(frame(0, 0, 25, t)).windows;

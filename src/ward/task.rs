@@ -467,6 +467,7 @@ impl BedTask {
                         "vitals sequence number already received",
                     ));
                 }
+                self.forward(o.windows);
             }
         }
     }

@@ -1,0 +1,74 @@
+//! `holmes score` on a recording gives the same numbers as the live path: the simulator
+//! replays the record into a real daemon, and the offline command scores the same windows.
+
+mod common;
+
+use std::time::Duration;
+
+use holmes::sim::{Faults, SimOptions, Source};
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn offline_scores_equal_live_scores() {
+    let Some(data) = common::data_dir("offline_scores_equal_live_scores") else {
+        return;
+    };
+    // One configured bed: phase 0, so its windows are [0, 30 s), [30 s, 60 s), ...
+    let app = common::spawn_app(|c| c.ward.beds = vec!["bed-1".into()]).await;
+    let opts = SimOptions {
+        url: app.ws_url(),
+        beds: 1,
+        source: Source::Records(data.clone()),
+        duration: Duration::from_secs(3),
+        speed: 30.0,
+        token: "t".into(),
+        bed_prefix: "bed-".into(),
+        faults: Faults::default(),
+        records: vec!["vfdb/418".into()],
+        seed: 7,
+    };
+    let report = holmes::sim::run(opts).await.unwrap();
+    assert!(
+        report
+            .frames_sent
+            .load(std::sync::atomic::Ordering::Relaxed)
+            > 600
+    );
+    let live = app.wait_scores("bed-1", 30.0, |r| r.len() >= 2).await;
+    app.stop().await;
+
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_holmes"))
+        .current_dir(common::root())
+        .args(["score", "--to", "60", "--json", "--record"])
+        .arg(data.join("vfdb/418"))
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let offline: Vec<serde_json::Value> = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(offline.len(), 2);
+    for (l, o) in live.iter().zip(&offline) {
+        assert_eq!(
+            l["window_end_ms"].as_i64().unwrap() - l["window_start_ms"].as_i64().unwrap(),
+            30_000
+        );
+        let (ls, os) = (l["score"].as_f64().unwrap(), o["score"].as_f64().unwrap());
+        assert!(
+            (ls - os).abs() < 1e-5,
+            "live {ls} vs offline {os}: {l} / {o}"
+        );
+        let lm = l["members"].as_array().unwrap();
+        let om = o["members"].as_array().unwrap();
+        for (a, b) in lm.iter().zip(om) {
+            assert_eq!(a["name"], b["name"]);
+            let (pa, pb) = (a["prob"].as_f64().unwrap(), b["prob"].as_f64().unwrap());
+            assert!(
+                (pa - pb).abs() < 1e-5,
+                "{}: live {pa} vs offline {pb}",
+                a["name"]
+            );
+        }
+    }
+}
