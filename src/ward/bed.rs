@@ -382,10 +382,9 @@ impl BedState {
         loop {
             let end = self.next_end;
             let start = end - self.p.window;
-            let complete;
             if self.high_water >= end {
                 // Complete when every ECG sample and the last second's heart rate are in.
-                complete = self.holes(start, end) == 0
+                let complete = self.holes(start, end) == 0
                     && self
                         .vitals
                         .get("hr")
@@ -409,7 +408,6 @@ impl BedState {
                 if now < last + behind + self.p.grace {
                     break;
                 }
-                complete = false;
             }
             // `now` is the arrival of the frame that completed the window (or the moment its
             // grace ran out): the start of the window's end-to-end latency.
