@@ -12,7 +12,9 @@ use tokio_util::sync::CancellationToken;
 
 use crate::config::Config;
 use crate::dataset::MAX_LEADS;
-use crate::protocol::{ClientMsg, ErrorCode, PROTOCOL_VERSION, ServerMsg, close, parse_client};
+use crate::protocol::{
+    ClientMsg, ErrorCode, PROTOCOL_VERSION, ServerMsg, close, parse_binary, parse_client,
+};
 use crate::ward::{BedCmd, SampleFrame, Ward};
 
 /// How long a new connection has to say hello.
@@ -98,8 +100,11 @@ pub async fn connection(
         )
         .await;
     }
-    // Announced leads: name -> slot (None: announced but not a role we score).
-    let mut leads: HashMap<String, Option<usize>> = HashMap::new();
+    // Announced leads: name -> role slot, in hello order.
+    let mut ann = Announced {
+        by_name: HashMap::new(),
+        order: Vec::new(),
+    };
     let mut present = [false; MAX_LEADS];
     for ch in &ecg {
         if (ch.hz - ECG_HZ).abs() > 1e-6 {
@@ -109,11 +114,16 @@ pub async fn connection(
             );
             return close_with(&mut socket, close::BAD_HELLO, &truncate(&r)).await;
         }
+        if ann.by_name.contains_key(&ch.lead) {
+            let r = format!("lead {} is announced twice", ch.lead);
+            return close_with(&mut socket, close::BAD_HELLO, &truncate(&r)).await;
+        }
         let slot = lead_slot(&cfg, &ch.lead).filter(|s| !present[*s]);
         if let Some(s) = slot {
             present[s] = true;
         }
-        leads.insert(ch.lead.clone(), slot);
+        ann.by_name.insert(ch.lead.clone(), slot);
+        ann.order.push(slot);
     }
     let vitals: Vec<String> = vitals.into_iter().map(|v| v.name).collect();
     let (out_tx, mut out_rx) = mpsc::channel::<ServerMsg>(OUT_QUEUE);
@@ -165,9 +175,8 @@ pub async fn connection(
                         }
                         break None;
                     }
-                    Some(Ok(Message::Text(t))) => handle_text(&cfg, &t, &leads, &attach.tx).await,
-                    Some(Ok(Message::Binary(_))) => Some(Reply::Msg(ServerMsg::error(None, ErrorCode::Malformed,
-                        "binary frames are not accepted by this server version; send JSON text"))),
+                    Some(Ok(Message::Text(t))) => handle_text(&cfg, &t, &ann, &attach.tx).await,
+                    Some(Ok(Message::Binary(b))) => handle_binary(&cfg, &b, &ann, &attach.tx).await,
                     Some(Ok(_)) => None,
                 };
                 match reply {
@@ -223,10 +232,17 @@ fn truncate(s: &str) -> String {
     out
 }
 
+/// The announced ECG channels: lead name to role slot, and the hello's order (for binary
+/// frames). `None`: announced but not a role this appliance scores.
+struct Announced {
+    by_name: HashMap<String, Option<usize>>,
+    order: Vec<Option<usize>>,
+}
+
 async fn handle_text(
     cfg: &Config,
     text: &str,
-    leads: &HashMap<String, Option<usize>>,
+    ann: &Announced,
     bed: &mpsc::Sender<BedCmd>,
 ) -> Option<Reply> {
     let arrived = Instant::now();
@@ -238,14 +254,12 @@ async fn handle_text(
     };
     let cmd = match msg {
         ClientMsg::Hello { .. } => {
-            return Some(
-                ServerMsg::error(
-                    None,
-                    ErrorCode::UnexpectedHello,
-                    "already said hello on this connection",
-                )
-                .into(),
+            let m = ServerMsg::error(
+                None,
+                ErrorCode::UnexpectedHello,
+                "already said hello on this connection",
             );
+            return Some(m.into());
         }
         ClientMsg::Bye {} => BedCmd::Bye,
         ClientMsg::Vitals { seq, t_ms, values } => BedCmd::Vitals {
@@ -263,93 +277,109 @@ async fn handle_text(
         ClientMsg::Samples {
             seq,
             t_ms,
-            leads: data,
+            leads,
             lead_off,
         } => {
-            let mut n = None;
-            let mut frame_leads: [Option<Vec<Option<f32>>>; MAX_LEADS] = Default::default();
-            let mut bad = 0usize;
-            for (name, samples) in data {
-                let Some(slot) = leads.get(&name) else {
-                    return Some(
-                        ServerMsg::error(
-                            Some(seq),
-                            ErrorCode::BadShape,
-                            format!("lead {name:?} was not announced in the hello"),
-                        )
-                        .into(),
-                    );
+            let mut data = Vec::with_capacity(leads.len());
+            for (name, samples) in leads {
+                let Some(slot) = ann.by_name.get(&name) else {
+                    let m = format!("lead {name:?} was not announced in the hello");
+                    return Some(ServerMsg::error(Some(seq), ErrorCode::BadShape, m).into());
                 };
-                if *n.get_or_insert(samples.len()) != samples.len() {
-                    return Some(
-                        ServerMsg::error(
-                            Some(seq),
-                            ErrorCode::BadShape,
-                            "leads carry different numbers of samples",
-                        )
-                        .into(),
-                    );
-                }
-                if samples.len() > cfg.ingest.max_samples_per_frame {
-                    return Some(
-                        ServerMsg::error(
-                            Some(seq),
-                            ErrorCode::BadShape,
-                            format!(
-                                "{} samples per lead; at most {} per frame",
-                                samples.len(),
-                                cfg.ingest.max_samples_per_frame
-                            ),
-                        )
-                        .into(),
-                    );
-                }
-                if let Some(s) = slot {
-                    let clean: Vec<Option<f32>> = samples
-                        .into_iter()
-                        .map(|v| v.filter(|x| x.is_finite() && x.abs() <= cfg.ingest.max_abs_mv))
-                        .collect();
-                    bad += clean.iter().filter(|v| v.is_none()).count();
-                    frame_leads[*s] = Some(clean);
-                }
+                data.push((*slot, samples));
             }
-            let Some(n) = n.filter(|&n| n > 0) else {
-                return Some(
-                    ServerMsg::error(
-                        Some(seq),
-                        ErrorCode::BadShape,
-                        "a samples frame needs at least one sample",
-                    )
-                    .into(),
-                );
-            };
-            let mut off = [false; MAX_LEADS];
-            for name in &lead_off {
-                if let Some(Some(s)) = leads.get(name) {
-                    off[*s] = true;
-                }
-            }
-            let frame = SampleFrame {
-                seq,
-                t_ms,
-                n,
-                leads: frame_leads,
-                lead_off: off,
-                arrived,
-            };
-            if bed.send(BedCmd::Samples(frame)).await.is_err() {
-                return Some(Reply::Gone);
-            }
-            return (bad > 0).then(|| {
-                Reply::Msg(ServerMsg::error(Some(seq), ErrorCode::BadSamples,
-                    format!("{bad} missing, non-finite or out-of-range (> {} mV) samples were discarded", cfg.ingest.max_abs_mv)))
-            });
+            let off: Vec<usize> = lead_off
+                .iter()
+                .filter_map(|n| ann.by_name.get(n).copied().flatten())
+                .collect();
+            return send_samples(cfg, seq, t_ms, data, &off, arrived, bed).await;
         }
     };
     if bed.send(cmd).await.is_err() {
         return Some(Reply::Gone);
     }
     None
+}
+
+async fn handle_binary(
+    cfg: &Config,
+    bytes: &[u8],
+    ann: &Announced,
+    bed: &mpsc::Sender<BedCmd>,
+) -> Option<Reply> {
+    let arrived = Instant::now();
+    let f = match parse_binary(bytes, ann.order.len()) {
+        Ok(f) => f,
+        Err(e) => return Some(ServerMsg::error(None, ErrorCode::Malformed, e).into()),
+    };
+    let off: Vec<usize> = ann
+        .order
+        .iter()
+        .zip(&f.lead_off)
+        .filter_map(|(s, &o)| s.filter(|_| o))
+        .collect();
+    let data = ann.order.iter().copied().zip(f.leads).collect();
+    send_samples(cfg, f.seq, f.t_ms, data, &off, arrived, bed).await
+}
+
+/// Checks a samples frame's shape, discards bad samples (answering how many), and hands the
+/// frame to the bed.
+async fn send_samples(
+    cfg: &Config,
+    seq: u64,
+    t_ms: i64,
+    data: Vec<(Option<usize>, Vec<Option<f32>>)>,
+    lead_off: &[usize],
+    arrived: Instant,
+    bed: &mpsc::Sender<BedCmd>,
+) -> Option<Reply> {
+    let bad_shape = |m: String| Some(ServerMsg::error(Some(seq), ErrorCode::BadShape, m).into());
+    let n = data.first().map_or(0, |d| d.1.len());
+    if n == 0 {
+        return bad_shape("a samples frame needs at least one sample".into());
+    }
+    if data.iter().any(|d| d.1.len() != n) {
+        return bad_shape("leads carry different numbers of samples".into());
+    }
+    if n > cfg.ingest.max_samples_per_frame {
+        return bad_shape(format!(
+            "{n} samples per lead; at most {} per frame",
+            cfg.ingest.max_samples_per_frame
+        ));
+    }
+    let mut leads: [Option<Vec<Option<f32>>>; MAX_LEADS] = Default::default();
+    let mut bad = 0usize;
+    for (slot, samples) in data {
+        let Some(s) = slot else { continue };
+        let clean: Vec<Option<f32>> = samples
+            .into_iter()
+            .map(|v| v.filter(|x| x.is_finite() && x.abs() <= cfg.ingest.max_abs_mv))
+            .collect();
+        bad += clean.iter().filter(|v| v.is_none()).count();
+        leads[s] = Some(clean);
+    }
+    let mut off = [false; MAX_LEADS];
+    for &s in lead_off {
+        off[s] = true;
+    }
+    let frame = SampleFrame {
+        seq,
+        t_ms,
+        n,
+        leads,
+        lead_off: off,
+        arrived,
+    };
+    if bed.send(BedCmd::Samples(frame)).await.is_err() {
+        return Some(Reply::Gone);
+    }
+    (bad > 0).then(|| {
+        let m = format!(
+            "{bad} missing, non-finite or out-of-range (> {} mV) samples were discarded",
+            cfg.ingest.max_abs_mv
+        );
+        Reply::Msg(ServerMsg::error(Some(seq), ErrorCode::BadSamples, m))
+    })
 }
 
 fn truncate_msg(e: &str) -> String {

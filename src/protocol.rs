@@ -139,6 +139,109 @@ pub enum ErrorCode {
     Overloaded,
 }
 
+/// First byte of a binary samples frame.
+pub const BINARY_MAGIC: u8 = 0xEC;
+/// Binary frame layout version.
+pub const BINARY_VERSION: u8 = 1;
+/// Bytes before the samples.
+pub const BINARY_HEADER: usize = 24;
+/// Sample value meaning "missing".
+pub const BINARY_MISSING: i16 = i16::MIN;
+
+/// A binary samples frame: leads in the hello's ECG order, samples in mV.
+#[derive(Debug, Clone, PartialEq)]
+pub struct BinarySamples {
+    pub seq: u64,
+    pub t_ms: i64,
+    /// `leads[i]` is the hello's i-th ECG channel.
+    pub leads: Vec<Vec<Option<f32>>>,
+    /// Lead-off flag per lead, same order.
+    pub lead_off: Vec<bool>,
+}
+
+/// Encodes a binary samples frame (see `docs/PROTOCOL.md`): little-endian header
+/// `magic u8, version u8, lead_off u16, seq u64, t_ms i64, n u16, leads u8, 0u8`, then each
+/// lead's `n` samples as i16 microvolts, `-32768` for missing.
+pub fn encode_binary(f: &BinarySamples) -> Vec<u8> {
+    let n = f.leads.first().map_or(0, Vec::len);
+    let mut b = Vec::with_capacity(BINARY_HEADER + 2 * n * f.leads.len());
+    b.push(BINARY_MAGIC);
+    b.push(BINARY_VERSION);
+    let off = f
+        .lead_off
+        .iter()
+        .enumerate()
+        .fold(0u16, |m, (i, &o)| m | (u16::from(o) << i));
+    b.extend(off.to_le_bytes());
+    b.extend(f.seq.to_le_bytes());
+    b.extend(f.t_ms.to_le_bytes());
+    b.extend((n as u16).to_le_bytes());
+    b.push(f.leads.len() as u8);
+    b.push(0);
+    for lead in &f.leads {
+        for v in lead {
+            let q = match v {
+                Some(x) => (x * 1000.0).round().clamp(-32767.0, 32767.0) as i16,
+                None => BINARY_MISSING,
+            };
+            b.extend(q.to_le_bytes());
+        }
+    }
+    b
+}
+
+/// Decodes a binary samples frame whose hello announced `leads` ECG channels.
+pub fn parse_binary(b: &[u8], leads: usize) -> Result<BinarySamples, String> {
+    if b.len() < BINARY_HEADER {
+        return Err(format!(
+            "binary frame of {} bytes is shorter than its {BINARY_HEADER}-byte header",
+            b.len()
+        ));
+    }
+    if b[0] != BINARY_MAGIC || b[1] != BINARY_VERSION {
+        return Err(format!(
+            "binary frame starts {:#04x} {:#04x}, expected {BINARY_MAGIC:#04x} {BINARY_VERSION:#04x}",
+            b[0], b[1]
+        ));
+    }
+    let u16_at = |i: usize| u16::from_le_bytes([b[i], b[i + 1]]);
+    let off = u16_at(2);
+    let seq = u64::from_le_bytes(b[4..12].try_into().expect("8 bytes"));
+    let t_ms = i64::from_le_bytes(b[12..20].try_into().expect("8 bytes"));
+    let n = u16_at(20) as usize;
+    let l = b[22] as usize;
+    if l != leads {
+        return Err(format!(
+            "binary frame carries {l} leads, the hello announced {leads}"
+        ));
+    }
+    let want = BINARY_HEADER + 2 * n * l;
+    if b.len() != want {
+        return Err(format!(
+            "binary frame of {} bytes, its header implies {want}",
+            b.len()
+        ));
+    }
+    let mut out = Vec::with_capacity(l);
+    for k in 0..l {
+        let base = BINARY_HEADER + 2 * n * k;
+        out.push(
+            (0..n)
+                .map(|j| {
+                    let q = u16_at(base + 2 * j) as i16;
+                    (q != BINARY_MISSING).then(|| q as f32 / 1000.0)
+                })
+                .collect(),
+        );
+    }
+    Ok(BinarySamples {
+        seq,
+        t_ms,
+        leads: out,
+        lead_off: (0..l).map(|i| off >> i & 1 == 1).collect(),
+    })
+}
+
 /// Parses a text message from a monitor.
 pub fn parse_client(text: &str) -> Result<ClientMsg, String> {
     serde_json::from_str(text).map_err(|e| e.to_string())
@@ -188,6 +291,36 @@ mod tests {
         assert!(matches!(parse_client(v).unwrap(), ClientMsg::Vitals { .. }));
         assert!(parse_client(r#"{"type":"samples","seq":1}"#).is_err());
         assert!(parse_client(r#"{"type":"nonsense"}"#).is_err());
+    }
+
+    #[test]
+    fn binary_frames_round_trip_and_reject_bad_shapes() {
+        let f = BinarySamples {
+            seq: 9,
+            t_ms: -5,
+            leads: vec![vec![Some(1.234), None], vec![Some(-0.001), Some(40.0)]],
+            lead_off: vec![false, true],
+        };
+        let b = encode_binary(&f);
+        assert_eq!(b.len(), BINARY_HEADER + 8);
+        let g = parse_binary(&b, 2).unwrap();
+        assert_eq!(
+            (g.seq, g.t_ms, g.lead_off.clone()),
+            (9, -5, vec![false, true])
+        );
+        assert_eq!(g.leads[0], vec![Some(1.234), None]);
+        assert_eq!(g.leads[1], vec![Some(-0.001), Some(32.767)]);
+        assert!(parse_binary(&b, 3).unwrap_err().contains("announced 3"));
+        assert!(
+            parse_binary(&b[..b.len() - 1], 2)
+                .unwrap_err()
+                .contains("implies")
+        );
+        assert!(
+            parse_binary(&[0u8; 30], 2)
+                .unwrap_err()
+                .contains("expected")
+        );
     }
 
     #[test]

@@ -195,3 +195,46 @@ async fn reconnect_mid_window_keeps_the_window_and_bed_goes_stale_then_lost() {
     assert_eq!(code, 404);
     app.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn binary_frames_are_scored_like_json() {
+    use futures_util::SinkExt;
+    use holmes::protocol::{BinarySamples, encode_binary};
+    use tokio_tungstenite::tungstenite::Message;
+    let app = spawn_app(|c| c.ward.beds = vec!["bed-b".into()]).await;
+    let mut m = Monitor::connect(&app.ws_url(), "bed-b", "dev-b").await;
+    for seq in 0..320u64 {
+        let x: Vec<Option<f32>> = (0..25)
+            .map(|k| Some(common::signal(seq * 25 + k)))
+            .collect();
+        let v = x.iter().map(|s| s.map(|s| -0.5 * s)).collect();
+        let f = BinarySamples {
+            seq,
+            t_ms: T0 + seq as i64 * 100,
+            leads: vec![x, v],
+            lead_off: vec![false, false],
+        };
+        m.ws.send(Message::Binary(encode_binary(&f).into()))
+            .await
+            .unwrap();
+    }
+    m.ws.send(Message::Binary(vec![0xEC, 1, 0].into()))
+        .await
+        .unwrap();
+    m.expect(5.0, |v| {
+        v["code"] == "malformed" && v["message"].as_str().unwrap().contains("header")
+    })
+    .await;
+    let rows = app.wait_scores("bed-b", 30.0, |r| !r.is_empty()).await;
+    assert_eq!(rows[0]["status"], "scored");
+    assert_eq!(rows[0]["quality"]["gap_samples"], 0);
+    // No heart rate was sent: the vitals member sits out, the ECG members score.
+    let probs: Vec<bool> = rows[0]["members"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["prob"].is_number())
+        .collect();
+    assert_eq!(probs, vec![true, true, false], "{}", rows[0]);
+    app.stop().await;
+}
