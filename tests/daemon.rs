@@ -238,3 +238,47 @@ async fn binary_frames_are_scored_like_json() {
     assert_eq!(probs, vec![true, true, false], "{}", rows[0]);
     app.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn gaps_late_frames_and_lead_off_are_recorded() {
+    let app = spawn_app(|c| c.ward.beds = vec!["bed-g".into()]).await;
+    let mut m = Monitor::connect(&app.ws_url(), "bed-g", "dev-g").await;
+    m.stream(T0, 0..100).await;
+    m.stream(T0, 105..150).await; // frames 100..105 are missing for now
+    m.stream(T0, 100..105).await; // ...and arrive late, filling the hole
+    for seq in 150..170u64 {
+        let x: Vec<f32> = (0..25).map(|k| common::signal(seq * 25 + k)).collect();
+        m.send(
+            json!({"type": "samples", "seq": seq, "t_ms": T0 + seq as i64 * 100,
+                      "leads": {"II": x, "V": x}, "lead_off": ["V"]}),
+        )
+        .await;
+    }
+    m.stream(T0, 170..200).await;
+    m.stream(T0, 201..320).await; // frame 200 never comes (in time)
+    let rows = app.wait_scores("bed-g", 30.0, |r| !r.is_empty()).await;
+    let q = &rows[0]["quality"];
+    assert_eq!(
+        q["gap_samples"], 25,
+        "frames 100-104 filled their hole, 200 is a gap: {q}"
+    );
+    assert_eq!(q["leads"][1]["lead_off_secs"], 2.0, "{q}");
+    assert_eq!(q["leads"][0]["lead_off_secs"], 0.0, "{q}");
+    // Frame 200 arriving after its window closed is too late; a resent frame is a duplicate.
+    m.stream(T0, 200..201).await;
+    m.expect(5.0, |v| v["code"] == "too_late" && v["seq"] == 200)
+        .await;
+    m.stream(T0, 7..8).await;
+    m.expect(5.0, |v| v["code"] == "duplicate" && v["seq"] == 7)
+        .await;
+    let (_, ev) = app.get("/api/beds/bed-g/events").await;
+    assert!(
+        ev["events"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|e| e["kind"] == "gap"),
+        "{ev}"
+    );
+    app.stop().await;
+}
