@@ -36,7 +36,7 @@ pub struct Config {
     pub ingest: IngestConfig,
     pub quality: QualityConfig,
     pub ensemble: EnsembleConfig,
-    pub scoring: ScoringConfig,
+    pub engine: crate::engine::EngineConfig,
     pub storage: StorageConfig,
 }
 
@@ -121,15 +121,6 @@ pub struct EnsembleConfig {
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct ScoringConfig {
-    /// Dedicated scoring threads, each holding the ensemble.
-    pub threads: usize,
-    /// Closed windows waiting for a scoring thread.
-    pub queue: usize,
-}
-
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
 pub struct StorageConfig {
     /// SQLite database file.
     pub db: PathBuf,
@@ -185,9 +176,17 @@ impl Config {
         if self.ensemble.members.is_empty() {
             return Err("ensemble.members is empty".into());
         }
-        if self.scoring.threads == 0 || self.scoring.queue == 0 || self.ingest.bed_queue == 0 {
+        let e = &self.engine;
+        if e.slo_ms == 0
+            || e.queue_capacity == 0
+            || e.batch_cap == 0
+            || e.workers_per_model == 0
+            || self.ingest.bed_queue == 0
+        {
             return Err(
-                "scoring.threads, scoring.queue and ingest.bed_queue must be positive".into(),
+                "engine.slo_ms, queue_capacity, batch_cap, workers_per_model and \
+                        ingest.bed_queue must be positive"
+                    .into(),
             );
         }
         if self.storage.batch_rows == 0 {

@@ -31,6 +31,21 @@ pub struct ModelInfo {
     pub test_roc_auc: Option<f64>,
 }
 
+impl ModelInfo {
+    pub fn of(mf: &crate::zoo::Manifest) -> ModelInfo {
+        ModelInfo {
+            name: mf.name.clone(),
+            version: mf.version,
+            input: mf.input.label(),
+            parameters: mf.parameters,
+            macs_per_window: mf.macs_per_window,
+            sha256: mf.weights.sha256.clone(),
+            val_roc_auc: mf.metrics.get("validation").map(|m| m.roc_auc),
+            test_roc_auc: mf.metrics.get("test").map(|m| m.roc_auc),
+        }
+    }
+}
+
 /// Everything handlers need.
 #[derive(Clone)]
 pub struct AppState {
@@ -40,6 +55,7 @@ pub struct AppState {
     pub store_health: Arc<StoreHealth>,
     pub ensemble_id: i64,
     pub models: Arc<Vec<ModelInfo>>,
+    pub engine: crate::engine::Engine,
     pub shutdown: CancellationToken,
 }
 

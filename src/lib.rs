@@ -22,6 +22,7 @@
 pub mod cli;
 pub mod config;
 pub mod dataset;
+pub mod engine;
 pub mod evaluation;
 pub mod http;
 pub mod ingest;

@@ -1,15 +1,13 @@
-//! The simple scoring loop: dedicated threads that pull closed windows, run every applicable
-//! ensemble member on the shared window, and send the mean probability (HOLMES eq. 5) to the
-//! store. The serving-engine issue replaces the loop; [`Ensemble::score`] stays the one place
-//! where a window becomes a score, for the daemon and for `holmes score` alike.
+//! The ensemble as loaded from the zoo, and window-by-window scoring of a recording
+//! (`holmes score`): the same members, preprocessing and combination (mean probability,
+//! HOLMES eq. 5) as the live [`engine`](crate::engine), one window at a time.
 
 use std::path::Path;
 use std::sync::Arc;
 
 use burn::backend::Flex;
-use tokio::sync::mpsc;
 
-use crate::store::{MemberScore, ScoreRecord, ScoreStatus, StoreHandle};
+use crate::store::{MemberScore, ScoreStatus};
 use crate::ward::ClosedWindow;
 use crate::zoo::{Input, ZooError, ZooModel};
 
@@ -23,8 +21,6 @@ pub enum ScorerError {
     },
     #[error(transparent)]
     Zoo(#[from] ZooError),
-    #[error("scoring thread failed to start: {0}")]
-    Thread(String),
 }
 
 /// The loaded members of the serving ensemble.
@@ -94,63 +90,6 @@ impl Ensemble {
             (ScoreStatus::Scored, Some((sum / n as f64) as f32), members)
         }
     }
-}
-
-/// Starts `threads` scoring threads, each loading its own copy of the ensemble. Returns once
-/// every thread has loaded (and so warmed) its members, or with the first load error.
-pub fn start(
-    threads: usize,
-    dir: &Path,
-    names: &[String],
-    ensemble_id: i64,
-    rx: mpsc::Receiver<ClosedWindow>,
-    store: StoreHandle,
-) -> Result<Vec<std::thread::JoinHandle<()>>, ScorerError> {
-    let rx = Arc::new(std::sync::Mutex::new(rx));
-    let mut joins = Vec::new();
-    let mut ready = Vec::new();
-    for i in 0..threads {
-        let (ready_tx, ready_rx) = std::sync::mpsc::channel();
-        let (dir, names, rx, store) = (dir.to_owned(), names.to_vec(), rx.clone(), store.clone());
-        let join = std::thread::Builder::new()
-            .name(format!("holmes-score-{i}"))
-            .spawn(move || {
-                let ensemble = match Ensemble::load(&dir, &names, ensemble_id) {
-                    Ok(e) => {
-                        let _ = ready_tx.send(Ok(()));
-                        e
-                    }
-                    Err(e) => {
-                        let _ = ready_tx.send(Err(e));
-                        return;
-                    }
-                };
-                loop {
-                    let next = rx.lock().expect("scorer queue lock").blocking_recv();
-                    let Some(w) = next else { break };
-                    let (status, score, members) = ensemble.score(&w);
-                    store.score(ScoreRecord {
-                        bed: w.bed.clone(),
-                        window_index: w.index,
-                        start_ms: w.start_ms,
-                        end_ms: w.end_ms,
-                        status,
-                        score,
-                        members,
-                        ensemble_id: ensemble.id,
-                        quality: w.quality.clone(),
-                        last_sample_at: w.last_sample_at,
-                    });
-                }
-            })
-            .map_err(|e| ScorerError::Thread(e.to_string()))?;
-        joins.push(join);
-        ready.push(ready_rx);
-    }
-    for r in ready {
-        r.recv().map_err(|e| ScorerError::Thread(e.to_string()))??;
-    }
-    Ok(joins)
 }
 
 /// One window of a recording scored offline (`holmes score`).

@@ -1,19 +1,22 @@
-//! Wiring of the daemon: store writer, scoring threads, ward and HTTP server, started in that
+//! Wiring of the daemon: store writer, serving engine, ward and HTTP server, started in that
 //! order and stopped in reverse through one [`CancellationToken`], SQLite flushed last.
 
 use std::net::SocketAddr;
+use std::path::Path;
 use std::sync::Arc;
 
+use burn::backend::Flex;
 use tokio::net::TcpListener;
-use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 use crate::config::Config;
+use crate::engine::{Engine, EngineError, Factory, InferModel, MemberSpec, ZooInfer};
 use crate::http::{AppState, ModelInfo, router};
-use crate::scorer::{self, Ensemble, ScorerError};
+use crate::scorer::{Ensemble, ScorerError};
 use crate::store::{self, ServedEnsemble, StoreError, StoreReader};
 use crate::ward::{Ward, WardOutputs};
+use crate::zoo::ZooModel;
 
 #[derive(Debug, thiserror::Error)]
 pub enum ServerError {
@@ -21,6 +24,8 @@ pub enum ServerError {
     Store(#[from] StoreError),
     #[error(transparent)]
     Scorer(#[from] ScorerError),
+    #[error(transparent)]
+    Engine(#[from] EngineError),
     #[error("listening socket: {0}")]
     Io(#[from] std::io::Error),
 }
@@ -30,6 +35,7 @@ pub struct Running {
     pub addr: SocketAddr,
     /// Cancel to stop; then await [`Running::stopped`].
     pub shutdown: CancellationToken,
+    pub engine: Engine,
     join: tokio::task::JoinHandle<()>,
 }
 
@@ -40,30 +46,31 @@ impl Running {
     }
 }
 
+/// A factory that loads zoo model `dir` on the CPU (on the calling worker thread).
+pub fn zoo_factory(dir: &Path) -> Factory {
+    let dir = dir.to_owned();
+    Arc::new(move || {
+        let m =
+            ZooModel::<Flex>::load(&dir, &Default::default()).map_err(|e| EngineError::Model {
+                name: dir.display().to_string(),
+                reason: e.to_string(),
+            })?;
+        Ok(Box::new(ZooInfer(m)) as Box<dyn InferModel>)
+    })
+}
+
 /// Starts the daemon on `listener`: loads and warms the ensemble, opens the database, and
 /// serves until `shutdown` is cancelled.
 pub async fn start(cfg: Config, listener: TcpListener) -> Result<Running, ServerError> {
     let addr = listener.local_addr()?;
-    // The manifests of the members (loaded once here to describe them; each scoring thread
-    // loads its own copy).
+    // Validate every member once here (a missing or broken one refuses to start, naming it).
     let probe = Ensemble::load(&cfg.ensemble.models_dir, &cfg.ensemble.members, 0)?;
     let models: Vec<ModelInfo> = probe
         .members
         .iter()
-        .map(|m| {
-            let mf = &m.manifest;
-            ModelInfo {
-                name: mf.name.clone(),
-                version: mf.version,
-                input: mf.input.label(),
-                parameters: mf.parameters,
-                macs_per_window: mf.macs_per_window,
-                sha256: mf.weights.sha256.clone(),
-                val_roc_auc: mf.metrics.get("validation").map(|m| m.roc_auc),
-                test_roc_auc: mf.metrics.get("test").map(|m| m.roc_auc),
-            }
-        })
+        .map(|m| ModelInfo::of(&m.manifest))
         .collect();
+    let inputs: Vec<_> = probe.members.iter().map(|m| m.manifest.input).collect();
     drop(probe);
     let described: Vec<(String, u32, String, String)> = models
         .iter()
@@ -83,25 +90,31 @@ pub async fn start(cfg: Config, listener: TcpListener) -> Result<Running, Server
     .expect("store start-up does not panic")?;
     let reader = StoreReader::open(&cfg.storage.db)?;
 
-    let (win_tx, win_rx) = mpsc::channel(cfg.scoring.queue);
-    let (threads, dir, names) = (
-        cfg.scoring.threads,
-        cfg.ensemble.models_dir.clone(),
-        cfg.ensemble.members.clone(),
-    );
-    let store2 = store.clone();
-    let scorers = tokio::task::spawn_blocking(move || {
-        scorer::start(threads, &dir, &names, ensemble_id, win_rx, store2)
-    })
-    .await
-    .expect("scorer start-up does not panic")?;
+    let specs: Vec<MemberSpec> = models
+        .iter()
+        .zip(inputs)
+        .map(|(m, input)| MemberSpec {
+            name: m.name.clone(),
+            version: m.version,
+            input,
+            factory: zoo_factory(&cfg.ensemble.models_dir.join(&m.name)),
+            workers: cfg.engine.workers_per_model,
+            batch_cap: cfg.engine.batch_cap,
+            weight: 1.0,
+        })
+        .collect();
+    let (engine_cfg, store2) = (cfg.engine.clone(), store.clone());
+    let engine =
+        tokio::task::spawn_blocking(move || Engine::start(&engine_cfg, specs, store2, ensemble_id))
+            .await
+            .expect("engine start-up does not panic")?;
 
     let shutdown = CancellationToken::new();
     let tracker = TaskTracker::new();
     let ward = Ward::new(
         cfg.clone(),
         WardOutputs {
-            windows: win_tx,
+            engine: engine.clone(),
             store: store.clone(),
         },
         shutdown.child_token(),
@@ -114,25 +127,25 @@ pub async fn start(cfg: Config, listener: TcpListener) -> Result<Running, Server
         store_health: store.health.clone(),
         ensemble_id,
         models: Arc::new(models),
+        engine: engine.clone(),
         shutdown: shutdown.child_token(),
     };
     let app = router(state);
     let token = shutdown.clone();
+    let eng = engine.clone();
     let join = tokio::spawn(async move {
         let serve =
             axum::serve(listener, app).with_graceful_shutdown(token.clone().cancelled_owned());
         if let Err(e) = serve.await {
             tracing::error!(error = %e, "HTTP server failed");
         }
-        // Beds stop, which closes the scorer queue; scorers drain and stop, then the writer.
+        // Beds stop; the engine finishes what is queued and stops; then the writer flushes.
         tracker.close();
         tracker.wait().await;
         drop(ward);
         let _ = tokio::task::spawn_blocking(move || {
-            for s in scorers {
-                let _ = s.join();
-            }
-            drop(store);
+            eng.shutdown();
+            store.close();
             let _ = writer.join();
         })
         .await;
@@ -141,6 +154,7 @@ pub async fn start(cfg: Config, listener: TcpListener) -> Result<Running, Server
     Ok(Running {
         addr,
         shutdown,
+        engine,
         join,
     })
 }

@@ -16,7 +16,7 @@ use serde::Serialize;
 use serde_json::json;
 
 use crate::config::StorageConfig;
-use crate::ward::{ClosedWindow, TechEvent, WindowQuality};
+use crate::ward::{TechEvent, WindowQuality};
 
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
@@ -80,17 +80,38 @@ const MIGRATIONS: &[&str] = &[
         detail TEXT NOT NULL
     );
     CREATE INDEX events_bed_at ON events (bed, at_ms);",
+    // 2: the serving engine: missing members and timing per score; model profiles.
+    "ALTER TABLE scores ADD COLUMN missing TEXT NOT NULL DEFAULT '[]';
+    ALTER TABLE scores ADD COLUMN timing TEXT;
+    CREATE TABLE profiles (
+        hardware TEXT NOT NULL,
+        device TEXT NOT NULL,
+        model TEXT NOT NULL,
+        sha256 TEXT NOT NULL,
+        burn_version TEXT NOT NULL,
+        batch INTEGER NOT NULL,
+        p50_ms REAL NOT NULL,
+        p95_ms REAL NOT NULL,
+        p99_ms REAL NOT NULL,
+        repeats INTEGER NOT NULL,
+        measured_ms INTEGER NOT NULL,
+        PRIMARY KEY (hardware, device, model, sha256, burn_version, batch)
+    );",
 ];
 
 /// How a window ended up.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum ScoreStatus {
-    /// Scored by the ensemble.
+    /// Scored by every applicable member.
     Scored,
+    /// Committed at the deadline without some members (named in `missing`).
+    Partial,
+    /// Replaced in the queue by the same bed's newer window; not scored.
+    Superseded,
     /// Below the quality floor: recorded, not scored.
     InsufficientSignal,
-    /// The scoring queue was full: recorded, not scored.
+    /// No member could run (every applicable member's queue was full): recorded, not scored.
     Dropped,
 }
 
@@ -98,6 +119,8 @@ impl ScoreStatus {
     pub fn as_str(self) -> &'static str {
         match self {
             ScoreStatus::Scored => "scored",
+            ScoreStatus::Partial => "partial",
+            ScoreStatus::Superseded => "superseded",
             ScoreStatus::InsufficientSignal => "insufficient_signal",
             ScoreStatus::Dropped => "dropped",
         }
@@ -123,12 +146,18 @@ pub struct ScoreRecord {
     pub status: ScoreStatus,
     pub score: Option<f32>,
     pub members: Vec<MemberScore>,
+    /// Members that should have scored this window and did not (partial scores).
+    pub missing: Vec<String>,
     pub ensemble_id: i64,
     pub quality: WindowQuality,
+    /// Queue, compute and combination times (engine scores).
+    pub timing: Option<serde_json::Value>,
     pub last_sample_at: Instant,
 }
 
 enum Cmd {
+    /// Commit what is queued and stop.
+    Close,
     Score(ScoreRecord),
     Event(TechEvent, i64),
     BedSeen(String, String, i64),
@@ -287,6 +316,11 @@ impl StoreHandle {
         }
     }
 
+    /// Asks the writer to commit everything sent so far and stop (the last step of shutdown).
+    pub fn close(&self) {
+        let _ = self.tx.send(Cmd::Close);
+    }
+
     pub fn score(&self, r: ScoreRecord) {
         self.send(Cmd::Score(r));
     }
@@ -297,22 +331,6 @@ impl StoreHandle {
 
     pub fn bed_seen(&self, bed: &str, device: &str) {
         self.send(Cmd::BedSeen(bed.to_owned(), device.to_owned(), now_ms()));
-    }
-
-    /// Records a window the scorer had no room for.
-    pub fn dropped(&self, w: &ClosedWindow) {
-        self.send(Cmd::Score(ScoreRecord {
-            bed: w.bed.clone(),
-            window_index: w.index,
-            start_ms: w.start_ms,
-            end_ms: w.end_ms,
-            status: ScoreStatus::Dropped,
-            score: None,
-            members: Vec::new(),
-            ensemble_id: 0,
-            quality: w.quality.clone(),
-            last_sample_at: w.last_sample_at,
-        }));
     }
 }
 
@@ -338,16 +356,28 @@ impl Writer {
                 }
                 Err(RecvTimeoutError::Disconnected) => break,
             };
+            let mut closing = matches!(first, Cmd::Close);
             let mut batch = vec![first];
             let deadline = Instant::now() + self.flush;
-            while batch.len() < self.batch_rows {
+            while batch.len() < self.batch_rows && !closing {
                 let left = deadline.saturating_duration_since(Instant::now());
                 match self.rx.recv_timeout(left) {
-                    Ok(c) => batch.push(c),
+                    Ok(c) => {
+                        closing = matches!(c, Cmd::Close);
+                        batch.push(c);
+                    }
                     Err(_) => break,
                 }
             }
             self.commit(batch);
+            if closing {
+                // Whatever was sent before the close is already in the channel: drain it.
+                let rest: Vec<Cmd> = self.rx.try_iter().collect();
+                if !rest.is_empty() {
+                    self.commit(rest);
+                }
+                break;
+            }
             self.retention(&mut last_retention);
         }
         tracing::info!(path = %self.path.display(), "Store writer flushed and stopped");
@@ -355,8 +385,17 @@ impl Writer {
 
     fn commit(&mut self, batch: Vec<Cmd>) {
         let scores = batch.iter().filter(|c| matches!(c, Cmd::Score(_))).count() as u64;
+        let t = Instant::now();
         match self.write(&batch) {
             Ok(()) => {
+                metrics::histogram!("holmes_sqlite_commit_seconds")
+                    .record(t.elapsed().as_secs_f64());
+                for c in &batch {
+                    if let Cmd::Score(r) = c {
+                        metrics::histogram!("holmes_end_to_end_seconds")
+                            .record(r.last_sample_at.elapsed().as_secs_f64());
+                    }
+                }
                 self.health.writable.store(true, Ordering::Relaxed);
                 self.health
                     .committed_scores
@@ -374,12 +413,13 @@ impl Writer {
         let tx = self.conn.transaction()?;
         for cmd in batch {
             match cmd {
+                Cmd::Close => {}
                 Cmd::Score(r) => {
                     let latency_ms = r.last_sample_at.elapsed().as_secs_f64() * 1000.0;
                     tx.execute(
                         "INSERT INTO scores (bed, window_index, window_start_ms, window_end_ms, status, score,
-                            members, ensemble_id, quality, latency_ms, committed_ms)
-                         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
+                            members, ensemble_id, quality, latency_ms, committed_ms, missing, timing)
+                         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)",
                         params![
                             &*r.bed,
                             r.window_index as i64,
@@ -392,6 +432,8 @@ impl Writer {
                             serde_json::to_string(&r.quality).expect("quality serialises"),
                             latency_ms,
                             now_ms(),
+                            serde_json::to_string(&r.missing).expect("names serialise"),
+                            r.timing.as_ref().map(|t| t.to_string()),
                         ],
                     )?;
                 }

@@ -3,7 +3,7 @@
 //!
 //! [`ingest`](crate::ingest) validates frames and sends them to a bed through [`Ward`];
 //! each bed's task ([`task`]) closes windows and hands them to the
-//! [`scorer`](crate::scorer); technical events go to the [`store`](crate::store).
+//! [`engine`](crate::engine); technical events go to the [`store`](crate::store).
 
 mod bed;
 mod ring;
@@ -74,7 +74,6 @@ pub enum EventKind {
     SeqReset,
     Outage,
     BadSamples,
-    Overloaded,
 }
 
 impl EventKind {
@@ -90,7 +89,6 @@ impl EventKind {
             EventKind::SeqReset => "seq_reset",
             EventKind::Outage => "outage",
             EventKind::BadSamples => "bad_samples",
-            EventKind::Overloaded => "overloaded",
         }
     }
 }

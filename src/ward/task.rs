@@ -25,8 +25,8 @@ use crate::store::StoreHandle;
 /// Where a bed's results go.
 #[derive(Clone)]
 pub struct WardOutputs {
-    /// Closed windows for the scorer (bounded; full means overload).
-    pub windows: mpsc::Sender<ClosedWindow>,
+    /// Closed windows go to the serving engine (which never blocks the bed).
+    pub engine: crate::engine::Engine,
     pub store: StoreHandle,
 }
 
@@ -475,17 +475,7 @@ impl BedTask {
     fn forward(&mut self, windows: Vec<ClosedWindow>) {
         for w in windows {
             self.counters.lock().expect("lock").windows_closed += 1;
-            if let Err(e) = self.outputs.windows.try_send(w) {
-                let w = match e {
-                    mpsc::error::TrySendError::Full(w) | mpsc::error::TrySendError::Closed(w) => w,
-                };
-                self.outputs.store.event(TechEvent {
-                    bed: self.state.bed.clone(),
-                    kind: EventKind::Overloaded,
-                    detail: json!({"window_end_ms": w.end_ms}),
-                });
-                self.outputs.store.dropped(&w);
-            }
+            self.outputs.engine.submit(w);
         }
     }
 }

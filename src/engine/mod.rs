@@ -1,0 +1,378 @@
+//! The serving engine: closed windows in, committed scores out, inside a latency budget.
+//!
+//! A window from the [`ward`](crate::ward) is materialised once ([`job::WindowJob`]) and its id
+//! pushed into the deadline queue ([`queue`]) of every ensemble member whose input it has.
+//! Each member's workers ([`worker`]), dedicated threads on a device, pull batches of windows
+//! from different beds, earliest deadline first, and report to the window's accumulator, which
+//! commits to the [`store`](crate::store) when all members are in, or at the deadline with what
+//! it has (`partial`), via the [`deadline`] watcher. Overload is explicit: one waiting window
+//! per bed and model (a newer one supersedes it), bounded queues, and a counter for each case.
+
+pub mod deadline;
+pub mod job;
+pub mod queue;
+pub mod worker;
+
+pub use worker::{Factory, FakeModel, InferModel, ZooInfer};
+
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use serde::{Deserialize, Serialize};
+
+use crate::store::{ScoreStatus, StoreHandle};
+use crate::ward::ClosedWindow;
+use crate::zoo::Input;
+use job::{Slot, Timing, WindowJob};
+use queue::{ModelQueue, Pushed};
+
+#[derive(Debug, thiserror::Error)]
+pub enum EngineError {
+    #[error("model {name}: {reason}")]
+    Model { name: String, reason: String },
+    #[error("engine thread failed to start: {0}")]
+    Thread(String),
+}
+
+/// How member probabilities combine.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Combine {
+    /// Mean probability (HOLMES eq. 5).
+    Mean,
+    /// Weighted mean, weights per member from the ensemble definition.
+    WeightedMean,
+}
+
+/// One ensemble member as the engine runs it.
+pub struct MemberSpec {
+    pub name: String,
+    pub version: u32,
+    pub input: Input,
+    pub factory: Factory,
+    /// Worker threads for this model.
+    pub workers: usize,
+    /// Most windows per batch.
+    pub batch_cap: usize,
+    /// Weight in a weighted mean.
+    pub weight: f64,
+}
+
+/// A member's live state: its queue and the current version's factory.
+pub struct ModelSlot {
+    pub name: String,
+    pub input: Input,
+    pub version: AtomicU32,
+    pub queue: ModelQueue,
+    /// Bumped when a new version is swapped in.
+    pub generation: AtomicU64,
+    factory: Mutex<Factory>,
+    pub workers: usize,
+    pub batch_cap: usize,
+}
+
+impl ModelSlot {
+    pub fn factory(&self) -> Factory {
+        self.factory.lock().expect("factory lock").clone()
+    }
+}
+
+/// Counters of the engine, read by the API and the tests.
+#[derive(Debug, Default)]
+pub struct Counters {
+    pub scored: AtomicU64,
+    pub partial: AtomicU64,
+    pub superseded: AtomicU64,
+    pub dropped: AtomicU64,
+    pub insufficient: AtomicU64,
+    pub dropped_members: AtomicU64,
+    pub late_members: AtomicU64,
+    pub model_faults: AtomicU64,
+    pub batches: AtomicU64,
+    pub batched_windows: AtomicU64,
+}
+
+/// Metrics sink: atomic counters plus the process-wide `metrics` recorder.
+#[derive(Debug, Default)]
+pub struct EngineMetrics {
+    pub counters: Counters,
+}
+
+impl EngineMetrics {
+    fn late_member(&self) {
+        self.counters.late_members.fetch_add(1, Ordering::Relaxed);
+        metrics::counter!("holmes_late_member_results_total").increment(1);
+    }
+
+    fn model_fault(&self, model: &str) {
+        self.counters.model_faults.fetch_add(1, Ordering::Relaxed);
+        metrics::counter!("holmes_model_faults_total", "model" => model.to_owned()).increment(1);
+    }
+
+    fn dropped_member(&self) {
+        self.counters
+            .dropped_members
+            .fetch_add(1, Ordering::Relaxed);
+        metrics::counter!("holmes_dropped_member_runs_total").increment(1);
+    }
+
+    fn batch(&self, model: &str, n: usize, compute: Duration) {
+        self.counters.batches.fetch_add(1, Ordering::Relaxed);
+        self.counters
+            .batched_windows
+            .fetch_add(n as u64, Ordering::Relaxed);
+        metrics::histogram!("holmes_batch_size", "model" => model.to_owned()).record(n as f64);
+        metrics::histogram!("holmes_compute_seconds", "model" => model.to_owned())
+            .record(compute.as_secs_f64());
+    }
+
+    fn committed(&self, status: ScoreStatus, timing: &Timing, _last_sample_at: Instant) {
+        let c = &self.counters;
+        let counter = match status {
+            ScoreStatus::Scored => &c.scored,
+            ScoreStatus::Partial => &c.partial,
+            ScoreStatus::Superseded => &c.superseded,
+            ScoreStatus::Dropped => &c.dropped,
+            ScoreStatus::InsufficientSignal => &c.insufficient,
+        };
+        counter.fetch_add(1, Ordering::Relaxed);
+        metrics::counter!("holmes_windows_total", "status" => status.as_str()).increment(1);
+        for m in &timing.members {
+            metrics::histogram!("holmes_queue_seconds").record(m.queue_ms / 1000.0);
+        }
+    }
+}
+
+/// State shared by workers, the deadline watcher and submitters.
+pub struct Shared {
+    pub store: StoreHandle,
+    pub metrics: EngineMetrics,
+    pub ensemble_id: i64,
+    slots: Vec<Arc<ModelSlot>>,
+    weights: Vec<f64>,
+    deadlines: deadline::Deadlines,
+}
+
+impl Shared {
+    pub fn slot(&self, i: usize) -> Arc<ModelSlot> {
+        self.slots[i].clone()
+    }
+
+    /// `(name, version)` of each member, in ensemble order.
+    pub fn member_names(&self) -> Vec<(String, u32)> {
+        self.slots
+            .iter()
+            .map(|s| (s.name.clone(), s.version.load(Ordering::Relaxed)))
+            .collect()
+    }
+
+    fn weight(&self, i: usize) -> f64 {
+        self.weights[i]
+    }
+}
+
+/// Handle to the running engine. Cheap to clone.
+#[derive(Clone)]
+pub struct Engine {
+    shared: Arc<Shared>,
+    slo: Duration,
+    threads: Arc<Mutex<Vec<std::thread::JoinHandle<()>>>>,
+}
+
+/// Engine settings (the `[engine]` config section).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct EngineConfig {
+    /// End-to-end budget: last sample of a window to commit of its score, ms.
+    pub slo_ms: u64,
+    /// Windows waiting per model queue at most.
+    pub queue_capacity: usize,
+    /// Most windows per batch (the plan may lower it per model).
+    pub batch_cap: usize,
+    /// Worker threads per model (the plan may change it).
+    pub workers_per_model: usize,
+    /// How member probabilities combine.
+    pub combine: Combine,
+}
+
+impl Engine {
+    /// Starts every member's workers and the deadline watcher; returns once each worker has
+    /// built (loaded and warmed) its model, or with the first failure.
+    pub fn start(
+        cfg: &EngineConfig,
+        members: Vec<MemberSpec>,
+        store: StoreHandle,
+        ensemble_id: i64,
+    ) -> Result<Engine, EngineError> {
+        let weights = members
+            .iter()
+            .map(|m| {
+                if cfg.combine == Combine::WeightedMean {
+                    m.weight
+                } else {
+                    1.0
+                }
+            })
+            .collect();
+        let slots = members
+            .into_iter()
+            .map(|m| {
+                Arc::new(ModelSlot {
+                    name: m.name,
+                    input: m.input,
+                    version: AtomicU32::new(m.version),
+                    queue: ModelQueue::new(cfg.queue_capacity),
+                    generation: AtomicU64::new(0),
+                    factory: Mutex::new(m.factory),
+                    workers: m.workers.max(1),
+                    batch_cap: m.batch_cap.max(1),
+                })
+            })
+            .collect::<Vec<_>>();
+        let shared = Arc::new(Shared {
+            store,
+            metrics: EngineMetrics::default(),
+            ensemble_id,
+            slots,
+            weights,
+            deadlines: deadline::Deadlines::default(),
+        });
+        let mut threads = Vec::new();
+        let mut ready = Vec::new();
+        for (i, slot) in shared.slots.iter().enumerate() {
+            for w in 0..slot.workers {
+                let (tx, rx) = std::sync::mpsc::channel();
+                let (sh, cap) = (shared.clone(), slot.batch_cap);
+                let h = std::thread::Builder::new()
+                    .name(format!("holmes-{}-{w}", slot.name))
+                    .spawn(move || worker::run(sh, i, cap, tx))
+                    .map_err(|e| EngineError::Thread(e.to_string()))?;
+                threads.push(h);
+                ready.push(rx);
+            }
+        }
+        let sh = shared.clone();
+        threads.push(
+            std::thread::Builder::new()
+                .name("holmes-deadlines".into())
+                .spawn(move || sh.deadlines.run(&sh))
+                .map_err(|e| EngineError::Thread(e.to_string()))?,
+        );
+        let engine = Engine {
+            shared,
+            slo: Duration::from_millis(cfg.slo_ms),
+            threads: Arc::new(Mutex::new(threads)),
+        };
+        for r in ready {
+            let res = r
+                .recv()
+                .map_err(|e| EngineError::Thread(e.to_string()))
+                .and_then(|x| x);
+            if let Err(e) = res {
+                engine.shutdown();
+                return Err(e);
+            }
+        }
+        Ok(engine)
+    }
+
+    /// Hands a closed window to the engine. Never blocks on inference.
+    pub fn submit(&self, w: ClosedWindow) {
+        let sh = &self.shared;
+        let slots: Vec<Slot> = sh
+            .slots
+            .iter()
+            .map(|s| {
+                if input_of_window(&w, &s.input).is_some() {
+                    Slot::Waiting
+                } else {
+                    Slot::NotApplicable
+                }
+            })
+            .collect();
+        let applicable: Vec<usize> = (0..slots.len())
+            .filter(|&i| slots[i] == Slot::Waiting)
+            .collect();
+        let job = Arc::new(WindowJob::new(w, slots, self.slo));
+        if applicable.is_empty() {
+            job.commit_now(sh);
+            return;
+        }
+        sh.deadlines.add(&job);
+        let mut dropped = 0;
+        for i in applicable.iter().copied() {
+            match sh.slots[i].queue.push(job.clone()) {
+                Pushed::Queued => {}
+                Pushed::Superseded(old) => old.iter().for_each(|o| o.supersede(sh)),
+                Pushed::Full => {
+                    job.drop_member(i);
+                    sh.metrics.dropped_member();
+                    dropped += 1;
+                }
+            }
+        }
+        if dropped == applicable.len() {
+            job.on_deadline(sh);
+        }
+    }
+
+    /// Swaps in a new version of member `name` (already validated); workers switch between
+    /// batches. Returns false when `name` is not a member.
+    pub fn reload(&self, name: &str, version: u32, factory: Factory) -> bool {
+        let Some(slot) = self.shared.slots.iter().find(|s| s.name == name) else {
+            return false;
+        };
+        *slot.factory.lock().expect("factory lock") = factory;
+        slot.version.store(version, Ordering::Relaxed);
+        slot.generation.fetch_add(1, Ordering::Release);
+        true
+    }
+
+    pub fn members(&self) -> Vec<(String, u32)> {
+        self.shared.member_names()
+    }
+
+    pub fn counters(&self) -> &Counters {
+        &self.shared.metrics.counters
+    }
+
+    /// Windows waiting per member queue.
+    pub fn queue_lengths(&self) -> Vec<(String, usize)> {
+        self.shared
+            .slots
+            .iter()
+            .map(|s| (s.name.clone(), s.queue.len()))
+            .collect()
+    }
+
+    pub fn slo(&self) -> Duration {
+        self.slo
+    }
+
+    /// Stops: queues close (workers finish what is queued), the watcher stops, threads join.
+    pub fn shutdown(&self) {
+        for s in &self.shared.slots {
+            s.queue.close();
+        }
+        let threads: Vec<_> = std::mem::take(&mut *self.threads.lock().expect("threads lock"));
+        let (workers, watcher): (Vec<_>, Vec<_>) = threads
+            .into_iter()
+            .partition(|t| t.thread().name() != Some("holmes-deadlines"));
+        for t in workers {
+            let _ = t.join();
+        }
+        self.shared.deadlines.stop();
+        for t in watcher {
+            let _ = t.join();
+        }
+    }
+}
+
+/// The input a member reads from a window, if usable.
+pub fn input_of_window<'a>(w: &'a ClosedWindow, input: &Input) -> Option<&'a [f32]> {
+    match input {
+        Input::Ecg { lead, .. } => w.ecg[lead.index()].as_deref(),
+        Input::HeartRate { .. } => w.heart_rate.as_deref(),
+    }
+}
