@@ -67,6 +67,8 @@ pub struct WardConfig {
     pub beds: Vec<String>,
     /// Admit beds not in `beds` (false: refuse them at hello).
     pub admit_unknown_beds: bool,
+    /// Most beds held; a hello for a further bed is refused.
+    pub max_beds: usize,
     /// Seconds without data before a bed is stale.
     pub stale_secs: f64,
     /// Seconds without data before a bed is lost.
@@ -97,6 +99,8 @@ pub struct IngestConfig {
     pub bed_queue: usize,
     /// Bad frames per connection per minute before the connection is closed.
     pub max_errors_per_minute: u32,
+    /// Seconds without any message before a connection is closed.
+    pub idle_timeout_secs: f64,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -23,6 +23,10 @@ const HELLO_TIMEOUT: Duration = Duration::from_secs(10);
 const OUT_QUEUE: usize = 64;
 /// The appliance's ECG rate.
 const ECG_HZ: f64 = 250.0;
+/// Most ECG leads a hello may announce (the binary lead-off mask has 16 bits).
+const MAX_ECG_CHANNELS: usize = 16;
+/// Most vitals a hello may announce.
+const MAX_VITALS: usize = 32;
 
 /// Lead name to role slot, per the `[leads]` config (case-insensitive, first match wins).
 pub fn lead_slot(cfg: &Config, lead: &str) -> Option<usize> {
@@ -36,13 +40,22 @@ pub fn lead_slot(cfg: &Config, lead: &str) -> Option<usize> {
     }
 }
 
+/// A monitor that stops reading must not hold its task (and its bed) forever.
+const SEND_TIMEOUT: Duration = Duration::from_secs(5);
+
 async fn close_with(socket: &mut WebSocket, code: u16, reason: &str) {
-    let _ = socket
-        .send(Message::Close(Some(CloseFrame {
-            code,
-            reason: reason.into(),
-        })))
-        .await;
+    let frame = Message::Close(Some(CloseFrame {
+        code,
+        reason: reason.into(),
+    }));
+    let _ = tokio::time::timeout(SEND_TIMEOUT, socket.send(frame)).await;
+}
+
+async fn send(socket: &mut WebSocket, m: ServerMsg) -> Result<(), ()> {
+    match tokio::time::timeout(SEND_TIMEOUT, socket.send(Message::Text(m.to_text().into()))).await {
+        Ok(Ok(())) => Ok(()),
+        _ => Err(()),
+    }
 }
 
 /// Serves one monitor connection until it closes, is superseded, or the server stops.
@@ -106,6 +119,10 @@ pub async fn connection(
         order: Vec::new(),
     };
     let mut present = [false; MAX_LEADS];
+    if ecg.len() > MAX_ECG_CHANNELS || vitals.len() > MAX_VITALS {
+        let r = format!("at most {MAX_ECG_CHANNELS} ECG leads and {MAX_VITALS} vitals per hello");
+        return close_with(&mut socket, close::BAD_HELLO, &r).await;
+    }
     for ch in &ecg {
         if (ch.hz - ECG_HZ).abs() > 1e-6 {
             let r = format!(
@@ -144,26 +161,29 @@ pub async fn connection(
         window_secs: cfg.ward.window_secs,
         hop_secs: cfg.ward.hop_secs,
     };
-    if socket
-        .send(Message::Text(welcome.to_text().into()))
-        .await
-        .is_err()
-    {
+    if send(&mut socket, welcome).await.is_err() {
         ward.detach(&bed, attach.conn).await;
         return;
     }
     let mut kicked = attach.kicked;
     let mut errors: (Instant, u32) = (Instant::now(), 0);
+    let idle = Duration::from_secs_f64(cfg.ingest.idle_timeout_secs);
+    let mut last_rx = tokio::time::Instant::now();
     let reason = loop {
         tokio::select! {
             _ = shutdown.cancelled() => break Some((close::GOING_AWAY, "server shutting down".to_string())),
+            _ = tokio::time::sleep_until(last_rx + idle) => {
+                // A half-open link must not hold the bed: the monitor reconnects when it can.
+                break Some((close::IDLE, format!("nothing received for {} s", idle.as_secs_f64())));
+            }
             k = &mut kicked => break k.ok(),
             Some(msg) = out_rx.recv() => {
-                if socket.send(Message::Text(msg.to_text().into())).await.is_err() {
+                if send(&mut socket, msg).await.is_err() {
                     break None;
                 }
             }
             incoming = socket.recv() => {
+                last_rx = tokio::time::Instant::now();
                 let reply = match incoming {
                     None | Some(Ok(Message::Close(_))) => break None,
                     Some(Err(e)) => {
@@ -191,7 +211,12 @@ pub async fn connection(
                                 break Some((close::TOO_MANY_ERRORS, "too many bad frames in a minute".into()));
                             }
                         }
-                        if socket.send(Message::Text(m.to_text().into())).await.is_err() {
+                        if send(&mut socket, m).await.is_err() {
+                            break None;
+                        }
+                    }
+                    Some(Reply::Warn(m)) => {
+                        if send(&mut socket, m).await.is_err() {
                             break None;
                         }
                     }
@@ -210,6 +235,8 @@ pub async fn connection(
 enum Reply {
     /// Send this to the monitor (an error counts towards the per-minute limit).
     Msg(ServerMsg),
+    /// Send this to the monitor; the frame was kept, so it does not count as a bad frame.
+    Warn(ServerMsg),
     /// The bed's aggregator is gone (server stopping).
     Gone,
 }
@@ -378,7 +405,7 @@ async fn send_samples(
             "{bad} missing, non-finite or out-of-range (> {} mV) samples were discarded",
             cfg.ingest.max_abs_mv
         );
-        Reply::Msg(ServerMsg::error(Some(seq), ErrorCode::BadSamples, m))
+        Reply::Warn(ServerMsg::error(Some(seq), ErrorCode::BadSamples, m))
     })
 }
 

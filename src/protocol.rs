@@ -25,6 +25,10 @@ pub mod close {
     pub const TOO_MANY_ERRORS: u16 = 4008;
     /// The same device connected again; this older connection is closed.
     pub const SUPERSEDED: u16 = 4009;
+    /// Nothing arrived for `ingest.idle_timeout_secs` (a half-open link).
+    pub const IDLE: u16 = 4010;
+    /// The ward is full (`ward.max_beds`).
+    pub const WARD_FULL: u16 = 4005;
     /// The server is shutting down (standard "going away").
     pub const GOING_AWAY: u16 = 1001;
     /// A message exceeded the size limit (standard).

@@ -60,6 +60,8 @@ struct SeenSeqs {
 }
 
 const SEEN_SPAN: u64 = 4096;
+/// Forward jumps longer than a day are clock errors, not gaps.
+const MAX_GAP_SAMPLES: i64 = 250 * 86_400;
 
 impl SeenSeqs {
     fn contains(&self, seq: u64) -> bool {
@@ -71,7 +73,10 @@ impl SeenSeqs {
                 .unwrap_or(false)
     }
     fn insert(&mut self, seq: u64) {
-        if self.bits.is_empty() {
+        // A jump beyond the span restarts the bitmap, so memory stays bounded whatever the
+        // monitor sends.
+        if self.bits.is_empty() || seq >= self.base.saturating_add(2 * SEEN_SPAN) {
+            self.bits.clear();
             self.base = seq;
         }
         if seq < self.base {
@@ -151,6 +156,8 @@ pub struct BedState {
     next_vitals_seq: u64,
     /// The monitor said bye: no silent windows until data returns.
     idle: bool,
+    /// The next vitals frame is the first of a new connection (its seq may restart).
+    vitals_fresh: bool,
 }
 
 impl BedState {
@@ -174,6 +181,7 @@ impl BedState {
             closed_until: 0,
             next_vitals_seq: 0,
             idle: true,
+            vitals_fresh: true,
             p,
         }
     }
@@ -188,6 +196,7 @@ impl BedState {
                 .or_insert_with(|| VitalRing::new(cap));
         }
         self.fresh = true;
+        self.vitals_fresh = true;
     }
 
     /// The monitor left on purpose.
@@ -210,13 +219,15 @@ impl BedState {
     /// Timeline position of device time `t_ms`.
     fn pos_of(&self, t_ms: i64) -> i64 {
         let (t0, p0) = self.origin.expect("anchored");
-        p0 + ((t_ms - t0) as f64 * self.p.fs as f64 / 1000.0).round() as i64
+        let dt = (t_ms as f64 - t0 as f64) * self.p.fs as f64 / 1000.0;
+        // `as` saturates, so absurd timestamps give extreme positions, never a panic.
+        p0.saturating_add(dt.round() as i64)
     }
 
     /// Device time of timeline position `pos`.
     fn ms_of(&self, pos: i64) -> i64 {
         let (t0, p0) = self.origin.unwrap_or((0, 0));
-        t0 + ((pos - p0) as f64 * 1000.0 / self.p.fs as f64).round() as i64
+        t0.saturating_add(((pos as f64 - p0 as f64) * 1000.0 / self.p.fs as f64).round() as i64)
     }
 
     fn event(&self, kind: EventKind, detail: serde_json::Value) -> TechEvent {
@@ -251,9 +262,10 @@ impl BedState {
                 self.next_seq = f.seq;
             }
             if f.seq == self.next_seq {
-                if (ts_pos - self.expected_pos).abs() <= tol {
+                let ahead = ts_pos.saturating_sub(self.expected_pos);
+                if ahead.abs() <= tol {
                     pos = self.expected_pos;
-                } else if ts_pos > self.expected_pos && self.fresh {
+                } else if ahead > 0 && ahead <= MAX_GAP_SAMPLES && self.fresh {
                     // Resuming after a disconnection: the silence is a gap.
                     pos = ts_pos;
                     out.events
@@ -268,7 +280,8 @@ impl BedState {
                 }
             } else if f.seq > self.next_seq {
                 let missing = f.seq - self.next_seq;
-                if ts_pos >= self.expected_pos {
+                let ahead = ts_pos.saturating_sub(self.expected_pos);
+                if (0..=MAX_GAP_SAMPLES).contains(&ahead) {
                     pos = ts_pos;
                 } else {
                     out.events.push(self.event(
@@ -288,7 +301,7 @@ impl BedState {
             } else {
                 // Out of order: an earlier frame arriving late fills its hole if still open.
                 pos = ts_pos;
-                if pos < self.closed_until || pos + n > self.high_water {
+                if pos < self.closed_until || pos.saturating_add(n) > self.high_water {
                     out.too_late = true;
                     out.events
                         .push(self.event(EventKind::TooLate, json!({"seq": f.seq, "samples": n})));
@@ -298,6 +311,16 @@ impl BedState {
             }
         }
         self.fresh = false;
+        if pos + n <= self.closed_until {
+            // Resent after its window closed (e.g. on the wall clock while disconnected).
+            out.too_late = true;
+            out.events
+                .push(self.event(EventKind::TooLate, json!({"seq": f.seq, "samples": n})));
+            self.seen.insert(f.seq);
+            self.next_seq = self.next_seq.max(f.seq.saturating_add(1));
+            self.expected_pos = self.expected_pos.max(pos + n);
+            return out;
+        }
         if pos + n > self.expected_pos + self.p.capacity as i64 && pos > self.expected_pos {
             out.events.extend(self.skip_outage(pos));
         }
@@ -309,7 +332,7 @@ impl BedState {
         }
         self.seen.insert(f.seq);
         if f.seq >= self.next_seq {
-            self.next_seq = f.seq + 1;
+            self.next_seq = f.seq.saturating_add(1);
             self.expected_pos = self.expected_pos.max(pos + n);
         }
         self.high_water = self.high_water.max(pos + n);
@@ -332,10 +355,11 @@ impl BedState {
     /// Windows entirely inside an outage longer than the buffer are skipped in one event.
     fn skip_outage(&mut self, pos: i64) -> Option<TechEvent> {
         let mut skipped = 0u64;
-        while self.next_end <= pos {
-            self.next_end += self.p.hop;
-            self.window_index += 1;
-            skipped += 1;
+        if self.next_end <= pos {
+            let k = (pos - self.next_end) / self.p.hop + 1;
+            self.next_end += k * self.p.hop;
+            self.window_index += k as u64;
+            skipped = k as u64;
         }
         self.closed_until = self.closed_until.max(self.next_end - self.p.window);
         self.due_since = None;
@@ -352,21 +376,21 @@ impl BedState {
     ) -> Outcome {
         let mut out = Outcome::default();
         self.last_arrival = Some(arrived);
-        if seq < self.next_vitals_seq && !self.fresh {
+        if seq < self.next_vitals_seq && !self.vitals_fresh {
             out.duplicate = true;
             return out;
         }
-        self.next_vitals_seq = seq + 1;
+        self.vitals_fresh = false;
+        self.next_vitals_seq = seq.saturating_add(1);
         if self.origin.is_none() {
             self.origin = Some((t_ms, 0));
         }
         let sec = self.pos_of(t_ms).div_euclid(self.p.fs);
-        let cap = (self.p.capacity as i64 / self.p.fs).max(2) as usize;
         for (name, v) in values {
-            self.vitals
-                .entry(name.clone())
-                .or_insert_with(|| VitalRing::new(cap))
-                .put(sec, *v);
+            // Only vitals announced in a hello are kept (bounded memory per bed).
+            if let Some(r) = self.vitals.get_mut(name) {
+                r.put(sec, *v);
+            }
         }
         out.windows = self.try_close(arrived);
         out
@@ -513,7 +537,7 @@ mod tests {
 
     fn frame(seq: u64, t_ms: i64, n: usize, at: Instant) -> SampleFrame {
         let v: Vec<Option<f32>> = (0..n)
-            .map(|k| Some((seq * 1000 + k as u64) as f32))
+            .map(|k| Some((seq.wrapping_mul(1000) + k as u64) as f32))
             .collect();
         SampleFrame {
             seq,
@@ -640,6 +664,22 @@ mod tests {
             w[0].heart_rate.as_deref(),
             Some(&[61.0, 62.0, 63.0, 64.0][..])
         );
+    }
+
+    #[test]
+    fn absurd_sequence_numbers_and_timestamps_stay_bounded() {
+        let mut b = bed();
+        let t = Instant::now();
+        b.on_samples(frame(0, 0, 25, t));
+        // A jump of 2^40 sequence numbers, then the largest possible ones and timestamps.
+        b.on_samples(frame(1 << 40, 100, 25, t));
+        b.on_samples(frame(u64::MAX, i64::MAX, 25, t));
+        b.on_samples(frame(u64::MAX - 1, i64::MIN, 25, t));
+        assert!(b.seen.bits.len() as u64 <= 2 * SEEN_SPAN);
+        // A fresh connection claiming a time years ahead is a clock jump, not a huge gap.
+        b.attach([true, false, false], &[]);
+        let o = b.on_samples(frame(5, 4_000_000_000_000, 25, t));
+        assert!(o.windows.len() < 10, "no window storm");
     }
 
     #[test]

@@ -221,6 +221,17 @@ impl Ward {
         let (kick_tx, kick_rx) = oneshot::channel();
         let tx = {
             let mut beds = self.inner.beds.lock().expect("lock");
+            // A bed whose task died (a bug) is started afresh rather than locked forever.
+            if beds.get(bed).is_some_and(|e| e.tx.is_closed()) {
+                tracing::error!("A bed aggregator had stopped; starting it afresh");
+                beds.remove(bed);
+            }
+            if !beds.contains_key(bed) && beds.len() >= c.ward.max_beds {
+                return Err(AttachError {
+                    code: close::WARD_FULL,
+                    reason: format!("the ward holds its maximum of {} beds", c.ward.max_beds),
+                });
+            }
             if !beds.contains_key(bed) {
                 let entry = self.spawn_bed(bed);
                 beds.insert(bed.to_owned(), entry);
