@@ -215,11 +215,8 @@ pub async fn connection(
                             break None;
                         }
                     }
-                    Some(Reply::Warn(m)) => {
-                        if send(&mut socket, m).await.is_err() {
-                            break None;
-                        }
-                    }
+                    Some(Reply::Warn(m)) if send(&mut socket, m).await.is_err() => break None,
+                    Some(Reply::Warn(_)) => {}
                     Some(Reply::Gone) => break Some((close::GOING_AWAY, "bed aggregator stopped".into())),
                     None => {}
                 }
