@@ -199,26 +199,23 @@ pub async fn connection(
                     Some(Ok(Message::Binary(b))) => handle_binary(&cfg, &b, &ann, &attach.tx).await,
                     Some(Ok(_)) => None,
                 };
-                match reply {
-                    Some(Reply::Msg(m)) => {
-                        let bad = matches!(m, ServerMsg::Error { .. });
-                        if bad {
-                            if errors.0.elapsed() > Duration::from_secs(60) {
-                                errors = (Instant::now(), 0);
-                            }
-                            errors.1 += 1;
-                            if errors.1 > cfg.ingest.max_errors_per_minute {
-                                break Some((close::TOO_MANY_ERRORS, "too many bad frames in a minute".into()));
-                            }
-                        }
-                        if send(&mut socket, m).await.is_err() {
-                            break None;
-                        }
-                    }
-                    Some(Reply::Warn(m)) if send(&mut socket, m).await.is_err() => break None,
-                    Some(Reply::Warn(_)) => {}
+                let (m, counts) = match reply {
+                    Some(Reply::Msg(m)) => (m, true),
+                    Some(Reply::Warn(m)) => (m, false),
                     Some(Reply::Gone) => break Some((close::GOING_AWAY, "bed aggregator stopped".into())),
-                    None => {}
+                    None => continue,
+                };
+                if counts && matches!(m, ServerMsg::Error { .. }) {
+                    if errors.0.elapsed() > Duration::from_secs(60) {
+                        errors = (Instant::now(), 0);
+                    }
+                    errors.1 += 1;
+                    if errors.1 > cfg.ingest.max_errors_per_minute {
+                        break Some((close::TOO_MANY_ERRORS, "too many bad frames in a minute".into()));
+                    }
+                }
+                if send(&mut socket, m).await.is_err() {
+                    break None;
                 }
             }
         }
