@@ -488,6 +488,10 @@ pub struct ScoreRow {
     pub quality: serde_json::Value,
     pub latency_ms: f64,
     pub committed_ms: i64,
+    /// Members that missed this window (partial scores).
+    pub missing: serde_json::Value,
+    /// Queue wait, batch size and compute time per member, and combination time.
+    pub timing: serde_json::Value,
 }
 
 /// Read side for the API: its own connection (WAL lets it read while the writer writes).
@@ -497,7 +501,7 @@ pub struct StoreReader {
     path: PathBuf,
 }
 
-const SCORE_COLS: &str = "bed, window_index, window_start_ms, window_end_ms, status, score, members, ensemble_id, quality, latency_ms, committed_ms";
+const SCORE_COLS: &str = "bed, window_index, window_start_ms, window_end_ms, status, score, members, ensemble_id, quality, latency_ms, committed_ms, missing, timing";
 
 fn score_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<ScoreRow> {
     let js = |s: String| serde_json::from_str(&s).unwrap_or(serde_json::Value::Null);
@@ -513,6 +517,10 @@ fn score_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<ScoreRow> {
         quality: js(r.get(8)?),
         latency_ms: r.get(9)?,
         committed_ms: r.get(10)?,
+        missing: js(r.get(11)?),
+        timing: r
+            .get::<_, Option<String>>(12)?
+            .map_or(serde_json::Value::Null, js),
     })
 }
 
