@@ -96,6 +96,7 @@ pub fn router(state: AppState) -> Router {
             get(|| async { Json(json!({"status": "live"})) }),
         )
         .route("/health/ready", get(ready))
+        .route("/metrics", get(|| async { crate::telemetry::render() }))
         .with_state(state)
 }
 
@@ -179,11 +180,23 @@ async fn models(State(s): State<AppState>) -> Json<serde_json::Value> {
 }
 
 async fn ensemble(State(s): State<AppState>) -> Json<serde_json::Value> {
+    let c = s.engine.counters();
+    let n = |a: &std::sync::atomic::AtomicU64| a.load(Ordering::Relaxed);
     Json(json!({
         "id": s.ensemble_id,
         "source": "config",
-        "members": s.models.iter().map(|m| json!({"name": m.name, "version": m.version})).collect::<Vec<_>>(),
-        "combine": "mean probability of the members whose input is usable",
+        "members": s.engine.members().iter().map(|(name, version)| json!({"name": name, "version": version})).collect::<Vec<_>>(),
+        "combine": s.cfg.engine.combine,
+        "slo_ms": s.cfg.engine.slo_ms,
+        "plan": s.engine.plan(),
+        "queues": s.engine.queue_lengths().into_iter().map(|(m, n)| json!({"model": m, "waiting": n})).collect::<Vec<_>>(),
+        "windows": {"scored": n(&c.scored), "partial": n(&c.partial), "superseded": n(&c.superseded),
+                    "dropped": n(&c.dropped), "insufficient_signal": n(&c.insufficient)},
+        "members_dropped": n(&c.dropped_members),
+        "late_member_results": n(&c.late_members),
+        "model_faults": n(&c.model_faults),
+        "batches": n(&c.batches),
+        "batched_windows": n(&c.batched_windows),
     }))
 }
 

@@ -31,6 +31,7 @@ pub mod scorer;
 pub mod server;
 pub mod sim;
 pub mod store;
+pub mod telemetry;
 pub mod train;
 pub mod ward;
 pub mod wfdb;

@@ -63,6 +63,7 @@ pub fn zoo_factory(dir: &Path) -> Factory {
 /// serves until `shutdown` is cancelled.
 pub async fn start(cfg: Config, listener: TcpListener) -> Result<Running, ServerError> {
     let addr = listener.local_addr()?;
+    crate::telemetry::handle();
     // Validate every member once here (a missing or broken one refuses to start, naming it).
     let probe = Ensemble::load(&cfg.ensemble.models_dir, &cfg.ensemble.members, 0)?;
     let models: Vec<ModelInfo> = probe

@@ -59,6 +59,18 @@ async fn every_bed_gets_a_score_every_hop() {
     assert_eq!(models["models"].as_array().unwrap().len(), 3);
     let (_, ens) = app.get("/api/ensemble").await;
     assert_eq!(ens["members"].as_array().unwrap().len(), 3);
+    assert!(ens["windows"]["scored"].as_u64().unwrap() >= 6, "{ens}");
+    assert!(ens["batches"].as_u64().unwrap() >= 1);
+    let metrics = app.get_raw("/metrics").await;
+    for name in [
+        "holmes_windows_total",
+        "holmes_end_to_end_seconds_bucket",
+        "holmes_compute_seconds",
+        "holmes_batch_size",
+    ] {
+        assert!(metrics.contains(name), "{name} missing from /metrics");
+    }
+    assert!(!metrics.contains("bed-1"), "no bed id in metric labels");
     app.stop().await;
 }
 

@@ -333,6 +333,15 @@ impl Engine {
         self.shared.member_names()
     }
 
+    /// The running plan: per member, device, workers and batch cap.
+    pub fn plan(&self) -> Vec<serde_json::Value> {
+        self.shared
+            .slots
+            .iter()
+            .map(|s| serde_json::json!({"model": s.name, "device": "cpu", "workers": s.workers, "batch_cap": s.batch_cap}))
+            .collect()
+    }
+
     pub fn counters(&self) -> &Counters {
         &self.shared.metrics.counters
     }

@@ -67,6 +67,16 @@ impl App {
         format!("ws://{}/ws/monitor", self.addr)
     }
 
+    /// GET `path`, returning the raw response.
+    pub async fn get_raw(&self, path: &str) -> String {
+        let mut s = tokio::net::TcpStream::connect(self.addr).await.unwrap();
+        let req = format!("GET {path} HTTP/1.1\r\nHost: test\r\nConnection: close\r\n\r\n");
+        s.write_all(req.as_bytes()).await.unwrap();
+        let mut buf = Vec::new();
+        s.read_to_end(&mut buf).await.unwrap();
+        String::from_utf8_lossy(&buf).to_string()
+    }
+
     /// GET `path`, returning status and JSON body.
     pub async fn get(&self, path: &str) -> (u16, Value) {
         let mut s = tokio::net::TcpStream::connect(self.addr).await.unwrap();
