@@ -56,6 +56,10 @@ pub struct AppState {
     pub ensemble_id: i64,
     pub models: Arc<Vec<ModelInfo>>,
     pub engine: crate::engine::Engine,
+    /// The zoo folder as the watcher last saw it.
+    pub zoo: Arc<std::sync::Mutex<crate::engine::reload::ZooStatus>>,
+    /// Bumped on every zoo change (the composer recomposes on it).
+    pub zoo_generation: tokio::sync::watch::Receiver<u64>,
     pub shutdown: CancellationToken,
 }
 
@@ -176,7 +180,8 @@ async fn bed_events(
 }
 
 async fn models(State(s): State<AppState>) -> Json<serde_json::Value> {
-    Json(json!({"models": *s.models}))
+    let zoo = s.zoo.lock().expect("zoo status lock").clone();
+    Json(json!({"models": *s.models, "serving": s.engine.members(), "zoo": zoo}))
 }
 
 async fn ensemble(State(s): State<AppState>) -> Json<serde_json::Value> {

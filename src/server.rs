@@ -11,6 +11,7 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 use crate::config::Config;
+use crate::engine::reload::{ZooStatus, watch_zoo};
 use crate::engine::{Engine, EngineError, Factory, InferModel, MemberSpec, ZooInfer};
 use crate::http::{AppState, ModelInfo, router};
 use crate::scorer::{Ensemble, ScorerError};
@@ -110,6 +111,27 @@ pub async fn start(cfg: Config, listener: TcpListener) -> Result<Running, Server
             .await
             .expect("engine start-up does not panic")?;
 
+    let zoo_status = Arc::new(std::sync::Mutex::new(ZooStatus::default()));
+    let (zoo_gen_tx, zoo_generation) = tokio::sync::watch::channel(0u64);
+    let watcher = {
+        let (dir, eng, st, status) = (
+            cfg.ensemble.models_dir.clone(),
+            engine.clone(),
+            store.clone(),
+            zoo_status.clone(),
+        );
+        tokio::task::spawn_blocking(move || watch_zoo(dir, eng, st, status, zoo_gen_tx))
+            .await
+            .expect("zoo watcher start-up does not panic")
+    };
+    let watcher = match watcher {
+        Ok(w) => Some(w),
+        Err(e) => {
+            tracing::error!(error = %e, "Cannot watch the zoo folder; models will not hot-reload");
+            None
+        }
+    };
+
     let shutdown = CancellationToken::new();
     let tracker = TaskTracker::new();
     let ward = Ward::new(
@@ -129,6 +151,8 @@ pub async fn start(cfg: Config, listener: TcpListener) -> Result<Running, Server
         ensemble_id,
         models: Arc::new(models),
         engine: engine.clone(),
+        zoo: zoo_status,
+        zoo_generation,
         shutdown: shutdown.child_token(),
     };
     let app = router(state);
@@ -141,6 +165,7 @@ pub async fn start(cfg: Config, listener: TcpListener) -> Result<Running, Server
             tracing::error!(error = %e, "HTTP server failed");
         }
         // Beds stop; the engine finishes what is queued and stops; then the writer flushes.
+        drop(watcher);
         tracker.close();
         tracker.wait().await;
         drop(ward);

@@ -11,6 +11,7 @@
 pub mod deadline;
 pub mod job;
 pub mod queue;
+pub mod reload;
 pub mod worker;
 
 pub use worker::{Factory, FakeModel, InferModel, ZooInfer};

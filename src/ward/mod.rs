@@ -74,6 +74,8 @@ pub enum EventKind {
     SeqReset,
     Outage,
     BadSamples,
+    /// A model was added, changed, refused or removed (recorded under the bed `zoo`).
+    ZooChange,
 }
 
 impl EventKind {
@@ -89,6 +91,7 @@ impl EventKind {
             EventKind::SeqReset => "seq_reset",
             EventKind::Outage => "outage",
             EventKind::BadSamples => "bad_samples",
+            EventKind::ZooChange => "zoo_change",
         }
     }
 }

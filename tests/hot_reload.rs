@@ -1,0 +1,137 @@
+//! Hot reload of the zoo in a running server: a model copied in, a member's weights corrupted,
+//! a member changed, a member removed, while a monitor keeps streaming and scores keep coming.
+
+mod common;
+
+use std::path::Path;
+use std::time::Duration;
+
+use common::{App, Monitor, spawn_app};
+use serde_json::Value;
+
+const T0: i64 = 1_700_000_000_000;
+const MEMBERS: [&str; 3] = ["ecg-primary-w8-d2", "ecg-secondary-w8-d2", "vitals-hr-mlp"];
+
+fn copy_model(name: &str, to: &Path) {
+    let src = common::root().join("models").join(name);
+    let dst = to.join(name);
+    std::fs::create_dir_all(&dst).unwrap();
+    for f in ["manifest.json", "weights.mpk"] {
+        std::fs::copy(src.join(f), dst.join(f)).unwrap();
+    }
+}
+
+async fn wait_json(app: &App, path: &str, what: &str, pred: impl Fn(&Value) -> bool) -> Value {
+    let until = std::time::Instant::now() + Duration::from_secs(20);
+    loop {
+        let (_, v) = app.get(path).await;
+        if pred(&v) {
+            return v;
+        }
+        assert!(
+            std::time::Instant::now() < until,
+            "timed out waiting for {what}: {v}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// Streams `frames` more frames and waits for one more scored window.
+async fn one_more_window(app: &App, m: &mut Monitor, next: &mut u64, scored: &mut usize) -> Value {
+    m.stream(T0, *next..*next + 300).await;
+    *next += 300;
+    let want = *scored + 1;
+    let rows = app.wait_scores("bed-z", 30.0, |r| r.len() >= want).await;
+    *scored = rows.len();
+    rows.last().unwrap().clone()
+}
+
+fn member<'a>(row: &'a Value, name: &str) -> &'a Value {
+    row["members"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|m| m["name"] == name)
+        .unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn models_are_added_refused_changed_and_removed_while_scoring() {
+    let zoo = tempfile::tempdir().unwrap();
+    for m in MEMBERS {
+        copy_model(m, zoo.path());
+    }
+    let zdir = zoo.path().to_owned();
+    let app = spawn_app(move |c| {
+        c.ensemble.models_dir = zdir;
+        c.ward.beds = vec!["bed-z".into()];
+    })
+    .await;
+    let mut m = Monitor::connect(&app.ws_url(), "bed-z", "dev-z").await;
+    let (mut next, mut scored) = (0u64, 0usize);
+    let first = one_more_window(&app, &mut m, &mut next, &mut scored).await;
+    assert_eq!(first["status"], "scored");
+
+    // Added: a new model shows up in the zoo.
+    copy_model("ecg-primary-w8-d4", zoo.path());
+    wait_json(&app, "/api/models", "the added model", |v| {
+        v["zoo"]["available"]["ecg-primary-w8-d4"] == 1
+    })
+    .await;
+    one_more_window(&app, &mut m, &mut next, &mut scored).await;
+
+    // Corrupted: refused and reported; the old version keeps serving.
+    std::fs::write(
+        zoo.path().join("ecg-secondary-w8-d2/weights.mpk"),
+        b"garbage",
+    )
+    .unwrap();
+    let v = wait_json(&app, "/api/models", "the refusal", |v| {
+        !v["zoo"]["failures"].as_array().unwrap().is_empty()
+    })
+    .await;
+    assert!(
+        v["zoo"]["failures"][0]["error"]
+            .as_str()
+            .unwrap()
+            .contains("weights.mpk"),
+        "{v}"
+    );
+    let row = one_more_window(&app, &mut m, &mut next, &mut scored).await;
+    assert!(
+        member(&row, "ecg-secondary-w8-d2")["prob"].is_number(),
+        "{row}"
+    );
+
+    // Changed: a new version of a member is swapped in; later scores name it.
+    let mf = zoo.path().join("ecg-primary-w8-d2/manifest.json");
+    let mut j: Value = serde_json::from_str(&std::fs::read_to_string(&mf).unwrap()).unwrap();
+    j["version"] = Value::from(7);
+    std::fs::write(&mf, serde_json::to_string_pretty(&j).unwrap()).unwrap();
+    wait_json(&app, "/api/models", "version 7 serving", |v| {
+        v["serving"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|s| s[0] == "ecg-primary-w8-d2" && s[1] == 7)
+    })
+    .await;
+    let row = one_more_window(&app, &mut m, &mut next, &mut scored).await;
+    assert_eq!(member(&row, "ecg-primary-w8-d2")["version"], 7, "{row}");
+
+    // Removed: reported; the member keeps serving from memory.
+    std::fs::remove_dir_all(zoo.path().join("vitals-hr-mlp")).unwrap();
+    wait_json(&app, "/api/models", "the removal", |v| {
+        v["zoo"]["serving_removed"][0] == "vitals-hr-mlp"
+    })
+    .await;
+    let row = one_more_window(&app, &mut m, &mut next, &mut scored).await;
+    assert_eq!(row["status"], "scored", "{row}");
+    assert!(member(&row, "vitals-hr-mlp")["prob"].is_number());
+    let (_, models) = app.get("/api/models").await;
+    assert!(
+        models["zoo"]["generation"].as_u64().unwrap() >= 4,
+        "{models}"
+    );
+    app.stop().await;
+}
