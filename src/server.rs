@@ -2,22 +2,19 @@
 //! order and stopped in reverse through one [`CancellationToken`], SQLite flushed last.
 
 use std::net::SocketAddr;
-use std::path::Path;
 use std::sync::Arc;
 
-use burn::backend::Flex;
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 use crate::config::Config;
 use crate::engine::reload::{ZooStatus, watch_zoo};
-use crate::engine::{Engine, EngineError, Factory, InferModel, MemberSpec, ZooInfer};
+use crate::engine::{Engine, EngineError, MemberSpec, device};
 use crate::http::{AppState, ModelInfo, router};
 use crate::scorer::{Ensemble, ScorerError};
 use crate::store::{self, ServedEnsemble, StoreError, StoreReader};
 use crate::ward::{Ward, WardOutputs};
-use crate::zoo::ZooModel;
 
 #[derive(Debug, thiserror::Error)]
 pub enum ServerError {
@@ -45,19 +42,6 @@ impl Running {
     pub async fn stopped(self) {
         let _ = self.join.await;
     }
-}
-
-/// A factory that loads zoo model `dir` on the CPU (on the calling worker thread).
-pub fn zoo_factory(dir: &Path) -> Factory {
-    let dir = dir.to_owned();
-    Arc::new(move || {
-        let m =
-            ZooModel::<Flex>::load(&dir, &Default::default()).map_err(|e| EngineError::Model {
-                name: dir.display().to_string(),
-                reason: e.to_string(),
-            })?;
-        Ok(Box::new(ZooInfer(m)) as Box<dyn InferModel>)
-    })
 }
 
 /// Starts the daemon on `listener`: loads and warms the ensemble, opens the database, and
@@ -92,17 +76,24 @@ pub async fn start(cfg: Config, listener: TcpListener) -> Result<Running, Server
     .expect("store start-up does not panic")?;
     let reader = StoreReader::open(&cfg.storage.db)?;
 
+    let devices = tokio::task::spawn_blocking(device::discover)
+        .await
+        .expect("device discovery does not panic");
     let specs: Vec<MemberSpec> = models
         .iter()
         .zip(inputs)
-        .map(|(m, input)| MemberSpec {
-            name: m.name.clone(),
-            version: m.version,
-            input,
-            factory: zoo_factory(&cfg.ensemble.models_dir.join(&m.name)),
-            workers: cfg.engine.workers_per_model,
-            batch_cap: cfg.engine.batch_cap,
-            weight: 1.0,
+        .map(|(m, input)| {
+            let d = device::choose(&devices, &m.name, &cfg.engine.device, &cfg.engine.pin);
+            MemberSpec {
+                name: m.name.clone(),
+                version: m.version,
+                input,
+                factory: device::zoo_factory(&cfg.ensemble.models_dir.join(&m.name), &d.id),
+                workers: cfg.engine.workers_per_model,
+                batch_cap: cfg.engine.batch_cap,
+                weight: 1.0,
+                device: d.id.clone(),
+            }
         })
         .collect();
     let (engine_cfg, store2) = (cfg.engine.clone(), store.clone());

@@ -37,6 +37,7 @@ fn member(name: &str, f: FakeModel, batch_cap: usize) -> MemberSpec {
         workers: 1,
         batch_cap,
         weight: 1.0,
+        device: "cpu".into(),
     }
 }
 
@@ -62,6 +63,8 @@ fn rig(slo_ms: u64, queue_capacity: usize, members: Vec<MemberSpec>) -> Rig {
         batch_cap: 8,
         workers_per_model: 1,
         combine: Combine::Mean,
+        device: "cpu".into(),
+        pin: Default::default(),
     };
     let engine = Engine::start(&ecfg, members, store.clone(), id).unwrap();
     let reader = StoreReader::open(&cfg.db).unwrap();

@@ -9,6 +9,7 @@
 //! per bed and model (a newer one supersedes it), bounded queues, and a counter for each case.
 
 pub mod deadline;
+pub mod device;
 pub mod job;
 pub mod queue;
 pub mod reload;
@@ -58,6 +59,8 @@ pub struct MemberSpec {
     pub batch_cap: usize,
     /// Weight in a weighted mean.
     pub weight: f64,
+    /// Device id the workers are bound to (`cpu`, `cuda:N`).
+    pub device: String,
 }
 
 /// A member's live state: its queue and the current version's factory.
@@ -71,6 +74,7 @@ pub struct ModelSlot {
     factory: Mutex<Factory>,
     pub workers: usize,
     pub batch_cap: usize,
+    pub device: String,
 }
 
 impl ModelSlot {
@@ -195,6 +199,11 @@ pub struct EngineConfig {
     pub workers_per_model: usize,
     /// How member probabilities combine.
     pub combine: Combine,
+    /// Device for models without a pin: `auto` (first GPU, else the CPU), `cpu` or `cuda:N`.
+    pub device: String,
+    /// Per-model device pins, e.g. `{ "ecg-primary-w64-d4" = "cuda:0" }`.
+    #[serde(default)]
+    pub pin: std::collections::BTreeMap<String, String>,
 }
 
 impl Engine {
@@ -228,6 +237,7 @@ impl Engine {
                     factory: Mutex::new(m.factory),
                     workers: m.workers.max(1),
                     batch_cap: m.batch_cap.max(1),
+                    device: m.device,
                 })
             })
             .collect::<Vec<_>>();
@@ -318,6 +328,15 @@ impl Engine {
         }
     }
 
+    /// Device of member `name`.
+    pub fn device_of(&self, name: &str) -> Option<String> {
+        self.shared
+            .slots
+            .iter()
+            .find(|s| s.name == name)
+            .map(|s| s.device.clone())
+    }
+
     /// Swaps in a new version of member `name` (already validated); workers switch between
     /// batches. Returns false when `name` is not a member.
     pub fn reload(&self, name: &str, version: u32, factory: Factory) -> bool {
@@ -339,7 +358,7 @@ impl Engine {
         self.shared
             .slots
             .iter()
-            .map(|s| serde_json::json!({"model": s.name, "device": "cpu", "workers": s.workers, "batch_cap": s.batch_cap}))
+            .map(|s| serde_json::json!({"model": s.name, "device": s.device, "workers": s.workers, "batch_cap": s.batch_cap}))
             .collect()
     }
 

@@ -128,7 +128,10 @@ fn scan(
                         engine.reload(
                             name,
                             m.manifest.version,
-                            crate::server::zoo_factory(&folder),
+                            super::device::zoo_factory(
+                                &folder,
+                                &engine.device_of(name).unwrap_or_else(|| "cpu".into()),
+                            ),
                         );
                         tracing::info!(model = %name, version = m.manifest.version, "Ensemble member reloaded");
                     } else {
