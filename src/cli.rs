@@ -59,6 +59,29 @@ pub enum Command {
     Serve(ServeArgs),
     /// Play N bedside monitors against a running daemon.
     Simulate(SimulateArgs),
+    /// Measure each model's latency per batch size on each device; store the profiles.
+    Profile {
+        /// Models to profile: names, or empty for the ensemble's members.
+        #[arg(long)]
+        models: Vec<String>,
+        /// Profile every model in the zoo.
+        #[arg(long)]
+        all: bool,
+        /// Largest batch (the bed count the appliance serves).
+        #[arg(long, default_value_t = 64)]
+        max_batch: usize,
+        /// Timed runs per batch size at least.
+        #[arg(long, default_value_t = 5)]
+        repeats: usize,
+        /// Config file (models folder, database, ensemble) [default: embedded defaults].
+        #[arg(long)]
+        config: Option<PathBuf>,
+        /// Database to store the profiles in [default: the config's].
+        #[arg(long)]
+        db: Option<PathBuf>,
+        #[arg(long)]
+        json: bool,
+    },
     /// Score a recording offline, window by window, exactly as the daemon would.
     Score {
         /// WFDB record path without extension, e.g. ../shared/data/physionet/vfdb/418
@@ -258,6 +281,71 @@ pub fn run(cli: Cli) -> Result<()> {
                         members.join(" ")
                     );
                 }
+            }
+        }
+        Command::Profile {
+            models,
+            all,
+            max_batch,
+            repeats,
+            config,
+            db,
+            json,
+        } => {
+            let cfg = match &config {
+                Some(p) => Config::read(p)?,
+                None => Config::default(),
+            };
+            let db = db.unwrap_or(cfg.storage.db.clone());
+            let names: Vec<String> = if all {
+                zoo::model_dirs(&cfg.ensemble.models_dir)?
+                    .iter()
+                    .filter_map(|d| d.file_name().map(|n| n.to_string_lossy().into_owned()))
+                    .collect()
+            } else if models.is_empty() {
+                cfg.ensemble.members.clone()
+            } else {
+                models
+            };
+            let opts = crate::profile::ProfileOptions {
+                max_batch,
+                warmup: 2,
+                min_repeats: repeats,
+                max_repeats: repeats.max(30),
+                budget: std::time::Duration::from_secs(2),
+            };
+            let mut out = Vec::new();
+            for dev in crate::engine::device::discover() {
+                for name in &names {
+                    let p = crate::profile::profile_model(
+                        &cfg.ensemble.models_dir.join(name),
+                        &dev,
+                        &opts,
+                    )?;
+                    crate::profile::store_profile(&db, &p)?;
+                    if !json {
+                        println!("{} on {} ({}):", p.model, p.device, p.hardware);
+                        for pt in &p.points {
+                            println!(
+                                "  batch {:>4}: p50 {:>9.2} ms  p95 {:>9.2} ms  p99 {:>9.2} ms  ({} runs)  {:>8.1} windows/s",
+                                pt.batch,
+                                pt.p50_ms,
+                                pt.p95_ms,
+                                pt.p99_ms,
+                                pt.repeats,
+                                pt.batch as f64 * 1000.0 / pt.p50_ms
+                            );
+                        }
+                        let [a, b, c] = p.quadratic;
+                        println!("  fit: p50(b) = {a:.4} b^2 + {b:.3} b + {c:.3} ms");
+                    }
+                    out.push(p);
+                }
+            }
+            if json {
+                println!("{}", serde_json::to_string_pretty(&out)?);
+            } else {
+                println!("stored in {}", db.display());
             }
         }
         Command::Serve(a) => {

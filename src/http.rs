@@ -179,9 +179,21 @@ async fn bed_events(
     Ok(Json(json!({"bed": bed, "events": events})))
 }
 
-async fn models(State(s): State<AppState>) -> Json<serde_json::Value> {
+async fn models(State(s): State<AppState>) -> Result<Json<serde_json::Value>, ApiError> {
     let zoo = s.zoo.lock().expect("zoo status lock").clone();
-    Json(json!({"models": *s.models, "serving": s.engine.members(), "zoo": zoo}))
+    let (db, models) = (s.cfg.storage.db.clone(), s.models.clone());
+    let profiles = tokio::task::spawn_blocking(move || {
+        models
+            .iter()
+            .map(|m| {
+                crate::profile::load_profiles(&db, &m.name, &m.sha256).map(|p| (m.name.clone(), p))
+            })
+            .collect::<Result<std::collections::BTreeMap<_, _>, _>>()
+    })
+    .await??;
+    Ok(Json(
+        json!({"models": *s.models, "serving": s.engine.members(), "zoo": zoo, "profiles": profiles}),
+    ))
 }
 
 async fn ensemble(State(s): State<AppState>) -> Json<serde_json::Value> {

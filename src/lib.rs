@@ -26,6 +26,7 @@ pub mod engine;
 pub mod evaluation;
 pub mod http;
 pub mod ingest;
+pub mod profile;
 pub mod protocol;
 pub mod scorer;
 pub mod server;
