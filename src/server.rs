@@ -10,7 +10,7 @@ use tokio_util::task::TaskTracker;
 
 use crate::config::Config;
 use crate::engine::reload::{ZooStatus, watch_zoo};
-use crate::engine::{Engine, EngineError, MemberSpec, device};
+use crate::engine::{Engine, EngineError, MemberSpec, device, plan};
 use crate::http::{AppState, ModelInfo, router};
 use crate::scorer::{Ensemble, ScorerError};
 use crate::store::{self, ServedEnsemble, StoreError, StoreReader};
@@ -79,21 +79,34 @@ pub async fn start(cfg: Config, listener: TcpListener) -> Result<Running, Server
     let devices = tokio::task::spawn_blocking(device::discover)
         .await
         .expect("device discovery does not panic");
+    // Profiles measured earlier by `holmes profile` set the batch caps.
+    let mut profiles = std::collections::HashMap::new();
+    for m in &models {
+        for p in
+            crate::profile::load_profiles(&cfg.storage.db, &m.name, &m.sha256).unwrap_or_default()
+        {
+            profiles.insert((m.name.clone(), p.device.clone()), p);
+        }
+    }
+    let weights: Vec<(String, u64)> = models
+        .iter()
+        .map(|m| (m.name.clone(), m.parameters as u64 * 4))
+        .collect();
+    let beds = cfg.ward.beds.len().max(cfg.ward.max_beds.min(64));
+    let cells = plan::plan(&weights, &devices, &profiles, &cfg.engine, beds);
     let specs: Vec<MemberSpec> = models
         .iter()
         .zip(inputs)
-        .map(|(m, input)| {
-            let d = device::choose(&devices, &m.name, &cfg.engine.device, &cfg.engine.pin);
-            MemberSpec {
-                name: m.name.clone(),
-                version: m.version,
-                input,
-                factory: device::zoo_factory(&cfg.ensemble.models_dir.join(&m.name), &d.id),
-                workers: cfg.engine.workers_per_model,
-                batch_cap: cfg.engine.batch_cap,
-                weight: 1.0,
-                device: d.id.clone(),
-            }
+        .zip(cells)
+        .map(|((m, input), cell)| MemberSpec {
+            name: m.name.clone(),
+            version: m.version,
+            input,
+            factory: device::zoo_factory(&cfg.ensemble.models_dir.join(&m.name), &cell.device),
+            workers: cell.workers,
+            batch_cap: cell.batch_cap,
+            weight: 1.0,
+            device: cell.device,
         })
         .collect();
     let (engine_cfg, store2) = (cfg.engine.clone(), store.clone());

@@ -11,6 +11,7 @@
 pub mod deadline;
 pub mod device;
 pub mod job;
+pub mod plan;
 pub mod queue;
 pub mod reload;
 pub mod worker;
