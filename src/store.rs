@@ -97,6 +97,9 @@ const MIGRATIONS: &[&str] = &[
         measured_ms INTEGER NOT NULL,
         PRIMARY KEY (hardware, device, model, sha256, burn_version, batch)
     );",
+    // 3: indexes for the retention sweep.
+    "CREATE INDEX scores_committed ON scores (committed_ms);
+    CREATE INDEX events_at ON events (at_ms);",
 ];
 
 /// How a window ended up.

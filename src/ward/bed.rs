@@ -413,7 +413,11 @@ impl BedState {
                         .vitals
                         .get("hr")
                         .is_none_or(|r| r.arrived(end / self.p.fs));
-                if !complete {
+                // A backlog replayed faster than real time must not wait on the wall clock
+                // until the ring overwrites the window: close once the signal has run on by
+                // what the buffer can spare.
+                let ring_pressure = self.high_water - start >= self.p.capacity as i64 - self.p.hop;
+                if !complete && !ring_pressure {
                     let since = *self.due_since.get_or_insert(now);
                     if now.duration_since(since) < self.p.grace {
                         break;
@@ -680,6 +684,21 @@ mod tests {
         b.attach([true, false, false], &[]);
         let o = b.on_samples(frame(5, 4_000_000_000_000, 25, t));
         assert!(o.windows.len() < 10, "no window storm");
+    }
+
+    #[test]
+    fn a_fast_backlog_with_a_hole_closes_before_the_ring_overwrites_it() {
+        let mut b = bed(); // window 4 s, hop 2 s, buffer 10 s
+        let t = Instant::now();
+        let mut w = Vec::new();
+        for seq in (0..100u64).filter(|&s| s != 5) {
+            w.extend(b.on_samples(frame(seq, seq as i64 * 100, 25, t)).windows);
+        }
+        // No wall-clock time passed, yet the first window (with its 25-sample hole) closed
+        // with its data intact rather than after the ring moved past it.
+        assert!(!w.is_empty());
+        assert_eq!(w[0].quality.gap_samples, 25);
+        assert!(w[0].ecg[0].is_some());
     }
 
     #[test]
