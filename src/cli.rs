@@ -59,6 +59,26 @@ pub enum Command {
     Serve(ServeArgs),
     /// Play N bedside monitors against a running daemon.
     Simulate(SimulateArgs),
+    /// Load benchmark: the daemon plus N simulated monitors in one process, on loopback.
+    Bench {
+        /// Simulated beds (repeatable: one run per count).
+        #[arg(long, default_values_t = [16usize])]
+        beds: Vec<usize>,
+        /// Ensemble members [default: the config's].
+        #[arg(long)]
+        members: Vec<String>,
+        /// Wall-clock seconds of load per run (two hops need about 70).
+        #[arg(long, default_value_t = 75.0)]
+        duration: f64,
+        /// Replay PhysioNet records instead of synthetic ECG.
+        #[arg(long)]
+        records: bool,
+        /// Signal seconds per wall second (keep 1 for real measurements).
+        #[arg(long, default_value_t = 1.0)]
+        speed: f64,
+        #[arg(long)]
+        json: bool,
+    },
     /// Measure each model's latency per batch size on each device; store the profiles.
     Profile {
         /// Models to profile: names, or empty for the ensemble's members.
@@ -281,6 +301,64 @@ pub fn run(cli: Cli) -> Result<()> {
                         members.join(" ")
                     );
                 }
+            }
+        }
+        Command::Bench {
+            beds,
+            members,
+            duration,
+            records,
+            speed,
+            json,
+        } => {
+            let cfg = Config::default();
+            let members = if members.is_empty() {
+                cfg.ensemble.members.clone()
+            } else {
+                members
+            };
+            let source = if records {
+                Source::Records(dataset::default_data_dir())
+            } else {
+                Source::Synthetic
+            };
+            let rt = runtime()?;
+            let mut reports = Vec::new();
+            for n in beds {
+                let opts = crate::bench::BenchOptions {
+                    beds: n,
+                    members: members.clone(),
+                    duration: std::time::Duration::from_secs_f64(duration),
+                    source: source.clone(),
+                    speed,
+                };
+                let r = rt.block_on(crate::bench::run(cfg.clone(), opts))?;
+                if !json {
+                    println!(
+                        "{:>4} beds, {} members: {} windows ({} scored, {} partial, {} superseded, {} dropped); \
+                         latency p50 {:.1} / p95 {:.1} / p99 {:.1} / max {:.1} ms (budget {} ms); \
+                         {:.0} frames/s; CPU {:.2} cores; peak RSS {:.0} MB",
+                        r.beds,
+                        r.members.len(),
+                        r.windows,
+                        r.scored,
+                        r.partial,
+                        r.superseded,
+                        r.dropped,
+                        r.latency_ms_p50,
+                        r.latency_ms_p95,
+                        r.latency_ms_p99,
+                        r.latency_ms_max,
+                        r.slo_ms,
+                        r.frames_per_sec,
+                        r.cpu_cores_used,
+                        r.peak_rss_mb
+                    );
+                }
+                reports.push(r);
+            }
+            if json {
+                println!("{}", serde_json::to_string_pretty(&reports)?);
             }
         }
         Command::Profile {

@@ -132,7 +132,7 @@ pub struct StorageConfig {
     pub retention_days: u32,
     /// Most rows per write transaction.
     pub batch_rows: usize,
-    /// Longest wait (ms) to fill a write transaction.
+    /// Longest wait (ms) for more rows once the queued ones are taken (0: none).
     pub flush_ms: u64,
 }
 

@@ -19,6 +19,7 @@
 //!     --train::fit--> Net --zoo::write_model--> models/<name>/{manifest.json, weights.mpk}
 //! ```
 
+pub mod bench;
 pub mod cli;
 pub mod config;
 pub mod dataset;

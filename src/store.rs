@@ -361,8 +361,19 @@ impl Writer {
             };
             let mut closing = matches!(first, Cmd::Close);
             let mut batch = vec![first];
-            let deadline = Instant::now() + self.flush;
+            // Take what is already queued (batching under load costs no latency at low load),
+            // then wait at most `flush` for more.
             while batch.len() < self.batch_rows && !closing {
+                match self.rx.try_recv() {
+                    Ok(c) => {
+                        closing = matches!(c, Cmd::Close);
+                        batch.push(c);
+                    }
+                    Err(_) => break,
+                }
+            }
+            let deadline = Instant::now() + self.flush;
+            while batch.len() < self.batch_rows && !closing && !self.flush.is_zero() {
                 let left = deadline.saturating_duration_since(Instant::now());
                 match self.rx.recv_timeout(left) {
                     Ok(c) => {
