@@ -21,6 +21,7 @@
 
 pub mod bench;
 pub mod cli;
+pub mod composer;
 pub mod config;
 pub mod dataset;
 pub mod engine;

@@ -1,0 +1,10 @@
+//! The ensemble composer: which zoo models to ensemble so that validation accuracy is highest
+//! while end-to-end latency stays within the budget (HOLMES section 3.3).
+//!
+//! [`search`] holds the algorithms (HOLMES, RD, AF, LF, NPO, exact); [`netcalc`] the
+//! queueing bound of the latency estimate. Accuracy profiles come from the zoo manifests'
+//! validation predictions ([`evaluation`](crate::evaluation)); latency from stored model
+//! profiles ([`profile`](crate::profile)).
+
+pub mod netcalc;
+pub mod search;

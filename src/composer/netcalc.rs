@@ -1,0 +1,97 @@
+//! The queueing part of the latency estimate: the deterministic network-calculus delay bound
+//! of HOLMES section 3.4 / InferLine section 5, the largest horizontal distance between the
+//! arrival curve of the beds' window schedule and a rate-latency service curve
+//! `beta(t) = mu * max(t - t_s, 0)`.
+//!
+//! Arrivals are periodic (one window per bed per hop), so the arrival curve comes from the
+//! beds' phases: `A(t)` is the most windows that arrive in any interval of length `t`.
+
+/// Most arrivals in any window of length `t`, for periodic arrivals at `phases` (seconds in
+/// `[0, period)`), including both ends.
+pub fn arrival_curve(phases: &[f64], period: f64, t: f64) -> usize {
+    if phases.is_empty() {
+        return 0;
+    }
+    let n = phases.len();
+    let mut p: Vec<f64> = phases.iter().map(|x| x.rem_euclid(period)).collect();
+    p.sort_by(f64::total_cmp);
+    let full = (t / period).floor() as usize; // whole periods in t
+    let rest = t - full as f64 * period;
+    // Unrolled over two periods, count arrivals in [p_i, p_i + rest] for each start.
+    let two: Vec<f64> = p
+        .iter()
+        .copied()
+        .chain(p.iter().map(|x| x + period))
+        .collect();
+    let mut best = 0;
+    let mut j = 0;
+    for i in 0..n {
+        if j < i {
+            j = i;
+        }
+        while j < two.len() && two[j] <= two[i] + rest + 1e-12 {
+            j += 1;
+        }
+        best = best.max(j - i);
+    }
+    full * n + best
+}
+
+/// The delay bound (seconds) for `phases` of one window per `period`, served at `mu` windows
+/// per second after a latency of `t_s` seconds. Infinite when the beds outrun the service.
+pub fn delay_bound(phases: &[f64], period: f64, mu: f64, t_s: f64) -> f64 {
+    let n = phases.len();
+    if n == 0 {
+        return t_s;
+    }
+    if mu <= 0.0 || (n as f64) / period > mu + 1e-12 {
+        return f64::INFINITY;
+    }
+    // The sup of t_s + A(t)/mu - t is reached just after an arrival: check every distance
+    // between two arrivals within one period (A is periodic-plus-linear beyond it, and a
+    // stable service only loses ground over a full period).
+    let mut p: Vec<f64> = phases.iter().map(|x| x.rem_euclid(period)).collect();
+    p.sort_by(f64::total_cmp);
+    let mut best: f64 = 0.0;
+    for i in 0..n {
+        for k in 0..n {
+            let t = (p[(i + k) % n] - p[i]).rem_euclid(period);
+            let d = t_s + arrival_curve(&p, period, t) as f64 / mu - t;
+            best = best.max(d);
+        }
+    }
+    best
+}
+
+/// Phases of `beds` beds spread evenly over `period` (the ward's staggering).
+pub fn staggered(beds: usize, period: f64) -> Vec<f64> {
+    (0..beds).map(|i| i as f64 * period / beds as f64).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn hand_computed_bounds() {
+        // One bed: one window's service after the latency.
+        assert!((delay_bound(&[3.0], 30.0, 10.0, 0.05) - 0.15).abs() < 1e-9);
+        // Four beds aligned: a burst of four, served at 10/s: 0.05 + 4/10.
+        assert!((delay_bound(&[0.0; 4], 1.0, 10.0, 0.05) - 0.45).abs() < 1e-9);
+        // Four beds staggered by 0.25 s at 10/s: each window is served before the next comes.
+        assert!((delay_bound(&staggered(4, 1.0), 1.0, 10.0, 0.05) - 0.15).abs() < 1e-9);
+        // Two pairs: bursts of 2 every 0.5 s at 5/s: 0.02 + 2/5.
+        assert!((delay_bound(&[0.0, 0.0, 0.5, 0.5], 1.0, 5.0, 0.02) - 0.42).abs() < 1e-9);
+        // Beds outrunning the service: unbounded.
+        assert!(delay_bound(&staggered(4, 1.0), 1.0, 2.0, 0.05).is_infinite());
+    }
+
+    #[test]
+    fn arrival_curve_counts_windows() {
+        let p = staggered(4, 1.0);
+        assert_eq!(arrival_curve(&p, 1.0, 0.0), 1);
+        assert_eq!(arrival_curve(&p, 1.0, 0.25), 2);
+        assert_eq!(arrival_curve(&p, 1.0, 1.0), 5);
+        assert_eq!(arrival_curve(&[0.0; 3], 1.0, 0.1), 3);
+    }
+}
