@@ -17,10 +17,13 @@ use smartcore::linalg::basic::matrix::DenseMatrix;
 /// An ensemble: one bit per zoo model.
 pub type Bits = Vec<bool>;
 
+/// A profiler: an ensemble in, a number out.
+pub type ProfileFn<'a> = Box<dyn FnMut(&[bool]) -> f64 + 'a>;
+
 /// The two profilers with call counting and caching (a profiler call is the budget unit).
 pub struct Profiler<'a> {
-    pub accuracy: Box<dyn FnMut(&[bool]) -> f64 + 'a>,
-    pub latency: Box<dyn FnMut(&[bool]) -> f64 + 'a>,
+    pub accuracy: ProfileFn<'a>,
+    pub latency: ProfileFn<'a>,
     cache: HashMap<Bits, (f64, f64)>,
     /// Every ensemble profiled, in order.
     pub profiled: Vec<(Bits, f64, f64)>,
