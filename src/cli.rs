@@ -59,6 +59,26 @@ pub enum Command {
     Serve(ServeArgs),
     /// Play N bedside monitors against a running daemon.
     Simulate(SimulateArgs),
+    /// Compose the ensemble: the best validation ROC-AUC within the latency budget.
+    Compose {
+        /// Latency budget(s) in ms [default: the config's slo_ms; with --method all, three
+        /// budgets covering the zoo's range].
+        #[arg(long)]
+        budget_ms: Vec<f64>,
+        /// Beds served.
+        #[arg(long, default_value_t = 64)]
+        beds: usize,
+        /// holmes, holmes-ucb, rd, af, lf, npo, exact, or all.
+        #[arg(long, default_value = "holmes")]
+        method: String,
+        /// Profiler-call budget of HOLMES and NPO.
+        #[arg(long, default_value_t = 100)]
+        calls: usize,
+        #[arg(long)]
+        config: Option<PathBuf>,
+        #[arg(long)]
+        json: bool,
+    },
     /// Load benchmark: the daemon plus N simulated monitors in one process, on loopback.
     Bench {
         /// Simulated beds (repeatable: one run per count).
@@ -299,6 +319,89 @@ pub fn run(cli: Cli) -> Result<()> {
                         r.status.as_str(),
                         r.score.map_or("-".into(), |s| format!("{s:.3}")),
                         members.join(" ")
+                    );
+                }
+            }
+        }
+        Command::Compose {
+            budget_ms,
+            beds,
+            method,
+            calls,
+            config,
+            json,
+        } => {
+            use crate::composer::compose;
+            let cfg = match &config {
+                Some(p) => Config::read(p)?,
+                None => Config::default(),
+            };
+            let entries = compose::load_zoo(&cfg.ensemble.models_dir, &cfg.storage.db)?;
+            let hop = cfg.ward.hop_secs as f64;
+            let methods: Vec<&str> = if method == "all" {
+                compose::METHODS.to_vec()
+            } else if compose::METHODS.contains(&method.as_str()) {
+                vec![method.as_str()]
+            } else {
+                anyhow::bail!(
+                    "unknown method {method:?} (one of {}, all)",
+                    compose::METHODS.join(", ")
+                );
+            };
+            let budgets = if !budget_ms.is_empty() {
+                budget_ms
+            } else if method == "all" {
+                compose::default_budgets(&entries, beds, hop)
+            } else {
+                vec![cfg.engine.slo_ms as f64]
+            };
+            let params = crate::composer::search::HolmesParams {
+                budget_calls: calls,
+                ..Default::default()
+            };
+            let mut rows = Vec::new();
+            for &b in &budgets {
+                for m in &methods {
+                    rows.push(compose::run(&entries, m, b, beds, hop, &params));
+                }
+            }
+            if json {
+                println!("{}", serde_json::to_string_pretty(&rows)?);
+            } else {
+                println!(
+                    "{} models, {beds} beds, hop {hop} s (latency: profiled service time + network-calculus queueing bound)",
+                    entries.len()
+                );
+                println!(
+                    "{:>9} {:<11} {:>7} {:>7} {:>7} {:>7} {:>9} {:>6} {:>7}  members",
+                    "budget_ms",
+                    "method",
+                    "valAUC",
+                    "valPR",
+                    "testAUC",
+                    "testPR",
+                    "lat_ms",
+                    "calls",
+                    "secs"
+                );
+                for r in &rows {
+                    println!(
+                        "{:>9.1} {:<11} {:>7.4} {:>7.4} {:>7.4} {:>7.4} {:>9.1} {:>6} {:>7.2}  {}{}",
+                        r.budget_ms,
+                        r.method,
+                        r.val_roc_auc,
+                        r.val_pr_auc,
+                        r.test_roc_auc,
+                        r.test_pr_auc,
+                        r.latency_ms,
+                        r.profiler_calls,
+                        r.seconds,
+                        r.members.len(),
+                        if r.complete {
+                            ""
+                        } else {
+                            " (exact search cut short)"
+                        }
                     );
                 }
             }

@@ -230,7 +230,8 @@ pub fn load_profiles(db: &Path, model: &str, sha256: &str) -> Result<Vec<Profile
         path: db.to_owned(),
         source,
     };
-    let c = rusqlite::Connection::open(db).map_err(err)?;
+    let mut c = rusqlite::Connection::open(db).map_err(err)?;
+    crate::store::migrate(&mut c, db)?;
     let hw = hardware();
     let mut st = c
         .prepare(

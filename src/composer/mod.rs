@@ -6,5 +6,6 @@
 //! validation predictions ([`evaluation`](crate::evaluation)); latency from stored model
 //! profiles ([`profile`](crate::profile)).
 
+pub mod compose;
 pub mod netcalc;
 pub mod search;
