@@ -272,10 +272,7 @@ pub fn run(cli: Cli) -> Result<()> {
             config,
             json,
         } => {
-            let cfg = match &config {
-                Some(p) => Config::read(p)?,
-                None => Config::default(),
-            };
+            let cfg = load_config(config.as_deref())?;
             let dir = record.parent().unwrap_or(std::path::Path::new("."));
             let name = record
                 .file_name()
@@ -332,10 +329,7 @@ pub fn run(cli: Cli) -> Result<()> {
             json,
         } => {
             use crate::composer::compose;
-            let cfg = match &config {
-                Some(p) => Config::read(p)?,
-                None => Config::default(),
-            };
+            let cfg = load_config(config.as_deref())?;
             let entries = compose::load_zoo(&cfg.ensemble.models_dir, &cfg.storage.db)?;
             let hop = cfg.ward.hop_secs as f64;
             let methods: Vec<&str> = if method == "all" {
@@ -473,10 +467,7 @@ pub fn run(cli: Cli) -> Result<()> {
             db,
             json,
         } => {
-            let cfg = match &config {
-                Some(p) => Config::read(p)?,
-                None => Config::default(),
-            };
+            let cfg = load_config(config.as_deref())?;
             let db = db.unwrap_or(cfg.storage.db.clone());
             let names: Vec<String> = if all {
                 zoo::model_dirs(&cfg.ensemble.models_dir)?
@@ -530,10 +521,7 @@ pub fn run(cli: Cli) -> Result<()> {
             }
         }
         Command::Serve(a) => {
-            let mut cfg = match &a.config {
-                Some(p) => Config::read(p)?,
-                None => Config::default(),
-            };
+            let mut cfg = load_config(a.config.as_deref())?;
             if let Some(l) = a.listen {
                 cfg.server.listen = l;
             }
@@ -583,6 +571,14 @@ pub fn run(cli: Cli) -> Result<()> {
         }
     }
     Ok(())
+}
+
+/// The config file given, or the embedded defaults.
+fn load_config(path: Option<&std::path::Path>) -> Result<Config> {
+    Ok(match path {
+        Some(p) => Config::read(p)?,
+        None => Config::default(),
+    })
 }
 
 fn runtime() -> Result<tokio::runtime::Runtime> {
