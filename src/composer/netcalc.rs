@@ -12,9 +12,14 @@ pub fn arrival_curve(phases: &[f64], period: f64, t: f64) -> usize {
     if phases.is_empty() {
         return 0;
     }
-    let n = phases.len();
     let mut p: Vec<f64> = phases.iter().map(|x| x.rem_euclid(period)).collect();
     p.sort_by(f64::total_cmp);
+    arrivals_sorted(&p, period, t)
+}
+
+/// [`arrival_curve`] for phases already reduced to `[0, period)` and sorted.
+fn arrivals_sorted(p: &[f64], period: f64, t: f64) -> usize {
+    let n = p.len();
     let full = (t / period).floor() as usize; // whole periods in t
     let rest = t - full as f64 * period;
     // Unrolled over two periods, count arrivals in [p_i, p_i + rest] for each start.
@@ -47,18 +52,21 @@ pub fn delay_bound(phases: &[f64], period: f64, mu: f64, t_s: f64) -> f64 {
     if mu <= 0.0 || (n as f64) / period > mu + 1e-12 {
         return f64::INFINITY;
     }
-    // The sup of t_s + A(t)/mu - t is reached just after an arrival: check every distance
-    // between two arrivals within one period (A is periodic-plus-linear beyond it, and a
-    // stable service only loses ground over a full period).
+    // The sup of t_s + A(t)/mu - t is reached at the shortest interval that holds k + 1
+    // arrivals, for some k below n (a stable service only loses ground within a period).
     let mut p: Vec<f64> = phases.iter().map(|x| x.rem_euclid(period)).collect();
     p.sort_by(f64::total_cmp);
+    let two: Vec<f64> = p
+        .iter()
+        .copied()
+        .chain(p.iter().map(|x| x + period))
+        .collect();
     let mut best: f64 = 0.0;
-    for i in 0..n {
-        for k in 0..n {
-            let t = (p[(i + k) % n] - p[i]).rem_euclid(period);
-            let d = t_s + arrival_curve(&p, period, t) as f64 / mu - t;
-            best = best.max(d);
-        }
+    for k in 0..n {
+        let shortest = (0..n)
+            .map(|i| two[i + k] - two[i])
+            .fold(f64::INFINITY, f64::min);
+        best = best.max(t_s + (k + 1) as f64 / mu - shortest);
     }
     best
 }
