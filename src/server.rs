@@ -62,6 +62,33 @@ pub async fn start(cfg: Config, listener: TcpListener) -> Result<Running, Server
         .iter()
         .map(|m| (m.name.clone(), m.version, m.sha256.clone(), m.input.clone()))
         .collect();
+    // Devices, and the profiles measured earlier by `holmes profile` (they set the batch caps),
+    // read off the async workers.
+    let (db, keys) = (
+        cfg.storage.db.clone(),
+        models
+            .iter()
+            .map(|m| (m.name.clone(), m.sha256.clone()))
+            .collect::<Vec<_>>(),
+    );
+    let (devices, profiles) = tokio::task::spawn_blocking(move || {
+        let mut profiles = std::collections::HashMap::new();
+        for (name, sha) in keys {
+            for p in crate::profile::load_profiles(&db, &name, &sha).unwrap_or_default() {
+                profiles.insert((name.clone(), p.device.clone()), p);
+            }
+        }
+        (device::discover(), profiles)
+    })
+    .await
+    .expect("device discovery does not panic");
+    let weights: Vec<(String, u64)> = models
+        .iter()
+        .map(|m| (m.name.clone(), m.parameters as u64 * 4))
+        .collect();
+    let beds = cfg.ward.beds.len().max(cfg.ward.max_beds.min(64));
+    let cells = plan::plan(&weights, &devices, &profiles, &cfg.engine, beds);
+    let plan = serde_json::to_string(&cells).expect("a plan serialises");
     let store_cfg = cfg.storage.clone();
     let (store, ensemble_id, writer) = tokio::task::spawn_blocking(move || {
         store::start(
@@ -69,6 +96,7 @@ pub async fn start(cfg: Config, listener: TcpListener) -> Result<Running, Server
             ServedEnsemble {
                 members: &described,
                 source: "config",
+                plan,
             },
         )
     })
@@ -76,24 +104,6 @@ pub async fn start(cfg: Config, listener: TcpListener) -> Result<Running, Server
     .expect("store start-up does not panic")?;
     let reader = StoreReader::open(&cfg.storage.db)?;
 
-    let devices = tokio::task::spawn_blocking(device::discover)
-        .await
-        .expect("device discovery does not panic");
-    // Profiles measured earlier by `holmes profile` set the batch caps.
-    let mut profiles = std::collections::HashMap::new();
-    for m in &models {
-        for p in
-            crate::profile::load_profiles(&cfg.storage.db, &m.name, &m.sha256).unwrap_or_default()
-        {
-            profiles.insert((m.name.clone(), p.device.clone()), p);
-        }
-    }
-    let weights: Vec<(String, u64)> = models
-        .iter()
-        .map(|m| (m.name.clone(), m.parameters as u64 * 4))
-        .collect();
-    let beds = cfg.ward.beds.len().max(cfg.ward.max_beds.min(64));
-    let cells = plan::plan(&weights, &devices, &profiles, &cfg.engine, beds);
     let specs: Vec<MemberSpec> = models
         .iter()
         .zip(inputs)

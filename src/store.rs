@@ -100,6 +100,8 @@ const MIGRATIONS: &[&str] = &[
     // 3: indexes for the retention sweep.
     "CREATE INDEX scores_committed ON scores (committed_ms);
     CREATE INDEX events_at ON events (at_ms);",
+    // 4: the plan (device, workers, batch cap per member) that each ensemble row served with.
+    "ALTER TABLE ensembles ADD COLUMN plan TEXT NOT NULL DEFAULT '[]';",
 ];
 
 /// How a window ended up.
@@ -232,6 +234,8 @@ pub fn migrate(c: &mut Connection, path: &Path) -> Result<(), StoreError> {
 pub struct ServedEnsemble<'a> {
     pub members: &'a [(String, u32, String, String)], // name, version, sha256, input
     pub source: &'a str,
+    /// The plan's cells as JSON; a score's `ensemble_id` names members and plan together.
+    pub plan: String,
 }
 
 /// Opens (creating and migrating) the database, records the served ensemble, and starts the
@@ -265,8 +269,8 @@ pub fn start(
     .to_string();
     let existing: Option<i64> = c
         .query_row(
-            "SELECT id FROM ensembles WHERE members = ?1 ORDER BY id DESC LIMIT 1",
-            [&members],
+            "SELECT id FROM ensembles WHERE members = ?1 AND plan = ?2 ORDER BY id DESC LIMIT 1",
+            params![&members, &ensemble.plan],
             |r| r.get(0),
         )
         .optional()
@@ -275,8 +279,8 @@ pub fn start(
         Some(id) => id,
         None => {
             c.execute(
-                "INSERT INTO ensembles (members, created_ms, source) VALUES (?1, ?2, ?3)",
-                params![members, now, ensemble.source],
+                "INSERT INTO ensembles (members, created_ms, source, plan) VALUES (?1, ?2, ?3, ?4)",
+                params![members, now, ensemble.source, ensemble.plan],
             )
             .map_err(err)?;
             c.last_insert_rowid()

@@ -54,6 +54,7 @@ fn rig(slo_ms: u64, queue_capacity: usize, members: Vec<MemberSpec>) -> Rig {
         ServedEnsemble {
             members: &[],
             source: "test",
+            plan: "[]".into(),
         },
     )
     .unwrap();
