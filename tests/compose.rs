@@ -77,3 +77,37 @@ fn compose_all_methods_on_a_small_zoo() {
         assert!(auc("exact") >= auc("holmes") - 1e-12);
     }
 }
+
+#[test]
+fn measured_latency_runs_the_real_engine_and_is_cached_by_architecture() {
+    let dir = common::root().join("models");
+    let names = ["ecg-primary-w8-d2", "ecg-secondary-w8-d2", "vitals-hr-mlp"];
+    let manifests: Vec<holmes::zoo::Manifest> = names
+        .iter()
+        .map(|n| {
+            holmes::zoo::ZooModel::<burn::backend::Flex>::load(&dir.join(n), &Default::default())
+                .unwrap()
+                .manifest
+        })
+        .collect();
+    let mut m = holmes::composer::measure::Measurer::new(
+        &dir,
+        manifests,
+        holmes::config::Config::default(),
+        5,
+    )
+    .unwrap();
+    let primary = m.service_ms(&[true, false, false]);
+    assert!(primary > 0.0 && primary.is_finite(), "{primary}");
+    let t = std::time::Instant::now();
+    // The same architecture on the other lead is a cache hit.
+    assert_eq!(m.service_ms(&[false, true, false]), primary);
+    assert!(t.elapsed() < std::time::Duration::from_millis(50));
+    let both = m.service_ms(&[true, true, true]);
+    assert!(both.is_finite() && both > 0.0);
+    let lat = m.latency_ms(&[true, true, true], 64, 30.0);
+    assert!(lat >= both, "queueing only adds: {lat} vs {both}");
+    println!(
+        "measured service p95: one w8-d2 {primary:.2} ms, three members {both:.2} ms, 64-bed latency {lat:.2} ms"
+    );
+}

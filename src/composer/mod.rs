@@ -7,5 +7,6 @@
 //! profiles ([`profile`](crate::profile)).
 
 pub mod compose;
+pub mod measure;
 pub mod netcalc;
 pub mod search;
