@@ -74,6 +74,10 @@ pub enum Command {
         /// Profiler-call budget of HOLMES and NPO.
         #[arg(long, default_value_t = 100)]
         calls: usize,
+        /// Measure each profiled ensemble through the real engine (slow) instead of the fast
+        /// estimate from stored profiles; also reports how far the estimate was.
+        #[arg(long)]
+        measured: bool,
         #[arg(long)]
         config: Option<PathBuf>,
         #[arg(long)]
@@ -325,6 +329,7 @@ pub fn run(cli: Cli) -> Result<()> {
             beds,
             method,
             calls,
+            measured,
             config,
             json,
         } => {
@@ -354,17 +359,65 @@ pub fn run(cli: Cli) -> Result<()> {
                 ..Default::default()
             };
             let mut rows = Vec::new();
+            let mut measurer = if measured {
+                let (models, _) = zoo::load_dir::<burn::backend::Flex>(
+                    &cfg.ensemble.models_dir,
+                    &Default::default(),
+                )?;
+                let manifests = models.into_iter().map(|m| m.manifest).collect();
+                Some(crate::composer::measure::Measurer::new(
+                    &cfg.ensemble.models_dir,
+                    manifests,
+                    cfg.clone(),
+                    10,
+                )?)
+            } else {
+                None
+            };
+            let mut errors: Vec<f64> = Vec::new();
             for &b in &budgets {
                 for m in &methods {
-                    rows.push(compose::run(&entries, m, b, beds, hop, &params));
+                    let row = match measurer.as_mut() {
+                        Some(me) => {
+                            let mut lat = |x: &[bool]| {
+                                let real = me.latency_ms(x, beds, hop);
+                                let est = compose::latency_estimate(&entries, x, beds, hop);
+                                if real.is_finite() && real > 0.0 {
+                                    errors.push((est - real) / real);
+                                }
+                                real
+                            };
+                            compose::run_with(&entries, m, b, &params, &mut lat)
+                        }
+                        None => compose::run(&entries, m, b, beds, hop, &params),
+                    };
+                    rows.push(row);
                 }
+            }
+            if measured && !errors.is_empty() && !json {
+                errors.sort_by(f64::total_cmp);
+                let med = errors[errors.len() / 2];
+                let worst = errors
+                    .iter()
+                    .fold(0.0f64, |w, e| if e.abs() > w.abs() { *e } else { w });
+                println!(
+                    "estimate vs measured latency over {} ensembles: median {:+.0} %, worst {:+.0} %",
+                    errors.len(),
+                    100.0 * med,
+                    100.0 * worst
+                );
             }
             if json {
                 println!("{}", serde_json::to_string_pretty(&rows)?);
             } else {
                 println!(
-                    "{} models, {beds} beds, hop {hop} s (latency: profiled service time + network-calculus queueing bound)",
-                    entries.len()
+                    "{} models, {beds} beds, hop {hop} s (latency: {} service time + network-calculus queueing bound)",
+                    entries.len(),
+                    if measured {
+                        "measured engine"
+                    } else {
+                        "profiled"
+                    }
                 );
                 println!(
                     "{:>9} {:<11} {:>7} {:>7} {:>7} {:>7} {:>9} {:>6} {:>7}  members",

@@ -172,7 +172,7 @@ pub const EXACT_NODES: usize = 10_000;
 
 pub const METHODS: [&str; 7] = ["rd", "af", "lf", "npo", "holmes", "holmes-ucb", "exact"];
 
-/// Runs `method` at `budget_ms`.
+/// Runs `method` at `budget_ms` with the fast latency estimate.
 pub fn run(
     entries: &[Entry],
     method: &str,
@@ -181,14 +181,24 @@ pub fn run(
     hop_s: f64,
     params: &HolmesParams,
 ) -> Row {
+    run_with(entries, method, budget_ms, params, &mut |b: &[bool]| {
+        latency_estimate(entries, b, beds, hop_s)
+    })
+}
+
+/// Runs `method` at `budget_ms` with the given latency profiler.
+pub fn run_with(
+    entries: &[Entry],
+    method: &str,
+    budget_ms: f64,
+    params: &HolmesParams,
+    latency: &mut dyn FnMut(&[bool]) -> f64,
+) -> Row {
     let n = entries.len();
     let t = Instant::now();
     let val = SplitIndex::new(entries.iter().map(|e| &e.validation));
     let test = SplitIndex::new(entries.iter().map(|e| &e.test));
-    let mut prof = Profiler::new(
-        |b: &[bool]| val.score(b).0,
-        |b: &[bool]| latency_estimate(entries, b, beds, hop_s),
-    );
+    let mut prof = Profiler::new(|b: &[bool]| val.score(b).0, &mut *latency);
     let mut complete = true;
     let chosen: Option<Bits> = match method {
         "rd" => search::rd(&mut prof, n, budget_ms, params.seed),
@@ -234,7 +244,7 @@ pub fn run(
         val_pr_auc: vp,
         test_roc_auc: tr,
         test_pr_auc: tp,
-        latency_ms: latency_estimate(entries, &b, beds, hop_s),
+        latency_ms: prof.profile(&b).1,
         profiler_calls: calls,
         seconds: t.elapsed().as_secs_f64(),
         complete,
