@@ -158,16 +158,20 @@ pub fn profile_model(
         Input::Ecg { .. } => (0..len).map(|_| g.next_sample()).collect(),
         Input::HeartRate { .. } => vec![75.0; len],
     };
+    let name = manifest.name.clone();
+    let run = |m: &mut Box<dyn crate::engine::InferModel>, inputs: &[&[f32]]| {
+        m.predict_batch(inputs)
+            .map(|_| ())
+            .map_err(|reason| crate::engine::EngineError::Model {
+                name: name.clone(),
+                reason,
+            })
+    };
     let mut points = Vec::new();
     for b in batch_sizes(opts.max_batch) {
         let inputs: Vec<&[f32]> = vec![&x[..]; b];
         for _ in 0..opts.warmup {
-            model
-                .predict_batch(&inputs)
-                .map_err(|reason| crate::engine::EngineError::Model {
-                    name: manifest.name.clone(),
-                    reason,
-                })?;
+            run(&mut model, &inputs)?;
         }
         let mut times = Vec::new();
         let started = Instant::now();
@@ -175,12 +179,7 @@ pub fn profile_model(
             || (times.len() < opts.max_repeats && started.elapsed() < opts.budget)
         {
             let t = Instant::now();
-            model
-                .predict_batch(&inputs)
-                .map_err(|reason| crate::engine::EngineError::Model {
-                    name: manifest.name.clone(),
-                    reason,
-                })?;
+            run(&mut model, &inputs)?;
             times.push(t.elapsed().as_secs_f64() * 1000.0);
         }
         times.sort_by(f64::total_cmp);

@@ -271,11 +271,7 @@ impl BedState {
                     out.events
                         .push(self.gap_event(self.expected_pos, ts_pos, 0));
                 } else {
-                    out.events.push(self.event(
-                        EventKind::ClockJump,
-                        json!({"seq": f.seq, "jump_ms": self.ms_of(ts_pos) - self.ms_of(self.expected_pos)}),
-                    ));
-                    self.origin = Some((f.t_ms, self.expected_pos));
+                    out.events.push(self.clock_jump(f.seq, f.t_ms, ts_pos));
                     pos = self.expected_pos;
                 }
             } else if f.seq > self.next_seq {
@@ -284,11 +280,7 @@ impl BedState {
                 if (0..=MAX_GAP_SAMPLES).contains(&ahead) {
                     pos = ts_pos;
                 } else {
-                    out.events.push(self.event(
-                        EventKind::ClockJump,
-                        json!({"seq": f.seq, "jump_ms": self.ms_of(ts_pos) - self.ms_of(self.expected_pos)}),
-                    ));
-                    self.origin = Some((f.t_ms, self.expected_pos));
+                    out.events.push(self.clock_jump(f.seq, f.t_ms, ts_pos));
                     pos = self.expected_pos;
                 }
                 out.events
@@ -338,6 +330,17 @@ impl BedState {
         self.high_water = self.high_water.max(pos + n);
         out.windows = self.try_close(f.arrived);
         out
+    }
+
+    /// The device clock disagrees with the sequence: re-anchor so the frame lands where its
+    /// sequence number says, and record the jump.
+    fn clock_jump(&mut self, seq: u64, t_ms: i64, ts_pos: i64) -> TechEvent {
+        let jump_ms = self.ms_of(ts_pos) - self.ms_of(self.expected_pos);
+        self.origin = Some((t_ms, self.expected_pos));
+        self.event(
+            EventKind::ClockJump,
+            json!({"seq": seq, "jump_ms": jump_ms}),
+        )
     }
 
     fn gap_event(&self, from: i64, to: i64, missing_frames: u64) -> TechEvent {
