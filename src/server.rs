@@ -50,7 +50,13 @@ pub async fn start(cfg: Config, listener: TcpListener) -> Result<Running, Server
     let addr = listener.local_addr()?;
     crate::telemetry::handle();
     // Validate every member once here (a missing or broken one refuses to start, naming it).
-    let probe = Ensemble::load(&cfg.ensemble.models_dir, &cfg.ensemble.members, 0)?;
+    let (dir, names) = (
+        cfg.ensemble.models_dir.clone(),
+        cfg.ensemble.members.clone(),
+    );
+    let probe = tokio::task::spawn_blocking(move || Ensemble::load(&dir, &names, 0))
+        .await
+        .expect("model loading does not panic")?;
     let models: Vec<ModelInfo> = probe
         .members
         .iter()
@@ -102,7 +108,10 @@ pub async fn start(cfg: Config, listener: TcpListener) -> Result<Running, Server
     })
     .await
     .expect("store start-up does not panic")?;
-    let reader = StoreReader::open(&cfg.storage.db)?;
+    let db = cfg.storage.db.clone();
+    let reader = tokio::task::spawn_blocking(move || StoreReader::open(&db))
+        .await
+        .expect("opening the database does not panic")?;
 
     let specs: Vec<MemberSpec> = models
         .iter()

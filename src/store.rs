@@ -310,9 +310,19 @@ impl StoreHandle {
         match self.tx.try_send(cmd) {
             Ok(()) => {}
             Err(TrySendError::Full(cmd)) => {
-                // Scores must not be lost: wait for room (the scorer runs on its own thread).
+                // Scores must not be lost: wait for room. Engine threads may block; a tokio
+                // worker (a bed committing a superseded window) hands the wait to the runtime.
                 if matches!(cmd, Cmd::Score(_)) {
-                    let _ = self.tx.send(cmd);
+                    let on_worker = tokio::runtime::Handle::try_current().is_ok_and(|h| {
+                        h.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread
+                    });
+                    if on_worker {
+                        tokio::task::block_in_place(|| {
+                            let _ = self.tx.send(cmd);
+                        });
+                    } else {
+                        let _ = self.tx.send(cmd);
+                    }
                 } else {
                     self.health.dropped_commands.fetch_add(1, Ordering::Relaxed);
                 }
