@@ -82,6 +82,8 @@ pub async fn run(mut base: Config, opts: BenchOptions) -> anyhow::Result<BenchRe
     let dir = tempfile::tempdir()?;
     base.storage.db = dir.path().join("bench.db");
     base.ensemble.members = opts.members.clone();
+    // The benchmark measures the members it was given.
+    base.composer.enabled = false;
     base.ward.beds = (1..=opts.beds).map(|i| format!("bed-{i}")).collect();
     base.ward.max_beds = base.ward.max_beds.max(opts.beds);
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;

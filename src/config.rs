@@ -38,6 +38,9 @@ pub struct Config {
     pub ensemble: EnsembleConfig,
     pub engine: crate::engine::EngineConfig,
     pub storage: StorageConfig,
+    /// Composition of the served ensemble (absent: the defaults).
+    #[serde(default)]
+    pub composer: crate::composer::service::ComposerConfig,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -193,6 +196,7 @@ impl Config {
                     .into(),
             );
         }
+        self.composer.validate()?;
         if self.storage.batch_rows == 0 {
             return Err("storage.batch_rows must be positive".into());
         }

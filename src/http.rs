@@ -53,8 +53,8 @@ pub struct AppState {
     pub ward: Ward,
     pub reader: StoreReader,
     pub store_health: Arc<StoreHealth>,
-    pub ensemble_id: i64,
-    pub models: Arc<Vec<ModelInfo>>,
+    /// The ensemble serving now and the composer's state.
+    pub serving: Arc<std::sync::Mutex<crate::composer::service::Serving>>,
     pub engine: crate::engine::Engine,
     /// The zoo folder as the watcher last saw it.
     pub zoo: Arc<std::sync::Mutex<crate::engine::reload::ZooStatus>>,
@@ -137,8 +137,10 @@ struct Range {
 }
 
 fn known_bed(s: &AppState, bed: &str) -> Result<(), ApiError> {
-    let known =
-        s.ward.views().iter().any(|v| v.bed == bed) || s.cfg.ward.beds.iter().any(|b| b == bed);
+    // `zoo` and `composer` hold the system's own events (model and plan changes).
+    let known = s.ward.views().iter().any(|v| v.bed == bed)
+        || s.cfg.ward.beds.iter().any(|b| b == bed)
+        || matches!(bed, "zoo" | "composer");
     if known {
         Ok(())
     } else {
@@ -181,10 +183,10 @@ async fn bed_events(
 
 async fn models(State(s): State<AppState>) -> Result<Json<serde_json::Value>, ApiError> {
     let zoo = s.zoo.lock().expect("zoo status lock").clone();
-    let (db, models) = (s.cfg.storage.db.clone(), s.models.clone());
+    let models = s.serving.lock().expect("serving lock").models.clone();
+    let (db, m2) = (s.cfg.storage.db.clone(), models.clone());
     let profiles = tokio::task::spawn_blocking(move || {
-        models
-            .iter()
+        m2.iter()
             .map(|m| {
                 crate::profile::load_profiles(&db, &m.name, &m.sha256).map(|p| (m.name.clone(), p))
             })
@@ -192,16 +194,21 @@ async fn models(State(s): State<AppState>) -> Result<Json<serde_json::Value>, Ap
     })
     .await??;
     Ok(Json(
-        json!({"models": *s.models, "serving": s.engine.members(), "zoo": zoo, "profiles": profiles}),
+        json!({"models": models, "serving": s.engine.members(), "zoo": zoo, "profiles": profiles}),
     ))
 }
 
 async fn ensemble(State(s): State<AppState>) -> Json<serde_json::Value> {
     let c = s.engine.counters();
     let n = |a: &std::sync::atomic::AtomicU64| a.load(Ordering::Relaxed);
+    let sv = s.serving.lock().expect("serving lock").clone();
     Json(json!({
-        "id": s.ensemble_id,
-        "source": "config",
+        "id": s.engine.ensemble_id(),
+        "source": sv.source,
+        "composed_plan": sv.plan,
+        "rung": sv.rung,
+        "composer": {"enabled": s.cfg.composer.enabled, "composing": sv.composing,
+                     "compositions": sv.compositions, "last_error": sv.last_error, "switches": sv.switches},
         "members": s.engine.members().iter().map(|(name, version)| json!({"name": name, "version": version})).collect::<Vec<_>>(),
         "combine": s.cfg.engine.combine,
         "slo_ms": s.cfg.engine.slo_ms,
@@ -220,11 +227,11 @@ async fn ensemble(State(s): State<AppState>) -> Json<serde_json::Value> {
 async fn ready(State(s): State<AppState>) -> Response {
     let writable = s.store_health.writable.load(Ordering::Relaxed);
     let body = json!({
-        "models_loaded": s.models.len(),
+        "models_loaded": s.engine.members().len(),
         "database_writable": writable,
         "last_database_error": *s.store_health.last_error.lock().expect("lock"),
     });
-    let status = if writable && !s.models.is_empty() {
+    let status = if writable && !s.engine.members().is_empty() {
         StatusCode::OK
     } else {
         StatusCode::SERVICE_UNAVAILABLE

@@ -8,6 +8,7 @@ use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
+use crate::composer::{self, service::Serving};
 use crate::config::Config;
 use crate::engine::reload::{ZooStatus, watch_zoo};
 use crate::engine::{Engine, EngineError, MemberSpec, device, plan};
@@ -44,19 +45,27 @@ impl Running {
     }
 }
 
-/// Starts the daemon on `listener`: loads and warms the ensemble, opens the database, and
-/// serves until `shutdown` is cancelled.
-pub async fn start(cfg: Config, listener: TcpListener) -> Result<Running, ServerError> {
-    let addr = listener.local_addr()?;
-    crate::telemetry::handle();
-    // Validate every member once here (a missing or broken one refuses to start, naming it).
-    let (dir, names) = (
-        cfg.ensemble.models_dir.clone(),
-        cfg.ensemble.members.clone(),
-    );
-    let probe = tokio::task::spawn_blocking(move || Ensemble::load(&dir, &names, 0))
-        .await
-        .expect("model loading does not panic")?;
+/// An ensemble ready to serve: its members validated, placed by the planner and described
+/// for the store.
+pub struct Prepared {
+    pub models: Vec<ModelInfo>,
+    pub specs: Vec<MemberSpec>,
+    /// `(name, version, sha256, input)` per member, for the store.
+    pub described: Vec<(String, u32, String, String)>,
+    /// The plan's cells as JSON.
+    pub plan: String,
+}
+
+/// Loads and validates the named members (a missing or broken one is an error naming it),
+/// reads their stored profiles and places them on `devices` for `beds` beds. Blocking.
+pub fn prepare(
+    cfg: &Config,
+    names: &[String],
+    devices: &[device::Device],
+    beds: usize,
+) -> Result<Prepared, ServerError> {
+    let dir = &cfg.ensemble.models_dir;
+    let probe = Ensemble::load(dir, names, 0)?;
     let models: Vec<ModelInfo> = probe
         .members
         .iter()
@@ -64,44 +73,92 @@ pub async fn start(cfg: Config, listener: TcpListener) -> Result<Running, Server
         .collect();
     let inputs: Vec<_> = probe.members.iter().map(|m| m.manifest.input).collect();
     drop(probe);
-    let described: Vec<(String, u32, String, String)> = models
+    let described = models
         .iter()
         .map(|m| (m.name.clone(), m.version, m.sha256.clone(), m.input.clone()))
         .collect();
-    // Devices, and the profiles measured earlier by `holmes profile` (they set the batch caps),
-    // read off the async workers.
-    let (db, keys) = (
-        cfg.storage.db.clone(),
-        models
-            .iter()
-            .map(|m| (m.name.clone(), m.sha256.clone()))
-            .collect::<Vec<_>>(),
-    );
-    let (devices, profiles) = tokio::task::spawn_blocking(move || {
-        let mut profiles = std::collections::HashMap::new();
-        for (name, sha) in keys {
-            for p in crate::profile::load_profiles(&db, &name, &sha).unwrap_or_default() {
-                profiles.insert((name.clone(), p.device.clone()), p);
-            }
+    // The profiles measured earlier by `holmes profile` set the batch caps.
+    let mut profiles = std::collections::HashMap::new();
+    for m in &models {
+        for p in
+            crate::profile::load_profiles(&cfg.storage.db, &m.name, &m.sha256).unwrap_or_default()
+        {
+            profiles.insert((m.name.clone(), p.device.clone()), p);
         }
-        (device::discover(), profiles)
-    })
-    .await
-    .expect("device discovery does not panic");
+    }
     let weights: Vec<(String, u64)> = models
         .iter()
         .map(|m| (m.name.clone(), m.parameters as u64 * 4))
         .collect();
-    let beds = cfg.ward.beds.len().max(cfg.ward.max_beds.min(64));
-    let cells = plan::plan(&weights, &devices, &profiles, &cfg.engine, beds);
+    let cells = plan::plan(&weights, devices, &profiles, &cfg.engine, beds);
     let plan = serde_json::to_string(&cells).expect("a plan serialises");
+    let specs = models
+        .iter()
+        .zip(inputs)
+        .zip(cells)
+        .map(|((m, input), cell)| MemberSpec {
+            name: m.name.clone(),
+            version: m.version,
+            input,
+            factory: device::zoo_factory(&dir.join(&m.name), &cell.device),
+            workers: cell.workers,
+            batch_cap: cell.batch_cap,
+            weight: 1.0,
+            device: cell.device,
+        })
+        .collect();
+    Ok(Prepared {
+        models,
+        specs,
+        described,
+        plan,
+    })
+}
+
+/// Starts the daemon on `listener`: loads and warms the ensemble, opens the database, and
+/// serves until `shutdown` is cancelled.
+pub async fn start(cfg: Config, listener: TcpListener) -> Result<Running, ServerError> {
+    let addr = listener.local_addr()?;
+    crate::telemetry::handle();
+    let devices = tokio::task::spawn_blocking(device::discover)
+        .await
+        .expect("device discovery does not panic");
+    let devices = Arc::new(devices);
+    // The plan stored by the composer for this zoo, bed count and hardware, if any; else the
+    // configured members (the composer then composes in the background).
+    let (c2, d2) = (cfg.clone(), devices.clone());
+    let (start_plan, prepared) = tokio::task::spawn_blocking(move || {
+        let stored = crate::composer::service::stored_plan(&c2, &d2);
+        if let Some(p) = &stored {
+            match prepare(&c2, &p.rungs[0].members, &d2, p.inputs.beds) {
+                Ok(prep) => return Ok((stored, prep)),
+                Err(e) => {
+                    tracing::warn!(error = %e, "The stored plan cannot be served; starting with the configured members")
+                }
+            }
+        }
+        let beds = crate::composer::service::initial_beds(&c2);
+        prepare(&c2, &c2.ensemble.members, &d2, beds).map(|p| (None, p))
+    })
+    .await
+    .expect("model loading does not panic")?;
+    let Prepared {
+        models,
+        specs,
+        described,
+        plan,
+    } = prepared;
+    let source = match &start_plan {
+        Some(p) => format!("plan {}", p.version),
+        None => "config".to_owned(),
+    };
     let store_cfg = cfg.storage.clone();
     let (store, ensemble_id, writer) = tokio::task::spawn_blocking(move || {
         store::start(
             &store_cfg,
             ServedEnsemble {
                 members: &described,
-                source: "config",
+                source: &source,
                 plan,
             },
         )
@@ -113,21 +170,6 @@ pub async fn start(cfg: Config, listener: TcpListener) -> Result<Running, Server
         .await
         .expect("opening the database does not panic")?;
 
-    let specs: Vec<MemberSpec> = models
-        .iter()
-        .zip(inputs)
-        .zip(cells)
-        .map(|((m, input), cell)| MemberSpec {
-            name: m.name.clone(),
-            version: m.version,
-            input,
-            factory: device::zoo_factory(&cfg.ensemble.models_dir.join(&m.name), &cell.device),
-            workers: cell.workers,
-            batch_cap: cell.batch_cap,
-            weight: 1.0,
-            device: cell.device,
-        })
-        .collect();
     let (engine_cfg, store2) = (cfg.engine.clone(), store.clone());
     let engine =
         tokio::task::spawn_blocking(move || Engine::start(&engine_cfg, specs, store2, ensemble_id))
@@ -166,13 +208,36 @@ pub async fn start(cfg: Config, listener: TcpListener) -> Result<Running, Server
         shutdown.child_token(),
         tracker.clone(),
     );
+    let serving = Arc::new(std::sync::Mutex::new(Serving {
+        models,
+        source: if start_plan.is_some() {
+            "plan"
+        } else {
+            "config"
+        }
+        .into(),
+        plan: start_plan.clone(),
+        ..Default::default()
+    }));
+    if cfg.composer.enabled {
+        let cx = composer::service::Context {
+            cfg: cfg.clone(),
+            engine: engine.clone(),
+            store: store.clone(),
+            ward: ward.clone(),
+            devices: devices.clone(),
+            serving: serving.clone(),
+            zoo_generation: zoo_generation.clone(),
+            shutdown: shutdown.child_token(),
+        };
+        tracker.spawn(composer::service::run(cx, start_plan.is_some()));
+    }
     let state = AppState {
         cfg: cfg.clone(),
         ward: ward.clone(),
         reader,
         store_health: store.health.clone(),
-        ensemble_id,
-        models: Arc::new(models),
+        serving,
         engine: engine.clone(),
         zoo: zoo_status,
         zoo_generation,

@@ -102,6 +102,15 @@ const MIGRATIONS: &[&str] = &[
     CREATE INDEX events_at ON events (at_ms);",
     // 4: the plan (device, workers, batch cap per member) that each ensemble row served with.
     "ALTER TABLE ensembles ADD COLUMN plan TEXT NOT NULL DEFAULT '[]';",
+    // 5: composed plans, versioned by id, with the inputs they were composed for.
+    "CREATE TABLE plans (
+        id INTEGER PRIMARY KEY,
+        key TEXT NOT NULL,
+        created_ms INTEGER NOT NULL,
+        reason TEXT NOT NULL,
+        body TEXT NOT NULL
+    );
+    CREATE INDEX plans_key ON plans (key, id);",
 ];
 
 /// How a window ended up.
@@ -175,6 +184,44 @@ pub struct StoreHealth {
     pub committed_scores: AtomicU64,
     pub dropped_commands: AtomicU64,
     pub last_error: Mutex<Option<String>>,
+    /// End-to-end latency of the latest scored windows (bounded), for the composer's watch
+    /// on the budget.
+    pub recent: Mutex<RecentLatency>,
+}
+
+/// The latest end-to-end latencies (ms) with their commit instants, at most [`RECENT_MAX`].
+#[derive(Debug, Default)]
+pub struct RecentLatency(std::collections::VecDeque<(Instant, f32)>);
+
+pub const RECENT_MAX: usize = 4096;
+
+impl RecentLatency {
+    pub fn push(&mut self, at: Instant, ms: f32) {
+        if self.0.len() == RECENT_MAX {
+            self.0.pop_front();
+        }
+        self.0.push_back((at, ms));
+    }
+
+    /// p95 (ms) and count of the latencies committed within `span` before now.
+    pub fn p95(&self, span: Duration) -> Option<(f64, usize)> {
+        let now = Instant::now();
+        let mut v: Vec<f32> = self
+            .0
+            .iter()
+            .rev()
+            .take_while(|(t, _)| now.duration_since(*t) <= span)
+            .map(|x| x.1)
+            .collect();
+        if v.is_empty() {
+            return None;
+        }
+        v.sort_by(f32::total_cmp);
+        Some((
+            v[((v.len() - 1) as f64 * 0.95).round() as usize] as f64,
+            v.len(),
+        ))
+    }
 }
 
 /// Handle to the writer thread. Cheap to clone; sending never blocks an async task.
@@ -190,7 +237,7 @@ pub fn now_ms() -> i64 {
         .map_or(0, |d| d.as_millis() as i64)
 }
 
-fn open(path: &Path) -> Result<Connection, StoreError> {
+pub(crate) fn open(path: &Path) -> Result<Connection, StoreError> {
     let err = |source| StoreError::Sqlite {
         path: path.to_owned(),
         source,
@@ -238,26 +285,15 @@ pub struct ServedEnsemble<'a> {
     pub plan: String,
 }
 
-/// Opens (creating and migrating) the database, records the served ensemble, and starts the
-/// writer thread. Returns the handle and the ensemble's id.
-pub fn start(
-    cfg: &StorageConfig,
-    ensemble: ServedEnsemble<'_>,
-) -> Result<(StoreHandle, i64, std::thread::JoinHandle<()>), StoreError> {
-    let path = cfg.db.clone();
-    let err = |source| StoreError::Sqlite {
-        path: path.clone(),
-        source,
-    };
-    let mut c = open(&path)?;
-    migrate(&mut c, &path)?;
+/// Records the models and the ensemble (members and plan) of `ensemble`, reusing an identical
+/// row; returns the ensemble's id.
+fn register(c: &Connection, ensemble: &ServedEnsemble<'_>) -> rusqlite::Result<i64> {
     let now = now_ms();
     for (name, version, sha, input) in ensemble.members {
         c.execute(
             "INSERT OR IGNORE INTO models (name, version, sha256, input, first_loaded_ms) VALUES (?1, ?2, ?3, ?4, ?5)",
             params![name, version, sha, input, now],
-        )
-        .map_err(err)?;
+        )?;
     }
     let members = json!(
         ensemble
@@ -273,19 +309,43 @@ pub fn start(
             params![&members, &ensemble.plan],
             |r| r.get(0),
         )
-        .optional()
-        .map_err(err)?;
-    let ensemble_id = match existing {
-        Some(id) => id,
+        .optional()?;
+    match existing {
+        Some(id) => Ok(id),
         None => {
             c.execute(
                 "INSERT INTO ensembles (members, created_ms, source, plan) VALUES (?1, ?2, ?3, ?4)",
                 params![members, now, ensemble.source, ensemble.plan],
-            )
-            .map_err(err)?;
-            c.last_insert_rowid()
+            )?;
+            Ok(c.last_insert_rowid())
         }
+    }
+}
+
+/// Records an ensemble while the daemon runs (its own short connection; WAL lets it write
+/// beside the writer thread). Returns the ensemble's id.
+pub fn register_ensemble(path: &Path, ensemble: &ServedEnsemble<'_>) -> Result<i64, StoreError> {
+    let c = open(path)?;
+    register(&c, ensemble).map_err(|source| StoreError::Sqlite {
+        path: path.to_owned(),
+        source,
+    })
+}
+
+/// Opens (creating and migrating) the database, records the served ensemble, and starts the
+/// writer thread. Returns the handle and the ensemble's id.
+pub fn start(
+    cfg: &StorageConfig,
+    ensemble: ServedEnsemble<'_>,
+) -> Result<(StoreHandle, i64, std::thread::JoinHandle<()>), StoreError> {
+    let path = cfg.db.clone();
+    let err = |source| StoreError::Sqlite {
+        path: path.clone(),
+        source,
     };
+    let mut c = open(&path)?;
+    migrate(&mut c, &path)?;
+    let ensemble_id = register(&c, &ensemble).map_err(err)?;
     let (tx, rx) = std::sync::mpsc::sync_channel(cfg.batch_rows * 16);
     let health = Arc::new(StoreHealth::default());
     health.writable.store(true, Ordering::Relaxed);
@@ -418,12 +478,18 @@ impl Writer {
             Ok(()) => {
                 metrics::histogram!("holmes_sqlite_commit_seconds")
                     .record(t.elapsed().as_secs_f64());
+                let now = Instant::now();
+                let mut recent = self.health.recent.lock().expect("lock");
                 for c in &batch {
                     if let Cmd::Score(r) = c {
-                        metrics::histogram!("holmes_end_to_end_seconds")
-                            .record(r.last_sample_at.elapsed().as_secs_f64());
+                        let e2e = now.duration_since(r.last_sample_at);
+                        metrics::histogram!("holmes_end_to_end_seconds").record(e2e.as_secs_f64());
+                        if r.score.is_some() {
+                            recent.push(now, e2e.as_secs_f32() * 1000.0);
+                        }
                     }
                 }
+                drop(recent);
                 self.health.writable.store(true, Ordering::Relaxed);
                 self.health
                     .committed_scores

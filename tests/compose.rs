@@ -45,7 +45,12 @@ fn compose_all_methods_on_a_small_zoo() {
     let rows: Vec<serde_json::Value> = serde_json::from_slice(&out.stdout).unwrap();
     let budgets: std::collections::BTreeSet<u64> = rows
         .iter()
-        .map(|r| r["budget_ms"].as_f64().unwrap().to_bits())
+        .map(|r| {
+            r["budget_ms"]
+                .as_f64()
+                .unwrap_or_else(|| panic!("no budget in {r}"))
+                .to_bits()
+        })
         .collect();
     assert_eq!(budgets.len(), 3, "three budgets");
     assert_eq!(rows.len(), 3 * holmes::composer::compose::METHODS.len());

@@ -265,7 +265,10 @@ pub fn default_budgets(entries: &[Entry], beds: usize, hop_s: f64) -> Vec<f64> {
         .filter(|&l| l >= 1.0)
         .fold(f64::INFINITY, f64::min);
     let single = if single.is_finite() { single } else { 1.0 };
+    // All members at once may overload the beds' schedule (an unbounded queue): then the
+    // top budget is what the largest stable ensemble of singles would need.
     let all = latency_estimate(entries, &vec![true; n], beds, hop_s);
+    let all = if all.is_finite() { all } else { 8.0 * single };
     let (lo, hi) = (2.0 * single, (all / 2.0).max(4.0 * single));
     vec![lo, (lo * hi).sqrt(), hi]
 }

@@ -9,4 +9,6 @@
 pub mod compose;
 pub mod measure;
 pub mod netcalc;
+pub mod plans;
 pub mod search;
+pub mod service;

@@ -19,7 +19,7 @@ pub mod worker;
 pub use worker::{Factory, FakeModel, InferModel, ZooInfer};
 
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, RwLock};
 use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
@@ -150,10 +150,10 @@ impl EngineMetrics {
     }
 }
 
-/// State shared by workers, the deadline watcher and submitters.
+/// State shared by workers, the deadline watcher and submitters of one served ensemble.
 pub struct Shared {
     pub store: StoreHandle,
-    pub metrics: EngineMetrics,
+    pub metrics: Arc<EngineMetrics>,
     pub ensemble_id: i64,
     slots: Vec<Arc<ModelSlot>>,
     weights: Vec<f64>,
@@ -178,12 +178,136 @@ impl Shared {
     }
 }
 
-/// Handle to the running engine. Cheap to clone.
+/// One served ensemble: its shared state and threads. The engine swaps whole generations.
+struct Generation {
+    shared: Arc<Shared>,
+    threads: Mutex<Vec<std::thread::JoinHandle<()>>>,
+}
+
+impl Generation {
+    /// Starts every member's workers and the deadline watcher; returns once each worker has
+    /// built (loaded and warmed) its model, or with the first failure.
+    fn start(
+        cfg: &EngineConfig,
+        members: Vec<MemberSpec>,
+        store: StoreHandle,
+        ensemble_id: i64,
+        metrics: Arc<EngineMetrics>,
+    ) -> Result<Generation, EngineError> {
+        let weights = members
+            .iter()
+            .map(|m| {
+                if cfg.combine == Combine::WeightedMean {
+                    m.weight
+                } else {
+                    1.0
+                }
+            })
+            .collect();
+        let slots = members
+            .into_iter()
+            .map(|m| {
+                Arc::new(ModelSlot {
+                    name: m.name,
+                    input: m.input,
+                    version: AtomicU32::new(m.version),
+                    queue: ModelQueue::new(cfg.queue_capacity),
+                    generation: AtomicU64::new(0),
+                    factory: Mutex::new(m.factory),
+                    workers: m.workers.max(1),
+                    batch_cap: m.batch_cap.max(1),
+                    device: m.device,
+                })
+            })
+            .collect::<Vec<_>>();
+        let shared = Arc::new(Shared {
+            store,
+            metrics,
+            ensemble_id,
+            slots,
+            weights,
+            deadlines: deadline::Deadlines::default(),
+        });
+        let mut threads = Vec::new();
+        let mut ready = Vec::new();
+        let mut spawn_err = None;
+        'spawn: for (i, slot) in shared.slots.iter().enumerate() {
+            for w in 0..slot.workers {
+                let (tx, rx) = std::sync::mpsc::channel();
+                let (sh, cap) = (shared.clone(), slot.batch_cap);
+                match std::thread::Builder::new()
+                    .name(format!("holmes-{}-{w}", slot.name))
+                    .spawn(move || worker::run(sh, i, cap, tx))
+                {
+                    Ok(h) => threads.push(h),
+                    Err(e) => {
+                        spawn_err = Some(EngineError::Thread(e.to_string()));
+                        break 'spawn;
+                    }
+                }
+                ready.push(rx);
+            }
+        }
+        if spawn_err.is_none() {
+            let sh = shared.clone();
+            match std::thread::Builder::new()
+                .name("holmes-deadlines".into())
+                .spawn(move || sh.deadlines.run(&sh))
+            {
+                Ok(h) => threads.push(h),
+                Err(e) => spawn_err = Some(EngineError::Thread(e.to_string())),
+            }
+        }
+        let generation = Generation {
+            shared,
+            threads: Mutex::new(threads),
+        };
+        let mut failure = spawn_err;
+        for r in ready {
+            let res = r
+                .recv()
+                .map_err(|e| EngineError::Thread(e.to_string()))
+                .and_then(|x| x);
+            if let Err(e) = res {
+                failure.get_or_insert(e);
+            }
+        }
+        match failure {
+            Some(e) => {
+                generation.stop();
+                Err(e)
+            }
+            None => Ok(generation),
+        }
+    }
+
+    /// Queues close (workers finish what is queued), the watcher stops, threads join.
+    fn stop(&self) {
+        for s in &self.shared.slots {
+            s.queue.close();
+        }
+        let threads: Vec<_> = std::mem::take(&mut *self.threads.lock().expect("threads lock"));
+        let (workers, watcher): (Vec<_>, Vec<_>) = threads
+            .into_iter()
+            .partition(|t| t.thread().name() != Some("holmes-deadlines"));
+        for t in workers {
+            let _ = t.join();
+        }
+        self.shared.deadlines.stop();
+        for t in watcher {
+            let _ = t.join();
+        }
+    }
+}
+
+/// Handle to the running engine. Cheap to clone; every clone follows [`Engine::switch`].
 #[derive(Clone)]
 pub struct Engine {
-    shared: Arc<Shared>,
-    slo: Duration,
-    threads: Arc<Mutex<Vec<std::thread::JoinHandle<()>>>>,
+    current: Arc<RwLock<Arc<Generation>>>,
+    metrics: Arc<EngineMetrics>,
+    cfg: Arc<EngineConfig>,
+    /// Serialises switches (a switch loads models, outside the `current` lock).
+    switching: Arc<Mutex<()>>,
 }
 
 /// Engine settings (the `[engine]` config section).
@@ -216,82 +340,51 @@ impl Engine {
         store: StoreHandle,
         ensemble_id: i64,
     ) -> Result<Engine, EngineError> {
-        let weights = members
-            .iter()
-            .map(|m| {
-                if cfg.combine == Combine::WeightedMean {
-                    m.weight
-                } else {
-                    1.0
-                }
-            })
-            .collect();
-        let slots = members
-            .into_iter()
-            .map(|m| {
-                Arc::new(ModelSlot {
-                    name: m.name,
-                    input: m.input,
-                    version: AtomicU32::new(m.version),
-                    queue: ModelQueue::new(cfg.queue_capacity),
-                    generation: AtomicU64::new(0),
-                    factory: Mutex::new(m.factory),
-                    workers: m.workers.max(1),
-                    batch_cap: m.batch_cap.max(1),
-                    device: m.device,
-                })
-            })
-            .collect::<Vec<_>>();
-        let shared = Arc::new(Shared {
-            store,
-            metrics: EngineMetrics::default(),
-            ensemble_id,
-            slots,
-            weights,
-            deadlines: deadline::Deadlines::default(),
-        });
-        let mut threads = Vec::new();
-        let mut ready = Vec::new();
-        for (i, slot) in shared.slots.iter().enumerate() {
-            for w in 0..slot.workers {
-                let (tx, rx) = std::sync::mpsc::channel();
-                let (sh, cap) = (shared.clone(), slot.batch_cap);
-                let h = std::thread::Builder::new()
-                    .name(format!("holmes-{}-{w}", slot.name))
-                    .spawn(move || worker::run(sh, i, cap, tx))
-                    .map_err(|e| EngineError::Thread(e.to_string()))?;
-                threads.push(h);
-                ready.push(rx);
-            }
-        }
-        let sh = shared.clone();
-        threads.push(
-            std::thread::Builder::new()
-                .name("holmes-deadlines".into())
-                .spawn(move || sh.deadlines.run(&sh))
-                .map_err(|e| EngineError::Thread(e.to_string()))?,
+        let metrics = Arc::new(EngineMetrics::default());
+        let g = Generation::start(cfg, members, store, ensemble_id, metrics.clone())?;
+        Ok(Engine {
+            current: Arc::new(RwLock::new(Arc::new(g))),
+            metrics,
+            cfg: Arc::new(cfg.clone()),
+            switching: Arc::new(Mutex::new(())),
+        })
+    }
+
+    fn current(&self) -> Arc<Generation> {
+        self.current.read().expect("engine lock").clone()
+    }
+
+    /// Serves a new ensemble: its workers start (models load and warm) while the current one
+    /// keeps serving; then new windows go to the new one at once, and the old one finishes
+    /// the windows it holds (they commit under its ensemble id) and stops. On failure the
+    /// current ensemble keeps serving.
+    pub fn switch(
+        &self,
+        members: Vec<MemberSpec>,
+        store: StoreHandle,
+        ensemble_id: i64,
+    ) -> Result<(), EngineError> {
+        let _one = self.switching.lock().expect("switch lock");
+        let g = Generation::start(&self.cfg, members, store, ensemble_id, self.metrics.clone())?;
+        let old = std::mem::replace(
+            &mut *self.current.write().expect("engine lock"),
+            Arc::new(g),
         );
-        let engine = Engine {
-            shared,
-            slo: Duration::from_millis(cfg.slo_ms),
-            threads: Arc::new(Mutex::new(threads)),
-        };
-        for r in ready {
-            let res = r
-                .recv()
-                .map_err(|e| EngineError::Thread(e.to_string()))
-                .and_then(|x| x);
-            if let Err(e) = res {
-                engine.shutdown();
-                return Err(e);
-            }
-        }
-        Ok(engine)
+        old.stop();
+        Ok(())
+    }
+
+    /// Id of the ensemble (members and plan) serving now.
+    pub fn ensemble_id(&self) -> i64 {
+        self.current().shared.ensemble_id
     }
 
     /// Hands a closed window to the engine. Never blocks on inference.
     pub fn submit(&self, w: ClosedWindow) {
-        let sh = &self.shared;
+        // The read lock is held through the submission, so a switch never strands a window in
+        // a generation that is stopping.
+        let g = self.current.read().expect("engine lock");
+        let sh = &g.shared;
         let slots: Vec<Slot> = sh
             .slots
             .iter()
@@ -306,7 +399,7 @@ impl Engine {
         let applicable: Vec<usize> = (0..slots.len())
             .filter(|&i| slots[i] == Slot::Waiting)
             .collect();
-        let job = Arc::new(WindowJob::new(w, slots, self.slo));
+        let job = Arc::new(WindowJob::new(w, slots, self.slo()));
         if applicable.is_empty() {
             job.commit_now(sh);
             return;
@@ -331,7 +424,8 @@ impl Engine {
 
     /// Device of member `name`.
     pub fn device_of(&self, name: &str) -> Option<String> {
-        self.shared
+        self.current()
+            .shared
             .slots
             .iter()
             .find(|s| s.name == name)
@@ -341,7 +435,8 @@ impl Engine {
     /// Swaps in a new version of member `name` (already validated); workers switch between
     /// batches. Returns false when `name` is not a member.
     pub fn reload(&self, name: &str, version: u32, factory: Factory) -> bool {
-        let Some(slot) = self.shared.slots.iter().find(|s| s.name == name) else {
+        let g = self.current();
+        let Some(slot) = g.shared.slots.iter().find(|s| s.name == name) else {
             return false;
         };
         *slot.factory.lock().expect("factory lock") = factory;
@@ -351,12 +446,13 @@ impl Engine {
     }
 
     pub fn members(&self) -> Vec<(String, u32)> {
-        self.shared.member_names()
+        self.current().shared.member_names()
     }
 
     /// The running plan: per member, device, workers and batch cap.
     pub fn plan(&self) -> Vec<serde_json::Value> {
-        self.shared
+        self.current()
+            .shared
             .slots
             .iter()
             .map(|s| serde_json::json!({"model": s.name, "device": s.device, "workers": s.workers, "batch_cap": s.batch_cap}))
@@ -364,12 +460,13 @@ impl Engine {
     }
 
     pub fn counters(&self) -> &Counters {
-        &self.shared.metrics.counters
+        &self.metrics.counters
     }
 
     /// Windows waiting per member queue.
     pub fn queue_lengths(&self) -> Vec<(String, usize)> {
-        self.shared
+        self.current()
+            .shared
             .slots
             .iter()
             .map(|s| (s.name.clone(), s.queue.len()))
@@ -377,25 +474,12 @@ impl Engine {
     }
 
     pub fn slo(&self) -> Duration {
-        self.slo
+        Duration::from_millis(self.cfg.slo_ms)
     }
 
     /// Stops: queues close (workers finish what is queued), the watcher stops, threads join.
     pub fn shutdown(&self) {
-        for s in &self.shared.slots {
-            s.queue.close();
-        }
-        let threads: Vec<_> = std::mem::take(&mut *self.threads.lock().expect("threads lock"));
-        let (workers, watcher): (Vec<_>, Vec<_>) = threads
-            .into_iter()
-            .partition(|t| t.thread().name() != Some("holmes-deadlines"));
-        for t in workers {
-            let _ = t.join();
-        }
-        self.shared.deadlines.stop();
-        for t in watcher {
-            let _ = t.join();
-        }
+        self.current().stop();
     }
 }
 

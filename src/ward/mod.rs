@@ -76,6 +76,8 @@ pub enum EventKind {
     BadSamples,
     /// A model was added, changed, refused or removed (recorded under the bed `zoo`).
     ZooChange,
+    /// The composer switched the serving ensemble (recorded under the bed `composer`).
+    PlanChange,
 }
 
 impl EventKind {
@@ -92,6 +94,7 @@ impl EventKind {
             EventKind::Outage => "outage",
             EventKind::BadSamples => "bad_samples",
             EventKind::ZooChange => "zoo_change",
+            EventKind::PlanChange => "plan_change",
         }
     }
 }

@@ -301,6 +301,12 @@ impl Ward {
         let _ = tx.send(BedCmd::Detach { conn }).await;
     }
 
+    /// Beds with a monitor connected now.
+    pub fn connected_beds(&self) -> usize {
+        let beds = self.inner.beds.lock().expect("lock");
+        beds.values().filter(|e| e.conn.is_some()).count()
+    }
+
     /// Every bed's status, sorted by bed.
     pub fn views(&self) -> Vec<BedView> {
         let w = &self.inner.cfg.ward;

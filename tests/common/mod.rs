@@ -49,6 +49,8 @@ pub fn test_config(dir: &Path) -> Config {
     // These tests check what is scored, not how fast: a loaded CI machine (debug build, tests
     // in parallel) must not turn windows partial. Deadlines are tested in tests/engine.rs.
     c.engine.slo_ms = 20_000;
+    // The configured members serve unless a test turns the composer on.
+    c.composer.enabled = false;
     c
 }
 

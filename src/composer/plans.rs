@@ -1,0 +1,156 @@
+//! Composed plans, persisted: each plan is a versioned row of the `plans` table with the
+//! inputs it was composed for (zoo checksums, bed count, hardware, budget, method), the
+//! chosen ensemble and its ladder of cheaper rungs. The [`service`](super::service) looks a
+//! plan up by its key at start-up and writes one after every composition; `GET /api/ensemble`
+//! shows the one serving.
+
+use std::path::Path;
+
+use rusqlite::{OptionalExtension, params};
+use serde::{Deserialize, Serialize};
+
+use crate::store::{self, StoreError, now_ms};
+
+/// Format of a plan's JSON body.
+pub const PLAN_FORMAT: u32 = 1;
+
+/// What a plan was composed for; a plan is valid while its key matches the daemon's.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PlanInputs {
+    /// `name@sha256` of every valid zoo model, sorted.
+    pub zoo: Vec<String>,
+    /// Beds planned for (a multiple of the composer's bed step).
+    pub beds: usize,
+    /// This machine (CPU model and GPUs).
+    pub hardware: String,
+    pub slo_ms: u64,
+    /// Latency budget the search used (slo x budget fraction / calibration), ms.
+    pub budget_ms: f64,
+    pub method: String,
+    /// Measured / estimated latency of the plan that served before (1: none measured).
+    pub calibration: f64,
+}
+
+impl PlanInputs {
+    /// The lookup key: everything but the calibration and the derived budget.
+    pub fn key(&self) -> String {
+        let text = format!(
+            "{}|{}|{}|{}|{}",
+            self.zoo.join(","),
+            self.beds,
+            self.hardware,
+            self.slo_ms,
+            self.method
+        );
+        crate::zoo::sha256_hex(text.as_bytes())
+    }
+}
+
+/// One rung of the ladder: an ensemble and what the composer expects of it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Rung {
+    pub members: Vec<String>,
+    pub budget_ms: f64,
+    pub val_roc_auc: f64,
+    /// Estimated end-to-end latency, ms.
+    pub latency_ms: f64,
+}
+
+/// A composed plan: rung 0 is the ensemble to serve, the rest the cheaper ladder.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Plan {
+    pub format: u32,
+    /// Row id of the stored plan (0 until stored): the plan's version.
+    #[serde(default)]
+    pub version: i64,
+    pub inputs: PlanInputs,
+    pub rungs: Vec<Rung>,
+    pub profiler_calls: usize,
+    pub seconds: f64,
+    pub created_ms: i64,
+}
+
+/// Stores `plan` as a new version; returns it.
+pub fn save(db: &Path, plan: &mut Plan, reason: &str) -> Result<i64, StoreError> {
+    let c = store::open(db)?;
+    let err = |source| StoreError::Sqlite {
+        path: db.to_owned(),
+        source,
+    };
+    let body = serde_json::to_string(plan).expect("a plan serialises");
+    c.execute(
+        "INSERT INTO plans (key, created_ms, reason, body) VALUES (?1, ?2, ?3, ?4)",
+        params![plan.inputs.key(), now_ms(), reason, body],
+    )
+    .map_err(err)?;
+    plan.version = c.last_insert_rowid();
+    Ok(plan.version)
+}
+
+/// The newest stored plan with this key, if any (an unreadable body counts as none).
+pub fn latest(db: &Path, key: &str) -> Result<Option<Plan>, StoreError> {
+    let c = store::open(db)?;
+    let err = |source| StoreError::Sqlite {
+        path: db.to_owned(),
+        source,
+    };
+    let row: Option<(i64, String)> = c
+        .query_row(
+            "SELECT id, body FROM plans WHERE key = ?1 ORDER BY id DESC LIMIT 1",
+            params![key],
+            |r| Ok((r.get(0)?, r.get(1)?)),
+        )
+        .optional()
+        .map_err(err)?;
+    Ok(row.and_then(|(id, body)| {
+        let mut p: Plan = serde_json::from_str(&body).ok()?;
+        (p.format == PLAN_FORMAT && !p.rungs.is_empty()).then(|| {
+            p.version = id;
+            p
+        })
+    }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn plans_are_versioned_and_found_by_their_inputs() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = dir.path().join("p.db");
+        let mut c = store::open(&db).unwrap();
+        store::migrate(&mut c, &db).unwrap();
+        let inputs = PlanInputs {
+            zoo: vec!["a@1".into(), "b@2".into()],
+            beds: 16,
+            hardware: "cpu".into(),
+            slo_ms: 200,
+            budget_ms: 140.0,
+            method: "holmes".into(),
+            calibration: 1.0,
+        };
+        let mut p = Plan {
+            format: PLAN_FORMAT,
+            version: 0,
+            inputs: inputs.clone(),
+            rungs: vec![Rung {
+                members: vec!["a".into()],
+                budget_ms: 140.0,
+                val_roc_auc: 0.9,
+                latency_ms: 3.0,
+            }],
+            profiler_calls: 5,
+            seconds: 0.1,
+            created_ms: 1,
+        };
+        let v1 = save(&db, &mut p, "test").unwrap();
+        let v2 = save(&db, &mut p, "again").unwrap();
+        assert!(v2 > v1);
+        let found = latest(&db, &inputs.key()).unwrap().unwrap();
+        assert_eq!(found.version, v2);
+        assert_eq!(found.rungs, p.rungs);
+        let other = PlanInputs { beds: 32, ..inputs };
+        assert!(latest(&db, &other.key()).unwrap().is_none());
+    }
+}

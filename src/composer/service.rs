@@ -1,0 +1,515 @@
+//! Recomposition while serving: an actor that keeps the served ensemble composed for the
+//! current zoo, bed count and hardware (HOLMES section 3.3 run online).
+//!
+//! It composes at start-up when no stored plan ([`plans`](super::plans)) fits, and again in
+//! the background when the zoo changes (the [`reload`](crate::engine::reload) watcher's
+//! generation), when the connected beds cross a multiple of `beds_step` and hold there, or
+//! when the measured end-to-end p95 breaks the budget (then with the estimate calibrated by
+//! what was measured). The previous plan serves while a composition runs; the switch is the
+//! engine's atomic [`Engine::switch`]. A ladder of cheaper rungs, composed with each plan for
+//! fractions of the budget, lets it step down at once under a sudden overload (InferLine's
+//! reactive controller, Cocktail's shrinking) and back up after a quiet period.
+
+use std::path::Path;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use serde::{Deserialize, Serialize};
+use serde_json::json;
+use tokio::sync::watch;
+use tokio_util::sync::CancellationToken;
+
+use super::compose;
+use super::plans::{self, PLAN_FORMAT, Plan, PlanInputs, Rung};
+use super::search::HolmesParams;
+use crate::config::Config;
+use crate::engine::Engine;
+use crate::engine::device::Device;
+use crate::http::ModelInfo;
+use crate::store::{self, ServedEnsemble, StoreHandle, now_ms};
+use crate::ward::{EventKind, TechEvent, Ward};
+use crate::zoo::{MANIFEST_FILE, Manifest};
+
+/// The `[composer]` config section.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ComposerConfig {
+    /// Compose the served ensemble from the zoo; false serves `ensemble.members` as given.
+    pub enabled: bool,
+    /// Search method: holmes, holmes-ucb, exact, rd, af, lf or npo.
+    pub method: String,
+    /// Profiler calls per composition (HOLMES and NPO).
+    pub calls: usize,
+    /// Fraction of `engine.slo_ms` the composed ensemble's estimated latency may use.
+    pub budget_fraction: f64,
+    /// Budgets of the cheaper ladder rungs, as fractions of the plan's budget.
+    pub ladder: Vec<f64>,
+    /// Beds assumed before monitors connect (at least `ward.beds`).
+    pub initial_beds: usize,
+    /// Recompose when the connected beds cross a multiple of this...
+    pub beds_step: usize,
+    /// ...and have held there this many seconds.
+    pub settle_secs: f64,
+    /// Seconds of committed scores the p95 watch looks at.
+    pub p95_window_secs: f64,
+    /// Fewest scored windows in that span before the p95 counts.
+    pub p95_min_windows: usize,
+    /// Seconds without a breach before stepping back up one rung.
+    pub quiet_secs: f64,
+}
+
+impl Default for ComposerConfig {
+    fn default() -> Self {
+        ComposerConfig {
+            enabled: true,
+            method: "holmes".into(),
+            calls: 100,
+            budget_fraction: 0.7,
+            ladder: vec![0.5, 0.25, 0.1],
+            initial_beds: 16,
+            beds_step: 16,
+            settle_secs: 10.0,
+            p95_window_secs: 60.0,
+            p95_min_windows: 20,
+            quiet_secs: 300.0,
+        }
+    }
+}
+
+impl ComposerConfig {
+    pub fn validate(&self) -> Result<(), String> {
+        if !compose::METHODS.contains(&self.method.as_str()) {
+            return Err(format!(
+                "composer.method {:?} is not one of {}",
+                self.method,
+                compose::METHODS.join(", ")
+            ));
+        }
+        if !(self.budget_fraction > 0.0 && self.budget_fraction <= 1.0)
+            || self.ladder.iter().any(|f| !(*f > 0.0 && *f < 1.0))
+        {
+            return Err(
+                "composer.budget_fraction must lie in (0, 1] and ladder steps in (0, 1)".into(),
+            );
+        }
+        if self.beds_step == 0 || self.calls == 0 {
+            return Err("composer.beds_step and composer.calls must be positive".into());
+        }
+        Ok(())
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ComposerError {
+    #[error("reading the zoo: {0}")]
+    Zoo(String),
+    #[error("the zoo has no valid model to compose from")]
+    EmptyZoo,
+    #[error(transparent)]
+    Store(#[from] store::StoreError),
+    #[error("switching the served ensemble: {0}")]
+    Switch(String),
+}
+
+/// What the daemon serves and what the composer is doing, for the API.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct Serving {
+    pub models: Vec<ModelInfo>,
+    /// `config` (the configured members) or `plan` (a composed plan, see `plan`).
+    pub source: String,
+    pub plan: Option<Plan>,
+    /// Rung of the plan's ladder serving now (0: the plan itself).
+    pub rung: usize,
+    pub composing: bool,
+    pub compositions: u64,
+    pub last_error: Option<String>,
+    /// The latest switches, newest last (bounded).
+    pub switches: Vec<Switch>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Switch {
+    pub at_ms: i64,
+    pub reason: String,
+    pub plan_version: Option<i64>,
+    pub rung: usize,
+    pub ensemble_id: i64,
+    pub members: Vec<String>,
+}
+
+const MAX_SWITCHES: usize = 20;
+
+/// The machine as a plan key sees it: the CPU and every device found.
+pub fn hardware(devices: &[Device]) -> String {
+    let ids: Vec<String> = devices
+        .iter()
+        .map(|d| format!("{}={}", d.id, d.name))
+        .collect();
+    format!("{} [{}]", crate::profile::hardware(), ids.join(", "))
+}
+
+/// `name@sha256` of every model folder with a readable manifest, sorted.
+pub fn zoo_fingerprint(dir: &Path) -> Vec<String> {
+    let mut out: Vec<String> = crate::zoo::model_dirs(dir)
+        .unwrap_or_default()
+        .into_iter()
+        .filter_map(|d| {
+            let text = std::fs::read_to_string(d.join(MANIFEST_FILE)).ok()?;
+            let m: Manifest = serde_json::from_str(&text).ok()?;
+            Some(format!("{}@{}", m.name, m.weights.sha256))
+        })
+        .collect();
+    out.sort();
+    out
+}
+
+/// `beds` rounded up to the bed step (at least one step).
+pub fn bucket(beds: usize, step: usize) -> usize {
+    beds.max(1).div_ceil(step) * step
+}
+
+/// Beds to plan for before monitors connect.
+pub fn initial_beds(cfg: &Config) -> usize {
+    bucket(
+        cfg.ward.beds.len().max(cfg.composer.initial_beds),
+        cfg.composer.beds_step,
+    )
+}
+
+fn inputs(cfg: &Config, beds: usize, hardware: &str, calibration: f64) -> PlanInputs {
+    let c = &cfg.composer;
+    PlanInputs {
+        zoo: zoo_fingerprint(&cfg.ensemble.models_dir),
+        beds,
+        hardware: hardware.to_owned(),
+        slo_ms: cfg.engine.slo_ms,
+        budget_ms: cfg.engine.slo_ms as f64 * c.budget_fraction / calibration.max(1.0),
+        method: c.method.clone(),
+        calibration,
+    }
+}
+
+/// The stored plan for the current zoo, initial beds and hardware, when the composer is on.
+/// Blocking.
+pub fn stored_plan(cfg: &Config, devices: &[Device]) -> Option<Plan> {
+    if !cfg.composer.enabled {
+        return None;
+    }
+    let db = &cfg.storage.db;
+    let mut c = store::open(db).ok()?;
+    store::migrate(&mut c, db).ok()?;
+    drop(c);
+    let key = inputs(cfg, initial_beds(cfg), &hardware(devices), 1.0).key();
+    match plans::latest(db, &key) {
+        Ok(p) => p,
+        Err(e) => {
+            tracing::warn!(error = %e, "Cannot read stored plans");
+            None
+        }
+    }
+}
+
+/// Composes a plan for `beds` beds: rung 0 within the budget, then one rung per ladder step.
+/// Blocking (profiles models without a stored profile, then searches).
+pub fn compose_plan(
+    cfg: &Config,
+    beds: usize,
+    hardware: &str,
+    calibration: f64,
+) -> Result<Plan, ComposerError> {
+    let t = Instant::now();
+    let inputs = inputs(cfg, beds, hardware, calibration);
+    let entries = compose::load_zoo(&cfg.ensemble.models_dir, &cfg.storage.db)
+        .map_err(|e| ComposerError::Zoo(format!("{e:#}")))?;
+    if entries.is_empty() {
+        return Err(ComposerError::EmptyZoo);
+    }
+    let hop = cfg.ward.hop_secs as f64;
+    let params = HolmesParams {
+        budget_calls: cfg.composer.calls,
+        ..Default::default()
+    };
+    let mut rungs: Vec<Rung> = Vec::new();
+    let mut calls = 0;
+    for f in std::iter::once(1.0).chain(cfg.composer.ladder.iter().copied()) {
+        let budget = inputs.budget_ms * f;
+        let row = compose::run(&entries, &inputs.method, budget, beds, hop, &params);
+        calls += row.profiler_calls;
+        if row.members.is_empty() || rungs.iter().any(|r| r.members == row.members) {
+            continue;
+        }
+        rungs.push(Rung {
+            members: row.members,
+            budget_ms: budget,
+            val_roc_auc: row.val_roc_auc,
+            latency_ms: row.latency_ms,
+        });
+    }
+    if rungs.is_empty() {
+        // Nothing fits: serve the fastest model rather than nothing, and say so.
+        let (i, e) = entries
+            .iter()
+            .enumerate()
+            .min_by(|a, b| a.1.latency_ms.total_cmp(&b.1.latency_ms))
+            .expect("the zoo is not empty");
+        let mut b = vec![false; entries.len()];
+        b[i] = true;
+        tracing::warn!(model = %e.name, budget_ms = inputs.budget_ms, "No ensemble fits the budget; serving the fastest model");
+        rungs.push(Rung {
+            members: vec![e.name.clone()],
+            budget_ms: inputs.budget_ms,
+            val_roc_auc: compose::accuracy(&entries, &b, false).0,
+            latency_ms: compose::latency_estimate(&entries, &b, beds, hop),
+        });
+    }
+    Ok(Plan {
+        format: PLAN_FORMAT,
+        version: 0,
+        inputs,
+        rungs,
+        profiler_calls: calls,
+        seconds: t.elapsed().as_secs_f64(),
+        created_ms: now_ms(),
+    })
+}
+
+/// Everything the actor works with.
+pub struct Context {
+    pub cfg: Config,
+    pub engine: Engine,
+    pub store: StoreHandle,
+    pub ward: Ward,
+    pub devices: Arc<Vec<Device>>,
+    pub serving: Arc<Mutex<Serving>>,
+    pub zoo_generation: watch::Receiver<u64>,
+    pub shutdown: CancellationToken,
+}
+
+/// How often the actor looks at the bed count and the p95.
+const CHECK: Duration = Duration::from_secs(2);
+
+/// Runs the composer until shutdown. `composed` says whether a valid plan already serves.
+pub async fn run(mut cx: Context, composed: bool) {
+    let hw = hardware(&cx.devices);
+    let cc = cx.cfg.composer.clone();
+    let slo = cx.cfg.engine.slo_ms as f64;
+    let mut pending: Option<String> = (!composed).then(|| "no stored plan fits".to_owned());
+    let mut job: Option<tokio::task::JoinHandle<Result<Plan, ComposerError>>> = None;
+    let mut job_reason = String::new();
+    let mut calibration = 1.0f64;
+    let mut last_switch = Instant::now();
+    let mut last_breach: Option<Instant> = None;
+    let mut beds_since: Option<(usize, Instant)> = None;
+    let mut tick = tokio::time::interval(CHECK);
+    loop {
+        if job.is_none()
+            && let Some(reason) = pending.take()
+        {
+            let beds = planned_beds(&cx);
+            let (cfg, hw2) = (cx.cfg.clone(), hw.clone());
+            tracing::info!(%reason, beds, "Composing the ensemble");
+            set(&cx.serving, |s| s.composing = true);
+            job_reason = reason;
+            job = Some(tokio::task::spawn_blocking(move || {
+                compose_plan(&cfg, beds, &hw2, calibration)
+            }));
+        }
+        tokio::select! {
+            _ = cx.shutdown.cancelled() => break,
+            res = async { job.as_mut().expect("guarded").await }, if job.is_some() => {
+                job = None;
+                set(&cx.serving, |s| { s.composing = false; s.compositions += 1; });
+                match res.expect("composition does not panic") {
+                    Ok(mut plan) => {
+                        if let Err(e) = plans::save(&cx.cfg.storage.db, &mut plan, &job_reason) {
+                            tracing::error!(error = %e, "Cannot store the composed plan");
+                        }
+                        tracing::info!(version = plan.version, members = ?plan.rungs[0].members,
+                            val_roc_auc = plan.rungs[0].val_roc_auc, latency_ms = plan.rungs[0].latency_ms,
+                            rungs = plan.rungs.len(), secs = plan.seconds, "Ensemble composed");
+                        let reason = format!("plan {}: {}", plan.version, job_reason);
+                        match apply(&cx, plan, 0, &reason).await {
+                            Ok(()) => last_switch = Instant::now(),
+                            Err(e) => fail(&cx, &e),
+                        }
+                    }
+                    Err(e) => fail(&cx, &e),
+                }
+            }
+            changed = cx.zoo_generation.changed() => {
+                if changed.is_err() {
+                    break;
+                }
+                pending = Some("the zoo changed".into());
+            }
+            _ = tick.tick() => {
+                let now = Instant::now();
+                // Beds: recompose when the connected count has held in another bucket.
+                let connected = cx.ward.connected_beds();
+                let want = bucket(connected, cc.beds_step);
+                let have = planned_for(&cx);
+                if connected > 0 && Some(want) != have {
+                    let since = match beds_since {
+                        Some((b, t)) if b == want => t,
+                        _ => {
+                            beds_since = Some((want, now));
+                            now
+                        }
+                    };
+                    if now.duration_since(since).as_secs_f64() >= cc.settle_secs && job.is_none() {
+                        pending = Some(format!("{connected} beds connected (planned for {})", have.unwrap_or(0)));
+                        beds_since = None;
+                    }
+                } else {
+                    beds_since = None;
+                }
+                // Latency: step down at once on a breach, recompose with the estimate calibrated;
+                // step back up after a quiet period.
+                let span = Duration::from_secs_f64(cc.p95_window_secs).min(now.duration_since(last_switch));
+                let p95 = cx.store.health.recent.lock().expect("lock").p95(span);
+                let (plan, rung) = {
+                    let s = cx.serving.lock().expect("lock");
+                    (s.plan.clone(), s.rung)
+                };
+                match (p95, plan) {
+                    (Some((p, n)), Some(plan)) if n >= cc.p95_min_windows && p > slo => {
+                        last_breach = Some(now);
+                        let est = plan.rungs[rung].latency_ms.max(1e-3);
+                        let cal = (p / est).clamp(1.0, 50.0);
+                        tracing::warn!(p95_ms = p, budget_ms = slo, rung, "End-to-end p95 breaks the budget");
+                        if rung + 1 < plan.rungs.len() {
+                            let reason = format!("p95 {p:.0} ms > {slo:.0} ms: step down");
+                            match apply(&cx, plan.clone(), rung + 1, &reason).await {
+                                Ok(()) => last_switch = Instant::now(),
+                                Err(e) => fail(&cx, &e),
+                            }
+                        }
+                        if cal > plan.inputs.calibration * 1.1 && job.is_none() {
+                            calibration = cal;
+                            pending = Some(format!("p95 {p:.0} ms broke the {slo:.0} ms budget"));
+                        }
+                    }
+                    (_, Some(plan)) if rung > 0 && last_breach.is_none_or(|t| now.duration_since(t).as_secs_f64() >= cc.quiet_secs) => {
+                        let reason = format!("quiet for {:.0} s: step up", cc.quiet_secs);
+                        match apply(&cx, plan, rung - 1, &reason).await {
+                            Ok(()) => {
+                                last_switch = Instant::now();
+                                last_breach = Some(last_switch);
+                            }
+                            Err(e) => fail(&cx, &e),
+                        }
+                    }
+                    _ => {}
+                }
+            }
+        }
+    }
+}
+
+fn set(serving: &Mutex<Serving>, f: impl FnOnce(&mut Serving)) {
+    f(&mut serving.lock().expect("serving lock"));
+}
+
+fn fail(cx: &Context, e: &ComposerError) {
+    tracing::error!(error = %e, "Composition failed; the current ensemble keeps serving");
+    metrics::counter!("holmes_composer_failures_total").increment(1);
+    set(&cx.serving, |s| s.last_error = Some(e.to_string()));
+}
+
+/// Beds the next composition plans for.
+fn planned_beds(cx: &Context) -> usize {
+    let connected = cx.ward.connected_beds();
+    if connected == 0 {
+        initial_beds(&cx.cfg)
+    } else {
+        bucket(connected, cx.cfg.composer.beds_step)
+    }
+}
+
+fn planned_for(cx: &Context) -> Option<usize> {
+    let s = cx.serving.lock().expect("lock");
+    s.plan.as_ref().map(|p| p.inputs.beds)
+}
+
+/// Serves rung `rung` of `plan`: members validated and placed, the ensemble recorded, the
+/// engine switched. On failure the current ensemble keeps serving.
+pub async fn apply(
+    cx: &Context,
+    plan: Plan,
+    rung: usize,
+    reason: &str,
+) -> Result<(), ComposerError> {
+    let serving_now: Vec<String> = cx.engine.members().into_iter().map(|m| m.0).collect();
+    let members = plan.rungs[rung].members.clone();
+    if members == serving_now {
+        set(&cx.serving, |s| {
+            s.plan = Some(plan);
+            s.rung = rung;
+            s.source = "plan".into();
+        });
+        return Ok(());
+    }
+    let (cfg, devices, engine, store) = (
+        cx.cfg.clone(),
+        cx.devices.clone(),
+        cx.engine.clone(),
+        cx.store.clone(),
+    );
+    let (beds, version, m2) = (plan.inputs.beds, plan.version, members.clone());
+    let (models, id) = tokio::task::spawn_blocking(move || {
+        let p = crate::server::prepare(&cfg, &m2, &devices, beds)
+            .map_err(|e| ComposerError::Switch(e.to_string()))?;
+        let id = store::register_ensemble(
+            &cfg.storage.db,
+            &ServedEnsemble {
+                members: &p.described,
+                source: &format!("plan {version} rung {rung}"),
+                plan: p.plan.clone(),
+            },
+        )?;
+        engine
+            .switch(p.specs, store, id)
+            .map_err(|e| ComposerError::Switch(e.to_string()))?;
+        Ok::<_, ComposerError>((p.models, id))
+    })
+    .await
+    .expect("switching does not panic")?;
+    tracing::info!(%reason, plan = version, rung, ensemble_id = id, members = ?members, "Serving a new ensemble");
+    metrics::counter!("holmes_plan_switches_total").increment(1);
+    cx.store.event(TechEvent {
+        bed: "composer".into(),
+        kind: EventKind::PlanChange,
+        detail: json!({"reason": reason, "plan": version, "rung": rung, "ensemble_id": id, "members": members}),
+    });
+    set(&cx.serving, |s| {
+        s.models = models;
+        s.plan = Some(plan);
+        s.rung = rung;
+        s.source = "plan".into();
+        s.last_error = None;
+        s.switches.push(Switch {
+            at_ms: now_ms(),
+            reason: reason.to_owned(),
+            plan_version: Some(version),
+            rung,
+            ensemble_id: id,
+            members,
+        });
+        let excess = s.switches.len().saturating_sub(MAX_SWITCHES);
+        s.switches.drain(..excess);
+    });
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn beds_round_up_to_the_step() {
+        assert_eq!(bucket(0, 16), 16);
+        assert_eq!(bucket(16, 16), 16);
+        assert_eq!(bucket(17, 16), 32);
+        assert_eq!(bucket(64, 16), 64);
+    }
+}
