@@ -49,15 +49,17 @@ async fn a_zoo_change_leads_to_a_new_plan_while_scores_keep_arriving() {
     for m in ["ecg-primary-w8-d2", "vitals-hr-logreg"] {
         copy_model(m, zoo.path());
     }
-    let zdir = zoo.path().to_owned();
-    let app = spawn_app(move |c| {
+    let (zdir, data) = (zoo.path().to_owned(), tempfile::tempdir().unwrap());
+    let db = data.path().join("holmes.db");
+    let setup = move |c: &mut holmes::config::Config| {
         c.ensemble.models_dir = zdir;
         c.ensemble.members = vec!["vitals-hr-logreg".into()];
         c.ward.beds = vec!["bed-c".into()];
+        c.storage.db = db;
         c.composer.enabled = true;
         c.composer.method = "exact".into();
-    })
-    .await;
+    };
+    let app = spawn_app(setup.clone()).await;
     // No plan is stored: the composer composes one and switches to it.
     let first = wait_plan(&app, "the start-up plan", |v| {
         v["source"] == "plan" && v["composed_plan"]["version"].as_i64().is_some()
@@ -125,4 +127,82 @@ async fn a_zoo_change_leads_to_a_new_plan_while_scores_keep_arriving() {
             .any(|e| e["kind"] == "plan_change"),
         "{ev}"
     );
+    drop(m);
+    app.stop().await;
+
+    // A restart finds the stored plan for this zoo and serves it without composing.
+    let app = spawn_app(setup).await;
+    let (_, v) = app.get("/api/ensemble").await;
+    assert_eq!(v["source"], "plan", "{v}");
+    assert_eq!(
+        v["composed_plan"]["version"], second["composed_plan"]["version"],
+        "{v}"
+    );
+    assert_eq!(v["members"], second["members"]);
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let (_, v) = app.get("/api/ensemble").await;
+    assert_eq!(v["composer"]["compositions"], 0, "{v}");
+    app.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_p95_breach_steps_down_the_ladder_at_once() {
+    let zoo = tempfile::tempdir().unwrap();
+    for m in ["ecg-primary-w8-d8", "vitals-hr-logreg"] {
+        copy_model(m, zoo.path());
+    }
+    let zdir = zoo.path().to_owned();
+    let app = spawn_app(move |c| {
+        c.ensemble.models_dir = zdir;
+        c.ensemble.members = vec!["vitals-hr-logreg".into()];
+        c.ward.beds = vec!["bed-l".into()];
+        c.composer.enabled = true;
+        c.composer.method = "exact".into();
+        c.composer.budget_fraction = 1.0;
+        // Rung 0 fits both models in 3 s (even on a loaded machine); the one rung below fits
+        // only the vitals model.
+        c.engine.slo_ms = 3000;
+        c.composer.ladder = vec![0.001];
+        c.composer.p95_min_windows = 2;
+        // A slow store: every commit waits 4 s for company, past the 3 s budget.
+        c.storage.flush_ms = 4000;
+    })
+    .await;
+    let first = wait_plan(&app, "the start-up plan", |v| v["source"] == "plan").await;
+    let rungs = first["composed_plan"]["rungs"].as_array().unwrap();
+    assert_eq!(rungs.len(), 2, "{first}");
+    assert_eq!(rungs[1]["members"], serde_json::json!(["vitals-hr-logreg"]));
+    assert_eq!(first["rung"], 0);
+
+    let mut m = Monitor::connect(&app.ws_url(), "bed-l", "dev-l").await;
+    let mut next = 0u64;
+    let mut stepped = Value::Null;
+    for _ in 0..40 {
+        m.stream(T0, next..next + 300).await;
+        next += 300;
+        tokio::time::sleep(Duration::from_millis(1000)).await;
+        let (_, v) = app.get("/api/ensemble").await;
+        let down = v["composer"]["switches"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|s| s["reason"].as_str().unwrap().contains("step down"))
+            .cloned();
+        if let Some(sw) = down {
+            // The cheaper rung served at once, before any recomposition.
+            assert_eq!(sw["rung"], 1, "{sw}");
+            assert_eq!(sw["members"], serde_json::json!(["vitals-hr-logreg"]));
+            stepped = v;
+            break;
+        }
+    }
+    assert!(!stepped.is_null(), "no step down under a p95 breach");
+    // Scores go on under the cheaper rung.
+    let id = stepped["id"].as_i64().unwrap();
+    m.stream(T0, next..next + 300).await;
+    app.wait_scores("bed-l", 30.0, |r| {
+        r.last()
+            .is_some_and(|x| x["ensemble_id"].as_i64() == Some(id))
+    })
+    .await;
 }
