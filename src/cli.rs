@@ -91,6 +91,10 @@ pub enum Command {
         /// Ensemble members [default: the config's].
         #[arg(long)]
         members: Vec<String>,
+        /// Serve the ensemble the composer picks for each bed count (from the stored
+        /// profiles in the config's database) instead of fixed members.
+        #[arg(long, conflicts_with = "members")]
+        composed: bool,
         /// Wall-clock seconds of load per run (two hops need about 70).
         #[arg(long, default_value_t = 75.0)]
         duration: f64,
@@ -456,6 +460,7 @@ pub fn run(cli: Cli) -> Result<()> {
         Command::Bench {
             beds,
             members,
+            composed,
             duration,
             records,
             speed,
@@ -475,9 +480,25 @@ pub fn run(cli: Cli) -> Result<()> {
             let rt = runtime()?;
             let mut reports = Vec::new();
             for n in beds {
+                let members = if composed {
+                    use crate::composer::service;
+                    let hw = service::hardware(&crate::engine::device::discover());
+                    let plan = service::compose_plan(&cfg, n, &hw, 1.0)?;
+                    let r = &plan.rungs[0];
+                    eprintln!(
+                        "composed for {n} beds: {} members, validation ROC-AUC {:.4}, estimated latency {:.1} ms (budget {:.0} ms)",
+                        r.members.len(),
+                        r.val_roc_auc,
+                        r.latency_ms,
+                        r.budget_ms
+                    );
+                    r.members.clone()
+                } else {
+                    members.clone()
+                };
                 let opts = crate::bench::BenchOptions {
                     beds: n,
-                    members: members.clone(),
+                    members,
                     duration: std::time::Duration::from_secs_f64(duration),
                     source: source.clone(),
                     speed,

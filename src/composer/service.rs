@@ -38,8 +38,9 @@ pub struct ComposerConfig {
     pub enabled: bool,
     /// Search method: holmes, holmes-ucb, exact, rd, af, lf or npo.
     pub method: String,
-    /// Profiler calls per composition (HOLMES and NPO).
-    pub calls: usize,
+    /// HOLMES's search parameters (N profiler calls, M candidates, K profiled per round, p, q,
+    /// mutation degree, trees, exploration, seed); the paper's defaults.
+    pub search: HolmesParams,
     /// Fraction of `engine.slo_ms` the composed ensemble's estimated latency may use.
     pub budget_fraction: f64,
     /// Budgets of the cheaper ladder rungs, as fractions of the plan's budget.
@@ -63,7 +64,7 @@ impl Default for ComposerConfig {
         ComposerConfig {
             enabled: true,
             method: "holmes".into(),
-            calls: 100,
+            search: HolmesParams::default(),
             budget_fraction: 0.7,
             ladder: vec![0.5, 0.25, 0.1],
             initial_beds: 16,
@@ -92,8 +93,16 @@ impl ComposerConfig {
                 "composer.budget_fraction must lie in (0, 1] and ladder steps in (0, 1)".into(),
             );
         }
-        if self.beds_step == 0 || self.calls == 0 {
-            return Err("composer.beds_step and composer.calls must be positive".into());
+        let sp = &self.search;
+        if self.beds_step == 0 || sp.budget_calls == 0 || sp.candidates == 0 || sp.top_k == 0 {
+            return Err(
+                "composer.beds_step and composer.search's budget_calls, candidates and \
+                        top_k must be positive"
+                    .into(),
+            );
+        }
+        if !(0.0..=1.0).contains(&sp.p) || !(0.0..=1.0).contains(&sp.q) {
+            return Err("composer.search.p and q must lie in [0, 1]".into());
         }
         Ok(())
     }
@@ -225,10 +234,7 @@ pub fn compose_plan(
         return Err(ComposerError::EmptyZoo);
     }
     let hop = cfg.ward.hop_secs as f64;
-    let params = HolmesParams {
-        budget_calls: cfg.composer.calls,
-        ..Default::default()
-    };
+    let params = cfg.composer.search;
     let mut rungs: Vec<Rung> = Vec::new();
     let mut calls = 0;
     for f in std::iter::once(1.0).chain(cfg.composer.ladder.iter().copied()) {
@@ -504,6 +510,14 @@ pub async fn apply(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_embedded_config_states_the_defaults() {
+        assert_eq!(Config::default().composer, ComposerConfig::default());
+        let bad = crate::config::DEFAULT_TOML.replace("top_k = 10", "top_k = 0");
+        let e = Config::parse(&bad, "x.toml").unwrap_err().to_string();
+        assert!(e.contains("top_k"), "{e}");
+    }
 
     #[test]
     fn beds_round_up_to_the_step() {
