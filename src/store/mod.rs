@@ -229,7 +229,13 @@ impl RecentLatency {
 pub struct StoreHandle {
     tx: SyncSender<Cmd>,
     pub health: Arc<StoreHealth>,
+    /// Every score once it is committed (the dashboard listens; a slow listener lags and
+    /// skips, it never holds the writer back).
+    committed: tokio::sync::broadcast::Sender<Arc<ScoreRecord>>,
 }
+
+/// Scores a lagging listener may fall behind by before it skips.
+const COMMITTED_BACKLOG: usize = 4096;
 
 pub fn now_ms() -> i64 {
     SystemTime::now()
@@ -349,6 +355,7 @@ pub fn start(
     let (tx, rx) = std::sync::mpsc::sync_channel(cfg.batch_rows * 16);
     let health = Arc::new(StoreHealth::default());
     health.writable.store(true, Ordering::Relaxed);
+    let (committed, _) = tokio::sync::broadcast::channel(COMMITTED_BACKLOG);
     let writer = Writer {
         conn: c,
         path,
@@ -357,15 +364,29 @@ pub fn start(
         flush: Duration::from_millis(cfg.flush_ms),
         retention_ms: cfg.retention_days as i64 * 86_400_000,
         health: health.clone(),
+        committed: committed.clone(),
     };
     let join = std::thread::Builder::new()
         .name("holmes-store".into())
         .spawn(move || writer.run())
         .expect("spawn the store writer");
-    Ok((StoreHandle { tx, health }, ensemble_id, join))
+    Ok((
+        StoreHandle {
+            tx,
+            health,
+            committed,
+        },
+        ensemble_id,
+        join,
+    ))
 }
 
 impl StoreHandle {
+    /// Committed scores from now on.
+    pub fn subscribe(&self) -> tokio::sync::broadcast::Receiver<Arc<ScoreRecord>> {
+        self.committed.subscribe()
+    }
+
     fn send(&self, cmd: Cmd) {
         match self.tx.try_send(cmd) {
             Ok(()) => {}
@@ -419,6 +440,7 @@ struct Writer {
     flush: Duration,
     retention_ms: i64,
     health: Arc<StoreHealth>,
+    committed: tokio::sync::broadcast::Sender<Arc<ScoreRecord>>,
 }
 
 impl Writer {
@@ -494,6 +516,11 @@ impl Writer {
                 self.health
                     .committed_scores
                     .fetch_add(scores, Ordering::Relaxed);
+                for c in batch {
+                    if let Cmd::Score(r) = c {
+                        let _ = self.committed.send(Arc::new(r));
+                    }
+                }
             }
             Err(e) => {
                 self.health.writable.store(false, Ordering::Relaxed);
@@ -568,125 +595,8 @@ impl Writer {
     }
 }
 
-/// A stored score, as the API returns it.
-#[derive(Debug, Clone, Serialize)]
-pub struct ScoreRow {
-    pub bed: String,
-    pub window_index: i64,
-    pub window_start_ms: i64,
-    pub window_end_ms: i64,
-    pub status: String,
-    pub score: Option<f64>,
-    pub members: serde_json::Value,
-    pub ensemble_id: Option<i64>,
-    pub quality: serde_json::Value,
-    pub latency_ms: f64,
-    pub committed_ms: i64,
-    /// Members that missed this window (partial scores).
-    pub missing: serde_json::Value,
-    /// Queue wait, batch size and compute time per member, and combination time.
-    pub timing: serde_json::Value,
-}
-
-/// Read side for the API: its own connection (WAL lets it read while the writer writes).
-#[derive(Clone)]
-pub struct StoreReader {
-    conn: Arc<Mutex<Connection>>,
-    path: PathBuf,
-}
-
-const SCORE_COLS: &str = "bed, window_index, window_start_ms, window_end_ms, status, score, members, ensemble_id, quality, latency_ms, committed_ms, missing, timing";
-
-fn score_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<ScoreRow> {
-    let js = |s: String| serde_json::from_str(&s).unwrap_or(serde_json::Value::Null);
-    Ok(ScoreRow {
-        bed: r.get(0)?,
-        window_index: r.get(1)?,
-        window_start_ms: r.get(2)?,
-        window_end_ms: r.get(3)?,
-        status: r.get(4)?,
-        score: r.get(5)?,
-        members: js(r.get(6)?),
-        ensemble_id: r.get(7)?,
-        quality: js(r.get(8)?),
-        latency_ms: r.get(9)?,
-        committed_ms: r.get(10)?,
-        missing: js(r.get(11)?),
-        timing: r
-            .get::<_, Option<String>>(12)?
-            .map_or(serde_json::Value::Null, js),
-    })
-}
-
-impl StoreReader {
-    pub fn open(path: &Path) -> Result<StoreReader, StoreError> {
-        Ok(StoreReader {
-            conn: Arc::new(Mutex::new(open(path)?)),
-            path: path.to_owned(),
-        })
-    }
-
-    fn err(&self, source: rusqlite::Error) -> StoreError {
-        StoreError::Sqlite {
-            path: self.path.clone(),
-            source,
-        }
-    }
-
-    /// The newest score of every bed.
-    pub fn latest_scores(&self) -> Result<Vec<ScoreRow>, StoreError> {
-        let c = self.conn.lock().expect("lock");
-        let sql = format!(
-            "SELECT {SCORE_COLS} FROM scores WHERE id IN (SELECT max(id) FROM scores GROUP BY bed)"
-        );
-        let mut st = c.prepare(&sql).map_err(|e| self.err(e))?;
-        let rows = st.query_map([], score_row).map_err(|e| self.err(e))?;
-        rows.collect::<Result<_, _>>().map_err(|e| self.err(e))
-    }
-
-    /// A bed's scores with window ends in `[since, until]`, oldest first, at most `limit`.
-    pub fn scores(
-        &self,
-        bed: &str,
-        since: i64,
-        until: i64,
-        limit: i64,
-    ) -> Result<Vec<ScoreRow>, StoreError> {
-        let c = self.conn.lock().expect("lock");
-        let sql = format!(
-            "SELECT {SCORE_COLS} FROM scores WHERE bed = ?1 AND window_end_ms >= ?2 AND window_end_ms <= ?3
-             ORDER BY window_end_ms, id LIMIT ?4"
-        );
-        let mut st = c.prepare(&sql).map_err(|e| self.err(e))?;
-        let rows = st
-            .query_map(params![bed, since, until, limit], score_row)
-            .map_err(|e| self.err(e))?;
-        rows.collect::<Result<_, _>>().map_err(|e| self.err(e))
-    }
-
-    /// A bed's technical events, oldest first.
-    pub fn events(
-        &self,
-        bed: &str,
-        limit: i64,
-    ) -> Result<Vec<(i64, String, serde_json::Value)>, StoreError> {
-        let c = self.conn.lock().expect("lock");
-        let mut st = c
-            .prepare("SELECT at_ms, kind, detail FROM events WHERE bed = ?1 ORDER BY id LIMIT ?2")
-            .map_err(|e| self.err(e))?;
-        let rows = st
-            .query_map(params![bed, limit], |r| {
-                let d: String = r.get(2)?;
-                Ok((
-                    r.get(0)?,
-                    r.get(1)?,
-                    serde_json::from_str(&d).unwrap_or(serde_json::Value::Null),
-                ))
-            })
-            .map_err(|e| self.err(e))?;
-        rows.collect::<Result<_, _>>().map_err(|e| self.err(e))
-    }
-}
+mod reader;
+pub use reader::{ScoreRow, StoreReader};
 
 #[cfg(test)]
 mod tests {
