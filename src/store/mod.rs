@@ -111,6 +111,40 @@ const MIGRATIONS: &[&str] = &[
         body TEXT NOT NULL
     );
     CREATE INDEX plans_key ON plans (key, id);",
+    // 6: the dashboard: users, sessions, alarms and the audit log.
+    "CREATE TABLE users (
+        name TEXT PRIMARY KEY,
+        role TEXT NOT NULL,
+        password_hash TEXT NOT NULL,
+        created_ms INTEGER NOT NULL
+    );
+    CREATE TABLE sessions (
+        token_sha256 TEXT PRIMARY KEY,
+        user TEXT NOT NULL,
+        created_ms INTEGER NOT NULL,
+        expires_ms INTEGER NOT NULL
+    );
+    CREATE TABLE alarms (
+        id INTEGER PRIMARY KEY,
+        bed TEXT NOT NULL,
+        kind TEXT NOT NULL,
+        raised_ms INTEGER NOT NULL,
+        value REAL,
+        cleared_ms INTEGER,
+        acked_by TEXT,
+        acked_ms INTEGER,
+        silenced_by TEXT,
+        silenced_ms INTEGER,
+        silenced_until_ms INTEGER
+    );
+    CREATE INDEX alarms_bed ON alarms (bed, raised_ms);
+    CREATE TABLE audit (
+        id INTEGER PRIMARY KEY,
+        at_ms INTEGER NOT NULL,
+        user TEXT,
+        action TEXT NOT NULL,
+        detail TEXT NOT NULL
+    );",
 ];
 
 /// How a window ended up.

@@ -186,6 +186,24 @@ impl BedState {
         }
     }
 
+    /// The last `samples` positions of each announced lead (None where nothing arrived),
+    /// ending at the newest sample, and the timeline position of the end.
+    pub fn fs(&self) -> i64 {
+        self.p.fs
+    }
+
+    pub fn strip(&self, samples: i64) -> (i64, Vec<Option<Vec<Option<f32>>>>) {
+        let end = self.high_water;
+        let start = (end - samples).max(0);
+        let leads = (0..MAX_LEADS)
+            .map(|l| {
+                self.present[l]
+                    .then(|| (start..end).map(|p| self.leads[l].get(p)).collect())
+            })
+            .collect();
+        (end, leads)
+    }
+
     /// A connection attached, announcing these lead slots and vitals.
     pub fn attach(&mut self, present: [bool; MAX_LEADS], vitals: &[String]) {
         self.present = present;

@@ -10,7 +10,7 @@ mod ring;
 mod task;
 
 pub use bed::{BedParams, BedState, Outcome, SampleFrame};
-pub use task::{Attach, AttachError, BedCmd, BedStatus, BedView, Ward, WardOutputs};
+pub use task::{Attach, AttachError, BedCmd, BedStatus, BedView, Strip, Ward, WardOutputs};
 
 use std::sync::Arc;
 use std::time::Instant;

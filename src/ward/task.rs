@@ -51,6 +51,21 @@ pub enum BedCmd {
     Detach {
         conn: u64,
     },
+    /// The last seconds of ECG, for the bed view.
+    Strip {
+        secs: f64,
+        reply: oneshot::Sender<Strip>,
+    },
+}
+
+/// The last seconds of a bed's ECG per lead slot (None: the lead is not announced; a None
+/// sample did not arrive).
+#[derive(Debug, Clone, Serialize)]
+pub struct Strip {
+    pub fs: i64,
+    /// Samples since the bed's timeline origin at the strip's end.
+    pub end_pos: i64,
+    pub leads: Vec<Option<Vec<Option<f32>>>>,
 }
 
 /// Live status of a bed, as `/api/beds` shows it.
@@ -301,6 +316,17 @@ impl Ward {
         let _ = tx.send(BedCmd::Detach { conn }).await;
     }
 
+    /// The last `secs` seconds of a bed's ECG (None: unknown bed).
+    pub async fn strip(&self, bed: &str, secs: f64) -> Option<Strip> {
+        let tx = {
+            let beds = self.inner.beds.lock().expect("lock");
+            beds.get(bed)?.tx.clone()
+        };
+        let (reply, rx) = oneshot::channel();
+        tx.send(BedCmd::Strip { secs, reply }).await.ok()?;
+        rx.await.ok()
+    }
+
     /// Beds with a monitor connected now.
     pub fn connected_beds(&self) -> usize {
         let beds = self.inner.beds.lock().expect("lock");
@@ -427,6 +453,15 @@ impl BedTask {
                 }
             }
             BedCmd::Bye => self.state.bye(),
+            BedCmd::Strip { secs, reply } => {
+                let fs = self.state.fs();
+                let (end_pos, leads) = self.state.strip((secs * fs as f64) as i64);
+                let _ = reply.send(Strip {
+                    fs,
+                    end_pos,
+                    leads,
+                });
+            }
             BedCmd::Samples(f) => {
                 let (seq, arrived) = (f.seq, f.arrived);
                 let o = self.state.on_samples(f);
