@@ -3,11 +3,12 @@
 //! latency is lowest while accuracy reaches a floor (appendix A.6).
 //!
 //! [`search`] holds the algorithms (HOLMES, RD, AF, LF, NPO, exact) over a [`profiler`];
-//! [`netcalc`] the queueing bound of the latency estimate. Accuracy profiles come from the zoo
+//! [`netcalc`] the queueing bound of the latency estimate, [`des`] a discrete-event simulation. Accuracy profiles come from the zoo
 //! manifests' validation predictions ([`evaluation`](crate::evaluation)); latency from stored
 //! model profiles ([`profile`](crate::profile)).
 
 pub mod compose;
+pub mod des;
 pub mod measure;
 pub mod netcalc;
 pub mod profiler;
