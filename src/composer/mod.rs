@@ -11,5 +11,6 @@ pub mod compose;
 pub mod des;
 pub mod measure;
 pub mod netcalc;
+pub mod plot;
 pub mod profiler;
 pub mod search;
