@@ -3,9 +3,11 @@
 //! latency is lowest while accuracy reaches a floor (appendix A.6).
 //!
 //! [`search`] holds the algorithms (HOLMES, RD, AF, LF, NPO, exact) over a [`profiler`];
-//! [`netcalc`] the queueing bound of the latency estimate, [`des`] a discrete-event simulation. Accuracy profiles come from the zoo
-//! manifests' validation predictions ([`evaluation`](crate::evaluation)); latency from stored
-//! model profiles ([`profile`](crate::profile)).
+//! [`compose`] wires the zoo into it: accuracy profiles from the manifests' validation
+//! predictions ([`evaluation`](crate::evaluation)), latency from stored model profiles
+//! ([`profile`](crate::profile)) through one of two estimators, the [`netcalc`] queueing bound
+//! or the [`des`] discrete-event simulation, or measured through the engine ([`measure`]).
+//! [`report`] runs `holmes compose` and writes its table, JSON and [`plot`].
 
 pub mod compose;
 pub mod des;
@@ -13,4 +15,5 @@ pub mod measure;
 pub mod netcalc;
 pub mod plot;
 pub mod profiler;
+pub mod report;
 pub mod search;

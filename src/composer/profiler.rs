@@ -64,11 +64,11 @@ impl Goal {
 }
 
 impl std::fmt::Display for Goal {
-    /// `120.0 ms` (a budget) or `AUC >= 0.950` (a floor).
+    /// `120.0 ms` (a budget) or `AUC >= 0.95` (a floor).
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             Goal::MaxAccuracy { budget_ms } => write!(f, "{budget_ms:.1} ms"),
-            Goal::MinLatency { min_accuracy } => write!(f, "AUC >= {min_accuracy:.3}"),
+            Goal::MinLatency { min_accuracy } => write!(f, "AUC >= {min_accuracy}"),
         }
     }
 }
