@@ -24,7 +24,13 @@
 //!   needing one core; burn's intra-op threads (one rayon pool shared by every worker) and
 //!   cache effects are not modelled.
 //! - Left out: superseded and deadline-dropped windows (every window is served to the end),
-//!   preprocessing, the accumulator and the SQLite commit.
+//!   preprocessing, the accumulator and the SQLite commit (about 1 ms a window, which is all
+//!   of the latency of an ensemble of vitals models).
+//!
+//! Against the measured engine on a 2-core machine shared with a training job, members did
+//! not run in parallel (an ensemble's service time was about the sum of its members'), so
+//! the two-core simulation was about half of it; `cores` 1 matches there. The README has the
+//! numbers.
 
 use std::collections::VecDeque;
 
