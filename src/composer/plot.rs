@@ -313,7 +313,7 @@ fn draw_panel(s: &mut String, f: &Figure, points: &[Point], front: &[usize], p: 
         let px = x.px(b);
         let _ = writeln!(
             s,
-            "<g class=\"{c}budget\"><line x1=\"{px:.1}\" y1=\"{y0}\" x2=\"{px:.1}\" y2=\"{y1}\" stroke=\"#d62728\" stroke-dasharray=\"6 4\"/><text x=\"{:.1}\" y=\"{:.1}\" fill=\"#d62728\" text-anchor=\"end\" transform=\"rotate(-90 {:.1} {:.1})\">budget {b:.1} ms</text></g>",
+            "<g class=\"{c}budget\"><line x1=\"{px:.1}\" y1=\"{y0}\" x2=\"{px:.1}\" y2=\"{y1}\" stroke=\"#d62728\" stroke-dasharray=\"6 4\"/><text x=\"{:.1}\" y=\"{:.1}\" fill=\"#d62728\" stroke=\"#fff\" stroke-width=\"3\" paint-order=\"stroke\" text-anchor=\"end\" transform=\"rotate(-90 {:.1} {:.1})\">budget {b:.1} ms</text></g>",
             px - 4.0,
             y1 + 4.0,
             px - 4.0,
@@ -324,7 +324,7 @@ fn draw_panel(s: &mut String, f: &Figure, points: &[Point], front: &[usize], p: 
         let py = y.px(a);
         let _ = writeln!(
             s,
-            "<g class=\"{c}floor\"><line x1=\"{x0}\" y1=\"{py:.1}\" x2=\"{x1}\" y2=\"{py:.1}\" stroke=\"#d62728\" stroke-dasharray=\"6 4\"/><text x=\"{:.1}\" y=\"{:.1}\" fill=\"#d62728\">ROC-AUC {}</text></g>",
+            "<g class=\"{c}floor\"><line x1=\"{x0}\" y1=\"{py:.1}\" x2=\"{x1}\" y2=\"{py:.1}\" stroke=\"#d62728\" stroke-dasharray=\"6 4\"/><text x=\"{:.1}\" y=\"{:.1}\" fill=\"#d62728\" stroke=\"#fff\" stroke-width=\"3\" paint-order=\"stroke\">ROC-AUC {}</text></g>",
             x0 + 4.0,
             py - 4.0,
             label(a)

@@ -221,9 +221,11 @@ pub fn run(cfg: &Config, args: &ComposeArgs) -> Result<Report, ReportError> {
     } else {
         let b = ProgressBar::new((goals.len() * methods.len()) as u64);
         b.set_style(
-            ProgressStyle::with_template("{elapsed:>4} [{bar:30}] {pos}/{len} searches  {msg}")
-                .expect("a valid template")
-                .progress_chars("=> "),
+            ProgressStyle::with_template(
+                "{elapsed:>4} [{bar:24}] {pos}/{len} searches  {wide_msg}",
+            )
+            .expect("a valid template")
+            .progress_chars("=> "),
         );
         b
     };
@@ -234,7 +236,7 @@ pub fn run(cfg: &Config, args: &ComposeArgs) -> Result<Report, ReportError> {
         for &m in &methods {
             let what = format!("{m} for {goal}");
             let mut on_call = |calls: usize, _a: f64, _l: f64| {
-                bar.set_message(format!("{what}: {calls} profiler calls"));
+                bar.set_message(format!("{what}: {calls} calls"));
             };
             let row = match measurer.as_mut() {
                 Some(me) => {
