@@ -59,30 +59,9 @@ pub enum Command {
     Serve(ServeArgs),
     /// Play N bedside monitors against a running daemon.
     Simulate(SimulateArgs),
-    /// Compose the ensemble: the best validation ROC-AUC within the latency budget.
-    Compose {
-        /// Latency budget(s) in ms [default: the config's slo_ms; with --method all, three
-        /// budgets covering the zoo's range].
-        #[arg(long)]
-        budget_ms: Vec<f64>,
-        /// Beds served.
-        #[arg(long, default_value_t = 64)]
-        beds: usize,
-        /// holmes, holmes-ucb, rd, af, lf, npo, exact, or all.
-        #[arg(long, default_value = "holmes")]
-        method: String,
-        /// Profiler-call budget of HOLMES and NPO.
-        #[arg(long, default_value_t = 100)]
-        calls: usize,
-        /// Measure each profiled ensemble through the real engine (slow) instead of the fast
-        /// estimate from stored profiles; also reports how far the estimate was.
-        #[arg(long)]
-        measured: bool,
-        #[arg(long)]
-        config: Option<PathBuf>,
-        #[arg(long)]
-        json: bool,
-    },
+    /// Compose the ensemble: the best validation ROC-AUC within the latency budget (or the
+    /// lowest latency reaching an accuracy floor); writes a report folder.
+    Compose(crate::composer::report::ComposeArgs),
     /// Load benchmark: the daemon plus N simulated monitors in one process, on loopback.
     Bench {
         /// Simulated beds (repeatable: one run per count).
@@ -328,134 +307,9 @@ pub fn run(cli: Cli) -> Result<()> {
                 }
             }
         }
-        Command::Compose {
-            budget_ms,
-            beds,
-            method,
-            calls,
-            measured,
-            config,
-            json,
-        } => {
-            use crate::composer::compose;
-            let cfg = load_config(config.as_deref())?;
-            let entries = compose::load_zoo(&cfg.ensemble.models_dir, &cfg.storage.db)?;
-            let hop = cfg.ward.hop_secs as f64;
-            let methods: Vec<&str> = if method == "all" {
-                compose::METHODS.to_vec()
-            } else if compose::METHODS.contains(&method.as_str()) {
-                vec![method.as_str()]
-            } else {
-                anyhow::bail!(
-                    "unknown method {method:?} (one of {}, all)",
-                    compose::METHODS.join(", ")
-                );
-            };
-            let budgets = if !budget_ms.is_empty() {
-                budget_ms
-            } else if method == "all" {
-                compose::default_budgets(&entries, beds, hop)
-            } else {
-                vec![cfg.engine.slo_ms as f64]
-            };
-            let params = crate::composer::search::HolmesParams {
-                budget_calls: calls,
-                ..Default::default()
-            };
-            let mut rows = Vec::new();
-            let mut measurer = if measured {
-                let (models, _) = zoo::load_dir::<burn::backend::Flex>(
-                    &cfg.ensemble.models_dir,
-                    &Default::default(),
-                )?;
-                let manifests = models.into_iter().map(|m| m.manifest).collect();
-                Some(crate::composer::measure::Measurer::new(
-                    &cfg.ensemble.models_dir,
-                    manifests,
-                    cfg.clone(),
-                    10,
-                )?)
-            } else {
-                None
-            };
-            let mut errors: Vec<f64> = Vec::new();
-            for &b in &budgets {
-                for m in &methods {
-                    let row = match measurer.as_mut() {
-                        Some(me) => {
-                            let mut lat = |x: &[bool]| {
-                                let real = me.latency_ms(x, beds, hop);
-                                let est = compose::latency_estimate(&entries, x, beds, hop);
-                                if real.is_finite() && real > 0.0 {
-                                    errors.push((est - real) / real);
-                                }
-                                real
-                            };
-                            compose::run_with(&entries, m, b, &params, &mut lat)
-                        }
-                        None => compose::run(&entries, m, b, beds, hop, &params),
-                    };
-                    rows.push(row);
-                }
-            }
-            if measured && !errors.is_empty() && !json {
-                errors.sort_by(f64::total_cmp);
-                let med = errors[errors.len() / 2];
-                let worst = errors
-                    .iter()
-                    .fold(0.0f64, |w, e| if e.abs() > w.abs() { *e } else { w });
-                println!(
-                    "estimate vs measured latency over {} ensembles: median {:+.0} %, worst {:+.0} %",
-                    errors.len(),
-                    100.0 * med,
-                    100.0 * worst
-                );
-            }
-            if json {
-                println!("{}", serde_json::to_string_pretty(&rows)?);
-            } else {
-                println!(
-                    "{} models, {beds} beds, hop {hop} s (latency: {} service time + network-calculus queueing bound)",
-                    entries.len(),
-                    if measured {
-                        "measured engine"
-                    } else {
-                        "profiled"
-                    }
-                );
-                println!(
-                    "{:>9} {:<11} {:>7} {:>7} {:>7} {:>7} {:>9} {:>6} {:>7}  members",
-                    "budget_ms",
-                    "method",
-                    "valAUC",
-                    "valPR",
-                    "testAUC",
-                    "testPR",
-                    "lat_ms",
-                    "calls",
-                    "secs"
-                );
-                for r in &rows {
-                    println!(
-                        "{:>9.1} {:<11} {:>7.4} {:>7.4} {:>7.4} {:>7.4} {:>9.1} {:>6} {:>7.2}  {}{}",
-                        r.budget_ms,
-                        r.method,
-                        r.val_roc_auc,
-                        r.val_pr_auc,
-                        r.test_roc_auc,
-                        r.test_pr_auc,
-                        r.latency_ms,
-                        r.profiler_calls,
-                        r.seconds,
-                        r.members.len(),
-                        if r.complete {
-                            ""
-                        } else {
-                            " (exact search cut short)"
-                        }
-                    );
-                }
-            }
+        Command::Compose(a) => {
+            let cfg = load_config(a.config.as_deref())?;
+            crate::composer::report::main(&cfg, &a)?;
         }
         Command::Bench {
             beds,

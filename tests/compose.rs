@@ -1,10 +1,15 @@
-//! `holmes compose --method all` on a small copy of the zoo: every method at three budgets,
-//! HOLMES at or above every baseline, and the exact optimum stated.
+//! `holmes compose` on a small copy of the zoo: every method at three budgets, HOLMES at or
+//! above every baseline, the gap to the exact optimum, the report files (JSON, Markdown, the
+//! SVG figure) and the accuracy-constrained dual.
 
 mod common;
 
-#[test]
-fn compose_all_methods_on_a_small_zoo() {
+use serde_json::Value;
+
+const METHODS: usize = holmes::composer::compose::METHODS.len();
+
+/// A five-model zoo and a config pointing at it (and at a scratch database).
+fn small_zoo() -> (tempfile::TempDir, std::path::PathBuf) {
     let dir = tempfile::tempdir().unwrap();
     let zoo = dir.path().join("models");
     for m in [
@@ -29,12 +34,19 @@ fn compose_all_methods_on_a_small_zoo() {
             "db = \"holmes.db\"",
             &format!("db = {:?}", dir.path().join("c.db").display().to_string()),
         );
-    std::fs::write(dir.path().join("c.toml"), cfg).unwrap();
+    let path = dir.path().join("c.toml");
+    std::fs::write(&path, cfg).unwrap();
+    (dir, path)
+}
+
+/// Runs `holmes compose --json` with `args`; the printed report.
+fn compose(config: &std::path::Path, args: &[&str]) -> Value {
     let out = std::process::Command::new(env!("CARGO_BIN_EXE_holmes"))
-        .args([
-            "compose", "--method", "all", "--beds", "64", "--calls", "30", "--json", "--config",
-        ])
-        .arg(dir.path().join("c.toml"))
+        .arg("compose")
+        .args(args)
+        .arg("--json")
+        .arg("--config")
+        .arg(config)
         .output()
         .unwrap();
     assert!(
@@ -42,29 +54,77 @@ fn compose_all_methods_on_a_small_zoo() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let rows: Vec<serde_json::Value> = serde_json::from_slice(&out.stdout).unwrap();
-    let budgets: std::collections::BTreeSet<u64> = rows
-        .iter()
-        .map(|r| {
-            r["budget_ms"]
-                .as_f64()
-                .unwrap_or_else(|| panic!("no budget in {r}"))
-                .to_bits()
-        })
-        .collect();
+    assert!(
+        out.stderr.is_empty(),
+        "no progress bar with --json: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+fn f(v: &Value) -> f64 {
+    v.as_f64().unwrap_or_else(|| panic!("a number: {v}"))
+}
+
+#[test]
+fn compose_all_methods_on_a_small_zoo() {
+    let (dir, config) = small_zoo();
+    let out = dir.path().join("report");
+    let report = compose(
+        &config,
+        &[
+            "--method",
+            "all",
+            "--beds",
+            "64",
+            "--calls",
+            "30",
+            "--estimator",
+            "des",
+            "--report",
+            out.to_str().unwrap(),
+        ],
+    );
+    let rows = report["rows"].as_array().unwrap();
+    assert_eq!(report["latency"], "des");
+    let budgets: std::collections::BTreeSet<u64> =
+        rows.iter().map(|r| f(&r["budget_ms"]).to_bits()).collect();
     assert_eq!(budgets.len(), 3, "three budgets");
-    assert_eq!(rows.len(), 3 * holmes::composer::compose::METHODS.len());
-    for chunk in rows.chunks(holmes::composer::compose::METHODS.len()) {
-        let auc = |m: &str| {
-            chunk.iter().find(|r| r["method"] == m).unwrap()["val_roc_auc"]
-                .as_f64()
-                .unwrap()
-        };
+    assert_eq!(rows.len(), 3 * METHODS);
+    let n = report["models"].as_array().unwrap().len();
+    assert_eq!(n, 5);
+    for chunk in rows.chunks(METHODS) {
+        let row = |m: &str| chunk.iter().find(|r| r["method"] == m).unwrap();
+        let auc = |m: &str| f(&row(m)["val_roc_auc"]);
         for r in chunk {
-            assert!(
-                r["latency_ms"].as_f64().unwrap() <= r["budget_ms"].as_f64().unwrap() + 1e-9,
-                "{r}"
-            );
+            assert!(f(&r["latency_ms"]) <= f(&r["budget_ms"]) + 1e-9, "{r}");
+            // Every profiler call recorded, in order, with the best so far.
+            let t = r["trajectory"].as_array().unwrap();
+            assert_eq!(t.len() as u64, r["profiler_calls"].as_u64().unwrap());
+            for (i, s) in t.iter().enumerate() {
+                assert_eq!(s["call"].as_u64().unwrap(), i as u64 + 1);
+                assert_eq!(s["members"].as_str().unwrap().len(), n);
+                assert_eq!(
+                    s["feasible"].as_bool().unwrap(),
+                    f(&s["latency_ms"]) <= f(&r["budget_ms"])
+                );
+            }
+            if !r["members"].as_array().unwrap().is_empty() {
+                // The searches return the best they profiled; the greedy baselines their
+                // last feasible ensemble, which may be worse than one seen on the way.
+                let best = f(&t.last().unwrap()["best_accuracy"]);
+                if ["rd", "af", "lf"].contains(&r["method"].as_str().unwrap()) {
+                    assert!(best >= f(&r["val_roc_auc"]), "{r}");
+                } else {
+                    assert_eq!(best, f(&r["val_roc_auc"]), "{}", r["method"]);
+                }
+                // Youden's threshold from validation, F1 and accuracy on both splits.
+                let th = f(&r["threshold"]);
+                assert!(th > 0.0 && th < 1.0);
+                for k in ["val_f1", "val_accuracy", "test_f1", "test_accuracy"] {
+                    assert!((0.0..=1.0).contains(&f(&r[k])), "{k}: {r}");
+                }
+            }
         }
         for base in ["rd", "af", "lf", "npo"] {
             assert!(
@@ -74,13 +134,101 @@ fn compose_all_methods_on_a_small_zoo() {
                 auc(base)
             );
         }
-        let exact = chunk.iter().find(|r| r["method"] == "exact").unwrap();
+        let exact = row("exact");
         assert_eq!(
             exact["complete"], true,
             "five models: the exact search completes"
         );
         assert!(auc("exact") >= auc("holmes") - 1e-12);
+        let gap = &row("holmes")["gap_to_exact"];
+        assert_eq!(gap["proven"], true);
+        assert!((f(&gap["value"]) - (auc("exact") - auc("holmes"))).abs() < 1e-12);
     }
+
+    // The files: the same JSON, the Markdown table, and the figure.
+    let files: Vec<String> = report["files"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p.as_str().unwrap().to_owned())
+        .collect();
+    assert_eq!(files.len(), 3);
+    let on_disk: Value =
+        serde_json::from_slice(&std::fs::read(out.join("report.json")).unwrap()).unwrap();
+    assert_eq!(on_disk["rows"], report["rows"]);
+    let md = std::fs::read_to_string(out.join("report.md")).unwrap();
+    assert!(md.contains("| goal | method | valAUC") && md.contains("Gap to the exact optimum"));
+    assert_eq!(
+        md.matches("| holmes |").count(),
+        6,
+        "table and trajectories, 3 budgets"
+    );
+    let svg = std::fs::read_to_string(out.join("pareto.svg")).unwrap();
+    assert!(svg.starts_with("<svg xmlns=\"http://www.w3.org/2000/svg\""));
+    assert!(svg.trim_end().ends_with("</svg>"));
+    assert_eq!(svg.matches("<g").count(), svg.matches("</g>").count());
+    assert_eq!(
+        svg.matches("class=\"budget\"").count(),
+        3,
+        "one line per budget"
+    );
+    assert!(svg.contains("class=\"pareto\"") && svg.contains("class=\"point\""));
+    for m in holmes::composer::compose::METHODS {
+        let chosen = rows
+            .iter()
+            .filter(|r| r["method"] == m && !r["members"].as_array().unwrap().is_empty())
+            .count();
+        assert_eq!(
+            svg.matches(&format!("class=\"marker\" data-method=\"{m}\""))
+                .count(),
+            chosen,
+            "one marker per method and budget: {m}"
+        );
+    }
+}
+
+#[test]
+fn the_dual_finds_the_fastest_ensemble_reaching_an_accuracy_floor() {
+    let (dir, config) = small_zoo();
+    let report_dir = dir.path().join("dual");
+    // A floor between the best single model and the best ensemble.
+    let floor = "0.95";
+    let report = compose(
+        &config,
+        &[
+            "--method",
+            "all",
+            "--min-accuracy",
+            floor,
+            "--calls",
+            "30",
+            "--report",
+            report_dir.to_str().unwrap(),
+        ],
+    );
+    assert_eq!(report["latency"], "netcalc", "the default estimator");
+    let rows = report["rows"].as_array().unwrap();
+    assert_eq!(rows.len(), METHODS);
+    let row = |m: &str| rows.iter().find(|r| r["method"] == m).unwrap();
+    let exact = row("exact");
+    assert_eq!(exact["complete"], true);
+    assert_eq!(exact["goal"]["kind"], "min_latency");
+    assert!(f(&exact["val_roc_auc"]) >= 0.95, "{exact}");
+    for r in rows {
+        if r["members"].as_array().unwrap().is_empty() {
+            continue; // a baseline that never reached the floor
+        }
+        assert!(f(&r["val_roc_auc"]) >= 0.95, "{r}");
+        assert!(
+            f(&r["latency_ms"]) >= f(&exact["latency_ms"]) - 1e-9,
+            "nothing beats the exact optimum: {r}"
+        );
+    }
+    let holmes = row("holmes");
+    assert!(!holmes["members"].as_array().unwrap().is_empty());
+    assert!(f(&holmes["gap_to_exact"]["value"]) >= 0.0);
+    let svg = std::fs::read_to_string(report_dir.join("pareto.svg")).unwrap();
+    assert_eq!(svg.matches("class=\"floor\"").count(), 1);
 }
 
 #[test]

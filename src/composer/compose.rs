@@ -1,16 +1,34 @@
-//! `holmes compose`: the zoo's accuracy profiles (validation predictions from the manifests),
-//! a fast latency estimate from stored profiles and the network-calculus bound, and a table of
-//! every method at every budget (HOLMES section 4.2.1).
+//! The zoo as the composer sees it and one search run: accuracy profiles (validation
+//! predictions from the manifests), the fast latency estimators over stored profiles (the
+//! [`netcalc`] bound or the [`des`] simulation, see [`LatencyModel`]), and [`run_goal`], which
+//! runs one method for one [`Goal`] and scores its choice on validation and test. The table of
+//! every method at every budget (HOLMES section 4.2.1) is [`report`](super::report)'s.
 
+use std::collections::HashMap;
 use std::path::Path;
 use std::time::Instant;
 
 use serde::Serialize;
 
-use super::netcalc;
-use super::search::{self, Bits, HolmesParams, Profiler};
-use crate::evaluation::{ensemble_mean, pr_auc, roc_auc};
+use super::search::{self, Bits, Goal, HolmesParams, Profiler, Step};
+use super::{des, netcalc};
+use crate::engine::EngineConfig;
+use crate::evaluation::{
+    AtThreshold, at_threshold, ensemble_mean, pr_auc, roc_auc, youden_threshold,
+};
+use crate::profile::Profile;
 use crate::zoo::{self, Predictions};
+
+/// Why the zoo could not be loaded for composing.
+#[derive(Debug, thiserror::Error)]
+pub enum ComposeError {
+    #[error(transparent)]
+    Zoo(#[from] zoo::ZooError),
+    #[error("profiling: {0}")]
+    Profile(#[from] crate::engine::EngineError),
+    #[error("stored profiles: {0}")]
+    Store(#[from] crate::store::StoreError),
+}
 
 /// One zoo model as the composer sees it.
 #[derive(Debug, Clone)]
@@ -20,6 +38,8 @@ pub struct Entry {
     pub test: Predictions,
     /// Service time of one window on the CPU (p95 at batch 1), ms.
     pub latency_ms: f64,
+    /// The stored CPU profile (batch sizes measured, fitted curve), when there is one.
+    pub profile: Option<Profile>,
 }
 
 /// One split's predictions of every model, indexed by window for fast ensembling.
@@ -52,6 +72,16 @@ impl SplitIndex {
 
     /// ROC-AUC and PR-AUC of the mean-probability ensemble `b` (0 when undefined).
     pub fn score(&self, b: &[bool]) -> (f64, f64) {
+        let (l, s) = self.ensemble(b);
+        let (r, p) = (roc_auc(&l, &s), pr_auc(&l, &s));
+        (
+            if r.is_nan() { 0.0 } else { r },
+            if p.is_nan() { 0.0 } else { p },
+        )
+    }
+
+    /// Labels and mean-probability scores of ensemble `b` over the windows its members scored.
+    pub fn ensemble(&self, b: &[bool]) -> (Vec<bool>, Vec<f32>) {
         let mut sum = vec![0.0f64; self.labels.len()];
         let mut cnt = vec![0u16; self.labels.len()];
         for (m, p) in self.preds.iter().enumerate() {
@@ -70,17 +100,18 @@ impl SplitIndex {
                 s.push((sum[k] / cnt[k] as f64) as f32);
             }
         }
-        let (r, p) = (roc_auc(&l, &s), pr_auc(&l, &s));
-        (
-            if r.is_nan() { 0.0 } else { r },
-            if p.is_nan() { 0.0 } else { p },
-        )
+        (l, s)
     }
 }
 
-/// Loads every valid model of the zoo with its latency: from stored profiles when present,
-/// else measured now (batch 1, a few runs) and stored.
-pub fn load_zoo(dir: &Path, db: &Path) -> anyhow::Result<Vec<Entry>> {
+/// Largest batch [`load_zoo`] profiles when a model has no stored profile reaching it (the
+/// engine's default batch cap).
+pub const PROFILE_MAX_BATCH: usize = 8;
+
+/// Loads every valid model of the zoo with its latency: from stored CPU profiles when they
+/// reach batch [`PROFILE_MAX_BATCH`], else measured now (batch 1 to it, a few runs each) and
+/// stored.
+pub fn load_zoo(dir: &Path, db: &Path) -> Result<Vec<Entry>, ComposeError> {
     let (models, _bad) = zoo::load_dir::<burn::backend::Flex>(dir, &Default::default())?;
     let cpu = crate::engine::device::Device::cpu();
     let mut out = Vec::new();
@@ -89,12 +120,15 @@ pub fn load_zoo(dir: &Path, db: &Path) -> anyhow::Result<Vec<Entry>> {
         let stored = crate::profile::load_profiles(db, &mf.name, &mf.weights.sha256)?
             .into_iter()
             .find(|p| p.device == "cpu")
-            .and_then(|p| p.points.iter().find(|x| x.batch == 1).map(|x| x.p95_ms));
-        let latency_ms = match stored {
-            Some(l) => l,
+            .filter(|p| {
+                p.points.iter().any(|x| x.batch == 1)
+                    && p.points.iter().any(|x| x.batch >= PROFILE_MAX_BATCH)
+            });
+        let profile = match stored {
+            Some(p) => p,
             None => {
                 let opts = crate::profile::ProfileOptions {
-                    max_batch: 1,
+                    max_batch: PROFILE_MAX_BATCH,
                     warmup: 1,
                     min_repeats: 5,
                     max_repeats: 20,
@@ -102,9 +136,14 @@ pub fn load_zoo(dir: &Path, db: &Path) -> anyhow::Result<Vec<Entry>> {
                 };
                 let p = crate::profile::profile_model(&m.dir, &cpu, &opts)?;
                 crate::profile::store_profile(db, &p)?;
-                p.points[0].p95_ms
+                p
             }
         };
+        let latency_ms = profile
+            .points
+            .iter()
+            .find(|x| x.batch == 1)
+            .map_or(0.0, |x| x.p95_ms);
         out.push(Entry {
             name: mf.name.clone(),
             validation: mf
@@ -114,6 +153,7 @@ pub fn load_zoo(dir: &Path, db: &Path) -> anyhow::Result<Vec<Entry>> {
                 .unwrap_or_default(),
             test: mf.predictions.get("test").cloned().unwrap_or_default(),
             latency_ms,
+            profile: Some(profile),
         });
     }
     Ok(out)
@@ -142,29 +182,183 @@ pub fn latency_estimate(entries: &[Entry], b: &[bool], beds: usize, hop_s: f64) 
         .zip(b)
         .filter(|x| *x.1)
         .map(|(e, _)| e.latency_ms)
-        .sum::<f64>()
-        / 1000.0;
+        .sum();
+    netcalc_ms(ts, beds, hop_s)
+}
+
+/// The network-calculus latency (ms) of a service time `ts_ms` for the staggered ward.
+fn netcalc_ms(ts_ms: f64, beds: usize, hop_s: f64) -> f64 {
+    let ts = ts_ms / 1000.0;
     if ts <= 0.0 {
         return 0.0;
     }
     netcalc::delay_bound(&netcalc::staggered(beds, hop_s), hop_s, 1.0 / ts, ts) * 1000.0
 }
 
-/// One method's result at one budget.
+/// The fast latency estimators.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, clap::ValueEnum)]
+#[serde(rename_all = "lowercase")]
+pub enum Estimator {
+    /// The members' batch-1 service times added up (they share the CPU) plus the
+    /// network-calculus queueing bound ([`latency_estimate`]).
+    Netcalc,
+    /// The discrete-event simulation of the members' queues, batches and shared cores
+    /// ([`des`]).
+    Des,
+}
+
+impl Estimator {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Estimator::Netcalc => "netcalc",
+            Estimator::Des => "des",
+        }
+    }
+}
+
+/// Estimated latency of any ensemble of one zoo for one ward, by either [`Estimator`].
+#[derive(Debug, Clone)]
+pub struct LatencyModel {
+    pub estimator: Estimator,
+    pub beds: usize,
+    pub hop_s: f64,
+    pub des: des::DesParams,
+    /// Per zoo model: batch-1 p95 service time (ms) and its simulated member.
+    batch1_ms: Vec<f64>,
+    members: Vec<des::Member>,
+}
+
+impl LatencyModel {
+    /// Workers and batch caps come from the engine's default CPU plan for `beds` beds
+    /// ([`plan`](crate::engine::plan)), batch times from the entries' profiles
+    /// ([`des::batch_curve`] over the p95 points; batch 1 alone without a profile).
+    pub fn new(
+        entries: &[Entry],
+        engine: &EngineConfig,
+        beds: usize,
+        hop_s: f64,
+        estimator: Estimator,
+    ) -> LatencyModel {
+        let profiles: HashMap<(String, String), Profile> = entries
+            .iter()
+            .filter_map(|e| e.profile.clone())
+            .map(|p| ((p.model.clone(), "cpu".to_owned()), p))
+            .collect();
+        let weights: Vec<(String, u64)> = entries.iter().map(|e| (e.name.clone(), 0)).collect();
+        let mut cfg = engine.clone();
+        cfg.device = "cpu".into();
+        let cells = crate::engine::plan::plan(
+            &weights,
+            &[crate::engine::device::Device::cpu()],
+            &profiles,
+            &cfg,
+            beds,
+        );
+        let members = entries
+            .iter()
+            .zip(&cells)
+            .map(|(e, cell)| {
+                let points: Vec<(usize, f64)> = match &e.profile {
+                    Some(p) => p.points.iter().map(|x| (x.batch, x.p95_ms)).collect(),
+                    None => vec![(1, e.latency_ms)],
+                };
+                let fitted = |b: usize| e.profile.as_ref().map_or(0.0, |p| p.predict(b));
+                des::Member {
+                    batch_ms: des::batch_curve(&points, fitted, cell.batch_cap),
+                    workers: cell.workers,
+                }
+            })
+            .collect();
+        LatencyModel {
+            estimator,
+            beds,
+            hop_s,
+            des: des::DesParams::new(beds, hop_s),
+            batch1_ms: entries.iter().map(|e| e.latency_ms).collect(),
+            members,
+        }
+    }
+
+    /// Latency (ms) of ensemble `b` by the chosen estimator.
+    pub fn estimate(&self, b: &[bool]) -> f64 {
+        self.by(self.estimator, b)
+    }
+
+    /// Latency (ms) of ensemble `b` by `estimator`.
+    pub fn by(&self, estimator: Estimator, b: &[bool]) -> f64 {
+        match estimator {
+            Estimator::Netcalc => netcalc_ms(self.sum_ms(b), self.beds, self.hop_s),
+            Estimator::Des => des::p95_ms(&self.chosen(b), &self.des),
+        }
+    }
+
+    /// The service-time part of `estimator` (ms): one window alone, no queueing. The sum of
+    /// the members' batch-1 times, or their simulated concurrent run.
+    pub fn service_ms(&self, estimator: Estimator, b: &[bool]) -> f64 {
+        match estimator {
+            Estimator::Netcalc => self.sum_ms(b),
+            Estimator::Des => des::simulate(&self.chosen(b), &[0.0], self.des.cores)[0],
+        }
+    }
+
+    fn sum_ms(&self, b: &[bool]) -> f64 {
+        self.batch1_ms
+            .iter()
+            .zip(b)
+            .filter(|x| *x.1)
+            .map(|x| x.0)
+            .sum()
+    }
+
+    fn chosen(&self, b: &[bool]) -> Vec<des::Member> {
+        self.members
+            .iter()
+            .zip(b)
+            .filter(|x| *x.1)
+            .map(|x| x.0.clone())
+            .collect()
+    }
+}
+
+/// A method's distance to the exact search's answer for the same goal.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct Gap {
+    /// The exact answer's validation ROC-AUC minus this one's; in the dual, this latency
+    /// minus the exact answer's (ms).
+    pub value: f64,
+    /// False when the exact search was cut short: its answer is the best it saw, not a proven
+    /// optimum, so the true gap is at least `value`.
+    pub proven: bool,
+}
+
+/// One method's result for one goal.
 #[derive(Debug, Clone, Serialize)]
 pub struct Row {
     pub method: String,
+    pub goal: Goal,
+    /// The latency budget; infinite (`null` in JSON) for the dual.
     pub budget_ms: f64,
     pub members: Vec<String>,
     pub val_roc_auc: f64,
     pub val_pr_auc: f64,
     pub test_roc_auc: f64,
     pub test_pr_auc: f64,
+    /// Youden's threshold on the validation ensemble, applied unchanged to test.
+    pub threshold: Option<f32>,
+    pub val_f1: f64,
+    pub val_accuracy: f64,
+    pub test_f1: f64,
+    pub test_accuracy: f64,
+    /// The chosen ensemble's latency by the profiler the search used, ms.
     pub latency_ms: f64,
     pub profiler_calls: usize,
     pub seconds: f64,
     /// False when the exact search ran out of its node budget.
     pub complete: bool,
+    /// How far from the exact search of the same goal, when one ran (set by the report).
+    pub gap_to_exact: Option<Gap>,
+    /// Every profiler call of the search, in order.
+    pub trajectory: Vec<Step>,
 }
 
 /// Ensembles the exact search may profile before it gives up (the report then says so).
@@ -172,7 +366,7 @@ pub const EXACT_NODES: usize = 10_000;
 
 pub const METHODS: [&str; 7] = ["rd", "af", "lf", "npo", "holmes", "holmes-ucb", "exact"];
 
-/// Runs `method` at `budget_ms` with the fast latency estimate.
+/// Runs `method` at `budget_ms` with the network-calculus estimate ([`latency_estimate`]).
 pub fn run(
     entries: &[Entry],
     method: &str,
@@ -194,46 +388,87 @@ pub fn run_with(
     params: &HolmesParams,
     latency: &mut dyn FnMut(&[bool]) -> f64,
 ) -> Row {
+    run_goal(
+        entries,
+        method,
+        Goal::from(budget_ms),
+        params,
+        latency,
+        &mut |_, _, _| {},
+    )
+}
+
+/// Runs `method` for `goal` with the given latency profiler; `on_call(calls, accuracy,
+/// latency)` hears of each profiler call. The chosen ensemble is scored on validation and
+/// test: ROC-AUC, PR-AUC, and F1 and accuracy at the validation ensemble's Youden threshold
+/// (the same threshold on test). No feasible ensemble gives an empty one, scored 0.
+pub fn run_goal(
+    entries: &[Entry],
+    method: &str,
+    goal: Goal,
+    params: &HolmesParams,
+    latency: &mut dyn FnMut(&[bool]) -> f64,
+    on_call: &mut dyn FnMut(usize, f64, f64),
+) -> Row {
     let n = entries.len();
     let t = Instant::now();
     let val = SplitIndex::new(entries.iter().map(|e| &e.validation));
     let test = SplitIndex::new(entries.iter().map(|e| &e.test));
-    let mut prof = Profiler::new(|b: &[bool]| val.score(b).0, &mut *latency);
+    let mut prof = Profiler::new(|b: &[bool]| val.score(b).0, &mut *latency).on_call(on_call);
     let mut complete = true;
     let chosen: Option<Bits> = match method {
-        "rd" => search::rd(&mut prof, n, budget_ms, params.seed),
-        "af" => search::af(&mut prof, n, budget_ms),
-        "lf" => search::lf(&mut prof, n, budget_ms),
-        "npo" => search::npo(&mut prof, n, budget_ms, params.budget_calls, params.seed),
-        "holmes" => search::holmes(&mut prof, n, budget_ms, params).0,
+        "rd" => search::rd(&mut prof, n, goal, params.seed),
+        "af" => search::af(&mut prof, n, goal),
+        "lf" => search::lf(&mut prof, n, goal),
+        "npo" => search::npo(&mut prof, n, goal, params.budget_calls, params.seed),
+        "holmes" => search::holmes(&mut prof, n, goal, params).0,
         "holmes-ucb" => {
-            search::holmes(
-                &mut prof,
-                n,
-                budget_ms,
-                &HolmesParams {
-                    explore: 1.0,
-                    ..*params
-                },
-            )
-            .0
+            let ucb = HolmesParams {
+                explore: 1.0,
+                ..*params
+            };
+            search::holmes(&mut prof, n, goal, &ucb).0
         }
-        "exact" => match search::exact(&mut prof, n, budget_ms, EXACT_NODES) {
+        "exact" => match search::exact(&mut prof, n, goal, EXACT_NODES) {
             Some(b) => b,
             None => {
                 complete = false;
-                prof.best(budget_ms).map(|x| x.0)
+                prof.best(goal).map(|x| x.0)
             }
         },
         other => panic!("unknown method {other}"),
     };
     let calls = prof.calls();
+    let trajectory = prof.trajectory(goal);
     let b = chosen.unwrap_or_else(|| vec![false; n]);
+    let latency_ms = if b.iter().any(|&x| x) {
+        prof.profile(&b).1
+    } else {
+        0.0
+    };
     let (vr, vp) = val.score(&b);
     let (tr, tp) = test.score(&b);
+    let (vl, vs) = val.ensemble(&b);
+    let (tl, ts) = test.ensemble(&b);
+    let threshold = youden_threshold(&vl, &vs);
+    let at = |l: &[bool], s: &[f32]| match threshold {
+        Some(t) => at_threshold(l, s, t),
+        None => AtThreshold {
+            threshold: f32::NAN,
+            f1: f64::NAN,
+            accuracy: f64::NAN,
+            sensitivity: f64::NAN,
+            specificity: f64::NAN,
+        },
+    };
+    let (vm, tm) = (at(&vl, &vs), at(&tl, &ts));
     Row {
         method: method.to_owned(),
-        budget_ms,
+        goal,
+        budget_ms: match goal {
+            Goal::MaxAccuracy { budget_ms } => budget_ms,
+            Goal::MinLatency { .. } => f64::INFINITY,
+        },
         members: entries
             .iter()
             .zip(&b)
@@ -244,10 +479,36 @@ pub fn run_with(
         val_pr_auc: vp,
         test_roc_auc: tr,
         test_pr_auc: tp,
-        latency_ms: prof.profile(&b).1,
+        threshold,
+        val_f1: vm.f1,
+        val_accuracy: vm.accuracy,
+        test_f1: tm.f1,
+        test_accuracy: tm.accuracy,
+        latency_ms,
         profiler_calls: calls,
         seconds: t.elapsed().as_secs_f64(),
         complete,
+        gap_to_exact: None,
+        trajectory,
+    }
+}
+
+/// Sets each row's gap to the exact search of its goal, when one ran and found an ensemble.
+pub fn set_gaps(rows: &mut [Row]) {
+    let exact: Vec<(Goal, f64, f64, bool)> = rows
+        .iter()
+        .filter(|r| r.method == "exact" && !r.members.is_empty())
+        .map(|r| (r.goal, r.val_roc_auc, r.latency_ms, r.complete))
+        .collect();
+    for r in rows.iter_mut() {
+        if let Some(&(g, a, l, proven)) = exact.iter().find(|o| o.0 == r.goal) {
+            let value = match g {
+                Goal::MaxAccuracy { .. } => a - r.val_roc_auc,
+                Goal::MinLatency { .. } if r.members.is_empty() => f64::INFINITY,
+                Goal::MinLatency { .. } => r.latency_ms - l,
+            };
+            r.gap_to_exact = Some(Gap { value, proven });
+        }
     }
 }
 
@@ -255,19 +516,25 @@ pub fn run_with(
 /// the vitals models, fit in any budget), half of everything at once, and their geometric
 /// mean.
 pub fn default_budgets(entries: &[Entry], beds: usize, hop_s: f64) -> Vec<f64> {
-    let n = entries.len();
+    default_budgets_by(entries.len(), &|b: &[bool]| {
+        latency_estimate(entries, b, beds, hop_s)
+    })
+}
+
+/// [`default_budgets`] for `n` models with any latency estimate.
+pub fn default_budgets_by(n: usize, latency: &dyn Fn(&[bool]) -> f64) -> Vec<f64> {
     let single = (0..n)
         .map(|i| {
             let mut b = vec![false; n];
             b[i] = true;
-            latency_estimate(entries, &b, beds, hop_s)
+            latency(&b)
         })
         .filter(|&l| l >= 1.0)
         .fold(f64::INFINITY, f64::min);
     let single = if single.is_finite() { single } else { 1.0 };
     // All members at once may overload the beds' schedule (an unbounded queue): then the
     // top budget is what the largest stable ensemble of singles would need.
-    let all = latency_estimate(entries, &vec![true; n], beds, hop_s);
+    let all = latency(&vec![true; n]);
     let all = if all.is_finite() { all } else { 8.0 * single };
     let (lo, hi) = (2.0 * single, (all / 2.0).max(4.0 * single));
     vec![lo, (lo * hi).sqrt(), hi]
@@ -289,6 +556,7 @@ mod tests {
             validation: v.clone(),
             test: v,
             latency_ms: 1.0,
+            profile: None,
         };
         let entries = vec![
             e(
@@ -307,5 +575,118 @@ mod tests {
             let (r2, p2) = accuracy(&entries, &b, false);
             assert!((r1 - r2).abs() < 1e-9 && (p1 - p2).abs() < 1e-9, "{b:?}");
         }
+    }
+
+    /// Three models over eight windows: `a` ranks them well, `b` less so, `c` badly.
+    fn small_zoo() -> Vec<Entry> {
+        let ids: Vec<String> = (0..8).map(|i| format!("w{i}")).collect();
+        let labels = vec![0, 0, 0, 1, 0, 1, 1, 1];
+        let e = |name: &str, probs: [f32; 8], latency_ms: f64| {
+            let p = Predictions {
+                ids: ids.clone(),
+                labels: labels.clone(),
+                probs: probs.to_vec(),
+            };
+            Entry {
+                name: name.into(),
+                validation: p.clone(),
+                test: p,
+                latency_ms,
+                profile: None,
+            }
+        };
+        vec![
+            e("a", [0.1, 0.2, 0.3, 0.6, 0.4, 0.7, 0.8, 0.9], 10.0),
+            e("b", [0.2, 0.5, 0.1, 0.4, 0.6, 0.9, 0.3, 0.8], 5.0),
+            e("c", [0.9, 0.1, 0.8, 0.2, 0.7, 0.3, 0.6, 0.4], 1.0),
+        ]
+    }
+
+    #[test]
+    fn a_row_reports_youden_metrics_its_trajectory_and_its_gap() {
+        let entries = small_zoo();
+        let lat = |b: &[bool]| {
+            b.iter()
+                .zip(&entries)
+                .filter(|x| *x.0)
+                .map(|x| x.1.latency_ms)
+                .sum()
+        };
+        let params = HolmesParams::default();
+        let mut calls = 0;
+        let mut rows: Vec<Row> = ["lf", "exact"]
+            .iter()
+            .map(|m| {
+                let mut on_call = |_: usize, _: f64, _: f64| calls += 1;
+                run_goal(
+                    &entries,
+                    m,
+                    Goal::from(8.0),
+                    &params,
+                    &mut { lat },
+                    &mut on_call,
+                )
+            })
+            .collect();
+        assert_eq!(calls, rows.iter().map(|r| r.profiler_calls).sum::<usize>());
+        for r in &rows {
+            assert_eq!(r.trajectory.len(), r.profiler_calls);
+            assert!(r.latency_ms <= 8.0);
+        }
+        // Exact picks b alone (a alone is over the budget; c ranks badly, so adding it hurts).
+        // Down b's
+        // scores, 0.9+ 0.8+ 0.6- 0.5- 0.4+ 0.3+ 0.2- 0.1-, Youden's J is highest, 1/2, at 0.8
+        // (TPR 1/2, FPR 0) and at 0.3 (TPR 1, FPR 1/2): the higher cut.
+        let exact = &rows[1];
+        assert_eq!(exact.members, vec!["b"]);
+        assert_eq!(exact.threshold, Some(0.8));
+        // At 0.8: TP 2, FP 0, FN 2, TN 4: F1 = 4/6, accuracy 6/8; test is the same split here.
+        assert!((exact.val_f1 - 2.0 / 3.0).abs() < 1e-12 && exact.val_accuracy == 0.75);
+        assert_eq!(
+            (exact.test_f1, exact.test_accuracy),
+            (exact.val_f1, exact.val_accuracy)
+        );
+        set_gaps(&mut rows);
+        let (lf, exact) = (&rows[0], &rows[1]);
+        assert_eq!(
+            exact.gap_to_exact,
+            Some(Gap {
+                value: 0.0,
+                proven: true
+            })
+        );
+        let g = lf.gap_to_exact.unwrap();
+        assert!(g.proven && (g.value - (exact.val_roc_auc - lf.val_roc_auc)).abs() < 1e-12);
+        assert!(
+            g.value > 0.0,
+            "LF took c first, then b, and stopped: {:?}",
+            lf.members
+        );
+    }
+
+    #[test]
+    fn estimators_agree_where_they_should() {
+        let entries = small_zoo();
+        let engine = crate::config::Config::default().engine;
+        let mut m = LatencyModel::new(&entries, &engine, 64, 30.0, Estimator::Des);
+        for b in [
+            [true, false, false],
+            [true, true, false],
+            [true, true, true],
+        ] {
+            assert_eq!(
+                m.by(Estimator::Netcalc, &b),
+                latency_estimate(&entries, &b, 64, 30.0)
+            );
+        }
+        // 64 beds over 30 s leave 469 ms between windows: no queueing in the simulation. One
+        // core: the members' times add up; three cores: the slowest decides.
+        m.des.cores = 1;
+        assert!((m.estimate(&[true, true, false]) - 15.0).abs() < 1e-9);
+        assert!((m.service_ms(Estimator::Netcalc, &[true, true, false]) - 15.0).abs() < 1e-9);
+        m.des.cores = 3;
+        assert!((m.estimate(&[true, true, true]) - 10.0).abs() < 1e-9);
+        // The bound charges the service time twice (latency plus a window at the rate).
+        assert!((m.by(Estimator::Netcalc, &[true, false, false]) - 20.0).abs() < 1e-9);
     }
 }

@@ -1,14 +1,21 @@
 //! The ensemble composer: which zoo models to ensemble so that validation accuracy is highest
-//! while end-to-end latency stays within the budget (HOLMES section 3.3).
+//! while end-to-end latency stays within the budget (HOLMES section 3.3), or, the dual, so that
+//! latency is lowest while accuracy reaches a floor (appendix A.6).
 //!
-//! [`search`] holds the algorithms (HOLMES, RD, AF, LF, NPO, exact); [`netcalc`] the
-//! queueing bound of the latency estimate. Accuracy profiles come from the zoo manifests'
-//! validation predictions ([`evaluation`](crate::evaluation)); latency from stored model
-//! profiles ([`profile`](crate::profile)).
+//! [`search`] holds the algorithms (HOLMES, RD, AF, LF, NPO, exact) over a [`profiler`];
+//! [`compose`] wires the zoo into it: accuracy profiles from the manifests' validation
+//! predictions ([`evaluation`](crate::evaluation)), latency from stored model profiles
+//! ([`profile`](crate::profile)) through one of two estimators, the [`netcalc`] queueing bound
+//! or the [`des`] discrete-event simulation, or measured through the engine ([`measure`]).
+//! [`report`] runs `holmes compose` and writes its table, JSON and [`plot`].
 
 pub mod compose;
+pub mod des;
 pub mod measure;
 pub mod netcalc;
 pub mod plans;
+pub mod plot;
+pub mod profiler;
+pub mod report;
 pub mod search;
 pub mod service;

@@ -2,8 +2,14 @@
 //! latency, genetic exploration, greedy top-K profiling under the hard latency constraint), the
 //! baselines of section 4.2 (RD, AF, LF, NPO), an exact optimum by branch and bound, and an
 //! uncertainty-aware acquisition as an option (our extension).
+//!
+//! Every method solves either problem of [`Goal`]: the paper's (highest accuracy within a
+//! latency budget) or its dual of appendix A.6 (lowest latency reaching an accuracy floor). The
+//! [`Profiler`] counts, caches and records every call; [`compose`](super::compose) supplies the
+//! accuracy and latency profilers and [`report`](super::report) reads the record.
 
-use std::collections::{HashMap, HashSet};
+use std::cmp::Ordering;
+use std::collections::HashSet;
 
 use rand::rngs::SmallRng;
 use rand::seq::SliceRandom;
@@ -14,58 +20,10 @@ use smartcore::ensemble::random_forest_regressor::{
 };
 use smartcore::linalg::basic::matrix::DenseMatrix;
 
+pub use super::profiler::{Goal, ProfileFn, Profiler, Step};
+
 /// An ensemble: one bit per zoo model.
 pub type Bits = Vec<bool>;
-
-/// A profiler: an ensemble in, a number out.
-pub type ProfileFn<'a> = Box<dyn FnMut(&[bool]) -> f64 + 'a>;
-
-/// The two profilers with call counting and caching (a profiler call is the budget unit).
-pub struct Profiler<'a> {
-    pub accuracy: ProfileFn<'a>,
-    pub latency: ProfileFn<'a>,
-    cache: HashMap<Bits, (f64, f64)>,
-    /// Every ensemble profiled, in order.
-    pub profiled: Vec<(Bits, f64, f64)>,
-}
-
-impl<'a> Profiler<'a> {
-    pub fn new(
-        accuracy: impl FnMut(&[bool]) -> f64 + 'a,
-        latency: impl FnMut(&[bool]) -> f64 + 'a,
-    ) -> Self {
-        Profiler {
-            accuracy: Box::new(accuracy),
-            latency: Box::new(latency),
-            cache: HashMap::new(),
-            profiled: Vec::new(),
-        }
-    }
-
-    /// `(accuracy, latency)` of `b`, profiling it on first sight.
-    pub fn profile(&mut self, b: &[bool]) -> (f64, f64) {
-        if let Some(&r) = self.cache.get(b) {
-            return r;
-        }
-        let r = ((self.accuracy)(b), (self.latency)(b));
-        self.cache.insert(b.to_vec(), r);
-        self.profiled.push((b.to_vec(), r.0, r.1));
-        r
-    }
-
-    pub fn calls(&self) -> usize {
-        self.profiled.len()
-    }
-
-    /// The best feasible ensemble profiled so far.
-    pub fn best(&self, budget: f64) -> Option<(Bits, f64, f64)> {
-        self.profiled
-            .iter()
-            .filter(|(_, _, l)| *l <= budget)
-            .max_by(|a, b| a.1.total_cmp(&b.1).then(b.2.total_cmp(&a.2)))
-            .cloned()
-    }
-}
 
 /// HOLMES's parameters (paper defaults where it gives them; the rest from its code).
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
@@ -221,19 +179,28 @@ impl Forest {
     }
 }
 
-/// Adds models in `order` one at a time while the ensemble stays within the budget (RD, AF,
-/// LF); returns the last feasible ensemble.
-pub fn greedy(prof: &mut Profiler<'_>, order: &[usize], n: usize, budget: f64) -> Option<Bits> {
+/// Adds models in `order` one at a time (RD, AF, LF): while the ensemble stays within the
+/// budget, returning the last feasible ensemble; in the dual, until it reaches the accuracy
+/// floor, returning the first that does.
+pub fn greedy(
+    prof: &mut Profiler<'_>,
+    order: &[usize],
+    n: usize,
+    goal: impl Into<Goal>,
+) -> Option<Bits> {
+    let goal = goal.into();
     let mut cur = vec![false; n];
     let mut best = None;
     for &i in order {
         cur[i] = true;
-        let (_, l) = prof.profile(&cur);
-        if l > budget {
-            cur[i] = false;
-            break;
+        let (a, l) = prof.profile(&cur);
+        let feasible = goal.feasible(a, l);
+        match goal {
+            Goal::MaxAccuracy { .. } if !feasible => break,
+            Goal::MaxAccuracy { .. } => best = Some(cur.clone()),
+            Goal::MinLatency { .. } if feasible => return Some(cur),
+            Goal::MinLatency { .. } => {}
         }
-        best = Some(cur.clone());
     }
     best
 }
@@ -249,43 +216,49 @@ fn singles(prof: &mut Profiler<'_>, n: usize) -> Vec<(f64, f64)> {
         .collect()
 }
 
-pub fn rd(prof: &mut Profiler<'_>, n: usize, budget: f64, seed: u64) -> Option<Bits> {
+pub fn rd(prof: &mut Profiler<'_>, n: usize, goal: impl Into<Goal>, seed: u64) -> Option<Bits> {
     let mut order: Vec<usize> = (0..n).collect();
     order.shuffle(&mut SmallRng::seed_from_u64(seed));
-    greedy(prof, &order, n, budget)
+    greedy(prof, &order, n, goal)
 }
 
-pub fn af(prof: &mut Profiler<'_>, n: usize, budget: f64) -> Option<Bits> {
+pub fn af(prof: &mut Profiler<'_>, n: usize, goal: impl Into<Goal>) -> Option<Bits> {
     let s = singles(prof, n);
     let mut order: Vec<usize> = (0..n).collect();
     order.sort_by(|&a, &b| s[b].0.total_cmp(&s[a].0));
-    greedy(prof, &order, n, budget)
+    greedy(prof, &order, n, goal)
 }
 
-pub fn lf(prof: &mut Profiler<'_>, n: usize, budget: f64) -> Option<Bits> {
+pub fn lf(prof: &mut Profiler<'_>, n: usize, goal: impl Into<Goal>) -> Option<Bits> {
     let s = singles(prof, n);
     let mut order: Vec<usize> = (0..n).collect();
     order.sort_by(|&a, &b| s[a].1.total_cmp(&s[b].1));
-    greedy(prof, &order, n, budget)
+    greedy(prof, &order, n, goal)
 }
 
-/// NPO: random subsets (at most as many models as LF chose) merged into the explored set until
-/// the call budget is spent; the best feasible profiled ensemble wins.
+/// NPO: random subsets (at most as many models as LF chose; in the dual, all models when LF
+/// never reached the floor) merged into the explored set until the call budget is spent; the
+/// best feasible profiled ensemble wins.
 pub fn npo(
     prof: &mut Profiler<'_>,
     n: usize,
-    budget: f64,
+    goal: impl Into<Goal>,
     calls: usize,
     seed: u64,
 ) -> Option<Bits> {
+    let goal = goal.into();
     let warm = [
-        rd(prof, n, budget, seed),
-        af(prof, n, budget),
-        lf(prof, n, budget),
+        rd(prof, n, goal, seed),
+        af(prof, n, goal),
+        lf(prof, n, goal),
     ];
+    let unreached = match goal {
+        Goal::MaxAccuracy { .. } => 1,
+        Goal::MinLatency { .. } => n,
+    };
     let max_size = warm[2]
         .as_ref()
-        .map_or(1, |b| b.iter().filter(|&&x| x).count())
+        .map_or(unreached, |b| b.iter().filter(|&&x| x).count())
         .max(1);
     let mut rng = SmallRng::seed_from_u64(seed ^ 0x9e37);
     let mut stale = 0;
@@ -301,82 +274,108 @@ pub fn npo(
         prof.profile(&b);
         stale = if prof.calls() == before { stale + 1 } else { 0 };
     }
-    prof.best(budget).map(|x| x.0)
+    prof.best(goal).map(|x| x.0)
 }
 
 /// HOLMES: warm start from RD, AF and LF, then fit surrogates, explore, score under the hard
 /// constraint, profile the top K, until the call budget is spent. Returns the best feasible
-/// profiled ensemble and the best accuracy after each iteration.
+/// profiled ensemble and the objective of the best after each iteration (accuracy; in the dual
+/// latency, infinite before the floor is reached).
+///
+/// In the dual, candidates predicted to reach the accuracy floor are ranked by predicted
+/// latency, fastest first; the rest follow, most accurate first.
 pub fn holmes(
     prof: &mut Profiler<'_>,
     n: usize,
-    budget: f64,
+    goal: impl Into<Goal>,
     params: &HolmesParams,
 ) -> (Option<Bits>, Vec<(usize, f64)>) {
+    let goal = goal.into();
     let mut rng = SmallRng::seed_from_u64(params.seed);
-    rd(prof, n, budget, params.seed);
-    af(prof, n, budget);
-    lf(prof, n, budget);
-    let mut trajectory = vec![(prof.calls(), prof.best(budget).map_or(0.0, |b| b.1))];
+    rd(prof, n, goal, params.seed);
+    af(prof, n, goal);
+    lf(prof, n, goal);
+    let best_objective = |prof: &Profiler<'_>| match (goal, prof.best(goal)) {
+        (_, Some(b)) => goal.objective(b.1, b.2),
+        (Goal::MaxAccuracy { .. }, None) => 0.0,
+        (Goal::MinLatency { .. }, None) => f64::INFINITY,
+    };
+    let mut trajectory = vec![(prof.calls(), best_objective(prof))];
     let mut iter = 0u64;
     while prof.calls() < params.budget_calls {
         iter += 1;
         let xs: Vec<Bits> = prof.profiled.iter().map(|p| p.0.clone()).collect();
         let acc: Vec<f64> = prof.profiled.iter().map(|p| p.1).collect();
-        let lat: Vec<f64> = prof
-            .profiled
-            .iter()
-            .map(|p| p.2.min(budget * 100.0))
-            .collect();
+        // Unbounded latencies are clipped so the forest can fit them.
+        let cap = match goal {
+            Goal::MaxAccuracy { budget_ms } => budget_ms * 100.0,
+            Goal::MinLatency { .. } => {
+                let finite = prof.profiled.iter().map(|p| p.2).filter(|l| l.is_finite());
+                finite.fold(1.0f64, f64::max) * 100.0
+            }
+        };
+        let lat: Vec<f64> = prof.profiled.iter().map(|p| p.2.min(cap)).collect();
         let cands = explore(&xs, n, params.candidates, params, &mut rng);
         if cands.is_empty() {
             break;
         }
-        let scored: Vec<(f64, usize)> = match (
+        // (predicted feasible, score, index): feasible first, then by score.
+        let scored: Vec<(bool, f64, usize)> = match (
             Forest::fit(&xs, &acc, params.trees, params.seed + iter * 1000),
             Forest::fit(&xs, &lat, params.trees, params.seed + iter * 1000 + 500),
         ) {
             (Some(fa), Some(fl)) => {
                 let pa = fa.predict(&cands);
                 let pl = fl.predict(&cands);
+                let ucb = |i: usize| pa[i].0 + params.explore * pa[i].1;
                 (0..cands.len())
-                    .map(|i| {
+                    .map(|i| match goal {
                         // Hard constraint: predicted-infeasible candidates score 0.
-                        let feasible = pl[i].0 <= budget;
-                        let s = if feasible {
-                            pa[i].0 + params.explore * pa[i].1
-                        } else {
-                            0.0
-                        };
-                        (s, i)
+                        Goal::MaxAccuracy { budget_ms } if pl[i].0 <= budget_ms => {
+                            (true, ucb(i), i)
+                        }
+                        Goal::MaxAccuracy { .. } => (false, 0.0, i),
+                        Goal::MinLatency { min_accuracy } if ucb(i) >= min_accuracy => {
+                            (true, -(pl[i].0 - params.explore * pl[i].1), i)
+                        }
+                        Goal::MinLatency { .. } => (false, ucb(i), i),
                     })
                     .collect()
             }
-            _ => (0..cands.len()).map(|i| (rng.random::<f64>(), i)).collect(),
+            _ => (0..cands.len())
+                .map(|i| (true, rng.random::<f64>(), i))
+                .collect(),
         };
         let mut order = scored;
-        order.sort_by(|a, b| b.0.total_cmp(&a.0));
-        for &(_, i) in order.iter().take(params.top_k) {
+        order.sort_by(|a, b| b.0.cmp(&a.0).then(b.1.total_cmp(&a.1)));
+        for &(_, _, i) in order.iter().take(params.top_k) {
             if prof.calls() >= params.budget_calls {
                 break;
             }
             prof.profile(&cands[i]);
         }
-        trajectory.push((prof.calls(), prof.best(budget).map_or(0.0, |b| b.1)));
+        trajectory.push((prof.calls(), best_objective(prof)));
     }
-    (prof.best(budget).map(|b| b.0), trajectory)
+    (prof.best(goal).map(|b| b.0), trajectory)
 }
 
 /// The exact optimum by branch and bound over ensembles, ordered by model index; a branch is
 /// cut when adding models can only raise the latency above the budget (latency must grow with
-/// the ensemble, which holds for the profilers here: members share the CPU). Feasible only for
-/// small zoos: `max_nodes` bounds the work and `None` says it was not enough.
+/// the ensemble, which holds for the profilers here: members share the CPU). In the dual a
+/// branch is cut once it reaches the accuracy floor or is already slower than the best found.
+/// Feasible only for small zoos: `max_nodes` bounds the work and `None` says it was not enough.
 pub fn exact(
     prof: &mut Profiler<'_>,
     n: usize,
-    budget: f64,
+    goal: impl Into<Goal>,
     max_nodes: usize,
 ) -> Option<Option<Bits>> {
+    let budget = match goal.into() {
+        Goal::MaxAccuracy { budget_ms } => budget_ms,
+        Goal::MinLatency { min_accuracy } => {
+            return exact_min_latency(prof, n, min_accuracy, max_nodes);
+        }
+    };
     let mut nodes = 0usize;
     let mut best: Option<(Bits, f64)> = None;
     let mut stack: Vec<(Bits, usize)> = vec![(vec![false; n], 0)];
@@ -394,6 +393,45 @@ pub fn exact(
             }
             if best.as_ref().is_none_or(|x| a > x.1) {
                 best = Some((b.clone(), a));
+            }
+            stack.push((b, i + 1));
+        }
+    }
+    Some(best.map(|b| b.0))
+}
+
+/// [`exact`] for the dual: the fastest ensemble with accuracy at least `min_accuracy`.
+fn exact_min_latency(
+    prof: &mut Profiler<'_>,
+    n: usize,
+    min_accuracy: f64,
+    max_nodes: usize,
+) -> Option<Option<Bits>> {
+    let goal = Goal::MinLatency { min_accuracy };
+    let mut nodes = 0usize;
+    let mut best: Option<(Bits, f64, f64)> = None;
+    let mut stack: Vec<(Bits, usize)> = vec![(vec![false; n], 0)];
+    while let Some((cur, next)) = stack.pop() {
+        for i in next..n {
+            nodes += 1;
+            if nodes > max_nodes {
+                return None;
+            }
+            let mut b = cur.clone();
+            b[i] = true;
+            let (a, l) = prof.profile(&b);
+            // Supersets are no faster: nothing below a slower node can win.
+            if best.as_ref().is_some_and(|x| l > x.2) {
+                continue;
+            }
+            if a >= min_accuracy {
+                if best
+                    .as_ref()
+                    .is_none_or(|x| goal.compare((a, l), (x.1, x.2)) == Ordering::Greater)
+                {
+                    best = Some((b, a, l));
+                }
+                continue;
             }
             stack.push((b, i + 1));
         }
@@ -483,5 +521,99 @@ mod tests {
             "best accuracy never drops"
         );
         assert!(p.calls() <= 300);
+    }
+
+    #[test]
+    fn the_dual_finds_the_fastest_ensemble_reaching_the_floor() {
+        let n = 12;
+        let (lat, gain) = synthetic(n);
+        let floor = 0.95;
+        let goal = Goal::MinLatency {
+            min_accuracy: floor,
+        };
+        // Brute force: the lowest latency among ensembles at or above the floor.
+        let mut opt = f64::INFINITY;
+        for mask in 1u32..(1 << n) {
+            let b: Bits = (0..n).map(|i| mask >> i & 1 == 1).collect();
+            if acc_of(&gain, &b) >= floor {
+                opt = opt.min(lat_of(&lat, &b));
+            }
+        }
+        assert!(opt.is_finite() && opt > 3.0, "a non-trivial floor: {opt}");
+        let mut p = Profiler::new(|b: &[bool]| acc_of(&gain, b), |b: &[bool]| lat_of(&lat, b));
+        let ex = exact(&mut p, n, goal, 1 << 20)
+            .expect("small enough")
+            .unwrap();
+        assert!(acc_of(&gain, &ex) >= floor);
+        assert_eq!(
+            lat_of(&lat, &ex),
+            opt,
+            "branch and bound over latency is exact"
+        );
+        let exact_calls = p.calls();
+        assert!(exact_calls < (1 << n) - 1, "it cut branches: {exact_calls}");
+
+        let params = HolmesParams {
+            budget_calls: 300,
+            candidates: 300,
+            ..HolmesParams::default()
+        };
+        let mut p = Profiler::new(|b: &[bool]| acc_of(&gain, b), |b: &[bool]| lat_of(&lat, b));
+        let (h, traj) = holmes(&mut p, n, goal, &params);
+        let h = h.unwrap();
+        assert!(acc_of(&gain, &h) >= floor);
+        assert_eq!(lat_of(&lat, &h), opt, "HOLMES reached the dual optimum");
+        assert!(
+            traj.windows(2).all(|w| w[1].1 <= w[0].1),
+            "best latency never rises"
+        );
+        // The baselines stop at the first ensemble reaching the floor.
+        let mut p = Profiler::new(|b: &[bool]| acc_of(&gain, b), |b: &[bool]| lat_of(&lat, b));
+        let a = af(&mut p, n, goal).unwrap();
+        assert!(acc_of(&gain, &a) >= floor && lat_of(&lat, &a) >= opt);
+        let mut without_last = a.clone();
+        let last = (0..n)
+            .filter(|&i| a[i])
+            .max_by(|&x, &y| gain[x].total_cmp(&gain[y]).reverse())
+            .unwrap();
+        without_last[last] = false;
+        assert!(
+            acc_of(&gain, &without_last) < floor,
+            "AF stopped at the floor"
+        );
+    }
+
+    #[test]
+    fn the_trajectory_records_every_call_with_the_best_so_far() {
+        let n = 6;
+        let (lat, gain) = synthetic(n);
+        let budget = 6.0;
+        let mut seen = Vec::new();
+        let mut p = Profiler::new(|b: &[bool]| acc_of(&gain, b), |b: &[bool]| lat_of(&lat, b))
+            .on_call(|k, a, l| seen.push((k, a, l)));
+        lf(&mut p, n, budget);
+        p.profile(&[true; 6]); // infeasible
+        p.profile(&[true, false, false, false, false, false]); // cached: no call
+        let t = p.trajectory(budget);
+        drop(p);
+        // Six singles, three greedy steps (the third over the budget), all six at once.
+        assert_eq!(t.len(), 10);
+        assert_eq!(seen.len(), t.len(), "the hook saw each call once");
+        assert_eq!(t[0].members, "100000");
+        assert!(t.iter().enumerate().all(|(i, s)| s.call == i + 1));
+        let last = t.last().unwrap();
+        assert!(!last.feasible && last.latency_ms == 21.0);
+        // The best so far never drops and equals the best feasible profiled.
+        assert!(
+            t.windows(2)
+                .all(|w| w[1].best_accuracy.unwrap() >= w[0].best_accuracy.unwrap())
+        );
+        let best = t
+            .iter()
+            .filter(|s| s.feasible)
+            .map(|s| s.accuracy)
+            .fold(0.0, f64::max);
+        assert_eq!(last.best_accuracy, Some(best));
+        assert!(last.best_latency_ms.unwrap() <= budget);
     }
 }

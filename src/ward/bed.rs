@@ -196,10 +196,7 @@ impl BedState {
         let end = self.high_water;
         let start = (end - samples).max(0);
         let leads = (0..MAX_LEADS)
-            .map(|l| {
-                self.present[l]
-                    .then(|| (start..end).map(|p| self.leads[l].get(p)).collect())
-            })
+            .map(|l| self.present[l].then(|| (start..end).map(|p| self.leads[l].get(p)).collect()))
             .collect();
         (end, leads)
     }

@@ -456,11 +456,7 @@ impl BedTask {
             BedCmd::Strip { secs, reply } => {
                 let fs = self.state.fs();
                 let (end_pos, leads) = self.state.strip((secs * fs as f64) as i64);
-                let _ = reply.send(Strip {
-                    fs,
-                    end_pos,
-                    leads,
-                });
+                let _ = reply.send(Strip { fs, end_pos, leads });
             }
             BedCmd::Samples(f) => {
                 let (seq, arrived) = (f.seq, f.arrived);

@@ -1,0 +1,175 @@
+//! The profilers as a search sees them: an ensemble in, its accuracy and latency out, each
+//! new ensemble counted (a profiler call is the search budget's unit), cached and recorded in
+//! call order. Also the [`Goal`] a search optimises, which decides feasibility and the best.
+//!
+//! [`search`](super::search) drives a [`Profiler`]; [`compose`](super::compose) builds one from
+//! the validation predictions and a latency estimator; [`report`](super::report) reads its
+//! [`trajectory`](Profiler::trajectory).
+
+use std::cmp::Ordering;
+use std::collections::HashMap;
+
+use serde::{Deserialize, Serialize};
+
+use super::search::Bits;
+
+/// A profiler: an ensemble in, a number out.
+pub type ProfileFn<'a> = Box<dyn FnMut(&[bool]) -> f64 + 'a>;
+
+/// Told of each new profile: `(calls so far, accuracy, latency)`.
+pub type CallHook<'a> = Box<dyn FnMut(usize, f64, f64) + 'a>;
+
+/// What a search optimises over ensembles `b` (accuracy `f_a(b)`, latency `f_l(b)` in ms).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case", deny_unknown_fields)]
+pub enum Goal {
+    /// Highest accuracy with latency at most `budget_ms` (HOLMES eq. 1).
+    MaxAccuracy { budget_ms: f64 },
+    /// Lowest latency with accuracy at least `min_accuracy` (HOLMES appendix A.6).
+    MinLatency { min_accuracy: f64 },
+}
+
+impl From<f64> for Goal {
+    /// A bare number is a latency budget in ms.
+    fn from(budget_ms: f64) -> Goal {
+        Goal::MaxAccuracy { budget_ms }
+    }
+}
+
+impl Goal {
+    /// Whether an ensemble with this accuracy and latency meets the constraint.
+    pub fn feasible(&self, accuracy: f64, latency: f64) -> bool {
+        match *self {
+            Goal::MaxAccuracy { budget_ms } => latency <= budget_ms,
+            Goal::MinLatency { min_accuracy } => accuracy >= min_accuracy,
+        }
+    }
+
+    /// Orders two feasible `(accuracy, latency)` results, `Greater` for the better: accuracy
+    /// first (then the faster), or latency first (then the more accurate).
+    pub fn compare(&self, a: (f64, f64), b: (f64, f64)) -> Ordering {
+        match self {
+            Goal::MaxAccuracy { .. } => a.0.total_cmp(&b.0).then(b.1.total_cmp(&a.1)),
+            Goal::MinLatency { .. } => b.1.total_cmp(&a.1).then(a.0.total_cmp(&b.0)),
+        }
+    }
+
+    /// The optimised quantity of a result: accuracy, or latency in ms.
+    pub fn objective(&self, accuracy: f64, latency: f64) -> f64 {
+        match self {
+            Goal::MaxAccuracy { .. } => accuracy,
+            Goal::MinLatency { .. } => latency,
+        }
+    }
+}
+
+impl std::fmt::Display for Goal {
+    /// `120.0 ms` (a budget) or `AUC >= 0.95` (a floor).
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Goal::MaxAccuracy { budget_ms } => write!(f, "{budget_ms:.1} ms"),
+            Goal::MinLatency { min_accuracy } => write!(f, "AUC >= {min_accuracy}"),
+        }
+    }
+}
+
+/// One profiler call of a search, as the report shows it (HOLMES figures 6 and 11).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Step {
+    /// 1 for the first call.
+    pub call: usize,
+    /// The ensemble, one character per zoo model in zoo order: `1` a member, `0` not.
+    pub members: String,
+    pub accuracy: f64,
+    /// `null` in JSON when unbounded (the beds outrun the service).
+    pub latency_ms: f64,
+    /// Whether it meets the goal's constraint.
+    pub feasible: bool,
+    /// Accuracy and latency of the best feasible ensemble profiled up to this call.
+    pub best_accuracy: Option<f64>,
+    pub best_latency_ms: Option<f64>,
+}
+
+/// The two profilers with call counting and caching (a profiler call is the budget unit).
+pub struct Profiler<'a> {
+    pub accuracy: ProfileFn<'a>,
+    pub latency: ProfileFn<'a>,
+    cache: HashMap<Bits, (f64, f64)>,
+    /// Every ensemble profiled, in order.
+    pub profiled: Vec<(Bits, f64, f64)>,
+    on_call: Option<CallHook<'a>>,
+}
+
+impl<'a> Profiler<'a> {
+    pub fn new(
+        accuracy: impl FnMut(&[bool]) -> f64 + 'a,
+        latency: impl FnMut(&[bool]) -> f64 + 'a,
+    ) -> Self {
+        Profiler {
+            accuracy: Box::new(accuracy),
+            latency: Box::new(latency),
+            cache: HashMap::new(),
+            profiled: Vec::new(),
+            on_call: None,
+        }
+    }
+
+    /// Calls `f(calls, accuracy, latency)` after each new profile (a progress bar).
+    pub fn on_call(mut self, f: impl FnMut(usize, f64, f64) + 'a) -> Self {
+        self.on_call = Some(Box::new(f));
+        self
+    }
+
+    /// `(accuracy, latency)` of `b`, profiling it on first sight.
+    pub fn profile(&mut self, b: &[bool]) -> (f64, f64) {
+        if let Some(&r) = self.cache.get(b) {
+            return r;
+        }
+        let r = ((self.accuracy)(b), (self.latency)(b));
+        self.cache.insert(b.to_vec(), r);
+        self.profiled.push((b.to_vec(), r.0, r.1));
+        if let Some(f) = self.on_call.as_mut() {
+            f(self.profiled.len(), r.0, r.1);
+        }
+        r
+    }
+
+    pub fn calls(&self) -> usize {
+        self.profiled.len()
+    }
+
+    /// The best feasible ensemble profiled so far.
+    pub fn best(&self, goal: impl Into<Goal>) -> Option<(Bits, f64, f64)> {
+        let goal = goal.into();
+        self.profiled
+            .iter()
+            .filter(|(_, a, l)| goal.feasible(*a, *l))
+            .max_by(|a, b| goal.compare((a.1, a.2), (b.1, b.2)))
+            .cloned()
+    }
+
+    /// Every call so far in order, with feasibility and the best feasible result up to it.
+    pub fn trajectory(&self, goal: impl Into<Goal>) -> Vec<Step> {
+        let goal = goal.into();
+        let mut best: Option<(f64, f64)> = None;
+        self.profiled
+            .iter()
+            .enumerate()
+            .map(|(i, (b, a, l))| {
+                let feasible = goal.feasible(*a, *l);
+                if feasible && best.is_none_or(|x| goal.compare((*a, *l), x) == Ordering::Greater) {
+                    best = Some((*a, *l));
+                }
+                Step {
+                    call: i + 1,
+                    members: b.iter().map(|&x| if x { '1' } else { '0' }).collect(),
+                    accuracy: *a,
+                    latency_ms: *l,
+                    feasible,
+                    best_accuracy: best.map(|x| x.0),
+                    best_latency_ms: best.map(|x| x.1),
+                }
+            })
+            .collect()
+    }
+}
