@@ -22,6 +22,11 @@ pub struct Cli {
 
 #[derive(Debug, Subcommand)]
 pub enum Command {
+    /// Dashboard users.
+    User {
+        #[command(subcommand)]
+        command: UserCommand,
+    },
     /// Train the model zoo from PhysioNet records (resumable: finished models are kept).
     Train {
         /// Folder holding vfdb/, cudb/ and mitdb/ [default: $HOLMES_DATA or ../shared/data/physionet]
@@ -195,6 +200,26 @@ pub struct SimulateArgs {
     /// Bed name prefix.
     #[arg(long, default_value = "bed-")]
     pub prefix: String,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum UserCommand {
+    /// Adds a dashboard user; the password is read from standard input (one line).
+    Add {
+        name: String,
+        /// nurse (acknowledges and silences alarms), engineer (also zoo and plan controls) or
+        /// admin.
+        #[arg(long, default_value = "nurse")]
+        role: String,
+        /// Replace an existing user of that name.
+        #[arg(long)]
+        replace: bool,
+        #[arg(long)]
+        config: Option<PathBuf>,
+        /// Database [default: the config's].
+        #[arg(long)]
+        db: Option<PathBuf>,
+    },
 }
 
 #[derive(Debug, Subcommand)]
@@ -485,7 +510,35 @@ pub fn run(cli: Cli) -> Result<()> {
             let mut cfg = Config::default();
             cfg.server.listen = listen;
             cfg.storage.db = db;
+            // The demo's ward view opens without signing in (it listens on loopback).
+            cfg.dashboard.public_ward_view = true;
             runtime()?.block_on(demo(cfg, beds, duration, speed))?;
+        }
+        Command::User {
+            command:
+                UserCommand::Add {
+                    name,
+                    role,
+                    replace,
+                    config,
+                    db,
+                },
+        } => {
+            let cfg = load_config(config.as_deref())?;
+            let db = db.unwrap_or(cfg.storage.db);
+            let role: crate::dashboard::auth::Role = role.parse()?;
+            let mut password = String::new();
+            std::io::stdin()
+                .read_line(&mut password)
+                .context("reading the password from standard input")?;
+            let password = password.trim_end_matches(['\n', '\r']);
+            crate::dashboard::auth::Users::open(&db)?.add(&name, role, password, replace)?;
+            crate::dashboard::alarms::AlarmDb::open(&db)?.audit(
+                None,
+                "user_added",
+                &serde_json::json!({"user": name, "role": role.as_str()}),
+            )?;
+            println!("user {name} ({}) added to {}", role.as_str(), db.display());
         }
         Command::Zoo {
             command: ZooCommand::List { dir, json },
@@ -586,6 +639,7 @@ async fn demo(cfg: Config, beds: usize, duration: Option<f64>, speed: f64) -> Re
             Source::Synthetic => "synthetic ECG".to_string(),
         }
     );
+    println!("  ward dashboard:         http://{addr}/");
     println!("  beds and latest scores: http://{addr}/api/beds");
     println!("  scores of one bed:      http://{addr}/api/beds/bed-1/scores");
     println!("  ensemble and models:    http://{addr}/api/ensemble  http://{addr}/api/models");

@@ -41,6 +41,9 @@ pub struct Config {
     /// Composition of the served ensemble (absent: the defaults).
     #[serde(default)]
     pub composer: crate::composer::service::ComposerConfig,
+    /// The ward dashboard (absent: the defaults).
+    #[serde(default)]
+    pub dashboard: crate::dashboard::DashboardConfig,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -197,6 +200,7 @@ impl Config {
             );
         }
         self.composer.validate()?;
+        self.dashboard.validate()?;
         if self.storage.batch_rows == 0 {
             return Err("storage.batch_rows must be positive".into());
         }

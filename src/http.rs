@@ -8,7 +8,7 @@ use std::sync::atomic::Ordering;
 use axum::extract::{Path, Query, State, WebSocketUpgrade};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
-use axum::routing::get;
+use axum::routing::{get, post};
 use axum::{Json, Router};
 use serde::{Deserialize, Serialize};
 use serde_json::json;
@@ -61,6 +61,10 @@ pub struct AppState {
     /// Bumped on every zoo change (the composer recomposes on it).
     pub zoo_generation: tokio::sync::watch::Receiver<u64>,
     pub shutdown: CancellationToken,
+    /// The dashboard's ward board (tiles, alarms).
+    pub board: crate::dashboard::board::Board,
+    /// Users and sessions.
+    pub users: Arc<std::sync::Mutex<crate::dashboard::auth::Users>>,
 }
 
 /// Errors a handler can return.
@@ -88,7 +92,20 @@ impl IntoResponse for ApiError {
 }
 
 pub fn router(state: AppState) -> Router {
+    use crate::dashboard::web;
     Router::new()
+        .route("/", get(web::index))
+        .route("/app.js", get(web::app_js))
+        .route("/style.css", get(web::style))
+        .route("/api/stream", get(web::stream))
+        .route("/api/login", post(web::login))
+        .route("/api/logout", post(web::logout))
+        .route("/api/me", get(web::me))
+        .route("/api/alarms", get(web::alarms))
+        .route("/api/alarms/{id}/ack", post(web::ack))
+        .route("/api/alarms/{id}/silence", post(web::silence))
+        .route("/api/beds/{bed}/alarms", get(web::bed_alarms))
+        .route("/api/beds/{bed}/strip", get(web::strip))
         .route("/ws/monitor", get(ws_monitor))
         .route("/api/beds", get(beds))
         .route("/api/beds/{bed}/scores", get(bed_scores))
@@ -101,6 +118,12 @@ pub fn router(state: AppState) -> Router {
         )
         .route("/health/ready", get(ready))
         .route("/metrics", get(|| async { crate::telemetry::render() }))
+        .fallback(web::not_found)
+        .layer(axum::middleware::from_fn_with_state(
+            state.clone(),
+            web::read_guard,
+        ))
+        .layer(axum::middleware::from_fn(web::security_headers))
         .with_state(state)
 }
 
@@ -202,6 +225,12 @@ async fn ensemble(State(s): State<AppState>) -> Json<serde_json::Value> {
     let c = s.engine.counters();
     let n = |a: &std::sync::atomic::AtomicU64| a.load(Ordering::Relaxed);
     let sv = s.serving.lock().expect("serving lock").clone();
+    let lat = s
+        .store_health
+        .recent
+        .lock()
+        .expect("lock")
+        .percentiles(std::time::Duration::from_secs(300));
     Json(json!({
         "id": s.engine.ensemble_id(),
         "source": sv.source,
@@ -212,6 +241,7 @@ async fn ensemble(State(s): State<AppState>) -> Json<serde_json::Value> {
         "members": s.engine.members().iter().map(|(name, version)| json!({"name": name, "version": version})).collect::<Vec<_>>(),
         "combine": s.cfg.engine.combine,
         "slo_ms": s.cfg.engine.slo_ms,
+        "latency_ms": lat.map(|(q, n)| json!({"p50": q[0], "p95": q[1], "p99": q[2], "n": n, "span_secs": 300})),
         "plan": s.engine.plan(),
         "queues": s.engine.queue_lengths().into_iter().map(|(m, n)| json!({"model": m, "waiting": n})).collect::<Vec<_>>(),
         "windows": {"scored": n(&c.scored), "partial": n(&c.partial), "superseded": n(&c.superseded),

@@ -23,6 +23,7 @@ pub mod bench;
 pub mod cli;
 pub mod composer;
 pub mod config;
+pub mod dashboard;
 pub mod dataset;
 pub mod engine;
 pub mod evaluation;

@@ -25,6 +25,8 @@ pub enum ServerError {
     Scorer(#[from] ScorerError),
     #[error(transparent)]
     Engine(#[from] EngineError),
+    #[error("dashboard: {0}")]
+    Dashboard(String),
     #[error("listening socket: {0}")]
     Io(#[from] std::io::Error),
 }
@@ -232,7 +234,26 @@ pub async fn start(cfg: Config, listener: TcpListener) -> Result<Running, Server
         };
         tracker.spawn(composer::service::run(cx, start_plan.is_some()));
     }
+    let (db, dcfg) = (cfg.storage.db.clone(), cfg.dashboard.clone());
+    let users = tokio::task::spawn_blocking(move || crate::dashboard::auth::Users::open(&db))
+        .await
+        .expect("opening the users table does not panic")
+        .map_err(|e| ServerError::Dashboard(e.to_string()))?;
+    let board = crate::dashboard::board::start(
+        dcfg,
+        crate::dashboard::board::Sources {
+            ward: ward.clone(),
+            store: store.clone(),
+            reader: reader.clone(),
+            serving: serving.clone(),
+            db: cfg.storage.db.clone(),
+        },
+        shutdown.child_token(),
+        &tracker,
+    );
     let state = AppState {
+        board,
+        users: Arc::new(std::sync::Mutex::new(users)),
         cfg: cfg.clone(),
         ward: ward.clone(),
         reader,

@@ -237,6 +237,24 @@ impl RecentLatency {
         self.0.push_back((at, ms));
     }
 
+    /// p50, p95 and p99 (ms) and the count of the latencies committed within `span`.
+    pub fn percentiles(&self, span: Duration) -> Option<([f64; 3], usize)> {
+        let now = Instant::now();
+        let mut v: Vec<f32> = self
+            .0
+            .iter()
+            .rev()
+            .take_while(|(t, _)| now.duration_since(*t) <= span)
+            .map(|x| x.1)
+            .collect();
+        if v.is_empty() {
+            return None;
+        }
+        v.sort_by(f32::total_cmp);
+        let q = |p: f64| v[((v.len() - 1) as f64 * p).round() as usize] as f64;
+        Some(([q(0.5), q(0.95), q(0.99)], v.len()))
+    }
+
     /// p95 (ms) and count of the latencies committed within `span` before now.
     pub fn p95(&self, span: Duration) -> Option<(f64, usize)> {
         let now = Instant::now();

@@ -1,0 +1,276 @@
+//! Users and sessions of the dashboard: passwords stored as argon2 hashes, sessions as the
+//! SHA-256 of a random token that lives only in the browser's cookie (`HttpOnly`, `Secure`,
+//! `SameSite=Strict`). Nurses acknowledge and silence alarms; engineers also see zoo and plan
+//! controls; admins manage users. The first user comes from `holmes user add`.
+
+use std::path::{Path, PathBuf};
+
+use argon2::Argon2;
+use argon2::password_hash::{PasswordHash, PasswordHasher, PasswordVerifier, SaltString};
+use rand::RngCore;
+use rusqlite::{Connection, OptionalExtension, params};
+use serde::{Deserialize, Serialize};
+
+use crate::store::now_ms;
+
+/// The session cookie's name.
+pub const COOKIE: &str = "holmes_session";
+
+#[derive(Debug, thiserror::Error)]
+pub enum AuthError {
+    #[error("user {0:?} already exists")]
+    Exists(String),
+    #[error("a user name is 1 to 64 letters, digits, '.', '-' or '_'")]
+    BadName,
+    #[error("a password has at least 8 characters")]
+    WeakPassword,
+    #[error("unknown role {0:?} (nurse, engineer or admin)")]
+    BadRole(String),
+    #[error("password hashing: {0}")]
+    Hash(String),
+    #[error("user database {path}: {source}")]
+    Sqlite {
+        path: PathBuf,
+        #[source]
+        source: rusqlite::Error,
+    },
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Role {
+    Nurse,
+    Engineer,
+    Admin,
+}
+
+impl Role {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Role::Nurse => "nurse",
+            Role::Engineer => "engineer",
+            Role::Admin => "admin",
+        }
+    }
+}
+
+impl std::str::FromStr for Role {
+    type Err = AuthError;
+    fn from_str(s: &str) -> Result<Role, AuthError> {
+        match s {
+            "nurse" => Ok(Role::Nurse),
+            "engineer" => Ok(Role::Engineer),
+            "admin" => Ok(Role::Admin),
+            other => Err(AuthError::BadRole(other.to_owned())),
+        }
+    }
+}
+
+/// A signed-in user.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct User {
+    pub name: String,
+    pub role: Role,
+}
+
+/// The users and sessions tables of one database.
+pub struct Users {
+    conn: Connection,
+    path: PathBuf,
+}
+
+impl Users {
+    /// Opens (creating and migrating) the database.
+    pub fn open(path: &Path) -> Result<Users, AuthError> {
+        let sq = |e: crate::store::StoreError| AuthError::Sqlite {
+            path: path.to_owned(),
+            source: match e {
+                crate::store::StoreError::Sqlite { source, .. } => source,
+                other => rusqlite::Error::InvalidParameterName(other.to_string()),
+            },
+        };
+        let mut conn = crate::store::open(path).map_err(sq)?;
+        crate::store::migrate(&mut conn, path).map_err(sq)?;
+        Ok(Users {
+            conn,
+            path: path.to_owned(),
+        })
+    }
+
+    fn err(&self, source: rusqlite::Error) -> AuthError {
+        AuthError::Sqlite {
+            path: self.path.clone(),
+            source,
+        }
+    }
+
+    /// Adds a user (refusing an existing name unless `replace`).
+    pub fn add(
+        &self,
+        name: &str,
+        role: Role,
+        password: &str,
+        replace: bool,
+    ) -> Result<(), AuthError> {
+        if name.is_empty()
+            || name.len() > 64
+            || !name
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || "._-".contains(c))
+        {
+            return Err(AuthError::BadName);
+        }
+        if password.chars().count() < 8 {
+            return Err(AuthError::WeakPassword);
+        }
+        let mut salt = [0u8; 16];
+        rand::rng().fill_bytes(&mut salt);
+        let salt = SaltString::encode_b64(&salt).map_err(|e| AuthError::Hash(e.to_string()))?;
+        let hash = Argon2::default()
+            .hash_password(password.as_bytes(), &salt)
+            .map_err(|e| AuthError::Hash(e.to_string()))?
+            .to_string();
+        let sql = if replace {
+            "INSERT OR REPLACE INTO users (name, role, password_hash, created_ms) VALUES (?1, ?2, ?3, ?4)"
+        } else {
+            "INSERT INTO users (name, role, password_hash, created_ms) VALUES (?1, ?2, ?3, ?4)"
+        };
+        match self
+            .conn
+            .execute(sql, params![name, role.as_str(), hash, now_ms()])
+        {
+            Ok(_) => Ok(()),
+            Err(rusqlite::Error::SqliteFailure(e, _))
+                if e.code == rusqlite::ErrorCode::ConstraintViolation =>
+            {
+                Err(AuthError::Exists(name.to_owned()))
+            }
+            Err(e) => Err(self.err(e)),
+        }
+    }
+
+    /// The user, if the password matches.
+    pub fn verify(&self, name: &str, password: &str) -> Result<Option<User>, AuthError> {
+        let row: Option<(String, String)> = self
+            .conn
+            .query_row(
+                "SELECT role, password_hash FROM users WHERE name = ?1",
+                params![name],
+                |r| Ok((r.get(0)?, r.get(1)?)),
+            )
+            .optional()
+            .map_err(|e| self.err(e))?;
+        let Some((role, hash)) = row else {
+            return Ok(None);
+        };
+        let parsed = PasswordHash::new(&hash).map_err(|e| AuthError::Hash(e.to_string()))?;
+        if Argon2::default()
+            .verify_password(password.as_bytes(), &parsed)
+            .is_err()
+        {
+            return Ok(None);
+        }
+        Ok(Some(User {
+            name: name.to_owned(),
+            role: role.parse()?,
+        }))
+    }
+
+    /// Starts a session; returns the token for the cookie.
+    pub fn start_session(&self, user: &str, hours: f64) -> Result<String, AuthError> {
+        let mut raw = [0u8; 32];
+        rand::rng().fill_bytes(&mut raw);
+        let token: String = raw.iter().map(|b| format!("{b:02x}")).collect();
+        let now = now_ms();
+        self.conn
+            .execute(
+                "INSERT INTO sessions (token_sha256, user, created_ms, expires_ms) VALUES (?1, ?2, ?3, ?4)",
+                params![crate::zoo::sha256_hex(token.as_bytes()), user, now, now + (hours * 3.6e6) as i64],
+            )
+            .map_err(|e| self.err(e))?;
+        Ok(token)
+    }
+
+    /// The user of a live session.
+    pub fn session(&self, token: &str) -> Result<Option<User>, AuthError> {
+        let row: Option<(String, String)> = self
+            .conn
+            .query_row(
+                "SELECT u.name, u.role FROM sessions s JOIN users u ON u.name = s.user
+                 WHERE s.token_sha256 = ?1 AND s.expires_ms > ?2",
+                params![crate::zoo::sha256_hex(token.as_bytes()), now_ms()],
+                |r| Ok((r.get(0)?, r.get(1)?)),
+            )
+            .optional()
+            .map_err(|e| self.err(e))?;
+        row.map(|(name, role)| {
+            Ok(User {
+                name,
+                role: role.parse()?,
+            })
+        })
+        .transpose()
+    }
+
+    pub fn end_session(&self, token: &str) -> Result<(), AuthError> {
+        self.conn
+            .execute(
+                "DELETE FROM sessions WHERE token_sha256 = ?1 OR expires_ms <= ?2",
+                params![crate::zoo::sha256_hex(token.as_bytes()), now_ms()],
+            )
+            .map_err(|e| self.err(e))?;
+        Ok(())
+    }
+}
+
+/// The session token in a `Cookie` header, if any.
+pub fn token_from_cookies(header: &str) -> Option<&str> {
+    header
+        .split(';')
+        .filter_map(|kv| kv.trim().split_once('='))
+        .find(|(k, _)| *k == COOKIE)
+        .map(|(_, v)| v)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn passwords_are_hashed_and_sessions_expire() {
+        let dir = tempfile::tempdir().unwrap();
+        let u = Users::open(&dir.path().join("u.db")).unwrap();
+        assert!(matches!(
+            u.add("nina", Role::Nurse, "short", false),
+            Err(AuthError::WeakPassword)
+        ));
+        assert!(matches!(
+            u.add("ni na", Role::Nurse, "long enough", false),
+            Err(AuthError::BadName)
+        ));
+        u.add("nina", Role::Nurse, "correct horse", false).unwrap();
+        assert!(matches!(
+            u.add("nina", Role::Nurse, "correct horse", false),
+            Err(AuthError::Exists(_))
+        ));
+        let stored: String = u
+            .conn
+            .query_row("SELECT password_hash FROM users", [], |r| r.get(0))
+            .unwrap();
+        assert!(stored.starts_with("$argon2") && !stored.contains("correct horse"));
+        assert_eq!(u.verify("nina", "wrong horse").unwrap(), None);
+        let user = u.verify("nina", "correct horse").unwrap().unwrap();
+        assert_eq!(user.role, Role::Nurse);
+        let token = u.start_session("nina", 1.0).unwrap();
+        assert_eq!(u.session(&token).unwrap(), Some(user));
+        assert_eq!(u.session("forged").unwrap(), None);
+        let old = u.start_session("nina", -1.0).unwrap();
+        assert_eq!(u.session(&old).unwrap(), None, "expired");
+        u.end_session(&token).unwrap();
+        assert_eq!(u.session(&token).unwrap(), None);
+        assert_eq!(
+            token_from_cookies("a=1; holmes_session=abc; b=2"),
+            Some("abc")
+        );
+    }
+}

@@ -1,0 +1,373 @@
+//! The ward board: an actor that keeps what the dashboard shows (one tile per bed with its
+//! latest score, trend, quality and state; the active alarms) from the scores the
+//! [`store`](crate::store) commits and the [`ward`](crate::ward)'s bed states, and publishes a
+//! snapshot every second through a `watch` channel. Every page reads the latest snapshot, so
+//! a slow or stuck client never holds back ingest or scoring. Alarm actions arrive as
+//! commands and are persisted by [`AlarmDb`](super::alarms::AlarmDb) off the async workers.
+
+use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use serde::Serialize;
+use serde_json::json;
+use tokio::sync::{broadcast, mpsc, oneshot, watch};
+use tokio_util::sync::CancellationToken;
+
+use super::DashboardConfig;
+use super::alarms::{Alarm, AlarmDb, AlarmError, Alarms, Thresholds, Transition};
+use crate::composer::service::Serving;
+use crate::store::{ScoreRecord, ScoreStatus, StoreHandle, StoreReader, now_ms};
+use crate::ward::{BedStatus, Ward};
+
+/// One bed's tile.
+#[derive(Debug, Clone, Serialize)]
+pub struct Tile {
+    pub bed: String,
+    pub label: String,
+    pub status: BedStatus,
+    pub connected: bool,
+    pub data_age_secs: Option<f64>,
+    pub latest: Option<Latest>,
+    /// `(window end ms, score)` over the trend span, oldest first.
+    pub trend: Vec<(i64, f32)>,
+    /// Active alarm kinds on this bed.
+    pub alarms: Vec<&'static str>,
+}
+
+/// A bed's latest committed window.
+#[derive(Debug, Clone, Serialize)]
+pub struct Latest {
+    pub window_end_ms: i64,
+    pub status: &'static str,
+    pub score: Option<f32>,
+    /// `low`, `elevated` (at or above the clearing threshold) or `high` (at or above the alarm
+    /// threshold).
+    pub band: &'static str,
+    pub partial: bool,
+    pub missing: Vec<String>,
+    /// Made by a cheaper rung of the plan's ladder.
+    pub degraded: bool,
+    /// Per lead slot: percent of the window lead-off, percent of samples that arrived.
+    pub leads: Vec<Option<(u8, u8)>>,
+}
+
+/// What every dashboard client is sent.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct Snapshot {
+    pub generated_ms: i64,
+    pub risk_alarm_on: f64,
+    pub beds: Vec<Tile>,
+    pub alarms: Vec<Alarm>,
+}
+
+/// An alarm action by a signed-in user.
+pub enum AlarmCmd {
+    Ack {
+        id: i64,
+        user: String,
+        reply: oneshot::Sender<Result<Alarm, AlarmError>>,
+    },
+    Silence {
+        id: i64,
+        user: String,
+        secs: u64,
+        reply: oneshot::Sender<Result<Alarm, AlarmError>>,
+    },
+}
+
+/// Handle to the board. Cheap to clone.
+#[derive(Clone)]
+pub struct Board {
+    snapshot: watch::Receiver<Arc<Snapshot>>,
+    cmd: mpsc::Sender<AlarmCmd>,
+}
+
+impl Board {
+    pub fn snapshot(&self) -> Arc<Snapshot> {
+        self.snapshot.borrow().clone()
+    }
+
+    pub fn subscribe(&self) -> watch::Receiver<Arc<Snapshot>> {
+        self.snapshot.clone()
+    }
+
+    pub async fn ack(&self, id: i64, user: String) -> Result<Alarm, AlarmError> {
+        let (reply, rx) = oneshot::channel();
+        self.send(AlarmCmd::Ack { id, user, reply }).await;
+        rx.await.unwrap_or(Err(AlarmError::Unknown(id)))
+    }
+
+    pub async fn silence(&self, id: i64, user: String, secs: u64) -> Result<Alarm, AlarmError> {
+        let (reply, rx) = oneshot::channel();
+        self.send(AlarmCmd::Silence {
+            id,
+            user,
+            secs,
+            reply,
+        })
+        .await;
+        rx.await.unwrap_or(Err(AlarmError::Unknown(id)))
+    }
+
+    async fn send(&self, c: AlarmCmd) {
+        let _ = self.cmd.send(c).await;
+    }
+}
+
+struct BedBoard {
+    latest: Option<Latest>,
+    trend: VecDeque<(i64, f32)>,
+}
+
+/// Points kept per trend at most (4 h of 30-s windows is 480).
+const TREND_MAX: usize = 2048;
+
+/// What the board reads.
+pub struct Sources {
+    pub ward: Ward,
+    pub store: StoreHandle,
+    pub reader: StoreReader,
+    pub serving: Arc<Mutex<Serving>>,
+    /// The database, for the alarms table.
+    pub db: std::path::PathBuf,
+}
+
+/// Starts the board task.
+pub fn start(
+    cfg: DashboardConfig,
+    src: Sources,
+    shutdown: CancellationToken,
+    tracker: &tokio_util::task::TaskTracker,
+) -> Board {
+    let (tx, snapshot) = watch::channel(Arc::new(Snapshot::default()));
+    let (cmd_tx, cmd_rx) = mpsc::channel(64);
+    let scores = src.store.subscribe();
+    tracker.spawn(run(
+        cfg,
+        src.ward,
+        scores,
+        src.reader,
+        src.serving,
+        src.db,
+        tx,
+        cmd_rx,
+        shutdown,
+    ));
+    Board {
+        snapshot,
+        cmd: cmd_tx,
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
+async fn run(
+    cfg: DashboardConfig,
+    ward: Ward,
+    mut scores: broadcast::Receiver<Arc<ScoreRecord>>,
+    reader: StoreReader,
+    serving: Arc<Mutex<Serving>>,
+    db: std::path::PathBuf,
+    out: watch::Sender<Arc<Snapshot>>,
+    mut cmds: mpsc::Receiver<AlarmCmd>,
+    shutdown: CancellationToken,
+) {
+    let span_ms = (cfg.trend_hours * 3.6e6) as i64;
+    // Alarm persistence and the trends' first fill run on the blocking pool.
+    let since = now_ms() - span_ms;
+    let (adb, last_id, mut beds) = match tokio::task::spawn_blocking(move || {
+        let adb = AlarmDb::open(&db)?;
+        let last = adb.resume(now_ms())?;
+        let mut beds: HashMap<String, BedBoard> = HashMap::new();
+        for r in reader.latest_scores().unwrap_or_default() {
+            let rows = reader
+                .scores(&r.bed, since, i64::MAX, TREND_MAX as i64)
+                .unwrap_or_default();
+            let trend = rows
+                .iter()
+                .filter_map(|x| x.score.map(|s| (x.window_end_ms, s as f32)))
+                .collect();
+            beds.insert(
+                r.bed.clone(),
+                BedBoard {
+                    latest: None,
+                    trend,
+                },
+            );
+        }
+        Ok::<_, AlarmError>((adb, last, beds))
+    })
+    .await
+    .expect("board start-up does not panic")
+    {
+        Ok(x) => x,
+        Err(e) => {
+            tracing::error!(error = %e, "The dashboard board cannot start; alarms are off");
+            return;
+        }
+    };
+    let adb = Arc::new(Mutex::new(adb));
+    let mut alarms = Alarms::new(
+        Thresholds {
+            risk_on: cfg.risk_alarm_on,
+            risk_off: cfg.risk_alarm_off,
+            lead_off: cfg.lead_off_alarm,
+            max_silence_secs: cfg.max_silence_secs,
+        },
+        last_id,
+    );
+    let persist = |ts: Vec<Transition>, audit: Option<(String, &'static str)>| {
+        let adb = adb.clone();
+        if ts.is_empty() {
+            return;
+        }
+        for t in &ts {
+            if let Transition::Raised(a) = t {
+                tracing::info!(id = a.id, kind = a.kind.as_str(), "Alarm raised");
+            }
+        }
+        tokio::task::spawn_blocking(move || {
+            let db = adb.lock().expect("alarm db lock");
+            for t in &ts {
+                if let Err(e) = db.apply(t) {
+                    tracing::error!(error = %e, "Cannot store an alarm change");
+                }
+                if let (Some((user, action)), Transition::Changed(a)) = (&audit, t) {
+                    let _ = db.audit(Some(user), action, &json!({"alarm": a.id, "bed": a.bed, "kind": a.kind.as_str(), "silenced_until_ms": a.silenced_until_ms}));
+                }
+            }
+        });
+    };
+    let mut tick = tokio::time::interval(Duration::from_secs(1));
+    loop {
+        tokio::select! {
+            _ = shutdown.cancelled() => break,
+            r = scores.recv() => match r {
+                Ok(s) => {
+                    let rung = serving.lock().expect("serving lock").rung;
+                    let lead_off = s.quality.leads[0].map(|l| l.lead_off_secs / ((s.end_ms - s.start_ms) as f64 / 1000.0).max(1.0));
+                    let latest = latest_of(&s, rung > 0, &cfg);
+                    let b = beds.entry(s.bed.to_string()).or_insert_with(|| BedBoard { latest: None, trend: VecDeque::new() });
+                    if let Some(v) = s.score {
+                        b.trend.push_back((s.end_ms, v));
+                        while b.trend.len() > TREND_MAX || b.trend.front().is_some_and(|x| x.0 < s.end_ms - span_ms) {
+                            b.trend.pop_front();
+                        }
+                    }
+                    b.latest = Some(latest);
+                    persist(alarms.on_score(&s.bed, s.score.map(f64::from), lead_off, now_ms()), None);
+                }
+                Err(broadcast::error::RecvError::Lagged(n)) => {
+                    tracing::warn!(skipped = n, "The dashboard fell behind the scores");
+                }
+                Err(broadcast::error::RecvError::Closed) => break,
+            },
+            Some(c) = cmds.recv() => {
+                let now = now_ms();
+                let (res, reply, action, user) = match c {
+                    AlarmCmd::Ack { id, user, reply } => (alarms.acknowledge(id, &user, now), reply, "alarm_acknowledged", user),
+                    AlarmCmd::Silence { id, user, secs, reply } => (alarms.silence(id, &user, secs, now), reply, "alarm_silenced", user),
+                };
+                let res = res.map(|t| {
+                    let a = match &t { Transition::Raised(a) | Transition::Changed(a) => a.clone() };
+                    tracing::info!(id = a.id, %action, "Alarm action");
+                    persist(vec![t], Some((user, action)));
+                    a
+                });
+                let _ = reply.send(res);
+                let _ = out.send(Arc::new(snapshot(&cfg, &ward, &beds, &alarms)));
+            }
+            _ = tick.tick() => {
+                let now = now_ms();
+                for v in ward.views() {
+                    persist(alarms.on_status(&v.bed, v.status, now), None);
+                }
+                persist(alarms.expire(now), None);
+                let _ = out.send(Arc::new(snapshot(&cfg, &ward, &beds, &alarms)));
+            }
+        }
+    }
+}
+
+fn latest_of(s: &ScoreRecord, degraded: bool, cfg: &DashboardConfig) -> Latest {
+    let secs = ((s.end_ms - s.start_ms) as f64 / 1000.0).max(1.0);
+    let band = match s.score.map(f64::from) {
+        None => "none",
+        Some(v) if v >= cfg.risk_alarm_on => "high",
+        Some(v) if v >= cfg.risk_alarm_off => "elevated",
+        Some(_) => "low",
+    };
+    Latest {
+        window_end_ms: s.end_ms,
+        status: s.status.as_str(),
+        score: s.score,
+        band,
+        partial: s.status == ScoreStatus::Partial,
+        missing: s.missing.clone(),
+        degraded,
+        leads: s
+            .quality
+            .leads
+            .iter()
+            .map(|l| {
+                l.map(|l| {
+                    (
+                        (100.0 * l.lead_off_secs / secs).round().clamp(0.0, 100.0) as u8,
+                        (100.0 * l.coverage).round().clamp(0.0, 100.0) as u8,
+                    )
+                })
+            })
+            .collect(),
+    }
+}
+
+fn snapshot(
+    cfg: &DashboardConfig,
+    ward: &Ward,
+    beds: &HashMap<String, BedBoard>,
+    alarms: &Alarms,
+) -> Snapshot {
+    let active = alarms.active();
+    let mut by_bed: BTreeMap<&str, Vec<&'static str>> = BTreeMap::new();
+    for a in &active {
+        by_bed
+            .entry(a.bed.as_str())
+            .or_default()
+            .push(a.kind.as_str());
+    }
+    let mut tiles: Vec<Tile> = ward
+        .views()
+        .into_iter()
+        .map(|v| {
+            let b = beds.get(&v.bed);
+            Tile {
+                label: cfg
+                    .labels
+                    .get(&v.bed)
+                    .cloned()
+                    .unwrap_or_else(|| v.bed.clone()),
+                status: v.status,
+                connected: v.connected,
+                data_age_secs: v.data_age_secs,
+                latest: b.and_then(|b| b.latest.clone()),
+                trend: b
+                    .map(|b| b.trend.iter().copied().collect())
+                    .unwrap_or_default(),
+                alarms: by_bed.get(v.bed.as_str()).cloned().unwrap_or_default(),
+                bed: v.bed,
+            }
+        })
+        .collect();
+    if cfg.sort == "risk" {
+        tiles.sort_by(|a, b| {
+            let s = |t: &Tile| t.latest.as_ref().and_then(|l| l.score).unwrap_or(-1.0);
+            s(b).total_cmp(&s(a)).then(a.bed.cmp(&b.bed))
+        });
+    }
+    Snapshot {
+        generated_ms: now_ms(),
+        risk_alarm_on: cfg.risk_alarm_on,
+        beds: tiles,
+        alarms: active,
+    }
+}

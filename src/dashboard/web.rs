@@ -1,0 +1,307 @@
+//! The dashboard's HTTP side: the embedded page (`web/`), the live feed as server-sent events,
+//! sign-in and sign-out, alarm actions, a bed's ECG strip and alarm history, the read-access
+//! guard, and the security headers every response carries (a strict Content-Security-Policy:
+//! scripts and styles only from this server, no inline script).
+
+use std::convert::Infallible;
+
+use axum::Json;
+use axum::body::Body;
+use axum::extract::{Path, Query, Request, State};
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::middleware::Next;
+use axum::response::sse::{Event, KeepAlive, Sse};
+use axum::response::{IntoResponse, Response};
+use serde::Deserialize;
+use serde_json::json;
+
+use super::alarms::AlarmError;
+use super::auth::{self, User};
+use crate::http::AppState;
+
+const INDEX: &str = include_str!("../../web/index.html");
+const APP_JS: &str = include_str!("../../web/app.js");
+const STYLE: &str = include_str!("../../web/style.css");
+
+fn asset(body: &'static str, kind: &'static str) -> Response {
+    (
+        [
+            (header::CONTENT_TYPE, kind),
+            (header::CACHE_CONTROL, "no-cache"),
+        ],
+        body,
+    )
+        .into_response()
+}
+
+pub async fn index() -> Response {
+    asset(INDEX, "text/html; charset=utf-8")
+}
+
+pub async fn app_js() -> Response {
+    asset(APP_JS, "text/javascript; charset=utf-8")
+}
+
+pub async fn style() -> Response {
+    asset(STYLE, "text/css; charset=utf-8")
+}
+
+/// Security headers on every response.
+pub async fn security_headers(req: Request, next: Next) -> Response {
+    let mut r = next.run(req).await;
+    let h = r.headers_mut();
+    for (k, v) in [
+        (
+            "content-security-policy",
+            "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; \
+             connect-src 'self'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'",
+        ),
+        ("x-content-type-options", "nosniff"),
+        ("x-frame-options", "DENY"),
+        ("referrer-policy", "no-referrer"),
+        ("cross-origin-opener-policy", "same-origin"),
+    ] {
+        h.insert(k, HeaderValue::from_static(v));
+    }
+    r
+}
+
+/// The signed-in user of a request, if any.
+pub async fn user_of(s: &AppState, headers: &HeaderMap) -> Option<User> {
+    let cookies = headers.get(header::COOKIE)?.to_str().ok()?;
+    let token = auth::token_from_cookies(cookies)?.to_owned();
+    let users = s.users.clone();
+    tokio::task::spawn_blocking(move || users.lock().expect("users lock").session(&token))
+        .await
+        .ok()?
+        .unwrap_or_else(|e| {
+            tracing::error!(error = %e, "Session lookup failed");
+            None
+        })
+}
+
+fn unauthorized(what: &str) -> Response {
+    (StatusCode::UNAUTHORIZED, Json(json!({"error": what}))).into_response()
+}
+
+/// Read access: the API needs a signed-in user unless the config opens the ward view.
+pub async fn read_guard(State(s): State<AppState>, req: Request, next: Next) -> Response {
+    let path = req.uri().path();
+    let open = s.cfg.dashboard.public_ward_view
+        || !path.starts_with("/api/")
+        || ["/api/me", "/api/login", "/api/logout"].contains(&path);
+    if open || user_of(&s, req.headers()).await.is_some() {
+        next.run(req).await
+    } else {
+        unauthorized("sign in to see the ward")
+    }
+}
+
+/// The ward feed: a snapshot at once, then one per update (about every second).
+pub async fn stream(
+    State(s): State<AppState>,
+) -> Sse<impl futures_util::Stream<Item = Result<Event, Infallible>>> {
+    let rx = s.board.subscribe();
+    let feed = futures_util::stream::unfold((rx, true), |(mut rx, first)| async move {
+        if !first && rx.changed().await.is_err() {
+            return None;
+        }
+        let snap = rx.borrow_and_update().clone();
+        let data = serde_json::to_string(&*snap).expect("a snapshot serialises");
+        Some((Ok(Event::default().event("ward").data(data)), (rx, false)))
+    });
+    Sse::new(feed).keep_alive(KeepAlive::default())
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Login {
+    name: String,
+    password: String,
+}
+
+pub async fn login(State(s): State<AppState>, Json(l): Json<Login>) -> Response {
+    let (users, hours) = (s.users.clone(), s.cfg.dashboard.session_hours);
+    let name = l.name.clone();
+    let res = tokio::task::spawn_blocking(move || {
+        let u = users.lock().expect("users lock");
+        let user = u.verify(&l.name, &l.password)?;
+        let token = user
+            .as_ref()
+            .map(|x| u.start_session(&x.name, hours))
+            .transpose()?;
+        Ok::<_, auth::AuthError>(user.zip(token))
+    })
+    .await;
+    match res {
+        Ok(Ok(Some((user, token)))) => {
+            audit(&s, Some(&user.name), "sign_in", json!({}));
+            let cookie = format!(
+                "{}={token}; Path=/; HttpOnly; Secure; SameSite=Strict; Max-Age={}",
+                auth::COOKIE,
+                (hours * 3600.0) as u64
+            );
+            ([(header::SET_COOKIE, cookie)], Json(json!({"user": user}))).into_response()
+        }
+        Ok(Ok(None)) => {
+            audit(&s, None, "sign_in_refused", json!({"name": name}));
+            unauthorized("unknown user or wrong password")
+        }
+        Ok(Err(e)) => (
+            StatusCode::SERVICE_UNAVAILABLE,
+            Json(json!({"error": e.to_string()})),
+        )
+            .into_response(),
+        Err(e) => (
+            StatusCode::INTERNAL_SERVER_ERROR,
+            Json(json!({"error": e.to_string()})),
+        )
+            .into_response(),
+    }
+}
+
+pub async fn logout(State(s): State<AppState>, headers: HeaderMap) -> Response {
+    if let Some(token) = headers
+        .get(header::COOKIE)
+        .and_then(|c| c.to_str().ok())
+        .and_then(auth::token_from_cookies)
+        .map(str::to_owned)
+    {
+        let users = s.users.clone();
+        let _ = tokio::task::spawn_blocking(move || {
+            users.lock().expect("users lock").end_session(&token)
+        })
+        .await;
+    }
+    let cookie = format!(
+        "{}=; Path=/; HttpOnly; Secure; SameSite=Strict; Max-Age=0",
+        auth::COOKIE
+    );
+    ([(header::SET_COOKIE, cookie)], Json(json!({"user": null}))).into_response()
+}
+
+pub async fn me(State(s): State<AppState>, headers: HeaderMap) -> Json<serde_json::Value> {
+    let user = user_of(&s, &headers).await;
+    Json(
+        json!({"user": user, "public_ward_view": s.cfg.dashboard.public_ward_view,
+                "risk_alarm_on": s.cfg.dashboard.risk_alarm_on,
+                "max_silence_secs": s.cfg.dashboard.max_silence_secs}),
+    )
+}
+
+pub async fn alarms(State(s): State<AppState>) -> Json<serde_json::Value> {
+    Json(json!({"alarms": s.board.snapshot().alarms}))
+}
+
+fn alarm_result(r: Result<super::alarms::Alarm, AlarmError>) -> Response {
+    match r {
+        Ok(a) => Json(json!({"alarm": a})).into_response(),
+        Err(e @ AlarmError::Unknown(_)) => {
+            (StatusCode::NOT_FOUND, Json(json!({"error": e.to_string()}))).into_response()
+        }
+        Err(e @ AlarmError::BadSilence { .. }) => (
+            StatusCode::BAD_REQUEST,
+            Json(json!({"error": e.to_string()})),
+        )
+            .into_response(),
+        Err(e) => (
+            StatusCode::SERVICE_UNAVAILABLE,
+            Json(json!({"error": e.to_string()})),
+        )
+            .into_response(),
+    }
+}
+
+pub async fn ack(State(s): State<AppState>, headers: HeaderMap, Path(id): Path<i64>) -> Response {
+    let Some(u) = user_of(&s, &headers).await else {
+        return unauthorized("sign in to acknowledge alarms");
+    };
+    alarm_result(s.board.ack(id, u.name).await)
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SilenceBody {
+    secs: u64,
+}
+
+pub async fn silence(
+    State(s): State<AppState>,
+    headers: HeaderMap,
+    Path(id): Path<i64>,
+    Json(b): Json<SilenceBody>,
+) -> Response {
+    let Some(u) = user_of(&s, &headers).await else {
+        return unauthorized("sign in to silence alarms");
+    };
+    alarm_result(s.board.silence(id, u.name, b.secs).await)
+}
+
+pub async fn bed_alarms(State(s): State<AppState>, Path(bed): Path<String>) -> Response {
+    let db = s.cfg.storage.db.clone();
+    let b = bed.clone();
+    let rows = tokio::task::spawn_blocking(move || {
+        super::alarms::AlarmDb::open(&db).and_then(|d| d.history(&b, 500))
+    })
+    .await;
+    match rows {
+        Ok(Ok(r)) => Json(json!({"bed": bed, "alarms": r})).into_response(),
+        Ok(Err(e)) => (
+            StatusCode::SERVICE_UNAVAILABLE,
+            Json(json!({"error": e.to_string()})),
+        )
+            .into_response(),
+        Err(e) => (
+            StatusCode::INTERNAL_SERVER_ERROR,
+            Json(json!({"error": e.to_string()})),
+        )
+            .into_response(),
+    }
+}
+
+#[derive(Deserialize)]
+pub struct StripQuery {
+    secs: Option<f64>,
+}
+
+pub async fn strip(
+    State(s): State<AppState>,
+    Path(bed): Path<String>,
+    Query(q): Query<StripQuery>,
+) -> Response {
+    let secs = q.secs.unwrap_or(10.0).clamp(1.0, 30.0);
+    match s.ward.strip(&bed, secs).await {
+        Some(st) => Json(json!({"bed": bed, "strip": st})).into_response(),
+        None => (
+            StatusCode::NOT_FOUND,
+            Json(json!({"error": format!("unknown bed {bed:?}")})),
+        )
+            .into_response(),
+    }
+}
+
+/// Appends to the audit log off the async workers.
+pub fn audit(s: &AppState, user: Option<&str>, action: &'static str, detail: serde_json::Value) {
+    let (db, user) = (s.cfg.storage.db.clone(), user.map(str::to_owned));
+    tokio::task::spawn_blocking(move || {
+        match super::alarms::AlarmDb::open(&db)
+            .and_then(|d| d.audit(user.as_deref(), action, &detail))
+        {
+            Ok(()) => {}
+            Err(e) => tracing::error!(error = %e, "Cannot write the audit log"),
+        }
+    });
+}
+
+/// A 404 for anything else, as JSON under /api and plain text elsewhere.
+pub async fn not_found(req: Request<Body>) -> Response {
+    if req.uri().path().starts_with("/api/") {
+        (
+            StatusCode::NOT_FOUND,
+            Json(json!({"error": "no such endpoint"})),
+        )
+            .into_response()
+    } else {
+        (StatusCode::NOT_FOUND, "not found").into_response()
+    }
+}

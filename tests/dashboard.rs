@@ -1,0 +1,278 @@
+//! The ward dashboard in a real browser (headless Chromium through chromedriver, installed by
+//! `.ci/run` from Debian's packages), with the server fed by the simulator: sign-in, tiles for
+//! every bed updating without a reload, a disconnected bed turning stale then lost, a risk
+//! alarm acknowledged by a signed-in nurse, and screenshots of the ward and a bed view.
+
+mod common;
+
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use fantoccini::{Client, ClientBuilder, Locator};
+use holmes::sim::{Faults, SimOptions, Source};
+
+struct Driver(Child);
+
+impl Drop for Driver {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+async fn browser() -> (Driver, Client) {
+    let port = free_port();
+    let child = Command::new("chromedriver")
+        .arg(format!("--port={port}"))
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("chromedriver (Debian package chromium-driver; .ci/run installs it)");
+    let driver = Driver(child);
+    let mut caps = serde_json::Map::new();
+    caps.insert(
+        "goog:chromeOptions".into(),
+        serde_json::json!({"args": ["--headless=new", "--no-sandbox", "--disable-gpu",
+                                    "--disable-dev-shm-usage", "--window-size=1920,1080"]}),
+    );
+    let until = Instant::now() + Duration::from_secs(20);
+    loop {
+        match ClientBuilder::rustls()
+            .unwrap()
+            .capabilities(caps.clone())
+            .connect(&format!("http://127.0.0.1:{port}"))
+            .await
+        {
+            Ok(c) => return (driver, c),
+            Err(e) if Instant::now() < until => {
+                let _ = e;
+                tokio::time::sleep(Duration::from_millis(200)).await;
+            }
+            Err(e) => panic!("cannot start a browser session: {e}"),
+        }
+    }
+}
+
+/// Polls `f` until it returns Some, or fails with `what`.
+async fn until<T, F: std::future::Future<Output = Option<T>>>(
+    secs: u64,
+    what: &str,
+    mut f: impl FnMut() -> F,
+) -> T {
+    let end = Instant::now() + Duration::from_secs(secs);
+    loop {
+        if let Some(v) = f().await {
+            return v;
+        }
+        assert!(Instant::now() < end, "timed out waiting for {what}");
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+}
+
+async fn text(c: &Client, css: &str) -> Option<String> {
+    match c.find(Locator::Css(css)).await {
+        Ok(e) => e.text().await.ok(),
+        Err(_) => None,
+    }
+}
+
+fn sim(url: &str, prefix: &str, beds: usize, secs: f64) -> SimOptions {
+    SimOptions {
+        url: url.to_owned(),
+        beds,
+        source: Source::Synthetic,
+        duration: Duration::from_secs_f64(secs),
+        speed: 10.0,
+        token: "t".into(),
+        bed_prefix: prefix.into(),
+        faults: Faults::default(),
+        records: vec![],
+        seed: 7,
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_ward_page_lives_in_a_real_browser() {
+    let data = tempfile::tempdir().unwrap();
+    let db = data.path().join("holmes.db");
+    holmes::dashboard::auth::Users::open(&db)
+        .unwrap()
+        .add(
+            "nina",
+            holmes::dashboard::auth::Role::Nurse,
+            "night shift 7",
+            false,
+        )
+        .unwrap();
+    let db2 = db.clone();
+    let app = common::spawn_app(move |c| {
+        c.storage.db = db2;
+        c.dashboard.public_ward_view = false;
+        // Every score crosses this threshold, so each bed raises a risk alarm.
+        c.dashboard.risk_alarm_on = 0.0;
+        c.dashboard.risk_alarm_off = 0.0;
+        c.ward.stale_secs = 2.0;
+        c.ward.lost_secs = 5.0;
+    })
+    .await;
+    // The read API is closed without a session.
+    let (code, _) = app.get("/api/beds").await;
+    assert_eq!(code, 401);
+    let raw = app.get_raw("/").await;
+    assert!(
+        raw.to_ascii_lowercase()
+            .contains("content-security-policy: default-src 'none'; script-src 'self'"),
+        "{raw}"
+    );
+
+    let url = app.ws_url();
+    let long = tokio::spawn(holmes::sim::run(sim(&url, "bed-", 2, 120.0)));
+    let short = tokio::spawn(holmes::sim::run(sim(&url, "gone-", 1, 4.0)));
+
+    let (_driver, c) = browser().await;
+    let page = format!("http://{}/", app.addr);
+    c.goto(&page).await.unwrap();
+    // Sign in as the nurse.
+    c.wait()
+        .at_most(Duration::from_secs(10))
+        .for_element(Locator::Css("#login-name"))
+        .await
+        .unwrap()
+        .send_keys("nina")
+        .await
+        .unwrap();
+    c.find(Locator::Css("#login-password"))
+        .await
+        .unwrap()
+        .send_keys("night shift 7")
+        .await
+        .unwrap();
+    c.find(Locator::Css("#login-submit"))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
+    until(10, "the signed-in name", || async {
+        text(&c, "#who-name").await.filter(|t| t.contains("nina"))
+    })
+    .await;
+    // A marker survives only if the page is never reloaded.
+    c.execute("window.__holmes_marker = 42;", vec![])
+        .await
+        .unwrap();
+
+    // Tiles for every bed.
+    until(30, "a tile per bed", || async {
+        let tiles = c.find_all(Locator::Css(".tile")).await.ok()?;
+        (tiles.len() == 3).then_some(())
+    })
+    .await;
+    // Scores arrive and the tiles update in place.
+    let first = until(40, "a score on bed-1", || async {
+        text(&c, ".tile[data-bed='bed-1'] .meta")
+            .await
+            .filter(|t| t.contains("window"))
+    })
+    .await;
+    until(40, "bed-1's next window", || async {
+        text(&c, ".tile[data-bed='bed-1'] .meta")
+            .await
+            .filter(|t| t.contains("window") && *t != first)
+    })
+    .await;
+    let marker = c
+        .execute("return window.__holmes_marker;", vec![])
+        .await
+        .unwrap();
+    assert_eq!(marker, serde_json::json!(42), "the page reloaded");
+
+    // A risk alarm, acknowledged by the signed-in nurse.
+    let ack = until(30, "a risk alarm with an acknowledge button", || async {
+        c.find(Locator::Css(".alarm.risk button.ack")).await.ok()
+    })
+    .await;
+    let alarm_id: i64 = c
+        .find(Locator::Css(".alarm.risk"))
+        .await
+        .unwrap()
+        .attr("data-alarm")
+        .await
+        .unwrap()
+        .unwrap()
+        .parse()
+        .unwrap();
+    ack.click().await.unwrap();
+    until(10, "the acknowledgement", || async {
+        text(&c, &format!(".alarm[data-alarm='{alarm_id}'] .acked-by"))
+            .await
+            .filter(|t| t.contains("nina"))
+    })
+    .await;
+    let conn = rusqlite::Connection::open(&db).unwrap();
+    let (by, at): (String, i64) = conn
+        .query_row(
+            "SELECT acked_by, acked_ms FROM alarms WHERE id = ?1",
+            [alarm_id],
+            |r| Ok((r.get(0)?, r.get(1)?)),
+        )
+        .unwrap();
+    assert_eq!(by, "nina");
+    assert!(at > 0);
+    let audited: i64 = conn
+        .query_row(
+            "SELECT count(*) FROM audit WHERE action = 'alarm_acknowledged' AND user = 'nina'",
+            [],
+            |r| r.get(0),
+        )
+        .unwrap();
+    assert_eq!(audited, 1);
+
+    // The monitor that stopped: stale, then lost.
+    short.await.unwrap().unwrap();
+    let state = ".tile[data-bed='gone-1'] .state";
+    until(20, "gone-1 stale", || async {
+        text(&c, state)
+            .await
+            .filter(|t| t.eq_ignore_ascii_case("stale"))
+    })
+    .await;
+    until(20, "gone-1 lost", || async {
+        text(&c, state)
+            .await
+            .filter(|t| t.eq_ignore_ascii_case("lost"))
+    })
+    .await;
+
+    // Screenshots of the ward and of a bed view, kept as test artifacts.
+    let out = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("dashboard");
+    std::fs::create_dir_all(&out).unwrap();
+    std::fs::write(out.join("ward.png"), c.screenshot().await.unwrap()).unwrap();
+    c.goto(&format!("{page}#/bed/bed-1")).await.unwrap();
+    c.wait()
+        .at_most(Duration::from_secs(15))
+        .for_element(Locator::Css("#strips canvas.strip"))
+        .await
+        .unwrap();
+    until(15, "bed-1's score history", || async {
+        let rows = c
+            .find_all(Locator::Css("#bed-scores tbody tr"))
+            .await
+            .ok()?;
+        (!rows.is_empty()).then_some(())
+    })
+    .await;
+    std::fs::write(out.join("bed.png"), c.screenshot().await.unwrap()).unwrap();
+    println!("screenshots in {}", out.display());
+    c.close().await.unwrap();
+    long.abort();
+    app.stop().await;
+}

@@ -1,0 +1,304 @@
+// Holmes ward dashboard. Plain DOM, no dependencies, no inline script (the page's CSP forbids
+// it). Everything that comes from data is set as text, never as HTML.
+"use strict";
+
+const $ = (id) => document.getElementById(id);
+const state = { snapshot: null, me: null, route: "ward", bed: null, source: null };
+
+function el(tag, attrs, ...kids) {
+  const e = document.createElement(tag);
+  for (const [k, v] of Object.entries(attrs || {})) {
+    if (k === "class") e.className = v;
+    else if (k === "text") e.textContent = v;
+    else if (k.startsWith("on")) e.addEventListener(k.slice(2), v);
+    else e.setAttribute(k, v);
+  }
+  for (const k of kids) e.append(k);
+  return e;
+}
+
+function fmtTime(ms) {
+  return ms ? new Date(ms).toLocaleTimeString() : "";
+}
+
+function fmtAge(secs) {
+  if (secs === null || secs === undefined) return "no data yet";
+  if (secs < 2) return "data now";
+  if (secs < 120) return `data ${Math.round(secs)} s ago`;
+  return `data ${Math.round(secs / 60)} min ago`;
+}
+
+async function api(path, opts) {
+  const r = await fetch(path, Object.assign({ credentials: "same-origin" }, opts || {}));
+  let body = null;
+  try { body = await r.json(); } catch (_) { body = null; }
+  return { ok: r.ok, status: r.status, body };
+}
+
+async function post(path, data) {
+  return api(path, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify(data || {}) });
+}
+
+// ---- sign-in ----
+
+async function refreshMe() {
+  const r = await api("/api/me");
+  state.me = r.body || { user: null };
+  const user = state.me.user;
+  $("login").hidden = !!user;
+  $("who").hidden = !user;
+  $("who-name").textContent = user ? `${user.name} (${user.role})` : "";
+  connect();
+}
+
+$("login").addEventListener("submit", async (ev) => {
+  ev.preventDefault();
+  const r = await post("/api/login", { name: $("login-name").value, password: $("login-password").value });
+  $("login-error").textContent = r.ok ? "" : (r.body && r.body.error) || "sign-in failed";
+  $("login-password").value = "";
+  await refreshMe();
+});
+
+$("logout").addEventListener("click", async () => {
+  await post("/api/logout");
+  await refreshMe();
+});
+
+// ---- the live feed (server-sent events; the browser reconnects by itself) ----
+
+function connect() {
+  if (state.source) state.source.close();
+  const s = new EventSource("/api/stream");
+  state.source = s;
+  s.addEventListener("ward", (ev) => {
+    state.snapshot = JSON.parse(ev.data);
+    $("conn").textContent = "live";
+    $("conn").className = "conn live";
+    $("ward-locked").hidden = true;
+    render();
+  });
+  s.onerror = () => {
+    $("conn").textContent = "reconnecting…";
+    $("conn").className = "conn down";
+    if (s.readyState === EventSource.CLOSED) {
+      // A refused feed (not signed in) closes for good; try again in a while.
+      $("ward-locked").hidden = !!(state.me && (state.me.user || state.me.public_ward_view));
+      setTimeout(() => { if (state.source === s) connect(); }, 3000);
+    }
+  };
+}
+
+// ---- rendering ----
+
+function sparkline(trend, threshold) {
+  const ns = "http://www.w3.org/2000/svg";
+  const svg = document.createElementNS(ns, "svg");
+  svg.setAttribute("class", "spark");
+  svg.setAttribute("viewBox", "0 0 100 30");
+  svg.setAttribute("preserveAspectRatio", "none");
+  svg.setAttribute("aria-label", "risk trend");
+  const y = (v) => (30 - v * 28 - 1).toFixed(2);
+  const line = document.createElementNS(ns, "line");
+  line.setAttribute("x1", "0"); line.setAttribute("x2", "100");
+  line.setAttribute("y1", y(threshold)); line.setAttribute("y2", y(threshold));
+  svg.append(line);
+  if (trend.length > 1) {
+    const t0 = trend[0][0], t1 = trend[trend.length - 1][0];
+    const span = Math.max(1, t1 - t0);
+    const pts = trend.map(([t, v]) => `${(((t - t0) / span) * 100).toFixed(2)},${y(v)}`).join(" ");
+    const pl = document.createElementNS(ns, "polyline");
+    pl.setAttribute("points", pts);
+    svg.append(pl);
+  }
+  return svg;
+}
+
+function tile(b, threshold) {
+  const l = b.latest;
+  const band = l ? l.band : "none";
+  const t = el("a", { class: `tile band-${band} state-${b.status}`, href: `#/bed/${encodeURIComponent(b.bed)}`, "data-bed": b.bed });
+  t.append(el("div", { class: "top" },
+    el("span", { class: "label", text: b.label }),
+    el("span", { class: `state ${b.status}`, text: b.status })));
+  const risk = el("div", { class: "risk" });
+  if (l && l.score !== null && l.score !== undefined) {
+    risk.append(document.createTextNode(`${Math.round(l.score * 100)}%`));
+    risk.append(el("small", { text: band === "high" ? "HIGH RISK" : band === "elevated" ? "elevated" : "low" }));
+  } else {
+    risk.append(document.createTextNode("—"));
+    risk.append(el("small", { text: l ? l.status.replace("_", " ") : "no score yet" }));
+  }
+  t.append(risk);
+  t.append(sparkline(b.trend || [], threshold));
+  t.append(el("div", { class: "meta", text: `${fmtAge(b.data_age_secs)}${l ? " · window " + fmtTime(l.window_end_ms) : ""}` }));
+  const flags = el("div", { class: "flags" });
+  if (l) {
+    (l.leads || []).forEach((q, i) => {
+      if (q && q[0] > 0) flags.append(el("span", { text: `lead ${["I", "II", "III"][i] || i + 1} off ${q[0]}%` }));
+      else if (q && q[1] < 80) flags.append(el("span", { text: `lead ${i + 1} ${q[1]}% signal` }));
+    });
+    if (l.partial) flags.append(el("span", { text: `partial: ${l.missing.length} missing` }));
+    if (l.degraded) flags.append(el("span", { text: "degraded plan" }));
+  }
+  for (const a of b.alarms || []) flags.append(el("span", { text: `alarm: ${a.replace("_", " ")}` }));
+  t.append(flags);
+  return t;
+}
+
+function renderAlarms() {
+  const box = $("alarms");
+  box.replaceChildren();
+  const snap = state.snapshot;
+  if (!snap) return;
+  const signedIn = !!(state.me && state.me.user);
+  for (const a of snap.alarms) {
+    const silenced = a.silenced_until_ms && a.silenced_until_ms > Date.now();
+    const row = el("div", { class: `alarm ${a.technical ? "technical" : "risk"}${a.acked_by ? " acked" : ""}`, "data-alarm": String(a.id), "data-kind": a.kind });
+    const what = a.technical ? `Technical: ${a.kind.replace("_", " ")}` : `Risk ${Math.round((a.value || 0) * 100)}%`;
+    row.append(el("strong", { text: a.bed }), el("span", { text: what }), el("span", { text: `since ${fmtTime(a.raised_ms)}` }));
+    if (a.acked_by) row.append(el("span", { class: "acked-by", text: `acknowledged by ${a.acked_by} at ${fmtTime(a.acked_ms)}` }));
+    if (silenced) row.append(el("span", { text: `silenced by ${a.silenced_by} until ${fmtTime(a.silenced_until_ms)}` }));
+    if (signedIn && !a.acked_by) {
+      row.append(el("button", { type: "button", class: "ack", text: "Acknowledge", onclick: () => act(`/api/alarms/${a.id}/ack`, {}) }));
+    }
+    if (signedIn && !silenced) {
+      row.append(el("button", { type: "button", class: "silence", text: "Silence 2 min", onclick: () => act(`/api/alarms/${a.id}/silence`, { secs: 120 }) }));
+    }
+    box.append(row);
+  }
+}
+
+async function act(path, body) {
+  const r = await post(path, body);
+  if (!r.ok) alert((r.body && r.body.error) || "action failed");
+}
+
+function renderWard() {
+  const snap = state.snapshot;
+  const tiles = $("tiles");
+  tiles.replaceChildren(...snap.beds.map((b) => tile(b, snap.risk_alarm_on)));
+  $("ward-empty").hidden = snap.beds.length > 0;
+}
+
+function render() {
+  $("clock").textContent = new Date().toLocaleTimeString();
+  if (!state.snapshot) return;
+  renderAlarms();
+  if (state.route === "ward") renderWard();
+}
+
+// ---- bed view ----
+
+function drawStrip(canvas, samples, fs) {
+  const w = (canvas.width = canvas.clientWidth || 800);
+  const h = (canvas.height = 140);
+  const g = canvas.getContext("2d");
+  g.fillStyle = "#0b0f12"; g.fillRect(0, 0, w, h);
+  g.strokeStyle = "#1f3a2a";
+  for (let s = 0; s <= samples.length; s += fs) { const x = (s / samples.length) * w; g.beginPath(); g.moveTo(x, 0); g.lineTo(x, h); g.stroke(); }
+  const vals = samples.filter((v) => v !== null);
+  if (!vals.length) return;
+  const lo = Math.min(...vals), hi = Math.max(...vals), span = Math.max(0.5, hi - lo);
+  g.strokeStyle = "#7CFC9A"; g.lineWidth = 1.5; g.beginPath();
+  let pen = false;
+  samples.forEach((v, i) => {
+    if (v === null) { pen = false; return; }
+    const x = (i / samples.length) * w, y = h - 8 - ((v - lo) / span) * (h - 16);
+    if (pen) g.lineTo(x, y); else g.moveTo(x, y);
+    pen = true;
+  });
+  g.stroke();
+}
+
+function row(tbody, cells) {
+  tbody.append(el("tr", {}, ...cells.map((c) => el("td", { text: c === null || c === undefined ? "" : String(c) }))));
+}
+
+async function showBed(bed) {
+  const enc = encodeURIComponent(bed);
+  $("bed-title").textContent = bed;
+  const [strip, scores, alarms, events] = await Promise.all([
+    api(`/api/beds/${enc}/strip?secs=10`), api(`/api/beds/${enc}/scores?limit=200&since=${Date.now() - 4 * 3600e3}`),
+    api(`/api/beds/${enc}/alarms`), api(`/api/beds/${enc}/events`),
+  ]);
+  if (state.route !== "bed" || state.bed !== bed) return;
+  const tileData = state.snapshot && state.snapshot.beds.find((b) => b.bed === bed);
+  $("bed-state").textContent = tileData ? `${tileData.status} · ${fmtAge(tileData.data_age_secs)}` : "";
+  const strips = $("strips");
+  strips.replaceChildren();
+  if (strip.ok) {
+    strip.body.strip.leads.forEach((lead, i) => {
+      if (!lead) return;
+      const c = el("canvas", { class: "strip", "aria-label": `lead slot ${i + 1}` });
+      strips.append(el("div", { text: ["Primary lead", "Secondary lead", "Third lead"][i] }), c);
+      drawStrip(c, lead, strip.body.strip.fs);
+    });
+  }
+  const sb = $("bed-scores").tBodies[0];
+  sb.replaceChildren();
+  for (const s of ((scores.body && scores.body.scores) || []).slice().reverse()) {
+    const members = (s.members || []).map((m) => `${m.name} ${m.prob === null ? "–" : Math.round(m.prob * 100) + "%"}`).join(", ");
+    row(sb, [fmtTime(s.window_end_ms), s.status, s.score === null ? "—" : `${Math.round(s.score * 100)}%`, members]);
+  }
+  const ab = $("bed-alarms").tBodies[0];
+  ab.replaceChildren();
+  for (const a of (alarms.body && alarms.body.alarms) || []) {
+    row(ab, [fmtTime(a.raised_ms), a.kind, a.value === null ? "" : a.value.toFixed(2),
+      a.acked_by ? `${a.acked_by} ${fmtTime(a.acked_ms)}` : "", a.silenced_by ? `${a.silenced_by} ${fmtTime(a.silenced_ms)}` : "", fmtTime(a.cleared_ms)]);
+  }
+  const eb = $("bed-events").tBodies[0];
+  eb.replaceChildren();
+  for (const e of ((events.body && events.body.events) || []).slice(-100).reverse()) {
+    row(eb, [fmtTime(e.at_ms), e.kind, JSON.stringify(e.detail)]);
+  }
+}
+
+// ---- system view ----
+
+async function showSystem() {
+  const [ens, models] = await Promise.all([api("/api/ensemble"), api("/api/models")]);
+  if (state.route !== "system") return;
+  const box = $("system");
+  box.replaceChildren();
+  if (!ens.ok) { box.append(el("p", { text: "not available" })); return; }
+  const e = ens.body;
+  const kv = el("div", { class: "kv" });
+  const add = (k, v) => kv.append(el("strong", { text: k }), el("span", { text: v }));
+  const lat = e.latency_ms || {};
+  add("Budget", `${e.slo_ms} ms end to end`);
+  add("Latency (last 5 min)", lat.n ? `p50 ${lat.p50.toFixed(0)} · p95 ${lat.p95.toFixed(0)} · p99 ${lat.p99.toFixed(0)} ms over ${lat.n} windows` : "no scores yet");
+  add("Ensemble", `${e.members.map((m) => `${m.name} v${m.version}`).join(", ")} (${e.source}${e.rung ? `, ladder rung ${e.rung}` : ""})`);
+  add("Placement", e.plan.map((p) => `${p.model} on ${p.device} ×${p.workers} (batch ≤ ${p.batch_cap})`).join("; "));
+  add("Composer", e.composer.enabled ? `${e.composer.compositions} compositions${e.composer.composing ? ", composing now" : ""}${e.composer.last_error ? `, last error: ${e.composer.last_error}` : ""}` : "off");
+  const w = e.windows;
+  add("Windows", `${w.scored} scored, ${w.partial} partial, ${w.superseded} superseded, ${w.dropped} dropped, ${w.insufficient_signal} insufficient signal`);
+  if (models.ok) {
+    const z = models.body.zoo || {};
+    add("Zoo", `${Object.keys(z.available || {}).length} models available, ${(z.failures || []).length} failed loads`);
+  }
+  box.append(kv);
+}
+
+// ---- routing ----
+
+function route() {
+  const h = location.hash || "#/";
+  const m = h.match(/^#\/bed\/(.+)$/);
+  state.route = m ? "bed" : h === "#/system" ? "system" : "ward";
+  state.bed = m ? decodeURIComponent(m[1]) : null;
+  $("view-ward").hidden = state.route !== "ward";
+  $("view-bed").hidden = state.route !== "bed";
+  $("view-system").hidden = state.route !== "system";
+  if (state.route === "bed") showBed(state.bed);
+  if (state.route === "system") showSystem();
+  render();
+}
+
+window.addEventListener("hashchange", route);
+setInterval(() => {
+  if (state.route === "bed") showBed(state.bed);
+  if (state.route === "system") showSystem();
+}, 5000);
+setInterval(() => { $("clock").textContent = new Date().toLocaleTimeString(); }, 1000);
+route();
+refreshMe();
