@@ -61,6 +61,8 @@ pub struct AppState {
     /// Bumped on every zoo change (the composer recomposes on it).
     pub zoo_generation: tokio::sync::watch::Receiver<u64>,
     pub shutdown: CancellationToken,
+    /// Asks the composer to recompose now (closed when the composer is off).
+    pub recompose: tokio::sync::mpsc::Sender<String>,
     /// The dashboard's ward board (tiles, alarms).
     pub board: crate::dashboard::board::Board,
     /// Users and sessions.
@@ -112,6 +114,7 @@ pub fn router(state: AppState) -> Router {
         .route("/api/beds/{bed}/events", get(bed_events))
         .route("/api/models", get(models))
         .route("/api/ensemble", get(ensemble))
+        .route("/api/ensemble/recompose", post(web::recompose))
         .route(
             "/health/live",
             get(|| async { Json(json!({"status": "live"})) }),

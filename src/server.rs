@@ -221,6 +221,7 @@ pub async fn start(cfg: Config, listener: TcpListener) -> Result<Running, Server
         plan: start_plan.clone(),
         ..Default::default()
     }));
+    let (recompose, requests) = tokio::sync::mpsc::channel(4);
     if cfg.composer.enabled {
         let cx = composer::service::Context {
             cfg: cfg.clone(),
@@ -230,6 +231,7 @@ pub async fn start(cfg: Config, listener: TcpListener) -> Result<Running, Server
             devices: devices.clone(),
             serving: serving.clone(),
             zoo_generation: zoo_generation.clone(),
+            requests,
             shutdown: shutdown.child_token(),
         };
         tracker.spawn(composer::service::run(cx, start_plan.is_some()));
@@ -252,6 +254,7 @@ pub async fn start(cfg: Config, listener: TcpListener) -> Result<Running, Server
         &tracker,
     );
     let state = AppState {
+        recompose,
         board,
         users: Arc::new(std::sync::Mutex::new(users)),
         cfg: cfg.clone(),

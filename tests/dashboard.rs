@@ -113,7 +113,9 @@ fn browser_available(test: &str) -> bool {
             std::env::var_os("HOLMES_REQUIRE_BROWSER").is_none(),
             "HOLMES_REQUIRE_BROWSER is set but chromedriver is not on the PATH"
         );
-        println!("SKIPPED {test}: chromedriver not found (apt-get install chromium chromium-driver)");
+        println!(
+            "SKIPPED {test}: chromedriver not found (apt-get install chromium chromium-driver)"
+        );
     }
     found
 }

@@ -206,3 +206,116 @@ async fn a_p95_breach_steps_down_the_ladder_at_once() {
     })
     .await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_engineer_asks_for_a_recomposition() {
+    let zoo = tempfile::tempdir().unwrap();
+    for m in ["ecg-primary-w8-d2", "vitals-hr-logreg"] {
+        copy_model(m, zoo.path());
+    }
+    let data = tempfile::tempdir().unwrap();
+    let db = data.path().join("holmes.db");
+    let users = holmes::dashboard::auth::Users::open(&db).unwrap();
+    users
+        .add(
+            "erik",
+            holmes::dashboard::auth::Role::Engineer,
+            "biomed shop 3",
+            false,
+        )
+        .unwrap();
+    users
+        .add(
+            "nina",
+            holmes::dashboard::auth::Role::Nurse,
+            "night shift 7",
+            false,
+        )
+        .unwrap();
+    let (zdir, db2) = (zoo.path().to_owned(), db.clone());
+    let app = spawn_app(move |c| {
+        c.ensemble.models_dir = zdir;
+        c.ensemble.members = vec!["vitals-hr-logreg".into()];
+        c.storage.db = db2;
+        c.composer.enabled = true;
+        c.composer.method = "exact".into();
+    })
+    .await;
+    let first = wait_plan(&app, "the start-up plan", |v| v["source"] == "plan").await;
+    let v1 = first["composed_plan"]["version"].as_i64().unwrap();
+    let client = reqwest_like::Client::new(app.addr);
+    assert_eq!(client.post("/api/ensemble/recompose", None).await.0, 401);
+    let nurse = client.login("nina", "night shift 7").await;
+    assert_eq!(
+        client.post("/api/ensemble/recompose", Some(&nurse)).await.0,
+        403
+    );
+    let eng = client.login("erik", "biomed shop 3").await;
+    assert_eq!(
+        client.post("/api/ensemble/recompose", Some(&eng)).await.0,
+        202
+    );
+    let v = wait_plan(&app, "the asked-for plan", |v| {
+        v["composed_plan"]["version"].as_i64().unwrap_or(0) > v1
+    })
+    .await;
+    assert_eq!(v["composer"]["compositions"], 2, "{v}");
+    app.stop().await;
+}
+
+/// Just enough of an HTTP client for cookies and POSTs.
+mod reqwest_like {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    pub struct Client(std::net::SocketAddr);
+
+    impl Client {
+        pub fn new(addr: std::net::SocketAddr) -> Client {
+            Client(addr)
+        }
+
+        async fn send(&self, req: String) -> (u16, String) {
+            let mut s = tokio::net::TcpStream::connect(self.0).await.unwrap();
+            s.write_all(req.as_bytes()).await.unwrap();
+            let mut buf = Vec::new();
+            s.read_to_end(&mut buf).await.unwrap();
+            let text = String::from_utf8_lossy(&buf).to_string();
+            let code = text[9..12].parse().unwrap();
+            (code, text)
+        }
+
+        pub async fn post(&self, path: &str, cookie: Option<&str>) -> (u16, String) {
+            let cookie = cookie
+                .map(|c| format!("Cookie: {c}\r\n"))
+                .unwrap_or_default();
+            self.send(format!(
+                "POST {path} HTTP/1.1\r\nHost: t\r\n{cookie}Content-Type: application/json\r\nContent-Length: 2\r\nConnection: close\r\n\r\n{{}}"
+            ))
+            .await
+        }
+
+        /// Signs in; returns the `name=value` of the session cookie.
+        pub async fn login(&self, name: &str, password: &str) -> String {
+            let body = serde_json::json!({"name": name, "password": password}).to_string();
+            let (code, text) = self
+                .send(format!(
+                    "POST /api/login HTTP/1.1\r\nHost: t\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+                    body.len()
+                ))
+                .await;
+            assert_eq!(code, 200, "{text}");
+            let line = text
+                .lines()
+                .find(|l| l.to_ascii_lowercase().starts_with("set-cookie:"))
+                .unwrap();
+            line.split_once(':')
+                .unwrap()
+                .1
+                .trim()
+                .split(';')
+                .next()
+                .unwrap()
+                .to_owned()
+        }
+    }
+}

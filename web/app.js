@@ -277,6 +277,15 @@ async function showSystem() {
     add("Zoo", `${Object.keys(z.available || {}).length} models available, ${(z.failures || []).length} failed loads`);
   }
   box.append(kv);
+  const user = state.me && state.me.user;
+  if (user && (user.role === "engineer" || user.role === "admin") && e.composer.enabled) {
+    const msg = el("span", { class: "recompose-result" });
+    box.append(el("p", {},
+      el("button", { type: "button", id: "recompose", text: "Recompose now", onclick: async () => {
+        const r = await post("/api/ensemble/recompose");
+        msg.textContent = r.ok ? " recomposing…" : ` ${(r.body && r.body.error) || "refused"}`;
+      } }), msg));
+  }
 }
 
 // ---- routing ----

@@ -288,6 +288,8 @@ pub struct Context {
     pub devices: Arc<Vec<Device>>,
     pub serving: Arc<Mutex<Serving>>,
     pub zoo_generation: watch::Receiver<u64>,
+    /// Recompositions asked for by a user (the reason, e.g. who asked).
+    pub requests: tokio::sync::mpsc::Receiver<String>,
     pub shutdown: CancellationToken,
 }
 
@@ -347,6 +349,9 @@ pub async fn run(mut cx: Context, composed: bool) {
                     break;
                 }
                 pending = Some("the zoo changed".into());
+            }
+            Some(reason) = cx.requests.recv() => {
+                pending = Some(reason);
             }
             _ = tick.tick() => {
                 let now = Instant::now();

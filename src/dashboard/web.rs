@@ -237,6 +237,38 @@ pub async fn silence(
     alarm_result(s.board.silence(id, u.name, b.secs).await)
 }
 
+/// An engineer asks the composer to recompose now (e.g. after changing the zoo by hand).
+pub async fn recompose(State(s): State<AppState>, headers: HeaderMap) -> Response {
+    let Some(u) = user_of(&s, &headers).await else {
+        return unauthorized("sign in to control the plan");
+    };
+    if u.role < super::auth::Role::Engineer {
+        return (
+            StatusCode::FORBIDDEN,
+            Json(json!({"error": "engineers only"})),
+        )
+            .into_response();
+    }
+    if !s.cfg.composer.enabled {
+        return (
+            StatusCode::CONFLICT,
+            Json(json!({"error": "the composer is off ([composer] enabled = false)"})),
+        )
+            .into_response();
+    }
+    match s.recompose.try_send(format!("asked by {}", u.name)) {
+        Ok(()) => {
+            audit(&s, Some(&u.name), "recompose", json!({}));
+            (StatusCode::ACCEPTED, Json(json!({"recomposing": true}))).into_response()
+        }
+        Err(_) => (
+            StatusCode::TOO_MANY_REQUESTS,
+            Json(json!({"error": "a recomposition is already queued"})),
+        )
+            .into_response(),
+    }
+}
+
 pub async fn bed_alarms(State(s): State<AppState>, Path(bed): Path<String>) -> Response {
     let db = s.cfg.storage.db.clone();
     let b = bed.clone();
