@@ -523,19 +523,35 @@ pub fn default_budgets(entries: &[Entry], beds: usize, hop_s: f64) -> Vec<f64> {
 
 /// [`default_budgets`] for `n` models with any latency estimate.
 pub fn default_budgets_by(n: usize, latency: &dyn Fn(&[bool]) -> f64) -> Vec<f64> {
-    let single = (0..n)
+    let singles: Vec<f64> = (0..n)
         .map(|i| {
             let mut b = vec![false; n];
             b[i] = true;
             latency(&b)
         })
+        .collect();
+    let single = singles
+        .iter()
+        .copied()
         .filter(|&l| l >= 1.0)
         .fold(f64::INFINITY, f64::min);
     let single = if single.is_finite() { single } else { 1.0 };
-    // All members at once may overload the beds' schedule (an unbounded queue): then the
-    // top budget is what the largest stable ensemble of singles would need.
-    let all = latency(&vec![true; n]);
-    let all = if all.is_finite() { all } else { 8.0 * single };
+    // All members at once may overload the beds' schedule (an unbounded queue): then the top
+    // is the largest stable ensemble, grown from the fastest model up.
+    let mut all = latency(&vec![true; n]);
+    if !all.is_finite() {
+        let mut order: Vec<usize> = (0..n).collect();
+        order.sort_by(|&a, &b| singles[a].total_cmp(&singles[b]));
+        let mut b = vec![false; n];
+        all = 8.0 * single;
+        for i in order {
+            b[i] = true;
+            match latency(&b) {
+                l if l.is_finite() => all = l,
+                _ => break,
+            }
+        }
+    }
     let (lo, hi) = (2.0 * single, (all / 2.0).max(4.0 * single));
     vec![lo, (lo * hi).sqrt(), hi]
 }
