@@ -484,7 +484,7 @@ pub fn run(cli: Cli) -> Result<()> {
             if let Some(m) = a.models {
                 cfg.ensemble.models_dir = m;
             }
-            runtime()?.block_on(serve(cfg))?;
+            block_on(serve(cfg))?;
         }
         Command::Simulate(a) => {
             let opts = sim_options(&a);
@@ -512,7 +512,7 @@ pub fn run(cli: Cli) -> Result<()> {
             cfg.storage.db = db;
             // The demo's ward view opens without signing in (it listens on loopback).
             cfg.dashboard.public_ward_view = true;
-            runtime()?.block_on(demo(cfg, beds, duration, speed))?;
+            block_on(demo(cfg, beds, duration, speed))?;
         }
         Command::User {
             command:
@@ -560,6 +560,16 @@ fn load_config(path: Option<&std::path::Path>) -> Result<Config> {
         Some(p) => Config::read(p)?,
         None => Config::default(),
     })
+}
+
+/// Runs the daemon's future to completion, then gives blocking work still running (a
+/// composition's profiling, say) a moment before the process exits without it: the future
+/// has already flushed the database by then.
+fn block_on<T>(f: impl std::future::Future<Output = Result<T>>) -> Result<T> {
+    let rt = runtime()?;
+    let out = rt.block_on(f);
+    rt.shutdown_timeout(std::time::Duration::from_secs(2));
+    out
 }
 
 fn runtime() -> Result<tokio::runtime::Runtime> {
