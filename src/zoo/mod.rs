@@ -3,6 +3,8 @@
 //!
 //! [`train`](crate::train) writes models here; the daemon and composer (later) read them.
 
+mod conv_gemm;
+mod fast;
 mod listing;
 mod manifest;
 mod model;
@@ -10,6 +12,8 @@ pub mod preprocess;
 mod resnext;
 mod vitals;
 
+pub use conv_gemm::{FoldedConv, FoldedWeights, same_padding};
+pub use fast::{FastResNeXt1d, FoldedBlock, INFERENCE_PATH_ENV, InferencePath};
 pub use listing::{ZooListing, list};
 pub use manifest::{
     Architecture, FeatureScaling, Input, Lead, MANIFEST_FILE, MANIFEST_FORMAT, Manifest,
