@@ -59,41 +59,52 @@ pub fn same_padding(len: usize, kernel: usize, stride: usize) -> (usize, usize, 
 }
 
 impl<B: Backend> FoldedConv<B> {
-    /// Builds the layer; `out_groups` is the group count of the output layout: the convolution's own groups, or,
-    /// for a convolution with `groups == 1`, any divisor of `cout` (the stem writes the block
-    /// layout directly: a dense convolution is a grouped one whose groups share the input).
+    /// Builds the layer; `out_groups` is the group count of the activation layout, which may
+    /// be coarser than the convolution's own groups: `r = groups / out_groups` neighbouring
+    /// groups are merged into one with a block-diagonal weight (`r` times the multiply-adds,
+    /// but GEMMs `r` times wider, which pays while the groups are a few channels wide). A
+    /// dense convolution (`groups == 1`) may write any `out_groups` dividing `cout`: its input
+    /// (one group) is shared by all output groups, as for the stem.
     pub fn new(w: &FoldedWeights, out_groups: usize, device: &B::Device) -> Self {
         assert!(
-            w.groups == out_groups || (w.groups == 1 && w.cout.is_multiple_of(out_groups)),
-            "output groups {out_groups} do not fit a convolution of {} groups",
+            (w.groups == 1 && w.cout.is_multiple_of(out_groups))
+                || (out_groups > 0 && w.groups.is_multiple_of(out_groups)),
+            "layout groups {out_groups} do not fit a convolution of {} groups",
             w.groups
         );
-        let cpg = w.cin / w.groups;
-        let cog = w.cout / out_groups;
         let k = w.kernel;
-        // [cout, cpg, k] -> [groups, k * cpg, cog]
-        let mut t = vec![0.0f32; w.weight.len()];
-        for g in 0..out_groups {
-            for o in 0..cog {
-                let co = g * cog + o;
-                for c in 0..cpg {
-                    for tap in 0..k {
-                        t[(g * k * cpg + tap * cpg + c) * cog + o] = w.weight[(co * cpg + c) * k + tap];
-                    }
+        let cpg = w.cin / w.groups; // the convolution's own channels per group
+        let cog = w.cout / w.groups;
+        let in_groups = if w.groups == 1 { 1 } else { out_groups };
+        let cpg_l = w.cin / in_groups; // per layout group
+        let cog_l = w.cout / out_groups;
+        // [cout, cpg, k] -> [out_groups, k * cpg_l, cog_l], zero between merged groups
+        let mut t = vec![0.0f32; out_groups * k * cpg_l * cog_l];
+        for co in 0..w.cout {
+            let (sg, o) = (co / cog_l, co % cog_l); // layout group and column
+            let first_in = (co / cog) * cpg; // the convolution's first input channel of co
+            let base = if in_groups == 1 { 0 } else { sg * cpg_l };
+            for c in 0..cpg {
+                let cl = first_in + c - base;
+                for tap in 0..k {
+                    t[(sg * k * cpg_l + tap * cpg_l + cl) * cog_l + o] =
+                        w.weight[(co * cpg + c) * k + tap];
                 }
             }
         }
         FoldedConv {
             weight: Param::from_tensor(
-                Tensor::<B, 1>::from_floats(t.as_slice(), device).reshape([1, out_groups, k * cpg, cog]),
+                Tensor::<B, 1>::from_floats(t.as_slice(), device)
+                    .reshape([1, out_groups, k * cpg_l, cog_l]),
             ),
             bias: Param::from_tensor(
-                Tensor::<B, 1>::from_floats(w.bias.as_slice(), device).reshape([1, out_groups, 1, cog]),
+                Tensor::<B, 1>::from_floats(w.bias.as_slice(), device)
+                    .reshape([1, out_groups, 1, cog_l]),
             ),
             kernel: k,
             stride: w.stride,
             groups: out_groups,
-            cin_per_group: cpg,
+            cin_per_group: cpg_l,
         }
     }
 
@@ -111,8 +122,12 @@ impl<B: Backend> FoldedConv<B> {
             .reshape([n, gi, lp * cpg])
             .unfold(2, self.kernel * cpg, self.stride * cpg); // [n, gi, l_out, k * cpg] (view)
         let y = patches.matmul(self.weight.val()); // [n, groups, l_out, cog]
-        debug_assert_eq!(y.dims()[1], self.groups);
-        y + self.bias.val()
+        let [_, g, l_out, cog] = y.dims();
+        debug_assert_eq!(g, self.groups);
+        // The bias as one row per window: flex adds a shared row with SIMD, while the
+        // [1, g, 1, cog] broadcast would take its generic strided path (~40x slower).
+        let bias = self.bias.val().repeat_dim(2, l_out).reshape([1, g * l_out * cog]);
+        (y.reshape([n, g * l_out * cog]) + bias).reshape([n, g, l_out, cog])
     }
 }
 
@@ -152,10 +167,15 @@ pub fn max_pool2<B: Backend>(x: Tensor<B, 4>) -> Tensor<B, 4> {
     } else {
         x
     };
-    let pairs = x.reshape([n, g, l.div_ceil(2), 2 * c]); // even and odd samples side by side
-    let even = pairs.clone().narrow(3, 0, c);
-    let odd = pairs.narrow(3, c, c);
-    even.max_pair(odd)
+    let half = l.div_ceil(2);
+    // Reductions over a short axis are fast on flex; element-wise ops on strided views are not.
+    if c == 1 {
+        x.reshape([n, g, half, 2]).max_dim(3) // [n, g, half, 1]
+    } else {
+        x.reshape([n * g * half, 2, c])
+            .max_dim(1)
+            .reshape([n, g, half, c])
+    }
 }
 
 /// Appends zero channels (at the end of the channel order) to a grouped channels-last tensor
@@ -247,10 +267,13 @@ mod tests {
                 stride,
                 groups,
             };
-            let fc = FoldedConv::<B>::new(&w, groups, &dev);
-            let got = to_channels_first(fc.forward(to_grouped(x, groups)));
-            let d = max_abs_diff(got, want);
-            assert!(d < 1e-4, "cin {cin} cout {cout} groups {groups} stride {stride}: {d}");
+            // The convolution's own groups, and merged (block-diagonal) coarser layouts.
+            for lg in (1..=groups).filter(|lg| groups % lg == 0) {
+                let fc = FoldedConv::<B>::new(&w, lg, &dev);
+                let got = to_channels_first(fc.forward(to_grouped(x.clone(), lg)));
+                let d = max_abs_diff(got, want.clone());
+                assert!(d < 1e-4, "cin {cin} cout {cout} groups {groups}/{lg} stride {stride}: {d}");
+            }
         }
     }
 

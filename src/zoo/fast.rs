@@ -70,6 +70,39 @@ pub struct FastResNeXt1d<B: Backend> {
     fc: Linear<B>,
 }
 
+/// The group count of the activation layout: the network's groups, merged (block-diagonal
+/// weights) until the narrowest convolution writes at least [`MIN_GROUP_COLUMNS`] channels
+/// per group, since GEMMs only a few columns wide run far below the machine's speed.
+fn layout_groups(stem: &FoldedWeights, blocks: &[FoldedBlock]) -> usize {
+    let Some(first) = blocks.first() else {
+        return 1;
+    };
+    let groups = first.c1.groups;
+    if blocks.iter().any(|b| b.c1.groups != groups || b.c2.groups != groups) {
+        return 1; // mixed group counts: one dense layout
+    }
+    let narrowest = blocks
+        .iter()
+        .flat_map(|b| [&b.c1, &b.c2])
+        .map(|c| c.cout / groups)
+        .chain([stem.cout / groups])
+        .min()
+        .unwrap_or(1)
+        .max(1);
+    let min_cols = std::env::var("HOLMES_FAST_MIN_COLUMNS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(MIN_GROUP_COLUMNS);
+    let mut g = groups;
+    while g % 2 == 0 && (groups / g) * narrowest < min_cols {
+        g /= 2;
+    }
+    g
+}
+
+/// See [`layout_groups`].
+pub const MIN_GROUP_COLUMNS: usize = 8;
+
 /// One residual block's folded convolutions and shape, as [`FastResNeXt1d::new`] takes them.
 #[derive(Debug, Clone)]
 pub struct FoldedBlock {
@@ -80,14 +113,14 @@ pub struct FoldedBlock {
 impl<B: Backend> FastResNeXt1d<B> {
     /// Builds the inference form from folded weights and the final linear layer.
     pub fn new(stem: &FoldedWeights, blocks: &[FoldedBlock], fc: Linear<B>, device: &B::Device) -> Self {
-        let groups = blocks.first().map_or(1, |b| b.c1.groups);
+        let groups = layout_groups(stem, blocks);
         FastResNeXt1d {
             stem: FoldedConv::new(stem, groups, device),
             blocks: blocks
                 .iter()
                 .map(|b| FastBlock {
-                    c1: FoldedConv::new(&b.c1, b.c1.groups, device),
-                    c2: FoldedConv::new(&b.c2, b.c2.groups, device),
+                    c1: FoldedConv::new(&b.c1, groups, device),
+                    c2: FoldedConv::new(&b.c2, groups, device),
                     stride: b.c1.stride,
                     cout: b.c1.cout,
                 })

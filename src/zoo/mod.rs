@@ -22,7 +22,7 @@ pub use manifest::{
 pub use model::{
     Net, NetInput, ZooModel, forward_raw, logits_to_probs, prepare_input, sha256_hex, weights_bytes,
 };
-pub use resnext::{ResNeXt1d, ResNeXtArch};
+pub use resnext::{ConvShape, ResNeXt1d, ResNeXtArch};
 pub use vitals::{VitalsArch, VitalsNet};
 
 use std::path::{Path, PathBuf};
