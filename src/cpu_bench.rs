@@ -20,8 +20,7 @@ use burn::tensor::backend::Backend;
 use burn::tensor::{Tensor, TensorData};
 
 use crate::zoo::{
-    FastResNeXt1d, FoldedBlock, FoldedWeights, InferencePath, ResNeXt1d, ResNeXtArch,
-    same_padding,
+    FastResNeXt1d, FoldedBlock, FoldedWeights, InferencePath, ResNeXt1d, ResNeXtArch, same_padding,
 };
 
 /// `holmes bench-cpu` arguments.
@@ -57,7 +56,9 @@ pub fn run(args: &BenchCpuArgs) -> Result<(), BenchCpuError> {
         .configs
         .split(',')
         .map(|c| {
-            let (w, d) = c.split_once('x').ok_or_else(|| bad(format!("config {c} is not WxD")))?;
+            let (w, d) = c
+                .split_once('x')
+                .ok_or_else(|| bad(format!("config {c} is not WxD")))?;
             match (w.trim().parse(), d.trim().parse()) {
                 (Ok(w), Ok(d)) => Ok((w, d)),
                 _ => Err(bad(format!("config {c} is not WxD"))),
@@ -67,7 +68,11 @@ pub fn run(args: &BenchCpuArgs) -> Result<(), BenchCpuError> {
     let batches = args
         .batches
         .split(',')
-        .map(|b| b.trim().parse().map_err(|_| bad(format!("batch {b} is not a number"))))
+        .map(|b| {
+            b.trim()
+                .parse()
+                .map_err(|_| bad(format!("batch {b} is not a number")))
+        })
         .collect::<Result<Vec<usize>, _>>()?;
     if args.cuda {
         #[cfg(feature = "cuda")]
@@ -76,7 +81,9 @@ pub fn run(args: &BenchCpuArgs) -> Result<(), BenchCpuError> {
             return go::<burn::backend::Cuda>(args, &configs, &batches, &device);
         }
         #[cfg(not(feature = "cuda"))]
-        return Err(bad("this build has no CUDA support (--features cuda)".into()));
+        return Err(bad(
+            "this build has no CUDA support (--features cuda)".into()
+        ));
     }
     go::<burn::backend::Flex>(args, &configs, &batches, &Default::default())
 }
@@ -90,7 +97,10 @@ fn go<B: Backend>(
     if args.serve {
         serve::<B>(&args.weights, device)
     } else {
-        print!("{}", table::<B>(&args.weights, configs, batches, args.iters, device)?);
+        print!(
+            "{}",
+            table::<B>(&args.weights, configs, batches, args.iters, device)?
+        );
         Ok(())
     }
 }
@@ -168,7 +178,12 @@ fn floats(path: &Path) -> Result<Vec<f32>, BenchCpuError> {
 impl<B: Backend> Reference<B> {
     /// Reads `weights_W_D.{txt,bin}` from `dir` and checks every shape, stride, group count and
     /// padding against the zoo's plan for [`reference_arch`].
-    pub fn load(dir: &Path, width: usize, depth: usize, device: &B::Device) -> Result<Self, BenchCpuError> {
+    pub fn load(
+        dir: &Path,
+        width: usize,
+        depth: usize,
+        device: &B::Device,
+    ) -> Result<Self, BenchCpuError> {
         let txt = dir.join(format!("weights_{width}_{depth}.txt"));
         let bad = |reason: String| BenchCpuError::Format {
             path: txt.clone(),
@@ -182,7 +197,9 @@ impl<B: Backend> Reference<B> {
             let f: Vec<&str> = line.split_whitespace().collect();
             match f.first() {
                 Some(&"tensor") if f.len() == 4 => {
-                    let off = f[2].parse().map_err(|_| bad(format!("bad offset: {line}")))?;
+                    let off = f[2]
+                        .parse()
+                        .map_err(|_| bad(format!("bad offset: {line}")))?;
                     let dims = f[3]
                         .split(',')
                         .map(str::parse)
@@ -216,24 +233,29 @@ impl<B: Backend> Reference<B> {
         let arch = reference_arch(width, depth);
         let (stem, blocks) = arch.plan(L_IN);
         let mut len = L_IN;
-        let mut conv = |name: &str, c: &crate::zoo::ConvShape| -> Result<FoldedWeights, BenchCpuError> {
-            let (_, pb, pe) = same_padding(len, K, c.stride);
-            let want = vec![c.cin, c.cout, K, c.stride, c.groups, pb, pe];
-            let got = convs.get(name).ok_or_else(|| bad(format!("no conv {name}")))?;
-            if *got != want {
-                return Err(bad(format!("conv {name} is {got:?}, the plan says {want:?}")));
-            }
-            len = c.l_out;
-            Ok(FoldedWeights {
-                weight: tensor(&format!("{name}.w"), &[c.cout, c.cin / c.groups, K])?,
-                bias: tensor(&format!("{name}.b"), &[c.cout])?,
-                cin: c.cin,
-                cout: c.cout,
-                kernel: K,
-                stride: c.stride,
-                groups: c.groups,
-            })
-        };
+        let mut conv =
+            |name: &str, c: &crate::zoo::ConvShape| -> Result<FoldedWeights, BenchCpuError> {
+                let (_, pb, pe) = same_padding(len, K, c.stride);
+                let want = vec![c.cin, c.cout, K, c.stride, c.groups, pb, pe];
+                let got = convs
+                    .get(name)
+                    .ok_or_else(|| bad(format!("no conv {name}")))?;
+                if *got != want {
+                    return Err(bad(format!(
+                        "conv {name} is {got:?}, the plan says {want:?}"
+                    )));
+                }
+                len = c.l_out;
+                Ok(FoldedWeights {
+                    weight: tensor(&format!("{name}.w"), &[c.cout, c.cin / c.groups, K])?,
+                    bias: tensor(&format!("{name}.b"), &[c.cout])?,
+                    cin: c.cin,
+                    cout: c.cout,
+                    kernel: K,
+                    stride: c.stride,
+                    groups: c.groups,
+                })
+            };
         let stem = conv("stem", &stem)?;
         let mut folded = Vec::with_capacity(blocks.len());
         for (i, (c1, c2)) in blocks.iter().enumerate() {
@@ -245,7 +267,9 @@ impl<B: Backend> Reference<B> {
         let c = arch.final_channels();
         let fc_w = tensor("fc.w", &[c, 2])?;
         let fc_b = tensor("fc.b", &[2])?;
-        let plain = arch.init::<B>(device).load_folded(&stem, &folded, &fc_w, &fc_b);
+        let plain = arch
+            .init::<B>(device)
+            .load_folded(&stem, &folded, &fc_w, &fc_b);
         let fast = plain.inference_form();
         Ok(Reference {
             width,
@@ -278,7 +302,10 @@ impl<B: Backend> Reference<B> {
         let x = floats(&dir.join(format!("verify_{tag}_in.bin")))?;
         let want = floats(&dir.join(format!("verify_{tag}_ort.bin")))?;
         let mut diffs = [0.0f32; 2];
-        for (d, path) in diffs.iter_mut().zip([InferencePath::Fast, InferencePath::Plain]) {
+        for (d, path) in diffs
+            .iter_mut()
+            .zip([InferencePath::Fast, InferencePath::Plain])
+        {
             let got = self.logits(&x, path);
             *d = max_abs_diff(&got, &want);
             if d.is_nan() || *d >= ORT_TOLERANCE {
@@ -341,7 +368,11 @@ fn median(v: &[f64]) -> f64 {
     let mut s = v.to_vec();
     s.sort_by(f64::total_cmp);
     let m = s.len() / 2;
-    if s.len() % 2 == 1 { s[m] } else { (s[m - 1] + s[m]) / 2.0 }
+    if s.len() % 2 == 1 {
+        s[m]
+    } else {
+        (s[m - 1] + s[m]) / 2.0
+    }
 }
 
 /// Burn-only timings of both paths for each configuration and batch: a markdown table with

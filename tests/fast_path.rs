@@ -45,7 +45,11 @@ fn assert_paths_agree(m: &ZooModel<B>, windows: &[Vec<f32>], what: &str) {
         .iter()
         .zip(logits_to_probs(&fast, offset))
     {
-        assert!((p - f).abs() < TOLERANCE, "{} on {what}: {p} vs {f}", m.name());
+        assert!(
+            (p - f).abs() < TOLERANCE,
+            "{} on {what}: {p} vs {f}",
+            m.name()
+        );
     }
 }
 
@@ -96,7 +100,11 @@ fn fast_path_matches_plain_on_real_windows() {
             .filter_map(|&k| ds.ecg(&ds.windows[k], lead.index()))
             .map(<[f32]>::to_vec)
             .collect();
-        assert!(!windows.is_empty(), "vfdb 422 has {} windows", ds.windows.len());
+        assert!(
+            !windows.is_empty(),
+            "vfdb 422 has {} windows",
+            ds.windows.len()
+        );
         assert_paths_agree(&m, &windows, "vfdb/422");
     }
 }

@@ -17,15 +17,16 @@
 //! so other backends (CUDA) run the same code.
 
 use burn::module::{Module, Param};
-use burn::tensor::Tensor;
 use burn::tensor::backend::Backend;
+use burn::tensor::{Int, Tensor, TensorData};
 
 /// A convolution with BatchNorm folded in, ready for the grouped channels-last layout.
 #[derive(Module, Debug)]
 pub struct FoldedConv<B: Backend> {
-    /// `[1, groups, kernel * cin_per_group, cout_per_group]`; row `k * cpg + c` holds the
+    /// `[1, in_groups, out_groups / in_groups, kernel * cin_per_group, cout_per_group]`; row
+    /// `k * cpg + c` holds the
     /// weight of input channel `c` (of the group) at tap `k`.
-    weight: Param<Tensor<B, 4>>,
+    weight: Param<Tensor<B, 5>>,
     /// `[1, groups, 1, cout_per_group]`.
     bias: Param<Tensor<B, 4>>,
     kernel: usize,
@@ -58,44 +59,75 @@ pub fn same_padding(len: usize, kernel: usize, stride: usize) -> (usize, usize, 
     (l_out, total / 2, total - total / 2)
 }
 
+/// Whether a convolution can read a layout of `in_groups` groups and write one of
+/// `out_groups` (a multiple of `in_groups`): every output layout group must take all its
+/// inputs from the one input layout group `output group / (out_groups / in_groups)`.
+pub fn layout_fits(w: &FoldedWeights, in_groups: usize, out_groups: usize) -> bool {
+    if in_groups == 0
+        || out_groups == 0
+        || !out_groups.is_multiple_of(in_groups)
+        || !w.cin.is_multiple_of(in_groups)
+        || !w.cout.is_multiple_of(out_groups)
+    {
+        return false;
+    }
+    let (cpg, cog) = (w.cin / w.groups, w.cout / w.groups);
+    let (cpg_l, cog_l, m) = (
+        w.cin / in_groups,
+        w.cout / out_groups,
+        out_groups / in_groups,
+    );
+    (0..w.cout).all(|co| {
+        let first_in = (co / cog) * cpg;
+        let base = (co / cog_l / m) * cpg_l;
+        first_in >= base && first_in + cpg <= base + cpg_l
+    })
+}
+
 impl<B: Backend> FoldedConv<B> {
-    /// Builds the layer; `out_groups` is the group count of the activation layout, which may
-    /// be coarser than the convolution's own groups: `r = groups / out_groups` neighbouring
-    /// groups are merged into one with a block-diagonal weight (`r` times the multiply-adds,
-    /// but GEMMs `r` times wider, which pays while the groups are a few channels wide). A
-    /// dense convolution (`groups == 1`) may write any `out_groups` dividing `cout`: its input
-    /// (one group) is shared by all output groups, as for the stem.
-    pub fn new(w: &FoldedWeights, out_groups: usize, device: &B::Device) -> Self {
+    /// Builds the layer between activation layouts of `in_groups` and `out_groups` groups
+    /// (see [`layout_fits`]; panics if the layouts do not fit). Layout groups may be coarser
+    /// than the convolution's own: neighbouring groups then share one block-diagonal weight
+    /// (more multiply-adds, but GEMMs wide enough to run near the machine's speed). With
+    /// `out_groups = m * in_groups`, each input group feeds `m` output groups: how the stem
+    /// (one input group) and a block that widens the channels write a finer layout.
+    pub fn new(w: &FoldedWeights, in_groups: usize, out_groups: usize, device: &B::Device) -> Self {
         assert!(
-            (w.groups == 1 && w.cout.is_multiple_of(out_groups))
-                || (out_groups > 0 && w.groups.is_multiple_of(out_groups)),
-            "layout groups {out_groups} do not fit a convolution of {} groups",
-            w.groups
+            layout_fits(w, in_groups, out_groups),
+            "layout groups {in_groups} -> {out_groups} do not fit a convolution of {} groups \
+             ({} -> {} channels)",
+            w.groups,
+            w.cin,
+            w.cout
         );
         let k = w.kernel;
-        let cpg = w.cin / w.groups; // the convolution's own channels per group
-        let cog = w.cout / w.groups;
-        let in_groups = if w.groups == 1 { 1 } else { out_groups };
-        let cpg_l = w.cin / in_groups; // per layout group
-        let cog_l = w.cout / out_groups;
+        let (cpg, cog) = (w.cin / w.groups, w.cout / w.groups);
+        let (cpg_l, cog_l, m) = (
+            w.cin / in_groups,
+            w.cout / out_groups,
+            out_groups / in_groups,
+        );
         // [cout, cpg, k] -> [out_groups, k * cpg_l, cog_l], zero between merged groups
         let mut t = vec![0.0f32; out_groups * k * cpg_l * cog_l];
         for co in 0..w.cout {
-            let (sg, o) = (co / cog_l, co % cog_l); // layout group and column
-            let first_in = (co / cog) * cpg; // the convolution's first input channel of co
-            let base = if in_groups == 1 { 0 } else { sg * cpg_l };
+            let (so, o) = (co / cog_l, co % cog_l); // output layout group and column
+            let first_in = (co / cog) * cpg - (so / m) * cpg_l; // within the input layout group
             for c in 0..cpg {
-                let cl = first_in + c - base;
                 for tap in 0..k {
-                    t[(sg * k * cpg_l + tap * cpg_l + cl) * cog_l + o] =
+                    t[(so * k * cpg_l + tap * cpg_l + first_in + c) * cog_l + o] =
                         w.weight[(co * cpg + c) * k + tap];
                 }
             }
         }
         FoldedConv {
             weight: Param::from_tensor(
-                Tensor::<B, 1>::from_floats(t.as_slice(), device)
-                    .reshape([1, out_groups, k * cpg_l, cog_l]),
+                Tensor::<B, 1>::from_floats(t.as_slice(), device).reshape([
+                    1,
+                    in_groups,
+                    m,
+                    k * cpg_l,
+                    cog_l,
+                ]),
             ),
             bias: Param::from_tensor(
                 Tensor::<B, 1>::from_floats(w.bias.as_slice(), device)
@@ -109,24 +141,28 @@ impl<B: Backend> FoldedConv<B> {
     }
 
     /// # Shapes
-    /// - x: `[batch, in_groups, len, cin_per_group]` (grouped channels-last); `in_groups` is
-    ///   the layer's groups, or 1 for a dense convolution (its input is shared by all groups)
-    /// - returns: `[batch, groups, len_out, cout_per_group]`, bias added, no activation
+    /// - x: `[batch, in_groups, len, cin / in_groups]` (grouped channels-last)
+    /// - returns: `[batch, out_groups, len_out, cout / out_groups]`, bias added, no activation
     pub fn forward(&self, x: Tensor<B, 4>) -> Tensor<B, 4> {
         let [n, gi, len, cpg] = x.dims();
         debug_assert_eq!(cpg, self.cin_per_group);
         let (_, begin, end) = same_padding(len, self.kernel, self.stride);
         let x = pad_length(x, begin, end); // [n, gi, lp, cpg]
         let lp = x.dims()[2];
-        let patches: Tensor<B, 4> = x
-            .reshape([n, gi, lp * cpg])
-            .unfold(2, self.kernel * cpg, self.stride * cpg); // [n, gi, l_out, k * cpg] (view)
-        let y = patches.matmul(self.weight.val()); // [n, groups, l_out, cog]
-        let [_, g, l_out, cog] = y.dims();
+        let patches: Tensor<B, 5> =
+            x.reshape([n, gi, 1, lp * cpg])
+                .unfold(3, self.kernel * cpg, self.stride * cpg); // [n, gi, 1, l_out, k * cpg] (view)
+        let y = patches.matmul(self.weight.val()); // [n, gi, m, l_out, cog]
+        let [_, _, m, l_out, cog] = y.dims();
+        let g = gi * m;
         debug_assert_eq!(g, self.groups);
         // The bias as one row per window: flex adds a shared row with SIMD, while the
         // [1, g, 1, cog] broadcast would take its generic strided path (~40x slower).
-        let bias = self.bias.val().repeat_dim(2, l_out).reshape([1, g * l_out * cog]);
+        let bias = self
+            .bias
+            .val()
+            .repeat_dim(2, l_out)
+            .reshape([1, g * l_out * cog]);
         (y.reshape([n, g * l_out * cog]) + bias).reshape([n, g, l_out, cog])
     }
 }
@@ -144,11 +180,11 @@ pub fn pad_length<B: Backend>(x: Tensor<B, 4>, begin: usize, end: usize) -> Tens
     let device = x.device();
     let mut parts = Vec::with_capacity(3);
     if begin > 0 {
-        parts.push(Tensor::zeros([n, g, begin, c], &device));
+        parts.push(zeros([n, g, begin, c], &device));
     }
     parts.push(x);
     if end > 0 {
-        parts.push(Tensor::zeros([n, g, end, c], &device));
+        parts.push(zeros([n, g, end, c], &device));
     }
     Tensor::cat(parts, 2)
 }
@@ -161,40 +197,67 @@ pub fn pad_length<B: Backend>(x: Tensor<B, 4>, begin: usize, end: usize) -> Tens
 /// - returns: `[batch, groups, ceil(len / 2), cg]`
 pub fn max_pool2<B: Backend>(x: Tensor<B, 4>) -> Tensor<B, 4> {
     let [n, g, l, c] = x.dims();
-    let x = if l % 2 == 1 {
-        let last = x.clone().narrow(2, l - 1, 1);
-        Tensor::cat(vec![x, last], 2)
-    } else {
-        x
-    };
     let half = l.div_ceil(2);
-    // Reductions over a short axis are fast on flex; element-wise ops on strided views are not.
     if c == 1 {
-        x.reshape([n, g, half, 2]).max_dim(3) // [n, g, half, 1]
-    } else {
-        x.reshape([n * g * half, 2, c])
-            .max_dim(1)
-            .reshape([n, g, half, c])
+        // One channel per group: the pairs are neighbours, a max over a last axis of 2.
+        let x = if l % 2 == 1 {
+            let last = x.clone().narrow(2, l - 1, 1);
+            Tensor::cat(vec![x, last], 2)
+        } else {
+            x
+        };
+        return x.reshape([n, g, half, 2]).max_dim(3);
     }
+    // Whole rows picked by index are plain copies on flex; element-wise ops on strided views
+    // (even/odd narrows) and reductions over a middle axis take its slow generic path.
+    let rows = |first: usize| -> Vec<i64> {
+        (0..half)
+            .map(|i| (2 * i + first).min(l - 1) as i64) // an odd last sample pairs with itself
+            .collect()
+    };
+    let device = x.device();
+    let index = |v: Vec<i64>| Tensor::<B, 1, Int>::from_data(TensorData::new(v, [half]), &device);
+    let even = x.clone().select(2, index(rows(0)));
+    let odd = x.select(2, index(rows(1)));
+    even.max_pair(odd)
 }
 
-/// Appends zero channels (at the end of the channel order) to a grouped channels-last tensor
-/// of `groups` groups, returning the same group count with `cout / groups` channels per group.
+/// A contiguous zero tensor (flex's `Tensor::zeros` is a broadcast view whose copies, in
+/// `cat`, take the slow strided path).
+fn zeros<B: Backend>(shape: [usize; 4], device: &B::Device) -> Tensor<B, 4> {
+    Tensor::from_data(TensorData::zeros::<f32, _>(shape), device)
+}
+
+/// Appends zero channels (at the end of the channel order) to a grouped channels-last tensor,
+/// giving a layout of `out_groups` groups: whole zero groups when the channels per group stay
+/// the same (cheap), otherwise a regrouping copy.
 ///
 /// # Shapes
 /// - x: `[batch, groups, len, cin / groups]`
-/// - returns: `[batch, groups, len, cout / groups]`
-pub fn pad_channels<B: Backend>(x: Tensor<B, 4>, cout: usize) -> Tensor<B, 4> {
+/// - returns: `[batch, out_groups, len, cout / out_groups]`
+pub fn pad_channels<B: Backend>(x: Tensor<B, 4>, cout: usize, out_groups: usize) -> Tensor<B, 4> {
     let [n, g, l, cg] = x.dims();
     let cin = g * cg;
-    if cout == cin {
+    if cout == cin && out_groups == g {
         return x;
     }
-    assert!(cout > cin && cout.is_multiple_of(g), "cannot pad {cin} channels to {cout}");
+    assert!(
+        cout > cin && cout.is_multiple_of(g),
+        "cannot pad {cin} channels to {cout}"
+    );
     let device = x.device();
+    if out_groups * cg == cout && out_groups > g {
+        // Layouts of constant channels per group: the zero channels are whole zero groups.
+        return Tensor::cat(vec![x, zeros([n, out_groups - g, l, cg], &device)], 1);
+    }
+    if out_groups != g {
+        let ncl = to_channels_first(x);
+        let ncl = Tensor::cat(vec![ncl, Tensor::zeros([n, cout - cin, l], &device)], 1);
+        return to_grouped(ncl, out_groups);
+    }
     let cg_out = cout / g;
     if g == 1 {
-        return Tensor::cat(vec![x, Tensor::zeros([n, 1, l, cout - cin], &device)], 3);
+        return Tensor::cat(vec![x, zeros([n, 1, l, cout - cin], &device)], 3);
     }
     if cg_out.is_multiple_of(cg) && g.is_multiple_of(cg_out / cg) {
         // r old groups make one new group; the data fills the first g / r new groups.
@@ -203,8 +266,7 @@ pub fn pad_channels<B: Backend>(x: Tensor<B, 4>, cout: usize) -> Tensor<B, 4> {
             .reshape([n, g / r, r, l, cg])
             .swap_dims(2, 3)
             .reshape([n, g / r, l, cg_out]);
-        let zeros = Tensor::zeros([n, g - g / r, l, cg_out], &device);
-        return Tensor::cat(vec![data, zeros], 1);
+        return Tensor::cat(vec![data, zeros([n, g - g / r, l, cg_out], &device)], 1);
     }
     let ncl = to_channels_first(x);
     let ncl = Tensor::cat(vec![ncl, Tensor::zeros([n, cout - cin, l], &device)], 1);
@@ -260,7 +322,14 @@ mod tests {
             let want = conv.forward(x.clone());
             let w = FoldedWeights {
                 weight: conv.weight.val().into_data().to_vec().unwrap(),
-                bias: conv.bias.as_ref().unwrap().val().into_data().to_vec().unwrap(),
+                bias: conv
+                    .bias
+                    .as_ref()
+                    .unwrap()
+                    .val()
+                    .into_data()
+                    .to_vec()
+                    .unwrap(),
                 cin,
                 cout,
                 kernel: 16,
@@ -268,12 +337,31 @@ mod tests {
                 groups,
             };
             // The convolution's own groups, and merged (block-diagonal) coarser layouts.
-            for lg in (1..=groups).filter(|lg| groups % lg == 0) {
-                let fc = FoldedConv::<B>::new(&w, lg, &dev);
-                let got = to_channels_first(fc.forward(to_grouped(x.clone(), lg)));
+            // and layouts that widen with the channels (constant channels per layout group).
+            let mut layouts: Vec<(usize, usize)> = (1..=groups)
+                .filter(|lg| groups % lg == 0)
+                .map(|lg| (lg, lg))
+                .collect();
+            layouts.extend(
+                (1..=cin)
+                    .filter(|c| cin % c == 0)
+                    .map(|c| (cin / c, cout / c)),
+            );
+            let mut tried = 0;
+            for (gi, go) in layouts {
+                if !layout_fits(&w, gi, go) {
+                    continue;
+                }
+                tried += 1;
+                let fc = FoldedConv::<B>::new(&w, gi, go, &dev);
+                let got = to_channels_first(fc.forward(to_grouped(x.clone(), gi)));
                 let d = max_abs_diff(got, want.clone());
-                assert!(d < 1e-4, "cin {cin} cout {cout} groups {groups}/{lg} stride {stride}: {d}");
+                assert!(
+                    d < 1e-4,
+                    "{cin}->{cout} groups {groups} layout {gi}->{go} stride {stride}: {d}"
+                );
             }
+            assert!(tried >= 1);
         }
     }
 
@@ -288,14 +376,21 @@ mod tests {
         let want = conv.forward(x.clone());
         let w = FoldedWeights {
             weight: conv.weight.val().into_data().to_vec().unwrap(),
-            bias: conv.bias.as_ref().unwrap().val().into_data().to_vec().unwrap(),
+            bias: conv
+                .bias
+                .as_ref()
+                .unwrap()
+                .val()
+                .into_data()
+                .to_vec()
+                .unwrap(),
             cin: 1,
             cout: 8,
             kernel: 16,
             stride: 2,
             groups: 1,
         };
-        let fc = FoldedConv::<B>::new(&w, 4, &dev);
+        let fc = FoldedConv::<B>::new(&w, 1, 4, &dev);
         let got = to_channels_first(fc.forward(to_grouped(x, 1)));
         assert!(max_abs_diff(got, want) < 1e-4);
     }
@@ -310,7 +405,18 @@ mod tests {
             assert!(max_abs_diff(got, want.clone()) < 1e-7);
             let [n, _, l] = want.dims();
             let want = Tensor::cat(vec![want.clone(), Tensor::zeros([n, cout - c, l], &dev)], 1);
-            let got = to_channels_first(pad_channels(to_grouped(want.clone().narrow(1, 0, c), g), cout));
+            let got = to_channels_first(pad_channels(
+                to_grouped(want.clone().narrow(1, 0, c), g),
+                cout,
+                g,
+            ));
+            assert!(max_abs_diff(got, want.clone()) < 1e-7);
+            // Constant channels per group: more groups.
+            let got = to_channels_first(pad_channels(
+                to_grouped(want.clone().narrow(1, 0, c), g),
+                cout,
+                g * cout / c,
+            ));
             assert!(max_abs_diff(got, want) < 1e-7);
         }
     }

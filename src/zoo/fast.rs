@@ -20,7 +20,7 @@ use burn::tensor::Tensor;
 use burn::tensor::activation::relu;
 use burn::tensor::backend::Backend;
 
-use super::conv_gemm::{FoldedConv, FoldedWeights, max_pool2, pad_channels};
+use super::conv_gemm::{FoldedConv, FoldedWeights, layout_fits, max_pool2, pad_channels};
 
 /// Environment variable that selects the serving path: `plain` for burn's own modules,
 /// anything else (or unset) for the fast path.
@@ -60,6 +60,8 @@ pub struct FastBlock<B: Backend> {
     c2: FoldedConv<B>,
     stride: usize,
     cout: usize,
+    /// Layout groups of the block's output.
+    out_groups: usize,
 }
 
 /// A ResNeXt-1D in inference form.
@@ -70,16 +72,78 @@ pub struct FastResNeXt1d<B: Backend> {
     fc: Linear<B>,
 }
 
-/// The group count of the activation layout: the network's groups, merged (block-diagonal
-/// weights) until the narrowest convolution writes at least [`MIN_GROUP_COLUMNS`] channels
-/// per group, since GEMMs only a few columns wide run far below the machine's speed.
-fn layout_groups(stem: &FoldedWeights, blocks: &[FoldedBlock]) -> usize {
+/// One residual block's folded convolutions, as [`FastResNeXt1d::new`] takes them.
+#[derive(Debug, Clone)]
+pub struct FoldedBlock {
+    pub c1: FoldedWeights,
+    pub c2: FoldedWeights,
+}
+
+/// Channels per layout group tried, in order of preference, for a layout whose group count
+/// grows with the channels (see [`plan_layout`]).
+pub const LAYOUT_CHANNELS: [usize; 4] = [8, 16, 4, 32];
+
+/// Narrowest GEMM (output channels per layout group) worth running in a layout of constant
+/// group count; narrower groups are merged.
+pub const MIN_GROUP_COLUMNS: usize = 4;
+
+/// Layout group counts: after the stem, then `(input, output)` of each block.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LayoutPlan {
+    pub stem: usize,
+    pub blocks: Vec<(usize, usize)>,
+}
+
+/// Chooses the activation layout. Preferred: a constant number of channels per layout group
+/// (one of [`LAYOUT_CHANNELS`]), so widening a block appends whole zero groups to the shortcut
+/// and every GEMM is equally wide; neighbouring groups share block-diagonal weights where the
+/// network's groups are narrower. Otherwise a constant group count (the network's groups,
+/// merged while they write fewer than [`MIN_GROUP_COLUMNS`] channels), which needs a
+/// regrouping copy where a block widens.
+pub fn plan_layout(stem: &FoldedWeights, blocks: &[FoldedBlock]) -> LayoutPlan {
+    let prefs: Vec<usize> = std::env::var("HOLMES_FAST_LAYOUT_CHANNELS")
+        .ok()
+        .map(|v| v.split(',').filter_map(|x| x.trim().parse().ok()).collect())
+        .unwrap_or_else(|| LAYOUT_CHANNELS.to_vec());
+    for c in prefs.into_iter().filter(|&c| c > 0) {
+        let groups = |ch: usize| ch / c;
+        let fits = stem.cout.is_multiple_of(c)
+            && layout_fits(stem, 1, groups(stem.cout))
+            && blocks.iter().all(|b| {
+                b.c1.cin.is_multiple_of(c)
+                    && b.c1.cout.is_multiple_of(c)
+                    && layout_fits(&b.c1, groups(b.c1.cin), groups(b.c1.cout))
+                    && layout_fits(&b.c2, groups(b.c2.cin), groups(b.c2.cout))
+            });
+        if fits {
+            return LayoutPlan {
+                stem: groups(stem.cout),
+                blocks: blocks
+                    .iter()
+                    .map(|b| (groups(b.c1.cin), groups(b.c1.cout)))
+                    .collect(),
+            };
+        }
+    }
+    let g = constant_groups(stem, blocks);
+    LayoutPlan {
+        stem: g,
+        blocks: vec![(g, g); blocks.len()],
+    }
+}
+
+/// The network's groups, merged until the narrowest convolution writes at least
+/// [`MIN_GROUP_COLUMNS`] channels per group (1 when the blocks' groups differ).
+fn constant_groups(stem: &FoldedWeights, blocks: &[FoldedBlock]) -> usize {
     let Some(first) = blocks.first() else {
         return 1;
     };
     let groups = first.c1.groups;
-    if blocks.iter().any(|b| b.c1.groups != groups || b.c2.groups != groups) {
-        return 1; // mixed group counts: one dense layout
+    if blocks
+        .iter()
+        .any(|b| b.c1.groups != groups || b.c2.groups != groups)
+    {
+        return 1;
     }
     let narrowest = blocks
         .iter()
@@ -89,40 +153,33 @@ fn layout_groups(stem: &FoldedWeights, blocks: &[FoldedBlock]) -> usize {
         .min()
         .unwrap_or(1)
         .max(1);
-    let min_cols = std::env::var("HOLMES_FAST_MIN_COLUMNS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(MIN_GROUP_COLUMNS);
     let mut g = groups;
-    while g % 2 == 0 && (groups / g) * narrowest < min_cols {
+    while g % 2 == 0 && (groups / g) * narrowest < MIN_GROUP_COLUMNS {
         g /= 2;
     }
     g
 }
 
-/// See [`layout_groups`].
-pub const MIN_GROUP_COLUMNS: usize = 8;
-
-/// One residual block's folded convolutions and shape, as [`FastResNeXt1d::new`] takes them.
-#[derive(Debug, Clone)]
-pub struct FoldedBlock {
-    pub c1: FoldedWeights,
-    pub c2: FoldedWeights,
-}
-
 impl<B: Backend> FastResNeXt1d<B> {
     /// Builds the inference form from folded weights and the final linear layer.
-    pub fn new(stem: &FoldedWeights, blocks: &[FoldedBlock], fc: Linear<B>, device: &B::Device) -> Self {
-        let groups = layout_groups(stem, blocks);
+    pub fn new(
+        stem: &FoldedWeights,
+        blocks: &[FoldedBlock],
+        fc: Linear<B>,
+        device: &B::Device,
+    ) -> Self {
+        let plan = plan_layout(stem, blocks);
         FastResNeXt1d {
-            stem: FoldedConv::new(stem, groups, device),
+            stem: FoldedConv::new(stem, 1, plan.stem, device),
             blocks: blocks
                 .iter()
-                .map(|b| FastBlock {
-                    c1: FoldedConv::new(&b.c1, groups, device),
-                    c2: FoldedConv::new(&b.c2, groups, device),
+                .zip(&plan.blocks)
+                .map(|(b, &(gi, go))| FastBlock {
+                    c1: FoldedConv::new(&b.c1, gi, go, device),
+                    c2: FoldedConv::new(&b.c2, go, go, device),
                     stride: b.c1.stride,
                     cout: b.c1.cout,
+                    out_groups: go,
                 })
                 .collect(),
             fc,
@@ -135,15 +192,15 @@ impl<B: Backend> FastResNeXt1d<B> {
     pub fn forward(&self, x: Tensor<B, 3>) -> Tensor<B, 2> {
         let [n, _, l] = x.dims();
         let x = x.reshape([n, 1, l, 1]); // grouped channels-last, one group, one channel
-        let mut h = relu(self.stem.forward(x)); // [n, g, l/2, W/g]
+        let mut h = relu(self.stem.forward(x)); // [n, g, l/2, W/g] (g: layout groups)
         for b in &self.blocks {
-            let t = relu(b.c1.forward(h.clone())); // [n, g, l', cout/g]
+            let t = relu(b.c1.forward(h.clone())); // [n, g', l', cout/g']
             let t = b.c2.forward(t);
             let mut sc = h;
             if b.stride == 2 {
                 sc = max_pool2(sc); // [n, g, l', cin/g]
             }
-            let sc = pad_channels(sc, b.cout); // [n, g, l', cout/g]
+            let sc = pad_channels(sc, b.cout, b.out_groups); // [n, g', l', cout/g']
             h = relu(t + sc);
         }
         let [n, g, _, cg] = h.dims();

@@ -12,8 +12,13 @@ pub mod preprocess;
 mod resnext;
 mod vitals;
 
-pub use conv_gemm::{FoldedConv, FoldedWeights, same_padding};
-pub use fast::{FastResNeXt1d, FoldedBlock, INFERENCE_PATH_ENV, InferencePath};
+pub use conv_gemm::{
+    FoldedConv, FoldedWeights, layout_fits, max_pool2, pad_channels, pad_length, same_padding,
+    to_channels_first, to_grouped,
+};
+pub use fast::{
+    FastResNeXt1d, FoldedBlock, INFERENCE_PATH_ENV, InferencePath, LayoutPlan, plan_layout,
+};
 pub use listing::{ZooListing, list};
 pub use manifest::{
     Architecture, FeatureScaling, Input, Lead, MANIFEST_FILE, MANIFEST_FORMAT, Manifest,
