@@ -6,12 +6,19 @@
 //! patch of one output position is a contiguous run of the (padded) input, and consecutive
 //! positions start `stride * channels_per_group` elements apart. `Tensor::unfold` therefore
 //! gives the whole im2col matrix of every `(batch, group)` as a strided *view* (no copy on
-//! `flex`), and one broadcast batched `matmul` against the folded weights
-//! `[1, groups, kernel * cpg, cout_per_group]` produces the output directly in the same layout,
-//! ready for the next convolution of the same group count. The GEMM packs the overlapping
+//! `flex`), and one broadcast batched `matmul` against the folded weights produces the output
+//! directly in the grouped layout the next convolution reads. The GEMM packs the overlapping
 //! windows into cache-sized panels itself, so the full im2col matrix is never written out.
 //! The only copy per convolution is the "same" zero padding of its input (input-sized, not
-//! `kernel` times larger), done with `cat`.
+//! `kernel` times larger), done with `cat`; the bias add and activation are one SIMD pass each.
+//!
+//! Layout groups need not be the network's groups (see [`layout_fits`]): narrow groups are
+//! merged into block-diagonal weights, and a layer may write more layout groups than it reads.
+//!
+//! Shaped by what is fast on `flex` (measured, see BENCHMARKS.md): strided GEMM operands,
+//! contiguous `cat`, whole-row `select` and same-shape or shared-row element-wise ops are;
+//! element-wise ops on strided views, broadcasts over middle axes and copies of permuted
+//! views go through a generic per-element path one to two orders of magnitude slower.
 //!
 //! [`fast`](super::fast) builds the network from these pieces; everything is burn tensor ops,
 //! so other backends (CUDA) run the same code.
@@ -23,17 +30,17 @@ use burn::tensor::{Int, Tensor, TensorData};
 /// A convolution with BatchNorm folded in, ready for the grouped channels-last layout.
 #[derive(Module, Debug)]
 pub struct FoldedConv<B: Backend> {
-    /// `[1, in_groups, out_groups / in_groups, kernel * cin_per_group, cout_per_group]`; row
-    /// `k * cpg + c` holds the
-    /// weight of input channel `c` (of the group) at tap `k`.
+    /// `[1, in_groups, out_groups / in_groups, kernel * cin_per_group, cout_per_group]` (per
+    /// layout group); row `k * cin_per_group + c` holds the weight of the group's input
+    /// channel `c` at tap `k`, zero where merged groups do not connect.
     weight: Param<Tensor<B, 5>>,
-    /// `[1, groups, 1, cout_per_group]`.
+    /// `[1, out_groups, 1, cout_per_group]`.
     bias: Param<Tensor<B, 4>>,
     kernel: usize,
     stride: usize,
-    /// Groups of the output layout (the convolution's own groups, or for a stem with one
-    /// input channel the groups of the layer it feeds).
+    /// Groups of the output layout.
     groups: usize,
+    /// Input channels per input layout group.
     cin_per_group: usize,
 }
 
