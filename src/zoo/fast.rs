@@ -100,6 +100,9 @@ pub struct LayoutPlan {
 /// network's groups are narrower. Otherwise a constant group count (the network's groups,
 /// merged while they write fewer than [`MIN_GROUP_COLUMNS`] channels), which needs a
 /// regrouping copy where a block widens.
+///
+/// `HOLMES_FAST_LAYOUT_CHANNELS` (comma-separated) overrides the preference list, for
+/// measuring other layouts with `holmes bench-cpu`.
 pub fn plan_layout(stem: &FoldedWeights, blocks: &[FoldedBlock]) -> LayoutPlan {
     let prefs: Vec<usize> = std::env::var("HOLMES_FAST_LAYOUT_CHANNELS")
         .ok()
@@ -205,5 +208,69 @@ impl<B: Backend> FastResNeXt1d<B> {
         }
         let [n, g, _, cg] = h.dims();
         self.fc.forward(h.mean_dim(2).reshape([n, g * cg])) // [n, 2]
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::zoo::ResNeXtArch;
+
+    fn folded(arch: ResNeXtArch) -> (FoldedWeights, Vec<FoldedBlock>) {
+        let (stem, blocks) = arch.plan(7500);
+        let w = |c: &crate::zoo::ConvShape| FoldedWeights {
+            weight: vec![0.0; c.cout * c.cin / c.groups * arch.kernel],
+            bias: vec![0.0; c.cout],
+            cin: c.cin,
+            cout: c.cout,
+            kernel: arch.kernel,
+            stride: c.stride,
+            groups: c.groups,
+        };
+        let blocks = blocks
+            .iter()
+            .map(|(c1, c2)| FoldedBlock {
+                c1: w(c1),
+                c2: w(c2),
+            })
+            .collect();
+        (w(&stem), blocks)
+    }
+
+    #[test]
+    fn layouts_widen_with_the_channels_where_the_groups_allow() {
+        // The yardstick's W=32 D=4: 32 groups of 1 to 4 channels, 8 channels per layout group.
+        let (stem, blocks) = folded(ResNeXtArch {
+            width: 32,
+            depth: 4,
+            group_width: 1,
+            kernel: 16,
+        });
+        let plan = plan_layout(&stem, &blocks);
+        assert_eq!(plan.stem, 4);
+        assert_eq!(plan.blocks, vec![(4, 4), (4, 8), (8, 16), (16, 16)]);
+        // Zoo w16-d8: groups of 4, 8 and 16 channels need 16 per layout group.
+        let (stem, blocks) = folded(ResNeXtArch {
+            width: 16,
+            depth: 8,
+            group_width: 4,
+            kernel: 16,
+        });
+        let plan = plan_layout(&stem, &blocks);
+        assert_eq!(plan.stem, 1);
+        assert_eq!(plan.blocks.last(), Some(&(4, 4)));
+        // Zoo w8-d8: 16-channel groups do not fit an 8-wide stem: constant group count.
+        let (stem, blocks) = folded(ResNeXtArch {
+            width: 8,
+            depth: 8,
+            group_width: 4,
+            kernel: 16,
+        });
+        let plan = plan_layout(&stem, &blocks);
+        assert!(
+            plan.blocks
+                .iter()
+                .all(|&(i, o)| i == plan.stem && o == plan.stem)
+        );
     }
 }
