@@ -138,6 +138,12 @@ impl<B: Backend> ZooModel<B> {
         };
         model.set_inference_path(InferencePath::from_env());
         let probe = vec![0.0f32; model.manifest.input.samples()];
+        if model.inference_path() == InferencePath::Fast && !model.fast_path_agrees(&probe) {
+            // The plain path stays the reference: serve it rather than a fast path that
+            // fails or disagrees on this backend.
+            tracing::warn!(model = %model.manifest.name, "Fast inference path failed its check; serving the plain path");
+            model.set_inference_path(InferencePath::Plain);
+        }
         let smoke = std::panic::catch_unwind(AssertUnwindSafe(|| model.predict(&[&probe])));
         match smoke {
             Ok(Ok(p)) if p.len() == 1 && p[0].is_finite() => Ok(model),
@@ -158,6 +164,21 @@ impl<B: Backend> ZooModel<B> {
             (InferencePath::Fast, Net::Ecg(m)) => Some(m.inference_form()),
             _ => None,
         };
+    }
+
+    /// Whether the fast path runs and matches the plain one (1e-3 on logits) on `window`.
+    fn fast_path_agrees(&self, window: &[f32]) -> bool {
+        let run = |path| {
+            std::panic::catch_unwind(AssertUnwindSafe(|| self.logits(&[window], path)))
+                .ok()
+                .and_then(Result::ok)
+        };
+        match (run(InferencePath::Fast), run(InferencePath::Plain)) {
+            (Some(f), Some(p)) => {
+                f.len() == p.len() && f.iter().zip(&p).all(|(a, b)| (a - b).abs() < 1e-3)
+            }
+            _ => false,
+        }
     }
 
     /// The forward pass `predict` runs.
