@@ -114,6 +114,9 @@ pub enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// The zoo's convolutions against ONNX Runtime: reference models in the plain and the
+    /// fast inference path (see `scripts/bench_cpu.py` for the interleaved ORT comparison).
+    BenchCpu(crate::cpu_bench::BenchCpuArgs),
     /// Score a recording offline, window by window, exactly as the daemon would.
     Score {
         /// WFDB record path without extension, e.g. ../shared/data/physionet/vfdb/418
@@ -411,6 +414,7 @@ pub fn run(cli: Cli) -> Result<()> {
                 println!("{}", serde_json::to_string_pretty(&reports)?);
             }
         }
+        Command::BenchCpu(args) => crate::cpu_bench::run(&args)?,
         Command::Profile {
             models,
             all,

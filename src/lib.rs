@@ -9,6 +9,7 @@
 //!   model folder format, loading with validation, and input preprocessing shared with serving.
 //! - [`train`]: `holmes train`, fitting the zoo model by model.
 //! - [`evaluation`]: ROC-AUC, PR-AUC and the mean-probability ensemble.
+//! - [`cpu_bench`]: `holmes bench-cpu`, the zoo's convolutions against ONNX Runtime.
 //! - [`cli`]: the command line.
 //!
 //! # Data flow (training)
@@ -23,6 +24,7 @@ pub mod bench;
 pub mod cli;
 pub mod composer;
 pub mod config;
+pub mod cpu_bench;
 pub mod dashboard;
 pub mod dataset;
 pub mod engine;

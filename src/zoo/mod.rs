@@ -1,8 +1,12 @@
 //! The model zoo: model families, the folder format (`models/<name>/manifest.json` plus
 //! `weights.mpk`), loading with validation, and input preprocessing shared with serving.
+//! ECG models also carry a fast inference form (`fast`, built on the GEMM convolution of
+//! `conv_gemm`), which serving runs; the training-form modules stay its reference.
 //!
 //! [`train`](crate::train) writes models here; the daemon and composer (later) read them.
 
+mod conv_gemm;
+mod fast;
 mod listing;
 mod manifest;
 mod model;
@@ -10,6 +14,13 @@ pub mod preprocess;
 mod resnext;
 mod vitals;
 
+pub use conv_gemm::{
+    FoldedConv, FoldedWeights, layout_fits, max_pool2, pad_channels, pad_length, same_padding,
+    to_channels_first, to_grouped,
+};
+pub use fast::{
+    FastResNeXt1d, FoldedBlock, INFERENCE_PATH_ENV, InferencePath, LayoutPlan, plan_layout,
+};
 pub use listing::{ZooListing, list};
 pub use manifest::{
     Architecture, FeatureScaling, Input, Lead, MANIFEST_FILE, MANIFEST_FORMAT, Manifest,
@@ -18,7 +29,7 @@ pub use manifest::{
 pub use model::{
     Net, NetInput, ZooModel, forward_raw, logits_to_probs, prepare_input, sha256_hex, weights_bytes,
 };
-pub use resnext::{ResNeXt1d, ResNeXtArch};
+pub use resnext::{ConvShape, ResNeXt1d, ResNeXtArch};
 pub use vitals::{VitalsArch, VitalsNet};
 
 use std::path::{Path, PathBuf};

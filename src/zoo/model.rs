@@ -1,5 +1,8 @@
 //! A loaded, validated zoo model: manifest plus network on a device, and the one `predict`
 //! that training evaluation, the zoo checks and serving all call.
+//!
+//! An ECG model also carries its inference form ([`fast`](super::fast)), which `predict` runs
+//! unless the plain path was chosen ([`InferencePath`], `HOLMES_INFERENCE=plain`).
 
 use std::panic::AssertUnwindSafe;
 use std::path::{Path, PathBuf};
@@ -11,6 +14,7 @@ use burn::tensor::{Tensor, TensorData};
 use sha2::{Digest, Sha256};
 
 use super::ZooError;
+use super::fast::{FastResNeXt1d, InferencePath};
 use super::manifest::{Architecture, FeatureScaling, Input, MANIFEST_FILE, Manifest};
 use super::preprocess::{VITALS_FEATURES, normalize_ecg_into, vitals_features};
 use super::resnext::ResNeXt1d;
@@ -42,6 +46,8 @@ pub struct ZooModel<B: Backend> {
     /// Folder the model was loaded from.
     pub dir: PathBuf,
     net: Net<B>,
+    /// The inference form of an ECG network, when the fast path is on.
+    fast: Option<FastResNeXt1d<B>>,
     device: B::Device,
 }
 
@@ -123,13 +129,21 @@ impl<B: Backend> ZooModel<B> {
                 ),
             });
         }
-        let model = ZooModel {
+        let mut model = ZooModel {
             manifest,
             dir: dir.to_owned(),
             net,
+            fast: None,
             device: device.clone(),
         };
+        model.set_inference_path(InferencePath::from_env());
         let probe = vec![0.0f32; model.manifest.input.samples()];
+        if model.inference_path() == InferencePath::Fast && !model.fast_path_agrees(&probe) {
+            // The plain path stays the reference: serve it rather than a fast path that
+            // fails or disagrees on this backend.
+            tracing::warn!(model = %model.manifest.name, "Fast inference path failed its check; serving the plain path");
+            model.set_inference_path(InferencePath::Plain);
+        }
         let smoke = std::panic::catch_unwind(AssertUnwindSafe(|| model.predict(&[&probe])));
         match smoke {
             Ok(Ok(p)) if p.len() == 1 && p[0].is_finite() => Ok(model),
@@ -144,9 +158,49 @@ impl<B: Backend> ZooModel<B> {
         &self.manifest.name
     }
 
+    /// Chooses the forward pass `predict` runs. Vitals models have one path only.
+    pub fn set_inference_path(&mut self, path: InferencePath) {
+        self.fast = match (path, &self.net) {
+            (InferencePath::Fast, Net::Ecg(m)) => Some(m.inference_form()),
+            _ => None,
+        };
+    }
+
+    /// Whether the fast path runs and matches the plain one (1e-3 on logits) on `window`.
+    fn fast_path_agrees(&self, window: &[f32]) -> bool {
+        let run = |path| {
+            std::panic::catch_unwind(AssertUnwindSafe(|| self.logits(&[window], path)))
+                .ok()
+                .and_then(Result::ok)
+        };
+        match (run(InferencePath::Fast), run(InferencePath::Plain)) {
+            (Some(f), Some(p)) => {
+                f.len() == p.len() && f.iter().zip(&p).all(|(a, b)| (a - b).abs() < 1e-3)
+            }
+            _ => false,
+        }
+    }
+
+    /// The forward pass `predict` runs.
+    pub fn inference_path(&self) -> InferencePath {
+        if self.fast.is_some() {
+            InferencePath::Fast
+        } else {
+            InferencePath::Plain
+        }
+    }
+
     /// Probability of ventricular tachyarrhythmia for each raw input window: ECG in mV
     /// (`input.samples` long) or the 1 Hz heart-rate series, as the manifest's input says.
     pub fn predict(&self, inputs: &[&[f32]]) -> Result<Vec<f32>, ZooError> {
+        let logits = self.logits(inputs, self.inference_path())?;
+        let offset = self.manifest.training.prior_logit_offset;
+        Ok(logits_to_probs(&logits, offset))
+    }
+
+    /// `[n, 2]` logits (flattened) for raw input windows through `path`; the fast path is
+    /// built on the fly if the model does not hold it.
+    pub fn logits(&self, inputs: &[&[f32]], path: InferencePath) -> Result<Vec<f32>, ZooError> {
         let want = self.manifest.input.samples();
         if let Some(bad) = inputs.iter().find(|x| x.len() != want) {
             return Err(ZooError::Input {
@@ -157,9 +211,26 @@ impl<B: Backend> ZooModel<B> {
         if inputs.is_empty() {
             return Ok(Vec::new());
         }
-        let logits = forward_raw(&self.net, &self.manifest, inputs, &self.device);
-        let offset = self.manifest.training.prior_logit_offset;
-        Ok(logits_to_probs(&logits, offset))
+        let fast = match (path, &self.fast, &self.net) {
+            (InferencePath::Plain, _, _) | (_, _, Net::Vitals(_)) => None,
+            (InferencePath::Fast, Some(f), _) => Some(std::borrow::Cow::Borrowed(f)),
+            (InferencePath::Fast, None, Net::Ecg(m)) => {
+                Some(std::borrow::Cow::Owned(m.inference_form()))
+            }
+        };
+        Ok(match fast {
+            None => forward_raw(&self.net, &self.manifest, inputs, &self.device),
+            Some(f) => {
+                let x = prepare_input::<B>(&self.manifest.input, None, inputs, &self.device);
+                let NetInput::Ecg(x) = x else {
+                    unreachable!("ECG models take ECG input")
+                };
+                f.forward(x)
+                    .into_data()
+                    .to_vec::<f32>()
+                    .expect("logits are f32")
+            }
+        })
     }
 }
 

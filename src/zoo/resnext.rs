@@ -6,7 +6,7 @@
 //! stride-2 max-pool with zero channels appended. Global average pooling and a linear layer give
 //! two logits. Groups are `width / group_width` (ResNeXt's cardinality grows with width).
 
-use burn::module::Module;
+use burn::module::{Module, Param, RunningState};
 use burn::nn::conv::{Conv1d, Conv1dConfig};
 use burn::nn::{BatchNorm, BatchNormConfig, Linear, LinearConfig, PaddingConfig1d};
 use burn::tensor::Tensor;
@@ -14,6 +14,9 @@ use burn::tensor::activation::relu;
 use burn::tensor::backend::Backend;
 use burn::tensor::module::max_pool1d;
 use serde::{Deserialize, Serialize};
+
+use super::conv_gemm::FoldedWeights;
+use super::fast::{FastResNeXt1d, FoldedBlock};
 
 /// Hyper-parameters of one ResNeXt-1D model.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -153,6 +156,69 @@ impl<B: Backend> ConvBn<B> {
     fn forward(&self, x: Tensor<B, 3>) -> Tensor<B, 3> {
         self.bn.forward(self.conv.forward(x))
     }
+
+    /// The convolution with the BatchNorm's running statistics folded in:
+    /// `w' = w * s`, `b' = beta + (bias - mean) * s` with `s = gamma / sqrt(var + eps)`.
+    fn fold(&self) -> FoldedWeights {
+        let host = |t: Tensor<B, 1>| -> Vec<f64> {
+            t.into_data()
+                .convert::<f32>()
+                .to_vec::<f32>()
+                .expect("f32 parameters")
+                .into_iter()
+                .map(f64::from)
+                .collect()
+        };
+        let [cout, cpg, kernel] = self.conv.weight.dims();
+        let gamma = host(self.bn.gamma.val());
+        let beta = host(self.bn.beta.val());
+        let mean = host(self.bn.running_mean.value());
+        let var = host(self.bn.running_var.value());
+        let bias = match &self.conv.bias {
+            Some(b) => host(b.val()),
+            None => vec![0.0; cout],
+        };
+        let scale: Vec<f64> = (0..cout)
+            .map(|o| gamma[o] / (var[o] + self.bn.epsilon).sqrt())
+            .collect();
+        let w: Vec<f32> = self
+            .conv
+            .weight
+            .val()
+            .into_data()
+            .convert::<f32>()
+            .to_vec()
+            .expect("f32 parameters");
+        let per_out = cpg * kernel;
+        FoldedWeights {
+            weight: w
+                .iter()
+                .enumerate()
+                .map(|(i, &v)| (v as f64 * scale[i / per_out]) as f32)
+                .collect(),
+            bias: (0..cout)
+                .map(|o| (beta[o] + (bias[o] - mean[o]) * scale[o]) as f32)
+                .collect(),
+            cin: cpg * self.conv.groups,
+            cout,
+            kernel,
+            stride: self.conv.stride,
+            groups: self.conv.groups,
+        }
+    }
+
+    /// Sets the convolution to `w` and the BatchNorm to the identity plus `w.bias`.
+    fn load_folded(mut self, w: &FoldedWeights, device: &B::Device) -> Self {
+        let cpg = w.cin / w.groups;
+        let t = |v: &[f32]| Tensor::<B, 1>::from_floats(v, device);
+        self.conv.weight = Param::from_tensor(t(&w.weight).reshape([w.cout, cpg, w.kernel]));
+        self.bn.gamma = Param::from_tensor(Tensor::ones([w.cout], device));
+        self.bn.beta = Param::from_tensor(t(&w.bias));
+        self.bn.running_mean = RunningState::new(Tensor::zeros([w.cout], device));
+        self.bn.running_var = RunningState::new(Tensor::ones([w.cout], device));
+        self.bn.epsilon = 0.0;
+        self
+    }
 }
 
 /// A residual block of two grouped convolutions.
@@ -173,6 +239,53 @@ pub struct ResNeXt1d<B: Backend> {
 }
 
 impl<B: Backend> ResNeXt1d<B> {
+    /// The inference form of this network (BatchNorm folded, GEMM convolutions).
+    pub fn inference_form(&self) -> FastResNeXt1d<B> {
+        let blocks: Vec<FoldedBlock> = self
+            .blocks
+            .iter()
+            .map(|b| FoldedBlock {
+                c1: b.c1.fold(),
+                c2: b.c2.fold(),
+            })
+            .collect();
+        let device = self.fc.weight.device();
+        FastResNeXt1d::new(&self.stem.fold(), &blocks, self.fc.clone(), &device)
+    }
+
+    /// Replaces every convolution's weights by already folded ones (BatchNorm set to the
+    /// identity plus the folded bias) and the linear layer by `fc_weight` (`[in, 2]`) and
+    /// `fc_bias`: how weights trained elsewhere (the ONNX yardstick's) enter the plain path.
+    ///
+    /// Panics if the shapes differ from this network's.
+    pub fn load_folded(
+        mut self,
+        stem: &FoldedWeights,
+        blocks: &[FoldedBlock],
+        fc_weight: &[f32],
+        fc_bias: &[f32],
+    ) -> Self {
+        assert_eq!(blocks.len(), self.blocks.len(), "depth differs");
+        let device = self.fc.weight.device();
+        self.stem = self.stem.load_folded(stem, &device);
+        self.blocks = self
+            .blocks
+            .into_iter()
+            .zip(blocks)
+            .map(|(mut b, f)| {
+                b.c1 = b.c1.load_folded(&f.c1, &device);
+                b.c2 = b.c2.load_folded(&f.c2, &device);
+                b
+            })
+            .collect();
+        let [d_in, d_out] = self.fc.weight.dims();
+        self.fc.weight = Param::from_tensor(
+            Tensor::<B, 1>::from_floats(fc_weight, &device).reshape([d_in, d_out]),
+        );
+        self.fc.bias = Some(Param::from_tensor(Tensor::from_floats(fc_bias, &device)));
+        self
+    }
+
     /// # Shapes
     /// - x: `[batch, 1, samples]` normalised ECG
     /// - returns: `[batch, 2]` logits (class 1 = ventricular tachyarrhythmia)
