@@ -18,6 +18,16 @@ use crate::zoo::{Input, ZooModel};
 /// The burn release the profiles were measured with (part of their key).
 pub const BURN_VERSION: &str = "0.21";
 
+/// The `burn_version` column of a profile's key: the burn release and the inference path
+/// (`fast` or `plain`, [`crate::zoo::InferencePath`]), so profiles of one path never
+/// stand in for the other.
+pub fn engine_version() -> String {
+    format!(
+        "{BURN_VERSION}/{}",
+        crate::zoo::InferencePath::from_env().name()
+    )
+}
+
 /// One measured (model, device, batch) point.
 #[derive(Debug, Clone, Serialize)]
 pub struct Point {
@@ -216,7 +226,7 @@ pub fn store_profile(db: &Path, p: &Profile) -> Result<(), StoreError> {
         tx.execute(
             "INSERT OR REPLACE INTO profiles (hardware, device, model, sha256, burn_version, batch, p50_ms, p95_ms, p99_ms, repeats, measured_ms)
              VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
-            params![p.hardware, p.device, p.model, p.sha256, BURN_VERSION, pt.batch as i64, pt.p50_ms, pt.p95_ms, pt.p99_ms, pt.repeats as i64, now_ms()],
+            params![p.hardware, p.device, p.model, p.sha256, engine_version(), pt.batch as i64, pt.p50_ms, pt.p95_ms, pt.p99_ms, pt.repeats as i64, now_ms()],
         )
         .map_err(err)?;
     }
@@ -239,7 +249,7 @@ pub fn load_profiles(db: &Path, model: &str, sha256: &str) -> Result<Vec<Profile
         )
         .map_err(err)?;
     let rows = st
-        .query_map(params![hw, model, sha256, BURN_VERSION], |r| {
+        .query_map(params![hw, model, sha256, engine_version()], |r| {
             Ok((
                 r.get::<_, String>(0)?,
                 Point {
