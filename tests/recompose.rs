@@ -319,3 +319,35 @@ mod reqwest_like {
         }
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn connected_beds_crossing_a_step_lead_to_a_plan_for_them() {
+    let zoo = tempfile::tempdir().unwrap();
+    for m in ["ecg-primary-w8-d2", "vitals-hr-logreg"] {
+        copy_model(m, zoo.path());
+    }
+    let zdir = zoo.path().to_owned();
+    let app = spawn_app(move |c| {
+        c.ensemble.models_dir = zdir;
+        c.ensemble.members = vec!["vitals-hr-logreg".into()];
+        c.composer.enabled = true;
+        c.composer.method = "exact".into();
+        c.composer.initial_beds = 1;
+        c.composer.beds_step = 1;
+        c.composer.settle_secs = 0.5;
+    })
+    .await;
+    let first = wait_plan(&app, "the start-up plan", |v| v["source"] == "plan").await;
+    assert_eq!(first["composed_plan"]["inputs"]["beds"], 1, "{first}");
+    let _a = Monitor::connect(&app.ws_url(), "bed-a", "dev-a").await;
+    let _b = Monitor::connect(&app.ws_url(), "bed-b", "dev-b").await;
+    let v = wait_plan(&app, "a plan for two beds", |v| {
+        v["composed_plan"]["inputs"]["beds"] == 2
+    })
+    .await;
+    assert!(
+        v["composed_plan"]["version"].as_i64() > first["composed_plan"]["version"].as_i64(),
+        "{v}"
+    );
+    app.stop().await;
+}
