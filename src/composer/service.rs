@@ -336,7 +336,15 @@ pub async fn run(mut cx: Context, composed: bool) {
                             val_roc_auc = plan.rungs[0].val_roc_auc, latency_ms = plan.rungs[0].latency_ms,
                             rungs = plan.rungs.len(), secs = plan.seconds, "Ensemble composed");
                         let reason = format!("plan {}: {}", plan.version, job_reason);
-                        match apply(&cx, plan, 0, &reason).await {
+                        // Within a quiet period after a breach the ladder keeps its rung: a
+                        // new plan does not undo a step down (the quiet period steps up).
+                        let rung = match last_breach {
+                            Some(t) if t.elapsed().as_secs_f64() < cc.quiet_secs => {
+                                cx.serving.lock().expect("lock").rung.min(plan.rungs.len() - 1)
+                            }
+                            _ => 0,
+                        };
+                        match apply(&cx, plan, rung, &reason).await {
                             Ok(()) => last_switch = Instant::now(),
                             Err(e) => fail(&cx, &e),
                         }
