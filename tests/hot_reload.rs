@@ -3,7 +3,6 @@
 
 mod common;
 
-use std::path::Path;
 use std::time::Duration;
 
 use common::{App, Monitor, spawn_app};
@@ -11,15 +10,6 @@ use serde_json::Value;
 
 const T0: i64 = 1_700_000_000_000;
 const MEMBERS: [&str; 3] = ["ecg-primary-w8-d2", "ecg-secondary-w8-d2", "vitals-hr-mlp"];
-
-fn copy_model(name: &str, to: &Path) {
-    let src = common::root().join("models").join(name);
-    let dst = to.join(name);
-    std::fs::create_dir_all(&dst).unwrap();
-    for f in ["manifest.json", "weights.mpk"] {
-        std::fs::copy(src.join(f), dst.join(f)).unwrap();
-    }
-}
 
 async fn wait_json(app: &App, path: &str, what: &str, pred: impl Fn(&Value) -> bool) -> Value {
     let until = std::time::Instant::now() + Duration::from_secs(20);
@@ -59,7 +49,7 @@ fn member<'a>(row: &'a Value, name: &str) -> &'a Value {
 async fn models_are_added_refused_changed_and_removed_while_scoring() {
     let zoo = tempfile::tempdir().unwrap();
     for m in MEMBERS {
-        copy_model(m, zoo.path());
+        common::copy_model(m, zoo.path());
     }
     let zdir = zoo.path().to_owned();
     let app = spawn_app(move |c| {
@@ -73,7 +63,7 @@ async fn models_are_added_refused_changed_and_removed_while_scoring() {
     assert_eq!(first["status"], "scored");
 
     // Added: a new model shows up in the zoo.
-    copy_model("ecg-primary-w8-d4", zoo.path());
+    common::copy_model("ecg-primary-w8-d4", zoo.path());
     wait_json(&app, "/api/models", "the added model", |v| {
         v["zoo"]["available"]["ecg-primary-w8-d4"] == 1
     })

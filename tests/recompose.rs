@@ -4,22 +4,12 @@
 
 mod common;
 
-use std::path::Path;
 use std::time::Duration;
 
 use common::{App, Monitor, spawn_app};
 use serde_json::Value;
 
 const T0: i64 = 1_700_000_000_000;
-
-fn copy_model(name: &str, to: &Path) {
-    let src = common::root().join("models").join(name);
-    let dst = to.join(name);
-    std::fs::create_dir_all(&dst).unwrap();
-    for f in ["manifest.json", "weights.mpk"] {
-        std::fs::copy(src.join(f), dst.join(f)).unwrap();
-    }
-}
 
 async fn wait_plan(app: &App, what: &str, pred: impl Fn(&Value) -> bool) -> Value {
     let until = std::time::Instant::now() + Duration::from_secs(60);
@@ -47,7 +37,7 @@ fn zoo_of(v: &Value) -> Vec<String> {
 async fn a_zoo_change_leads_to_a_new_plan_while_scores_keep_arriving() {
     let zoo = tempfile::tempdir().unwrap();
     for m in ["ecg-primary-w8-d2", "vitals-hr-logreg"] {
-        copy_model(m, zoo.path());
+        common::copy_model(m, zoo.path());
     }
     let (zdir, data) = (zoo.path().to_owned(), tempfile::tempdir().unwrap());
     let db = data.path().join("holmes.db");
@@ -76,7 +66,7 @@ async fn a_zoo_change_leads_to_a_new_plan_while_scores_keep_arriving() {
     assert_eq!(before[0]["status"], "scored", "{}", before[0]);
 
     // A model is added: a new plan is composed for the new zoo and served, scores go on.
-    copy_model("ecg-secondary-w8-d2", zoo.path());
+    common::copy_model("ecg-secondary-w8-d2", zoo.path());
     let mut second = Value::Null;
     let mut scored = before.len();
     for _ in 0..40 {
@@ -149,7 +139,7 @@ async fn a_zoo_change_leads_to_a_new_plan_while_scores_keep_arriving() {
 async fn a_p95_breach_steps_down_the_ladder_at_once() {
     let zoo = tempfile::tempdir().unwrap();
     for m in ["ecg-primary-w8-d8", "vitals-hr-logreg"] {
-        copy_model(m, zoo.path());
+        common::copy_model(m, zoo.path());
     }
     let zdir = zoo.path().to_owned();
     let app = spawn_app(move |c| {
@@ -211,7 +201,7 @@ async fn a_p95_breach_steps_down_the_ladder_at_once() {
 async fn an_engineer_asks_for_a_recomposition() {
     let zoo = tempfile::tempdir().unwrap();
     for m in ["ecg-primary-w8-d2", "vitals-hr-logreg"] {
-        copy_model(m, zoo.path());
+        common::copy_model(m, zoo.path());
     }
     let data = tempfile::tempdir().unwrap();
     let db = data.path().join("holmes.db");
@@ -324,7 +314,7 @@ mod reqwest_like {
 async fn connected_beds_crossing_a_step_lead_to_a_plan_for_them() {
     let zoo = tempfile::tempdir().unwrap();
     for m in ["ecg-primary-w8-d2", "vitals-hr-logreg"] {
-        copy_model(m, zoo.path());
+        common::copy_model(m, zoo.path());
     }
     let zdir = zoo.path().to_owned();
     let app = spawn_app(move |c| {

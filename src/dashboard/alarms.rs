@@ -18,6 +18,8 @@ pub enum AlarmError {
     Unknown(i64),
     #[error("silence for 1 to {max} seconds, not {asked}")]
     BadSilence { asked: u64, max: u64 },
+    #[error(transparent)]
+    Store(#[from] crate::store::StoreError),
     #[error("alarm database {path}: {source}")]
     Sqlite {
         path: PathBuf,
@@ -240,13 +242,7 @@ pub struct AlarmDb {
 
 impl AlarmDb {
     pub fn open(path: &Path) -> Result<AlarmDb, AlarmError> {
-        let conn = crate::store::open(path).map_err(|e| AlarmError::Sqlite {
-            path: path.to_owned(),
-            source: match e {
-                crate::store::StoreError::Sqlite { source, .. } => source,
-                other => rusqlite::Error::InvalidParameterName(other.to_string()),
-            },
-        })?;
+        let conn = crate::store::open(path)?;
         Ok(AlarmDb {
             conn,
             path: path.to_owned(),

@@ -28,6 +28,8 @@ pub enum AuthError {
     BadRole(String),
     #[error("password hashing: {0}")]
     Hash(String),
+    #[error(transparent)]
+    Store(#[from] crate::store::StoreError),
     #[error("user database {path}: {source}")]
     Sqlite {
         path: PathBuf,
@@ -82,15 +84,8 @@ pub struct Users {
 impl Users {
     /// Opens (creating and migrating) the database.
     pub fn open(path: &Path) -> Result<Users, AuthError> {
-        let sq = |e: crate::store::StoreError| AuthError::Sqlite {
-            path: path.to_owned(),
-            source: match e {
-                crate::store::StoreError::Sqlite { source, .. } => source,
-                other => rusqlite::Error::InvalidParameterName(other.to_string()),
-            },
-        };
-        let mut conn = crate::store::open(path).map_err(sq)?;
-        crate::store::migrate(&mut conn, path).map_err(sq)?;
+        let mut conn = crate::store::open(path)?;
+        crate::store::migrate(&mut conn, path)?;
         Ok(Users {
             conn,
             path: path.to_owned(),

@@ -80,8 +80,12 @@ pub async fn user_of(s: &AppState, headers: &HeaderMap) -> Option<User> {
         })
 }
 
+fn error(status: StatusCode, what: impl std::fmt::Display) -> Response {
+    (status, Json(json!({"error": what.to_string()}))).into_response()
+}
+
 fn unauthorized(what: &str) -> Response {
-    (StatusCode::UNAUTHORIZED, Json(json!({"error": what}))).into_response()
+    error(StatusCode::UNAUTHORIZED, what)
 }
 
 /// Read access: the API needs a signed-in user unless the config opens the ward view.
@@ -147,16 +151,8 @@ pub async fn login(State(s): State<AppState>, Json(l): Json<Login>) -> Response 
             audit(&s, None, "sign_in_refused", json!({"name": name}));
             unauthorized("unknown user or wrong password")
         }
-        Ok(Err(e)) => (
-            StatusCode::SERVICE_UNAVAILABLE,
-            Json(json!({"error": e.to_string()})),
-        )
-            .into_response(),
-        Err(e) => (
-            StatusCode::INTERNAL_SERVER_ERROR,
-            Json(json!({"error": e.to_string()})),
-        )
-            .into_response(),
+        Ok(Err(e)) => error(StatusCode::SERVICE_UNAVAILABLE, e.to_string()),
+        Err(e) => error(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()),
     }
 }
 
@@ -196,19 +192,9 @@ pub async fn alarms(State(s): State<AppState>) -> Json<serde_json::Value> {
 fn alarm_result(r: Result<super::alarms::Alarm, AlarmError>) -> Response {
     match r {
         Ok(a) => Json(json!({"alarm": a})).into_response(),
-        Err(e @ AlarmError::Unknown(_)) => {
-            (StatusCode::NOT_FOUND, Json(json!({"error": e.to_string()}))).into_response()
-        }
-        Err(e @ AlarmError::BadSilence { .. }) => (
-            StatusCode::BAD_REQUEST,
-            Json(json!({"error": e.to_string()})),
-        )
-            .into_response(),
-        Err(e) => (
-            StatusCode::SERVICE_UNAVAILABLE,
-            Json(json!({"error": e.to_string()})),
-        )
-            .into_response(),
+        Err(e @ AlarmError::Unknown(_)) => error(StatusCode::NOT_FOUND, e.to_string()),
+        Err(e @ AlarmError::BadSilence { .. }) => error(StatusCode::BAD_REQUEST, e.to_string()),
+        Err(e) => error(StatusCode::SERVICE_UNAVAILABLE, e.to_string()),
     }
 }
 
@@ -243,29 +229,23 @@ pub async fn recompose(State(s): State<AppState>, headers: HeaderMap) -> Respons
         return unauthorized("sign in to control the plan");
     };
     if u.role < super::auth::Role::Engineer {
-        return (
-            StatusCode::FORBIDDEN,
-            Json(json!({"error": "engineers only"})),
-        )
-            .into_response();
+        return error(StatusCode::FORBIDDEN, "engineers only");
     }
     if !s.cfg.composer.enabled {
-        return (
+        return error(
             StatusCode::CONFLICT,
-            Json(json!({"error": "the composer is off ([composer] enabled = false)"})),
-        )
-            .into_response();
+            "the composer is off ([composer] enabled = false)",
+        );
     }
     match s.recompose.try_send(format!("asked by {}", u.name)) {
         Ok(()) => {
             audit(&s, Some(&u.name), "recompose", json!({}));
             (StatusCode::ACCEPTED, Json(json!({"recomposing": true}))).into_response()
         }
-        Err(_) => (
+        Err(_) => error(
             StatusCode::TOO_MANY_REQUESTS,
-            Json(json!({"error": "a recomposition is already queued"})),
-        )
-            .into_response(),
+            "a recomposition is already queued",
+        ),
     }
 }
 
@@ -278,16 +258,8 @@ pub async fn bed_alarms(State(s): State<AppState>, Path(bed): Path<String>) -> R
     .await;
     match rows {
         Ok(Ok(r)) => Json(json!({"bed": bed, "alarms": r})).into_response(),
-        Ok(Err(e)) => (
-            StatusCode::SERVICE_UNAVAILABLE,
-            Json(json!({"error": e.to_string()})),
-        )
-            .into_response(),
-        Err(e) => (
-            StatusCode::INTERNAL_SERVER_ERROR,
-            Json(json!({"error": e.to_string()})),
-        )
-            .into_response(),
+        Ok(Err(e)) => error(StatusCode::SERVICE_UNAVAILABLE, e.to_string()),
+        Err(e) => error(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()),
     }
 }
 
@@ -304,11 +276,7 @@ pub async fn strip(
     let secs = q.secs.unwrap_or(10.0).clamp(1.0, 30.0);
     match s.ward.strip(&bed, secs).await {
         Some(st) => Json(json!({"bed": bed, "strip": st})).into_response(),
-        None => (
-            StatusCode::NOT_FOUND,
-            Json(json!({"error": format!("unknown bed {bed:?}")})),
-        )
-            .into_response(),
+        None => error(StatusCode::NOT_FOUND, format!("unknown bed {bed:?}")),
     }
 }
 
@@ -328,11 +296,7 @@ pub fn audit(s: &AppState, user: Option<&str>, action: &'static str, detail: ser
 /// A 404 for anything else, as JSON under /api and plain text elsewhere.
 pub async fn not_found(req: Request<Body>) -> Response {
     if req.uri().path().starts_with("/api/") {
-        (
-            StatusCode::NOT_FOUND,
-            Json(json!({"error": "no such endpoint"})),
-        )
-            .into_response()
+        error(StatusCode::NOT_FOUND, "no such endpoint")
     } else {
         (StatusCode::NOT_FOUND, "not found").into_response()
     }

@@ -257,22 +257,7 @@ impl RecentLatency {
 
     /// p95 (ms) and count of the latencies committed within `span` before now.
     pub fn p95(&self, span: Duration) -> Option<(f64, usize)> {
-        let now = Instant::now();
-        let mut v: Vec<f32> = self
-            .0
-            .iter()
-            .rev()
-            .take_while(|(t, _)| now.duration_since(*t) <= span)
-            .map(|x| x.1)
-            .collect();
-        if v.is_empty() {
-            return None;
-        }
-        v.sort_by(f32::total_cmp);
-        Some((
-            v[((v.len() - 1) as f64 * 0.95).round() as usize] as f64,
-            v.len(),
-        ))
+        self.percentiles(span).map(|(q, n)| (q[1], n))
     }
 }
 

@@ -260,3 +260,13 @@ pub fn signal(i: u64) -> f32 {
     };
     spike + 0.1 * (t * 2.0).sin()
 }
+
+/// Copies a committed zoo model into another zoo folder.
+pub fn copy_model(name: &str, to: &Path) {
+    let src = root().join("models").join(name);
+    let dst = to.join(name);
+    std::fs::create_dir_all(&dst).unwrap();
+    for f in ["manifest.json", "weights.mpk"] {
+        std::fs::copy(src.join(f), dst.join(f)).unwrap();
+    }
+}
