@@ -67,30 +67,8 @@ pub enum Command {
     /// Compose the ensemble: the best validation ROC-AUC within the latency budget (or the
     /// lowest latency reaching an accuracy floor); writes a report folder.
     Compose(crate::composer::report::ComposeArgs),
-    /// Load benchmark: the daemon plus N simulated monitors in one process, on loopback.
-    Bench {
-        /// Simulated beds (repeatable: one run per count).
-        #[arg(long, default_values_t = [16usize])]
-        beds: Vec<usize>,
-        /// Ensemble members [default: the config's].
-        #[arg(long)]
-        members: Vec<String>,
-        /// Serve the ensemble the composer picks for each bed count (from the stored
-        /// profiles in the config's database) instead of fixed members.
-        #[arg(long, conflicts_with = "members")]
-        composed: bool,
-        /// Wall-clock seconds of load per run (two hops need about 70).
-        #[arg(long, default_value_t = 75.0)]
-        duration: f64,
-        /// Replay PhysioNet records instead of synthetic ECG.
-        #[arg(long)]
-        records: bool,
-        /// Signal seconds per wall second (keep 1 for real measurements).
-        #[arg(long, default_value_t = 1.0)]
-        speed: f64,
-        #[arg(long)]
-        json: bool,
-    },
+    /// Load benchmark: the daemon (a child process) under N simulated monitors on loopback.
+    Bench(crate::bench::BenchArgs),
     /// Measure each model's latency per batch size on each device; store the profiles.
     Profile {
         /// Models to profile: names, or empty for the ensemble's members.
@@ -339,81 +317,7 @@ pub fn run(cli: Cli) -> Result<()> {
             let cfg = load_config(a.config.as_deref())?;
             crate::composer::report::main(&cfg, &a)?;
         }
-        Command::Bench {
-            beds,
-            members,
-            composed,
-            duration,
-            records,
-            speed,
-            json,
-        } => {
-            let cfg = Config::default();
-            let members = if members.is_empty() {
-                cfg.ensemble.members.clone()
-            } else {
-                members
-            };
-            let source = if records {
-                Source::Records(dataset::default_data_dir())
-            } else {
-                Source::Synthetic
-            };
-            let rt = runtime()?;
-            let mut reports = Vec::new();
-            for n in beds {
-                let members = if composed {
-                    use crate::composer::service;
-                    let hw = service::hardware(&crate::engine::device::discover());
-                    let plan = service::compose_plan(&cfg, n, &hw, 1.0)?;
-                    let r = &plan.rungs[0];
-                    eprintln!(
-                        "composed for {n} beds: {} members, validation ROC-AUC {:.4}, estimated latency {:.1} ms (budget {:.0} ms)",
-                        r.members.len(),
-                        r.val_roc_auc,
-                        r.latency_ms,
-                        r.budget_ms
-                    );
-                    r.members.clone()
-                } else {
-                    members.clone()
-                };
-                let opts = crate::bench::BenchOptions {
-                    beds: n,
-                    members,
-                    duration: std::time::Duration::from_secs_f64(duration),
-                    source: source.clone(),
-                    speed,
-                };
-                let r = rt.block_on(crate::bench::run(cfg.clone(), opts))?;
-                if !json {
-                    println!(
-                        "{:>4} beds, {} members: {} windows ({} scored, {} partial, {} superseded, {} dropped); \
-                         latency p50 {:.1} / p95 {:.1} / p99 {:.1} / max {:.1} ms (budget {} ms); \
-                         {:.0} frames/s; CPU {:.2} cores; peak RSS {:.0} MB",
-                        r.beds,
-                        r.members.len(),
-                        r.windows,
-                        r.scored,
-                        r.partial,
-                        r.superseded,
-                        r.dropped,
-                        r.latency_ms_p50,
-                        r.latency_ms_p95,
-                        r.latency_ms_p99,
-                        r.latency_ms_max,
-                        r.slo_ms,
-                        r.frames_per_sec,
-                        r.cpu_cores_used,
-                        r.peak_rss_mb
-                    );
-                }
-                reports.push(r);
-            }
-            if json {
-                println!("{}", serde_json::to_string_pretty(&reports)?);
-            }
-        }
+        Command::Bench(args) => crate::bench::main(args)?,
         Command::BenchCpu(args) => crate::cpu_bench::run(&args)?,
         Command::Profile {
             models,
@@ -604,6 +508,8 @@ fn sim_options(a: &SimulateArgs) -> SimOptions {
         },
         records: Vec::new(),
         seed: 1,
+        ramp: std::time::Duration::ZERO,
+        storm_at: None,
     }
 }
 
@@ -675,6 +581,8 @@ async fn demo(cfg: Config, beds: usize, duration: Option<f64>, speed: f64) -> Re
         faults: Faults::default(),
         records: Vec::new(),
         seed: 1,
+        ramp: std::time::Duration::ZERO,
+        storm_at: None,
     };
     let sim = tokio::spawn(crate::sim::run(opts));
     let reader = crate::store::StoreReader::open(&cfg.storage.db)?;

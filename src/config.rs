@@ -81,6 +81,12 @@ pub struct WardConfig {
     pub lost_secs: f64,
     /// Seconds of signal buffered per channel and bed.
     pub buffer_secs: u32,
+    /// Spread the beds' window closings evenly over the hop (false: every bed's windows
+    /// close together, the worst-case burst; for benchmarks).
+    pub stagger: bool,
+    /// Hand closed windows to the engine (false: ingest only; windows close and are counted
+    /// but nothing is scored; for capacity tests, never on a ward).
+    pub scoring: bool,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

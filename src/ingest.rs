@@ -316,8 +316,12 @@ async fn handle_text(
             return send_samples(cfg, seq, t_ms, data, &off, arrived, bed).await;
         }
     };
+    let vitals = matches!(cmd, BedCmd::Vitals { .. });
     if bed.send(cmd).await.is_err() {
         return Some(Reply::Gone);
+    }
+    if vitals {
+        metrics::counter!("holmes_ingested_frames_total", "kind" => "vitals").increment(1);
     }
     None
 }
@@ -391,9 +395,12 @@ async fn send_samples(
         lead_off: off,
         arrived,
     };
+    let channels = frame.leads.iter().flatten().count() as u64;
     if bed.send(BedCmd::Samples(frame)).await.is_err() {
         return Some(Reply::Gone);
     }
+    metrics::counter!("holmes_ingested_frames_total", "kind" => "samples").increment(1);
+    metrics::counter!("holmes_ingested_samples_total").increment(n as u64 * channels);
     (bad > 0).then(|| {
         let m = format!(
             "{bad} missing, non-finite or out-of-range (> {} mV) samples were discarded",

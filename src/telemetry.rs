@@ -9,6 +9,10 @@ use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
 const SECONDS: &[f64] = &[
     0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.15, 0.2, 0.3, 0.5, 1.0, 2.5, 10.0,
 ];
+/// SQLite commits are mostly well under a millisecond.
+const COMMIT_SECONDS: &[f64] = &[
+    0.0001, 0.00025, 0.0005, 0.001, 0.002, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1.0,
+];
 const BATCH: &[f64] = &[1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0, 128.0];
 
 static HANDLE: OnceLock<Option<PrometheusHandle>> = OnceLock::new();
@@ -21,6 +25,13 @@ pub fn handle() -> Option<&'static PrometheusHandle> {
                 .set_buckets_for_metric(Matcher::Suffix("_seconds".into()), SECONDS)
                 .and_then(|b| {
                     b.set_buckets_for_metric(Matcher::Full("holmes_batch_size".into()), BATCH)
+                })
+                .and_then(|b| {
+                    // Full matchers are consulted before suffix ones.
+                    b.set_buckets_for_metric(
+                        Matcher::Full("holmes_sqlite_commit_seconds".into()),
+                        COMMIT_SECONDS,
+                    )
                 })
                 .ok()?
                 .install_recorder()

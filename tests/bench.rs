@@ -1,22 +1,16 @@
-//! `holmes bench` runs end to end and reports what it measured (a smoke run: real benchmarks
+//! `holmes bench` runs end to end and reports what it measured (smoke runs: real benchmarks
 //! run at speed 1 and their results go to BENCHMARKS.md, never into test assertions on time).
 
 mod common;
 
-#[test]
-fn bench_reports_windows_latency_and_resources() {
+use serde_json::Value;
+
+fn bench(args: &[&str]) -> Value {
     let out = std::process::Command::new(env!("CARGO_BIN_EXE_holmes"))
         .current_dir(common::root())
-        .args([
-            "bench",
-            "--beds",
-            "3",
-            "--duration",
-            "5",
-            "--speed",
-            "20",
-            "--json",
-        ])
+        .arg("bench")
+        .args(args)
+        .arg("--json")
         .output()
         .unwrap();
     assert!(
@@ -24,19 +18,71 @@ fn bench_reports_windows_latency_and_resources() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-    let r = &v[0];
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    v[0].clone()
+}
+
+fn n(r: &Value, key: &str) -> u64 {
+    r[key].as_u64().unwrap_or_else(|| panic!("{key} in {r}"))
+}
+
+#[test]
+fn bench_reports_windows_latency_and_the_daemons_resources() {
+    let r = bench(&["--beds", "3", "--duration", "6", "--speed", "20"]);
     assert_eq!(r["beds"], 3);
-    assert!(r["windows"].as_u64().unwrap() >= 3, "{r}");
+    assert!(n(&r, "windows") >= 3, "{r}");
     assert_eq!(
-        r["windows"],
-        r["scored"].as_u64().unwrap()
-            + r["partial"].as_u64().unwrap()
-            + r["superseded"].as_u64().unwrap()
-            + r["dropped"].as_u64().unwrap()
-            + r["insufficient"].as_u64().unwrap()
+        n(&r, "windows"),
+        n(&r, "scored")
+            + n(&r, "partial")
+            + n(&r, "superseded")
+            + n(&r, "dropped")
+            + n(&r, "insufficient")
     );
     assert!(r["latency_ms_p50"].as_f64().unwrap() > 0.0);
-    assert!(r["peak_rss_mb"].as_f64().unwrap() > 1.0);
-    assert!(r["frames_per_sec"].as_f64().unwrap() > 10.0);
+    // The daemon is a child process: its memory and CPU are its own.
+    assert!(r["daemon_peak_rss_mb"].as_f64().unwrap() > 1.0);
+    assert!(r["daemon_cpu_cores"].as_f64().unwrap() > 0.0);
+    assert!(n(&r, "commits") > 0);
+    assert!(r["commit_ms_p95"].as_f64().unwrap() > 0.0);
+    // Everything sent was ingested: 3 beds at 20x send 600 frames a second.
+    assert!(n(&r, "frames_ingested") + 6 >= n(&r, "frames_sent"), "{r}");
+    assert!(r["samples_per_sec"].as_f64().unwrap() > 10_000.0, "{r}");
+    assert_eq!(n(&r, "gaps"), 0, "{r}");
+}
+
+#[test]
+fn a_reconnect_storm_loses_nothing() {
+    let r = bench(&[
+        "--scenario",
+        "storm",
+        "--beds",
+        "3",
+        "--duration",
+        "8",
+        "--speed",
+        "10",
+    ]);
+    assert_eq!(r["scenario"], "storm");
+    // Every monitor dropped once and came back; what it resent filled the holes.
+    assert!(n(&r, "reconnects") >= 3, "{r}");
+    assert_eq!(n(&r, "gaps"), 0, "{r}");
+    assert!(n(&r, "scored") + n(&r, "partial") >= 6, "{r}");
+}
+
+#[test]
+fn ingest_only_closes_windows_and_scores_none() {
+    let r = bench(&[
+        "--scenario",
+        "ingest",
+        "--beds",
+        "4",
+        "--duration",
+        "6",
+        "--speed",
+        "20",
+    ]);
+    assert!(n(&r, "windows_closed") >= 8, "{r}");
+    assert_eq!(n(&r, "windows"), 0, "{r}");
+    assert_eq!(r["within_budget"], true, "{r}");
 }

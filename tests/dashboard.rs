@@ -96,6 +96,8 @@ fn sim(url: &str, prefix: &str, beds: usize, secs: f64) -> SimOptions {
         faults: Faults::default(),
         records: vec![],
         seed: 7,
+        ramp: std::time::Duration::ZERO,
+        storm_at: None,
     }
 }
 

@@ -25,6 +25,8 @@ async fn offline_scores_equal_live_scores() {
         faults: Faults::default(),
         records: vec!["vfdb/418".into()],
         seed: 7,
+        ramp: std::time::Duration::ZERO,
+        storm_at: None,
     };
     let report = holmes::sim::run(opts).await.unwrap();
     assert!(

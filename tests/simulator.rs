@@ -20,6 +20,8 @@ fn opts(url: String, beds: usize, faults: Faults) -> SimOptions {
         faults,
         records: Vec::new(),
         seed: 3,
+        ramp: std::time::Duration::ZERO,
+        storm_at: None,
     }
 }
 

@@ -66,6 +66,13 @@ pub struct SimOptions {
     /// Only these record keys (`db/name`), in this order; empty: every record.
     pub records: Vec<String>,
     pub seed: u64,
+    /// Monitors join over this span: monitor i first connects at `i / beds * ramp`
+    /// (zero: all at once).
+    pub ramp: Duration,
+    /// A reconnect storm: at this time after the start every monitor drops its connection
+    /// without a close frame, then reconnects after its backoff and resends what the server
+    /// has not acknowledged.
+    pub storm_at: Option<Duration>,
 }
 
 /// What the run did.
@@ -75,6 +82,11 @@ pub struct SimReport {
     pub connects: AtomicU64,
     pub errors_received: AtomicU64,
     pub closes_received: AtomicU64,
+    /// Largest delay of a frame behind its 100 ms schedule, microseconds (a sender that
+    /// cannot keep up, or a server pushing back).
+    pub max_lag_us: AtomicU64,
+    /// Connections dropped on purpose by a reconnect storm.
+    pub storm_drops: AtomicU64,
 }
 
 enum Signal {
@@ -167,18 +179,22 @@ pub async fn run(opts: SimOptions) -> Result<Arc<SimReport>, SimError> {
                 .collect()
         }
     };
-    let deadline = Instant::now() + opts.duration;
+    let start = Instant::now();
+    let deadline = start + opts.duration;
     let mut tasks = Vec::new();
     for (i, sig) in signals.into_iter().enumerate() {
         let bed = format!("{}{}", opts.bed_prefix, i + 1);
-        tasks.push(tokio::spawn(monitor(
+        let join_at = start + opts.ramp.mul_f64(i as f64 / opts.beds.max(1) as f64);
+        let m = Monitor {
             bed,
-            sig,
-            opts.clone(),
+            opts: opts.clone(),
+            join_at,
+            storm: opts.storm_at.map(|d| start + d),
             deadline,
-            report.clone(),
-            opts.seed ^ (i as u64 + 1),
-        )));
+            report: report.clone(),
+            seed: opts.seed ^ (i as u64 + 1),
+        };
+        tasks.push(tokio::spawn(monitor(m, sig)));
     }
     for t in tasks {
         let _ = t.await;
@@ -186,15 +202,31 @@ pub async fn run(opts: SimOptions) -> Result<Arc<SimReport>, SimError> {
     Ok(report)
 }
 
-/// One simulated monitor.
-async fn monitor(
+/// One simulated monitor's schedule.
+struct Monitor {
     bed: String,
-    mut sig: Signal,
     opts: SimOptions,
+    /// First connection.
+    join_at: Instant,
+    /// When the reconnect storm drops this monitor's connection.
+    storm: Option<Instant>,
     deadline: Instant,
     report: Arc<SimReport>,
     seed: u64,
-) {
+}
+
+/// One simulated monitor.
+async fn monitor(m: Monitor, mut sig: Signal) {
+    let Monitor {
+        bed,
+        opts,
+        join_at,
+        mut storm,
+        deadline,
+        report,
+        seed,
+    } = m;
+    tokio::time::sleep_until(join_at.into()).await;
     let mut rng = SmallRng::seed_from_u64(seed);
     let base_ms = crate::store::now_ms();
     let period = Duration::from_secs_f64(0.1 / opts.speed.max(1e-3));
@@ -268,7 +300,15 @@ async fn monitor(
                 return;
             }
             tokio::select! {
+                _ = tokio::time::sleep_until(storm.unwrap_or(deadline).into()), if storm.is_some() => {
+                    // Dropping both halves closes the TCP connection with no close frame.
+                    storm = None;
+                    report.storm_drops.fetch_add(1, Ordering::Relaxed);
+                    break;
+                }
                 _ = tokio::time::sleep_until(next_tick.into()) => {
+                    let lag = Instant::now().saturating_duration_since(next_tick);
+                    report.max_lag_us.fetch_max(lag.as_micros() as u64, Ordering::Relaxed);
                     next_tick += period;
                     let (p, s) = sig.next();
                     let mut leads = serde_json::Map::new();

@@ -177,6 +177,9 @@ impl Ward {
     fn phase(&self, bed: &str) -> i64 {
         let w = &self.inner.cfg.ward;
         let hop = w.hop_secs as f64 * 250.0;
+        if !w.stagger {
+            return 0;
+        }
         let frac = match w.beds.iter().position(|b| b == bed) {
             Some(i) => i as f64 / w.beds.len() as f64,
             None => {
@@ -376,6 +379,7 @@ impl Ward {
             outputs: self.inner.outputs.clone(),
             counters: counters.clone(),
             last_ack: None,
+            scoring: self.inner.cfg.ward.scoring,
         };
         let cancel = self.inner.cancel.child_token();
         self.inner.tracker.spawn(task.run(cancel));
@@ -395,6 +399,8 @@ struct BedTask {
     outputs: WardOutputs,
     counters: Arc<Mutex<Counters>>,
     last_ack: Option<Instant>,
+    /// Closed windows go to the engine (false: ingest only).
+    scoring: bool,
 }
 
 impl BedTask {
@@ -523,7 +529,10 @@ impl BedTask {
     fn forward(&mut self, windows: Vec<ClosedWindow>) {
         for w in windows {
             self.counters.lock().expect("lock").windows_closed += 1;
-            self.outputs.engine.submit(w);
+            metrics::counter!("holmes_windows_closed_total").increment(1);
+            if self.scoring {
+                self.outputs.engine.submit(w);
+            }
         }
     }
 }
