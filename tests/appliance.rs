@@ -352,9 +352,15 @@ fn count(c: &rusqlite::Connection, sql: &str) -> i64 {
     c.query_row(sql, [], |r| r.get(0)).unwrap()
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn sigterm_closes_monitors_going_away_and_stores_every_accepted_window() {
+#[test]
+fn sigterm_closes_monitors_going_away_and_stores_every_accepted_window() {
     let _one = serial();
+    tokio::runtime::Runtime::new()
+        .unwrap()
+        .block_on(sigterm_while_windows_are_in_flight());
+}
+
+async fn sigterm_while_windows_are_in_flight() {
     let dir = tempfile::tempdir().unwrap();
     let config = daemon_config(dir.path(), |c| {
         // One configured bed has phase 0: its windows end at 30, 60 and 90 s of signal.

@@ -161,3 +161,22 @@ async fn probe_http(addr: SocketAddr) -> Result<(), ApplianceError> {
         .await
         .map_err(|_| fail("no answer within 10 s".into()))?
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_documented_service_section_is_the_default() {
+        assert_eq!(Config::default().service, ServiceConfig::default());
+        let bad = ServiceConfig {
+            shutdown_timeout_secs: 0.0,
+            ..Default::default()
+        };
+        assert!(
+            bad.validate()
+                .unwrap_err()
+                .contains("shutdown_timeout_secs")
+        );
+    }
+}
