@@ -62,6 +62,8 @@ pub enum Command {
     },
     /// Run the daemon: monitors stream in over /ws/monitor, scores go to SQLite and the API.
     Serve(ServeArgs),
+    /// Check a config, the zoo and the database path without starting anything.
+    Validate(crate::appliance::validate::ValidateArgs),
     /// Play N bedside monitors against a running daemon.
     Simulate(SimulateArgs),
     /// Compose the ensemble: the best validation ROC-AUC within the latency budget (or the
@@ -392,8 +394,9 @@ pub fn run(cli: Cli) -> Result<()> {
             if let Some(m) = a.models {
                 cfg.ensemble.models_dir = m;
             }
-            block_on(serve(cfg))?;
+            block_on(async { Ok(crate::appliance::serve(cfg).await?) })?;
         }
+        Command::Validate(a) => crate::appliance::validate::main(&a)?,
         Command::Simulate(a) => {
             let opts = sim_options(&a);
             let report = runtime()?.block_on(crate::sim::run(opts))?;
@@ -513,7 +516,8 @@ fn sim_options(a: &SimulateArgs) -> SimOptions {
     }
 }
 
-async fn shutdown_signal() {
+/// SIGTERM or ctrl-c, whichever comes first.
+pub(crate) async fn shutdown_signal() {
     let ctrl_c = tokio::signal::ctrl_c();
     #[cfg(unix)]
     {
@@ -526,18 +530,6 @@ async fn shutdown_signal() {
     }
     #[cfg(not(unix))]
     let _ = ctrl_c.await;
-}
-
-async fn serve(cfg: Config) -> Result<()> {
-    let listener = tokio::net::TcpListener::bind(cfg.server.listen)
-        .await
-        .with_context(|| format!("binding {}", cfg.server.listen))?;
-    let running = crate::server::start(cfg, listener).await?;
-    shutdown_signal().await;
-    tracing::info!("Shutting down");
-    running.shutdown.cancel();
-    running.stopped().await;
-    Ok(())
 }
 
 async fn demo(cfg: Config, beds: usize, duration: Option<f64>, speed: f64) -> Result<()> {

@@ -44,6 +44,9 @@ pub struct Config {
     /// The ward dashboard (absent: the defaults).
     #[serde(default)]
     pub dashboard: crate::dashboard::DashboardConfig,
+    /// Running as a system service: shutdown bound, watchdog (absent: the defaults).
+    #[serde(default)]
+    pub service: crate::appliance::ServiceConfig,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -207,6 +210,7 @@ impl Config {
         }
         self.composer.validate()?;
         self.dashboard.validate()?;
+        self.service.validate()?;
         if self.storage.batch_rows == 0 {
             return Err("storage.batch_rows must be positive".into());
         }
@@ -237,6 +241,44 @@ mod tests {
     fn embedded_defaults_parse() {
         let c = Config::default();
         assert_eq!((c.ward.window_secs, c.ward.hop_secs), (30, 30));
+    }
+
+    /// Every option the config has (serialised from the defaults, so a field added with
+    /// `#[serde(default)]` counts too) appears in `config/holmes.toml`, in a paragraph with a
+    /// comment: a new option cannot ship undocumented.
+    #[test]
+    fn every_option_is_in_the_documented_example() {
+        fn walk(have: &toml::Value, doc: Option<&toml::Value>, path: &str, out: &mut Vec<String>) {
+            let toml::Value::Table(t) = have else { return };
+            for (k, v) in t {
+                let p = if path.is_empty() {
+                    k.clone()
+                } else {
+                    format!("{path}.{k}")
+                };
+                let d = doc.and_then(|d| d.get(k));
+                if d.is_none() {
+                    out.push(p.clone());
+                }
+                walk(v, d, &p, out);
+            }
+        }
+        let documented: toml::Value = toml::from_str(DEFAULT_TOML).unwrap();
+        let all = toml::Value::try_from(Config::default()).unwrap();
+        let mut missing = Vec::new();
+        walk(&all, Some(&documented), "", &mut missing);
+        assert!(
+            missing.is_empty(),
+            "missing from config/holmes.toml: {missing:?}"
+        );
+        for para in DEFAULT_TOML.split("\n\n") {
+            let sets = para.lines().any(|l| {
+                let l = l.trim_start();
+                !l.starts_with('#') && !l.starts_with('[') && l.contains('=')
+            });
+            let commented = para.lines().any(|l| l.trim_start().starts_with('#'));
+            assert!(!sets || commented, "an option without a comment:\n{para}");
+        }
     }
 
     #[test]

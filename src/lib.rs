@@ -20,6 +20,7 @@
 //!     --train::fit--> Net --zoo::write_model--> models/<name>/{manifest.json, weights.mpk}
 //! ```
 
+pub mod appliance;
 pub mod bench;
 pub mod cli;
 pub mod composer;

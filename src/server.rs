@@ -37,6 +37,8 @@ pub struct Running {
     /// Cancel to stop; then await [`Running::stopped`].
     pub shutdown: CancellationToken,
     pub engine: Engine,
+    /// The store writer's health (the watchdog reads its heartbeat).
+    pub store_health: Arc<store::StoreHealth>,
     join: tokio::task::JoinHandle<()>,
 }
 
@@ -267,6 +269,7 @@ pub async fn start(cfg: Config, listener: TcpListener) -> Result<Running, Server
         zoo_generation,
         shutdown: shutdown.child_token(),
     };
+    let store_health = store.health.clone();
     let app = router(state);
     let token = shutdown.clone();
     let eng = engine.clone();
@@ -293,6 +296,7 @@ pub async fn start(cfg: Config, listener: TcpListener) -> Result<Running, Server
         addr,
         shutdown,
         engine,
+        store_health,
         join,
     })
 }

@@ -147,6 +147,9 @@ const MIGRATIONS: &[&str] = &[
     );",
 ];
 
+/// The schema version this build migrates to (`PRAGMA user_version`).
+pub const SCHEMA_VERSION: i64 = MIGRATIONS.len() as i64;
+
 /// How a window ended up.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
@@ -217,6 +220,9 @@ pub struct StoreHealth {
     pub writable: AtomicBool,
     pub committed_scores: AtomicU64,
     pub dropped_commands: AtomicU64,
+    /// Turns of the writer's loop (at least one a second when idle): the watchdog's sign of
+    /// life.
+    pub heartbeats: AtomicU64,
     pub last_error: Mutex<Option<String>>,
     /// End-to-end latency of the latest scored windows (bounded), for the composer's watch
     /// on the budget.
@@ -389,6 +395,14 @@ pub fn start(
     let mut c = open(&path)?;
     migrate(&mut c, &path)?;
     let ensemble_id = register(&c, &ensemble).map_err(err)?;
+    if let Some(u) = lifecycle::record_start(&c).map_err(err)? {
+        tracing::warn!(
+            previous_start_ms = u.previous_start_ms,
+            last_commit_ms = u.last_commit_ms,
+            beds = u.beds,
+            "The previous run did not shut down cleanly; recorded as unclean_shutdown"
+        );
+    }
     let (tx, rx) = std::sync::mpsc::sync_channel(cfg.batch_rows * 16);
     let health = Arc::new(StoreHealth::default());
     health.writable.store(true, Ordering::Relaxed);
@@ -484,6 +498,7 @@ impl Writer {
     fn run(mut self) {
         let mut last_retention = Instant::now() - Duration::from_secs(3600);
         loop {
+            self.health.heartbeats.fetch_add(1, Ordering::Relaxed);
             let first = match self.rx.recv_timeout(Duration::from_secs(1)) {
                 Ok(c) => c,
                 Err(RecvTimeoutError::Timeout) => {
@@ -523,6 +538,7 @@ impl Writer {
                 if !rest.is_empty() {
                     self.commit(rest);
                 }
+                lifecycle::checkpoint(&self.conn);
                 break;
             }
             self.retention(&mut last_retention);
@@ -571,7 +587,7 @@ impl Writer {
         let tx = self.conn.transaction()?;
         for cmd in batch {
             match cmd {
-                Cmd::Close => {}
+                Cmd::Close => lifecycle::record_stop(&tx)?,
                 Cmd::Score(r) => {
                     let latency_ms = r.last_sample_at.elapsed().as_secs_f64() * 1000.0;
                     tx.execute(
@@ -623,8 +639,10 @@ impl Writer {
             .conn
             .execute("DELETE FROM scores WHERE committed_ms < ?1", [cutoff])
             .and_then(|_| {
-                self.conn
-                    .execute("DELETE FROM events WHERE at_ms < ?1", [cutoff])
+                self.conn.execute(
+                    "DELETE FROM events WHERE at_ms < ?1 AND bed <> ?2",
+                    params![cutoff, lifecycle::SERVER_BED],
+                )
             });
         if let Err(e) = r {
             tracing::warn!(error = %e, "Retention sweep failed");
@@ -632,6 +650,7 @@ impl Writer {
     }
 }
 
+pub mod lifecycle;
 mod reader;
 pub use reader::{ScoreRow, StoreReader};
 

@@ -419,6 +419,16 @@ impl BedState {
         self.try_close(now)
     }
 
+    /// Shutdown: closes every window that is due without waiting out its grace for missing
+    /// samples (recorded with the gap), so nothing the bed accepted waits for a tick that
+    /// will not come.
+    pub fn on_shutdown(&mut self, now: Instant) -> Vec<ClosedWindow> {
+        let grace = std::mem::replace(&mut self.p.grace, Duration::ZERO);
+        let closed = self.try_close(now);
+        self.p.grace = grace;
+        closed
+    }
+
     fn try_close(&mut self, now: Instant) -> Vec<ClosedWindow> {
         let mut closed = Vec::new();
         loop {

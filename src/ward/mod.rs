@@ -78,6 +78,13 @@ pub enum EventKind {
     ZooChange,
     /// The composer switched the serving ensemble (recorded under the bed `composer`).
     PlanChange,
+    /// The daemon opened the database (under the bed `server`).
+    ServerStart,
+    /// The daemon flushed the database and stopped gracefully (under the bed `server`).
+    ServerStop,
+    /// Found at start-up: the previous run ended without `server_stop` (under `server`, and
+    /// under each bed it scored, with the bed's last committed window).
+    UncleanShutdown,
 }
 
 impl EventKind {
@@ -95,6 +102,9 @@ impl EventKind {
             EventKind::BadSamples => "bad_samples",
             EventKind::ZooChange => "zoo_change",
             EventKind::PlanChange => "plan_change",
+            EventKind::ServerStart => "server_start",
+            EventKind::ServerStop => "server_stop",
+            EventKind::UncleanShutdown => "unclean_shutdown",
         }
     }
 }

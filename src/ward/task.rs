@@ -410,7 +410,13 @@ impl BedTask {
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
         loop {
             tokio::select! {
-                _ = cancel.cancelled() => break,
+                _ = cancel.cancelled() => {
+                    // The daemon stops: windows already due go to the engine, which finishes
+                    // them before the store flushes.
+                    let windows = self.state.on_shutdown(Instant::now());
+                    self.forward(windows);
+                    break;
+                }
                 cmd = self.rx.recv() => match cmd {
                     Some(cmd) => self.handle(cmd),
                     None => break,

@@ -1,0 +1,208 @@
+//! `holmes validate`: checks a config, the zoo and the database path without starting
+//! anything — no listener, no writer, no workers — so a service manager can refuse to start
+//! (`ExecStartPre=`) and an engineer can check an edit before a restart.
+//!
+//! Checks, each problem reported on one line: the config parses (unknown keys and bad values
+//! named with their line) and passes [`Config::validate`]; every model folder in the zoo
+//! loads and passes its smoke check (manifest, checksum, weights, a forward pass); every
+//! configured ensemble member is one of them; the database's folder is writable or can be
+//! created, and an existing database is writable and not newer than this build.
+
+use std::path::{Path, PathBuf};
+
+use crate::config::{Config, DEFAULT_TOML};
+
+#[derive(Debug, thiserror::Error)]
+pub enum ValidateError {
+    #[error("validation failed: {0} problem(s)")]
+    Problems(usize),
+}
+
+/// Flags of `holmes validate`.
+#[derive(Debug, clap::Args)]
+pub struct ValidateArgs {
+    /// Config file [default: the embedded defaults, config/holmes.toml].
+    #[arg(long)]
+    pub config: Option<PathBuf>,
+    /// Zoo folder [default: the config's ensemble.models_dir].
+    #[arg(long)]
+    pub models: Option<PathBuf>,
+}
+
+/// What the checks found: problems (each one line) and, when there are none, a summary.
+#[derive(Debug, Default)]
+pub struct Report {
+    pub problems: Vec<String>,
+    pub summary: Vec<String>,
+}
+
+/// Runs the checks, prints one line per problem (stderr) or the summary (stdout).
+pub fn main(args: &ValidateArgs) -> Result<(), ValidateError> {
+    let report = check(args.config.as_deref(), args.models.as_deref());
+    for p in &report.problems {
+        eprintln!("error: {p}");
+    }
+    if !report.problems.is_empty() {
+        return Err(ValidateError::Problems(report.problems.len()));
+    }
+    for line in &report.summary {
+        println!("{line}");
+    }
+    Ok(())
+}
+
+/// The checks, without printing.
+pub fn check(config: Option<&Path>, models: Option<&Path>) -> Report {
+    let mut r = Report::default();
+    let (text, origin) = match config {
+        Some(p) => match std::fs::read_to_string(p) {
+            Ok(t) => (t, p.display().to_string()),
+            Err(e) => {
+                r.problems.push(format!("{}: {e}", p.display()));
+                return r;
+            }
+        },
+        None => (DEFAULT_TOML.to_owned(), "embedded defaults".to_owned()),
+    };
+    let mut cfg: Config = match toml::from_str(&text) {
+        Ok(c) => c,
+        Err(e) => {
+            let at = e
+                .span()
+                .map(|s| format!(" line {}:", text[..s.start].lines().count().max(1)))
+                .unwrap_or_default();
+            let msg = e.message().replace('\n', " ");
+            r.problems.push(format!("{origin}:{at} {}", msg.trim()));
+            return r;
+        }
+    };
+    if let Err(reason) = cfg.validate() {
+        r.problems.push(format!("{origin}: {reason}"));
+    }
+    if let Some(m) = models {
+        cfg.ensemble.models_dir = m.to_owned();
+    }
+    r.summary.push(format!("config: {origin} is valid"));
+    check_zoo(&cfg, &mut r);
+    check_database(&cfg.storage.db, &mut r);
+    r
+}
+
+/// Every model folder loads and passes its smoke check; every member is one of them.
+fn check_zoo(cfg: &Config, r: &mut Report) {
+    let dir = &cfg.ensemble.models_dir;
+    let dirs = match crate::zoo::model_dirs(dir) {
+        Ok(d) => d,
+        Err(e) => {
+            r.problems.push(format!("ensemble.models_dir: {e}"));
+            return;
+        }
+    };
+    let device = Default::default();
+    let mut good = Vec::new();
+    let mut broken = Vec::new();
+    for d in &dirs {
+        let name = d
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        match crate::zoo::ZooModel::<burn::backend::Flex>::load(d, &device) {
+            Ok(_) => good.push(name),
+            Err(e) => {
+                r.problems.push(format!("model {name}: {e}"));
+                broken.push(name);
+            }
+        }
+    }
+    for m in &cfg.ensemble.members {
+        if broken.contains(m) {
+            r.problems.push(format!(
+                "ensemble.members: {m} is in {} but does not load (see above)",
+                dir.display()
+            ));
+        } else if !good.contains(m) {
+            r.problems.push(format!(
+                "ensemble.members: {m} is not in the zoo {}",
+                dir.display()
+            ));
+        }
+    }
+    r.summary.push(format!(
+        "zoo: {} model(s) in {} load and pass their smoke check; ensemble members: {}",
+        good.len(),
+        dir.display(),
+        cfg.ensemble.members.join(", ")
+    ));
+}
+
+/// The database is writable, or its folder is (or can be created); an existing database's
+/// schema is not newer than this build.
+fn check_database(db: &Path, r: &mut Report) {
+    let parent = match db.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p.to_owned(),
+        _ => PathBuf::from("."),
+    };
+    // The nearest folder that exists: the database's own, or the ancestor it will be made in.
+    let mut existing = parent.clone();
+    while !existing.is_dir() {
+        match existing.parent() {
+            Some(p) if !p.as_os_str().is_empty() => existing = p.to_owned(),
+            _ => {
+                existing = PathBuf::from(".");
+                break;
+            }
+        }
+    }
+    // SQLite writes the -wal and -shm files beside the database: the folder must be writable.
+    if let Err(e) = tempfile::Builder::new()
+        .prefix(".holmes-validate")
+        .tempfile_in(&existing)
+    {
+        let what = if existing == parent {
+            "is not writable"
+        } else {
+            "cannot be created"
+        };
+        r.problems.push(format!(
+            "storage.db: the folder {} {what}: {e}",
+            parent.display()
+        ));
+        return;
+    }
+    if db.is_dir() {
+        r.problems
+            .push(format!("storage.db: {} is a folder", db.display()));
+        return;
+    }
+    if !db.exists() {
+        r.summary.push(format!(
+            "database: {} will be created (its folder is writable)",
+            db.display()
+        ));
+        return;
+    }
+    if let Err(e) = std::fs::OpenOptions::new().write(true).open(db) {
+        r.problems
+            .push(format!("storage.db: {} is not writable: {e}", db.display()));
+        return;
+    }
+    let flags = rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY;
+    let version = rusqlite::Connection::open_with_flags(db, flags)
+        .and_then(|c| c.pragma_query_value(None, "user_version", |row| row.get::<_, i64>(0)));
+    match version {
+        Ok(v) if v > crate::store::SCHEMA_VERSION => r.problems.push(format!(
+            "storage.db: {} has schema version {v}, newer than this build knows ({})",
+            db.display(),
+            crate::store::SCHEMA_VERSION
+        )),
+        Ok(v) => r.summary.push(format!(
+            "database: {} is writable (schema version {v} of {})",
+            db.display(),
+            crate::store::SCHEMA_VERSION
+        )),
+        Err(e) => r.problems.push(format!(
+            "storage.db: {} is not a readable SQLite database: {e}",
+            db.display()
+        )),
+    }
+}
