@@ -48,6 +48,9 @@ fn rig(slo_ms: u64, queue_capacity: usize, members: Vec<MemberSpec>) -> Rig {
         retention_days: 1,
         batch_rows: 64,
         flush_ms: 5,
+        backlog_rows: 10_000,
+        retry_min_ms: 100,
+        retry_max_ms: 1000,
     };
     let (store, id, writer) = store::start(
         &cfg,
