@@ -183,6 +183,10 @@ pub struct MemberScore {
     pub version: u32,
     /// Probability, or `None` when the member's input was not usable in this window.
     pub prob: Option<f32>,
+    /// Why a member that ran has no probability: `panic`, `error`, `wrong_outputs` or
+    /// `non_finite` (the member is also named in the score's `missing`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fault: Option<String>,
 }
 
 /// A window's outcome, ready to store.

@@ -78,6 +78,9 @@ pub enum EventKind {
     ZooChange,
     /// The composer switched the serving ensemble (recorded under the bed `composer`).
     PlanChange,
+    /// A model panicked, failed or returned non-finite output (recorded under the bed `zoo`,
+    /// at most once a minute per model).
+    ModelFault,
 }
 
 impl EventKind {
@@ -95,6 +98,7 @@ impl EventKind {
             EventKind::BadSamples => "bad_samples",
             EventKind::ZooChange => "zoo_change",
             EventKind::PlanChange => "plan_change",
+            EventKind::ModelFault => "model_fault",
         }
     }
 }
