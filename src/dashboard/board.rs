@@ -81,6 +81,9 @@ pub enum AlarmCmd {
 pub struct Board {
     snapshot: watch::Receiver<Arc<Snapshot>>,
     cmd: mpsc::Sender<AlarmCmd>,
+    /// One permit per open `/api/stream` client (`dashboard.max_stream_clients`).
+    clients: Arc<tokio::sync::Semaphore>,
+    max_clients: usize,
 }
 
 impl Board {
@@ -90,6 +93,22 @@ impl Board {
 
     pub fn subscribe(&self) -> watch::Receiver<Arc<Snapshot>> {
         self.snapshot.clone()
+    }
+
+    /// A place for one more live-feed client, held as long as its stream lives; `None` when
+    /// `dashboard.max_stream_clients` are connected.
+    pub fn stream_permit(&self) -> Option<tokio::sync::OwnedSemaphorePermit> {
+        self.clients.clone().try_acquire_owned().ok()
+    }
+
+    /// Live-feed clients connected now.
+    pub fn stream_clients(&self) -> usize {
+        self.max_clients - self.clients.available_permits()
+    }
+
+    /// The most live-feed clients at once.
+    pub fn max_stream_clients(&self) -> usize {
+        self.max_clients
     }
 
     pub async fn ack(&self, id: i64, user: String) -> Result<Alarm, AlarmError> {
@@ -143,6 +162,7 @@ pub fn start(
     let (tx, snapshot) = watch::channel(Arc::new(Snapshot::default()));
     let (cmd_tx, cmd_rx) = mpsc::channel(64);
     let scores = src.store.subscribe();
+    let max_clients = cfg.max_stream_clients;
     tracker.spawn(run(
         cfg,
         src.ward,
@@ -157,6 +177,8 @@ pub fn start(
     Board {
         snapshot,
         cmd: cmd_tx,
+        clients: Arc::new(tokio::sync::Semaphore::new(max_clients)),
+        max_clients,
     }
 }
 
