@@ -234,7 +234,8 @@ impl Config {
                     .into(),
             );
         }
-        if self.server.max_connections == 0 || !(self.server.header_read_timeout_secs > 0.0) {
+        let t = self.server.header_read_timeout_secs;
+        if self.server.max_connections == 0 || !t.is_finite() || t <= 0.0 {
             return Err(
                 "server.max_connections and server.header_read_timeout_secs must be positive"
                     .into(),
