@@ -238,7 +238,9 @@ async fn run(
         },
         last_id,
     );
-    let persist = |ts: Vec<Transition>, audit: Option<(String, &'static str)>| {
+    // Automatic transitions (raised, cleared, expired); user actions are stored where they are
+    // answered, below.
+    let persist = |ts: Vec<Transition>| {
         let adb = adb.clone();
         if ts.is_empty() {
             return;
@@ -253,9 +255,6 @@ async fn run(
             for t in &ts {
                 if let Err(e) = db.apply(t) {
                     tracing::error!(error = %e, "Cannot store an alarm change");
-                }
-                if let (Some((user, action)), Transition::Changed(a)) = (&audit, t) {
-                    let _ = db.audit(Some(user), action, &json!({"alarm": a.id, "bed": a.bed, "kind": a.kind.as_str(), "silenced_until_ms": a.silenced_until_ms}));
                 }
             }
         });
@@ -277,7 +276,7 @@ async fn run(
                         }
                     }
                     b.latest = Some(latest);
-                    persist(alarms.on_score(&s.bed, s.score.map(f64::from), lead_off, now_ms()), None);
+                    persist(alarms.on_score(&s.bed, s.score.map(f64::from), lead_off, now_ms()));
                 }
                 Err(broadcast::error::RecvError::Lagged(n)) => {
                     tracing::warn!(skipped = n, "The dashboard fell behind the scores");
@@ -290,21 +289,38 @@ async fn run(
                     AlarmCmd::Ack { id, user, reply } => (alarms.acknowledge(id, &user, now), reply, "alarm_acknowledged", user),
                     AlarmCmd::Silence { id, user, secs, reply } => (alarms.silence(id, &user, secs, now), reply, "alarm_silenced", user),
                 };
-                let res = res.map(|t| {
-                    let a = match &t { Transition::Raised(a) | Transition::Changed(a) => a.clone() };
-                    tracing::info!(id = a.id, %action, "Alarm action");
-                    persist(vec![t], Some((user, action)));
-                    a
-                });
-                let _ = reply.send(res);
+                match res {
+                    Ok(t) => {
+                        let a = match &t { Transition::Raised(a) | Transition::Changed(a) => a.clone() };
+                        tracing::info!(id = a.id, %action, "Alarm action");
+                        // The user hears back once the action and its audit entry are stored,
+                        // or that they could not be (the action stands on the ward).
+                        let adb = adb.clone();
+                        tokio::task::spawn_blocking(move || {
+                            let db = adb.lock().expect("alarm db lock");
+                            let detail = json!({"alarm": a.id, "bed": a.bed, "kind": a.kind.as_str(), "silenced_until_ms": a.silenced_until_ms});
+                            let stored = db.apply(&t).and_then(|()| db.audit(Some(&user), action, &detail));
+                            let _ = reply.send(match stored {
+                                Ok(()) => Ok(a),
+                                Err(e) => {
+                                    tracing::error!(error = %e, id = a.id, "Cannot store an alarm action");
+                                    Err(AlarmError::NotRecorded { alarm: a.id, reason: e.to_string() })
+                                }
+                            });
+                        });
+                    }
+                    Err(e) => {
+                        let _ = reply.send(Err(e));
+                    }
+                }
                 let _ = out.send(Arc::new(snapshot(&cfg, &ward, &beds, &alarms)));
             }
             _ = tick.tick() => {
                 let now = now_ms();
                 for v in ward.views() {
-                    persist(alarms.on_status(&v.bed, v.status, now), None);
+                    persist(alarms.on_status(&v.bed, v.status, now));
                 }
-                persist(alarms.expire(now), None);
+                persist(alarms.expire(now));
                 let _ = out.send(Arc::new(snapshot(&cfg, &ward, &beds, &alarms)));
             }
         }
