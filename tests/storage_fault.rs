@@ -274,3 +274,51 @@ async fn a_full_disk_holds_rows_in_memory_and_writes_them_when_space_returns() {
     }
     app.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_full_backlog_drops_its_oldest_rows_and_counts_them() {
+    let Some(fs) = Tmpfs::mount("8m") else {
+        return;
+    };
+    let db = fs.path().join("holmes.db");
+    let app = spawn_app(|c| {
+        c.storage.db = db.clone();
+        c.storage.retry_min_ms = 50;
+        c.storage.retry_max_ms = 400;
+        c.storage.backlog_rows = 2;
+        c.ward.beds = vec![BED.into()];
+    })
+    .await;
+    let mut m = Monitor::connect(&app.ws_url(), BED, "dev-f").await;
+    let mut next = 0;
+    stream_windows(&mut m, &mut next, 1).await;
+    app.wait_scores(BED, 30.0, |r| r.len() == 1).await;
+
+    let filler = fill(fs.path());
+    // Five windows while the disk is full: the backlog keeps the newest two.
+    stream_windows(&mut m, &mut next, 5).await;
+    let h = app
+        .wait_health(30.0, "rows dropped from the backlog", |h| {
+            h["storage"]["backlog_dropped_rows"].as_u64() >= Some(3)
+        })
+        .await;
+    assert_eq!(h["storage"]["backlog_rows"], 2, "{h}");
+    assert_eq!(h["storage"]["backlog_capacity"], 2, "{h}");
+    assert!(
+        h["problems"].to_string().contains("dropped"),
+        "health names the loss: {h}"
+    );
+    let metrics = app.get_raw("/metrics").await;
+    assert!(metrics.contains("holmes_store_backlog_dropped_rows_total"));
+
+    std::fs::remove_file(&filler).unwrap();
+    app.wait_health(30.0, "recovery", |h| h["storage"]["fault"].is_null())
+        .await;
+    // The first window and the newest two are stored; the three in between were dropped.
+    let ends = stored_ends(&app).await;
+    assert_eq!(ends, vec![end_of(1), end_of(5), end_of(6)], "{ends:?}");
+    let h = app.health().await;
+    assert_eq!(h["storage"]["backlog_dropped_rows"], 3, "{h}");
+    assert_eq!(h["status"], "degraded", "the loss stays visible: {h}");
+    app.stop().await;
+}
