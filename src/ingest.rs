@@ -365,7 +365,8 @@ async fn handle_text(
             values: values
                 .into_iter()
                 .map(|v| {
-                    let ok = v.status.is_empty() && v.value.is_some_and(f64::is_finite);
+                    // Finite as the f32 it is kept as: 1e39 is a finite f64 but an infinite f32.
+                    let ok = v.status.is_empty() && v.value.is_some_and(|x| (x as f32).is_finite());
                     (v.name, if ok { v.value.map(|x| x as f32) } else { None })
                 })
                 .collect(),
