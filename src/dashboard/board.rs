@@ -1,6 +1,7 @@
 //! The ward board: an actor that keeps what the dashboard shows (one tile per bed with its
 //! latest score, trend, quality and state; the active alarms) from the scores the
-//! [`store`](crate::store) commits and the [`ward`](crate::ward)'s bed states, and publishes a
+//! [`store`](crate::store)'s writer takes (committed, or held through a storage fault) and the
+//! [`ward`](crate::ward)'s bed states, and publishes a
 //! snapshot every second through a `watch` channel. Every page reads the latest snapshot, so
 //! a slow or stuck client never holds back ingest or scoring. Alarm actions arrive as
 //! commands and are persisted by [`AlarmDb`](super::alarms::AlarmDb) off the async workers.
