@@ -243,7 +243,17 @@ async fn a_full_disk_holds_rows_in_memory_and_writes_them_when_space_returns() {
     let mut next = 0;
     stream_windows(&mut m, &mut next, 2).await;
     app.wait_scores(BED, 30.0, |r| r.len() == 2).await;
-    assert_eq!(app.health().await["status"], "ok");
+    let h = app.health().await;
+    assert_eq!(h["status"], "ok", "{h}");
+    assert_eq!(h["models"].as_array().unwrap().len(), 3, "{h}");
+    assert!(
+        h["models"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|m| m["faults"] == 0)
+    );
+    assert_eq!(h["beds_connected"], 1, "{h}");
 
     // 1. A filler file takes the last byte; deleting it gives the space back.
     let filler = fill(fs.path());
