@@ -54,6 +54,11 @@ pub struct Config {
 pub struct ServerConfig {
     /// Address the HTTP API and the monitor WebSocket listen on.
     pub listen: SocketAddr,
+    /// Most connections open at once (monitors, pages, API clients); further ones are answered
+    /// 503 and closed.
+    pub max_connections: usize,
+    /// Seconds a client has to send a request's headers before its connection is closed.
+    pub header_read_timeout_secs: f64,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -116,6 +121,11 @@ pub struct IngestConfig {
     pub max_errors_per_minute: u32,
     /// Seconds without any message before a connection is closed.
     pub idle_timeout_secs: f64,
+    /// Seconds a new monitor connection has to send its hello before it is closed (4000).
+    pub hello_timeout_secs: f64,
+    /// Messages per second a connection may send (bursts of one second's worth); beyond it
+    /// the server stops reading that connection until it is back under the rate.
+    pub max_messages_per_sec: u32,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -149,6 +159,13 @@ pub struct StorageConfig {
     pub batch_rows: usize,
     /// Longest wait (ms) for more rows once the queued ones are taken (0: none).
     pub flush_ms: u64,
+    /// Rows held in memory while the database cannot be written (disk full, read-only); when
+    /// full, the oldest are dropped and counted.
+    pub backlog_rows: usize,
+    /// First wait (ms) before retrying a failed write; doubles up to `retry_max_ms`.
+    pub retry_min_ms: u64,
+    /// Longest wait (ms) between retries of a failed write.
+    pub retry_max_ms: u64,
 }
 
 impl Default for Config {
@@ -211,8 +228,28 @@ impl Config {
         self.composer.validate()?;
         self.dashboard.validate()?;
         self.service.validate()?;
-        if self.storage.batch_rows == 0 {
-            return Err("storage.batch_rows must be positive".into());
+        let st = &self.storage;
+        if st.batch_rows == 0 || st.backlog_rows == 0 {
+            return Err("storage.batch_rows and storage.backlog_rows must be positive".into());
+        }
+        if st.retry_min_ms == 0 || st.retry_max_ms < st.retry_min_ms {
+            return Err("storage: 0 < retry_min_ms <= retry_max_ms".into());
+        }
+        let i = &self.ingest;
+        if !(i.hello_timeout_secs > 0.0 && i.idle_timeout_secs > 0.0) || i.max_messages_per_sec == 0
+        {
+            return Err(
+                "ingest.hello_timeout_secs, idle_timeout_secs and max_messages_per_sec must be \
+                 positive"
+                    .into(),
+            );
+        }
+        let t = self.server.header_read_timeout_secs;
+        if self.server.max_connections == 0 || !t.is_finite() || t <= 0.0 {
+            return Err(
+                "server.max_connections and server.header_read_timeout_secs must be positive"
+                    .into(),
+            );
         }
         for (name, v) in [
             ("quality.min_coverage", self.quality.min_coverage),

@@ -120,6 +120,7 @@ pub fn router(state: AppState) -> Router {
             get(|| async { Json(json!({"status": "live"})) }),
         )
         .route("/health/ready", get(ready))
+        .route("/api/health", get(health))
         .route("/metrics", get(|| async { crate::telemetry::render() }))
         .fallback(web::not_found)
         .layer(axum::middleware::from_fn_with_state(
@@ -241,7 +242,7 @@ async fn ensemble(State(s): State<AppState>) -> Json<serde_json::Value> {
         "rung": sv.rung,
         "composer": {"enabled": s.cfg.composer.enabled, "composing": sv.composing,
                      "compositions": sv.compositions, "last_error": sv.last_error, "switches": sv.switches},
-        "members": s.engine.members().iter().map(|(name, version)| json!({"name": name, "version": version})).collect::<Vec<_>>(),
+        "members": members_with_faults(&s),
         "combine": s.cfg.engine.combine,
         "slo_ms": s.cfg.engine.slo_ms,
         "latency_ms": lat.map(|(q, n)| json!({"p50": q[0], "p95": q[1], "p99": q[2], "n": n, "span_secs": 300})),
@@ -257,12 +258,54 @@ async fn ensemble(State(s): State<AppState>) -> Json<serde_json::Value> {
     }))
 }
 
+/// The serving members with their fault counts since start.
+fn members_with_faults(s: &AppState) -> Vec<serde_json::Value> {
+    let faults = s.engine.model_faults();
+    s.engine
+        .members()
+        .iter()
+        .map(|(name, version)| {
+            let f = faults.get(name).cloned().unwrap_or_default();
+            json!({"name": name, "version": version, "faults": f.faults,
+                   "last_fault": f.last_fault, "last_fault_ms": f.last_fault_ms})
+        })
+        .collect()
+}
+
+/// Everything an operator needs at a glance: storage (fault, backlog), models (faults),
+/// connections. `status` is `ok`, or `degraded` with the reasons; the answer is always 200
+/// (readiness for a load balancer is `/health/ready`).
+async fn health(State(s): State<AppState>) -> Json<serde_json::Value> {
+    let storage = s.store_health.view();
+    let members = members_with_faults(&s);
+    let mut problems = Vec::new();
+    if !s.store_health.writable.load(Ordering::Relaxed) {
+        problems.push("storage: the database cannot be written; rows are held in memory");
+    }
+    if s.store_health.backlog_dropped_rows.load(Ordering::Relaxed) > 0 {
+        problems.push("storage: rows were dropped from a full backlog");
+    }
+    if members.iter().any(|m| m["faults"].as_u64() > Some(0)) {
+        problems.push("models: a member has failed on some windows");
+    }
+    Json(json!({
+        "status": if problems.is_empty() { "ok" } else { "degraded" },
+        "problems": problems,
+        "storage": storage,
+        "models": members,
+        "model_faults": s.engine.counters().model_faults.load(Ordering::Relaxed),
+        "beds_connected": s.ward.connected_beds(),
+        "stream_clients": s.board.stream_clients(),
+    }))
+}
+
 async fn ready(State(s): State<AppState>) -> Response {
     let writable = s.store_health.writable.load(Ordering::Relaxed);
     let body = json!({
         "models_loaded": s.engine.members().len(),
         "database_writable": writable,
         "last_database_error": *s.store_health.last_error.lock().expect("lock"),
+        "storage_backlog_rows": s.store_health.backlog_rows.load(Ordering::Relaxed),
     });
     let status = if writable && !s.engine.members().is_empty() {
         StatusCode::OK

@@ -17,8 +17,6 @@ use crate::protocol::{
 };
 use crate::ward::{BedCmd, SampleFrame, Ward};
 
-/// How long a new connection has to say hello.
-const HELLO_TIMEOUT: Duration = Duration::from_secs(10);
 /// Replies queued to one monitor before the oldest are dropped.
 const OUT_QUEUE: usize = 64;
 /// The appliance's ECG rate.
@@ -65,11 +63,12 @@ pub async fn connection(
     ward: Ward,
     shutdown: CancellationToken,
 ) {
-    let hello = match tokio::time::timeout(HELLO_TIMEOUT, socket.recv()).await {
+    let hello_timeout = Duration::from_secs_f64(cfg.ingest.hello_timeout_secs);
+    let hello = match tokio::time::timeout(hello_timeout, socket.recv()).await {
         Ok(Some(Ok(Message::Text(t)))) => parse_client(&t),
         Ok(Some(Ok(_))) => Err("the first message must be a JSON text hello".into()),
         Ok(_) => return,
-        Err(_) => Err("no hello within 10 s".into()),
+        Err(_) => Err(format!("no hello within {} s", hello_timeout.as_secs_f64())),
     };
     let (bed, device, token, ecg, vitals) = match hello {
         Ok(ClientMsg::Hello {
@@ -169,7 +168,31 @@ pub async fn connection(
     let mut errors: (Instant, u32) = (Instant::now(), 0);
     let idle = Duration::from_secs_f64(cfg.ingest.idle_timeout_secs);
     let mut last_rx = tokio::time::Instant::now();
+    let mut rate = RateLimit::new(cfg.ingest.max_messages_per_sec);
     let reason = loop {
+        // Over the message rate: stop reading until a message is allowed again (the socket's
+        // buffers fill and TCP slows the sender); say so once per episode.
+        if let Some(wait) = rate.wait(tokio::time::Instant::now()) {
+            if rate.announce() {
+                let m = ServerMsg::error(
+                    None,
+                    ErrorCode::RateLimited,
+                    format!(
+                        "more than {} messages per second; reading paused",
+                        cfg.ingest.max_messages_per_sec
+                    ),
+                );
+                if send(&mut socket, m).await.is_err() {
+                    break None;
+                }
+            }
+            tokio::select! {
+                _ = shutdown.cancelled() => break Some((close::GOING_AWAY, "server shutting down".to_string())),
+                k = &mut kicked => break k.ok(),
+                _ = tokio::time::sleep(wait) => {}
+            }
+            continue;
+        }
         tokio::select! {
             _ = shutdown.cancelled() => break Some((close::GOING_AWAY, "server shutting down".to_string())),
             _ = tokio::time::sleep_until(last_rx + idle) => {
@@ -184,14 +207,16 @@ pub async fn connection(
             }
             incoming = socket.recv() => {
                 last_rx = tokio::time::Instant::now();
+                rate.take(last_rx);
                 let reply = match incoming {
                     None | Some(Ok(Message::Close(_))) => break None,
                     Some(Err(e)) => {
-                        let too_big = e.to_string().to_lowercase().contains("too long")
-                            || e.to_string().to_lowercase().contains("too big")
-                            || e.to_string().to_lowercase().contains("size");
-                        if too_big {
+                        let e = e.to_string().to_lowercase();
+                        if ["too long", "too big", "size"].iter().any(|w| e.contains(w)) {
                             break Some((close::TOO_BIG, format!("message larger than {} bytes", cfg.ingest.max_frame_bytes)));
+                        }
+                        if e.contains("utf-8") || e.contains("utf8") {
+                            break Some((close::INVALID_PAYLOAD, "a text message that is not UTF-8".into()));
                         }
                         break None;
                     }
@@ -224,6 +249,57 @@ pub async fn connection(
         close_with(&mut socket, code, &truncate(&r)).await;
     }
     ward.detach(&bed, attach.conn).await;
+}
+
+/// A token bucket: `per_sec` messages a second, bursts of one second's worth.
+struct RateLimit {
+    per_sec: f64,
+    tokens: f64,
+    at: tokio::time::Instant,
+    /// The current over-rate episode was announced to the monitor.
+    announced: bool,
+}
+
+impl RateLimit {
+    fn new(per_sec: u32) -> RateLimit {
+        let per_sec = f64::from(per_sec.max(1));
+        RateLimit {
+            per_sec,
+            tokens: per_sec,
+            at: tokio::time::Instant::now(),
+            announced: false,
+        }
+    }
+
+    fn refill(&mut self, now: tokio::time::Instant) {
+        let dt = now.saturating_duration_since(self.at).as_secs_f64();
+        self.tokens = (self.tokens + dt * self.per_sec).min(self.per_sec);
+        self.at = now;
+    }
+
+    /// A message arrived.
+    fn take(&mut self, now: tokio::time::Instant) {
+        self.refill(now);
+        self.tokens -= 1.0;
+    }
+
+    /// How long to wait before reading the next message, if the rate is exceeded.
+    fn wait(&mut self, now: tokio::time::Instant) -> Option<Duration> {
+        self.refill(now);
+        if self.tokens >= 1.0 {
+            // Back under the rate: a later episode is announced again (once it is well under).
+            if self.tokens >= self.per_sec / 2.0 {
+                self.announced = false;
+            }
+            return None;
+        }
+        Some(Duration::from_secs_f64((1.0 - self.tokens) / self.per_sec))
+    }
+
+    /// True the first time in an episode.
+    fn announce(&mut self) -> bool {
+        !std::mem::replace(&mut self.announced, true)
+    }
 }
 
 enum Reply {
@@ -289,7 +365,8 @@ async fn handle_text(
             values: values
                 .into_iter()
                 .map(|v| {
-                    let ok = v.status.is_empty() && v.value.is_some_and(f64::is_finite);
+                    // Finite as the f32 it is kept as: 1e39 is a finite f64 but an infinite f32.
+                    let ok = v.status.is_empty() && v.value.is_some_and(|x| (x as f32).is_finite());
                     (v.name, if ok { v.value.map(|x| x as f32) } else { None })
                 })
                 .collect(),

@@ -32,6 +32,7 @@ pub mod engine;
 pub mod evaluation;
 pub mod http;
 pub mod ingest;
+pub mod listen;
 pub mod profile;
 pub mod protocol;
 pub mod scorer;

@@ -33,6 +33,8 @@ pub mod close {
     pub const GOING_AWAY: u16 = 1001;
     /// A message exceeded the size limit (standard).
     pub const TOO_BIG: u16 = 1009;
+    /// A text message was not UTF-8 (standard "invalid frame payload data").
+    pub const INVALID_PAYLOAD: u16 = 1007;
 }
 
 /// An ECG channel announced in the hello.
@@ -141,6 +143,9 @@ pub enum ErrorCode {
     TooLate,
     /// The bed's queue is full; the frame was dropped and counted.
     Overloaded,
+    /// The connection sends more than `ingest.max_messages_per_sec`; the server reads it
+    /// more slowly (sent once per episode, no frame is lost).
+    RateLimited,
 }
 
 /// First byte of a binary samples frame.
@@ -246,8 +251,43 @@ pub fn parse_binary(b: &[u8], leads: usize) -> Result<BinarySamples, String> {
     })
 }
 
+/// Deepest JSON nesting a client message may have (the deepest valid one has 4 levels).
+pub const MAX_JSON_DEPTH: usize = 8;
+
+/// Whether `text` nests arrays and objects deeper than `max`, checked in one pass without
+/// parsing (so a deeply nested message is refused before the parser recurses into it).
+fn nests_deeper_than(text: &str, max: usize) -> bool {
+    let (mut depth, mut in_str, mut escaped) = (0usize, false, false);
+    for b in text.bytes() {
+        if in_str {
+            match b {
+                _ if escaped => escaped = false,
+                b'\\' => escaped = true,
+                b'"' => in_str = false,
+                _ => {}
+            }
+            continue;
+        }
+        match b {
+            b'"' => in_str = true,
+            b'[' | b'{' => {
+                depth += 1;
+                if depth > max {
+                    return true;
+                }
+            }
+            b']' | b'}' => depth = depth.saturating_sub(1),
+            _ => {}
+        }
+    }
+    false
+}
+
 /// Parses a text message from a monitor.
 pub fn parse_client(text: &str) -> Result<ClientMsg, String> {
+    if nests_deeper_than(text, MAX_JSON_DEPTH) {
+        return Err(format!("JSON nested deeper than {MAX_JSON_DEPTH} levels"));
+    }
     serde_json::from_str(text).map_err(|e| e.to_string())
 }
 

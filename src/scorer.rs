@@ -79,6 +79,7 @@ impl Ensemble {
                 n += 1;
             }
             members.push(MemberScore {
+                fault: None,
                 name: m.manifest.name.clone(),
                 version: m.manifest.version,
                 prob,

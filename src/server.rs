@@ -273,12 +273,9 @@ pub async fn start(cfg: Config, listener: TcpListener) -> Result<Running, Server
     let app = router(state);
     let token = shutdown.clone();
     let eng = engine.clone();
+    let limits = crate::listen::ConnLimits::new(&cfg.server);
     let join = tokio::spawn(async move {
-        let serve =
-            axum::serve(listener, app).with_graceful_shutdown(token.clone().cancelled_owned());
-        if let Err(e) = serve.await {
-            tracing::error!(error = %e, "HTTP server failed");
-        }
+        crate::listen::serve(listener, app, limits, token.clone()).await;
         // Beds stop; the engine finishes what is queued and stops; then the writer flushes.
         drop(watcher);
         tracker.close();

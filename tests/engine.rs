@@ -48,6 +48,9 @@ fn rig(slo_ms: u64, queue_capacity: usize, members: Vec<MemberSpec>) -> Rig {
         retention_days: 1,
         batch_rows: 64,
         flush_ms: 5,
+        backlog_rows: 10_000,
+        retry_min_ms: 100,
+        retry_max_ms: 1000,
     };
     let (store, id, writer) = store::start(
         &cfg,
@@ -265,10 +268,66 @@ fn a_panicking_or_nan_member_is_left_out_and_the_rest_scores() {
     let row = &r.rows("bed-f")[0];
     assert_eq!(row.status, "partial");
     assert_eq!(row.score, Some(0.0));
-    assert!(r.engine.counters().model_faults.load(Ordering::Relaxed) >= 2);
+    // The score row names the failed members and says how each failed.
+    let member = |name: &str| {
+        row.members
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|m| m["name"] == name)
+            .cloned()
+            .unwrap()
+    };
+    assert_eq!(member("bad")["fault"], "panic", "{}", row.members);
+    assert_eq!(member("nan")["fault"], "non_finite", "{}", row.members);
+    assert!(member("good")["fault"].is_null() && member("good")["prob"] == 0.0);
+    let mut missing: Vec<&str> = row
+        .missing
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m.as_str().unwrap())
+        .collect();
+    missing.sort();
+    assert_eq!(missing, ["bad", "nan"]);
     // The engine keeps serving after the panic.
     r.engine.submit(window("bed-f", 1, Instant::now()));
     r.wait(2);
+    // Counted once per window and model (a panic is not counted twice)...
+    assert_eq!(r.engine.counters().model_faults.load(Ordering::Relaxed), 4);
+    let per = r.engine.model_faults();
+    assert_eq!(per["bad"].faults, 2);
+    assert!(
+        per["bad"]
+            .last_fault
+            .as_deref()
+            .unwrap()
+            .starts_with("panic")
+    );
+    assert_eq!(per["nan"].faults, 2);
+    assert!(per["nan"].last_fault_ms.is_some());
+    assert!(!per.contains_key("good"));
+    // ...and one model_fault event per model (at most one a minute), under the bed `zoo`.
+    let until = Instant::now() + Duration::from_secs(10);
+    let events = loop {
+        let ev: Vec<_> = r
+            .reader
+            .events("zoo", 100)
+            .unwrap()
+            .into_iter()
+            .filter(|e| e.1 == "model_fault")
+            .collect();
+        if ev.len() >= 2 || Instant::now() > until {
+            break ev;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let mut models: Vec<&str> = events
+        .iter()
+        .map(|e| e.2["model"].as_str().unwrap())
+        .collect();
+    models.sort();
+    assert_eq!(models, ["bad", "nan"], "{events:?}");
 }
 
 #[test]

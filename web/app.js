@@ -3,7 +3,7 @@
 "use strict";
 
 const $ = (id) => document.getElementById(id);
-const state = { snapshot: null, me: null, route: "ward", bed: null, source: null };
+const state = { snapshot: null, me: null, route: "ward", bed: null, source: null, health: null };
 
 function el(tag, attrs, ...kids) {
   const e = document.createElement(tag);
@@ -253,6 +253,30 @@ async function showBed(bed) {
   }
 }
 
+// ---- health banner (every view): storage faults and model faults ----
+
+function faultText(h) {
+  const s = h.storage || {};
+  const out = [];
+  if (s.fault) {
+    out.push(`STORAGE FAULT since ${fmtTime(s.fault.since_ms)}: ${s.fault.error}. Scoring continues; ` +
+      `${s.backlog_rows} rows held in memory (of ${s.backlog_capacity}) until the database can be written.`);
+  }
+  if (s.backlog_dropped_rows > 0) out.push(`${s.backlog_dropped_rows} stored rows were lost to a full backlog.`);
+  for (const m of h.models || []) {
+    if (m.faults > 0) out.push(`Model ${m.name} failed on ${m.faults} windows (last: ${m.last_fault}); scores went on without it.`);
+  }
+  return out.join(" ");
+}
+
+async function refreshHealth() {
+  const r = await api("/api/health");
+  state.health = r.ok ? r.body : null;
+  const text = state.health ? faultText(state.health) : "";
+  $("fault").textContent = text;
+  $("fault").hidden = !text;
+}
+
 // ---- system view ----
 
 async function showSystem() {
@@ -272,6 +296,15 @@ async function showSystem() {
   add("Composer", e.composer.enabled ? `${e.composer.compositions} compositions${e.composer.composing ? ", composing now" : ""}${e.composer.last_error ? `, last error: ${e.composer.last_error}` : ""}` : "off");
   const w = e.windows;
   add("Windows", `${w.scored} scored, ${w.partial} partial, ${w.superseded} superseded, ${w.dropped} dropped, ${w.insufficient_signal} insufficient signal`);
+  const h = state.health;
+  if (h) {
+    const s = h.storage;
+    add("Health", h.status === "ok" ? "ok" : `degraded: ${h.problems.join("; ")}`);
+    add("Storage", s.fault ? `FAULT since ${fmtTime(s.fault.since_ms)} (${s.fault.error}), ${s.fault.retries} retries, ${s.backlog_rows} rows waiting`
+      : `writable, ${s.committed_scores} scores committed`);
+    add("Storage backlog", `${s.backlog_rows} of ${s.backlog_capacity} rows; ${s.backlog_dropped_rows} dropped, ${s.fault_episodes} fault episodes since start`);
+  }
+  add("Model faults", e.members.map((m) => `${m.name}: ${m.faults}`).join(", "));
   if (models.ok) {
     const z = models.body.zoo || {};
     add("Zoo", `${Object.keys(z.available || {}).length} models available, ${(z.failures || []).length} failed loads`);
@@ -309,5 +342,7 @@ setInterval(() => {
   if (state.route === "system") showSystem();
 }, 5000);
 setInterval(() => { $("clock").textContent = new Date().toLocaleTimeString(); }, 1000);
+setInterval(refreshHealth, 5000);
 route();
 refreshMe();
+refreshHealth();

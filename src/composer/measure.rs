@@ -93,6 +93,9 @@ impl Measurer {
             retention_days: 1,
             batch_rows: 64,
             flush_ms: 0,
+            backlog_rows: 10_000,
+            retry_min_ms: 100,
+            retry_max_ms: 1000,
         };
         let (st, id, writer) = store::start(
             &scfg,

@@ -20,6 +20,10 @@ pub enum AlarmError {
     BadSilence { asked: u64, max: u64 },
     #[error(transparent)]
     Store(#[from] crate::store::StoreError),
+    /// The action took effect on the ward but its row or audit entry could not be written
+    /// (e.g. the disk is full); the user is told, the action stands.
+    #[error("alarm {alarm} changed on the ward but the change could not be recorded: {reason}")]
+    NotRecorded { alarm: i64, reason: String },
     #[error("alarm database {path}: {source}")]
     Sqlite {
         path: PathBuf,

@@ -1,6 +1,7 @@
 //! The ward board: an actor that keeps what the dashboard shows (one tile per bed with its
 //! latest score, trend, quality and state; the active alarms) from the scores the
-//! [`store`](crate::store) commits and the [`ward`](crate::ward)'s bed states, and publishes a
+//! [`store`](crate::store)'s writer takes (committed, or held through a storage fault) and the
+//! [`ward`](crate::ward)'s bed states, and publishes a
 //! snapshot every second through a `watch` channel. Every page reads the latest snapshot, so
 //! a slow or stuck client never holds back ingest or scoring. Alarm actions arrive as
 //! commands and are persisted by [`AlarmDb`](super::alarms::AlarmDb) off the async workers.
@@ -81,6 +82,9 @@ pub enum AlarmCmd {
 pub struct Board {
     snapshot: watch::Receiver<Arc<Snapshot>>,
     cmd: mpsc::Sender<AlarmCmd>,
+    /// One permit per open `/api/stream` client (`dashboard.max_stream_clients`).
+    clients: Arc<tokio::sync::Semaphore>,
+    max_clients: usize,
 }
 
 impl Board {
@@ -90,6 +94,22 @@ impl Board {
 
     pub fn subscribe(&self) -> watch::Receiver<Arc<Snapshot>> {
         self.snapshot.clone()
+    }
+
+    /// A place for one more live-feed client, held as long as its stream lives; `None` when
+    /// `dashboard.max_stream_clients` are connected.
+    pub fn stream_permit(&self) -> Option<tokio::sync::OwnedSemaphorePermit> {
+        self.clients.clone().try_acquire_owned().ok()
+    }
+
+    /// Live-feed clients connected now.
+    pub fn stream_clients(&self) -> usize {
+        self.max_clients - self.clients.available_permits()
+    }
+
+    /// The most live-feed clients at once.
+    pub fn max_stream_clients(&self) -> usize {
+        self.max_clients
     }
 
     pub async fn ack(&self, id: i64, user: String) -> Result<Alarm, AlarmError> {
@@ -143,6 +163,7 @@ pub fn start(
     let (tx, snapshot) = watch::channel(Arc::new(Snapshot::default()));
     let (cmd_tx, cmd_rx) = mpsc::channel(64);
     let scores = src.store.subscribe();
+    let max_clients = cfg.max_stream_clients;
     tracker.spawn(run(
         cfg,
         src.ward,
@@ -157,6 +178,8 @@ pub fn start(
     Board {
         snapshot,
         cmd: cmd_tx,
+        clients: Arc::new(tokio::sync::Semaphore::new(max_clients)),
+        max_clients,
     }
 }
 
@@ -216,7 +239,9 @@ async fn run(
         },
         last_id,
     );
-    let persist = |ts: Vec<Transition>, audit: Option<(String, &'static str)>| {
+    // Automatic transitions (raised, cleared, expired); user actions are stored where they are
+    // answered, below.
+    let persist = |ts: Vec<Transition>| {
         let adb = adb.clone();
         if ts.is_empty() {
             return;
@@ -231,9 +256,6 @@ async fn run(
             for t in &ts {
                 if let Err(e) = db.apply(t) {
                     tracing::error!(error = %e, "Cannot store an alarm change");
-                }
-                if let (Some((user, action)), Transition::Changed(a)) = (&audit, t) {
-                    let _ = db.audit(Some(user), action, &json!({"alarm": a.id, "bed": a.bed, "kind": a.kind.as_str(), "silenced_until_ms": a.silenced_until_ms}));
                 }
             }
         });
@@ -255,7 +277,7 @@ async fn run(
                         }
                     }
                     b.latest = Some(latest);
-                    persist(alarms.on_score(&s.bed, s.score.map(f64::from), lead_off, now_ms()), None);
+                    persist(alarms.on_score(&s.bed, s.score.map(f64::from), lead_off, now_ms()));
                 }
                 Err(broadcast::error::RecvError::Lagged(n)) => {
                     tracing::warn!(skipped = n, "The dashboard fell behind the scores");
@@ -268,21 +290,38 @@ async fn run(
                     AlarmCmd::Ack { id, user, reply } => (alarms.acknowledge(id, &user, now), reply, "alarm_acknowledged", user),
                     AlarmCmd::Silence { id, user, secs, reply } => (alarms.silence(id, &user, secs, now), reply, "alarm_silenced", user),
                 };
-                let res = res.map(|t| {
-                    let a = match &t { Transition::Raised(a) | Transition::Changed(a) => a.clone() };
-                    tracing::info!(id = a.id, %action, "Alarm action");
-                    persist(vec![t], Some((user, action)));
-                    a
-                });
-                let _ = reply.send(res);
+                match res {
+                    Ok(t) => {
+                        let a = match &t { Transition::Raised(a) | Transition::Changed(a) => a.clone() };
+                        tracing::info!(id = a.id, %action, "Alarm action");
+                        // The user hears back once the action and its audit entry are stored,
+                        // or that they could not be (the action stands on the ward).
+                        let adb = adb.clone();
+                        tokio::task::spawn_blocking(move || {
+                            let db = adb.lock().expect("alarm db lock");
+                            let detail = json!({"alarm": a.id, "bed": a.bed, "kind": a.kind.as_str(), "silenced_until_ms": a.silenced_until_ms});
+                            let stored = db.apply(&t).and_then(|()| db.audit(Some(&user), action, &detail));
+                            let _ = reply.send(match stored {
+                                Ok(()) => Ok(a),
+                                Err(e) => {
+                                    tracing::error!(error = %e, id = a.id, "Cannot store an alarm action");
+                                    Err(AlarmError::NotRecorded { alarm: a.id, reason: e.to_string() })
+                                }
+                            });
+                        });
+                    }
+                    Err(e) => {
+                        let _ = reply.send(Err(e));
+                    }
+                }
                 let _ = out.send(Arc::new(snapshot(&cfg, &ward, &beds, &alarms)));
             }
             _ = tick.tick() => {
                 let now = now_ms();
                 for v in ward.views() {
-                    persist(alarms.on_status(&v.bed, v.status, now), None);
+                    persist(alarms.on_status(&v.bed, v.status, now));
                 }
-                persist(alarms.expire(now), None);
+                persist(alarms.expire(now));
                 let _ = out.send(Arc::new(snapshot(&cfg, &ward, &beds, &alarms)));
             }
         }

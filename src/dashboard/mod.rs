@@ -37,6 +37,8 @@ pub struct DashboardConfig {
     pub sort: String,
     /// Labels shown instead of bed ids, e.g. `{ "bed-1" = "Bay 1, window" }`.
     pub labels: BTreeMap<String, String>,
+    /// Most live-feed (`/api/stream`) clients at once; more are answered 503.
+    pub max_stream_clients: usize,
 }
 
 impl Default for DashboardConfig {
@@ -51,6 +53,7 @@ impl Default for DashboardConfig {
             trend_hours: 4.0,
             sort: "bed".into(),
             labels: BTreeMap::new(),
+            max_stream_clients: 64,
         }
     }
 }
@@ -66,9 +69,15 @@ impl DashboardConfig {
         if !(0.0..=1.0).contains(&self.lead_off_alarm) {
             return Err("dashboard.lead_off_alarm must lie in [0, 1]".into());
         }
-        if self.session_hours <= 0.0 || self.trend_hours <= 0.0 || self.max_silence_secs == 0 {
+        if self.session_hours <= 0.0
+            || self.trend_hours <= 0.0
+            || self.max_silence_secs == 0
+            || self.max_stream_clients == 0
+        {
             return Err(
-                "dashboard.session_hours, trend_hours and max_silence_secs must be positive".into(),
+                "dashboard.session_hours, trend_hours, max_silence_secs and \
+                 max_stream_clients must be positive"
+                    .into(),
             );
         }
         if !["bed", "risk"].contains(&self.sort.as_str()) {

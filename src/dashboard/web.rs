@@ -102,19 +102,35 @@ pub async fn read_guard(State(s): State<AppState>, req: Request, next: Next) -> 
 }
 
 /// The ward feed: a snapshot at once, then one per update (about every second).
-pub async fn stream(
-    State(s): State<AppState>,
-) -> Sse<impl futures_util::Stream<Item = Result<Event, Infallible>>> {
+///
+/// Each client holds at most the latest snapshot (a `watch` receiver) plus what its socket
+/// buffers: a client that stops reading is skipped over, never queued for. At most
+/// `dashboard.max_stream_clients` at once; more are answered 503.
+pub async fn stream(State(s): State<AppState>) -> Response {
+    let Some(permit) = s.board.stream_permit() else {
+        return error(
+            StatusCode::SERVICE_UNAVAILABLE,
+            format!(
+                "the live feed already has its maximum of {} clients",
+                s.board.max_stream_clients()
+            ),
+        );
+    };
     let rx = s.board.subscribe();
-    let feed = futures_util::stream::unfold((rx, true), |(mut rx, first)| async move {
+    let feed = futures_util::stream::unfold((rx, true, permit), |(mut rx, first, p)| async move {
         if !first && rx.changed().await.is_err() {
             return None;
         }
         let snap = rx.borrow_and_update().clone();
         let data = serde_json::to_string(&*snap).expect("a snapshot serialises");
-        Some((Ok(Event::default().event("ward").data(data)), (rx, false)))
+        Some((
+            Ok::<_, Infallible>(Event::default().event("ward").data(data)),
+            (rx, false, p),
+        ))
     });
-    Sse::new(feed).keep_alive(KeepAlive::default())
+    Sse::new(feed)
+        .keep_alive(KeepAlive::default())
+        .into_response()
 }
 
 #[derive(Deserialize)]

@@ -20,6 +20,32 @@ pub struct MemberResult {
     pub queue: Duration,
     pub compute: Duration,
     pub batch: usize,
+    /// Why `prob` is `None`, when the model ran and failed.
+    pub fault: Option<ModelFault>,
+}
+
+/// How a model failed on a window.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ModelFault {
+    /// It panicked (caught; the worker carries on).
+    Panic,
+    /// It returned an error.
+    Error,
+    /// It returned a different number of outputs than windows.
+    WrongOutputs,
+    /// It returned NaN or an infinity for this window.
+    NonFinite,
+}
+
+impl ModelFault {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ModelFault::Panic => "panic",
+            ModelFault::Error => "error",
+            ModelFault::WrongOutputs => "wrong_outputs",
+            ModelFault::NonFinite => "non_finite",
+        }
+    }
 }
 
 /// Where each member stands for a window.
@@ -213,6 +239,7 @@ impl WindowJob {
                         name: name.clone(),
                         version: r.version,
                         prob: r.prob,
+                        fault: r.fault.map(|f| f.as_str().to_owned()),
                     });
                     continue;
                 }
@@ -226,6 +253,7 @@ impl WindowJob {
                 name: name.clone(),
                 version,
                 prob,
+                fault: None,
             });
         }
         let (status, score) = match reason {

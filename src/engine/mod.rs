@@ -99,10 +99,29 @@ pub struct Counters {
     pub batched_windows: AtomicU64,
 }
 
+/// A model's faults since start, as `/api/ensemble` and `/api/health` show them.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct ModelFaults {
+    /// Windows the model failed on (panic, error, wrong output count, non-finite output).
+    pub faults: u64,
+    /// The latest fault: its kind and message.
+    pub last_fault: Option<String>,
+    /// Unix ms of the latest fault.
+    pub last_fault_ms: Option<i64>,
+    /// When a `model_fault` event was last stored (at most one a minute per model).
+    #[serde(skip)]
+    last_event: Option<Instant>,
+}
+
+/// Least time between two `model_fault` events of one model.
+const FAULT_EVENT_EVERY: Duration = Duration::from_secs(60);
+
 /// Metrics sink: atomic counters plus the process-wide `metrics` recorder.
 #[derive(Debug, Default)]
 pub struct EngineMetrics {
     pub counters: Counters,
+    /// Faults per model name (bounded by the zoo's models).
+    pub per_model: Mutex<std::collections::BTreeMap<String, ModelFaults>>,
 }
 
 impl EngineMetrics {
@@ -111,9 +130,24 @@ impl EngineMetrics {
         metrics::counter!("holmes_late_member_results_total").increment(1);
     }
 
-    fn model_fault(&self, model: &str) {
-        self.counters.model_faults.fetch_add(1, Ordering::Relaxed);
-        metrics::counter!("holmes_model_faults_total", "model" => model.to_owned()).increment(1);
+    /// Counts `windows` windows that `model` failed on; true when an event should be stored
+    /// (the first fault, then at most one a minute).
+    fn model_fault(&self, model: &str, windows: usize, what: &str) -> bool {
+        let n = windows as u64;
+        self.counters.model_faults.fetch_add(n, Ordering::Relaxed);
+        metrics::counter!("holmes_model_faults_total", "model" => model.to_owned()).increment(n);
+        let mut per = self.per_model.lock().expect("fault lock");
+        let m = per.entry(model.to_owned()).or_default();
+        m.faults += n;
+        m.last_fault = Some(what.to_owned());
+        m.last_fault_ms = Some(crate::store::now_ms());
+        let due = m
+            .last_event
+            .is_none_or(|t| t.elapsed() >= FAULT_EVENT_EVERY);
+        if due {
+            m.last_event = Some(Instant::now());
+        }
+        due
     }
 
     fn dropped_member(&self) {
@@ -461,6 +495,11 @@ impl Engine {
 
     pub fn counters(&self) -> &Counters {
         &self.metrics.counters
+    }
+
+    /// Faults per model since start (models that never failed are absent).
+    pub fn model_faults(&self) -> std::collections::BTreeMap<String, ModelFaults> {
+        self.metrics.per_model.lock().expect("fault lock").clone()
     }
 
     /// Windows waiting per member queue.

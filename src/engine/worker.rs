@@ -9,8 +9,9 @@ use std::time::{Duration, Instant};
 
 use burn::tensor::backend::Backend;
 
-use super::job::MemberResult;
+use super::job::{MemberResult, ModelFault};
 use super::{EngineError, Shared};
+use crate::ward::{EventKind, TechEvent};
 use crate::zoo::ZooModel;
 
 /// What a worker runs: a batch of raw windows in, one probability per window out.
@@ -119,28 +120,38 @@ pub fn run(
             .collect();
         let out = std::panic::catch_unwind(AssertUnwindSafe(|| model.predict_batch(&inputs)));
         let compute = started.elapsed();
-        let probs: Vec<Option<f32>> = match out {
+        // One fault kind for the whole batch, or per window for non-finite outputs.
+        let (probs, fault, what): (Vec<Option<f32>>, Option<ModelFault>, String) = match out {
             Ok(Ok(p)) if p.len() == batch.len() => {
-                p.into_iter().map(|x| x.is_finite().then_some(x)).collect()
+                let probs: Vec<Option<f32>> =
+                    p.into_iter().map(|x| x.is_finite().then_some(x)).collect();
+                (probs, None, "non-finite output".to_owned())
             }
-            Ok(Ok(p)) => {
-                shared.metrics.model_fault(&slot.name);
-                tracing::error!(model = %slot.name, got = p.len(), want = batch.len(), "Model returned the wrong number of outputs");
-                vec![None; batch.len()]
-            }
-            Ok(Err(e)) => {
-                shared.metrics.model_fault(&slot.name);
-                tracing::error!(model = %slot.name, error = %e, "Model failed on a batch");
-                vec![None; batch.len()]
-            }
-            Err(_) => {
-                shared.metrics.model_fault(&slot.name);
-                tracing::error!(model = %slot.name, "Model panicked on a batch; its member is left out of these scores");
-                vec![None; batch.len()]
-            }
+            Ok(Ok(p)) => (
+                vec![None; batch.len()],
+                Some(ModelFault::WrongOutputs),
+                format!("{} outputs for {} windows", p.len(), batch.len()),
+            ),
+            Ok(Err(e)) => (vec![None; batch.len()], Some(ModelFault::Error), e),
+            Err(_) => (
+                vec![None; batch.len()],
+                Some(ModelFault::Panic),
+                "panicked".to_owned(),
+            ),
         };
-        if probs.iter().any(Option::is_none) {
-            shared.metrics.model_fault(&slot.name);
+        let failed = probs.iter().filter(|p| p.is_none()).count();
+        if failed > 0 {
+            let kind = fault.unwrap_or(ModelFault::NonFinite);
+            let what = format!("{}: {what}", kind.as_str());
+            if shared.metrics.model_fault(&slot.name, failed, &what) {
+                tracing::error!(model = %slot.name, fault = %what, windows = failed, "Model failed on a batch; its member is left out of these scores");
+                shared.store.event(TechEvent {
+                    bed: "zoo".into(),
+                    kind: EventKind::ModelFault,
+                    detail: serde_json::json!({"model": slot.name, "fault": kind.as_str(),
+                        "message": what, "windows": failed}),
+                });
+            }
         }
         shared.metrics.batch(&slot.name, batch.len(), compute);
         let version = model.version();
@@ -151,6 +162,9 @@ pub fn run(
                 queue: started.saturating_duration_since(job.submitted),
                 compute,
                 batch: batch.len(),
+                fault: prob
+                    .is_none()
+                    .then(|| fault.unwrap_or(ModelFault::NonFinite)),
             };
             job.complete_member(member, r, &shared);
         }

@@ -1,13 +1,14 @@
 //! SQLite storage: one writer thread taking commands from a bounded channel and committing
 //! them in batched transactions (WAL mode), schema migrations keyed by `PRAGMA user_version`,
-//! retention, and read queries for the API.
+//! retention, and read queries for the API. When SQLite cannot write, rows wait in the
+//! writer's bounded [`backlog`] and are written in order once it recovers.
 //!
 //! Fed by the [`ward`](crate::ward) (events, dropped windows) and the
 //! [`scorer`](crate::scorer) (scores); read by [`http`](crate::http).
 
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::mpsc::{Receiver, RecvTimeoutError, SyncSender, TrySendError};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::mpsc::{SyncSender, TrySendError};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
@@ -185,6 +186,10 @@ pub struct MemberScore {
     pub version: u32,
     /// Probability, or `None` when the member's input was not usable in this window.
     pub prob: Option<f32>,
+    /// Why a member that ran has no probability: `panic`, `error`, `wrong_outputs` or
+    /// `non_finite` (the member is also named in the score's `missing`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fault: Option<String>,
 }
 
 /// A window's outcome, ready to store.
@@ -209,12 +214,12 @@ pub struct ScoreRecord {
 enum Cmd {
     /// Commit what is queued and stop.
     Close,
-    Score(ScoreRecord),
+    Score(Arc<ScoreRecord>),
     Event(TechEvent, i64),
     BedSeen(String, String, i64),
 }
 
-/// Health of the writer, shared with `/health/ready`.
+/// Health of the writer, shared with `/health/ready` and `/api/health`.
 #[derive(Debug, Default)]
 pub struct StoreHealth {
     pub writable: AtomicBool,
@@ -224,6 +229,20 @@ pub struct StoreHealth {
     /// life.
     pub heartbeats: AtomicU64,
     pub last_error: Mutex<Option<String>>,
+    /// The storage fault in progress, if any.
+    pub fault: Mutex<Option<StorageFault>>,
+    /// Storage fault episodes since start.
+    pub fault_episodes: AtomicU64,
+    /// Transactions that failed (first tries and retries).
+    pub failed_transactions: AtomicU64,
+    /// Rows waiting in memory for the database.
+    pub backlog_rows: AtomicUsize,
+    /// The backlog's capacity (`storage.backlog_rows`).
+    pub backlog_capacity: AtomicUsize,
+    /// Rows dropped from a full backlog (oldest first), since start.
+    pub backlog_dropped_rows: AtomicU64,
+    /// Rows the database refused for a reason other than storage (never retried).
+    pub rejected_rows: AtomicU64,
     /// End-to-end latency of the latest scored windows (bounded), for the composer's watch
     /// on the budget.
     pub recent: Mutex<RecentLatency>,
@@ -234,6 +253,26 @@ pub struct StoreHealth {
 pub struct RecentLatency(std::collections::VecDeque<(Instant, f32)>);
 
 pub const RECENT_MAX: usize = 4096;
+
+impl StoreHealth {
+    /// The storage part of `/api/health`.
+    pub fn view(&self) -> serde_json::Value {
+        let n = |a: &AtomicU64| a.load(Ordering::Relaxed);
+        json!({
+            "writable": self.writable.load(Ordering::Relaxed),
+            "fault": *self.fault.lock().expect("lock"),
+            "fault_episodes": n(&self.fault_episodes),
+            "failed_transactions": n(&self.failed_transactions),
+            "backlog_rows": self.backlog_rows.load(Ordering::Relaxed),
+            "backlog_capacity": self.backlog_capacity.load(Ordering::Relaxed),
+            "backlog_dropped_rows": n(&self.backlog_dropped_rows),
+            "rejected_rows": n(&self.rejected_rows),
+            "dropped_commands": n(&self.dropped_commands),
+            "committed_scores": n(&self.committed_scores),
+            "last_error": *self.last_error.lock().expect("lock"),
+        })
+    }
+}
 
 impl RecentLatency {
     pub fn push(&mut self, at: Instant, ms: f32) {
@@ -406,6 +445,10 @@ pub fn start(
     let (tx, rx) = std::sync::mpsc::sync_channel(cfg.batch_rows * 16);
     let health = Arc::new(StoreHealth::default());
     health.writable.store(true, Ordering::Relaxed);
+    health
+        .backlog_capacity
+        .store(cfg.backlog_rows, Ordering::Relaxed);
+    metrics::gauge!("holmes_store_fault").set(0.0);
     let (committed, _) = tokio::sync::broadcast::channel(COMMITTED_BACKLOG);
     let writer = Writer {
         conn: c,
@@ -416,6 +459,12 @@ pub fn start(
         retention_ms: cfg.retention_days as i64 * 86_400_000,
         health: health.clone(),
         committed: committed.clone(),
+        backlog: Backlog::new(cfg.backlog_rows),
+        backoff: Backoff::new(
+            Duration::from_millis(cfg.retry_min_ms),
+            Duration::from_millis(cfg.retry_max_ms),
+        ),
+        overflowed: false,
     };
     let join = std::thread::Builder::new()
         .name("holmes-store".into())
@@ -433,7 +482,8 @@ pub fn start(
 }
 
 impl StoreHandle {
-    /// Committed scores from now on.
+    /// Scores from now on, as the writer takes them: committed, or held in the backlog while
+    /// the database cannot be written (so the live ward keeps moving through a storage fault).
     pub fn subscribe(&self) -> tokio::sync::broadcast::Receiver<Arc<ScoreRecord>> {
         self.committed.subscribe()
     }
@@ -471,7 +521,7 @@ impl StoreHandle {
     }
 
     pub fn score(&self, r: ScoreRecord) {
-        self.send(Cmd::Score(r));
+        self.send(Cmd::Score(Arc::new(r)));
     }
 
     pub fn event(&self, e: TechEvent) {
@@ -483,176 +533,14 @@ impl StoreHandle {
     }
 }
 
-struct Writer {
-    conn: Connection,
-    path: PathBuf,
-    rx: Receiver<Cmd>,
-    batch_rows: usize,
-    flush: Duration,
-    retention_ms: i64,
-    health: Arc<StoreHealth>,
-    committed: tokio::sync::broadcast::Sender<Arc<ScoreRecord>>,
-}
-
-impl Writer {
-    fn run(mut self) {
-        let mut last_retention = Instant::now() - Duration::from_secs(3600);
-        loop {
-            self.health.heartbeats.fetch_add(1, Ordering::Relaxed);
-            let first = match self.rx.recv_timeout(Duration::from_secs(1)) {
-                Ok(c) => c,
-                Err(RecvTimeoutError::Timeout) => {
-                    self.retention(&mut last_retention);
-                    continue;
-                }
-                Err(RecvTimeoutError::Disconnected) => break,
-            };
-            let mut closing = matches!(first, Cmd::Close);
-            let mut batch = vec![first];
-            // Take what is already queued (batching under load costs no latency at low load),
-            // then wait at most `flush` for more.
-            while batch.len() < self.batch_rows && !closing {
-                match self.rx.try_recv() {
-                    Ok(c) => {
-                        closing = matches!(c, Cmd::Close);
-                        batch.push(c);
-                    }
-                    Err(_) => break,
-                }
-            }
-            let deadline = Instant::now() + self.flush;
-            while batch.len() < self.batch_rows && !closing && !self.flush.is_zero() {
-                let left = deadline.saturating_duration_since(Instant::now());
-                match self.rx.recv_timeout(left) {
-                    Ok(c) => {
-                        closing = matches!(c, Cmd::Close);
-                        batch.push(c);
-                    }
-                    Err(_) => break,
-                }
-            }
-            self.commit(batch);
-            if closing {
-                // Whatever was sent before the close is already in the channel: drain it.
-                let rest: Vec<Cmd> = self.rx.try_iter().collect();
-                if !rest.is_empty() {
-                    self.commit(rest);
-                }
-                lifecycle::checkpoint(&self.conn);
-                break;
-            }
-            self.retention(&mut last_retention);
-        }
-        tracing::info!(path = %self.path.display(), "Store writer flushed and stopped");
-    }
-
-    fn commit(&mut self, batch: Vec<Cmd>) {
-        let scores = batch.iter().filter(|c| matches!(c, Cmd::Score(_))).count() as u64;
-        let t = Instant::now();
-        match self.write(&batch) {
-            Ok(()) => {
-                metrics::histogram!("holmes_sqlite_commit_seconds")
-                    .record(t.elapsed().as_secs_f64());
-                let now = Instant::now();
-                let mut recent = self.health.recent.lock().expect("lock");
-                for c in &batch {
-                    if let Cmd::Score(r) = c {
-                        let e2e = now.duration_since(r.last_sample_at);
-                        metrics::histogram!("holmes_end_to_end_seconds").record(e2e.as_secs_f64());
-                        if r.score.is_some() {
-                            recent.push(now, e2e.as_secs_f32() * 1000.0);
-                        }
-                    }
-                }
-                drop(recent);
-                self.health.writable.store(true, Ordering::Relaxed);
-                self.health
-                    .committed_scores
-                    .fetch_add(scores, Ordering::Relaxed);
-                for c in batch {
-                    if let Cmd::Score(r) = c {
-                        let _ = self.committed.send(Arc::new(r));
-                    }
-                }
-            }
-            Err(e) => {
-                self.health.writable.store(false, Ordering::Relaxed);
-                tracing::error!(error = %e, rows = batch.len(), "Database write failed");
-                *self.health.last_error.lock().expect("lock") = Some(e.to_string());
-            }
-        }
-    }
-
-    fn write(&mut self, batch: &[Cmd]) -> rusqlite::Result<()> {
-        let tx = self.conn.transaction()?;
-        for cmd in batch {
-            match cmd {
-                Cmd::Close => lifecycle::record_stop(&tx)?,
-                Cmd::Score(r) => {
-                    let latency_ms = r.last_sample_at.elapsed().as_secs_f64() * 1000.0;
-                    tx.execute(
-                        "INSERT INTO scores (bed, window_index, window_start_ms, window_end_ms, status, score,
-                            members, ensemble_id, quality, latency_ms, committed_ms, missing, timing)
-                         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)",
-                        params![
-                            &*r.bed,
-                            r.window_index as i64,
-                            r.start_ms,
-                            r.end_ms,
-                            r.status.as_str(),
-                            r.score,
-                            serde_json::to_string(&r.members).expect("members serialise"),
-                            (r.ensemble_id > 0).then_some(r.ensemble_id),
-                            serde_json::to_string(&r.quality).expect("quality serialises"),
-                            latency_ms,
-                            now_ms(),
-                            serde_json::to_string(&r.missing).expect("names serialise"),
-                            r.timing.as_ref().map(|t| t.to_string()),
-                        ],
-                    )?;
-                }
-                Cmd::Event(e, at) => {
-                    tx.execute(
-                        "INSERT INTO events (bed, at_ms, kind, detail) VALUES (?1, ?2, ?3, ?4)",
-                        params![&*e.bed, at, e.kind.as_str(), e.detail.to_string()],
-                    )?;
-                }
-                Cmd::BedSeen(bed, device, at) => {
-                    tx.execute(
-                        "INSERT INTO beds (bed, device, first_seen_ms, last_seen_ms) VALUES (?1, ?2, ?3, ?3)
-                         ON CONFLICT (bed) DO UPDATE SET device = ?2, last_seen_ms = ?3",
-                        params![bed, device, at],
-                    )?;
-                }
-            }
-        }
-        tx.commit()
-    }
-
-    fn retention(&mut self, last: &mut Instant) {
-        if last.elapsed() < Duration::from_secs(3600) {
-            return;
-        }
-        *last = Instant::now();
-        let cutoff = now_ms() - self.retention_ms;
-        let r = self
-            .conn
-            .execute("DELETE FROM scores WHERE committed_ms < ?1", [cutoff])
-            .and_then(|_| {
-                self.conn.execute(
-                    "DELETE FROM events WHERE at_ms < ?1 AND bed <> ?2",
-                    params![cutoff, lifecycle::SERVER_BED],
-                )
-            });
-        if let Err(e) = r {
-            tracing::warn!(error = %e, "Retention sweep failed");
-        }
-    }
-}
-
+mod backlog;
 pub mod lifecycle;
 mod reader;
+mod writer;
+pub use backlog::StorageFault;
+use backlog::{Backlog, Backoff};
 pub use reader::{ScoreRow, StoreReader};
+use writer::Writer;
 
 #[cfg(test)]
 mod tests {

@@ -85,6 +85,9 @@ pub enum EventKind {
     /// Found at start-up: the previous run ended without `server_stop` (under `server`, and
     /// under each bed it scored, with the bed's last committed window).
     UncleanShutdown,
+    /// A model panicked, failed or returned non-finite output (recorded under the bed `zoo`,
+    /// at most once a minute per model).
+    ModelFault,
 }
 
 impl EventKind {
@@ -105,6 +108,7 @@ impl EventKind {
             EventKind::ServerStart => "server_start",
             EventKind::ServerStop => "server_stop",
             EventKind::UncleanShutdown => "unclean_shutdown",
+            EventKind::ModelFault => "model_fault",
         }
     }
 }

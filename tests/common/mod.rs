@@ -270,3 +270,60 @@ pub fn copy_model(name: &str, to: &Path) {
         std::fs::copy(src.join(f), dst.join(f)).unwrap();
     }
 }
+
+impl App {
+    /// `/api/health`'s body.
+    pub async fn health(&self) -> Value {
+        self.get("/api/health").await.1
+    }
+
+    /// Waits until `pred` holds for `/api/health`, or panics after `secs` with the last body.
+    pub async fn wait_health(&self, secs: f64, what: &str, pred: impl Fn(&Value) -> bool) -> Value {
+        let until = std::time::Instant::now() + Duration::from_secs_f64(secs);
+        loop {
+            let h = self.health().await;
+            if pred(&h) {
+                return h;
+            }
+            assert!(
+                std::time::Instant::now() < until,
+                "timed out waiting for {what}: {h}"
+            );
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+
+    /// Reads the live feed (`/api/stream`) until a snapshot satisfies `pred`; panics after
+    /// `secs`.
+    pub async fn wait_snapshot(&self, secs: f64, pred: impl Fn(&Value) -> bool) -> Value {
+        let mut s = tokio::net::TcpStream::connect(self.addr).await.unwrap();
+        let req = "GET /api/stream HTTP/1.1\r\nHost: test\r\nAccept: text/event-stream\r\n\r\n";
+        s.write_all(req.as_bytes()).await.unwrap();
+        let until = tokio::time::Instant::now() + Duration::from_secs_f64(secs);
+        let (mut buf, mut last) = (Vec::<u8>::new(), Value::Null);
+        loop {
+            let mut chunk = [0u8; 65536];
+            let n = match tokio::time::timeout_at(until, s.read(&mut chunk)).await {
+                Ok(Ok(n)) if n > 0 => n,
+                other => panic!("no matching snapshot ({other:?}); last: {last}"),
+            };
+            buf.extend_from_slice(&chunk[..n]);
+            // Events are `data: {...}` lines; chunked framing puts sizes on lines of their own.
+            let text = String::from_utf8_lossy(&buf).to_string();
+            for line in text.lines() {
+                let parsed = line
+                    .strip_prefix("data: ")
+                    .and_then(|d| serde_json::from_str::<Value>(d).ok());
+                if let Some(v) = parsed {
+                    if pred(&v) {
+                        return v;
+                    }
+                    last = v;
+                }
+            }
+            if let Some(cut) = text.rfind('\n') {
+                buf.drain(..cut + 1);
+            }
+        }
+    }
+}
