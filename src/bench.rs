@@ -86,6 +86,8 @@ pub async fn run(mut base: Config, opts: BenchOptions) -> anyhow::Result<BenchRe
     base.composer.enabled = false;
     base.ward.beds = (1..=opts.beds).map(|i| format!("bed-{i}")).collect();
     base.ward.max_beds = base.ward.max_beds.max(opts.beds);
+    // The simulated monitors sign in as one gateway device, checked as in service.
+    let token = crate::devices::DeviceDb::open(&base.storage.db)?.add("bench", None)?;
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
     let running = crate::server::start(base.clone(), listener).await?;
     let (cpu0, t0) = (cpu_seconds(), Instant::now());
@@ -95,7 +97,9 @@ pub async fn run(mut base: Config, opts: BenchOptions) -> anyhow::Result<BenchRe
         source: opts.source.clone(),
         duration: opts.duration,
         speed: opts.speed,
-        token: "bench".into(),
+        token,
+        device: Some("bench".into()),
+        ca: None,
         bed_prefix: "bed-".into(),
         faults: Faults::default(),
         records: Vec::new(),

@@ -20,6 +20,7 @@
 //!     --train::fit--> Net --zoo::write_model--> models/<name>/{manifest.json, weights.mpk}
 //! ```
 
+pub mod audit;
 pub mod bench;
 pub mod cli;
 pub mod composer;
@@ -27,6 +28,7 @@ pub mod config;
 pub mod cpu_bench;
 pub mod dashboard;
 pub mod dataset;
+pub mod devices;
 pub mod engine;
 pub mod evaluation;
 pub mod http;
@@ -38,6 +40,7 @@ pub mod server;
 pub mod sim;
 pub mod store;
 pub mod telemetry;
+pub mod tls;
 pub mod train;
 pub mod ward;
 pub mod wfdb;

@@ -16,6 +16,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::DashboardConfig;
 use super::alarms::{Alarm, AlarmDb, AlarmError, Alarms, Thresholds, Transition};
+use crate::audit::Action;
 use crate::composer::service::Serving;
 use crate::store::{ScoreRecord, ScoreStatus, StoreHandle, StoreReader, now_ms};
 use crate::ward::{BedStatus, Ward};
@@ -175,6 +176,7 @@ async fn run(
     let span_ms = (cfg.trend_hours * 3.6e6) as i64;
     // Alarm persistence and the trends' first fill run on the blocking pool.
     let since = now_ms() - span_ms;
+    let audit_log = crate::audit::AuditLog::new(&db);
     let (adb, last_id, mut beds) = match tokio::task::spawn_blocking(move || {
         let adb = AlarmDb::open(&db)?;
         let last = adb.resume(now_ms())?;
@@ -216,7 +218,7 @@ async fn run(
         },
         last_id,
     );
-    let persist = |ts: Vec<Transition>, audit: Option<(String, &'static str)>| {
+    let persist = |ts: Vec<Transition>, audit: Option<(String, Action)>| {
         let adb = adb.clone();
         if ts.is_empty() {
             return;
@@ -226,14 +228,16 @@ async fn run(
                 tracing::info!(id = a.id, kind = a.kind.as_str(), "Alarm raised");
             }
         }
+        for t in &ts {
+            if let (Some((user, action)), Transition::Changed(a)) = (&audit, t) {
+                audit_log.record(Some(user), *action, json!({"alarm": a.id, "bed": a.bed, "kind": a.kind.as_str(), "silenced_until_ms": a.silenced_until_ms}));
+            }
+        }
         tokio::task::spawn_blocking(move || {
             let db = adb.lock().expect("alarm db lock");
             for t in &ts {
                 if let Err(e) = db.apply(t) {
                     tracing::error!(error = %e, "Cannot store an alarm change");
-                }
-                if let (Some((user, action)), Transition::Changed(a)) = (&audit, t) {
-                    let _ = db.audit(Some(user), action, &json!({"alarm": a.id, "bed": a.bed, "kind": a.kind.as_str(), "silenced_until_ms": a.silenced_until_ms}));
                 }
             }
         });
@@ -265,12 +269,12 @@ async fn run(
             Some(c) = cmds.recv() => {
                 let now = now_ms();
                 let (res, reply, action, user) = match c {
-                    AlarmCmd::Ack { id, user, reply } => (alarms.acknowledge(id, &user, now), reply, "alarm_acknowledged", user),
-                    AlarmCmd::Silence { id, user, secs, reply } => (alarms.silence(id, &user, secs, now), reply, "alarm_silenced", user),
+                    AlarmCmd::Ack { id, user, reply } => (alarms.acknowledge(id, &user, now), reply, Action::AlarmAcknowledged, user),
+                    AlarmCmd::Silence { id, user, secs, reply } => (alarms.silence(id, &user, secs, now), reply, Action::AlarmSilenced, user),
                 };
                 let res = res.map(|t| {
                     let a = match &t { Transition::Raised(a) | Transition::Changed(a) => a.clone() };
-                    tracing::info!(id = a.id, %action, "Alarm action");
+                    tracing::info!(id = a.id, action = action.as_str(), "Alarm action");
                     persist(vec![t], Some((user, action)));
                     a
                 });
