@@ -221,6 +221,9 @@ impl Config {
                     .into(),
             );
         }
+        let sv = &self.server;
+        crate::tls::check_transport(sv.listen, sv.tls.as_ref(), sv.allow_plain_http_on_network)
+            .map_err(|e| format!("server.listen: {e}"))?;
         if !(0.05..=3600.0).contains(&self.auth.devices_refresh_secs) {
             return Err("auth.devices_refresh_secs must lie in [0.05, 3600]".into());
         }
@@ -272,6 +275,9 @@ mod tests {
             e.contains("holmes device add") && !e.contains("s3cret"),
             "{e}"
         );
+        let open = DEFAULT_TOML.replace("127.0.0.1:8080", "0.0.0.0:8080");
+        let e = Config::parse(&open, "x.toml").unwrap_err().to_string();
+        assert!(e.contains("refusing plain HTTP"), "{e}");
         let bad = DEFAULT_TOML.replace("min_coverage = 0.8", "min_coverage = 1.5");
         let e = Config::parse(&bad, "x.toml").unwrap_err().to_string();
         assert!(e.contains("quality.min_coverage"), "{e}");
