@@ -1,7 +1,8 @@
 //! The monitor side of the server: one task per WebSocket connection on `/ws/monitor`.
-//! It checks the hello and its device token ([`devices`](crate::devices)), attaches to the bed in the [`ward`](crate::ward), validates every
-//! frame against what the hello announced, answers bad frames with an error (the connection
-//! carries on) and fatal problems with a close code.
+//! It checks the hello and its device token ([`devices`](crate::devices)), attaches to the
+//! bed in the [`ward`](crate::ward), validates every frame against what the hello announced,
+//! answers bad frames with an error (the connection carries on) and fatal problems with a
+//! close code.
 
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
