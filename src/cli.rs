@@ -27,6 +27,11 @@ pub enum Command {
         #[command(subcommand)]
         command: UserCommand,
     },
+    /// Monitors' device tokens (stored hashed; see `auth.require_device_tokens`).
+    Device {
+        #[command(subcommand)]
+        command: crate::devices::DeviceCommand,
+    },
     /// Train the model zoo from PhysioNet records (resumable: finished models are kept).
     Train {
         /// Folder holding vfdb/, cudb/ and mitdb/ [default: $HOLMES_DATA or ../shared/data/physionet]
@@ -168,9 +173,17 @@ pub struct SimulateArgs {
     /// Signal seconds per wall-clock second.
     #[arg(long, default_value_t = 1.0)]
     pub speed: f64,
-    /// Device token presented in the hello.
+    /// Device token presented in the hello (from `holmes device add`).
     #[arg(long, default_value = "demo")]
     pub token: String,
+    /// Device name in every hello (the token's device, as a gateway for all the beds)
+    /// [default: sim-<bed> per bed].
+    #[arg(long)]
+    pub device: Option<String>,
+    /// PEM file of the CA (or self-signed certificate) to trust for a wss:// URL [default:
+    /// the system's roots].
+    #[arg(long)]
+    pub ca: Option<PathBuf>,
     /// Probability a frame is dropped.
     #[arg(long, default_value_t = 0.0)]
     pub drop: f64,
@@ -421,8 +434,10 @@ pub fn run(cli: Cli) -> Result<()> {
             let mut cfg = Config::default();
             cfg.server.listen = listen;
             cfg.storage.db = db;
-            // The demo's ward view opens without signing in (it listens on loopback).
+            // The demo's ward view opens without signing in, and its simulated monitors need
+            // no device tokens (it listens on loopback).
             cfg.dashboard.public_ward_view = true;
+            cfg.auth.require_device_tokens = false;
             block_on(demo(cfg, beds, duration, speed))?;
         }
         Command::User {
@@ -444,13 +459,14 @@ pub fn run(cli: Cli) -> Result<()> {
                 .context("reading the password from standard input")?;
             let password = password.trim_end_matches(['\n', '\r']);
             crate::dashboard::auth::Users::open(&db)?.add(&name, role, password, replace)?;
-            crate::dashboard::alarms::AlarmDb::open(&db)?.audit(
-                None,
-                "user_added",
+            crate::audit::AuditLog::new(&db).write(
+                Some(&crate::devices::cli_actor()),
+                crate::audit::Action::UserAdded,
                 &serde_json::json!({"user": name, "role": role.as_str()}),
             )?;
             println!("user {name} ({}) added to {}", role.as_str(), db.display());
         }
+        Command::Device { command } => crate::devices::run(command)?,
         Command::Zoo {
             command: ZooCommand::List { dir, json },
         } => {
@@ -503,6 +519,8 @@ fn sim_options(a: &SimulateArgs) -> SimOptions {
         duration: std::time::Duration::from_secs_f64(a.duration),
         speed: a.speed,
         token: a.token.clone(),
+        device: a.device.clone(),
+        ca: a.ca.clone(),
         bed_prefix: a.prefix.clone(),
         faults: Faults {
             drop: a.drop,
@@ -569,6 +587,8 @@ async fn demo(cfg: Config, beds: usize, duration: Option<f64>, speed: f64) -> Re
         duration: run_for,
         speed,
         token: "demo".into(),
+        device: None,
+        ca: None,
         bed_prefix: "bed-".into(),
         faults: Faults::default(),
         records: Vec::new(),

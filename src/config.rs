@@ -59,13 +59,23 @@ pub struct ServerConfig {
     pub max_connections: usize,
     /// Seconds a client has to send a request's headers before its connection is closed.
     pub header_read_timeout_secs: f64,
+    /// Serve plain HTTP on a non-loopback address (without `tls`); false refuses to start so.
+    #[serde(default)]
+    pub allow_plain_http_on_network: bool,
+    /// HTTPS and `wss://` with this certificate (absent: plain HTTP).
+    #[serde(default)]
+    pub tls: Option<crate::tls::TlsConfig>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct AuthConfig {
-    /// Tokens a monitor may present in its hello; empty accepts any token.
-    pub device_tokens: Vec<String>,
+    /// Monitors must present a token issued by `holmes device add` for the device they name
+    /// (false: any hello is accepted, as the demo and the bench run).
+    pub require_device_tokens: bool,
+    /// Seconds between re-reads of the devices table: a revoked device is refused, and its
+    /// live connections closed, within this time.
+    pub devices_refresh_secs: f64,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -177,6 +187,18 @@ impl Default for Config {
 impl Config {
     /// Parses and validates TOML text; `origin` names it in errors.
     pub fn parse(text: &str, origin: &str) -> Result<Config, ConfigError> {
+        if let Ok(t) = text.parse::<toml::Table>()
+            && t.get("auth").and_then(|a| a.get("device_tokens")).is_some()
+        {
+            return Err(ConfigError::Invalid {
+                origin: origin.to_owned(),
+                reason: "auth.device_tokens is gone: plain tokens in the config are replaced by \
+                         per-device tokens stored hashed. Issue one per monitor with `holmes \
+                         device add NAME`, then delete the list (auth.require_device_tokens = \
+                         false accepts any token, for a demo)"
+                    .into(),
+            });
+        }
         let c: Config = toml::from_str(text).map_err(|e| ConfigError::Parse {
             origin: origin.to_owned(),
             reason: e.to_string(),
@@ -224,6 +246,12 @@ impl Config {
                         ingest.bed_queue must be positive"
                     .into(),
             );
+        }
+        let sv = &self.server;
+        crate::tls::check_transport(sv.listen, sv.tls.as_ref(), sv.allow_plain_http_on_network)
+            .map_err(|e| format!("server.listen: {e}"))?;
+        if !(0.05..=3600.0).contains(&self.auth.devices_refresh_secs) {
+            return Err("auth.devices_refresh_secs must lie in [0.05, 3600]".into());
         }
         self.composer.validate()?;
         self.dashboard.validate()?;
@@ -278,6 +306,9 @@ mod tests {
     fn embedded_defaults_parse() {
         let c = Config::default();
         assert_eq!((c.ward.window_secs, c.ward.hop_secs), (30, 30));
+        // Secure by default: registered devices only, plain HTTP on loopback only.
+        assert!(c.auth.require_device_tokens);
+        assert!(!c.server.allow_plain_http_on_network && c.server.tls.is_none());
     }
 
     /// Every option the config has (serialised from the defaults, so a field added with
@@ -323,6 +354,15 @@ mod tests {
         let bad = DEFAULT_TOML.replace("[auth]", "[auth]\nsurprise = 1");
         let e = Config::parse(&bad, "x.toml").unwrap_err().to_string();
         assert!(e.contains("x.toml") && e.contains("surprise"), "{e}");
+        let old = DEFAULT_TOML.replace("[auth]", "[auth]\ndevice_tokens = [\"s3cret\"]");
+        let e = Config::parse(&old, "x.toml").unwrap_err().to_string();
+        assert!(
+            e.contains("holmes device add") && !e.contains("s3cret"),
+            "{e}"
+        );
+        let open = DEFAULT_TOML.replace("127.0.0.1:8080", "0.0.0.0:8080");
+        let e = Config::parse(&open, "x.toml").unwrap_err().to_string();
+        assert!(e.contains("refusing plain HTTP"), "{e}");
         let bad = DEFAULT_TOML.replace("min_coverage = 0.8", "min_coverage = 1.5");
         let e = Config::parse(&bad, "x.toml").unwrap_err().to_string();
         assert!(e.contains("quality.min_coverage"), "{e}");

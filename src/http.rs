@@ -51,6 +51,8 @@ impl ModelInfo {
 pub struct AppState {
     pub cfg: Config,
     pub ward: Ward,
+    /// The check of monitors' device tokens.
+    pub devices: crate::devices::DeviceAuth,
     pub reader: StoreReader,
     pub store_health: Arc<StoreHealth>,
     /// The ensemble serving now and the composer's state.
@@ -135,7 +137,9 @@ async fn ws_monitor(ws: WebSocketUpgrade, State(s): State<AppState>) -> Response
     let max = s.cfg.ingest.max_frame_bytes;
     ws.max_message_size(max)
         .max_frame_size(max)
-        .on_upgrade(move |socket| crate::ingest::connection(socket, s.cfg, s.ward, s.shutdown))
+        .on_upgrade(move |socket| {
+            crate::ingest::connection(socket, s.cfg, s.ward, s.devices, s.shutdown)
+        })
 }
 
 async fn beds(State(s): State<AppState>) -> Result<Json<serde_json::Value>, ApiError> {

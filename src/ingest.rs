@@ -1,7 +1,8 @@
 //! The monitor side of the server: one task per WebSocket connection on `/ws/monitor`.
-//! It checks the hello, attaches to the bed in the [`ward`](crate::ward), validates every
-//! frame against what the hello announced, answers bad frames with an error (the connection
-//! carries on) and fatal problems with a close code.
+//! It checks the hello and its device token ([`devices`](crate::devices)), attaches to the
+//! bed in the [`ward`](crate::ward), validates every frame against what the hello announced,
+//! answers bad frames with an error (the connection carries on) and fatal problems with a
+//! close code.
 
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
@@ -12,6 +13,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::config::Config;
 use crate::dataset::MAX_LEADS;
+use crate::devices::DeviceAuth;
 use crate::protocol::{
     ClientMsg, ErrorCode, PROTOCOL_VERSION, ServerMsg, close, parse_binary, parse_client,
 };
@@ -61,6 +63,7 @@ pub async fn connection(
     mut socket: WebSocket,
     cfg: Config,
     ward: Ward,
+    devices: DeviceAuth,
     shutdown: CancellationToken,
 ) {
     let hello_timeout = Duration::from_secs_f64(cfg.ingest.hello_timeout_secs);
@@ -141,10 +144,16 @@ pub async fn connection(
         ann.by_name.insert(ch.lead.clone(), slot);
         ann.order.push(slot);
     }
+    if let Err(refusal) = devices.admit(&device, &bed, &token).await {
+        // The device name is no patient data; the bed and the token stay out of the log.
+        tracing::warn!(device = ?device, reason = refusal.as_str(), "Monitor refused: token not accepted");
+        metrics::counter!("holmes_monitor_refusals_total", "reason" => "token").increment(1);
+        return close_with(&mut socket, close::UNAUTHORIZED, "token not accepted").await;
+    }
     let vitals: Vec<String> = vitals.into_iter().map(|v| v.name).collect();
     let (out_tx, mut out_rx) = mpsc::channel::<ServerMsg>(OUT_QUEUE);
     let attach = match ward
-        .attach(&bed, &device, &token, present, vitals, out_tx.clone())
+        .attach(&bed, &device, present, vitals, out_tx.clone())
         .await
     {
         Ok(a) => a,

@@ -21,6 +21,7 @@
 //! ```
 
 pub mod appliance;
+pub mod audit;
 pub mod bench;
 pub mod cli;
 pub mod composer;
@@ -28,6 +29,7 @@ pub mod config;
 pub mod cpu_bench;
 pub mod dashboard;
 pub mod dataset;
+pub mod devices;
 pub mod engine;
 pub mod evaluation;
 pub mod http;
@@ -40,6 +42,7 @@ pub mod server;
 pub mod sim;
 pub mod store;
 pub mod telemetry;
+pub mod tls;
 pub mod train;
 pub mod ward;
 pub mod wfdb;

@@ -8,8 +8,9 @@
 //!   header timer, which also closes a connection that sends nothing): a client dribbling its
 //!   headers byte by byte (slowloris) is closed.
 //!
-//! [`serve_connection`] serves one accepted stream of any transport, so a TLS acceptor can
-//! wrap the socket and hand it over.
+//! With `[server.tls]` each connection's TLS handshake runs in its own task
+//! ([`tls::handshake`](crate::tls::handshake)) before [`serve_connection`], which serves a
+//! stream of any transport.
 
 use std::pin::Pin;
 use std::sync::Arc;
@@ -56,6 +57,7 @@ impl ConnLimits {
 /// requests in flight (upgraded WebSockets close through their own shutdown token).
 pub async fn serve(
     listener: TcpListener,
+    tls: Option<tokio_rustls::TlsAcceptor>,
     app: Router,
     limits: ConnLimits,
     shutdown: CancellationToken,
@@ -82,16 +84,27 @@ pub async fn serve(
             continue;
         };
         let _ = stream.set_nodelay(true);
-        let io = Held {
-            io: stream,
-            _place: place,
-        };
-        conns.spawn(serve_connection(
-            io,
-            app.clone(),
-            limits.header_read_timeout,
-            shutdown.clone(),
-        ));
+        let (app, timeout, shutdown) = (app.clone(), limits.header_read_timeout, shutdown.clone());
+        match &tls {
+            None => {
+                let io = Held {
+                    io: stream,
+                    _place: place,
+                };
+                conns.spawn(serve_connection(io, app, timeout, shutdown));
+            }
+            Some(acceptor) => {
+                let acceptor = acceptor.clone();
+                conns.spawn(async move {
+                    // The place is held through the handshake: a crowd of silent TLS clients
+                    // counts against the limit too.
+                    if let Some(io) = crate::tls::handshake(&acceptor, stream).await {
+                        let io = Held { io, _place: place };
+                        serve_connection(io, app, timeout, shutdown).await;
+                    }
+                });
+            }
+        }
     }
     conns.close();
     conns.wait().await;

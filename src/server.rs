@@ -29,6 +29,10 @@ pub enum ServerError {
     Dashboard(String),
     #[error("listening socket: {0}")]
     Io(#[from] std::io::Error),
+    #[error(transparent)]
+    Tls(#[from] crate::tls::TlsError),
+    #[error(transparent)]
+    Devices(#[from] crate::devices::DeviceError),
 }
 
 /// A running daemon.
@@ -123,6 +127,16 @@ pub fn prepare(
 /// serves until `shutdown` is cancelled.
 pub async fn start(cfg: Config, listener: TcpListener) -> Result<Running, ServerError> {
     let addr = listener.local_addr()?;
+    let sc = &cfg.server;
+    crate::tls::check_transport(addr, sc.tls.as_ref(), sc.allow_plain_http_on_network)?;
+    let tls = match sc.tls.clone() {
+        Some(t) => Some(
+            tokio::task::spawn_blocking(move || crate::tls::server_config(&t))
+                .await
+                .expect("reading the TLS files does not panic")?,
+        ),
+        None => None,
+    };
     crate::telemetry::handle();
     let devices = tokio::task::spawn_blocking(device::discover)
         .await
@@ -189,7 +203,8 @@ pub async fn start(cfg: Config, listener: TcpListener) -> Result<Running, Server
             store.clone(),
             zoo_status.clone(),
         );
-        tokio::task::spawn_blocking(move || watch_zoo(dir, eng, st, status, zoo_gen_tx))
+        let audit = crate::audit::AuditLog::new(&cfg.storage.db);
+        tokio::task::spawn_blocking(move || watch_zoo(dir, eng, st, audit, status, zoo_gen_tx))
             .await
             .expect("zoo watcher start-up does not panic")
     };
@@ -238,6 +253,11 @@ pub async fn start(cfg: Config, listener: TcpListener) -> Result<Running, Server
         };
         tracker.spawn(composer::service::run(cx, start_plan.is_some()));
     }
+    let (db, acfg) = (cfg.storage.db.clone(), cfg.auth.clone());
+    let devices = tokio::task::spawn_blocking(move || crate::devices::DeviceAuth::open(&db, &acfg))
+        .await
+        .expect("reading the devices table does not panic")?;
+    devices.spawn_watch(ward.clone(), shutdown.child_token(), &tracker);
     let (db, dcfg) = (cfg.storage.db.clone(), cfg.dashboard.clone());
     let users = tokio::task::spawn_blocking(move || crate::dashboard::auth::Users::open(&db))
         .await
@@ -261,6 +281,7 @@ pub async fn start(cfg: Config, listener: TcpListener) -> Result<Running, Server
         users: Arc::new(std::sync::Mutex::new(users)),
         cfg: cfg.clone(),
         ward: ward.clone(),
+        devices,
         reader,
         store_health: store.health.clone(),
         serving,
@@ -271,11 +292,12 @@ pub async fn start(cfg: Config, listener: TcpListener) -> Result<Running, Server
     };
     let store_health = store.health.clone();
     let app = router(state);
+    let tls = tls.map(tokio_rustls::TlsAcceptor::from);
     let token = shutdown.clone();
     let eng = engine.clone();
     let limits = crate::listen::ConnLimits::new(&cfg.server);
     let join = tokio::spawn(async move {
-        crate::listen::serve(listener, app, limits, token.clone()).await;
+        crate::listen::serve(listener, tls, app, limits, token.clone()).await;
         // Beds stop; the engine finishes what is queued and stops; then the writer flushes.
         drop(watcher);
         tracker.close();
@@ -288,7 +310,12 @@ pub async fn start(cfg: Config, listener: TcpListener) -> Result<Running, Server
         })
         .await;
     });
-    tracing::info!(%addr, ensemble_id, "Holmes is serving");
+    let scheme = if cfg.server.tls.is_some() {
+        "https"
+    } else {
+        "http"
+    };
+    tracing::info!(%addr, scheme, ensemble_id, "Holmes is serving");
     Ok(Running {
         addr,
         shutdown,

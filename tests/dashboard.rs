@@ -92,6 +92,8 @@ fn sim(url: &str, prefix: &str, beds: usize, secs: f64) -> SimOptions {
         duration: Duration::from_secs_f64(secs),
         speed: 10.0,
         token: "t".into(),
+        device: None,
+        ca: None,
         bed_prefix: prefix.into(),
         faults: Faults::default(),
         records: vec![],

@@ -123,5 +123,15 @@ async fn models_are_added_refused_changed_and_removed_while_scoring() {
         models["zoo"]["generation"].as_u64().unwrap() >= 4,
         "{models}"
     );
+    // Every change is in the audit log, by the system.
+    let audit = holmes::audit::read_all(&app.dir.path().join("holmes.db")).unwrap();
+    for action in ["model_loaded", "model_refused", "model_removed"] {
+        assert!(
+            audit
+                .iter()
+                .any(|r| r.0.as_deref() == Some("system") && r.1 == action),
+            "{action} missing from {audit:?}"
+        );
+    }
     app.stop().await;
 }

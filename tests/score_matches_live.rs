@@ -21,6 +21,8 @@ async fn offline_scores_equal_live_scores() {
         duration: Duration::from_secs(3),
         speed: 30.0,
         token: "t".into(),
+        device: None,
+        ca: None,
         bed_prefix: "bed-".into(),
         faults: Faults::default(),
         records: vec!["vfdb/418".into()],

@@ -16,6 +16,8 @@ fn opts(url: String, beds: usize, faults: Faults) -> SimOptions {
         duration: Duration::from_secs(4),
         speed: 25.0,
         token: "t".into(),
+        device: None,
+        ca: None,
         bed_prefix: "sim-".into(),
         faults,
         records: Vec::new(),

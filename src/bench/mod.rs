@@ -41,6 +41,8 @@ pub enum BenchError {
     Compose(String),
     #[error(transparent)]
     Zoo(#[from] crate::zoo::ZooError),
+    #[error(transparent)]
+    Device(#[from] crate::devices::DeviceError),
 }
 
 /// What the load does.
@@ -312,6 +314,8 @@ pub async fn run(mut base: Config, opts: BenchOptions) -> Result<BenchReport, Be
     base.ward.max_beds = base.ward.max_beds.max(opts.beds);
     base.ward.stagger = opts.scenario != Scenario::Aligned;
     base.ward.scoring = opts.scenario != Scenario::Ingest;
+    // The simulated monitors sign in as one gateway device, checked as in service.
+    let token = crate::devices::DeviceDb::open(&base.storage.db)?.add("bench", None)?;
     // Models load and warm before the daemon answers; the whole zoo takes a while.
     let ready_within = Duration::from_secs(60 + 10 * opts.members.len() as u64);
     let daemon = Daemon::start(base.clone(), dir.path(), ready_within).await?;
@@ -341,7 +345,9 @@ pub async fn run(mut base: Config, opts: BenchOptions) -> Result<BenchReport, Be
         source: opts.source.clone(),
         duration: opts.duration,
         speed: opts.speed,
-        token: "bench".into(),
+        token,
+        device: Some("bench".into()),
+        ca: None,
         bed_prefix: "bed-".into(),
         faults: Faults::default(),
         records: Vec::new(),

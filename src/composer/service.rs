@@ -495,10 +495,16 @@ pub async fn apply(
     .expect("switching does not panic")?;
     tracing::info!(%reason, plan = version, rung, ensemble_id = id, members = ?members, "Serving a new ensemble");
     metrics::counter!("holmes_plan_switches_total").increment(1);
+    let detail = json!({"reason": reason, "plan": version, "rung": rung, "ensemble_id": id, "members": members});
+    crate::audit::AuditLog::new(&cx.cfg.storage.db).record(
+        Some(crate::audit::SYSTEM),
+        crate::audit::Action::PlanSwitched,
+        detail.clone(),
+    );
     cx.store.event(TechEvent {
         bed: "composer".into(),
         kind: EventKind::PlanChange,
-        detail: json!({"reason": reason, "plan": version, "rung": rung, "ensemble_id": id, "members": members}),
+        detail,
     });
     set(&cx.serving, |s| {
         s.models = models;

@@ -238,7 +238,7 @@ impl Alarms {
     }
 }
 
-/// The `alarms` and `audit` tables.
+/// The `alarms` table.
 pub struct AlarmDb {
     conn: Connection,
     path: PathBuf,
@@ -302,22 +302,6 @@ impl AlarmDb {
                     a.silenced_ms,
                     a.silenced_until_ms
                 ],
-            )
-            .map_err(|e| self.err(e))?;
-        Ok(())
-    }
-
-    /// Appends to the audit log.
-    pub fn audit(
-        &self,
-        user: Option<&str>,
-        action: &str,
-        detail: &serde_json::Value,
-    ) -> Result<(), AlarmError> {
-        self.conn
-            .execute(
-                "INSERT INTO audit (at_ms, user, action, detail) VALUES (?1, ?2, ?3, ?4)",
-                params![crate::store::now_ms(), user, action, detail.to_string()],
             )
             .map_err(|e| self.err(e))?;
         Ok(())

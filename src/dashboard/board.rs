@@ -17,6 +17,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::DashboardConfig;
 use super::alarms::{Alarm, AlarmDb, AlarmError, Alarms, Thresholds, Transition};
+use crate::audit::Action;
 use crate::composer::service::Serving;
 use crate::store::{ScoreRecord, ScoreStatus, StoreHandle, StoreReader, now_ms};
 use crate::ward::{BedStatus, Ward};
@@ -198,6 +199,7 @@ async fn run(
     let span_ms = (cfg.trend_hours * 3.6e6) as i64;
     // Alarm persistence and the trends' first fill run on the blocking pool.
     let since = now_ms() - span_ms;
+    let audit_log = crate::audit::AuditLog::new(&db);
     let (adb, last_id, mut beds) = match tokio::task::spawn_blocking(move || {
         let adb = AlarmDb::open(&db)?;
         let last = adb.resume(now_ms())?;
@@ -287,25 +289,27 @@ async fn run(
             Some(c) = cmds.recv() => {
                 let now = now_ms();
                 let (res, reply, action, user) = match c {
-                    AlarmCmd::Ack { id, user, reply } => (alarms.acknowledge(id, &user, now), reply, "alarm_acknowledged", user),
-                    AlarmCmd::Silence { id, user, secs, reply } => (alarms.silence(id, &user, secs, now), reply, "alarm_silenced", user),
+                    AlarmCmd::Ack { id, user, reply } => (alarms.acknowledge(id, &user, now), reply, Action::AlarmAcknowledged, user),
+                    AlarmCmd::Silence { id, user, secs, reply } => (alarms.silence(id, &user, secs, now), reply, Action::AlarmSilenced, user),
                 };
                 match res {
                     Ok(t) => {
                         let a = match &t { Transition::Raised(a) | Transition::Changed(a) => a.clone() };
-                        tracing::info!(id = a.id, %action, "Alarm action");
+                        tracing::info!(id = a.id, action = action.as_str(), "Alarm action");
                         // The user hears back once the action and its audit entry are stored,
                         // or that they could not be (the action stands on the ward).
-                        let adb = adb.clone();
+                        let (adb, audit_log) = (adb.clone(), audit_log.clone());
                         tokio::task::spawn_blocking(move || {
                             let db = adb.lock().expect("alarm db lock");
                             let detail = json!({"alarm": a.id, "bed": a.bed, "kind": a.kind.as_str(), "silenced_until_ms": a.silenced_until_ms});
-                            let stored = db.apply(&t).and_then(|()| db.audit(Some(&user), action, &detail));
+                            let stored = db.apply(&t).map_err(|e| e.to_string()).and_then(|()| {
+                                audit_log.write(Some(&user), action, &detail).map_err(|e| e.to_string())
+                            });
                             let _ = reply.send(match stored {
                                 Ok(()) => Ok(a),
                                 Err(e) => {
                                     tracing::error!(error = %e, id = a.id, "Cannot store an alarm action");
-                                    Err(AlarmError::NotRecorded { alarm: a.id, reason: e.to_string() })
+                                    Err(AlarmError::NotRecorded { alarm: a.id, reason: e })
                                 }
                             });
                         });

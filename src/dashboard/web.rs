@@ -17,6 +17,7 @@ use serde_json::json;
 
 use super::alarms::AlarmError;
 use super::auth::{self, User};
+use crate::audit::{Action, AuditLog};
 use crate::http::AppState;
 
 const INDEX: &str = include_str!("../../web/index.html");
@@ -155,7 +156,7 @@ pub async fn login(State(s): State<AppState>, Json(l): Json<Login>) -> Response 
     .await;
     match res {
         Ok(Ok(Some((user, token)))) => {
-            audit(&s, Some(&user.name), "sign_in", json!({}));
+            audit(&s, Some(&user.name), Action::SignIn, json!({}));
             let cookie = format!(
                 "{}={token}; Path=/; HttpOnly; Secure; SameSite=Strict; Max-Age={}",
                 auth::COOKIE,
@@ -164,7 +165,7 @@ pub async fn login(State(s): State<AppState>, Json(l): Json<Login>) -> Response 
             ([(header::SET_COOKIE, cookie)], Json(json!({"user": user}))).into_response()
         }
         Ok(Ok(None)) => {
-            audit(&s, None, "sign_in_refused", json!({"name": name}));
+            audit(&s, None, Action::SignInRefused, json!({"name": name}));
             unauthorized("unknown user or wrong password")
         }
         Ok(Err(e)) => error(StatusCode::SERVICE_UNAVAILABLE, e.to_string()),
@@ -255,7 +256,7 @@ pub async fn recompose(State(s): State<AppState>, headers: HeaderMap) -> Respons
     }
     match s.recompose.try_send(format!("asked by {}", u.name)) {
         Ok(()) => {
-            audit(&s, Some(&u.name), "recompose", json!({}));
+            audit(&s, Some(&u.name), Action::RecomposeRequested, json!({}));
             (StatusCode::ACCEPTED, Json(json!({"recomposing": true}))).into_response()
         }
         Err(_) => error(
@@ -297,16 +298,8 @@ pub async fn strip(
 }
 
 /// Appends to the audit log off the async workers.
-pub fn audit(s: &AppState, user: Option<&str>, action: &'static str, detail: serde_json::Value) {
-    let (db, user) = (s.cfg.storage.db.clone(), user.map(str::to_owned));
-    tokio::task::spawn_blocking(move || {
-        match super::alarms::AlarmDb::open(&db)
-            .and_then(|d| d.audit(user.as_deref(), action, &detail))
-        {
-            Ok(()) => {}
-            Err(e) => tracing::error!(error = %e, "Cannot write the audit log"),
-        }
-    });
+pub fn audit(s: &AppState, user: Option<&str>, action: Action, detail: serde_json::Value) {
+    AuditLog::new(&s.cfg.storage.db).record(user, action, detail);
 }
 
 /// A 404 for anything else, as JSON under /api and plain text elsewhere.

@@ -17,6 +17,7 @@ use serde_json::json;
 use tokio::sync::watch;
 
 use super::Engine;
+use crate::audit::{Action, AuditLog};
 use crate::store::{StoreHandle, now_ms};
 use crate::ward::{EventKind, TechEvent};
 use crate::zoo::{self, MANIFEST_FILE, WEIGHTS_FILE, ZooModel};
@@ -55,6 +56,7 @@ pub fn watch_zoo(
     dir: PathBuf,
     engine: Engine,
     store: StoreHandle,
+    audit: AuditLog,
     status: Arc<Mutex<ZooStatus>>,
     generation: watch::Sender<u64>,
 ) -> notify::Result<notify::RecommendedWatcher> {
@@ -72,7 +74,8 @@ pub fn watch_zoo(
             seen.insert(name, fp);
         }
     }
-    scan(&dir, &engine, &store, &status, &generation, &mut seen, true);
+    let sinks = Sinks { store, audit };
+    scan(&dir, &engine, &sinks, &status, &generation, &mut seen, true);
     std::thread::Builder::new()
         .name("holmes-zoo-watch".into())
         .spawn(move || {
@@ -82,7 +85,7 @@ pub fn watch_zoo(
                 scan(
                     &dir,
                     &engine,
-                    &store,
+                    &sinks,
                     &status,
                     &generation,
                     &mut seen,
@@ -94,10 +97,16 @@ pub fn watch_zoo(
     Ok(watcher)
 }
 
+/// Where the watcher reports changes: technical events (the `zoo` bed) and the audit log.
+struct Sinks {
+    store: StoreHandle,
+    audit: AuditLog,
+}
+
 fn scan(
     dir: &Path,
     engine: &Engine,
-    store: &StoreHandle,
+    store: &Sinks,
     status: &Mutex<ZooStatus>,
     generation: &watch::Sender<u64>,
     seen: &mut BTreeMap<String, String>,
@@ -187,10 +196,21 @@ fn scan(
     *seen = now;
 }
 
-fn event(store: &StoreHandle, model: &str, what: &str, detail: serde_json::Value) {
-    store.event(TechEvent {
+/// Records a change as a technical event and in the audit log (this thread is ours, so the
+/// audit row is written here).
+fn event(sinks: &Sinks, model: &str, what: &str, detail: serde_json::Value) {
+    let action = match what {
+        "loaded" => Action::ModelLoaded,
+        "refused" => Action::ModelRefused,
+        _ => Action::ModelRemoved,
+    };
+    let detail = json!({"model": model, "change": what, "detail": detail});
+    sinks
+        .audit
+        .record(Some(crate::audit::SYSTEM), action, detail.clone());
+    sinks.store.event(TechEvent {
         bed: "zoo".into(),
         kind: EventKind::ZooChange,
-        detail: json!({"model": model, "change": what, "detail": detail}),
+        detail,
     });
 }

@@ -16,6 +16,7 @@ use futures_util::{SinkExt, StreamExt};
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 use serde_json::json;
+use tokio_tungstenite::Connector;
 use tokio_tungstenite::tungstenite::Message;
 
 use crate::dataset::{self, Database, RecordData, heart_rate_at};
@@ -30,6 +31,8 @@ pub enum SimError {
     Dataset(#[from] dataset::DatasetError),
     #[error("no records found under {0}")]
     NoRecords(PathBuf),
+    #[error(transparent)]
+    Tls(#[from] crate::tls::TlsError),
 }
 
 /// Where the beds' signals come from.
@@ -60,6 +63,10 @@ pub struct SimOptions {
     /// Signal seconds per wall-clock second.
     pub speed: f64,
     pub token: String,
+    /// Device name of every hello (None: `sim-<bed>` per bed).
+    pub device: Option<String>,
+    /// CA certificate (PEM) to trust for `wss://` (None: the system's roots).
+    pub ca: Option<PathBuf>,
     /// Beds are named `<prefix><n>`, n from 1.
     pub bed_prefix: String,
     pub faults: Faults,
@@ -179,6 +186,14 @@ pub async fn run(opts: SimOptions) -> Result<Arc<SimReport>, SimError> {
                 .collect()
         }
     };
+    let connector = match opts.ca.clone() {
+        Some(ca) => Some(Connector::Rustls(
+            tokio::task::spawn_blocking(move || crate::tls::client_config(&ca))
+                .await
+                .expect("reading the CA file does not panic")?,
+        )),
+        None => None,
+    };
     let start = Instant::now();
     let deadline = start + opts.duration;
     let mut tasks = Vec::new();
@@ -188,6 +203,7 @@ pub async fn run(opts: SimOptions) -> Result<Arc<SimReport>, SimError> {
         let m = Monitor {
             bed,
             opts: opts.clone(),
+            connector: connector.clone(),
             join_at,
             storm: opts.storm_at.map(|d| start + d),
             deadline,
@@ -206,6 +222,8 @@ pub async fn run(opts: SimOptions) -> Result<Arc<SimReport>, SimError> {
 struct Monitor {
     bed: String,
     opts: SimOptions,
+    /// TLS client settings for `wss://` (absent: the default roots).
+    connector: Option<Connector>,
     /// First connection.
     join_at: Instant,
     /// When the reconnect storm drops this monitor's connection.
@@ -220,6 +238,7 @@ async fn monitor(m: Monitor, mut sig: Signal) {
     let Monitor {
         bed,
         opts,
+        connector,
         join_at,
         mut storm,
         deadline,
@@ -230,7 +249,7 @@ async fn monitor(m: Monitor, mut sig: Signal) {
     let mut rng = SmallRng::seed_from_u64(seed);
     let base_ms = crate::store::now_ms();
     let period = Duration::from_secs_f64(0.1 / opts.speed.max(1e-3));
-    let device = format!("sim-{bed}");
+    let device = opts.device.clone().unwrap_or_else(|| format!("sim-{bed}"));
     let mut seq: u64 = 0;
     let mut vseq: u64 = 0;
     let mut sent: VecDeque<(u64, String)> = VecDeque::new();
@@ -248,7 +267,12 @@ async fn monitor(m: Monitor, mut sig: Signal) {
     while Instant::now() < deadline {
         let Ok(Ok((ws, _))) = tokio::time::timeout(
             Duration::from_secs(5),
-            tokio_tungstenite::connect_async(&opts.url),
+            tokio_tungstenite::connect_async_tls_with_config(
+                &opts.url,
+                None,
+                false,
+                connector.clone(),
+            ),
         )
         .await
         else {

@@ -146,6 +146,14 @@ const MIGRATIONS: &[&str] = &[
         action TEXT NOT NULL,
         detail TEXT NOT NULL
     );",
+    // 7: monitors' device tokens, stored as SHA-256 hashes (see `devices`).
+    "CREATE TABLE devices (
+        name TEXT PRIMARY KEY,
+        token_sha256 TEXT NOT NULL UNIQUE,
+        bed TEXT,
+        created_ms INTEGER NOT NULL,
+        revoked_ms INTEGER
+    );",
 ];
 
 /// The schema version this build migrates to (`PRAGMA user_version`).

@@ -1,0 +1,395 @@
+//! Security end to end: device tokens issued and revoked with the real `holmes device`
+//! command against the daemon's SQLite file, TLS (`wss://` and `https://` with a self-signed
+//! certificate made here), plain HTTP kept off the network, and an info log free of tokens
+//! and bed ids.
+
+mod common;
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use common::{Monitor, close_of, connect_raw, hello, spawn_app, test_config};
+use futures_util::SinkExt;
+use serde_json::{Value, json};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio_tungstenite::Connector;
+use tokio_tungstenite::tungstenite::Message;
+
+const T0: i64 = 1_700_000_000_000;
+
+fn holmes(args: &[&str]) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_holmes"))
+        .args(args)
+        .output()
+        .expect("running holmes")
+}
+
+/// `holmes device add`: the token printed on standard output.
+fn issue(db: &Path, name: &str, bed: Option<&str>) -> String {
+    let mut args = vec!["device", "add", name, "--db", db.to_str().unwrap()];
+    if let Some(b) = bed {
+        args.extend(["--bed", b]);
+    }
+    let out = holmes(&args);
+    assert!(out.status.success(), "{out:?}");
+    let token = String::from_utf8(out.stdout).unwrap().trim().to_owned();
+    assert_eq!(token.len(), 64, "one token line on stdout: {token:?}");
+    token
+}
+
+fn hello_with(bed: &str, device: &str, token: &str) -> Value {
+    let mut h = hello(bed, device);
+    h["token"] = json!(token);
+    h
+}
+
+/// The close code of a hello's first reply (None: not a close).
+async fn refused(url: &str, h: &Value) -> Option<(u16, String)> {
+    close_of(&connect_raw(url, h).await.1)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn device_tokens_are_issued_checked_and_revoked() {
+    let app = spawn_app(|c| {
+        c.auth.require_device_tokens = true;
+        c.auth.devices_refresh_secs = 0.2;
+    })
+    .await;
+    let db = app.dir.path().join("holmes.db");
+    let url = app.ws_url();
+    // Issued while the daemon runs: the first hello with the new token finds it.
+    let bedside = issue(&db, "mon-1", Some("icu-1"));
+    let gateway = issue(&db, "gw-1", None);
+    let (_, first) = connect_raw(&url, &hello_with("icu-1", "mon-1", &bedside)).await;
+    assert!(
+        matches!(&first, Some(Message::Text(t)) if t.contains("welcome")),
+        "{first:?}"
+    );
+    let refusals = [
+        hello_with("icu-1", "mon-1", "not-a-token"),
+        hello_with("icu-1", "mon-1", ""),
+        // Another device's name with mon-1's token.
+        hello_with("icu-2", "mon-2", &bedside),
+        // mon-1 is bound to icu-1.
+        hello_with("icu-2", "mon-1", &bedside),
+    ];
+    for h in &refusals {
+        assert_eq!(
+            refused(&url, h).await,
+            Some((4001, "token not accepted".into())),
+            "{h}"
+        );
+    }
+    // A gateway (no bed binding) sends for several beds.
+    let mut gw = Vec::new();
+    for bed in ["icu-5", "icu-6"] {
+        let (ws, first) = connect_raw(&url, &hello_with(bed, "gw-1", &gateway)).await;
+        assert!(matches!(&first, Some(Message::Text(t)) if t.contains("welcome")));
+        gw.push(Monitor {
+            ws,
+            welcome: Value::Null,
+        });
+    }
+    gw[0].stream(T0, 0..5).await;
+
+    let out = holmes(&["device", "list", "--db", db.to_str().unwrap()]);
+    let listing = String::from_utf8_lossy(&out.stdout);
+    assert!(listing.contains("mon-1") && listing.contains("icu-1") && listing.contains("gw-1"));
+    assert!(!listing.contains(&bedside) && !listing.contains(&gateway));
+
+    // Revoking closes the device's live connections and refuses its next hellos.
+    let out = holmes(&["device", "revoke", "gw-1", "--db", db.to_str().unwrap()]);
+    assert!(out.status.success(), "{out:?}");
+    for m in &mut gw {
+        assert_eq!(
+            m.closed(10.0).await,
+            Some((4001, "device token revoked".into()))
+        );
+    }
+    assert_eq!(
+        refused(&url, &hello_with("icu-5", "gw-1", &gateway))
+            .await
+            .map(|c| c.0),
+        Some(4001)
+    );
+    let out = holmes(&["device", "revoke", "gw-1", "--db", db.to_str().unwrap()]);
+    assert!(!out.status.success(), "revoking twice is an error");
+
+    // Only hashes are stored; issuing and revoking are audited with the CLI's actor.
+    let conn = rusqlite::Connection::open(&db).unwrap();
+    let hashes: Vec<String> = conn
+        .prepare("SELECT token_sha256 FROM devices")
+        .unwrap()
+        .query_map([], |r| r.get(0))
+        .unwrap()
+        .map(Result::unwrap)
+        .collect();
+    assert_eq!(hashes.len(), 2);
+    assert!(hashes.iter().all(|h| *h != bedside && *h != gateway));
+    let audit = holmes::audit::read_all(&db).unwrap();
+    let actions: Vec<&str> = audit.iter().map(|r| r.1.as_str()).collect();
+    assert_eq!(
+        actions
+            .iter()
+            .filter(|a| **a == "device_added" || **a == "device_revoked")
+            .count(),
+        3,
+        "{audit:?}"
+    );
+    assert!(
+        audit
+            .iter()
+            .filter(|r| r.1.starts_with("device_"))
+            .all(|r| r.0.as_deref().is_some_and(|a| a.starts_with("cli:"))
+                && !r.2.contains(&bedside)
+                && !r.2.contains(&gateway))
+    );
+    app.stop().await;
+}
+
+/// A self-signed certificate for 127.0.0.1 and localhost: `(cert.pem, key.pem)`.
+fn self_signed(dir: &Path) -> (PathBuf, PathBuf) {
+    let ck =
+        rcgen::generate_simple_self_signed(vec!["127.0.0.1".into(), "localhost".into()]).unwrap();
+    let (cert, key) = (dir.join("cert.pem"), dir.join("key.pem"));
+    std::fs::write(&cert, ck.cert.pem()).unwrap();
+    std::fs::write(&key, ck.signing_key.serialize_pem()).unwrap();
+    (cert, key)
+}
+
+/// GET over HTTPS trusting `ca`: status and JSON body.
+async fn https_get(addr: std::net::SocketAddr, ca: &Path, path: &str) -> (u16, Value) {
+    let connector = tokio_rustls::TlsConnector::from(holmes::tls::client_config(ca).unwrap());
+    let tcp = tokio::net::TcpStream::connect(addr).await.unwrap();
+    let name = rustls::pki_types::ServerName::try_from("127.0.0.1").unwrap();
+    let mut s = connector.connect(name, tcp).await.unwrap();
+    let req = format!("GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n");
+    s.write_all(req.as_bytes()).await.unwrap();
+    let mut buf = Vec::new();
+    // A peer that closes without close_notify is fine here: the body has arrived.
+    let _ = s.read_to_end(&mut buf).await;
+    let text = String::from_utf8_lossy(&buf).to_string();
+    let status: u16 = text[9..12].parse().unwrap();
+    let body = text.split("\r\n\r\n").nth(1).unwrap_or("");
+    let json = match (body.find('{'), body.rfind('}')) {
+        (Some(a), Some(b)) => &body[a..=b],
+        _ => "null",
+    };
+    (status, serde_json::from_str(json).unwrap_or(Value::Null))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tls_carries_the_monitor_socket_and_the_api() {
+    let certs = tempfile::tempdir().unwrap();
+    let (cert, key) = self_signed(certs.path());
+    let app = spawn_app(|c| {
+        c.server.tls = Some(holmes::tls::TlsConfig {
+            cert: cert.clone(),
+            key: key.clone(),
+        });
+        // A configured bed alone has phase 0: 32 s of signal close its first window.
+        c.ward.beds = vec!["tls-bed".into()];
+    })
+    .await;
+    let wss = format!("wss://127.0.0.1:{}/ws/monitor", app.addr.port());
+    let connector = Connector::Rustls(holmes::tls::client_config(&cert).unwrap());
+    let (ws, _) =
+        tokio_tungstenite::connect_async_tls_with_config(&wss, None, false, Some(connector))
+            .await
+            .unwrap();
+    let mut m = Monitor {
+        ws,
+        welcome: Value::Null,
+    };
+    m.ws.send(Message::Text(
+        hello("tls-bed", "tls-dev").to_string().into(),
+    ))
+    .await
+    .unwrap();
+    m.expect(10.0, |v| v["type"] == "welcome").await;
+    m.stream(T0, 0..320).await;
+    // The score comes back over HTTPS.
+    let until = std::time::Instant::now() + Duration::from_secs(60);
+    loop {
+        let (status, v) = https_get(app.addr, &cert, "/api/beds/tls-bed/scores").await;
+        assert_eq!(status, 200);
+        if v["scores"].as_array().is_some_and(|r| !r.is_empty()) {
+            assert_eq!(v["scores"][0]["status"], "scored", "{v}");
+            break;
+        }
+        assert!(std::time::Instant::now() < until, "no score over TLS: {v}");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    assert_eq!(https_get(app.addr, &cert, "/health/live").await.0, 200);
+
+    // Plain ws:// and http:// to the TLS port get nowhere.
+    let plain = format!("ws://{}/ws/monitor", app.addr);
+    assert!(tokio_tungstenite::connect_async(&plain).await.is_err());
+    let mut s = tokio::net::TcpStream::connect(app.addr).await.unwrap();
+    s.write_all(b"GET /health/live HTTP/1.1\r\nHost: x\r\n\r\n")
+        .await
+        .unwrap();
+    let mut buf = Vec::new();
+    let _ = tokio::time::timeout(Duration::from_secs(10), s.read_to_end(&mut buf)).await;
+    assert!(!String::from_utf8_lossy(&buf).contains("200 OK"));
+    // A certificate the client does not trust is refused.
+    let other = tempfile::tempdir().unwrap();
+    let (stranger, _) = self_signed(other.path());
+    let connector = Connector::Rustls(holmes::tls::client_config(&stranger).unwrap());
+    assert!(
+        tokio_tungstenite::connect_async_tls_with_config(&wss, None, false, Some(connector))
+            .await
+            .is_err()
+    );
+
+    // The simulator speaks wss:// with --ca.
+    let report = holmes::sim::run(holmes::sim::SimOptions {
+        url: wss,
+        beds: 1,
+        source: holmes::sim::Source::Synthetic,
+        duration: Duration::from_secs(2),
+        speed: 10.0,
+        token: "t".into(),
+        device: None,
+        ca: Some(cert.clone()),
+        bed_prefix: "sim-".into(),
+        faults: holmes::sim::Faults::default(),
+        records: Vec::new(),
+        seed: 3,
+        ramp: Duration::ZERO,
+        storm_at: None,
+    })
+    .await
+    .unwrap();
+    assert!(report.connects.load(std::sync::atomic::Ordering::Relaxed) >= 1);
+    assert!(
+        report
+            .frames_sent
+            .load(std::sync::atomic::Ordering::Relaxed)
+            > 0
+    );
+    app.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn plain_http_is_refused_off_loopback() {
+    let dir = tempfile::tempdir().unwrap();
+    let listener = tokio::net::TcpListener::bind("0.0.0.0:0").await.unwrap();
+    let e = match holmes::server::start(test_config(dir.path()), listener).await {
+        Ok(_) => panic!("plain HTTP on 0.0.0.0 must be refused"),
+        Err(e) => e.to_string(),
+    };
+    assert!(
+        e.contains("refusing plain HTTP") && e.contains("[server.tls]"),
+        "{e}"
+    );
+    // The same through the command line, before anything is loaded.
+    let db = dir.path().join("cli.db");
+    let out = holmes(&[
+        "serve",
+        "--listen",
+        "0.0.0.0:0",
+        "--db",
+        db.to_str().unwrap(),
+    ]);
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("refusing plain HTTP on 0.0.0.0"), "{err}");
+    // Allowed on purpose, it serves.
+    let listener = tokio::net::TcpListener::bind("0.0.0.0:0").await.unwrap();
+    let mut cfg = test_config(dir.path());
+    cfg.server.allow_plain_http_on_network = true;
+    let running = holmes::server::start(cfg, listener).await.unwrap();
+    running.shutdown.cancel();
+    running.stopped().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_info_log_carries_no_tokens_or_beds() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut cfg = test_config(dir.path());
+    cfg.auth.require_device_tokens = true;
+    cfg.server.listen = "127.0.0.1:0".parse().unwrap();
+    let config = dir.path().join("holmes.toml");
+    std::fs::write(&config, toml::to_string(&cfg).unwrap()).unwrap();
+    let token = issue(&cfg.storage.db, "mon-log", None);
+    let mut child = Command::new(env!("CARGO_BIN_EXE_holmes"))
+        .args(["serve", "--config", config.to_str().unwrap()])
+        .env("RUST_LOG", "info")
+        .env("NO_COLOR", "1")
+        .stderr(Stdio::piped())
+        .stdout(Stdio::null())
+        .spawn()
+        .unwrap();
+    let log = Arc::new(Mutex::new(String::new()));
+    let (addr_tx, addr_rx) = std::sync::mpsc::channel();
+    let reader = {
+        let (log, stderr) = (log.clone(), child.stderr.take().unwrap());
+        std::thread::spawn(move || {
+            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+                if line.contains("Holmes is serving")
+                    && let Some(i) = line.find("127.0.0.1:")
+                {
+                    let port: String = line[i + 10..]
+                        .chars()
+                        .take_while(char::is_ascii_digit)
+                        .collect();
+                    let _ = addr_tx.send(format!("127.0.0.1:{port}"));
+                }
+                let mut l = log.lock().unwrap();
+                l.push_str(&line);
+                l.push('\n');
+            }
+        })
+    };
+    let addr = addr_rx
+        .recv_timeout(Duration::from_secs(120))
+        .unwrap_or_else(|_| panic!("the daemon did not start: {}", log.lock().unwrap()));
+    let url = format!("ws://{addr}/ws/monitor");
+    let bed = "bay-7-window";
+    let (ws, first) = connect_raw(&url, &hello_with(bed, "mon-log", &token)).await;
+    assert!(matches!(&first, Some(Message::Text(t)) if t.contains("welcome")));
+    let mut m = Monitor {
+        ws,
+        welcome: Value::Null,
+    };
+    m.stream(T0, 0..320).await;
+    let guess = "guessed-token-0123456789";
+    assert_eq!(
+        refused(&url, &hello_with(bed, "mon-log", guess))
+            .await
+            .map(|c| c.0),
+        Some(4001)
+    );
+    // Wait for the window's score, then stop the daemon the way systemd does.
+    let mut scored = false;
+    for _ in 0..300 {
+        let conn = rusqlite::Connection::open(&cfg.storage.db).unwrap();
+        let n: i64 = conn
+            .query_row("SELECT count(*) FROM scores", [], |r| r.get(0))
+            .unwrap_or(0);
+        if n > 0 {
+            scored = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    drop(m);
+    let _ = Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status();
+    let _ = child.wait();
+    reader.join().unwrap();
+    let log = log.lock().unwrap().clone();
+    assert!(scored, "no score was stored: {log}");
+    assert!(
+        log.contains("Monitor refused") && log.contains("mon-log"),
+        "{log}"
+    );
+    for secret in [token.as_str(), guess, bed] {
+        assert!(!log.contains(secret), "{secret:?} in the info log:\n{log}");
+    }
+}
