@@ -184,9 +184,13 @@ pub async fn start(cfg: Config, listener: TcpListener) -> Result<Running, Server
     .await
     .expect("store start-up does not panic")?;
     let db = cfg.storage.db.clone();
-    let reader = tokio::task::spawn_blocking(move || StoreReader::open(&db))
-        .await
-        .expect("opening the database does not panic")?;
+    let (reader, scored_until) = tokio::task::spawn_blocking(move || {
+        let r = StoreReader::open(&db)?;
+        let until = r.scored_until()?;
+        Ok::<_, crate::store::StoreError>((r, until))
+    })
+    .await
+    .expect("opening the database does not panic")?;
 
     let (engine_cfg, store2) = (cfg.engine.clone(), store.clone());
     let engine =
@@ -223,6 +227,7 @@ pub async fn start(cfg: Config, listener: TcpListener) -> Result<Running, Server
         WardOutputs {
             engine: engine.clone(),
             store: store.clone(),
+            scored_until: Arc::new(scored_until),
         },
         shutdown.child_token(),
         tracker.clone(),

@@ -486,6 +486,16 @@ fn kill_9_under_load_loses_no_committed_score_and_scoring_resumes() {
         assert!(Instant::now() < until, "scoring did not resume");
         std::thread::sleep(Duration::from_millis(200));
     }
+    // The monitors resent their buffers to the new instance, which welcomed them from
+    // sequence 0: no window the earlier run stored is scored again.
+    let twice = count(
+        &c,
+        &format!(
+            "SELECT COUNT(*) FROM scores AS n WHERE n.committed_ms > {killed_ms} AND n.window_end_ms <=
+               (SELECT max(o.window_end_ms) FROM scores AS o WHERE o.bed = n.bed AND o.committed_ms <= {killed_ms})"
+        ),
+    );
+    assert_eq!(twice, 0, "windows stored before the kill were scored again");
     let _ = sim.kill();
     let _ = sim.wait();
 }

@@ -431,12 +431,10 @@ impl BenchReport {
             self.scenario == Scenario::Ingest || self.latency_ms_p95 <= self.slo_ms as f64;
         self.within_budget = !lost && latency_ok && self.superseded == 0 && self.dropped == 0;
         let inference = self.queue_ms_mean.max(0.0) + self.compute_ms_mean.max(0.0);
-        self.bottleneck = if lost {
+        self.bottleneck = if lost || self.scenario == Scenario::Ingest {
             "ingest"
         } else if self.commit_ms_p95 > inference {
             "sqlite"
-        } else if self.scenario == Scenario::Ingest {
-            "ingest"
         } else {
             "inference"
         };

@@ -61,7 +61,14 @@ pub fn watch_zoo(
     generation: watch::Sender<u64>,
 ) -> notify::Result<notify::RecommendedWatcher> {
     let (tx, rx) = std::sync::mpsc::channel();
-    let mut watcher = notify::recommended_watcher(move |ev| {
+    let mut watcher = notify::recommended_watcher(move |ev: notify::Result<notify::Event>| {
+        // Reading the zoo (our own scans included) raises open and close-after-read events;
+        // reacting to them would rescan forever. A finished write still counts.
+        if let Ok(e) = &ev
+            && is_read_only(&e.kind)
+        {
+            return;
+        }
         let _ = tx.send(ev);
     })?;
     watcher.watch(&dir, RecursiveMode::Recursive)?;
@@ -95,6 +102,12 @@ pub fn watch_zoo(
         })
         .map_err(|e| notify::Error::generic(&e.to_string()))?;
     Ok(watcher)
+}
+
+/// An event that changes nothing on disk: a file opened, read, or closed after reading.
+fn is_read_only(kind: &notify::EventKind) -> bool {
+    use notify::event::{AccessKind, AccessMode};
+    matches!(kind, notify::EventKind::Access(a) if !matches!(a, AccessKind::Close(AccessMode::Write)))
 }
 
 /// Where the watcher reports changes: technical events (the `zoo` bed) and the audit log.
@@ -213,4 +226,25 @@ fn event(sinks: &Sinks, model: &str, what: &str, detail: serde_json::Value) {
         kind: EventKind::ZooChange,
         detail,
     });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reads_are_not_changes_but_finished_writes_are() {
+        use notify::EventKind;
+        use notify::event::{AccessKind, AccessMode, CreateKind};
+        assert!(is_read_only(&EventKind::Access(AccessKind::Open(
+            AccessMode::Any
+        ))));
+        assert!(is_read_only(&EventKind::Access(AccessKind::Close(
+            AccessMode::Read
+        ))));
+        assert!(!is_read_only(&EventKind::Access(AccessKind::Close(
+            AccessMode::Write
+        ))));
+        assert!(!is_read_only(&EventKind::Create(CreateKind::File)));
+    }
 }

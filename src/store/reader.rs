@@ -74,6 +74,19 @@ impl StoreReader {
         }
     }
 
+    /// Per bed, the device time (ms) at which its latest stored window ends: where a restarted
+    /// daemon's ward resumes, so a monitor resending its buffer is not scored twice.
+    pub fn scored_until(&self) -> Result<std::collections::HashMap<String, i64>, StoreError> {
+        let c = self.conn.lock().expect("lock");
+        let mut st = c
+            .prepare("SELECT bed, max(window_end_ms) FROM scores GROUP BY bed")
+            .map_err(|e| self.err(e))?;
+        let rows = st
+            .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))
+            .map_err(|e| self.err(e))?;
+        rows.collect::<Result<_, _>>().map_err(|e| self.err(e))
+    }
+
     /// The newest score of every bed.
     pub fn latest_scores(&self) -> Result<Vec<ScoreRow>, StoreError> {
         let c = self.conn.lock().expect("lock");

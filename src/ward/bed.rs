@@ -30,6 +30,10 @@ pub struct BedParams {
     pub min_coverage: f64,
     pub max_lead_off_fraction: f64,
     pub min_vitals_coverage: f64,
+    /// Device time (ms) up to which an earlier run of the daemon stored this bed's windows:
+    /// windows ending at or before it are passed over, not scored again (a monitor resends
+    /// its buffer to a restarted daemon, which welcomes it from sequence 0).
+    pub scored_until_ms: Option<i64>,
 }
 
 /// A samples frame after ingest validation: lead slots resolved, bad samples already `None`.
@@ -467,7 +471,14 @@ impl BedState {
             }
             // `now` is the arrival of the frame that completed the window (or the moment its
             // grace ran out): the start of the window's end-to-end latency.
-            closed.push(self.close(start, end, now));
+            if self.p.scored_until_ms.is_some_and(|t| self.ms_of(end) <= t) {
+                tracing::debug!(
+                    end_ms = self.ms_of(end),
+                    "Window stored by an earlier run; not scored again"
+                );
+            } else {
+                closed.push(self.close(start, end, now));
+            }
             self.next_end += self.p.hop;
             self.window_index += 1;
             self.closed_until = self.next_end - self.p.window;
@@ -549,190 +560,5 @@ fn first_boundary(window: i64, phase: i64, hop: i64) -> i64 {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn params() -> BedParams {
-        BedParams {
-            fs: 250,
-            window: 250 * 4,
-            hop: 250 * 2,
-            phase: 0,
-            grace: Duration::from_millis(500),
-            capacity: 250 * 10,
-            lost_after: Duration::from_secs(60),
-            min_coverage: 0.8,
-            max_lead_off_fraction: 0.5,
-            min_vitals_coverage: 0.8,
-        }
-    }
-
-    fn frame(seq: u64, t_ms: i64, n: usize, at: Instant) -> SampleFrame {
-        let v: Vec<Option<f32>> = (0..n)
-            .map(|k| Some((seq.wrapping_mul(1000) + k as u64) as f32))
-            .collect();
-        SampleFrame {
-            seq,
-            t_ms,
-            n,
-            leads: [Some(v), None, None],
-            lead_off: [false; 3],
-            arrived: at,
-        }
-    }
-
-    fn bed() -> BedState {
-        let mut b = BedState::new("b1".into(), params());
-        b.attach([true, false, false], &[]);
-        b
-    }
-
-    #[test]
-    fn windows_close_on_the_sample_timeline() {
-        let mut b = bed();
-        let t = Instant::now();
-        let mut windows = Vec::new();
-        // 250 frames of 25 samples = 25 s of signal, delivered instantly (faster than real time).
-        for seq in 0..250u64 {
-            windows.extend(
-                b.on_samples(frame(seq, 1_000_000 + seq as i64 * 100, 25, t))
-                    .windows,
-            );
-        }
-        // Ends at 4 s, 6 s, ..., 24 s: 11 windows, none waiting for the wall clock.
-        assert_eq!(windows.len(), 11);
-        assert_eq!(windows[0].end_ms - windows[0].start_ms, 4000);
-        assert_eq!(windows[1].start_ms - windows[0].start_ms, 2000);
-        assert!(
-            windows
-                .iter()
-                .all(|w| w.ecg[0].is_some() && w.quality.gap_samples == 0)
-        );
-        assert_eq!(windows[0].ecg[0].as_ref().unwrap()[0], 0.0);
-    }
-
-    #[test]
-    fn gaps_duplicates_late_frames_and_clock_jumps() {
-        let mut b = bed();
-        let t = Instant::now();
-        b.on_samples(frame(0, 0, 25, t));
-        let dup = b.on_samples(frame(0, 0, 25, t));
-        assert!(dup.duplicate);
-        // seq 1 and 2 missing, 3 arrives at its time: a gap of 50 samples.
-        let o = b.on_samples(frame(3, 300, 25, t));
-        assert!(
-            o.events
-                .iter()
-                .any(|e| e.kind == EventKind::Gap && e.detail["samples"] == 50)
-        );
-        // seq 1 arrives late and fills its hole.
-        let o = b.on_samples(frame(1, 100, 25, t));
-        assert!(!o.too_late && !o.duplicate);
-        assert_eq!(b.leads[0].get(30), Some(1005.0));
-        // In-order frame with a wildly wrong clock: re-anchored, written where seq says.
-        let o = b.on_samples(frame(4, 9_999_999, 25, t));
-        assert!(o.events.iter().any(|e| e.kind == EventKind::ClockJump));
-        assert_eq!(b.leads[0].get(100), Some(4000.0));
-    }
-
-    #[test]
-    fn a_gap_closes_after_grace_and_poor_coverage_is_unusable() {
-        let mut b = bed();
-        let t = Instant::now();
-        for seq in 0..20u64 {
-            b.on_samples(frame(seq, seq as i64 * 100, 25, t)); // 0..2 s
-        }
-        // Jump to 5 s: the first window (0..4 s) misses 2 s of 4.
-        let o = b.on_samples(frame(50, 5000, 25, t));
-        assert!(o.windows.is_empty(), "waits for late frames first");
-        let w = b.on_tick(t + Duration::from_millis(600));
-        assert_eq!(w.len(), 1);
-        let q = &w[0].quality;
-        assert_eq!(q.gap_samples, 500);
-        assert!(!q.leads[0].as_ref().unwrap().usable && w[0].ecg[0].is_none());
-    }
-
-    #[test]
-    fn reconnect_mid_window_keeps_the_buffer() {
-        let mut b = bed();
-        let t = Instant::now();
-        for seq in 0..30u64 {
-            b.on_samples(frame(seq, seq as i64 * 100, 25, t));
-        }
-        b.attach([true, false, false], &[]);
-        // The monitor resumes at the expected seq, from its own buffer.
-        let mut windows = Vec::new();
-        for seq in 30..45u64 {
-            windows.extend(b.on_samples(frame(seq, seq as i64 * 100, 25, t)).windows);
-        }
-        assert_eq!(windows.len(), 1);
-        assert_eq!(windows[0].quality.gap_samples, 0);
-        // A monitor that restarts its numbering after reconnecting is followed too.
-        b.attach([true, false, false], &[]);
-        let o = b.on_samples(frame(0, 4600, 25, t));
-        assert!(o.events.iter().any(|e| e.kind == EventKind::SeqReset));
-        assert!(o.events.iter().any(|e| e.kind == EventKind::Gap));
-    }
-
-    #[test]
-    fn heart_rate_fills_the_window_by_second() {
-        let mut b = BedState::new("b1".into(), params());
-        b.attach([true, false, false], &["hr".to_string()]);
-        let t = Instant::now();
-        // The first samples frame anchors the timeline; vitals then land by second.
-        let mut w = b.on_samples(frame(0, 0, 25, t)).windows;
-        for s in 1..=4 {
-            b.on_vitals(
-                s as u64,
-                s * 1000,
-                &[("hr".into(), Some(60.0 + s as f32))],
-                t,
-            );
-        }
-        for seq in 1..40u64 {
-            w.extend(b.on_samples(frame(seq, seq as i64 * 100, 25, t)).windows);
-        }
-        assert_eq!(
-            w[0].heart_rate.as_deref(),
-            Some(&[61.0, 62.0, 63.0, 64.0][..])
-        );
-    }
-
-    #[test]
-    fn absurd_sequence_numbers_and_timestamps_stay_bounded() {
-        let mut b = bed();
-        let t = Instant::now();
-        b.on_samples(frame(0, 0, 25, t));
-        // A jump of 2^40 sequence numbers, then the largest possible ones and timestamps.
-        b.on_samples(frame(1 << 40, 100, 25, t));
-        b.on_samples(frame(u64::MAX, i64::MAX, 25, t));
-        b.on_samples(frame(u64::MAX - 1, i64::MIN, 25, t));
-        assert!(b.seen.bits.len() as u64 <= 2 * SEEN_SPAN);
-        // A fresh connection claiming a time years ahead is a clock jump, not a huge gap.
-        b.attach([true, false, false], &[]);
-        let o = b.on_samples(frame(5, 4_000_000_000_000, 25, t));
-        assert!(o.windows.len() < 10, "no window storm");
-    }
-
-    #[test]
-    fn a_fast_backlog_with_a_hole_closes_before_the_ring_overwrites_it() {
-        let mut b = bed(); // window 4 s, hop 2 s, buffer 10 s
-        let t = Instant::now();
-        let mut w = Vec::new();
-        for seq in (0..100u64).filter(|&s| s != 5) {
-            w.extend(b.on_samples(frame(seq, seq as i64 * 100, 25, t)).windows);
-        }
-        // No wall-clock time passed, yet the first window (with its 25-sample hole) closed
-        // with its data intact rather than after the ring moved past it.
-        assert!(!w.is_empty());
-        assert_eq!(w[0].quality.gap_samples, 25);
-        assert!(w[0].ecg[0].is_some());
-    }
-
-    #[test]
-    fn phase_offsets_shift_the_boundaries() {
-        assert_eq!(first_boundary(1000, 0, 500), 1000);
-        assert_eq!(first_boundary(1000, 100, 500), 1100);
-        assert_eq!(first_boundary(7500, 3750, 7500), 11250);
-    }
-}
+#[path = "bed_tests.rs"]
+mod tests;

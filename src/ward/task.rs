@@ -28,6 +28,9 @@ pub struct WardOutputs {
     /// Closed windows go to the serving engine (which never blocks the bed).
     pub engine: crate::engine::Engine,
     pub store: StoreHandle,
+    /// Per bed, where the stored windows of an earlier run end (device ms; read once at
+    /// start-up): a bed resumes after it instead of scoring a resent buffer twice.
+    pub scored_until: Arc<HashMap<String, i64>>,
 }
 
 /// Commands to a bed's task.
@@ -204,6 +207,7 @@ impl Ward {
             min_coverage: c.quality.min_coverage,
             max_lead_off_fraction: c.quality.max_lead_off_fraction,
             min_vitals_coverage: c.quality.min_vitals_coverage,
+            scored_until_ms: self.inner.outputs.scored_until.get(bed).copied(),
         }
     }
 
