@@ -97,7 +97,7 @@ impl IntoResponse for ApiError {
 
 pub fn router(state: AppState) -> Router {
     use crate::dashboard::web;
-    Router::new()
+    let app = Router::new()
         .route("/", get(web::index))
         .route("/app.js", get(web::app_js))
         .route("/style.css", get(web::style))
@@ -129,8 +129,14 @@ pub fn router(state: AppState) -> Router {
             state.clone(),
             web::read_guard,
         ))
-        .layer(axum::middleware::from_fn(web::security_headers))
-        .with_state(state)
+        .layer(axum::middleware::from_fn(web::security_headers));
+    // Over TLS, browsers are told to use nothing else for this host.
+    let app = if state.cfg.server.tls.is_some() {
+        app.layer(axum::middleware::from_fn(web::strict_transport))
+    } else {
+        app
+    };
+    app.with_state(state)
 }
 
 async fn ws_monitor(ws: WebSocketUpgrade, State(s): State<AppState>) -> Response {

@@ -162,6 +162,16 @@ fn self_signed(dir: &Path) -> (PathBuf, PathBuf) {
 
 /// GET over HTTPS trusting `ca`: status and JSON body.
 async fn https_get(addr: std::net::SocketAddr, ca: &Path, path: &str) -> (u16, Value) {
+    let (status, _, v) = https_get_with_headers(addr, ca, path).await;
+    (status, v)
+}
+
+/// GET over HTTPS trusting `ca`: status, the head (lower-cased) and JSON body.
+async fn https_get_with_headers(
+    addr: std::net::SocketAddr,
+    ca: &Path,
+    path: &str,
+) -> (u16, String, Value) {
     let connector = tokio_rustls::TlsConnector::from(holmes::tls::client_config(ca).unwrap());
     let tcp = tokio::net::TcpStream::connect(addr).await.unwrap();
     let name = rustls::pki_types::ServerName::try_from("127.0.0.1").unwrap();
@@ -173,12 +183,17 @@ async fn https_get(addr: std::net::SocketAddr, ca: &Path, path: &str) -> (u16, V
     let _ = s.read_to_end(&mut buf).await;
     let text = String::from_utf8_lossy(&buf).to_string();
     let status: u16 = text[9..12].parse().unwrap();
+    let head = text.split("\r\n\r\n").next().unwrap_or("").to_lowercase();
     let body = text.split("\r\n\r\n").nth(1).unwrap_or("");
     let json = match (body.find('{'), body.rfind('}')) {
         (Some(a), Some(b)) => &body[a..=b],
         _ => "null",
     };
-    (status, serde_json::from_str(json).unwrap_or(Value::Null))
+    (
+        status,
+        head,
+        serde_json::from_str(json).unwrap_or(Value::Null),
+    )
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -223,7 +238,12 @@ async fn tls_carries_the_monitor_socket_and_the_api() {
         assert!(std::time::Instant::now() < until, "no score over TLS: {v}");
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
-    assert_eq!(https_get(app.addr, &cert, "/health/live").await.0, 200);
+    let (status, head, _) = https_get_with_headers(app.addr, &cert, "/health/live").await;
+    assert_eq!(status, 200);
+    assert!(
+        head.contains("strict-transport-security: max-age=31536000"),
+        "{head}"
+    );
 
     // Plain ws:// and http:// to the TLS port get nowhere.
     let plain = format!("ws://{}/ws/monitor", app.addr);

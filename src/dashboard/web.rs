@@ -67,6 +67,17 @@ pub async fn security_headers(req: Request, next: Next) -> Response {
     r
 }
 
+/// `Strict-Transport-Security` on every response (layered only when `[server.tls]` is set):
+/// a year, this host only (a ward server's name is rarely a domain we may speak for).
+pub async fn strict_transport(req: Request, next: Next) -> Response {
+    let mut r = next.run(req).await;
+    r.headers_mut().insert(
+        "strict-transport-security",
+        HeaderValue::from_static("max-age=31536000"),
+    );
+    r
+}
+
 /// The signed-in user of a request, if any.
 pub async fn user_of(s: &AppState, headers: &HeaderMap) -> Option<User> {
     let cookies = headers.get(header::COOKIE)?.to_str().ok()?;
