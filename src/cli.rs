@@ -280,7 +280,7 @@ pub fn run(cli: Cli) -> Result<()> {
             config,
             json,
         } => {
-            let cfg = load_config(config.as_deref())?;
+            let cfg = Config::load(config.as_deref())?;
             let dir = record.parent().unwrap_or(std::path::Path::new("."));
             let name = record
                 .file_name()
@@ -329,7 +329,7 @@ pub fn run(cli: Cli) -> Result<()> {
             }
         }
         Command::Compose(a) => {
-            let cfg = load_config(a.config.as_deref())?;
+            let cfg = Config::load(a.config.as_deref())?;
             crate::composer::report::main(&cfg, &a)?;
         }
         Command::Bench(args) => crate::bench::main(args)?,
@@ -343,7 +343,7 @@ pub fn run(cli: Cli) -> Result<()> {
             db,
             json,
         } => {
-            let cfg = load_config(config.as_deref())?;
+            let cfg = Config::load(config.as_deref())?;
             let db = db.unwrap_or(cfg.storage.db.clone());
             let names: Vec<String> = if all {
                 zoo::model_dirs(&cfg.ensemble.models_dir)?
@@ -397,7 +397,7 @@ pub fn run(cli: Cli) -> Result<()> {
             }
         }
         Command::Serve(a) => {
-            let mut cfg = load_config(a.config.as_deref())?;
+            let mut cfg = Config::load(a.config.as_deref())?;
             if let Some(l) = a.listen {
                 cfg.server.listen = l;
             }
@@ -450,7 +450,7 @@ pub fn run(cli: Cli) -> Result<()> {
                     db,
                 },
         } => {
-            let cfg = load_config(config.as_deref())?;
+            let cfg = Config::load(config.as_deref())?;
             let db = db.unwrap_or(cfg.storage.db);
             let role: crate::dashboard::auth::Role = role.parse()?;
             let mut password = String::new();
@@ -479,14 +479,6 @@ pub fn run(cli: Cli) -> Result<()> {
         }
     }
     Ok(())
-}
-
-/// The config file given, or the embedded defaults.
-fn load_config(path: Option<&std::path::Path>) -> Result<Config> {
-    Ok(match path {
-        Some(p) => Config::read(p)?,
-        None => Config::default(),
-    })
 }
 
 /// Runs the daemon's future to completion, then gives blocking work still running (a

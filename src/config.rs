@@ -219,6 +219,14 @@ impl Config {
         Config::parse(&text, &path.display().to_string())
     }
 
+    /// The config file given, or the embedded defaults.
+    pub fn load(path: Option<&Path>) -> Result<Config, ConfigError> {
+        match path {
+            Some(p) => Config::read(p),
+            None => Ok(Config::default()),
+        }
+    }
+
     /// Cross-field checks.
     pub fn validate(&self) -> Result<(), String> {
         let w = &self.ward;

@@ -387,10 +387,7 @@ pub enum DeviceCommand {
 fn database(config: Option<&Path>, db: Option<PathBuf>) -> anyhow::Result<PathBuf> {
     Ok(match db {
         Some(d) => d,
-        None => match config {
-            Some(p) => crate::config::Config::read(p)?.storage.db,
-            None => crate::config::Config::default().storage.db,
-        },
+        None => crate::config::Config::load(config)?.storage.db,
     })
 }
 

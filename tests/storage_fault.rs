@@ -91,6 +91,22 @@ impl Drop for Tmpfs {
 }
 
 /// Writes a filler file until the file system is full; returns its path.
+/// The daemon with its database on `fs` (quick storage retries, one configured bed), and a
+/// monitor streaming to it.
+async fn start_on(fs: &Tmpfs, edit: impl FnOnce(&mut holmes::config::Config)) -> (App, Monitor) {
+    let db = fs.path().join("holmes.db");
+    let app = spawn_app(|c| {
+        c.storage.db = db;
+        c.storage.retry_min_ms = 50;
+        c.storage.retry_max_ms = 400;
+        c.ward.beds = vec![BED.into()];
+        edit(c);
+    })
+    .await;
+    let m = Monitor::connect(&app.ws_url(), BED, "dev-f").await;
+    (app, m)
+}
+
 fn fill(dir: &Path) -> PathBuf {
     let p = dir.join("filler");
     let mut f = std::fs::File::create(&p).unwrap();
@@ -231,15 +247,7 @@ async fn a_full_disk_holds_rows_in_memory_and_writes_them_when_space_returns() {
     let Some(fs) = Tmpfs::mount("8m") else {
         return;
     };
-    let db = fs.path().join("holmes.db");
-    let app = spawn_app(|c| {
-        c.storage.db = db.clone();
-        c.storage.retry_min_ms = 50;
-        c.storage.retry_max_ms = 400;
-        c.ward.beds = vec![BED.into()];
-    })
-    .await;
-    let mut m = Monitor::connect(&app.ws_url(), BED, "dev-f").await;
+    let (app, mut m) = start_on(&fs, |_| {}).await;
     let mut next = 0;
     stream_windows(&mut m, &mut next, 2).await;
     app.wait_scores(BED, 30.0, |r| r.len() == 2).await;
@@ -290,16 +298,7 @@ async fn a_full_backlog_drops_its_oldest_rows_and_counts_them() {
     let Some(fs) = Tmpfs::mount("8m") else {
         return;
     };
-    let db = fs.path().join("holmes.db");
-    let app = spawn_app(|c| {
-        c.storage.db = db.clone();
-        c.storage.retry_min_ms = 50;
-        c.storage.retry_max_ms = 400;
-        c.storage.backlog_rows = 2;
-        c.ward.beds = vec![BED.into()];
-    })
-    .await;
-    let mut m = Monitor::connect(&app.ws_url(), BED, "dev-f").await;
+    let (app, mut m) = start_on(&fs, |c| c.storage.backlog_rows = 2).await;
     let mut next = 0;
     stream_windows(&mut m, &mut next, 1).await;
     app.wait_scores(BED, 30.0, |r| r.len() == 1).await;

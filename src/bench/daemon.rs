@@ -110,16 +110,8 @@ impl Daemon {
 
     /// (current, peak) resident memory in MB.
     pub fn rss_mb(&self) -> (f64, f64) {
-        let status =
-            std::fs::read_to_string(format!("/proc/{}/status", self.pid())).unwrap_or_default();
-        let kb = |key: &str| {
-            status
-                .lines()
-                .find(|l| l.starts_with(key))
-                .and_then(|l| l.split_whitespace().nth(1)?.parse::<f64>().ok())
-                .map_or(0.0, |kb| kb / 1024.0)
-        };
-        (kb("VmRSS:"), kb("VmHWM:"))
+        let mb = |key| status_kb(self.pid(), key) / 1024.0;
+        (mb("VmRSS:"), mb("VmHWM:"))
     }
 
     /// SIGTERM, then waits for the daemon's graceful exit (SIGKILL after `within`).
@@ -147,6 +139,18 @@ impl Drop for Daemon {
             let _ = self.child.wait();
         }
     }
+}
+
+/// A `kB` field of `/proc/<pid>/status` (`VmRSS:`, `VmHWM:`); 0 when unreadable.
+pub fn status_kb(pid: u32, key: &str) -> f64 {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with(key))
+                .and_then(|l| l.split_whitespace().nth(1)?.parse().ok())
+        })
+        .unwrap_or(0.0)
 }
 
 /// utime + stime of a process, seconds (clock ticks are 100 Hz on Linux).

@@ -171,10 +171,7 @@ pub struct BenchReport {
 
 /// `holmes bench`.
 pub fn main(args: BenchArgs) -> anyhow::Result<()> {
-    let cfg = match &args.config {
-        Some(p) => Config::read(p)?,
-        None => Config::default(),
-    };
+    let cfg = Config::load(args.config.as_deref())?;
     raise_open_files();
     let source = if args.records {
         Source::Records(crate::dataset::default_data_dir())
@@ -315,7 +312,12 @@ pub async fn run(mut base: Config, opts: BenchOptions) -> Result<BenchReport, Be
     base.ward.stagger = opts.scenario != Scenario::Aligned;
     base.ward.scoring = opts.scenario != Scenario::Ingest;
     // The simulated monitors sign in as one gateway device, checked as in service.
-    let token = crate::devices::DeviceDb::open(&base.storage.db)?.add("bench", None)?;
+    let db = base.storage.db.clone();
+    let token = tokio::task::spawn_blocking(move || {
+        crate::devices::DeviceDb::open(&db)?.add("bench", None)
+    })
+    .await
+    .expect("issuing the bench's device token does not panic")?;
     // Models load and warm before the daemon answers; the whole zoo takes a while.
     let ready_within = Duration::from_secs(60 + 10 * opts.members.len() as u64);
     let daemon = Daemon::start(base.clone(), dir.path(), ready_within).await?;
@@ -326,14 +328,7 @@ pub async fn run(mut base: Config, opts: BenchOptions) -> Result<BenchReport, Be
         let (pid, rss_max) = (daemon.pid(), rss_max.clone());
         tokio::spawn(async move {
             loop {
-                let kb = std::fs::read_to_string(format!("/proc/{pid}/status"))
-                    .ok()
-                    .and_then(|s| {
-                        s.lines()
-                            .find(|l| l.starts_with("VmRSS:"))
-                            .and_then(|l| l.split_whitespace().nth(1)?.parse::<u64>().ok())
-                    })
-                    .unwrap_or(0);
+                let kb = daemon::status_kb(pid, "VmRSS:") as u64;
                 rss_max.fetch_max(kb, std::sync::atomic::Ordering::Relaxed);
                 tokio::time::sleep(Duration::from_millis(250)).await;
             }

@@ -38,18 +38,22 @@ fn bed() -> BedState {
     b
 }
 
+/// 250 frames of 25 samples = 25 s of signal from device time 1,000,000 ms, delivered at
+/// once (faster than real time); the windows they close.
+fn stream_25_s(b: &mut BedState) -> Vec<ClosedWindow> {
+    let t = Instant::now();
+    (0..250u64)
+        .flat_map(|seq| {
+            b.on_samples(frame(seq, 1_000_000 + seq as i64 * 100, 25, t))
+                .windows
+        })
+        .collect()
+}
+
 #[test]
 fn windows_close_on_the_sample_timeline() {
     let mut b = bed();
-    let t = Instant::now();
-    let mut windows = Vec::new();
-    // 250 frames of 25 samples = 25 s of signal, delivered instantly (faster than real time).
-    for seq in 0..250u64 {
-        windows.extend(
-            b.on_samples(frame(seq, 1_000_000 + seq as i64 * 100, 25, t))
-                .windows,
-        );
-    }
+    let windows = stream_25_s(&mut b);
     // Ends at 4 s, 6 s, ..., 24 s: 11 windows, none waiting for the wall clock.
     assert_eq!(windows.len(), 11);
     assert_eq!(windows[0].end_ms - windows[0].start_ms, 4000);
@@ -195,14 +199,7 @@ fn windows_an_earlier_run_stored_are_passed_over() {
     p.scored_until_ms = Some(1_010_000);
     let mut b = BedState::new("b1".into(), p);
     b.attach([true, false, false], &[]);
-    let t = Instant::now();
-    let mut windows = Vec::new();
-    for seq in 0..250u64 {
-        windows.extend(
-            b.on_samples(frame(seq, 1_000_000 + seq as i64 * 100, 25, t))
-                .windows,
-        );
-    }
+    let windows = stream_25_s(&mut b);
     // Of the ends at 4, 6, ..., 24 s only those after 10 s are scored: 12, 14, ..., 24.
     assert_eq!(windows.len(), 7);
     assert!(windows.iter().all(|w| w.end_ms > 1_010_000));
