@@ -1,12 +1,13 @@
-//! The fast inference path (folded BatchNorm, GEMM convolutions) computes what the plain burn
-//! path computes: for every committed ECG model, on synthetic ECG (always) and on real
-//! PhysioNet windows (when the data is present), logits and probabilities agree within 1e-4.
+//! The fast inference path (folded BatchNorm; direct convolutions on flex, GEMM convolutions as
+//! on CUDA) computes what the plain burn path computes: for every committed ECG model and both
+//! kernels, on synthetic ECG (always) and on real PhysioNet windows (when the data is present),
+//! logits and probabilities agree within 1e-4.
 
 mod common;
 
 use holmes::dataset::{self, Database, Dataset, WindowSpec};
 use holmes::sim::ecgsyn::EcgSyn;
-use holmes::zoo::{self, InferencePath, Input, ZooModel, logits_to_probs};
+use holmes::zoo::{self, InferencePath, Input, Kernel, ZooModel, logits_to_probs};
 
 type B = burn::backend::Flex;
 
@@ -24,8 +25,23 @@ fn ecg_models() -> Vec<ZooModel<B>> {
     ecg
 }
 
-/// Runs both paths on the same batch and compares logits and probabilities.
-fn assert_paths_agree(m: &ZooModel<B>, windows: &[Vec<f32>], what: &str) {
+/// Runs the plain path and the fast path with each kernel on the same batch and compares
+/// logits and probabilities.
+fn assert_paths_agree(m: &mut ZooModel<B>, windows: &[Vec<f32>], what: &str) {
+    assert_eq!(
+        m.fast_kernel(),
+        Some(Kernel::Direct),
+        "flex serves the direct kernel"
+    );
+    for kernel in [Kernel::Direct, Kernel::Gemm] {
+        m.set_fast_kernel(kernel);
+        assert_eq!(m.fast_kernel(), Some(kernel));
+        assert_kernel_agrees(m, windows, &format!("{what} ({kernel:?})"));
+    }
+    m.set_fast_kernel(Kernel::Direct);
+}
+
+fn assert_kernel_agrees(m: &ZooModel<B>, windows: &[Vec<f32>], what: &str) {
     let inputs: Vec<&[f32]> = windows.iter().map(Vec::as_slice).collect();
     let plain = m.logits(&inputs, InferencePath::Plain).unwrap();
     let fast = m.logits(&inputs, InferencePath::Fast).unwrap();
@@ -68,11 +84,11 @@ fn synthetic_windows(samples: usize) -> Vec<Vec<f32>> {
 
 #[test]
 fn fast_path_matches_plain_on_synthetic_ecg() {
-    for m in ecg_models() {
+    for mut m in ecg_models() {
         let windows = synthetic_windows(m.manifest.input.samples());
-        assert_paths_agree(&m, &windows, "synthetic ECG");
+        assert_paths_agree(&mut m, &windows, "synthetic ECG");
         // A batch of one takes the same path as a batch of many.
-        assert_paths_agree(&m, &windows[..1], "one synthetic window");
+        assert_paths_agree(&mut m, &windows[..1], "one synthetic window");
     }
 }
 
@@ -91,7 +107,7 @@ fn fast_path_matches_plain_on_real_windows() {
         .into_iter()
         .flatten()
         .collect();
-    for m in ecg_models() {
+    for mut m in ecg_models() {
         let Input::Ecg { lead, .. } = m.manifest.input else {
             unreachable!()
         };
@@ -105,7 +121,7 @@ fn fast_path_matches_plain_on_real_windows() {
             "vfdb 422 has {} windows",
             ds.windows.len()
         );
-        assert_paths_agree(&m, &windows, "vfdb/422");
+        assert_paths_agree(&mut m, &windows, "vfdb/422");
     }
 }
 

@@ -14,13 +14,16 @@
 //! [`model`](super::model) picks this path or the plain burn one ([`InferencePath`]); the
 //! plain path stays the reference the tests hold this one to.
 
+use std::sync::Arc;
+
 use burn::module::Module;
 use burn::nn::Linear;
-use burn::tensor::Tensor;
 use burn::tensor::activation::relu;
 use burn::tensor::backend::Backend;
+use burn::tensor::{Tensor, TensorData};
 
 use super::conv_gemm::{FoldedConv, FoldedWeights, layout_fits, max_pool2, pad_channels};
+use super::direct::DirectNet;
 
 /// Environment variable that selects the serving path: `plain` for burn's own modules,
 /// anything else (or unset) for the fast path.
@@ -70,6 +73,43 @@ pub struct FastResNeXt1d<B: Backend> {
     stem: FoldedConv<B>,
     blocks: Vec<FastBlock<B>>,
     fc: Linear<B>,
+    /// The direct (host) convolutions, when they run instead of the GEMM form: on the flex
+    /// CPU backend (see [`Kernel`]).
+    #[module(skip)]
+    direct: Option<Arc<DirectNet>>,
+}
+
+/// Environment variable that selects the fast path's convolution kernel on flex: `gemm`, or
+/// anything else (or unset) for direct; for measuring with `holmes bench-cpu`.
+pub const FAST_KERNEL_ENV: &str = "HOLMES_FAST_KERNEL";
+
+/// Which convolution the fast path runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kernel {
+    /// One batched GEMM per convolution in the grouped channels-last layout
+    /// ([`conv_gemm`](super::conv_gemm)); any backend.
+    Gemm,
+    /// Direct convolution on host memory ([`direct`](super::direct)); flex only.
+    Direct,
+}
+
+impl Kernel {
+    /// The direct kernel on the flex backend (measured faster than the GEMM form for every
+    /// zoo model at batch 8, see BENCHMARKS.md), unless `HOLMES_FAST_KERNEL=gemm`; GEMM on
+    /// every other backend.
+    pub fn choose<B: Backend>() -> Kernel {
+        match std::env::var(FAST_KERNEL_ENV).as_deref() {
+            _ if !on_host::<B>() => Kernel::Gemm,
+            Ok("gemm") => Kernel::Gemm,
+            _ => Kernel::Direct,
+        }
+    }
+}
+
+/// Whether `B` computes on host memory (flex), where the direct kernel can read tensors
+/// without a transfer.
+fn on_host<B: Backend>() -> bool {
+    std::any::TypeId::of::<B>() == std::any::TypeId::of::<burn::backend::Flex>()
 }
 
 /// One residual block's folded convolutions, as [`FastResNeXt1d::new`] takes them.
@@ -164,15 +204,31 @@ fn constant_groups(stem: &FoldedWeights, blocks: &[FoldedBlock]) -> usize {
 }
 
 impl<B: Backend> FastResNeXt1d<B> {
-    /// Builds the inference form from folded weights and the final linear layer.
+    /// Builds the inference form from folded weights and the final linear layer, with the
+    /// kernel [`Kernel::choose`] picks.
     pub fn new(
         stem: &FoldedWeights,
         blocks: &[FoldedBlock],
         fc: Linear<B>,
         device: &B::Device,
     ) -> Self {
+        Self::with_kernel(stem, blocks, fc, device, Kernel::choose::<B>())
+    }
+
+    /// As [`new`](Self::new), with the given kernel ([`Kernel::Direct`] only takes effect on
+    /// flex; elsewhere it is [`Kernel::Gemm`]).
+    pub fn with_kernel(
+        stem: &FoldedWeights,
+        blocks: &[FoldedBlock],
+        fc: Linear<B>,
+        device: &B::Device,
+        kernel: Kernel,
+    ) -> Self {
         let plan = plan_layout(stem, blocks);
+        let direct = (kernel == Kernel::Direct && on_host::<B>())
+            .then(|| Arc::new(DirectNet::new(stem, blocks)));
         FastResNeXt1d {
+            direct,
             stem: FoldedConv::new(stem, 1, plan.stem, device),
             blocks: blocks
                 .iter()
@@ -193,6 +249,9 @@ impl<B: Backend> FastResNeXt1d<B> {
     /// - x: `[batch, 1, samples]` normalised ECG
     /// - returns: `[batch, 2]` logits, equal (to float rounding) to the training form's
     pub fn forward(&self, x: Tensor<B, 3>) -> Tensor<B, 2> {
+        if let Some(direct) = &self.direct {
+            return self.forward_direct(direct, x);
+        }
         let [n, _, l] = x.dims();
         let x = x.reshape([n, 1, l, 1]); // grouped channels-last, one group, one channel
         let mut h = relu(self.stem.forward(x)); // [n, g, l/2, W/g] (g: layout groups)
@@ -208,6 +267,31 @@ impl<B: Backend> FastResNeXt1d<B> {
         }
         let [n, g, _, cg] = h.dims();
         self.fc.forward(h.mean_dim(2).reshape([n, g * cg])) // [n, 2]
+    }
+
+    /// The kernel this model's convolutions run.
+    pub fn kernel(&self) -> Kernel {
+        if self.direct.is_some() {
+            Kernel::Direct
+        } else {
+            Kernel::Gemm
+        }
+    }
+
+    /// The forward pass through the direct convolutions (flex: the tensor data is host
+    /// memory, taken without a copy when the tensor is contiguous and not shared).
+    fn forward_direct(&self, direct: &DirectNet, x: Tensor<B, 3>) -> Tensor<B, 2> {
+        let [n, _, _] = x.dims();
+        let device = x.device();
+        let samples: Vec<f32> = x
+            .into_data()
+            .convert::<f32>()
+            .into_vec()
+            .expect("f32 input");
+        let features = direct.features(&samples, n);
+        let c = features.len() / n.max(1);
+        let features = Tensor::<B, 2>::from_data(TensorData::new(features, [n, c]), &device);
+        self.fc.forward(features)
     }
 }
 

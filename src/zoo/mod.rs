@@ -6,6 +6,7 @@
 //! [`train`](crate::train) writes models here; the daemon and composer (later) read them.
 
 mod conv_gemm;
+mod direct;
 mod fast;
 mod listing;
 mod manifest;
@@ -18,8 +19,10 @@ pub use conv_gemm::{
     FoldedConv, FoldedWeights, layout_fits, max_pool2, pad_channels, pad_length, same_padding,
     to_channels_first, to_grouped,
 };
+pub use direct::{DirectConv, DirectNet, Shortcut};
 pub use fast::{
-    FastResNeXt1d, FoldedBlock, INFERENCE_PATH_ENV, InferencePath, LayoutPlan, plan_layout,
+    FAST_KERNEL_ENV, FastResNeXt1d, FoldedBlock, INFERENCE_PATH_ENV, InferencePath, Kernel,
+    LayoutPlan, plan_layout,
 };
 pub use listing::{ZooListing, list};
 pub use manifest::{

@@ -16,7 +16,7 @@ use burn::tensor::module::max_pool1d;
 use serde::{Deserialize, Serialize};
 
 use super::conv_gemm::FoldedWeights;
-use super::fast::{FastResNeXt1d, FoldedBlock};
+use super::fast::{FastResNeXt1d, FoldedBlock, Kernel};
 
 /// Hyper-parameters of one ResNeXt-1D model.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -239,8 +239,14 @@ pub struct ResNeXt1d<B: Backend> {
 }
 
 impl<B: Backend> ResNeXt1d<B> {
-    /// The inference form of this network (BatchNorm folded, GEMM convolutions).
+    /// The inference form of this network (BatchNorm folded, direct convolutions on flex and
+    /// GEMM convolutions elsewhere: [`Kernel::choose`]).
     pub fn inference_form(&self) -> FastResNeXt1d<B> {
+        self.inference_form_with(Kernel::choose::<B>())
+    }
+
+    /// The inference form with the given convolution kernel.
+    pub fn inference_form_with(&self, kernel: Kernel) -> FastResNeXt1d<B> {
         let blocks: Vec<FoldedBlock> = self
             .blocks
             .iter()
@@ -250,7 +256,7 @@ impl<B: Backend> ResNeXt1d<B> {
             })
             .collect();
         let device = self.fc.weight.device();
-        FastResNeXt1d::new(&self.stem.fold(), &blocks, self.fc.clone(), &device)
+        FastResNeXt1d::with_kernel(&self.stem.fold(), &blocks, self.fc.clone(), &device, kernel)
     }
 
     /// Replaces every convolution's weights by already folded ones (BatchNorm set to the

@@ -1,0 +1,544 @@
+//! Direct 1-D convolution on the host CPU, for networks whose grouped convolutions are too thin
+//! for a GEMM: channels-first rows, vectorised along the length, every multiply-add a real one.
+//!
+//! [`conv_gemm`](super::conv_gemm) turns each convolution into one batched GEMM, which is fast
+//! when every group writes 8 or more channels. With 1 to 4 channels per group (the yardstick's
+//! W=32 D=4 has 32 groups of 1, 2 and 4) the GEMM is a sliver, and merging groups into
+//! block-diagonal weights multiplies the work by 2 to 8. Here instead each output row is
+//! `sum over (input channel, tap) of weight * shifted input row`, computed for a tile of
+//! positions at once: the position tile is the SIMD axis, several output channels of a group
+//! share each loaded input vector, and the accumulators stay in registers. A stride-2 input is
+//! split once into its even and odd samples, so every load is a contiguous run.
+//!
+//! Fused into the convolution's store: the folded bias, the residual shortcut (the block input
+//! max-pooled by 2, zero channels appended) and the ReLU. The layout is plain
+//! `[batch, channels, length]`, so the network needs no layout changes between layers.
+//!
+//! This runs on host memory, so [`fast`](super::fast) uses it only on the flex CPU backend; other
+//! backends (CUDA) keep the GEMM form. Work is split over rayon's pool by output rows; each task
+//! runs compiled for AVX2 and FMA where the CPU has them (detected at run time).
+
+use rayon::prelude::*;
+
+use super::conv_gemm::{FoldedWeights, same_padding};
+use super::fast::FoldedBlock;
+
+/// A convolution with BatchNorm folded in, in the form the direct kernel reads.
+#[derive(Debug, Clone)]
+pub struct DirectConv {
+    /// `[cout][cin_per_group][kernel]`, as [`FoldedWeights::weight`].
+    weight: Vec<f32>,
+    bias: Vec<f32>,
+    cin: usize,
+    cout: usize,
+    kernel: usize,
+    stride: usize,
+    /// Input channels per group.
+    cpg: usize,
+    /// Output channels per group.
+    cog: usize,
+}
+
+/// What a convolution's store adds before its ReLU: the residual block's shortcut.
+#[derive(Debug, Clone, Copy)]
+pub struct Shortcut<'a> {
+    /// The block input, `[batch][channels][len]`.
+    pub x: &'a [f32],
+    pub channels: usize,
+    pub len: usize,
+    /// 2: max-pool by 2 (`ceil_mode`), 1: as is.
+    pub stride: usize,
+}
+
+/// Multiply-adds below which a rayon task is not worth its scheduling.
+const MIN_TASK_MACS: usize = 1 << 15;
+
+impl DirectConv {
+    pub fn new(w: &FoldedWeights) -> Self {
+        DirectConv {
+            weight: w.weight.clone(),
+            bias: w.bias.clone(),
+            cin: w.cin,
+            cout: w.cout,
+            kernel: w.kernel,
+            stride: w.stride.max(1),
+            cpg: w.cin / w.groups,
+            cog: w.cout / w.groups,
+        }
+    }
+
+    pub fn cout(&self) -> usize {
+        self.cout
+    }
+
+    /// The convolution with "same" padding (as burn's `PaddingConfig1d::Same`), bias added,
+    /// the shortcut added if given, then ReLU if `relu`.
+    ///
+    /// # Shapes
+    /// - x: `[batch][cin][len]`; shortcut: `[batch][channels <= cout][len]` (before pooling)
+    /// - returns `([batch][cout][l_out], l_out)`
+    pub fn forward(
+        &self,
+        x: &[f32],
+        batch: usize,
+        len: usize,
+        shortcut: Option<Shortcut<'_>>,
+        relu: bool,
+    ) -> (Vec<f32>, usize) {
+        assert_eq!(x.len(), batch * self.cin * len, "input shape");
+        let (l_out, begin, _) = same_padding(len, self.kernel, self.stride);
+        let phases = Phases::new(x, batch * self.cin, len, self, l_out, begin);
+        let pooled = shortcut.map(|s| pool_shortcut(s, batch, l_out));
+        let pooled_channels = shortcut.map_or(0, |s| s.channels);
+        let mut y = vec![0.0f32; batch * self.cout * l_out];
+        // A few tasks per thread, unless that would make them too small to pay for their
+        // scheduling; whole passes of 4 channels where possible (a task may split a group).
+        let rows = batch * self.cout;
+        let macs = rows * l_out * self.cpg * self.kernel;
+        let tasks = (macs / MIN_TASK_MACS).clamp(1, 4 * rayon::current_num_threads());
+        let rows_per_task = rows.div_ceil(tasks).next_multiple_of(4).min(rows);
+        y.par_chunks_mut(rows_per_task * l_out)
+            .enumerate()
+            .for_each(|(task, out)| {
+                let first_row = task * rows_per_task;
+                let job = Job {
+                    conv: self,
+                    phases: &phases,
+                    l_out,
+                    first_row,
+                    pooled: pooled.as_deref(),
+                    pooled_channels,
+                    relu,
+                };
+                job.run_best(out);
+            });
+        (y, l_out)
+    }
+}
+
+/// The padded input, split by phase for the stride: row `r` (a `(sample, input channel)` pair),
+/// phase `p` holds `xpad[stride * j + p]` at `j`, with room for whole position tiles.
+struct Phases {
+    data: Vec<f32>,
+    /// Length of one phase row.
+    len: usize,
+    stride: usize,
+}
+
+impl Phases {
+    fn new(
+        x: &[f32],
+        rows: usize,
+        len: usize,
+        conv: &DirectConv,
+        l_out: usize,
+        begin: usize,
+    ) -> Self {
+        let s = conv.stride;
+        let plen = l_out.div_ceil(TILE) * TILE + (conv.kernel - 1) / s + 1;
+        let mut data = vec![0.0f32; rows * s * plen];
+        data.par_chunks_mut(s * plen)
+            .zip(x.par_chunks(len))
+            .for_each(|(dst, src)| {
+                for (p, row) in dst.chunks_mut(plen).enumerate() {
+                    // Padded position s * q + p holds input sample s * q + p - begin.
+                    let q0 = begin.saturating_sub(p).div_ceil(s);
+                    let Some(src) = src.get(s * q0 + p - begin..) else {
+                        continue;
+                    };
+                    for (d, &v) in row[q0..].iter_mut().zip(src.iter().step_by(s)) {
+                        *d = v;
+                    }
+                }
+            });
+        Phases {
+            data,
+            len: plen,
+            stride: s,
+        }
+    }
+
+    /// Phase `p` of row `r`.
+    #[inline(always)]
+    fn row(&self, r: usize, p: usize) -> &[f32] {
+        let start = (r * self.stride + p) * self.len;
+        &self.data[start..start + self.len]
+    }
+}
+
+/// The shortcut at the output length: max-pooled by 2 (an odd last sample alone) or as is.
+fn pool_shortcut(s: Shortcut<'_>, batch: usize, l_out: usize) -> Vec<f32> {
+    if s.stride == 1 {
+        assert_eq!(s.len, l_out, "shortcut length");
+        return s.x.to_vec();
+    }
+    assert_eq!(s.len.div_ceil(2), l_out, "shortcut length");
+    let mut out = vec![0.0f32; batch * s.channels * l_out];
+    out.par_chunks_mut(l_out)
+        .zip(s.x.par_chunks(s.len))
+        .for_each(|(dst, src)| {
+            let (pairs, rest) = src.as_chunks::<2>();
+            for (d, p) in dst.iter_mut().zip(pairs) {
+                *d = p[0].max(p[1]);
+            }
+            if let Some(&last) = rest.first() {
+                dst[l_out - 1] = last;
+            }
+        });
+    out
+}
+
+/// Phase rows are padded to a multiple of this many positions: the longest pass.
+const TILE: usize = 64;
+
+/// One task: a run of output rows.
+struct Job<'a> {
+    conv: &'a DirectConv,
+    phases: &'a Phases,
+    l_out: usize,
+    first_row: usize,
+    pooled: Option<&'a [f32]>,
+    pooled_channels: usize,
+    relu: bool,
+}
+
+impl Job<'_> {
+    /// [`run`](Self::run) compiled for AVX2 and FMA where the CPU has them.
+    fn run_best(&self, out: &mut [f32]) {
+        #[cfg(target_arch = "x86_64")]
+        if std::is_x86_feature_detected!("avx2") && std::is_x86_feature_detected!("fma") {
+            // SAFETY: the CPU supports AVX2 and FMA, checked just above.
+            unsafe { self.run_avx2_fma(out) };
+            return;
+        }
+        self.run(out, false);
+    }
+
+    #[cfg(target_arch = "x86_64")]
+    #[target_feature(enable = "avx2,fma")]
+    fn run_avx2_fma(&self, out: &mut [f32]) {
+        self.run(out, true);
+    }
+
+    #[inline(always)]
+    fn run(&self, out: &mut [f32], simd: bool) {
+        let c = self.conv;
+        let rows = out.len() / self.l_out;
+        let mut r = 0;
+        while r < rows {
+            let row = self.first_row + r;
+            let co = row % c.cout;
+            let left_in_group = c.cog - co % c.cog;
+            let take = match left_in_group.min(rows - r) {
+                t if t >= 4 => 4,
+                t if t >= 2 => 2,
+                _ => 1,
+            };
+            let dst = &mut out[r * self.l_out..(r + take) * self.l_out];
+            match (take, simd) {
+                (4, true) => self.rows::<4, 16, true>(row, dst),
+                (4, false) => self.rows::<4, 16, false>(row, dst),
+                (2, true) => self.rows::<2, 32, true>(row, dst),
+                (2, false) => self.rows::<2, 32, false>(row, dst),
+                (_, true) => self.rows::<1, 64, true>(row, dst),
+                (_, false) => self.rows::<1, 64, false>(row, dst),
+            }
+            r += take;
+        }
+    }
+
+    /// `CO` output rows of one group starting at global row `row`, `SPAN` positions per pass
+    /// (`CO * SPAN` = 64 accumulators: eight AVX2 registers).
+    #[inline(always)]
+    fn rows<const CO: usize, const SPAN: usize, const SIMD: bool>(
+        &self,
+        row: usize,
+        dst: &mut [f32],
+    ) {
+        let c = self.conv;
+        let (n, co) = (row / c.cout, row % c.cout);
+        let first_in = n * c.cin + (co / c.cog) * c.cpg;
+        let mut l0 = 0;
+        while l0 < self.l_out {
+            let mut acc = [[0.0f32; SPAN]; CO];
+            #[cfg(target_arch = "x86_64")]
+            if SIMD {
+                // SAFETY: SIMD is only true under `run_avx2_fma`, after the CPU check.
+                unsafe { avx::pass::<CO, SPAN>(self, first_in, co, l0, &mut acc) };
+            } else {
+                self.pass::<CO, SPAN>(first_in, co, l0, &mut acc);
+            }
+            #[cfg(not(target_arch = "x86_64"))]
+            self.pass::<CO, SPAN>(first_in, co, l0, &mut acc);
+            let valid = SPAN.min(self.l_out - l0);
+            for (o, a) in acc.iter().enumerate() {
+                let d = &mut dst[o * self.l_out + l0..o * self.l_out + l0 + valid];
+                d.copy_from_slice(&a[..valid]);
+                let ch = co + o;
+                if let Some(p) = self.pooled
+                    && ch < self.pooled_channels
+                {
+                    let base = (n * self.pooled_channels + ch) * self.l_out + l0;
+                    for (v, &sv) in d.iter_mut().zip(&p[base..base + valid]) {
+                        *v += sv;
+                    }
+                }
+                if self.relu {
+                    for v in d.iter_mut() {
+                        *v = v.max(0.0);
+                    }
+                }
+            }
+            l0 += SPAN;
+        }
+    }
+
+    /// One pass of `CO` output channels from `co` over positions `l0..l0 + SPAN`: bias plus
+    /// the sum over the group's input channels and the taps (portable form).
+    #[inline(always)]
+    fn pass<const CO: usize, const SPAN: usize>(
+        &self,
+        first_in: usize,
+        co: usize,
+        l0: usize,
+        acc: &mut [[f32; SPAN]; CO],
+    ) {
+        let c = self.conv;
+        for (o, a) in acc.iter_mut().enumerate() {
+            *a = [c.bias[co + o]; SPAN];
+        }
+        for ci in 0..c.cpg {
+            for p in 0..c.stride {
+                let xr = self.phases.row(first_in + ci, p);
+                for (q, tap) in (p..c.kernel).step_by(c.stride).enumerate() {
+                    let xs = &xr[l0 + q..l0 + q + SPAN];
+                    for (o, a) in acc.iter_mut().enumerate() {
+                        let w = c.weight[((co + o) * c.cpg + ci) * c.kernel + tap];
+                        for (av, &xv) in a.iter_mut().zip(xs) {
+                            *av += w * xv;
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// The pass with AVX2 and FMA intrinsics.
+#[cfg(target_arch = "x86_64")]
+mod avx {
+    use std::arch::x86_64::{
+        __m256, _mm256_fmadd_ps, _mm256_loadu_ps, _mm256_set1_ps, _mm256_setzero_ps,
+        _mm256_storeu_ps,
+    };
+
+    use super::Job;
+
+    /// See [`Job::pass`]; `SPAN` is a multiple of 8 and at most 64.
+    ///
+    /// # Safety
+    /// The CPU must support AVX2 and FMA.
+    #[target_feature(enable = "avx2,fma")]
+    #[inline]
+    pub(super) unsafe fn pass<const CO: usize, const SPAN: usize>(
+        job: &Job<'_>,
+        first_in: usize,
+        co: usize,
+        l0: usize,
+        acc: &mut [[f32; SPAN]; CO],
+    ) {
+        let c = job.conv;
+        let lanes = SPAN / 8;
+        let mut a = [[_mm256_setzero_ps(); 8]; CO];
+        for (o, ao) in a.iter_mut().enumerate() {
+            let b = _mm256_set1_ps(c.bias[co + o]);
+            for v in ao.iter_mut().take(lanes) {
+                *v = b;
+            }
+        }
+        for ci in 0..c.cpg {
+            for p in 0..c.stride {
+                let xr = job.phases.row(first_in + ci, p);
+                for (q, tap) in (p..c.kernel).step_by(c.stride).enumerate() {
+                    let xs = &xr[l0 + q..l0 + q + SPAN];
+                    let mut x: [__m256; 8] = [_mm256_setzero_ps(); 8];
+                    for (v, xv) in x.iter_mut().enumerate().take(lanes) {
+                        // SAFETY: `xs` holds SPAN = 8 * lanes floats.
+                        *xv = unsafe { _mm256_loadu_ps(xs.as_ptr().add(8 * v)) };
+                    }
+                    for (o, ao) in a.iter_mut().enumerate() {
+                        let w = _mm256_set1_ps(c.weight[((co + o) * c.cpg + ci) * c.kernel + tap]);
+                        for v in 0..lanes {
+                            ao[v] = _mm256_fmadd_ps(w, x[v], ao[v]);
+                        }
+                    }
+                }
+            }
+        }
+        for (o, ao) in a.iter().enumerate() {
+            for (v, av) in ao.iter().enumerate().take(lanes) {
+                // SAFETY: `acc[o]` holds SPAN = 8 * lanes floats.
+                unsafe { _mm256_storeu_ps(acc[o].as_mut_ptr().add(8 * v), *av) };
+            }
+        }
+    }
+}
+
+/// A ResNeXt-1D's convolutions as direct convolutions: the stem, then two per block.
+#[derive(Debug, Clone)]
+pub struct DirectNet {
+    stem: DirectConv,
+    blocks: Vec<(DirectConv, DirectConv)>,
+}
+
+impl DirectNet {
+    pub fn new(stem: &FoldedWeights, blocks: &[FoldedBlock]) -> Self {
+        DirectNet {
+            stem: DirectConv::new(stem),
+            blocks: blocks
+                .iter()
+                .map(|b| (DirectConv::new(&b.c1), DirectConv::new(&b.c2)))
+                .collect(),
+        }
+    }
+
+    /// The network up to its global average pool.
+    ///
+    /// # Shapes
+    /// - x: `[batch][samples]`
+    /// - returns `[batch][channels]`, the mean over the length of the last block's output
+    pub fn features(&self, x: &[f32], batch: usize) -> Vec<f32> {
+        let len = x.len() / batch.max(1);
+        let (mut h, mut l) = self.stem.forward(x, batch, len, None, true);
+        let mut ch = self.stem.cout;
+        for (c1, c2) in &self.blocks {
+            let (t, lt) = c1.forward(&h, batch, l, None, true);
+            let sc = Shortcut {
+                x: &h,
+                channels: ch,
+                len: l,
+                stride: c1.stride,
+            };
+            let (y, ly) = c2.forward(&t, batch, lt, Some(sc), true);
+            (h, l, ch) = (y, ly, c2.cout);
+        }
+        h.chunks(l.max(1))
+            .map(|r| r.iter().sum::<f32>() / l as f32)
+            .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use burn::backend::Flex;
+    use burn::nn::PaddingConfig1d;
+    use burn::nn::conv::Conv1dConfig;
+    use burn::tensor::activation::relu;
+    use burn::tensor::module::max_pool1d;
+    use burn::tensor::{Distribution, Tensor};
+
+    type B = Flex;
+
+    fn folded(
+        conv: &burn::nn::conv::Conv1d<B>,
+        cin: usize,
+        groups: usize,
+        stride: usize,
+    ) -> FoldedWeights {
+        let [cout, _, kernel] = conv.weight.dims();
+        FoldedWeights {
+            weight: conv.weight.val().into_data().to_vec().unwrap(),
+            bias: conv
+                .bias
+                .as_ref()
+                .unwrap()
+                .val()
+                .into_data()
+                .to_vec()
+                .unwrap(),
+            cin,
+            cout,
+            kernel,
+            stride,
+            groups,
+        }
+    }
+
+    /// Against burn's `Conv1d` ("same" padding) plus the max-pooled, zero-extended shortcut
+    /// and ReLU, for depthwise, widening, grouped, dense, odd-length and odd-kernel cases.
+    #[test]
+    fn matches_burn_conv_shortcut_and_relu() {
+        let dev = Default::default();
+        for &(cin, cout, groups, stride, len, kernel) in &[
+            (32, 32, 32, 2, 75, 16),
+            (32, 64, 32, 1, 40, 16),
+            (64, 64, 32, 2, 33, 16),
+            (64, 128, 32, 1, 17, 16),
+            (128, 128, 32, 2, 101, 16),
+            (1, 8, 1, 2, 75, 16),
+            (6, 12, 3, 2, 9, 5),
+            (12, 12, 4, 1, 300, 7),
+        ] {
+            let conv = Conv1dConfig::new(cin, cout, kernel)
+                .with_stride(stride)
+                .with_groups(groups)
+                .with_padding(PaddingConfig1d::Same)
+                .init::<B>(&dev);
+            let batch = 3;
+            let x = Tensor::<B, 3>::random([batch, cin, len], Distribution::Normal(0.0, 1.0), &dev);
+            let d = DirectConv::new(&folded(&conv, cin, groups, stride));
+            let xs: Vec<f32> = x.clone().into_data().to_vec().unwrap();
+
+            // Bare convolution.
+            let want: Vec<f32> = conv.forward(x.clone()).into_data().to_vec().unwrap();
+            let (got, _) = d.forward(&xs, batch, len, None, false);
+            let diff = want
+                .iter()
+                .zip(&got)
+                .map(|(a, b)| (a - b).abs())
+                .fold(0.0, f32::max);
+            assert!(
+                diff < 1e-4,
+                "{cin}->{cout}/{groups} s{stride} len {len}: {diff}"
+            );
+
+            // With a shortcut (pooled when strided, zero channels appended) and ReLU.
+            let sc_ch = cin.min(cout);
+            let sc =
+                Tensor::<B, 3>::random([batch, sc_ch, len], Distribution::Normal(0.0, 1.0), &dev);
+            let pooled = if stride == 2 {
+                max_pool1d(sc.clone(), 2, 2, 0, 1, true)
+            } else {
+                sc.clone()
+            };
+            let l_out = pooled.dims()[2];
+            let pooled = if cout > sc_ch {
+                Tensor::cat(
+                    vec![pooled, Tensor::zeros([batch, cout - sc_ch, l_out], &dev)],
+                    1,
+                )
+            } else {
+                pooled
+            };
+            let want: Vec<f32> = relu(conv.forward(x) + pooled).into_data().to_vec().unwrap();
+            let scs: Vec<f32> = sc.into_data().to_vec().unwrap();
+            let shortcut = Shortcut {
+                x: &scs,
+                channels: sc_ch,
+                len,
+                stride,
+            };
+            let (got, _) = d.forward(&xs, batch, len, Some(shortcut), true);
+            let diff = want
+                .iter()
+                .zip(&got)
+                .map(|(a, b)| (a - b).abs())
+                .fold(0.0, f32::max);
+            assert!(
+                diff < 1e-4,
+                "{cin}->{cout}/{groups} s{stride} with shortcut: {diff}"
+            );
+        }
+    }
+}
