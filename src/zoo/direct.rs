@@ -72,7 +72,8 @@ impl DirectConv {
     }
 
     /// The convolution with "same" padding (as burn's `PaddingConfig1d::Same`), bias added,
-    /// the shortcut added if given, then ReLU if `relu`.
+    /// the shortcut added if given, then ReLU if `relu`. Split over rayon's threads if `split`,
+    /// else all on the calling thread.
     ///
     /// # Shapes
     /// - x: `[batch][cin][len]`; shortcut: `[batch][channels <= cout][len]` (before pooling)
@@ -84,18 +85,24 @@ impl DirectConv {
         len: usize,
         shortcut: Option<Shortcut<'_>>,
         relu: bool,
+        split: bool,
     ) -> (Vec<f32>, usize) {
         assert_eq!(x.len(), batch * self.cin * len, "input shape");
         let (l_out, begin, _) = same_padding(len, self.kernel, self.stride);
-        let phases = Phases::new(x, batch * self.cin, len, self, l_out, begin);
-        let pooled = shortcut.map(|s| pool_shortcut(s, batch, l_out));
+        // Rows per rayon job in the copies: all of them (no split) or one.
+        let min_len = if split { 1 } else { usize::MAX };
+        let phases = Phases::new(x, batch * self.cin, len, self, l_out, begin, min_len);
+        let pooled = shortcut.map(|s| pool_shortcut(s, batch, l_out, min_len));
         let pooled_channels = shortcut.map_or(0, |s| s.channels);
         let mut y = vec![0.0f32; batch * self.cout * l_out];
         // A few tasks per thread, unless that would make them too small to pay for their
         // scheduling; whole passes of 4 channels where possible (a task may split a group).
         let rows = batch * self.cout;
         let macs = rows * l_out * self.cpg * self.kernel;
-        let tasks = (macs / MIN_TASK_MACS).clamp(1, 4 * rayon::current_num_threads());
+        let tasks = match split {
+            true => (macs / MIN_TASK_MACS).clamp(1, 4 * rayon::current_num_threads()),
+            false => 1,
+        };
         let rows_per_task = rows.div_ceil(tasks).next_multiple_of(4).min(rows);
         y.par_chunks_mut(rows_per_task * l_out)
             .enumerate()
@@ -133,12 +140,14 @@ impl Phases {
         conv: &DirectConv,
         l_out: usize,
         begin: usize,
+        min_len: usize,
     ) -> Self {
         let s = conv.stride;
         let plen = l_out.div_ceil(TILE) * TILE + (conv.kernel - 1) / s + 1;
         let mut data = vec![0.0f32; rows * s * plen];
         data.par_chunks_mut(s * plen)
             .zip(x.par_chunks(len))
+            .with_min_len(min_len)
             .for_each(|(dst, src)| {
                 for (p, row) in dst.chunks_mut(plen).enumerate() {
                     // Padded position s * q + p holds input sample s * q + p - begin.
@@ -167,7 +176,7 @@ impl Phases {
 }
 
 /// The shortcut at the output length: max-pooled by 2 (an odd last sample alone) or as is.
-fn pool_shortcut(s: Shortcut<'_>, batch: usize, l_out: usize) -> Vec<f32> {
+fn pool_shortcut(s: Shortcut<'_>, batch: usize, l_out: usize, min_len: usize) -> Vec<f32> {
     if s.stride == 1 {
         assert_eq!(s.len, l_out, "shortcut length");
         return s.x.to_vec();
@@ -176,6 +185,7 @@ fn pool_shortcut(s: Shortcut<'_>, batch: usize, l_out: usize) -> Vec<f32> {
     let mut out = vec![0.0f32; batch * s.channels * l_out];
     out.par_chunks_mut(l_out)
         .zip(s.x.par_chunks(s.len))
+        .with_min_len(min_len)
         .for_each(|(dst, src)| {
             let (pairs, rest) = src.as_chunks::<2>();
             for (d, p) in dst.iter_mut().zip(pairs) {
@@ -402,24 +412,40 @@ impl DirectNet {
         }
     }
 
-    /// The network up to its global average pool.
+    /// The network up to its global average pool. With at least two samples per thread (or
+    /// a multiple of the threads), each sample runs the whole network on one thread, its
+    /// activations staying in that core's cache; otherwise each layer is split over the
+    /// threads.
     ///
     /// # Shapes
     /// - x: `[batch][samples]`
     /// - returns `[batch][channels]`, the mean over the length of the last block's output
     pub fn features(&self, x: &[f32], batch: usize) -> Vec<f32> {
+        let threads = rayon::current_num_threads();
         let len = x.len() / batch.max(1);
-        let (mut h, mut l) = self.stem.forward(x, batch, len, None, true);
+        if threads > 1 && (batch >= 2 * threads || batch.is_multiple_of(threads)) {
+            let each: Vec<Vec<f32>> = x
+                .par_chunks(len.max(1))
+                .map(|one| self.features_of(one, 1, false))
+                .collect();
+            return each.concat();
+        }
+        self.features_of(x, batch, true)
+    }
+
+    fn features_of(&self, x: &[f32], batch: usize, split: bool) -> Vec<f32> {
+        let len = x.len() / batch.max(1);
+        let (mut h, mut l) = self.stem.forward(x, batch, len, None, true, split);
         let mut ch = self.stem.cout;
         for (c1, c2) in &self.blocks {
-            let (t, lt) = c1.forward(&h, batch, l, None, true);
+            let (t, lt) = c1.forward(&h, batch, l, None, true, split);
             let sc = Shortcut {
                 x: &h,
                 channels: ch,
                 len: l,
                 stride: c1.stride,
             };
-            let (y, ly) = c2.forward(&t, batch, lt, Some(sc), true);
+            let (y, ly) = c2.forward(&t, batch, lt, Some(sc), true, split);
             (h, l, ch) = (y, ly, c2.cout);
         }
         h.chunks(l.max(1))
@@ -492,7 +518,7 @@ mod tests {
 
             // Bare convolution.
             let want: Vec<f32> = conv.forward(x.clone()).into_data().to_vec().unwrap();
-            let (got, _) = d.forward(&xs, batch, len, None, false);
+            let (got, _) = d.forward(&xs, batch, len, None, false, true);
             let diff = want
                 .iter()
                 .zip(&got)
@@ -529,7 +555,7 @@ mod tests {
                 len,
                 stride,
             };
-            let (got, _) = d.forward(&xs, batch, len, Some(shortcut), true);
+            let (got, _) = d.forward(&xs, batch, len, Some(shortcut), true, false);
             let diff = want
                 .iter()
                 .zip(&got)

@@ -11,6 +11,11 @@
 //! - the shortcut max-pool (kernel 2, stride 2, `ceil_mode`) is an element-wise maximum of the
 //!   even and odd samples, with no argmax indices.
 //!
+//! Two kernels compute these convolutions ([`Kernel`]): on the flex CPU backend the direct
+//! convolutions of [`direct`](super::direct) (host memory, AVX2/FMA, bias, shortcut and ReLU
+//! fused), elsewhere (CUDA) the burn-tensor GEMM form above. Both are built from the same folded
+//! weights and tested against the plain path.
+//!
 //! [`model`](super::model) picks this path or the plain burn one ([`InferencePath`]); the
 //! plain path stays the reference the tests hold this one to.
 

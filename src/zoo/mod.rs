@@ -1,7 +1,8 @@
 //! The model zoo: model families, the folder format (`models/<name>/manifest.json` plus
 //! `weights.mpk`), loading with validation, and input preprocessing shared with serving.
-//! ECG models also carry a fast inference form (`fast`, built on the GEMM convolution of
-//! `conv_gemm`), which serving runs; the training-form modules stay its reference.
+//! ECG models also carry a fast inference form (`fast`: the direct convolutions of `direct` on
+//! flex, the GEMM convolutions of `conv_gemm` elsewhere), which serving runs; the
+//! training-form modules stay its reference.
 //!
 //! [`train`](crate::train) writes models here; the daemon and composer (later) read them.
 
