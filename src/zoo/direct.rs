@@ -50,6 +50,12 @@ pub struct Shortcut<'a> {
     pub stride: usize,
 }
 
+/// Multiply-adds of a whole batch below which it runs on the calling thread alone.
+const MIN_SPLIT_MACS: usize = 12_000_000;
+
+/// Floats below which the input copies of a layer run on the calling thread.
+const MIN_SPLIT_COPY: usize = 1 << 18;
+
 /// Multiply-adds below which a rayon task is not worth its scheduling.
 const MIN_TASK_MACS: usize = 1 << 15;
 
@@ -89,8 +95,13 @@ impl DirectConv {
     ) -> (Vec<f32>, usize) {
         assert_eq!(x.len(), batch * self.cin * len, "input shape");
         let (l_out, begin, _) = same_padding(len, self.kernel, self.stride);
-        // Rows per rayon job in the copies: all of them (no split) or one.
-        let min_len = if split { 1 } else { usize::MAX };
+        // Rows per rayon job in the copies: one where they are large enough to be worth
+        // splitting (each split region costs a wake-up of the pool), else all of them.
+        let min_len = if split && x.len() >= MIN_SPLIT_COPY {
+            1
+        } else {
+            usize::MAX
+        };
         let phases = Phases::new(x, batch * self.cin, len, self, l_out, begin, min_len);
         let pooled = shortcut.map(|s| pool_shortcut(s, batch, l_out, min_len));
         let pooled_channels = shortcut.map_or(0, |s| s.channels);
@@ -423,6 +434,10 @@ impl DirectNet {
     pub fn features(&self, x: &[f32], batch: usize) -> Vec<f32> {
         let threads = rayon::current_num_threads();
         let len = x.len() / batch.max(1);
+        if threads > 1 && self.macs(len) * batch < MIN_SPLIT_MACS {
+            // Too little work to wake the pool for.
+            return self.features_of(x, batch, false);
+        }
         if threads > 1 && (batch >= 2 * threads || batch.is_multiple_of(threads)) {
             let each: Vec<Vec<f32>> = x
                 .par_chunks(len.max(1))
@@ -431,6 +446,18 @@ impl DirectNet {
             return each.concat();
         }
         self.features_of(x, batch, true)
+    }
+
+    /// Multiply-adds of one window of `len` samples.
+    pub fn macs(&self, len: usize) -> usize {
+        let mut l = len;
+        std::iter::once(&self.stem)
+            .chain(self.blocks.iter().flat_map(|(a, b)| [a, b]))
+            .map(|c| {
+                l = l.div_ceil(c.stride);
+                l * c.cout * c.cpg * c.kernel
+            })
+            .sum()
     }
 
     fn features_of(&self, x: &[f32], batch: usize, split: bool) -> Vec<f32> {
