@@ -37,6 +37,8 @@ pub struct DirectConv {
     cpg: usize,
     /// Output channels per group.
     cog: usize,
+    /// Always run the portable pass (tests: the form CPUs without AVX2 and FMA run).
+    portable: bool,
 }
 
 /// What a convolution's store adds before its ReLU: the residual block's shortcut.
@@ -70,6 +72,7 @@ impl DirectConv {
             stride: w.stride.max(1),
             cpg: w.cin / w.groups,
             cog: w.cout / w.groups,
+            portable: false,
         }
     }
 
@@ -227,7 +230,10 @@ impl Job<'_> {
     /// [`run`](Self::run) compiled for AVX2 and FMA where the CPU has them.
     fn run_best(&self, out: &mut [f32]) {
         #[cfg(target_arch = "x86_64")]
-        if std::is_x86_feature_detected!("avx2") && std::is_x86_feature_detected!("fma") {
+        if !self.conv.portable
+            && std::is_x86_feature_detected!("avx2")
+            && std::is_x86_feature_detected!("fma")
+        {
             // SAFETY: the CPU supports AVX2 and FMA, checked just above.
             unsafe { self.run_avx2_fma(out) };
             return;
@@ -543,18 +549,24 @@ mod tests {
             let d = DirectConv::new(&folded(&conv, cin, groups, stride));
             let xs: Vec<f32> = x.clone().into_data().to_vec().unwrap();
 
-            // Bare convolution.
+            // Bare convolution, with SIMD where the CPU has it and portable.
             let want: Vec<f32> = conv.forward(x.clone()).into_data().to_vec().unwrap();
-            let (got, _) = d.forward(&xs, batch, len, None, false, true);
-            let diff = want
-                .iter()
-                .zip(&got)
-                .map(|(a, b)| (a - b).abs())
-                .fold(0.0, f32::max);
-            assert!(
-                diff < 1e-4,
-                "{cin}->{cout}/{groups} s{stride} len {len}: {diff}"
-            );
+            let portable = DirectConv {
+                portable: true,
+                ..d.clone()
+            };
+            for (d, how) in [(&d, "best"), (&portable, "portable")] {
+                let (got, _) = d.forward(&xs, batch, len, None, false, true);
+                let diff = want
+                    .iter()
+                    .zip(&got)
+                    .map(|(a, b)| (a - b).abs())
+                    .fold(0.0, f32::max);
+                assert!(
+                    diff < 1e-4,
+                    "{cin}->{cout}/{groups} s{stride} len {len} ({how}): {diff}"
+                );
+            }
 
             // With a shortcut (pooled when strided, zero channels appended) and ReLU.
             let sc_ch = cin.min(cout);

@@ -326,6 +326,47 @@ mod tests {
         (w(&stem), blocks)
     }
 
+    /// Both kernels against the plain path for the yardstick's thinnest network (W=32 D=4:
+    /// 32 groups of 1, 2 and 4 channels) and a dense one, at batch sizes that take each way
+    /// of splitting the work (one thread, layers split, one sample per thread).
+    #[test]
+    fn both_kernels_match_the_plain_path() {
+        use burn::backend::Flex;
+        use burn::tensor::Distribution;
+        let dev = Default::default();
+        for (width, group_width) in [(32, 1), (8, 8)] {
+            let arch = ResNeXtArch {
+                width,
+                depth: 4,
+                group_width,
+                kernel: 16,
+            };
+            let m = arch.init::<Flex>(&dev);
+            for batch in [1, 3, 4] {
+                let x = Tensor::<Flex, 3>::random(
+                    [batch, 1, 7500],
+                    Distribution::Normal(0.0, 1.0),
+                    &dev,
+                );
+                let want: Vec<f32> = m.forward(x.clone()).into_data().to_vec().unwrap();
+                for kernel in [Kernel::Direct, Kernel::Gemm] {
+                    let fast = m.inference_form_with(kernel);
+                    assert_eq!(fast.kernel(), kernel);
+                    let got: Vec<f32> = fast.forward(x.clone()).into_data().to_vec().unwrap();
+                    let diff = want
+                        .iter()
+                        .zip(&got)
+                        .map(|(a, b)| (a - b).abs())
+                        .fold(0.0, f32::max);
+                    assert!(
+                        diff < 1e-4,
+                        "W{width} g{group_width} batch {batch} {kernel:?}: {diff}"
+                    );
+                }
+            }
+        }
+    }
+
     #[test]
     fn layouts_widen_with_the_channels_where_the_groups_allow() {
         // The yardstick's W=32 D=4: 32 groups of 1 to 4 channels, 8 channels per layout group.
