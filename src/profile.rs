@@ -19,13 +19,16 @@ use crate::zoo::{Input, ZooModel};
 pub const BURN_VERSION: &str = "0.21";
 
 /// The `burn_version` column of a profile's key: the burn release and the inference path
-/// (`fast` or `plain`, [`crate::zoo::InferencePath`]), so profiles of one path never
-/// stand in for the other.
+/// (`fast` or `plain`, [`crate::zoo::InferencePath`]; `fast+direct` when the CPU runs the
+/// direct kernel, [`crate::zoo::Kernel`]), so profiles of one path or kernel never stand in
+/// for another.
 pub fn engine_version() -> String {
-    format!(
-        "{BURN_VERSION}/{}",
-        crate::zoo::InferencePath::from_env().name()
-    )
+    use crate::zoo::{InferencePath, Kernel};
+    let path = match (InferencePath::from_env(), Kernel::on_flex()) {
+        (InferencePath::Fast, Kernel::Direct) => "fast+direct",
+        (p, _) => p.name(),
+    };
+    format!("{BURN_VERSION}/{path}")
 }
 
 /// One measured (model, device, batch) point.

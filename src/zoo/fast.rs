@@ -103,8 +103,16 @@ impl Kernel {
     /// zoo model at batch 8, see BENCHMARKS.md), unless `HOLMES_FAST_KERNEL=gemm`; GEMM on
     /// every other backend.
     pub fn choose<B: Backend>() -> Kernel {
+        if on_host::<B>() {
+            Kernel::on_flex()
+        } else {
+            Kernel::Gemm
+        }
+    }
+
+    /// The kernel the flex backend runs: direct unless `HOLMES_FAST_KERNEL=gemm`.
+    pub fn on_flex() -> Kernel {
         match std::env::var(FAST_KERNEL_ENV).as_deref() {
-            _ if !on_host::<B>() => Kernel::Gemm,
             Ok("gemm") => Kernel::Gemm,
             _ => Kernel::Direct,
         }
