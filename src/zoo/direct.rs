@@ -1,5 +1,5 @@
-//! Direct 1-D convolution on the host CPU, for networks whose grouped convolutions are too thin
-//! for a GEMM: channels-first rows, vectorised along the length, every multiply-add a real one.
+//! Direct 1-D convolution on the host CPU: channels-first rows, vectorised along the length,
+//! every multiply-add one the network needs. What the fast path runs on flex.
 //!
 //! [`conv_gemm`](super::conv_gemm) turns each convolution into one batched GEMM, which is fast
 //! when every group writes 8 or more channels. With 1 to 4 channels per group (the yardstick's
@@ -8,15 +8,20 @@
 //! `sum over (input channel, tap) of weight * shifted input row`, computed for a tile of
 //! positions at once: the position tile is the SIMD axis, several output channels of a group
 //! share each loaded input vector, and the accumulators stay in registers. A stride-2 input is
-//! split once into its even and odd samples, so every load is a contiguous run.
+//! split once into its even and odd samples, so every load is a contiguous run. Measured, this
+//! beats the GEMM form on every zoo model, dense groups included (BENCHMARKS.md).
 //!
 //! Fused into the convolution's store: the folded bias, the residual shortcut (the block input
 //! max-pooled by 2, zero channels appended) and the ReLU. The layout is plain
 //! `[batch, channels, length]`, so the network needs no layout changes between layers.
 //!
-//! This runs on host memory, so [`fast`](super::fast) uses it only on the flex CPU backend; other
-//! backends (CUDA) keep the GEMM form. Work is split over rayon's pool by output rows; each task
-//! runs compiled for AVX2 and FMA where the CPU has them (detected at run time).
+//! Work on rayon's pool ([`DirectNet::features`]): one window per thread when the batch has
+//! enough of them (activations stay in that core's cache), else each layer split by output
+//! rows, else (tiny batches) the calling thread alone. Each task runs compiled for AVX2 and FMA
+//! where the CPU has them (detected at run time), else a portable loop.
+//!
+//! This reads host memory, so [`fast`](super::fast) uses it only on the flex CPU backend; other
+//! backends (CUDA) keep the GEMM form.
 
 use rayon::prelude::*;
 

@@ -92,9 +92,9 @@ pub const FAST_KERNEL_ENV: &str = "HOLMES_FAST_KERNEL";
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Kernel {
     /// One batched GEMM per convolution in the grouped channels-last layout
-    /// ([`conv_gemm`](super::conv_gemm)); any backend.
+    /// (`zoo/conv_gemm.rs`); any backend.
     Gemm,
-    /// Direct convolution on host memory ([`direct`](super::direct)); flex only.
+    /// Direct convolution on host memory (`zoo/direct.rs`); flex only.
     Direct,
 }
 
