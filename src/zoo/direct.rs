@@ -103,6 +103,9 @@ impl DirectConv {
     ) -> (Vec<f32>, usize) {
         assert_eq!(x.len(), batch * self.cin * len, "input shape");
         let (l_out, begin, _) = same_padding(len, self.kernel, self.stride);
+        if batch == 0 || len == 0 {
+            return (vec![0.0; batch * self.cout * l_out], l_out);
+        }
         // Rows per rayon job in the copies: one where they are large enough to be worth
         // splitting (each split region costs a wake-up of the pool), else all of them.
         let min_len = if split && x.len() >= MIN_SPLIT_COPY {
@@ -527,6 +530,22 @@ mod tests {
             stride,
             groups,
         }
+    }
+
+    #[test]
+    fn empty_inputs_give_empty_outputs() {
+        let w = FoldedWeights {
+            weight: vec![1.0; 8 * 16],
+            bias: vec![0.5; 8],
+            cin: 1,
+            cout: 8,
+            kernel: 16,
+            stride: 2,
+            groups: 1,
+        };
+        let d = DirectConv::new(&w);
+        assert_eq!(d.forward(&[], 0, 100, None, true, true).0.len(), 0);
+        assert_eq!(d.forward(&[], 3, 0, None, true, true).0.len(), 0);
     }
 
     /// Against burn's `Conv1d` ("same" padding) plus the max-pooled, zero-extended shortcut
