@@ -5,6 +5,7 @@
 
 mod common;
 
+use holmes::cpu_bench::max_abs_diff;
 use holmes::dataset::{self, Database, Dataset, WindowSpec};
 use holmes::sim::ecgsyn::EcgSyn;
 use holmes::zoo::{self, InferencePath, Input, Kernel, ZooModel, logits_to_probs};
@@ -46,11 +47,7 @@ fn assert_kernel_agrees(m: &ZooModel<B>, windows: &[Vec<f32>], what: &str) {
     let plain = m.logits(&inputs, InferencePath::Plain).unwrap();
     let fast = m.logits(&inputs, InferencePath::Fast).unwrap();
     assert_eq!(plain.len(), 2 * windows.len());
-    let worst = plain
-        .iter()
-        .zip(&fast)
-        .map(|(a, b)| (a - b).abs())
-        .fold(0.0f32, f32::max);
+    let worst = max_abs_diff(&plain, &fast);
     assert!(
         worst < TOLERANCE,
         "{} on {what}: logits differ by {worst} (plain {plain:?}, fast {fast:?})",

@@ -58,6 +58,28 @@ pub struct FoldedWeights {
     pub groups: usize,
 }
 
+#[cfg(test)]
+impl FoldedWeights {
+    /// A convolution's own weights and bias (no BatchNorm): how the kernel tests compare a
+    /// folded convolution with burn's `Conv1d`.
+    pub(crate) fn of_conv<B: Backend>(conv: &burn::nn::conv::Conv1d<B>) -> Self {
+        let [cout, cpg, kernel] = conv.weight.dims();
+        let host = |t: Tensor<B, 1>| t.into_data().to_vec::<f32>().expect("f32 parameters");
+        FoldedWeights {
+            weight: host(conv.weight.val().reshape([cout * cpg * kernel])),
+            bias: conv
+                .bias
+                .as_ref()
+                .map_or(vec![0.0; cout], |b| host(b.val())),
+            cin: cpg * conv.groups,
+            cout,
+            kernel,
+            stride: conv.stride,
+            groups: conv.groups,
+        }
+    }
+}
+
 /// "Same" padding as burn's `PaddingConfig1d::Same` and ONNX `SAME_UPPER`: output length
 /// `ceil(len / stride)`, the odd sample of padding at the end. Returns `(l_out, begin, end)`.
 pub fn same_padding(len: usize, kernel: usize, stride: usize) -> (usize, usize, usize) {
@@ -327,22 +349,7 @@ mod tests {
                 .init::<B>(&dev);
             let x = Tensor::<B, 3>::random([3, cin, len], Distribution::Normal(0.0, 1.0), &dev);
             let want = conv.forward(x.clone());
-            let w = FoldedWeights {
-                weight: conv.weight.val().into_data().to_vec().unwrap(),
-                bias: conv
-                    .bias
-                    .as_ref()
-                    .unwrap()
-                    .val()
-                    .into_data()
-                    .to_vec()
-                    .unwrap(),
-                cin,
-                cout,
-                kernel: 16,
-                stride,
-                groups,
-            };
+            let w = FoldedWeights::of_conv(&conv);
             // The convolution's own groups, and merged (block-diagonal) coarser layouts.
             // and layouts that widen with the channels (constant channels per layout group).
             let mut layouts: Vec<(usize, usize)> = (1..=groups)
@@ -381,22 +388,7 @@ mod tests {
             .init::<B>(&dev);
         let x = Tensor::<B, 3>::random([2, 1, 101], Distribution::Normal(0.0, 1.0), &dev);
         let want = conv.forward(x.clone());
-        let w = FoldedWeights {
-            weight: conv.weight.val().into_data().to_vec().unwrap(),
-            bias: conv
-                .bias
-                .as_ref()
-                .unwrap()
-                .val()
-                .into_data()
-                .to_vec()
-                .unwrap(),
-            cin: 1,
-            cout: 8,
-            kernel: 16,
-            stride: 2,
-            groups: 1,
-        };
+        let w = FoldedWeights::of_conv(&conv);
         let fc = FoldedConv::<B>::new(&w, 1, 4, &dev);
         let got = to_channels_first(fc.forward(to_grouped(x, 1)));
         assert!(max_abs_diff(got, want) < 1e-4);

@@ -81,10 +81,6 @@ impl DirectConv {
         }
     }
 
-    pub fn cout(&self) -> usize {
-        self.cout
-    }
-
     /// The convolution with "same" padding (as burn's `PaddingConfig1d::Same`), bias added,
     /// the shortcut added if given, then ReLU if `relu`. Split over rayon's threads if `split`,
     /// else all on the calling thread.
@@ -463,7 +459,7 @@ impl DirectNet {
     }
 
     /// Multiply-adds of one window of `len` samples.
-    pub fn macs(&self, len: usize) -> usize {
+    fn macs(&self, len: usize) -> usize {
         let mut l = len;
         std::iter::once(&self.stem)
             .chain(self.blocks.iter().flat_map(|(a, b)| [a, b]))
@@ -498,6 +494,7 @@ impl DirectNet {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::cpu_bench::max_abs_diff;
     use burn::backend::Flex;
     use burn::nn::PaddingConfig1d;
     use burn::nn::conv::Conv1dConfig;
@@ -506,31 +503,6 @@ mod tests {
     use burn::tensor::{Distribution, Tensor};
 
     type B = Flex;
-
-    fn folded(
-        conv: &burn::nn::conv::Conv1d<B>,
-        cin: usize,
-        groups: usize,
-        stride: usize,
-    ) -> FoldedWeights {
-        let [cout, _, kernel] = conv.weight.dims();
-        FoldedWeights {
-            weight: conv.weight.val().into_data().to_vec().unwrap(),
-            bias: conv
-                .bias
-                .as_ref()
-                .unwrap()
-                .val()
-                .into_data()
-                .to_vec()
-                .unwrap(),
-            cin,
-            cout,
-            kernel,
-            stride,
-            groups,
-        }
-    }
 
     #[test]
     fn empty_inputs_give_empty_outputs() {
@@ -570,7 +542,7 @@ mod tests {
                 .init::<B>(&dev);
             let batch = 3;
             let x = Tensor::<B, 3>::random([batch, cin, len], Distribution::Normal(0.0, 1.0), &dev);
-            let d = DirectConv::new(&folded(&conv, cin, groups, stride));
+            let d = DirectConv::new(&FoldedWeights::of_conv(&conv));
             let xs: Vec<f32> = x.clone().into_data().to_vec().unwrap();
 
             // Bare convolution, with SIMD where the CPU has it and portable.
@@ -581,11 +553,7 @@ mod tests {
             };
             for (d, how) in [(&d, "best"), (&portable, "portable")] {
                 let (got, _) = d.forward(&xs, batch, len, None, false, true);
-                let diff = want
-                    .iter()
-                    .zip(&got)
-                    .map(|(a, b)| (a - b).abs())
-                    .fold(0.0, f32::max);
+                let diff = max_abs_diff(&want, &got);
                 assert!(
                     diff < 1e-4,
                     "{cin}->{cout}/{groups} s{stride} len {len} ({how}): {diff}"
@@ -619,11 +587,7 @@ mod tests {
                 stride,
             };
             let (got, _) = d.forward(&xs, batch, len, Some(shortcut), true, false);
-            let diff = want
-                .iter()
-                .zip(&got)
-                .map(|(a, b)| (a - b).abs())
-                .fold(0.0, f32::max);
+            let diff = max_abs_diff(&want, &got);
             assert!(
                 diff < 1e-4,
                 "{cin}->{cout}/{groups} s{stride} with shortcut: {diff}"

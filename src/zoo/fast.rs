@@ -72,14 +72,19 @@ pub struct FastBlock<B: Backend> {
     out_groups: usize,
 }
 
-/// A ResNeXt-1D in inference form.
+/// The convolutions in the GEMM form: the stem and the residual blocks.
 #[derive(Module, Debug)]
-pub struct FastResNeXt1d<B: Backend> {
+pub struct GemmConvs<B: Backend> {
     stem: FoldedConv<B>,
     blocks: Vec<FastBlock<B>>,
+}
+
+/// A ResNeXt-1D in inference form. Its convolutions are in exactly one of two forms, as
+/// [`Kernel`] chose: `gemm` (burn tensors, any backend) or `direct` (host memory, flex).
+#[derive(Module, Debug)]
+pub struct FastResNeXt1d<B: Backend> {
+    gemm: Option<GemmConvs<B>>,
     fc: Linear<B>,
-    /// The direct (host) convolutions, when they run instead of the GEMM form: on the flex
-    /// CPU backend (see [`Kernel`]).
     #[module(skip)]
     direct: Option<Arc<DirectNet>>,
 }
@@ -237,11 +242,59 @@ impl<B: Backend> FastResNeXt1d<B> {
         device: &B::Device,
         kernel: Kernel,
     ) -> Self {
-        let plan = plan_layout(stem, blocks);
-        let direct = (kernel == Kernel::Direct && on_host::<B>())
-            .then(|| Arc::new(DirectNet::new(stem, blocks)));
+        let direct = kernel == Kernel::Direct && on_host::<B>();
         FastResNeXt1d {
-            direct,
+            gemm: (!direct).then(|| GemmConvs::new(stem, blocks, device)),
+            fc,
+            direct: direct.then(|| Arc::new(DirectNet::new(stem, blocks))),
+        }
+    }
+
+    /// # Shapes
+    /// - x: `[batch, 1, samples]` normalised ECG
+    /// - returns: `[batch, 2]` logits, equal (to float rounding) to the training form's
+    pub fn forward(&self, x: Tensor<B, 3>) -> Tensor<B, 2> {
+        let features = match (&self.direct, &self.gemm) {
+            (Some(direct), _) => direct_features(direct, x),
+            (None, Some(gemm)) => gemm.features(x),
+            (None, None) => unreachable!("with_kernel builds one form"),
+        };
+        self.fc.forward(features) // [n, 2]
+    }
+
+    /// The kernel this model's convolutions run.
+    pub fn kernel(&self) -> Kernel {
+        if self.direct.is_some() {
+            Kernel::Direct
+        } else {
+            Kernel::Gemm
+        }
+    }
+}
+
+/// The direct convolutions' pooled features (flex: the tensor data is host memory, taken
+/// without a copy when the tensor is contiguous and not shared).
+///
+/// # Shapes
+/// - x: `[batch, 1, samples]`
+/// - returns: `[batch, channels]`
+fn direct_features<B: Backend>(direct: &DirectNet, x: Tensor<B, 3>) -> Tensor<B, 2> {
+    let [n, _, _] = x.dims();
+    let device = x.device();
+    let samples: Vec<f32> = x
+        .into_data()
+        .convert::<f32>()
+        .into_vec()
+        .expect("f32 input");
+    let features = direct.features(&samples, n);
+    let c = features.len() / n.max(1);
+    Tensor::from_data(TensorData::new(features, [n, c]), &device)
+}
+
+impl<B: Backend> GemmConvs<B> {
+    fn new(stem: &FoldedWeights, blocks: &[FoldedBlock], device: &B::Device) -> Self {
+        let plan = plan_layout(stem, blocks);
+        GemmConvs {
             stem: FoldedConv::new(stem, 1, plan.stem, device),
             blocks: blocks
                 .iter()
@@ -254,17 +307,13 @@ impl<B: Backend> FastResNeXt1d<B> {
                     out_groups: go,
                 })
                 .collect(),
-            fc,
         }
     }
 
     /// # Shapes
-    /// - x: `[batch, 1, samples]` normalised ECG
-    /// - returns: `[batch, 2]` logits, equal (to float rounding) to the training form's
-    pub fn forward(&self, x: Tensor<B, 3>) -> Tensor<B, 2> {
-        if let Some(direct) = &self.direct {
-            return self.forward_direct(direct, x);
-        }
+    /// - x: `[batch, 1, samples]`
+    /// - returns: `[batch, channels]`, the mean over the length of the last block's output
+    fn features(&self, x: Tensor<B, 3>) -> Tensor<B, 2> {
         let [n, _, l] = x.dims();
         let x = x.reshape([n, 1, l, 1]); // grouped channels-last, one group, one channel
         let mut h = relu(self.stem.forward(x)); // [n, g, l/2, W/g] (g: layout groups)
@@ -279,32 +328,7 @@ impl<B: Backend> FastResNeXt1d<B> {
             h = relu(t + sc);
         }
         let [n, g, _, cg] = h.dims();
-        self.fc.forward(h.mean_dim(2).reshape([n, g * cg])) // [n, 2]
-    }
-
-    /// The kernel this model's convolutions run.
-    pub fn kernel(&self) -> Kernel {
-        if self.direct.is_some() {
-            Kernel::Direct
-        } else {
-            Kernel::Gemm
-        }
-    }
-
-    /// The forward pass through the direct convolutions (flex: the tensor data is host
-    /// memory, taken without a copy when the tensor is contiguous and not shared).
-    fn forward_direct(&self, direct: &DirectNet, x: Tensor<B, 3>) -> Tensor<B, 2> {
-        let [n, _, _] = x.dims();
-        let device = x.device();
-        let samples: Vec<f32> = x
-            .into_data()
-            .convert::<f32>()
-            .into_vec()
-            .expect("f32 input");
-        let features = direct.features(&samples, n);
-        let c = features.len() / n.max(1);
-        let features = Tensor::<B, 2>::from_data(TensorData::new(features, [n, c]), &device);
-        self.fc.forward(features)
+        h.mean_dim(2).reshape([n, g * cg])
     }
 }
 
@@ -361,11 +385,7 @@ mod tests {
                     let fast = m.inference_form_with(kernel);
                     assert_eq!(fast.kernel(), kernel);
                     let got: Vec<f32> = fast.forward(x.clone()).into_data().to_vec().unwrap();
-                    let diff = want
-                        .iter()
-                        .zip(&got)
-                        .map(|(a, b)| (a - b).abs())
-                        .fold(0.0, f32::max);
+                    let diff = crate::cpu_bench::max_abs_diff(&want, &got);
                     assert!(
                         diff < 1e-4,
                         "W{width} g{group_width} batch {batch} {kernel:?}: {diff}"

@@ -20,7 +20,6 @@ pub use conv_gemm::{
     FoldedConv, FoldedWeights, layout_fits, max_pool2, pad_channels, pad_length, same_padding,
     to_channels_first, to_grouped,
 };
-pub use direct::{DirectConv, DirectNet, Shortcut};
 pub use fast::{
     FAST_KERNEL_ENV, FastResNeXt1d, FoldedBlock, INFERENCE_PATH_ENV, InferencePath, Kernel,
     LayoutPlan, plan_layout,
