@@ -1,49 +1,55 @@
 //! Holmes: a bedside appliance that scores ventricular-tachyarrhythmia risk from ECG and vitals
 //! with ensembles drawn from a model zoo.
 //!
-//! # Layout
+//! # Layers
 //!
-//! - [`wfdb`]: PhysioNet record reading (headers, signals, annotations).
-//! - [`dataset`]: records at 250 Hz, labelled windows, heart rate, the patient-wise split.
-//! - [`zoo`]: model families (ResNeXt-1D for ECG, logistic regression / MLP for vitals), the
-//!   model folder format, loading with validation, and input preprocessing shared with serving.
-//! - [`train`]: `holmes train`, fitting the zoo model by model.
-//! - [`evaluation`]: ROC-AUC, PR-AUC and the mean-probability ensemble.
-//! - [`cpu_bench`]: `holmes bench-cpu`, the zoo's convolutions against ONNX Runtime.
-//! - [`cli`]: the command line.
+//! Modules are listed from the bottom up; each imports only modules listed above it (the
+//! training side and the serving side never import each other). `tests/layers.rs` holds the
+//! code to this order.
 //!
-//! # Data flow (training)
+//! - [`core`]: the data that crosses stages (window, event, score) and shared helpers.
+//! - [`config`]: the TOML configuration, pure data, one section per subsystem.
+//! - [`protocol`]: the monitor wire format.
+//! - [`signal`]: ECG signal processing: QRS detection and heart rate, resampling, synthetic ECG.
+//! - [`zoo`]: model families, the model folder format, validated loading, preprocessing and
+//!   the fast inference kernels, shared by training and serving.
+//! - [`training`]: offline, PhysioNet records to trained models: `wfdb`, `dataset`, `train`.
+//! - [`serving`]: the daemon's data path, bottom up `store` <- `engine` <- `ward` <- `ingest`
+//!   (data flows the other way: monitor -> ingest -> ward -> engine -> store).
+//! - [`composer`]: which members to serve within the latency budget (HOLMES), and the actor
+//!   that recomposes while serving.
+//! - [`dashboard`]: the ward page: board, alarms, users.
+//! - [`http`]: the router, its state and errors, the accept loop and TLS.
+//! - [`appliance`]: the daemon's wiring and shutdown order, and the system service.
+//! - [`tools`]: the simulator, `holmes bench`, `holmes bench-cpu`, `holmes score`.
+//! - [`cli`]: the command line, one file per subcommand.
+//!
+//! # Data flow
 //!
 //! ```text
-//! PhysioNet .hea/.dat/.atr --wfdb--> Record --dataset--> RecordData (250 Hz, spans, beats)
-//!     --> Dataset (windows: label, leads, heart rate) --split--> train | validation | test
-//!     --train::fit--> Net --zoo::write_model--> models/<name>/{manifest.json, weights.mpk}
+//! serving:  monitor --protocol--> ingest --> ward --ClosedWindow--> engine --ScoreRecord--> store
+//!                                                                                  |
+//!           page <-- dashboard <-- http <------------------------------------------+
+//! training: PhysioNet --wfdb--> dataset --train--> zoo: models/<name>/{manifest.json, weights.mpk}
 //! ```
 
-pub mod appliance;
-pub mod audit;
-pub mod bench;
-pub mod cli;
-pub mod composer;
+pub mod core;
+
 pub mod config;
-pub mod cpu_bench;
-pub mod dashboard;
-pub mod dataset;
-pub mod devices;
-pub mod engine;
-pub mod evaluation;
-pub mod http;
-pub mod ingest;
-pub mod listen;
-pub mod profile;
 pub mod protocol;
-pub mod scorer;
-pub mod server;
-pub mod sim;
-pub mod store;
-pub mod telemetry;
-pub mod tls;
-pub mod train;
-pub mod ward;
-pub mod wfdb;
+pub mod signal;
+
 pub mod zoo;
+
+pub mod training;
+
+pub mod serving;
+
+pub mod composer;
+pub mod dashboard;
+pub mod http;
+
+pub mod appliance;
+pub mod tools;
+
+pub mod cli;

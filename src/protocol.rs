@@ -1,7 +1,7 @@
 //! The monitor protocol on `/ws/monitor`: message types, parsing and close codes.
 //! `docs/PROTOCOL.md` is the prose version with examples.
 //!
-//! [`ingest`](crate::ingest) parses every client message through [`parse_client`] and answers
+//! [`ingest`](crate::serving::ingest) parses every client message through [`parse_client`] and answers
 //! with [`ServerMsg`]; nothing else touches the wire format.
 
 use std::collections::BTreeMap;

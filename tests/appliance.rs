@@ -448,7 +448,7 @@ fn kill_9_under_load_loses_no_committed_score_and_scoring_resumes() {
     drop(c);
     d.child.kill().unwrap(); // SIGKILL
     d.child.wait().unwrap();
-    let killed_ms = holmes::store::now_ms();
+    let killed_ms = holmes::core::time::now_ms();
 
     let mut d = Daemon::start(&config, &[]);
     d.wait_ready(60);

@@ -6,7 +6,7 @@ mod common;
 
 use serde_json::Value;
 
-const METHODS: usize = holmes::composer::compose::METHODS.len();
+const METHODS: usize = holmes::config::METHODS.len();
 
 /// A five-model zoo and a config pointing at it (and at a scratch database).
 fn small_zoo() -> (tempfile::TempDir, std::path::PathBuf) {
@@ -173,7 +173,7 @@ fn compose_all_methods_on_a_small_zoo() {
         "one line per budget"
     );
     assert!(svg.contains("class=\"pareto\"") && svg.contains("class=\"point\""));
-    for m in holmes::composer::compose::METHODS {
+    for m in holmes::config::METHODS {
         let chosen = rows
             .iter()
             .filter(|r| r["method"] == m && !r["members"].as_array().unwrap().is_empty())

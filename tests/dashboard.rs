@@ -9,7 +9,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use fantoccini::{Client, ClientBuilder, Locator};
-use holmes::sim::{Faults, SimOptions, Source};
+use holmes::tools::sim::{Faults, SimOptions, Source};
 
 struct Driver(Child);
 
@@ -162,7 +162,7 @@ async fn the_ward_page_lives_in_a_real_browser() {
     );
 
     let url = app.ws_url();
-    let long = tokio::spawn(holmes::sim::run(sim(&url, "bed-", 2, 120.0)));
+    let long = tokio::spawn(holmes::tools::sim::run(sim(&url, "bed-", 2, 120.0)));
 
     let (_driver, c) = browser().await;
     let page = format!("http://{}/", app.addr);
@@ -265,7 +265,7 @@ async fn the_ward_page_lives_in_a_real_browser() {
 
     // A monitor that connects, streams a few seconds and stops: its tile appears, then turns
     // stale, then lost.
-    let short = tokio::spawn(holmes::sim::run(sim(&url, "gone-", 1, 3.0)));
+    let short = tokio::spawn(holmes::tools::sim::run(sim(&url, "gone-", 1, 3.0)));
     until(20, "gone-1's tile", || async {
         let tiles = c.find_all(Locator::Css(".tile")).await.ok()?;
         (tiles.len() == 3).then_some(())

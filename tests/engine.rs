@@ -6,10 +6,14 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
+use holmes::config::Combine;
+use holmes::config::EngineConfig;
 use holmes::config::StorageConfig;
-use holmes::engine::{Combine, Engine, EngineConfig, Factory, FakeModel, InferModel, MemberSpec};
-use holmes::store::{self, ServedEnsemble, StoreHandle, StoreReader};
-use holmes::ward::{ClosedWindow, LeadSlot, WindowQuality};
+use holmes::core::window::ClosedWindow;
+use holmes::core::window::LeadSlot;
+use holmes::core::window::WindowQuality;
+use holmes::serving::engine::{Engine, Factory, FakeModel, InferModel, MemberSpec};
+use holmes::serving::store::{self, ServedEnsemble, StoreHandle, StoreReader};
 use holmes::zoo::{Input, Lead};
 
 struct Rig {
@@ -82,7 +86,7 @@ fn rig(slo_ms: u64, queue_capacity: usize, members: Vec<MemberSpec>) -> Rig {
 }
 
 impl Rig {
-    fn rows(&self, bed: &str) -> Vec<holmes::store::ScoreRow> {
+    fn rows(&self, bed: &str) -> Vec<holmes::serving::store::ScoreRow> {
         self.reader.scores(bed, i64::MIN, i64::MAX, 10_000).unwrap()
     }
 

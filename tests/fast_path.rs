@@ -5,9 +5,9 @@
 
 mod common;
 
-use holmes::cpu_bench::max_abs_diff;
-use holmes::dataset::{self, Database, Dataset, WindowSpec};
-use holmes::sim::ecgsyn::EcgSyn;
+use holmes::signal::ecgsyn::EcgSyn;
+use holmes::tools::cpu_bench::max_abs_diff;
+use holmes::training::dataset::{self, Database, Dataset, WindowSpec};
 use holmes::zoo::{self, InferencePath, Input, Kernel, ZooModel, logits_to_probs};
 
 type B = burn::backend::Flex;

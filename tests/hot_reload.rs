@@ -124,7 +124,7 @@ async fn models_are_added_refused_changed_and_removed_while_scoring() {
         "{models}"
     );
     // Every change is in the audit log, by the system.
-    let audit = holmes::audit::read_all(&app.dir.path().join("holmes.db")).unwrap();
+    let audit = holmes::serving::store::audit::read_all(&app.dir.path().join("holmes.db")).unwrap();
     for action in ["model_loaded", "model_refused", "model_removed"] {
         assert!(
             audit

@@ -117,7 +117,7 @@ async fn a_zoo_change_leads_to_a_new_plan_while_scores_keep_arriving() {
             .any(|e| e["kind"] == "plan_change"),
         "{ev}"
     );
-    let audit = holmes::audit::read_all(&data.path().join("holmes.db")).unwrap();
+    let audit = holmes::serving::store::audit::read_all(&data.path().join("holmes.db")).unwrap();
     assert!(
         audit.iter().any(|r| r.1 == "plan_switched"
             && r.0.as_deref() == Some("system")

@@ -5,7 +5,7 @@ mod common;
 
 use std::time::Duration;
 
-use holmes::sim::{Faults, SimOptions, Source};
+use holmes::tools::sim::{Faults, SimOptions, Source};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn offline_scores_equal_live_scores() {
@@ -30,7 +30,7 @@ async fn offline_scores_equal_live_scores() {
         ramp: std::time::Duration::ZERO,
         storm_at: None,
     };
-    let report = holmes::sim::run(opts).await.unwrap();
+    let report = holmes::tools::sim::run(opts).await.unwrap();
     assert!(
         report
             .frames_sent

@@ -129,7 +129,7 @@ async fn device_tokens_are_issued_checked_and_revoked() {
         .collect();
     assert_eq!(hashes.len(), 2);
     assert!(hashes.iter().all(|h| *h != bedside && *h != gateway));
-    let audit = holmes::audit::read_all(&db).unwrap();
+    let audit = holmes::serving::store::audit::read_all(&db).unwrap();
     let actions: Vec<&str> = audit.iter().map(|r| r.1.as_str()).collect();
     assert_eq!(
         actions
@@ -172,7 +172,7 @@ async fn https_get_with_headers(
     ca: &Path,
     path: &str,
 ) -> (u16, String, Value) {
-    let connector = tokio_rustls::TlsConnector::from(holmes::tls::client_config(ca).unwrap());
+    let connector = tokio_rustls::TlsConnector::from(holmes::http::tls::client_config(ca).unwrap());
     let tcp = tokio::net::TcpStream::connect(addr).await.unwrap();
     let name = rustls::pki_types::ServerName::try_from("127.0.0.1").unwrap();
     let mut s = connector.connect(name, tcp).await.unwrap();
@@ -201,7 +201,7 @@ async fn tls_carries_the_monitor_socket_and_the_api() {
     let certs = tempfile::tempdir().unwrap();
     let (cert, key) = self_signed(certs.path());
     let app = spawn_app(|c| {
-        c.server.tls = Some(holmes::tls::TlsConfig {
+        c.server.tls = Some(holmes::config::TlsConfig {
             cert: cert.clone(),
             key: key.clone(),
         });
@@ -210,7 +210,7 @@ async fn tls_carries_the_monitor_socket_and_the_api() {
     })
     .await;
     let wss = format!("wss://127.0.0.1:{}/ws/monitor", app.addr.port());
-    let connector = Connector::Rustls(holmes::tls::client_config(&cert).unwrap());
+    let connector = Connector::Rustls(holmes::http::tls::client_config(&cert).unwrap());
     let (ws, _) =
         tokio_tungstenite::connect_async_tls_with_config(&wss, None, false, Some(connector))
             .await
@@ -258,7 +258,7 @@ async fn tls_carries_the_monitor_socket_and_the_api() {
     // A certificate the client does not trust is refused.
     let other = tempfile::tempdir().unwrap();
     let (stranger, _) = self_signed(other.path());
-    let connector = Connector::Rustls(holmes::tls::client_config(&stranger).unwrap());
+    let connector = Connector::Rustls(holmes::http::tls::client_config(&stranger).unwrap());
     assert!(
         tokio_tungstenite::connect_async_tls_with_config(&wss, None, false, Some(connector))
             .await
@@ -266,17 +266,17 @@ async fn tls_carries_the_monitor_socket_and_the_api() {
     );
 
     // The simulator speaks wss:// with --ca.
-    let report = holmes::sim::run(holmes::sim::SimOptions {
+    let report = holmes::tools::sim::run(holmes::tools::sim::SimOptions {
         url: wss,
         beds: 1,
-        source: holmes::sim::Source::Synthetic,
+        source: holmes::tools::sim::Source::Synthetic,
         duration: Duration::from_secs(2),
         speed: 10.0,
         token: "t".into(),
         device: None,
         ca: Some(cert.clone()),
         bed_prefix: "sim-".into(),
-        faults: holmes::sim::Faults::default(),
+        faults: holmes::tools::sim::Faults::default(),
         records: Vec::new(),
         seed: 3,
         ramp: Duration::ZERO,
@@ -298,7 +298,7 @@ async fn tls_carries_the_monitor_socket_and_the_api() {
 async fn plain_http_is_refused_off_loopback() {
     let dir = tempfile::tempdir().unwrap();
     let listener = tokio::net::TcpListener::bind("0.0.0.0:0").await.unwrap();
-    let e = match holmes::server::start(test_config(dir.path()), listener).await {
+    let e = match holmes::appliance::server::start(test_config(dir.path()), listener).await {
         Ok(_) => panic!("plain HTTP on 0.0.0.0 must be refused"),
         Err(e) => e.to_string(),
     };
@@ -322,7 +322,9 @@ async fn plain_http_is_refused_off_loopback() {
     let listener = tokio::net::TcpListener::bind("0.0.0.0:0").await.unwrap();
     let mut cfg = test_config(dir.path());
     cfg.server.allow_plain_http_on_network = true;
-    let running = holmes::server::start(cfg, listener).await.unwrap();
+    let running = holmes::appliance::server::start(cfg, listener)
+        .await
+        .unwrap();
     running.shutdown.cancel();
     running.stopped().await;
 }

@@ -6,7 +6,7 @@ mod common;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
-use holmes::sim::{Faults, SimOptions, Source};
+use holmes::tools::sim::{Faults, SimOptions, Source};
 
 fn opts(url: String, beds: usize, faults: Faults) -> SimOptions {
     SimOptions {
@@ -35,7 +35,7 @@ async fn synthetic_beds_with_faults_keep_scoring() {
         duplicate: 0.02,
         corrupt: 0.02,
     };
-    let report = holmes::sim::run(opts(app.ws_url(), 2, faults))
+    let report = holmes::tools::sim::run(opts(app.ws_url(), 2, faults))
         .await
         .unwrap();
     assert!(
@@ -70,12 +70,14 @@ async fn simulator_reconnects_after_the_server_restarts() {
     let addr = listener.local_addr().unwrap();
     drop(listener);
     let url = format!("ws://{addr}/ws/monitor");
-    let sim = tokio::spawn(holmes::sim::run(opts(url, 1, Faults::default())));
+    let sim = tokio::spawn(holmes::tools::sim::run(opts(url, 1, Faults::default())));
     tokio::time::sleep(Duration::from_millis(700)).await;
     let dir = tempfile::tempdir().unwrap();
     let cfg = common::test_config(dir.path());
     let listener = tokio::net::TcpListener::bind(addr).await.unwrap();
-    let running = holmes::server::start(cfg, listener).await.unwrap();
+    let running = holmes::appliance::server::start(cfg, listener)
+        .await
+        .unwrap();
     let report = sim.await.unwrap().unwrap();
     assert!(report.connects.load(Ordering::Relaxed) >= 1);
     assert!(report.frames_sent.load(Ordering::Relaxed) > 100);

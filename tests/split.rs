@@ -5,7 +5,7 @@ mod common;
 
 use std::collections::BTreeSet;
 
-use holmes::dataset::{self, Database, Dataset, Split, SplitName, WindowSpec};
+use holmes::training::dataset::{self, Database, Dataset, Split, SplitName, WindowSpec};
 
 fn committed() -> Split {
     Split::read(&common::root().join("config/split.toml")).expect("config/split.toml reads")

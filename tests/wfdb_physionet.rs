@@ -5,7 +5,7 @@ mod common;
 
 use std::collections::BTreeMap;
 
-use holmes::wfdb::{Record, read_annotations};
+use holmes::training::wfdb::{Record, read_annotations};
 
 #[test]
 fn first_samples_match_hand_decoded_bytes() {
@@ -35,7 +35,7 @@ fn every_record_matches_its_header_checksums() {
     let Some(data) = common::data_dir("every_record_matches_its_header_checksums") else {
         return;
     };
-    let keys = holmes::dataset::record_keys(&data).unwrap();
+    let keys = holmes::training::dataset::record_keys(&data).unwrap();
     assert_eq!(keys.len(), 22 + 35 + 48);
     for (db, name) in keys {
         let r = Record::open(&data.join(db.name()), &name).unwrap();

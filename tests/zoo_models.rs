@@ -3,7 +3,7 @@
 
 mod common;
 
-use holmes::dataset::{self, Database, Dataset, WindowSpec};
+use holmes::training::dataset::{self, Database, Dataset, WindowSpec};
 use holmes::zoo::{self, Input, ZooModel};
 
 type B = burn::backend::Flex;

@@ -1,6 +1,6 @@
 //! The appliance: Holmes run as a system service on the ward server.
 //!
-//! - [`serve`]: `holmes serve` — starts the [`server`](crate::server), tells systemd when it is
+//! - [`serve`]: `holmes serve` — starts the [`server`](crate::appliance::server), tells systemd when it is
 //!   ready (models warm, the HTTP port answering), pings systemd's watchdog while the engine
 //!   and the store writer make progress, and on SIGTERM or ctrl-c stops within
 //!   [`ServiceConfig::shutdown_timeout_secs`] (monitors closed with 1001 going-away, windows in
@@ -13,12 +13,12 @@
 //! The unit file, sysusers file and install notes live in `systemd/`.
 
 pub mod notify;
+pub mod server;
 pub mod validate;
 
 use std::net::SocketAddr;
 use std::time::Duration;
 
-use serde::{Deserialize, Serialize};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 use crate::config::Config;
@@ -33,7 +33,7 @@ pub enum ApplianceError {
         source: std::io::Error,
     },
     #[error(transparent)]
-    Server(#[from] crate::server::ServerError),
+    Server(#[from] crate::appliance::server::ServerError),
     #[error("the HTTP port {addr} does not answer after start-up: {reason}")]
     NotAnswering { addr: SocketAddr, reason: String },
     #[error(
@@ -41,41 +41,6 @@ pub enum ApplianceError {
          scores still queued for the database may be lost"
     )]
     ShutdownTimeout { secs: f64 },
-}
-
-/// Running as a system service (the `[service]` config section).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields, default)]
-pub struct ServiceConfig {
-    /// Longest graceful shutdown, seconds: from SIGTERM to the database flushed. Past it the
-    /// process exits non-zero without waiting further. Keep it below the unit's
-    /// `TimeoutStopSec=`.
-    pub shutdown_timeout_secs: f64,
-    /// Seconds the engine may hold queued windows without finishing a batch, or the store
-    /// writer may go without a turn of its loop, before the watchdog pings stop (systemd then
-    /// restarts the service once `WatchdogSec=` passes without a ping).
-    pub watchdog_stall_secs: f64,
-}
-
-impl Default for ServiceConfig {
-    fn default() -> Self {
-        ServiceConfig {
-            shutdown_timeout_secs: 20.0,
-            watchdog_stall_secs: 30.0,
-        }
-    }
-}
-
-impl ServiceConfig {
-    pub fn validate(&self) -> Result<(), String> {
-        if !(self.shutdown_timeout_secs > 0.0 && self.shutdown_timeout_secs.is_finite()) {
-            return Err("service.shutdown_timeout_secs must be positive".into());
-        }
-        if !(self.watchdog_stall_secs > 0.0 && self.watchdog_stall_secs.is_finite()) {
-            return Err("service.watchdog_stall_secs must be positive".into());
-        }
-        Ok(())
-    }
 }
 
 /// `holmes serve`: runs the daemon until SIGTERM or ctrl-c, speaking systemd's notify
@@ -88,7 +53,7 @@ pub async fn serve(cfg: Config) -> Result<(), ApplianceError> {
         .await
         .map_err(|source| ApplianceError::Bind { addr, source })?;
     let service = cfg.service.clone();
-    let running = crate::server::start(cfg, listener).await?;
+    let running = crate::appliance::server::start(cfg, listener).await?;
     // Ready means a monitor can connect now: the port must answer HTTP, not only be bound.
     probe_http(running.addr).await?;
     notifier.ready(&format!(
@@ -161,6 +126,7 @@ async fn probe_http(addr: SocketAddr) -> Result<(), ApplianceError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::config::ServiceConfig;
 
     #[test]
     fn the_documented_service_section_is_the_default() {

@@ -10,8 +10,8 @@ use std::time::{Duration, Instant};
 
 use sd_notify::NotifyState;
 
-use crate::engine::Engine;
-use crate::store::StoreHealth;
+use crate::serving::engine::Engine;
+use crate::serving::store::StoreHealth;
 
 /// Sends state changes to the service manager, when there is one.
 #[derive(Debug, Clone)]

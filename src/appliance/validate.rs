@@ -190,15 +190,15 @@ fn check_database(db: &Path, r: &mut Report) {
     let version = rusqlite::Connection::open_with_flags(db, flags)
         .and_then(|c| c.pragma_query_value(None, "user_version", |row| row.get::<_, i64>(0)));
     match version {
-        Ok(v) if v > crate::store::SCHEMA_VERSION => r.problems.push(format!(
+        Ok(v) if v > crate::serving::store::SCHEMA_VERSION => r.problems.push(format!(
             "storage.db: {} has schema version {v}, newer than this build knows ({})",
             db.display(),
-            crate::store::SCHEMA_VERSION
+            crate::serving::store::SCHEMA_VERSION
         )),
         Ok(v) => r.summary.push(format!(
             "database: {} is writable (schema version {v} of {})",
             db.display(),
-            crate::store::SCHEMA_VERSION
+            crate::serving::store::SCHEMA_VERSION
         )),
         Err(e) => r.problems.push(format!(
             "storage.db: {} is not a readable SQLite database: {e}",

@@ -10,13 +10,14 @@ use std::time::Instant;
 
 use serde::Serialize;
 
-use super::search::{self, Bits, Goal, HolmesParams, Profiler, Step};
+use super::search::{self, Bits, Goal, Profiler, Step};
 use super::{des, netcalc};
-use crate::engine::EngineConfig;
-use crate::evaluation::{
+use crate::config::EngineConfig;
+use crate::config::HolmesParams;
+use crate::core::metrics::{
     AtThreshold, at_threshold, ensemble_mean, pr_auc, roc_auc, youden_threshold,
 };
-use crate::profile::Profile;
+use crate::serving::engine::profile::Profile;
 use crate::zoo::{self, Predictions};
 
 /// Why the zoo could not be loaded for composing.
@@ -25,9 +26,9 @@ pub enum ComposeError {
     #[error(transparent)]
     Zoo(#[from] zoo::ZooError),
     #[error("profiling: {0}")]
-    Profile(#[from] crate::engine::EngineError),
+    Profile(#[from] crate::serving::engine::EngineError),
     #[error("stored profiles: {0}")]
-    Store(#[from] crate::store::StoreError),
+    Store(#[from] crate::serving::store::StoreError),
 }
 
 /// One zoo model as the composer sees it.
@@ -113,29 +114,30 @@ pub const PROFILE_MAX_BATCH: usize = 8;
 /// stored.
 pub fn load_zoo(dir: &Path, db: &Path) -> Result<Vec<Entry>, ComposeError> {
     let (models, _bad) = zoo::load_dir::<burn::backend::Flex>(dir, &Default::default())?;
-    let cpu = crate::engine::device::Device::cpu();
+    let cpu = crate::serving::engine::accelerator::Accelerator::cpu();
     let mut out = Vec::new();
     for m in models {
         let mf = &m.manifest;
-        let stored = crate::profile::load_profiles(db, &mf.name, &mf.weights.sha256)?
-            .into_iter()
-            .find(|p| p.device == "cpu")
-            .filter(|p| {
-                p.points.iter().any(|x| x.batch == 1)
-                    && p.points.iter().any(|x| x.batch >= PROFILE_MAX_BATCH)
-            });
+        let stored =
+            crate::serving::engine::profile::load_profiles(db, &mf.name, &mf.weights.sha256)?
+                .into_iter()
+                .find(|p| p.device == "cpu")
+                .filter(|p| {
+                    p.points.iter().any(|x| x.batch == 1)
+                        && p.points.iter().any(|x| x.batch >= PROFILE_MAX_BATCH)
+                });
         let profile = match stored {
             Some(p) => p,
             None => {
-                let opts = crate::profile::ProfileOptions {
+                let opts = crate::serving::engine::profile::ProfileOptions {
                     max_batch: PROFILE_MAX_BATCH,
                     warmup: 1,
                     min_repeats: 5,
                     max_repeats: 20,
                     budget: std::time::Duration::from_millis(500),
                 };
-                let p = crate::profile::profile_model(&m.dir, &cpu, &opts)?;
-                crate::profile::store_profile(db, &p)?;
+                let p = crate::serving::engine::profile::profile_model(&m.dir, &cpu, &opts)?;
+                crate::serving::engine::profile::store_profile(db, &p)?;
                 p
             }
         };
@@ -230,7 +232,7 @@ pub struct LatencyModel {
 
 impl LatencyModel {
     /// Workers and batch caps come from the engine's default CPU plan for `beds` beds
-    /// ([`plan`](crate::engine::plan)), batch times from the entries' profiles
+    /// ([`plan`](crate::serving::engine::plan)), batch times from the entries' profiles
     /// ([`des::batch_curve`] over the p95 points; batch 1 alone without a profile).
     pub fn new(
         entries: &[Entry],
@@ -247,9 +249,9 @@ impl LatencyModel {
         let weights: Vec<(String, u64)> = entries.iter().map(|e| (e.name.clone(), 0)).collect();
         let mut cfg = engine.clone();
         cfg.device = "cpu".into();
-        let cells = crate::engine::plan::plan(
+        let cells = crate::serving::engine::plan::plan(
             &weights,
-            &[crate::engine::device::Device::cpu()],
+            &[crate::serving::engine::accelerator::Accelerator::cpu()],
             &profiles,
             &cfg,
             beds,
@@ -363,8 +365,6 @@ pub struct Row {
 
 /// Ensembles the exact search may profile before it gives up (the report then says so).
 pub const EXACT_NODES: usize = 10_000;
-
-pub const METHODS: [&str; 7] = ["rd", "af", "lf", "npo", "holmes", "holmes-ucb", "exact"];
 
 /// Runs `method` at `budget_ms` with the network-calculus estimate ([`latency_estimate`]).
 pub fn run(

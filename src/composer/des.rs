@@ -5,7 +5,7 @@
 //! what it leaves out is listed below.
 //!
 //! [`compose`](super::compose) builds the [`Member`]s from stored profiles
-//! ([`profile`](crate::profile)) and the engine's default plan ([`plan`](crate::engine::plan))
+//! ([`profile`](crate::serving::engine::profile)) and the engine's default plan ([`plan`](crate::serving::engine::plan))
 //! and calls [`p95_ms`] as the latency profiler; [`netcalc`](super::netcalc) is the other, the
 //! closed-form bound.
 //!

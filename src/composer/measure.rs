@@ -11,10 +11,12 @@ use std::time::{Duration, Instant};
 
 use super::netcalc;
 use crate::config::{Config, StorageConfig};
-use crate::dataset::MAX_LEADS;
-use crate::engine::{Engine, MemberSpec, device};
-use crate::store::{self, ServedEnsemble};
-use crate::ward::{ClosedWindow, LeadSlot, WindowQuality};
+use crate::core::window::ClosedWindow;
+use crate::core::window::LeadSlot;
+use crate::core::window::MAX_LEADS;
+use crate::core::window::WindowQuality;
+use crate::serving::engine::{Engine, MemberSpec, accelerator};
+use crate::serving::store::{self, ServedEnsemble};
 use crate::zoo::{Input, Manifest};
 
 /// Measures ensembles of the zoo in `dir`.
@@ -111,7 +113,7 @@ impl Measurer {
                 name: m.name.clone(),
                 version: m.version,
                 input: m.input,
-                factory: device::zoo_factory(&self.dir.join(&m.name), "cpu"),
+                factory: accelerator::zoo_factory(&self.dir.join(&m.name), "cpu"),
                 workers: 1,
                 batch_cap: 1,
                 weight: 1.0,
@@ -121,7 +123,7 @@ impl Measurer {
         let mut ecfg = self.cfg.engine.clone();
         ecfg.slo_ms = 60_000;
         let engine = Engine::start(&ecfg, specs, st.clone(), id)?;
-        let mut g = crate::sim::ecgsyn::EcgSyn::new(3, 80.0);
+        let mut g = crate::signal::ecgsyn::EcgSyn::new(3, 80.0);
         let ecg: std::sync::Arc<[f32]> = (0..7500)
             .map(|_| g.next_sample())
             .collect::<Vec<_>>()

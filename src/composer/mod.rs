@@ -4,8 +4,8 @@
 //!
 //! [`search`] holds the algorithms (HOLMES, RD, AF, LF, NPO, exact) over a [`profiler`];
 //! [`compose`] wires the zoo into it: accuracy profiles from the manifests' validation
-//! predictions ([`evaluation`](crate::evaluation)), latency from stored model profiles
-//! ([`profile`](crate::profile)) through one of two estimators, the [`netcalc`] queueing bound
+//! predictions ([`evaluation`](crate::core::metrics)), latency from stored model profiles
+//! ([`profile`](crate::serving::engine::profile)) through one of two estimators, the [`netcalc`] queueing bound
 //! or the [`des`] discrete-event simulation, or measured through the engine ([`measure`]).
 //! [`report`] runs `holmes compose` and writes its table, JSON and [`plot`].
 

@@ -9,7 +9,8 @@ use std::path::Path;
 use rusqlite::{OptionalExtension, params};
 use serde::{Deserialize, Serialize};
 
-use crate::store::{self, StoreError, now_ms};
+use crate::core::time::now_ms;
+use crate::serving::store::{self, StoreError};
 
 /// Format of a plan's JSON body.
 pub const PLAN_FORMAT: u32 = 1;
@@ -42,7 +43,7 @@ impl PlanInputs {
             self.slo_ms,
             self.method
         );
-        crate::zoo::sha256_hex(text.as_bytes())
+        crate::core::hash::sha256_hex(text.as_bytes())
     }
 }
 

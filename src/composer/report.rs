@@ -18,8 +18,9 @@ use serde::Serialize;
 
 use super::compose::{self, ComposeError, Estimator, LatencyModel, Row};
 use super::plot;
-use super::search::{Goal, HolmesParams};
+use super::search::Goal;
 use crate::config::Config;
+use crate::config::HolmesParams;
 
 /// Flags of `holmes compose`.
 #[derive(Debug, Clone, clap::Args)]
@@ -65,7 +66,7 @@ pub struct ComposeArgs {
 
 #[derive(Debug, thiserror::Error)]
 pub enum ReportError {
-    #[error("unknown method {0:?} (one of {all}, all)", all = compose::METHODS.join(", "))]
+    #[error("unknown method {0:?} (one of {all}, all)", all = crate::config::METHODS.join(", "))]
     UnknownMethod(String),
     #[error("--min-accuracy {0} is not a ROC-AUC in (0, 1]")]
     Floor(f64),
@@ -157,8 +158,8 @@ pub fn main(cfg: &Config, args: &ComposeArgs) -> Result<(), ReportError> {
 /// Runs every method for every goal and writes the report files.
 pub fn run(cfg: &Config, args: &ComposeArgs) -> Result<Report, ReportError> {
     let methods: Vec<&str> = if args.method == "all" {
-        compose::METHODS.to_vec()
-    } else if compose::METHODS.contains(&args.method.as_str()) {
+        crate::config::METHODS.to_vec()
+    } else if crate::config::METHODS.contains(&args.method.as_str()) {
         vec![args.method.as_str()]
     } else {
         return Err(ReportError::UnknownMethod(args.method.clone()));

@@ -14,7 +14,8 @@ use std::collections::HashSet;
 use rand::rngs::SmallRng;
 use rand::seq::SliceRandom;
 use rand::{Rng, SeedableRng};
-use serde::{Deserialize, Serialize};
+
+use crate::config::HolmesParams;
 use smartcore::ensemble::random_forest_regressor::{
     RandomForestRegressor, RandomForestRegressorParameters,
 };
@@ -24,45 +25,6 @@ pub use super::profiler::{Goal, ProfileFn, Profiler, Step};
 
 /// An ensemble: one bit per zoo model.
 pub type Bits = Vec<bool>;
-
-/// HOLMES's parameters (paper defaults where it gives them; the rest from its code).
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct HolmesParams {
-    /// Profiler-call budget N.
-    pub budget_calls: usize,
-    /// Candidates explored per iteration M.
-    pub candidates: usize,
-    /// Candidates profiled per iteration K.
-    pub top_k: usize,
-    /// Share of candidates from genetic operators p (the rest are random).
-    pub p: f64,
-    /// Share of genetic candidates from mutation q (the rest by recombination).
-    pub q: f64,
-    /// Bits a mutation flips.
-    pub mutation_degree: usize,
-    /// Trees per surrogate forest.
-    pub trees: usize,
-    /// Rank candidates by mean + `explore` x spread across the trees (0: the paper's greedy).
-    pub explore: f64,
-    pub seed: u64,
-}
-
-impl Default for HolmesParams {
-    fn default() -> Self {
-        HolmesParams {
-            budget_calls: 100,
-            candidates: 1000,
-            top_k: 10,
-            p: 0.5,
-            q: 0.5,
-            mutation_degree: 6,
-            trees: 20,
-            explore: 0.0,
-            seed: 42,
-        }
-    }
-}
 
 /// A random non-empty ensemble.
 pub fn random_bits(n: usize, rng: &mut SmallRng) -> Bits {

@@ -2,7 +2,7 @@
 //! current zoo, bed count and hardware (HOLMES section 3.3 run online).
 //!
 //! It composes at start-up when no stored plan ([`plans`](super::plans)) fits, and again in
-//! the background when the zoo changes (the [`reload`](crate::engine::reload) watcher's
+//! the background when the zoo changes (the [`reload`](crate::serving::engine::reload) watcher's
 //! generation), when the connected beds cross a multiple of `beds_step` and hold there, or
 //! when the measured end-to-end p95 breaks the budget (then with the estimate calibrated by
 //! what was measured). The previous plan serves while a composition runs; the switch is the
@@ -11,102 +11,25 @@
 //! reactive controller, Cocktail's shrinking) and back up after a quiet period.
 
 use std::path::Path;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 use serde_json::json;
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
 use super::compose;
 use super::plans::{self, PLAN_FORMAT, Plan, PlanInputs, Rung};
-use super::search::HolmesParams;
 use crate::config::Config;
-use crate::engine::Engine;
-use crate::engine::device::Device;
-use crate::http::ModelInfo;
-use crate::store::{self, ServedEnsemble, StoreHandle, now_ms};
-use crate::ward::{EventKind, TechEvent, Ward};
+use crate::core::event::{Event, EventKind, Origin};
+use crate::core::time::now_ms;
+use crate::serving::engine::Engine;
+use crate::serving::engine::accelerator::Accelerator;
+use crate::serving::engine::ensemble::{self, ModelInfo};
+use crate::serving::store::{self, ServedEnsemble, StoreHandle};
+use crate::serving::ward::Ward;
 use crate::zoo::{MANIFEST_FILE, Manifest};
-
-/// The `[composer]` config section.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields, default)]
-pub struct ComposerConfig {
-    /// Compose the served ensemble from the zoo; false serves `ensemble.members` as given.
-    pub enabled: bool,
-    /// Search method: holmes, holmes-ucb, exact, rd, af, lf or npo.
-    pub method: String,
-    /// HOLMES's search parameters (N profiler calls, M candidates, K profiled per round, p, q,
-    /// mutation degree, trees, exploration, seed); the paper's defaults.
-    pub search: HolmesParams,
-    /// Fraction of `engine.slo_ms` the composed ensemble's estimated latency may use.
-    pub budget_fraction: f64,
-    /// Budgets of the cheaper ladder rungs, as fractions of the plan's budget.
-    pub ladder: Vec<f64>,
-    /// Beds assumed before monitors connect (at least `ward.beds`).
-    pub initial_beds: usize,
-    /// Recompose when the connected beds cross a multiple of this...
-    pub beds_step: usize,
-    /// ...and have held there this many seconds.
-    pub settle_secs: f64,
-    /// Seconds of committed scores the p95 watch looks at.
-    pub p95_window_secs: f64,
-    /// Fewest scored windows in that span before the p95 counts.
-    pub p95_min_windows: usize,
-    /// Seconds without a breach before stepping back up one rung.
-    pub quiet_secs: f64,
-}
-
-impl Default for ComposerConfig {
-    fn default() -> Self {
-        ComposerConfig {
-            enabled: true,
-            method: "holmes".into(),
-            search: HolmesParams::default(),
-            budget_fraction: 0.7,
-            ladder: vec![0.5, 0.25, 0.1],
-            initial_beds: 16,
-            beds_step: 16,
-            settle_secs: 10.0,
-            p95_window_secs: 60.0,
-            p95_min_windows: 20,
-            quiet_secs: 300.0,
-        }
-    }
-}
-
-impl ComposerConfig {
-    pub fn validate(&self) -> Result<(), String> {
-        if !compose::METHODS.contains(&self.method.as_str()) {
-            return Err(format!(
-                "composer.method {:?} is not one of {}",
-                self.method,
-                compose::METHODS.join(", ")
-            ));
-        }
-        if !(self.budget_fraction > 0.0 && self.budget_fraction <= 1.0)
-            || self.ladder.iter().any(|f| !(*f > 0.0 && *f < 1.0))
-        {
-            return Err(
-                "composer.budget_fraction must lie in (0, 1] and ladder steps in (0, 1)".into(),
-            );
-        }
-        let sp = &self.search;
-        if self.beds_step == 0 || sp.budget_calls == 0 || sp.candidates == 0 || sp.top_k == 0 {
-            return Err(
-                "composer.beds_step and composer.search's budget_calls, candidates and \
-                        top_k must be positive"
-                    .into(),
-            );
-        }
-        if !(0.0..=1.0).contains(&sp.p) || !(0.0..=1.0).contains(&sp.q) {
-            return Err("composer.search.p and q must lie in [0, 1]".into());
-        }
-        Ok(())
-    }
-}
 
 #[derive(Debug, thiserror::Error)]
 pub enum ComposerError {
@@ -149,12 +72,16 @@ pub struct Switch {
 const MAX_SWITCHES: usize = 20;
 
 /// The machine as a plan key sees it: the CPU and every device found.
-pub fn hardware(devices: &[Device]) -> String {
+pub fn hardware(devices: &[Accelerator]) -> String {
     let ids: Vec<String> = devices
         .iter()
         .map(|d| format!("{}={}", d.id, d.name))
         .collect();
-    format!("{} [{}]", crate::profile::hardware(), ids.join(", "))
+    format!(
+        "{} [{}]",
+        crate::serving::engine::profile::hardware(),
+        ids.join(", ")
+    )
 }
 
 /// `name@sha256` of every model folder with a readable manifest, sorted.
@@ -200,7 +127,7 @@ fn inputs(cfg: &Config, beds: usize, hardware: &str, calibration: f64) -> PlanIn
 
 /// The stored plan for the current zoo, initial beds and hardware, when the composer is on.
 /// Blocking.
-pub fn stored_plan(cfg: &Config, devices: &[Device]) -> Option<Plan> {
+pub fn stored_plan(cfg: &Config, devices: &[Accelerator]) -> Option<Plan> {
     if !cfg.composer.enabled {
         return None;
     }
@@ -285,8 +212,9 @@ pub struct Context {
     pub engine: Engine,
     pub store: StoreHandle,
     pub ward: Ward,
-    pub devices: Arc<Vec<Device>>,
-    pub serving: Arc<Mutex<Serving>>,
+    pub devices: Arc<Vec<Accelerator>>,
+    /// What serves now and what the composer is doing, published to the board and the API.
+    pub serving: watch::Sender<Serving>,
     pub zoo_generation: watch::Receiver<u64>,
     /// Recompositions asked for by a user (the reason, e.g. who asked).
     pub requests: tokio::sync::mpsc::Receiver<String>,
@@ -340,7 +268,7 @@ pub async fn run(mut cx: Context, composed: bool) {
                         // new plan does not undo a step down (the quiet period steps up).
                         let rung = match last_breach {
                             Some(t) if t.elapsed().as_secs_f64() < cc.quiet_secs => {
-                                cx.serving.lock().expect("lock").rung.min(plan.rungs.len() - 1)
+                                cx.serving.borrow().rung.min(plan.rungs.len() - 1)
                             }
                             _ => 0,
                         };
@@ -387,7 +315,7 @@ pub async fn run(mut cx: Context, composed: bool) {
                 let span = Duration::from_secs_f64(cc.p95_window_secs).min(now.duration_since(last_switch));
                 let p95 = cx.store.health.recent.lock().expect("lock").p95(span);
                 let (plan, rung) = {
-                    let s = cx.serving.lock().expect("lock");
+                    let s = cx.serving.borrow();
                     (s.plan.clone(), s.rung)
                 };
                 match (p95, plan) {
@@ -425,8 +353,8 @@ pub async fn run(mut cx: Context, composed: bool) {
     }
 }
 
-fn set(serving: &Mutex<Serving>, f: impl FnOnce(&mut Serving)) {
-    f(&mut serving.lock().expect("serving lock"));
+fn set(serving: &watch::Sender<Serving>, f: impl FnOnce(&mut Serving)) {
+    serving.send_modify(f);
 }
 
 fn fail(cx: &Context, e: &ComposerError) {
@@ -446,8 +374,7 @@ fn planned_beds(cx: &Context) -> usize {
 }
 
 fn planned_for(cx: &Context) -> Option<usize> {
-    let s = cx.serving.lock().expect("lock");
-    s.plan.as_ref().map(|p| p.inputs.beds)
+    cx.serving.borrow().plan.as_ref().map(|p| p.inputs.beds)
 }
 
 /// Serves rung `rung` of `plan`: members validated and placed, the ensemble recorded, the
@@ -476,7 +403,12 @@ pub async fn apply(
     );
     let (beds, version, m2) = (plan.inputs.beds, plan.version, members.clone());
     let (models, id) = tokio::task::spawn_blocking(move || {
-        let p = crate::server::prepare(&cfg, &m2, &devices, beds)
+        let sources = ensemble::Sources {
+            models_dir: &cfg.ensemble.models_dir,
+            db: &cfg.storage.db,
+            engine: &cfg.engine,
+        };
+        let p = ensemble::prepare(sources, &m2, &devices, beds)
             .map_err(|e| ComposerError::Switch(e.to_string()))?;
         let id = store::register_ensemble(
             &cfg.storage.db,
@@ -496,16 +428,16 @@ pub async fn apply(
     tracing::info!(%reason, plan = version, rung, ensemble_id = id, members = ?members, "Serving a new ensemble");
     metrics::counter!("holmes_plan_switches_total").increment(1);
     let detail = json!({"reason": reason, "plan": version, "rung": rung, "ensemble_id": id, "members": members});
-    crate::audit::AuditLog::new(&cx.cfg.storage.db).record(
-        Some(crate::audit::SYSTEM),
-        crate::audit::Action::PlanSwitched,
+    crate::serving::store::audit::AuditLog::new(&cx.cfg.storage.db).record(
+        Some(crate::serving::store::audit::SYSTEM),
+        crate::serving::store::audit::Action::PlanSwitched,
         detail.clone(),
     );
-    cx.store.event(TechEvent {
-        bed: "composer".into(),
-        kind: EventKind::PlanChange,
+    cx.store.event(Event::system(
+        Origin::Composer,
+        EventKind::PlanChange,
         detail,
-    });
+    ));
     set(&cx.serving, |s| {
         s.models = models;
         s.plan = Some(plan);
@@ -532,7 +464,10 @@ mod tests {
 
     #[test]
     fn the_embedded_config_states_the_defaults() {
-        assert_eq!(Config::default().composer, ComposerConfig::default());
+        assert_eq!(
+            Config::default().composer,
+            crate::config::ComposerConfig::default()
+        );
         let bad = crate::config::DEFAULT_TOML.replace("top_k = 10", "top_k = 0");
         let e = Config::parse(&bad, "x.toml").unwrap_err().to_string();
         assert!(e.contains("top_k"), "{e}");

@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 use rusqlite::{Connection, OptionalExtension, params};
 use serde::Serialize;
 
-use crate::ward::BedStatus;
+use crate::serving::ward::BedStatus;
 
 #[derive(Debug, thiserror::Error)]
 pub enum AlarmError {
@@ -19,7 +19,7 @@ pub enum AlarmError {
     #[error("silence for 1 to {max} seconds, not {asked}")]
     BadSilence { asked: u64, max: u64 },
     #[error(transparent)]
-    Store(#[from] crate::store::StoreError),
+    Store(#[from] crate::serving::store::StoreError),
     /// The action took effect on the ward but its row or audit entry could not be written
     /// (e.g. the disk is full); the user is told, the action stands.
     #[error("alarm {alarm} changed on the ward but the change could not be recorded: {reason}")]
@@ -246,7 +246,7 @@ pub struct AlarmDb {
 
 impl AlarmDb {
     pub fn open(path: &Path) -> Result<AlarmDb, AlarmError> {
-        let conn = crate::store::open(path)?;
+        let conn = crate::serving::store::open(path)?;
         Ok(AlarmDb {
             conn,
             path: path.to_owned(),

@@ -11,7 +11,7 @@ use rand::RngCore;
 use rusqlite::{Connection, OptionalExtension, params};
 use serde::{Deserialize, Serialize};
 
-use crate::store::now_ms;
+use crate::core::time::now_ms;
 
 /// The session cookie's name.
 pub const COOKIE: &str = "holmes_session";
@@ -29,7 +29,7 @@ pub enum AuthError {
     #[error("password hashing: {0}")]
     Hash(String),
     #[error(transparent)]
-    Store(#[from] crate::store::StoreError),
+    Store(#[from] crate::serving::store::StoreError),
     #[error("user database {path}: {source}")]
     Sqlite {
         path: PathBuf,
@@ -84,8 +84,8 @@ pub struct Users {
 impl Users {
     /// Opens (creating and migrating) the database.
     pub fn open(path: &Path) -> Result<Users, AuthError> {
-        let mut conn = crate::store::open(path)?;
-        crate::store::migrate(&mut conn, path)?;
+        let mut conn = crate::serving::store::open(path)?;
+        crate::serving::store::migrate(&mut conn, path)?;
         Ok(Users {
             conn,
             path: path.to_owned(),
@@ -180,7 +180,7 @@ impl Users {
         self.conn
             .execute(
                 "INSERT INTO sessions (token_sha256, user, created_ms, expires_ms) VALUES (?1, ?2, ?3, ?4)",
-                params![crate::zoo::sha256_hex(token.as_bytes()), user, now, now + (hours * 3.6e6) as i64],
+                params![crate::core::hash::sha256_hex(token.as_bytes()), user, now, now + (hours * 3.6e6) as i64],
             )
             .map_err(|e| self.err(e))?;
         Ok(token)
@@ -193,7 +193,7 @@ impl Users {
             .query_row(
                 "SELECT u.name, u.role FROM sessions s JOIN users u ON u.name = s.user
                  WHERE s.token_sha256 = ?1 AND s.expires_ms > ?2",
-                params![crate::zoo::sha256_hex(token.as_bytes()), now_ms()],
+                params![crate::core::hash::sha256_hex(token.as_bytes()), now_ms()],
                 |r| Ok((r.get(0)?, r.get(1)?)),
             )
             .optional()
@@ -211,7 +211,7 @@ impl Users {
         self.conn
             .execute(
                 "DELETE FROM sessions WHERE token_sha256 = ?1 OR expires_ms <= ?2",
-                params![crate::zoo::sha256_hex(token.as_bytes()), now_ms()],
+                params![crate::core::hash::sha256_hex(token.as_bytes()), now_ms()],
             )
             .map_err(|e| self.err(e))?;
         Ok(())

@@ -1,7 +1,7 @@
 //! The ward board: an actor that keeps what the dashboard shows (one tile per bed with its
 //! latest score, trend, quality and state; the active alarms) from the scores the
-//! [`store`](crate::store)'s writer takes (committed, or held through a storage fault) and the
-//! [`ward`](crate::ward)'s bed states, and publishes a
+//! [`store`](crate::serving::store)'s writer takes (committed, or held through a storage fault) and the
+//! [`ward`](crate::serving::ward)'s bed states, and publishes a
 //! snapshot every second through a `watch` channel. Every page reads the latest snapshot, so
 //! a slow or stuck client never holds back ingest or scoring. Alarm actions arrive as
 //! commands and are persisted by [`AlarmDb`](super::alarms::AlarmDb) off the async workers.
@@ -15,12 +15,15 @@ use serde_json::json;
 use tokio::sync::{broadcast, mpsc, oneshot, watch};
 use tokio_util::sync::CancellationToken;
 
-use super::DashboardConfig;
 use super::alarms::{Alarm, AlarmDb, AlarmError, Alarms, Thresholds, Transition};
-use crate::audit::Action;
 use crate::composer::service::Serving;
-use crate::store::{ScoreRecord, ScoreStatus, StoreHandle, StoreReader, now_ms};
-use crate::ward::{BedStatus, Ward};
+use crate::config::DashboardConfig;
+use crate::core::score::ScoreRecord;
+use crate::core::score::ScoreStatus;
+use crate::core::time::now_ms;
+use crate::serving::store::audit::Action;
+use crate::serving::store::{StoreHandle, StoreReader};
+use crate::serving::ward::{BedStatus, Ward};
 
 /// One bed's tile.
 #[derive(Debug, Clone, Serialize)]
@@ -149,7 +152,8 @@ pub struct Sources {
     pub ward: Ward,
     pub store: StoreHandle,
     pub reader: StoreReader,
-    pub serving: Arc<Mutex<Serving>>,
+    /// What serves now (the composer publishes it).
+    pub serving: watch::Receiver<Serving>,
     /// The database, for the alarms table.
     pub db: std::path::PathBuf,
 }
@@ -190,7 +194,7 @@ async fn run(
     ward: Ward,
     mut scores: broadcast::Receiver<Arc<ScoreRecord>>,
     reader: StoreReader,
-    serving: Arc<Mutex<Serving>>,
+    serving: watch::Receiver<Serving>,
     db: std::path::PathBuf,
     out: watch::Sender<Arc<Snapshot>>,
     mut cmds: mpsc::Receiver<AlarmCmd>,
@@ -199,7 +203,7 @@ async fn run(
     let span_ms = (cfg.trend_hours * 3.6e6) as i64;
     // Alarm persistence and the trends' first fill run on the blocking pool.
     let since = now_ms() - span_ms;
-    let audit_log = crate::audit::AuditLog::new(&db);
+    let audit_log = crate::serving::store::audit::AuditLog::new(&db);
     let (adb, last_id, mut beds) = match tokio::task::spawn_blocking(move || {
         let adb = AlarmDb::open(&db)?;
         let last = adb.resume(now_ms())?;
@@ -268,7 +272,7 @@ async fn run(
             _ = shutdown.cancelled() => break,
             r = scores.recv() => match r {
                 Ok(s) => {
-                    let rung = serving.lock().expect("serving lock").rung;
+                    let rung = serving.borrow().rung;
                     let lead_off = s.quality.leads[0].map(|l| l.lead_off_secs / ((s.end_ms - s.start_ms) as f64 / 1000.0).max(1.0));
                     let latest = latest_of(&s, rung > 0, &cfg);
                     let b = beds.entry(s.bed.to_string()).or_insert_with(|| BedBoard { latest: None, trend: VecDeque::new() });

@@ -4,21 +4,126 @@
 //! scripts and styles only from this server, no inline script).
 
 use std::convert::Infallible;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
 
-use axum::Json;
 use axum::body::Body;
-use axum::extract::{Path, Query, Request, State};
+use axum::extract::{FromRef, Path, Query, Request, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::middleware::Next;
 use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
-use serde::Deserialize;
+use axum::routing::{get, post};
+use axum::{Json, Router};
+use serde::{Deserialize, Serialize};
 use serde_json::json;
+use tokio::sync::mpsc;
 
-use super::alarms::AlarmError;
-use super::auth::{self, User};
-use crate::audit::{Action, AuditLog};
-use crate::http::AppState;
+use super::alarms::{Alarm, AlarmError};
+use super::auth::{self, User, Users};
+use super::board::Board;
+use crate::config::DashboardConfig;
+use crate::serving::store::audit::{Action, AuditLog};
+use crate::serving::ward::{Strip, Ward};
+
+/// What the dashboard's routes need; the app's state hands it over through axum's `FromRef`.
+#[derive(Clone)]
+pub struct DashboardState {
+    pub cfg: DashboardConfig,
+    pub board: Board,
+    pub users: Arc<Mutex<Users>>,
+    /// The database: alarm history and the audit log.
+    pub db: PathBuf,
+    /// For a bed's ECG strip.
+    pub ward: Ward,
+    /// Asks the composer to recompose now; `None` when the composer is off.
+    pub recompose: Option<mpsc::Sender<String>>,
+}
+
+/// The dashboard's routes: the page and its assets, the live feed, sign-in, alarms and their
+/// actions, a bed's strip and alarm history, and the engineer's recompose button.
+pub fn routes<S>() -> Router<S>
+where
+    S: Clone + Send + Sync + 'static,
+    DashboardState: FromRef<S>,
+{
+    Router::new()
+        .route("/", get(index))
+        .route("/app.js", get(app_js))
+        .route("/style.css", get(style))
+        .route("/api/stream", get(stream))
+        .route("/api/login", post(login))
+        .route("/api/logout", post(logout))
+        .route("/api/me", get(me))
+        .route("/api/alarms", get(alarms))
+        .route("/api/alarms/{id}/ack", post(ack))
+        .route("/api/alarms/{id}/silence", post(silence))
+        .route("/api/beds/{bed}/alarms", get(bed_alarms))
+        .route("/api/beds/{bed}/strip", get(strip))
+        .route("/api/ensemble/recompose", post(recompose))
+}
+
+/// Every way a dashboard request fails, and its one mapping to a status code.
+#[derive(Debug, thiserror::Error)]
+pub enum WebError {
+    #[error("{0}")]
+    Unauthorized(&'static str),
+    #[error("{0}")]
+    Forbidden(&'static str),
+    #[error("{0}")]
+    NotFound(String),
+    #[error("{0}")]
+    BadRequest(String),
+    #[error("{0}")]
+    Conflict(&'static str),
+    #[error("{0}")]
+    TooMany(String),
+    #[error("{0}")]
+    Unavailable(String),
+    #[error("internal task failed: {0}")]
+    Internal(String),
+}
+
+/// The body of every error answer: `{"error": "..."}`.
+#[derive(Debug, Serialize)]
+pub struct ErrorBody {
+    pub error: String,
+}
+
+impl IntoResponse for WebError {
+    fn into_response(self) -> Response {
+        let status = match &self {
+            WebError::Unauthorized(_) => StatusCode::UNAUTHORIZED,
+            WebError::Forbidden(_) => StatusCode::FORBIDDEN,
+            WebError::NotFound(_) => StatusCode::NOT_FOUND,
+            WebError::BadRequest(_) => StatusCode::BAD_REQUEST,
+            WebError::Conflict(_) => StatusCode::CONFLICT,
+            WebError::TooMany(_) => StatusCode::TOO_MANY_REQUESTS,
+            WebError::Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
+            WebError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
+        };
+        let body = ErrorBody {
+            error: self.to_string(),
+        };
+        (status, Json(body)).into_response()
+    }
+}
+
+impl From<AlarmError> for WebError {
+    fn from(e: AlarmError) -> WebError {
+        match e {
+            AlarmError::Unknown(_) => WebError::NotFound(e.to_string()),
+            AlarmError::BadSilence { .. } => WebError::BadRequest(e.to_string()),
+            _ => WebError::Unavailable(e.to_string()),
+        }
+    }
+}
+
+impl From<tokio::task::JoinError> for WebError {
+    fn from(e: tokio::task::JoinError) -> WebError {
+        WebError::Internal(e.to_string())
+    }
+}
 
 const INDEX: &str = include_str!("../../web/index.html");
 const APP_JS: &str = include_str!("../../web/app.js");
@@ -35,15 +140,15 @@ fn asset(body: &'static str, kind: &'static str) -> Response {
         .into_response()
 }
 
-pub async fn index() -> Response {
+async fn index() -> Response {
     asset(INDEX, "text/html; charset=utf-8")
 }
 
-pub async fn app_js() -> Response {
+async fn app_js() -> Response {
     asset(APP_JS, "text/javascript; charset=utf-8")
 }
 
-pub async fn style() -> Response {
+async fn style() -> Response {
     asset(STYLE, "text/css; charset=utf-8")
 }
 
@@ -79,7 +184,7 @@ pub async fn strict_transport(req: Request, next: Next) -> Response {
 }
 
 /// The signed-in user of a request, if any.
-pub async fn user_of(s: &AppState, headers: &HeaderMap) -> Option<User> {
+pub async fn user_of(s: &DashboardState, headers: &HeaderMap) -> Option<User> {
     let cookies = headers.get(header::COOKIE)?.to_str().ok()?;
     let token = auth::token_from_cookies(cookies)?.to_owned();
     let users = s.users.clone();
@@ -92,24 +197,16 @@ pub async fn user_of(s: &AppState, headers: &HeaderMap) -> Option<User> {
         })
 }
 
-fn error(status: StatusCode, what: impl std::fmt::Display) -> Response {
-    (status, Json(json!({"error": what.to_string()}))).into_response()
-}
-
-fn unauthorized(what: &str) -> Response {
-    error(StatusCode::UNAUTHORIZED, what)
-}
-
 /// Read access: the API needs a signed-in user unless the config opens the ward view.
-pub async fn read_guard(State(s): State<AppState>, req: Request, next: Next) -> Response {
+pub async fn read_guard(State(s): State<DashboardState>, req: Request, next: Next) -> Response {
     let path = req.uri().path();
-    let open = s.cfg.dashboard.public_ward_view
+    let open = s.cfg.public_ward_view
         || !path.starts_with("/api/")
         || ["/api/me", "/api/login", "/api/logout"].contains(&path);
     if open || user_of(&s, req.headers()).await.is_some() {
         next.run(req).await
     } else {
-        unauthorized("sign in to see the ward")
+        WebError::Unauthorized("sign in to see the ward").into_response()
     }
 }
 
@@ -118,15 +215,12 @@ pub async fn read_guard(State(s): State<AppState>, req: Request, next: Next) -> 
 /// Each client holds at most the latest snapshot (a `watch` receiver) plus what its socket
 /// buffers: a client that stops reading is skipped over, never queued for. At most
 /// `dashboard.max_stream_clients` at once; more are answered 503.
-pub async fn stream(State(s): State<AppState>) -> Response {
+async fn stream(State(s): State<DashboardState>) -> Result<Response, WebError> {
     let Some(permit) = s.board.stream_permit() else {
-        return error(
-            StatusCode::SERVICE_UNAVAILABLE,
-            format!(
-                "the live feed already has its maximum of {} clients",
-                s.board.max_stream_clients()
-            ),
-        );
+        return Err(WebError::Unavailable(format!(
+            "the live feed already has its maximum of {} clients",
+            s.board.max_stream_clients()
+        )));
     };
     let rx = s.board.subscribe();
     let feed = futures_util::stream::unfold((rx, true, permit), |(mut rx, first, p)| async move {
@@ -140,20 +234,29 @@ pub async fn stream(State(s): State<AppState>) -> Response {
             (rx, false, p),
         ))
     });
-    Sse::new(feed)
+    Ok(Sse::new(feed)
         .keep_alive(KeepAlive::default())
-        .into_response()
+        .into_response())
 }
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct Login {
+struct Login {
     name: String,
     password: String,
 }
 
-pub async fn login(State(s): State<AppState>, Json(l): Json<Login>) -> Response {
-    let (users, hours) = (s.users.clone(), s.cfg.dashboard.session_hours);
+/// Who is signed in (`null` when nobody).
+#[derive(Debug, Serialize)]
+struct Me {
+    user: Option<User>,
+}
+
+async fn login(
+    State(s): State<DashboardState>,
+    Json(l): Json<Login>,
+) -> Result<Response, WebError> {
+    let (users, hours) = (s.users.clone(), s.cfg.session_hours);
     let name = l.name.clone();
     let res = tokio::task::spawn_blocking(move || {
         let u = users.lock().expect("users lock");
@@ -164,27 +267,27 @@ pub async fn login(State(s): State<AppState>, Json(l): Json<Login>) -> Response 
             .transpose()?;
         Ok::<_, auth::AuthError>(user.zip(token))
     })
-    .await;
+    .await?;
     match res {
-        Ok(Ok(Some((user, token)))) => {
+        Ok(Some((user, token))) => {
             audit(&s, Some(&user.name), Action::SignIn, json!({}));
             let cookie = format!(
                 "{}={token}; Path=/; HttpOnly; Secure; SameSite=Strict; Max-Age={}",
                 auth::COOKIE,
                 (hours * 3600.0) as u64
             );
-            ([(header::SET_COOKIE, cookie)], Json(json!({"user": user}))).into_response()
+            let me = Me { user: Some(user) };
+            Ok(([(header::SET_COOKIE, cookie)], Json(me)).into_response())
         }
-        Ok(Ok(None)) => {
+        Ok(None) => {
             audit(&s, None, Action::SignInRefused, json!({"name": name}));
-            unauthorized("unknown user or wrong password")
+            Err(WebError::Unauthorized("unknown user or wrong password"))
         }
-        Ok(Err(e)) => error(StatusCode::SERVICE_UNAVAILABLE, e.to_string()),
-        Err(e) => error(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()),
+        Err(e) => Err(WebError::Unavailable(e.to_string())),
     }
 }
 
-pub async fn logout(State(s): State<AppState>, headers: HeaderMap) -> Response {
+async fn logout(State(s): State<DashboardState>, headers: HeaderMap) -> Response {
     if let Some(token) = headers
         .get(header::COOKIE)
         .and_then(|c| c.to_str().ok())
@@ -201,122 +304,161 @@ pub async fn logout(State(s): State<AppState>, headers: HeaderMap) -> Response {
         "{}=; Path=/; HttpOnly; Secure; SameSite=Strict; Max-Age=0",
         auth::COOKIE
     );
-    ([(header::SET_COOKIE, cookie)], Json(json!({"user": null}))).into_response()
+    ([(header::SET_COOKIE, cookie)], Json(Me { user: None })).into_response()
 }
 
-pub async fn me(State(s): State<AppState>, headers: HeaderMap) -> Json<serde_json::Value> {
-    let user = user_of(&s, &headers).await;
-    Json(
-        json!({"user": user, "public_ward_view": s.cfg.dashboard.public_ward_view,
-                "risk_alarm_on": s.cfg.dashboard.risk_alarm_on,
-                "max_silence_secs": s.cfg.dashboard.max_silence_secs}),
-    )
+/// `GET /api/me`: the user and what the page needs to know of the dashboard's settings.
+#[derive(Debug, Serialize)]
+struct MeView {
+    user: Option<User>,
+    public_ward_view: bool,
+    risk_alarm_on: f64,
+    max_silence_secs: u64,
 }
 
-pub async fn alarms(State(s): State<AppState>) -> Json<serde_json::Value> {
-    Json(json!({"alarms": s.board.snapshot().alarms}))
+async fn me(State(s): State<DashboardState>, headers: HeaderMap) -> Json<MeView> {
+    Json(MeView {
+        user: user_of(&s, &headers).await,
+        public_ward_view: s.cfg.public_ward_view,
+        risk_alarm_on: s.cfg.risk_alarm_on,
+        max_silence_secs: s.cfg.max_silence_secs,
+    })
 }
 
-fn alarm_result(r: Result<super::alarms::Alarm, AlarmError>) -> Response {
-    match r {
-        Ok(a) => Json(json!({"alarm": a})).into_response(),
-        Err(e @ AlarmError::Unknown(_)) => error(StatusCode::NOT_FOUND, e.to_string()),
-        Err(e @ AlarmError::BadSilence { .. }) => error(StatusCode::BAD_REQUEST, e.to_string()),
-        Err(e) => error(StatusCode::SERVICE_UNAVAILABLE, e.to_string()),
-    }
+#[derive(Debug, Serialize)]
+struct Alarms {
+    alarms: Vec<Alarm>,
 }
 
-pub async fn ack(State(s): State<AppState>, headers: HeaderMap, Path(id): Path<i64>) -> Response {
+async fn alarms(State(s): State<DashboardState>) -> Json<Alarms> {
+    Json(Alarms {
+        alarms: s.board.snapshot().alarms.clone(),
+    })
+}
+
+/// The alarm as an action left it.
+#[derive(Debug, Serialize)]
+struct AlarmView {
+    alarm: Alarm,
+}
+
+async fn ack(
+    State(s): State<DashboardState>,
+    headers: HeaderMap,
+    Path(id): Path<i64>,
+) -> Result<Json<AlarmView>, WebError> {
     let Some(u) = user_of(&s, &headers).await else {
-        return unauthorized("sign in to acknowledge alarms");
+        return Err(WebError::Unauthorized("sign in to acknowledge alarms"));
     };
-    alarm_result(s.board.ack(id, u.name).await)
+    let alarm = s.board.ack(id, u.name).await?;
+    Ok(Json(AlarmView { alarm }))
 }
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct SilenceBody {
+struct SilenceBody {
     secs: u64,
 }
 
-pub async fn silence(
-    State(s): State<AppState>,
+async fn silence(
+    State(s): State<DashboardState>,
     headers: HeaderMap,
     Path(id): Path<i64>,
     Json(b): Json<SilenceBody>,
-) -> Response {
+) -> Result<Json<AlarmView>, WebError> {
     let Some(u) = user_of(&s, &headers).await else {
-        return unauthorized("sign in to silence alarms");
+        return Err(WebError::Unauthorized("sign in to silence alarms"));
     };
-    alarm_result(s.board.silence(id, u.name, b.secs).await)
+    let alarm = s.board.silence(id, u.name, b.secs).await?;
+    Ok(Json(AlarmView { alarm }))
 }
 
 /// An engineer asks the composer to recompose now (e.g. after changing the zoo by hand).
-pub async fn recompose(State(s): State<AppState>, headers: HeaderMap) -> Response {
+#[derive(Debug, Serialize)]
+struct Recomposing {
+    recomposing: bool,
+}
+
+async fn recompose(
+    State(s): State<DashboardState>,
+    headers: HeaderMap,
+) -> Result<(StatusCode, Json<Recomposing>), WebError> {
     let Some(u) = user_of(&s, &headers).await else {
-        return unauthorized("sign in to control the plan");
+        return Err(WebError::Unauthorized("sign in to control the plan"));
     };
     if u.role < super::auth::Role::Engineer {
-        return error(StatusCode::FORBIDDEN, "engineers only");
+        return Err(WebError::Forbidden("engineers only"));
     }
-    if !s.cfg.composer.enabled {
-        return error(
-            StatusCode::CONFLICT,
+    let Some(tx) = &s.recompose else {
+        return Err(WebError::Conflict(
             "the composer is off ([composer] enabled = false)",
-        );
-    }
-    match s.recompose.try_send(format!("asked by {}", u.name)) {
+        ));
+    };
+    match tx.try_send(format!("asked by {}", u.name)) {
         Ok(()) => {
             audit(&s, Some(&u.name), Action::RecomposeRequested, json!({}));
-            (StatusCode::ACCEPTED, Json(json!({"recomposing": true}))).into_response()
+            Ok((
+                StatusCode::ACCEPTED,
+                Json(Recomposing { recomposing: true }),
+            ))
         }
-        Err(_) => error(
-            StatusCode::TOO_MANY_REQUESTS,
-            "a recomposition is already queued",
-        ),
+        Err(_) => Err(WebError::TooMany(
+            "a recomposition is already queued".into(),
+        )),
     }
 }
 
-pub async fn bed_alarms(State(s): State<AppState>, Path(bed): Path<String>) -> Response {
-    let db = s.cfg.storage.db.clone();
-    let b = bed.clone();
-    let rows = tokio::task::spawn_blocking(move || {
+#[derive(Debug, Serialize)]
+struct BedAlarms {
+    bed: String,
+    alarms: Vec<serde_json::Value>,
+}
+
+async fn bed_alarms(
+    State(s): State<DashboardState>,
+    Path(bed): Path<String>,
+) -> Result<Json<BedAlarms>, WebError> {
+    let (db, b) = (s.db.clone(), bed.clone());
+    let alarms = tokio::task::spawn_blocking(move || {
         super::alarms::AlarmDb::open(&db).and_then(|d| d.history(&b, 500))
     })
-    .await;
-    match rows {
-        Ok(Ok(r)) => Json(json!({"bed": bed, "alarms": r})).into_response(),
-        Ok(Err(e)) => error(StatusCode::SERVICE_UNAVAILABLE, e.to_string()),
-        Err(e) => error(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()),
-    }
+    .await?
+    .map_err(|e| WebError::Unavailable(e.to_string()))?;
+    Ok(Json(BedAlarms { bed, alarms }))
 }
 
 #[derive(Deserialize)]
-pub struct StripQuery {
+struct StripQuery {
     secs: Option<f64>,
 }
 
-pub async fn strip(
-    State(s): State<AppState>,
+#[derive(Debug, Serialize)]
+struct BedStrip {
+    bed: String,
+    strip: Strip,
+}
+
+async fn strip(
+    State(s): State<DashboardState>,
     Path(bed): Path<String>,
     Query(q): Query<StripQuery>,
-) -> Response {
+) -> Result<Json<BedStrip>, WebError> {
     let secs = q.secs.unwrap_or(10.0).clamp(1.0, 30.0);
     match s.ward.strip(&bed, secs).await {
-        Some(st) => Json(json!({"bed": bed, "strip": st})).into_response(),
-        None => error(StatusCode::NOT_FOUND, format!("unknown bed {bed:?}")),
+        Some(strip) => Ok(Json(BedStrip { bed, strip })),
+        None => Err(WebError::NotFound(format!("unknown bed {bed:?}"))),
     }
 }
 
 /// Appends to the audit log off the async workers.
-pub fn audit(s: &AppState, user: Option<&str>, action: Action, detail: serde_json::Value) {
-    AuditLog::new(&s.cfg.storage.db).record(user, action, detail);
+fn audit(s: &DashboardState, user: Option<&str>, action: Action, detail: serde_json::Value) {
+    AuditLog::new(&s.db).record(user, action, detail);
 }
 
 /// A 404 for anything else, as JSON under /api and plain text elsewhere.
 pub async fn not_found(req: Request<Body>) -> Response {
     if req.uri().path().starts_with("/api/") {
-        error(StatusCode::NOT_FOUND, "no such endpoint")
+        WebError::NotFound("no such endpoint".into()).into_response()
     } else {
         (StatusCode::NOT_FOUND, "not found").into_response()
     }

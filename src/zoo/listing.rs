@@ -8,7 +8,7 @@ use burn::tensor::backend::Backend;
 use serde::Serialize;
 
 use super::{Architecture, ZooError, load_dir};
-use crate::evaluation::{ensemble_mean, pr_auc, roc_auc};
+use crate::core::metrics::{ensemble_mean, pr_auc, roc_auc};
 
 /// One model's row.
 #[derive(Debug, Clone, Serialize)]

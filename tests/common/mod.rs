@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 /// The PhysioNet folder (`HOLMES_DATA` or `../shared/data/physionet`), or `None` with the
 /// reason printed, so data-dependent tests skip visibly when it is absent.
 pub fn data_dir(test: &str) -> Option<PathBuf> {
-    let dir = holmes::dataset::default_data_dir();
+    let dir = holmes::training::dataset::default_data_dir();
     if dir.join("vfdb").join("RECORDS").exists() {
         Some(dir)
     } else {
@@ -35,7 +35,7 @@ use tokio_tungstenite::tungstenite::protocol::CloseFrame;
 /// A daemon on port 0 with a temporary database, serving the committed zoo.
 pub struct App {
     pub addr: std::net::SocketAddr,
-    pub running: Option<holmes::server::Running>,
+    pub running: Option<holmes::appliance::server::Running>,
     pub dir: tempfile::TempDir,
 }
 
@@ -63,7 +63,9 @@ pub async fn spawn_app(edit: impl FnOnce(&mut Config)) -> App {
     let mut cfg = test_config(dir.path());
     edit(&mut cfg);
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let running = holmes::server::start(cfg, listener).await.unwrap();
+    let running = holmes::appliance::server::start(cfg, listener)
+        .await
+        .unwrap();
     App {
         addr: running.addr,
         running: Some(running),

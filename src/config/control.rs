@@ -1,0 +1,233 @@
+//! The sections that steer the daemon rather than carry its data: the composer (and HOLMES's
+//! search parameters), the dashboard, and running as a system service.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+/// The composer's search methods (`composer.method`, `holmes compose --method`).
+pub const METHODS: [&str; 7] = ["rd", "af", "lf", "npo", "holmes", "holmes-ucb", "exact"];
+
+/// The `[composer]` config section.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ComposerConfig {
+    /// Compose the served ensemble from the zoo; false serves `ensemble.members` as given.
+    pub enabled: bool,
+    /// Search method: holmes, holmes-ucb, exact, rd, af, lf or npo.
+    pub method: String,
+    /// HOLMES's search parameters (N profiler calls, M candidates, K profiled per round, p, q,
+    /// mutation degree, trees, exploration, seed); the paper's defaults.
+    pub search: HolmesParams,
+    /// Fraction of `engine.slo_ms` the composed ensemble's estimated latency may use.
+    pub budget_fraction: f64,
+    /// Budgets of the cheaper ladder rungs, as fractions of the plan's budget.
+    pub ladder: Vec<f64>,
+    /// Beds assumed before monitors connect (at least `ward.beds`).
+    pub initial_beds: usize,
+    /// Recompose when the connected beds cross a multiple of this...
+    pub beds_step: usize,
+    /// ...and have held there this many seconds.
+    pub settle_secs: f64,
+    /// Seconds of committed scores the p95 watch looks at.
+    pub p95_window_secs: f64,
+    /// Fewest scored windows in that span before the p95 counts.
+    pub p95_min_windows: usize,
+    /// Seconds without a breach before stepping back up one rung.
+    pub quiet_secs: f64,
+}
+
+impl Default for ComposerConfig {
+    fn default() -> Self {
+        ComposerConfig {
+            enabled: true,
+            method: "holmes".into(),
+            search: HolmesParams::default(),
+            budget_fraction: 0.7,
+            ladder: vec![0.5, 0.25, 0.1],
+            initial_beds: 16,
+            beds_step: 16,
+            settle_secs: 10.0,
+            p95_window_secs: 60.0,
+            p95_min_windows: 20,
+            quiet_secs: 300.0,
+        }
+    }
+}
+
+impl ComposerConfig {
+    pub fn validate(&self) -> Result<(), String> {
+        if !METHODS.contains(&self.method.as_str()) {
+            return Err(format!(
+                "composer.method {:?} is not one of {}",
+                self.method,
+                METHODS.join(", ")
+            ));
+        }
+        if !(self.budget_fraction > 0.0 && self.budget_fraction <= 1.0)
+            || self.ladder.iter().any(|f| !(*f > 0.0 && *f < 1.0))
+        {
+            return Err(
+                "composer.budget_fraction must lie in (0, 1] and ladder steps in (0, 1)".into(),
+            );
+        }
+        let sp = &self.search;
+        if self.beds_step == 0 || sp.budget_calls == 0 || sp.candidates == 0 || sp.top_k == 0 {
+            return Err(
+                "composer.beds_step and composer.search's budget_calls, candidates and \
+                        top_k must be positive"
+                    .into(),
+            );
+        }
+        if !(0.0..=1.0).contains(&sp.p) || !(0.0..=1.0).contains(&sp.q) {
+            return Err("composer.search.p and q must lie in [0, 1]".into());
+        }
+        Ok(())
+    }
+}
+
+/// HOLMES's parameters (paper defaults where it gives them; the rest from its code).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct HolmesParams {
+    /// Profiler-call budget N.
+    pub budget_calls: usize,
+    /// Candidates explored per iteration M.
+    pub candidates: usize,
+    /// Candidates profiled per iteration K.
+    pub top_k: usize,
+    /// Share of candidates from genetic operators p (the rest are random).
+    pub p: f64,
+    /// Share of genetic candidates from mutation q (the rest by recombination).
+    pub q: f64,
+    /// Bits a mutation flips.
+    pub mutation_degree: usize,
+    /// Trees per surrogate forest.
+    pub trees: usize,
+    /// Rank candidates by mean + `explore` x spread across the trees (0: the paper's greedy).
+    pub explore: f64,
+    pub seed: u64,
+}
+
+impl Default for HolmesParams {
+    fn default() -> Self {
+        HolmesParams {
+            budget_calls: 100,
+            candidates: 1000,
+            top_k: 10,
+            p: 0.5,
+            q: 0.5,
+            mutation_degree: 6,
+            trees: 20,
+            explore: 0.0,
+            seed: 42,
+        }
+    }
+}
+
+/// The `[dashboard]` config section.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct DashboardConfig {
+    /// Open the read-only ward view and the read API without signing in.
+    pub public_ward_view: bool,
+    /// A bed's risk alarm is raised when its score reaches this...
+    pub risk_alarm_on: f64,
+    /// ...and clears when the score falls below this (hysteresis).
+    pub risk_alarm_off: f64,
+    /// A lead-off alarm is raised when more than this fraction of a window was lead-off.
+    pub lead_off_alarm: f64,
+    /// Longest silence a user may set on an alarm, seconds.
+    pub max_silence_secs: u64,
+    /// Hours a sign-in lasts.
+    pub session_hours: f64,
+    /// Hours of score history in each tile's trend.
+    pub trend_hours: f64,
+    /// Tile order: `bed` (by bed id) or `risk` (highest score first).
+    pub sort: String,
+    /// Labels shown instead of bed ids, e.g. `{ "bed-1" = "Bay 1, window" }`.
+    pub labels: BTreeMap<String, String>,
+    /// Most live-feed (`/api/stream`) clients at once; more are answered 503.
+    pub max_stream_clients: usize,
+}
+
+impl Default for DashboardConfig {
+    fn default() -> Self {
+        DashboardConfig {
+            public_ward_view: false,
+            risk_alarm_on: 0.7,
+            risk_alarm_off: 0.5,
+            lead_off_alarm: 0.5,
+            max_silence_secs: 600,
+            session_hours: 12.0,
+            trend_hours: 4.0,
+            sort: "bed".into(),
+            labels: BTreeMap::new(),
+            max_stream_clients: 64,
+        }
+    }
+}
+
+impl DashboardConfig {
+    pub fn validate(&self) -> Result<(), String> {
+        if !(0.0 <= self.risk_alarm_off
+            && self.risk_alarm_off <= self.risk_alarm_on
+            && self.risk_alarm_on <= 1.0)
+        {
+            return Err("dashboard: 0 <= risk_alarm_off <= risk_alarm_on <= 1".into());
+        }
+        if !(0.0..=1.0).contains(&self.lead_off_alarm) {
+            return Err("dashboard.lead_off_alarm must lie in [0, 1]".into());
+        }
+        if self.session_hours <= 0.0
+            || self.trend_hours <= 0.0
+            || self.max_silence_secs == 0
+            || self.max_stream_clients == 0
+        {
+            return Err(
+                "dashboard.session_hours, trend_hours, max_silence_secs and \
+                 max_stream_clients must be positive"
+                    .into(),
+            );
+        }
+        if !["bed", "risk"].contains(&self.sort.as_str()) {
+            return Err(format!("dashboard.sort {:?} is not bed or risk", self.sort));
+        }
+        Ok(())
+    }
+}
+
+/// Running as a system service (the `[service]` config section).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ServiceConfig {
+    /// Longest graceful shutdown, seconds: from SIGTERM to the database flushed. Past it the
+    /// process exits non-zero without waiting further. Keep it below the unit's
+    /// `TimeoutStopSec=`.
+    pub shutdown_timeout_secs: f64,
+    /// Seconds the engine may hold queued windows without finishing a batch, or the store
+    /// writer may go without a turn of its loop, before the watchdog pings stop (systemd then
+    /// restarts the service once `WatchdogSec=` passes without a ping).
+    pub watchdog_stall_secs: f64,
+}
+
+impl Default for ServiceConfig {
+    fn default() -> Self {
+        ServiceConfig {
+            shutdown_timeout_secs: 20.0,
+            watchdog_stall_secs: 30.0,
+        }
+    }
+}
+
+impl ServiceConfig {
+    pub fn validate(&self) -> Result<(), String> {
+        if !(self.shutdown_timeout_secs > 0.0 && self.shutdown_timeout_secs.is_finite()) {
+            return Err("service.shutdown_timeout_secs must be positive".into());
+        }
+        if !(self.watchdog_stall_secs > 0.0 && self.watchdog_stall_secs.is_finite()) {
+            return Err("service.watchdog_stall_secs must be positive".into());
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,229 @@
+//! The sections of the daemon's data path: server and TLS, monitor authentication, ward,
+//! leads, ingest, quality, ensemble, engine and storage.
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+
+use serde::{Deserialize, Serialize};
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ServerConfig {
+    /// Address the HTTP API and the monitor WebSocket listen on.
+    pub listen: SocketAddr,
+    /// Most connections open at once (monitors, pages, API clients); further ones are answered
+    /// 503 and closed.
+    pub max_connections: usize,
+    /// Seconds a client has to send a request's headers before its connection is closed.
+    pub header_read_timeout_secs: f64,
+    /// Serve plain HTTP on a non-loopback address (without `tls`); false refuses to start so.
+    #[serde(default)]
+    pub allow_plain_http_on_network: bool,
+    /// HTTPS and `wss://` with this certificate (absent: plain HTTP).
+    #[serde(default)]
+    pub tls: Option<TlsConfig>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AuthConfig {
+    /// Monitors must present a token issued by `holmes device add` for the device they name
+    /// (false: any hello is accepted, as the demo and the bench run).
+    pub require_device_tokens: bool,
+    /// Seconds between re-reads of the devices table: a revoked device is refused, and its
+    /// live connections closed, within this time.
+    pub devices_refresh_secs: f64,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct WardConfig {
+    /// Window length, seconds of the bed's sample timeline.
+    pub window_secs: u32,
+    /// Seconds between window closings per bed.
+    pub hop_secs: u32,
+    /// Wall-clock seconds a due window waits for missing samples before closing with a gap.
+    pub grace_secs: f64,
+    /// Beds known in advance, in phase order.
+    pub beds: Vec<String>,
+    /// Admit beds not in `beds` (false: refuse them at hello).
+    pub admit_unknown_beds: bool,
+    /// Most beds held; a hello for a further bed is refused.
+    pub max_beds: usize,
+    /// Seconds without data before a bed is stale.
+    pub stale_secs: f64,
+    /// Seconds without data before a bed is lost.
+    pub lost_secs: f64,
+    /// Seconds of signal buffered per channel and bed.
+    pub buffer_secs: u32,
+    /// Spread the beds' window closings evenly over the hop (false: every bed's windows
+    /// close together, the worst-case burst; for benchmarks).
+    pub stagger: bool,
+    /// Hand closed windows to the engine (false: ingest only; windows close and are counted
+    /// but nothing is scored; for capacity tests, never on a ward).
+    pub scoring: bool,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LeadsConfig {
+    /// Lead names that take the primary role (case-insensitive, first match wins).
+    pub primary: Vec<String>,
+    /// Lead names that take the secondary role.
+    pub secondary: Vec<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct IngestConfig {
+    /// Largest WebSocket message accepted, bytes.
+    pub max_frame_bytes: usize,
+    /// Most samples per lead in one frame.
+    pub max_samples_per_frame: usize,
+    /// Samples with a larger magnitude (mV) are discarded as out of range.
+    pub max_abs_mv: f32,
+    /// Commands queued from a connection to its bed's aggregator.
+    pub bed_queue: usize,
+    /// Bad frames per connection per minute before the connection is closed.
+    pub max_errors_per_minute: u32,
+    /// Seconds without any message before a connection is closed.
+    pub idle_timeout_secs: f64,
+    /// Seconds a new monitor connection has to send its hello before it is closed (4000).
+    pub hello_timeout_secs: f64,
+    /// Messages per second a connection may send (bursts of one second's worth); beyond it
+    /// the server stops reading that connection until it is back under the rate.
+    pub max_messages_per_sec: u32,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct QualityConfig {
+    /// Fraction of a lead's samples that must have arrived for it to be scored.
+    pub min_coverage: f64,
+    /// Largest lead-off fraction of the window for a usable lead.
+    pub max_lead_off_fraction: f64,
+    /// Fraction of heart-rate seconds needed for the vitals members.
+    pub min_vitals_coverage: f64,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct EnsembleConfig {
+    /// Zoo folder.
+    pub models_dir: PathBuf,
+    /// Member model names.
+    pub members: Vec<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct StorageConfig {
+    /// SQLite database file.
+    pub db: PathBuf,
+    /// Days of scores and events kept.
+    pub retention_days: u32,
+    /// Most rows per write transaction.
+    pub batch_rows: usize,
+    /// Longest wait (ms) for more rows once the queued ones are taken (0: none).
+    pub flush_ms: u64,
+    /// Rows held in memory while the database cannot be written (disk full, read-only); when
+    /// full, the oldest are dropped and counted.
+    pub backlog_rows: usize,
+    /// First wait (ms) before retrying a failed write; doubles up to `retry_max_ms`.
+    pub retry_min_ms: u64,
+    /// Longest wait (ms) between retries of a failed write.
+    pub retry_max_ms: u64,
+}
+
+/// `[server.tls]`: serve HTTPS and `wss://` with this certificate.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TlsConfig {
+    /// PEM file with the server's certificate chain, leaf first.
+    pub cert: PathBuf,
+    /// PEM file with the certificate's private key (PKCS#8, PKCS#1 or SEC1).
+    pub key: PathBuf,
+}
+
+/// Plain HTTP off loopback, refused: what [`check_transport`] says.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[error(
+    "refusing plain HTTP on {addr}: monitors' tokens and the ward's data would cross the \
+     network unencrypted. Configure [server.tls] cert and key, listen on a loopback \
+     address (127.0.0.1 or ::1), or set server.allow_plain_http_on_network = true"
+)]
+pub struct PlainHttpOnNetwork {
+    pub addr: SocketAddr,
+}
+
+/// Whether the server may listen on `addr` with `tls` (None: plain HTTP): plain HTTP only on a
+/// loopback address, unless `allow_plain_on_network` (a TLS-terminating proxy in front).
+pub fn check_transport(
+    addr: SocketAddr,
+    tls: Option<&TlsConfig>,
+    allow_plain_on_network: bool,
+) -> Result<(), PlainHttpOnNetwork> {
+    if tls.is_none() && !addr.ip().is_loopback() && !allow_plain_on_network {
+        return Err(PlainHttpOnNetwork { addr });
+    }
+    Ok(())
+}
+
+/// How member probabilities combine.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Combine {
+    /// Mean probability (HOLMES eq. 5).
+    Mean,
+    /// Weighted mean, weights per member from the ensemble definition.
+    WeightedMean,
+}
+
+/// Engine settings (the `[engine]` config section).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct EngineConfig {
+    /// End-to-end budget: last sample of a window to commit of its score, ms.
+    pub slo_ms: u64,
+    /// Windows waiting per model queue at most.
+    pub queue_capacity: usize,
+    /// Most windows per batch (the plan may lower it per model).
+    pub batch_cap: usize,
+    /// Worker threads per model (the plan may change it).
+    pub workers_per_model: usize,
+    /// How member probabilities combine.
+    pub combine: Combine,
+    /// Device for models without a pin: `auto` (first GPU, else the CPU), `cpu` or `cuda:N`.
+    pub device: String,
+    /// Per-model device pins, e.g. `{ "ecg-primary-w64-d4" = "cuda:0" }`.
+    #[serde(default)]
+    pub pin: BTreeMap<String, String>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn plain_http_stays_on_loopback_unless_allowed() {
+        let tls = TlsConfig {
+            cert: "c.pem".into(),
+            key: "k.pem".into(),
+        };
+        let lo: SocketAddr = "127.0.0.1:8080".parse().unwrap();
+        let lo6: SocketAddr = "[::1]:8080".parse().unwrap();
+        let any: SocketAddr = "0.0.0.0:8080".parse().unwrap();
+        let lan: SocketAddr = "10.1.2.3:8443".parse().unwrap();
+        assert!(check_transport(lo, None, false).is_ok());
+        assert!(check_transport(lo6, None, false).is_ok());
+        let e = check_transport(any, None, false).unwrap_err().to_string();
+        assert!(
+            e.contains("0.0.0.0:8080") && e.contains("[server.tls]"),
+            "{e}"
+        );
+        assert!(check_transport(lan, None, false).is_err());
+        assert!(check_transport(lan, None, true).is_ok());
+        assert!(check_transport(lan, Some(&tls), false).is_ok());
+    }
+}

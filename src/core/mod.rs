@@ -1,0 +1,18 @@
+//! The bottom layer: the data that crosses from one stage to the next, and helpers every layer
+//! shares. It imports nothing of the application, so every module above may use it and none of
+//! its types drags a stage along.
+//!
+//! - [`window`]: the signal's constants (250 Hz, lead slots) and a closed window with its
+//!   quality, as the ward hands it to the engine.
+//! - [`event`]: technical events and where they come from ([`event::Origin`]).
+//! - [`score`]: a window's outcome (status, score, members), as the engine hands it to the store.
+//! - [`metrics`]: ROC-AUC, PR-AUC, thresholds and the mean-probability ensemble of predictions.
+//! - [`stats`], [`time`], [`hash`]: percentiles, wall-clock milliseconds, SHA-256.
+
+pub mod event;
+pub mod hash;
+pub mod metrics;
+pub mod score;
+pub mod stats;
+pub mod time;
+pub mod window;

@@ -1,0 +1,25 @@
+//! Percentiles of measured times: the one definition used by profiles, the latency watch, the
+//! bench and the reports.
+
+/// The `q`-quantile (0..=1) of ascending `sorted` values, nearest rank (`NaN` when empty).
+pub fn percentile(sorted: &[f64], q: f64) -> f64 {
+    if sorted.is_empty() {
+        return f64::NAN;
+    }
+    sorted[((sorted.len() - 1) as f64 * q.clamp(0.0, 1.0)).round() as usize]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn nearest_rank() {
+        let v = [1.0, 2.0, 3.0, 4.0, 5.0];
+        assert_eq!(percentile(&v, 0.0), 1.0);
+        assert_eq!(percentile(&v, 0.5), 3.0);
+        assert_eq!(percentile(&v, 0.95), 5.0);
+        assert_eq!(percentile(&v, 1.0), 5.0);
+        assert!(percentile(&[], 0.5).is_nan());
+    }
+}

@@ -1,0 +1,382 @@
+//! The API's handlers: beds and their history, models, the serving ensemble, health, and the
+//! monitors' WebSocket upgrade. Each answers a typed body.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use axum::Json;
+use axum::extract::{Path, Query, State, WebSocketUpgrade};
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use serde::{Deserialize, Serialize};
+
+use super::{ApiError, AppState};
+use crate::composer::plans::Plan;
+use crate::composer::service::Switch;
+use crate::config::Combine;
+use crate::core::event::Origin;
+use crate::serving::engine::ensemble::ModelInfo;
+use crate::serving::engine::profile::Profile;
+use crate::serving::engine::reload::ZooStatus;
+use crate::serving::store::ScoreRow;
+use crate::serving::ward::BedView;
+
+pub(super) async fn ws_monitor(ws: WebSocketUpgrade, State(s): State<AppState>) -> Response {
+    let max = s.ingest.ingest.max_frame_bytes;
+    ws.max_message_size(max)
+        .max_frame_size(max)
+        .on_upgrade(move |socket| {
+            crate::serving::ingest::connection(socket, s.ingest, s.ward, s.devices, s.shutdown)
+        })
+}
+
+/// A bed as `/api/beds` lists it: the ward's view and its latest stored score.
+#[derive(Debug, Serialize)]
+pub(super) struct BedSummary {
+    #[serde(flatten)]
+    view: BedView,
+    latest: Option<ScoreRow>,
+}
+
+#[derive(Debug, Serialize)]
+pub(super) struct Beds {
+    beds: Vec<BedSummary>,
+}
+
+pub(super) async fn beds(State(s): State<AppState>) -> Result<Json<Beds>, ApiError> {
+    let reader = s.reader.clone();
+    let latest = tokio::task::spawn_blocking(move || reader.latest_scores()).await??;
+    let mut latest: HashMap<String, _> = latest.into_iter().map(|r| (r.bed.clone(), r)).collect();
+    let beds = s
+        .ward
+        .views()
+        .into_iter()
+        .map(|view| BedSummary {
+            latest: latest.remove(&view.bed),
+            view,
+        })
+        .collect();
+    Ok(Json(Beds { beds }))
+}
+
+#[derive(Debug, Deserialize)]
+pub(super) struct Range {
+    since: Option<i64>,
+    until: Option<i64>,
+    limit: Option<i64>,
+}
+
+/// A bed the ward holds, a configured one, or a system origin (`zoo`, `composer`, `server`:
+/// model, plan and lifecycle events).
+fn known_bed(s: &AppState, bed: &str) -> Result<(), ApiError> {
+    let known = s.ward.views().iter().any(|v| v.bed == bed)
+        || s.configured_beds.iter().any(|b| b == bed)
+        || Origin::SYSTEM.contains(&bed);
+    if known {
+        Ok(())
+    } else {
+        Err(ApiError::UnknownBed(bed.to_owned()))
+    }
+}
+
+#[derive(Debug, Serialize)]
+pub(super) struct BedScores {
+    bed: String,
+    scores: Vec<ScoreRow>,
+}
+
+pub(super) async fn bed_scores(
+    State(s): State<AppState>,
+    Path(bed): Path<String>,
+    Query(q): Query<Range>,
+) -> Result<Json<BedScores>, ApiError> {
+    known_bed(&s, &bed)?;
+    let (since, until) = (q.since.unwrap_or(i64::MIN), q.until.unwrap_or(i64::MAX));
+    if since > until {
+        return Err(ApiError::BadQuery("since is after until".into()));
+    }
+    let limit = q.limit.unwrap_or(10_000).clamp(1, 100_000);
+    let reader = s.reader.clone();
+    let b = bed.clone();
+    let scores =
+        tokio::task::spawn_blocking(move || reader.scores(&b, since, until, limit)).await??;
+    Ok(Json(BedScores { bed, scores }))
+}
+
+#[derive(Debug, Serialize)]
+pub(super) struct EventRow {
+    at_ms: i64,
+    kind: String,
+    detail: serde_json::Value,
+}
+
+#[derive(Debug, Serialize)]
+pub(super) struct BedEvents {
+    bed: String,
+    events: Vec<EventRow>,
+}
+
+pub(super) async fn bed_events(
+    State(s): State<AppState>,
+    Path(bed): Path<String>,
+) -> Result<Json<BedEvents>, ApiError> {
+    known_bed(&s, &bed)?;
+    let reader = s.reader.clone();
+    let b = bed.clone();
+    let rows = tokio::task::spawn_blocking(move || reader.events(&b, 10_000)).await??;
+    let events = rows
+        .into_iter()
+        .map(|(at_ms, kind, detail)| EventRow {
+            at_ms,
+            kind,
+            detail,
+        })
+        .collect();
+    Ok(Json(BedEvents { bed, events }))
+}
+
+#[derive(Debug, Serialize)]
+pub(super) struct Models {
+    models: Vec<ModelInfo>,
+    /// `(name, version)` of each member the engine runs.
+    serving: Vec<(String, u32)>,
+    zoo: ZooStatus,
+    profiles: BTreeMap<String, Vec<Profile>>,
+}
+
+pub(super) async fn models(State(s): State<AppState>) -> Result<Json<Models>, ApiError> {
+    let zoo = s.zoo.lock().expect("zoo status lock").clone();
+    let models = s.serving.borrow().models.clone();
+    let (db, m2) = (s.db.clone(), models.clone());
+    let profiles = tokio::task::spawn_blocking(move || {
+        m2.iter()
+            .map(|m| {
+                crate::serving::engine::profile::load_profiles(&db, &m.name, &m.sha256)
+                    .map(|p| (m.name.clone(), p))
+            })
+            .collect::<Result<BTreeMap<_, _>, _>>()
+    })
+    .await??;
+    Ok(Json(Models {
+        models,
+        serving: s.engine.members(),
+        zoo,
+        profiles,
+    }))
+}
+
+#[derive(Debug, Serialize)]
+pub(super) struct ComposerView {
+    enabled: bool,
+    composing: bool,
+    compositions: u64,
+    last_error: Option<String>,
+    switches: Vec<Switch>,
+}
+
+#[derive(Debug, Serialize)]
+pub(super) struct Latency {
+    p50: f64,
+    p95: f64,
+    p99: f64,
+    n: usize,
+    span_secs: u64,
+}
+
+#[derive(Debug, Serialize)]
+pub(super) struct QueueView {
+    model: String,
+    waiting: usize,
+}
+
+#[derive(Debug, Serialize)]
+pub(super) struct WindowCounts {
+    scored: u64,
+    partial: u64,
+    superseded: u64,
+    dropped: u64,
+    insufficient_signal: u64,
+}
+
+#[derive(Debug, Serialize)]
+pub(super) struct EnsembleView {
+    id: i64,
+    source: String,
+    composed_plan: Option<Plan>,
+    rung: usize,
+    composer: ComposerView,
+    members: Vec<MemberView>,
+    combine: Combine,
+    slo_ms: u64,
+    latency_ms: Option<Latency>,
+    plan: Vec<serde_json::Value>,
+    queues: Vec<QueueView>,
+    windows: WindowCounts,
+    members_dropped: u64,
+    late_member_results: u64,
+    model_faults: u64,
+    batches: u64,
+    batched_windows: u64,
+}
+
+/// Span of the latency percentiles in `/api/ensemble`.
+const LATENCY_SPAN: Duration = Duration::from_secs(300);
+
+pub(super) async fn ensemble(State(s): State<AppState>) -> Json<EnsembleView> {
+    let c = s.engine.counters();
+    let n = |a: &AtomicU64| a.load(Ordering::Relaxed);
+    let sv = s.serving.borrow().clone();
+    let lat = s
+        .store_health
+        .recent
+        .lock()
+        .expect("lock")
+        .percentiles(LATENCY_SPAN);
+    Json(EnsembleView {
+        id: s.engine.ensemble_id(),
+        source: sv.source,
+        composed_plan: sv.plan,
+        rung: sv.rung,
+        composer: ComposerView {
+            enabled: s.composer_enabled,
+            composing: sv.composing,
+            compositions: sv.compositions,
+            last_error: sv.last_error,
+            switches: sv.switches,
+        },
+        members: members_with_faults(&s),
+        combine: s.combine(),
+        slo_ms: s.engine_cfg.slo_ms,
+        latency_ms: lat.map(|(q, n)| Latency {
+            p50: q[0],
+            p95: q[1],
+            p99: q[2],
+            n,
+            span_secs: LATENCY_SPAN.as_secs(),
+        }),
+        plan: s.engine.plan(),
+        queues: s
+            .engine
+            .queue_lengths()
+            .into_iter()
+            .map(|(model, waiting)| QueueView { model, waiting })
+            .collect(),
+        windows: WindowCounts {
+            scored: n(&c.scored),
+            partial: n(&c.partial),
+            superseded: n(&c.superseded),
+            dropped: n(&c.dropped),
+            insufficient_signal: n(&c.insufficient),
+        },
+        members_dropped: n(&c.dropped_members),
+        late_member_results: n(&c.late_members),
+        model_faults: n(&c.model_faults),
+        batches: n(&c.batches),
+        batched_windows: n(&c.batched_windows),
+    })
+}
+
+/// A serving member with its faults since start.
+#[derive(Debug, Serialize)]
+pub(super) struct MemberView {
+    name: String,
+    version: u32,
+    faults: u64,
+    last_fault: Option<String>,
+    last_fault_ms: Option<i64>,
+}
+
+fn members_with_faults(s: &AppState) -> Vec<MemberView> {
+    let faults = s.engine.model_faults();
+    s.engine
+        .members()
+        .into_iter()
+        .map(|(name, version)| {
+            let f = faults.get(&name).cloned().unwrap_or_default();
+            MemberView {
+                name,
+                version,
+                faults: f.faults,
+                last_fault: f.last_fault,
+                last_fault_ms: f.last_fault_ms,
+            }
+        })
+        .collect()
+}
+
+#[derive(Debug, Serialize)]
+pub(super) struct Health {
+    /// `ok`, or `degraded` with the reasons in `problems`.
+    status: &'static str,
+    problems: Vec<&'static str>,
+    storage: serde_json::Value,
+    models: Vec<MemberView>,
+    model_faults: u64,
+    beds_connected: usize,
+    stream_clients: usize,
+}
+
+/// Everything an operator needs at a glance: storage (fault, backlog), models (faults),
+/// connections. `status` is `ok`, or `degraded` with the reasons; the answer is always 200
+/// (readiness for a load balancer is `/health/ready`).
+pub(super) async fn health(State(s): State<AppState>) -> Json<Health> {
+    let storage = s.store_health.view();
+    let models = members_with_faults(&s);
+    let mut problems = Vec::new();
+    if !s.store_health.writable.load(Ordering::Relaxed) {
+        problems.push("storage: the database cannot be written; rows are held in memory");
+    }
+    if s.store_health.backlog_dropped_rows.load(Ordering::Relaxed) > 0 {
+        problems.push("storage: rows were dropped from a full backlog");
+    }
+    if models.iter().any(|m| m.faults > 0) {
+        problems.push("models: a member has failed on some windows");
+    }
+    Json(Health {
+        status: if problems.is_empty() {
+            "ok"
+        } else {
+            "degraded"
+        },
+        problems,
+        storage,
+        models,
+        model_faults: s.engine.counters().model_faults.load(Ordering::Relaxed),
+        beds_connected: s.ward.connected_beds(),
+        stream_clients: s.dashboard.board.stream_clients(),
+    })
+}
+
+#[derive(Debug, Serialize)]
+pub(super) struct Live {
+    status: &'static str,
+}
+
+pub(super) async fn live() -> Json<Live> {
+    Json(Live { status: "live" })
+}
+
+#[derive(Debug, Serialize)]
+pub(super) struct Ready {
+    models_loaded: usize,
+    database_writable: bool,
+    last_database_error: Option<String>,
+    storage_backlog_rows: usize,
+}
+
+pub(super) async fn ready(State(s): State<AppState>) -> Response {
+    let writable = s.store_health.writable.load(Ordering::Relaxed);
+    let body = Ready {
+        models_loaded: s.engine.members().len(),
+        database_writable: writable,
+        last_database_error: s.store_health.last_error.lock().expect("lock").clone(),
+        storage_backlog_rows: s.store_health.backlog_rows.load(Ordering::Relaxed),
+    };
+    let status = if writable && !s.engine.members().is_empty() {
+        StatusCode::OK
+    } else {
+        StatusCode::SERVICE_UNAVAILABLE
+    };
+    (status, Json(body)).into_response()
+}

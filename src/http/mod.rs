@@ -1,0 +1,103 @@
+//! HTTP: the router (`/ws/monitor`, `/api/...`, `/health/...`, the dashboard's routes), the
+//! state its handlers share ([`AppState`]), and its errors ([`error`]). The accept loop with
+//! its connection limits ([`listen`]), TLS ([`tls`]) and the Prometheus recorder behind
+//! `/metrics` ([`telemetry`]) live here too.
+
+mod api;
+pub mod error;
+pub mod listen;
+pub mod telemetry;
+pub mod tls;
+
+use std::sync::{Arc, Mutex};
+
+use axum::Router;
+use axum::extract::FromRef;
+use axum::routing::get;
+use tokio::sync::watch;
+use tokio_util::sync::CancellationToken;
+
+use crate::composer::service::Serving;
+use crate::config::{Combine, EngineConfig};
+use crate::dashboard::{self, DashboardState};
+use crate::serving::engine::Engine;
+use crate::serving::engine::reload::ZooStatus;
+use crate::serving::ingest::IngestSettings;
+use crate::serving::ingest::devices::DeviceAuth;
+use crate::serving::store::{StoreHealth, StoreReader};
+use crate::serving::ward::Ward;
+
+pub use error::ApiError;
+
+/// Everything handlers need. The dashboard's routes take their part through [`FromRef`].
+#[derive(Clone)]
+pub struct AppState {
+    pub dashboard: DashboardState,
+    /// What a monitor connection reads of the configuration.
+    pub ingest: IngestSettings,
+    /// The engine's settings (the combination and the budget, for `/api/ensemble`).
+    pub engine_cfg: EngineConfig,
+    /// Beds configured in advance (known to the API before their monitors connect).
+    pub configured_beds: Arc<[String]>,
+    /// The composer is on (`[composer] enabled`).
+    pub composer_enabled: bool,
+    /// The database file (profiles are read from it).
+    pub db: std::path::PathBuf,
+    /// Over TLS: every response says so (`Strict-Transport-Security`).
+    pub tls: bool,
+    pub ward: Ward,
+    /// The check of monitors' device tokens.
+    pub devices: DeviceAuth,
+    pub reader: StoreReader,
+    pub store_health: Arc<StoreHealth>,
+    /// The ensemble serving now and the composer's state, as the composer publishes it.
+    pub serving: watch::Receiver<Serving>,
+    pub engine: Engine,
+    /// The zoo folder as the watcher last saw it.
+    pub zoo: Arc<Mutex<ZooStatus>>,
+    pub shutdown: CancellationToken,
+}
+
+impl FromRef<AppState> for DashboardState {
+    fn from_ref(s: &AppState) -> DashboardState {
+        s.dashboard.clone()
+    }
+}
+
+impl AppState {
+    /// How the members combine, for `/api/ensemble`.
+    fn combine(&self) -> Combine {
+        self.engine_cfg.combine
+    }
+}
+
+/// The whole router: the API, the monitors' socket, health and metrics, and the dashboard;
+/// the dashboard's read guard in front of `/api/`, security headers on every answer.
+pub fn router(state: AppState) -> Router {
+    use crate::dashboard::web;
+    let app = Router::new()
+        .merge(dashboard::routes::<AppState>())
+        .route("/ws/monitor", get(api::ws_monitor))
+        .route("/api/beds", get(api::beds))
+        .route("/api/beds/{bed}/scores", get(api::bed_scores))
+        .route("/api/beds/{bed}/events", get(api::bed_events))
+        .route("/api/models", get(api::models))
+        .route("/api/ensemble", get(api::ensemble))
+        .route("/health/live", get(api::live))
+        .route("/health/ready", get(api::ready))
+        .route("/api/health", get(api::health))
+        .route("/metrics", get(|| async { telemetry::render() }))
+        .fallback(web::not_found)
+        .layer(axum::middleware::from_fn_with_state(
+            state.dashboard.clone(),
+            web::read_guard,
+        ))
+        .layer(axum::middleware::from_fn(web::security_headers));
+    // Over TLS, browsers are told to use nothing else for this host.
+    let app = if state.tls {
+        app.layer(axum::middleware::from_fn(web::strict_transport))
+    } else {
+        app
+    };
+    app.with_state(state)
+}

@@ -1,0 +1,229 @@
+//! An ensemble ready to serve: its members loaded from the zoo and validated, described for the
+//! store and the API ([`ModelInfo`]), and placed on accelerators by the planner ([`prepare`]).
+//! The daemon at start-up and the composer's switches both go through [`prepare`].
+//!
+//! [`Ensemble`] also scores a window in place, member by member, with the engine's own input
+//! selection ([`input_of_window`]) and combination ([`combine`]): offline scoring
+//! (`holmes score`) uses it.
+
+use std::collections::HashMap;
+use std::path::Path;
+
+use burn::backend::Flex;
+use serde::Serialize;
+
+use super::accelerator::{self, Accelerator};
+use super::{MemberSpec, input_of_window, plan};
+use crate::config::{Combine, EngineConfig};
+use crate::core::score::{MemberScore, ScoreStatus};
+use crate::core::window::ClosedWindow;
+use crate::zoo::{Manifest, ZooError, ZooModel};
+
+#[derive(Debug, thiserror::Error)]
+pub enum EnsembleError {
+    #[error("ensemble member {name:?} is not in {dir} (models there: {available})")]
+    MissingMember {
+        name: String,
+        dir: String,
+        available: String,
+    },
+    #[error(transparent)]
+    Zoo(#[from] ZooError),
+}
+
+/// A served model, as `/api/models` lists it.
+#[derive(Debug, Clone, Serialize)]
+pub struct ModelInfo {
+    pub name: String,
+    pub version: u32,
+    pub input: String,
+    pub parameters: usize,
+    pub macs_per_window: u64,
+    pub sha256: String,
+    pub val_roc_auc: Option<f64>,
+    pub test_roc_auc: Option<f64>,
+}
+
+impl ModelInfo {
+    pub fn of(mf: &Manifest) -> ModelInfo {
+        ModelInfo {
+            name: mf.name.clone(),
+            version: mf.version,
+            input: mf.input.label(),
+            parameters: mf.parameters,
+            macs_per_window: mf.macs_per_window,
+            sha256: mf.weights.sha256.clone(),
+            val_roc_auc: mf.metrics.get("validation").map(|m| m.roc_auc),
+            test_roc_auc: mf.metrics.get("test").map(|m| m.roc_auc),
+        }
+    }
+}
+
+/// The loaded members of an ensemble (on the CPU backend).
+pub struct Ensemble {
+    pub members: Vec<ZooModel<Flex>>,
+}
+
+impl Ensemble {
+    /// Loads the named members from the zoo folder; a missing or broken member is an error
+    /// naming it.
+    pub fn load(dir: &Path, names: &[String]) -> Result<Ensemble, EnsembleError> {
+        let device = Default::default();
+        let mut members = Vec::with_capacity(names.len());
+        for name in names {
+            let d = dir.join(name);
+            if !d.is_dir() {
+                let available = crate::zoo::model_dirs(dir)
+                    .map(|v| {
+                        v.iter()
+                            .filter_map(|p| p.file_name().map(|f| f.to_string_lossy().into_owned()))
+                            .collect::<Vec<_>>()
+                            .join(", ")
+                    })
+                    .unwrap_or_default();
+                return Err(EnsembleError::MissingMember {
+                    name: name.clone(),
+                    dir: dir.display().to_string(),
+                    available,
+                });
+            }
+            members.push(ZooModel::load(&d, &device)?);
+        }
+        Ok(Ensemble { members })
+    }
+
+    /// Scores one window in place: each member whose input is usable predicts, and the
+    /// probabilities combine as the engine combines them (every member weighs 1).
+    pub fn score(&self, w: &ClosedWindow) -> (ScoreStatus, Option<f32>, Vec<MemberScore>) {
+        let mut members = Vec::with_capacity(self.members.len());
+        let mut present = Vec::with_capacity(self.members.len());
+        for m in &self.members {
+            let prob = input_of_window(w, &m.manifest.input).and_then(|x| match m.predict(&[x]) {
+                Ok(p) => p.first().copied().filter(|p| p.is_finite()),
+                Err(e) => {
+                    tracing::warn!(model = %m.name(), error = %e, "Member failed on a window");
+                    None
+                }
+            });
+            if let Some(p) = prob {
+                present.push((1.0, p));
+            }
+            members.push(MemberScore {
+                fault: None,
+                name: m.manifest.name.clone(),
+                version: m.manifest.version,
+                prob,
+            });
+        }
+        match combine(Combine::Mean, &present) {
+            Some(s) => (ScoreStatus::Scored, Some(s), members),
+            None => (ScoreStatus::InsufficientSignal, None, members),
+        }
+    }
+}
+
+/// The ensemble's score from its members' `(weight, probability)`: the mean probability
+/// (HOLMES eq. 5), or the weighted mean; `None` when no member scored.
+pub fn combine(how: Combine, present: &[(f64, f32)]) -> Option<f32> {
+    let (mut sum, mut wsum) = (0.0f64, 0.0f64);
+    for &(w, p) in present {
+        let w = match how {
+            Combine::Mean => 1.0,
+            Combine::WeightedMean => w,
+        };
+        sum += w * p as f64;
+        wsum += w;
+    }
+    (wsum > 0.0).then(|| (sum / wsum) as f32)
+}
+
+/// An ensemble ready to serve: its members validated, placed by the planner and described
+/// for the store.
+pub struct Prepared {
+    pub models: Vec<ModelInfo>,
+    pub specs: Vec<MemberSpec>,
+    /// `(name, version, sha256, input)` per member, for the store.
+    pub described: Vec<(String, u32, String, String)>,
+    /// The plan's cells as JSON.
+    pub plan: String,
+}
+
+/// Where [`prepare`] finds the members and their latency profiles, and the engine settings
+/// the planner follows.
+#[derive(Debug, Clone, Copy)]
+pub struct Sources<'a> {
+    pub models_dir: &'a Path,
+    /// The database holding `holmes profile`'s measurements.
+    pub db: &'a Path,
+    pub engine: &'a EngineConfig,
+}
+
+/// Loads and validates the named members (a missing or broken one is an error naming it),
+/// reads their stored profiles and places them on `accelerators` for `beds` beds. Blocking.
+pub fn prepare(
+    src: Sources<'_>,
+    names: &[String],
+    accelerators: &[Accelerator],
+    beds: usize,
+) -> Result<Prepared, EnsembleError> {
+    let dir = src.models_dir;
+    let probe = Ensemble::load(dir, names)?;
+    let models: Vec<ModelInfo> = probe
+        .members
+        .iter()
+        .map(|m| ModelInfo::of(&m.manifest))
+        .collect();
+    let inputs: Vec<_> = probe.members.iter().map(|m| m.manifest.input).collect();
+    drop(probe);
+    let described = models
+        .iter()
+        .map(|m| (m.name.clone(), m.version, m.sha256.clone(), m.input.clone()))
+        .collect();
+    // The profiles measured earlier by `holmes profile` set the batch caps.
+    let mut profiles = HashMap::new();
+    for m in &models {
+        for p in super::profile::load_profiles(src.db, &m.name, &m.sha256).unwrap_or_default() {
+            profiles.insert((m.name.clone(), p.device.clone()), p);
+        }
+    }
+    let weights: Vec<(String, u64)> = models
+        .iter()
+        .map(|m| (m.name.clone(), m.parameters as u64 * 4))
+        .collect();
+    let cells = plan::plan(&weights, accelerators, &profiles, src.engine, beds);
+    let plan = serde_json::to_string(&cells).expect("a plan serialises");
+    let specs = models
+        .iter()
+        .zip(inputs)
+        .zip(cells)
+        .map(|((m, input), cell)| MemberSpec {
+            name: m.name.clone(),
+            version: m.version,
+            input,
+            factory: accelerator::zoo_factory(&dir.join(&m.name), &cell.device),
+            workers: cell.workers,
+            batch_cap: cell.batch_cap,
+            weight: 1.0,
+            device: cell.device,
+        })
+        .collect();
+    Ok(Prepared {
+        models,
+        specs,
+        described,
+        plan,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn combination_by_hand() {
+        assert_eq!(combine(Combine::Mean, &[]), None);
+        assert_eq!(combine(Combine::Mean, &[(3.0, 0.2), (1.0, 0.6)]), Some(0.4));
+        let w = combine(Combine::WeightedMean, &[(3.0, 0.2), (1.0, 0.6)]).unwrap();
+        assert!((w - 0.3).abs() < 1e-6);
+    }
+}

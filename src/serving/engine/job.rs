@@ -1,0 +1,286 @@
+//! A closed window in flight through the engine, materialised once and shared by every member
+//! (ids, not data), with its accumulator: member results arrive in any order and the window
+//! commits when all are in, or at its deadline with what it has (`partial`).
+
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use serde::Serialize;
+
+use super::Shared;
+use crate::core::score::{MemberScore, ScoreRecord, ScoreStatus};
+use crate::core::window::ClosedWindow;
+
+/// One member's outcome for one window.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct MemberResult {
+    /// Probability; `None` when the model failed or returned a non-finite value.
+    pub prob: Option<f32>,
+    pub version: u32,
+    pub queue: Duration,
+    pub compute: Duration,
+    pub batch: usize,
+    /// Why `prob` is `None`, when the model ran and failed.
+    pub fault: Option<ModelFault>,
+}
+
+/// How a model failed on a window.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ModelFault {
+    /// It panicked (caught; the worker carries on).
+    Panic,
+    /// It returned an error.
+    Error,
+    /// It returned a different number of outputs than windows.
+    WrongOutputs,
+    /// It returned NaN or an infinity for this window.
+    NonFinite,
+}
+
+impl ModelFault {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ModelFault::Panic => "panic",
+            ModelFault::Error => "error",
+            ModelFault::WrongOutputs => "wrong_outputs",
+            ModelFault::NonFinite => "non_finite",
+        }
+    }
+}
+
+/// Where each member stands for a window.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Slot {
+    /// The member's input is not usable in this window: it sits out.
+    NotApplicable,
+    Waiting,
+    /// Its queue was full: it never ran.
+    Dropped,
+    Done(MemberResult),
+}
+
+#[derive(Debug)]
+struct State {
+    slots: Vec<Slot>,
+    done: bool,
+    /// The deadline passed with no result yet: the first result commits.
+    overdue: bool,
+}
+
+/// A window and its accumulator.
+pub struct WindowJob {
+    pub window: ClosedWindow,
+    /// `last_sample_at + slo`.
+    pub deadline: Instant,
+    pub submitted: Instant,
+    state: Mutex<State>,
+}
+
+/// Timing of a committed score, stored with it.
+#[derive(Debug, Clone, Serialize)]
+pub struct Timing {
+    /// Window close (arrival of its last sample) to submission to the engine.
+    pub submit_ms: f64,
+    pub members: Vec<MemberTiming>,
+    /// Last member result (or deadline) to hand-off to the store.
+    pub combine_ms: f64,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct MemberTiming {
+    pub name: String,
+    pub queue_ms: f64,
+    pub compute_ms: f64,
+    pub batch: usize,
+}
+
+/// Why a job is being committed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Reason {
+    Complete,
+    Deadline,
+    Superseded,
+}
+
+fn ms(d: Duration) -> f64 {
+    d.as_secs_f64() * 1000.0
+}
+
+impl WindowJob {
+    pub fn new(window: ClosedWindow, slots: Vec<Slot>, slo: Duration) -> WindowJob {
+        WindowJob {
+            deadline: window.last_sample_at + slo,
+            submitted: Instant::now(),
+            window,
+            state: Mutex::new(State {
+                slots,
+                done: false,
+                overdue: false,
+            }),
+        }
+    }
+
+    pub fn is_done(&self) -> bool {
+        self.state.lock().expect("job lock").done
+    }
+
+    /// Marks a member dropped (its queue was full).
+    pub fn drop_member(&self, m: usize) {
+        self.state.lock().expect("job lock").slots[m] = Slot::Dropped;
+    }
+
+    /// Records member `m`'s result; commits when it was the last one (or the deadline passed).
+    pub fn complete_member(&self, m: usize, r: MemberResult, shared: &Shared) {
+        let commit = {
+            let mut s = self.state.lock().expect("job lock");
+            if s.done {
+                shared.metrics.late_member();
+                return;
+            }
+            s.slots[m] = Slot::Done(r);
+            let waiting = s.slots.iter().any(|x| matches!(x, Slot::Waiting));
+            if !waiting || s.overdue {
+                s.done = true;
+                Some((
+                    s.slots.clone(),
+                    if waiting {
+                        Reason::Deadline
+                    } else {
+                        Reason::Complete
+                    },
+                ))
+            } else {
+                None
+            }
+        };
+        if let Some((slots, reason)) = commit {
+            self.commit(slots, reason, shared);
+        }
+    }
+
+    /// The deadline passed: commit what is there, or let the first result commit.
+    pub fn on_deadline(&self, shared: &Shared) {
+        let commit = {
+            let mut s = self.state.lock().expect("job lock");
+            if s.done {
+                return;
+            }
+            if s.slots.iter().any(|x| matches!(x, Slot::Done(_))) {
+                s.done = true;
+                Some(s.slots.clone())
+            } else if s.slots.iter().any(|x| matches!(x, Slot::Waiting)) {
+                s.overdue = true;
+                None
+            } else {
+                // Every member was dropped: nothing will come.
+                s.done = true;
+                Some(s.slots.clone())
+            }
+        };
+        if let Some(slots) = commit {
+            self.commit(slots, Reason::Deadline, shared);
+        }
+    }
+
+    /// A newer window of the same bed replaced this one in a queue.
+    pub fn supersede(&self, shared: &Shared) {
+        let slots = {
+            let mut s = self.state.lock().expect("job lock");
+            if s.done {
+                return;
+            }
+            s.done = true;
+            s.slots.clone()
+        };
+        self.commit(slots, Reason::Superseded, shared);
+    }
+
+    /// Commits immediately (no member applies to this window).
+    pub fn commit_now(&self, shared: &Shared) {
+        let slots = {
+            let mut s = self.state.lock().expect("job lock");
+            s.done = true;
+            s.slots.clone()
+        };
+        self.commit(slots, Reason::Complete, shared);
+    }
+
+    fn commit(&self, slots: Vec<Slot>, reason: Reason, shared: &Shared) {
+        let t = Instant::now();
+        let names = shared.member_names();
+        let mut members = Vec::with_capacity(slots.len());
+        let mut timing = Timing {
+            submit_ms: ms(self
+                .submitted
+                .saturating_duration_since(self.window.last_sample_at)),
+            members: Vec::new(),
+            combine_ms: 0.0,
+        };
+        let mut missing = Vec::new();
+        let mut present = Vec::with_capacity(slots.len());
+        for (i, slot) in slots.iter().enumerate() {
+            let (name, version) = (&names[i].0, names[i].1);
+            let prob = match slot {
+                Slot::Done(r) => {
+                    timing.members.push(MemberTiming {
+                        name: name.clone(),
+                        queue_ms: ms(r.queue),
+                        compute_ms: ms(r.compute),
+                        batch: r.batch,
+                    });
+                    if let Some(p) = r.prob {
+                        present.push((shared.weight(i), p));
+                    } else {
+                        missing.push(name.clone());
+                    }
+                    members.push(MemberScore {
+                        name: name.clone(),
+                        version: r.version,
+                        prob: r.prob,
+                        fault: r.fault.map(|f| f.as_str().to_owned()),
+                    });
+                    continue;
+                }
+                Slot::Waiting | Slot::Dropped => {
+                    missing.push(name.clone());
+                    None
+                }
+                Slot::NotApplicable => None,
+            };
+            members.push(MemberScore {
+                name: name.clone(),
+                version,
+                prob,
+                fault: None,
+            });
+        }
+        let combined = super::ensemble::combine(shared.combine, &present);
+        let (status, score) = match reason {
+            Reason::Superseded => (ScoreStatus::Superseded, None),
+            _ if combined.is_some() && missing.is_empty() => (ScoreStatus::Scored, combined),
+            _ if combined.is_some() => (ScoreStatus::Partial, combined),
+            _ if slots.iter().all(|s| matches!(s, Slot::NotApplicable)) => {
+                (ScoreStatus::InsufficientSignal, None)
+            }
+            _ => (ScoreStatus::Dropped, None),
+        };
+        shared
+            .metrics
+            .committed(status, &timing, self.window.last_sample_at);
+        timing.combine_ms = ms(t.elapsed());
+        shared.store.score(ScoreRecord {
+            bed: self.window.bed.clone(),
+            window_index: self.window.index,
+            start_ms: self.window.start_ms,
+            end_ms: self.window.end_ms,
+            status,
+            score,
+            members,
+            missing,
+            ensemble_id: shared.ensemble_id,
+            quality: self.window.quality.clone(),
+            timing: Some(serde_json::to_value(&timing).expect("timing serialises")),
+            last_sample_at: self.window.last_sample_at,
+        });
+    }
+}

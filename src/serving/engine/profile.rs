@@ -1,0 +1,309 @@
+//! `holmes profile`: measures each model on each device at batch sizes 1, 2, 4, ... (warm-up,
+//! repeats, p50/p95/p99), stores the profiles in SQLite keyed by hardware, device, model
+//! checksum and burn version, and fits IPA's quadratic batch-latency curve
+//! `l(b) = a*b^2 + b*b + c` for the sizes not measured.
+//!
+//! Read by the API (`GET /api/models`) and, later, by the planner and the composer.
+
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use rusqlite::params;
+use serde::Serialize;
+
+use crate::core::time::now_ms;
+use crate::serving::engine::accelerator::{self, Accelerator};
+use crate::serving::store::StoreError;
+use crate::zoo::{Input, ZooModel};
+
+/// The burn release the profiles were measured with (part of their key).
+pub const BURN_VERSION: &str = "0.21";
+
+/// The `burn_version` column of a profile's key: the burn release and the inference path
+/// (`fast` or `plain`, [`crate::zoo::InferencePath`]; `fast+direct` when the CPU runs the
+/// direct kernel, [`crate::zoo::Kernel`]), so profiles of one path or kernel never stand in
+/// for another.
+pub fn engine_version() -> String {
+    use crate::zoo::{InferencePath, Kernel};
+    let path = match (InferencePath::from_env(), Kernel::on_flex()) {
+        (InferencePath::Fast, Kernel::Direct) => "fast+direct",
+        (p, _) => p.name(),
+    };
+    format!("{BURN_VERSION}/{path}")
+}
+
+/// One measured (model, device, batch) point.
+#[derive(Debug, Clone, Serialize)]
+pub struct Point {
+    pub batch: usize,
+    pub p50_ms: f64,
+    pub p95_ms: f64,
+    pub p99_ms: f64,
+    pub repeats: usize,
+}
+
+/// A model's profile on one device, with its fitted curve.
+#[derive(Debug, Clone, Serialize)]
+pub struct Profile {
+    pub model: String,
+    pub sha256: String,
+    pub device: String,
+    pub hardware: String,
+    pub points: Vec<Point>,
+    /// `[a, b, c]` of `p50(batch) = a*batch^2 + b*batch + c`, ms.
+    pub quadratic: [f64; 3],
+}
+
+impl Profile {
+    /// Fitted p50 latency (ms) at `batch`.
+    pub fn predict(&self, batch: usize) -> f64 {
+        let [a, b, c] = self.quadratic;
+        let x = batch as f64;
+        a * x * x + b * x + c
+    }
+}
+
+/// A short description of this machine's CPU, the hardware part of a profile's key.
+pub fn hardware() -> String {
+    let model = std::fs::read_to_string("/proc/cpuinfo")
+        .ok()
+        .and_then(|t| {
+            t.lines()
+                .find(|l| l.starts_with("model name"))
+                .map(|l| l.split(':').nth(1).unwrap_or("").trim().to_owned())
+        })
+        .unwrap_or_else(|| std::env::consts::ARCH.to_owned());
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    format!("{model} x{cores}")
+}
+
+/// Least-squares fit of `y = a x^2 + b x + c` (a line or a constant with fewer points).
+pub fn fit_quadratic(xs: &[f64], ys: &[f64]) -> [f64; 3] {
+    let n = xs.len();
+    if n == 0 {
+        return [0.0; 3];
+    }
+    if n < 3 {
+        let mean = ys.iter().sum::<f64>() / n as f64;
+        if n == 1 {
+            return [0.0, 0.0, mean];
+        }
+        let b = (ys[1] - ys[0]) / (xs[1] - xs[0]);
+        return [0.0, b, ys[0] - b * xs[0]];
+    }
+    // Normal equations for [a, b, c].
+    let s = |p: i32| xs.iter().map(|x| x.powi(p)).sum::<f64>();
+    let t = |p: i32| xs.iter().zip(ys).map(|(x, y)| x.powi(p) * y).sum::<f64>();
+    let m = [
+        [s(4), s(3), s(2)],
+        [s(3), s(2), s(1)],
+        [s(2), s(1), n as f64],
+    ];
+    let v = [t(2), t(1), t(0)];
+    solve3(m, v).unwrap_or([0.0, 0.0, ys.iter().sum::<f64>() / n as f64])
+}
+
+fn solve3(m: [[f64; 3]; 3], v: [f64; 3]) -> Option<[f64; 3]> {
+    let det = |m: [[f64; 3]; 3]| {
+        m[0][0] * (m[1][1] * m[2][2] - m[1][2] * m[2][1])
+            - m[0][1] * (m[1][0] * m[2][2] - m[1][2] * m[2][0])
+            + m[0][2] * (m[1][0] * m[2][1] - m[1][1] * m[2][0])
+    };
+    let d = det(m);
+    if d.abs() < 1e-12 {
+        return None;
+    }
+    let mut out = [0.0; 3];
+    for (k, o) in out.iter_mut().enumerate() {
+        let mut mk = m;
+        for r in 0..3 {
+            mk[r][k] = v[r];
+        }
+        *o = det(mk) / d;
+    }
+    Some(out)
+}
+
+fn percentile(sorted: &[f64], q: f64) -> f64 {
+    let i = ((sorted.len() - 1) as f64 * q).round() as usize;
+    sorted[i]
+}
+
+/// Options of one profiling run.
+#[derive(Debug, Clone)]
+pub struct ProfileOptions {
+    /// Largest batch size measured (powers of two up to it, and it).
+    pub max_batch: usize,
+    /// Warm-up runs per batch size.
+    pub warmup: usize,
+    /// Timed runs per batch size at least...
+    pub min_repeats: usize,
+    /// ...and at most, within `budget` per size.
+    pub max_repeats: usize,
+    pub budget: Duration,
+}
+
+/// Batch sizes profiled: 1, 2, 4, ... below `max`, then `max`.
+pub fn batch_sizes(max: usize) -> Vec<usize> {
+    let mut v: Vec<usize> = std::iter::successors(Some(1usize), |b| Some(b * 2))
+        .take_while(|&b| b < max)
+        .collect();
+    v.push(max.max(1));
+    v
+}
+
+/// Profiles the model in `dir` on `dev`.
+pub fn profile_model(
+    dir: &Path,
+    dev: &Accelerator,
+    opts: &ProfileOptions,
+) -> Result<Profile, crate::serving::engine::EngineError> {
+    let mut model = (accelerator::zoo_factory(dir, &dev.id))()?;
+    let manifest = ZooModel::<burn::backend::Flex>::load(dir, &Default::default())
+        .map_err(|e| crate::serving::engine::EngineError::Model {
+            name: dir.display().to_string(),
+            reason: e.to_string(),
+        })?
+        .manifest;
+    let len = manifest.input.samples();
+    // A realistic input: a synthetic ECG or heart-rate series (latency does not depend on it).
+    let mut g = crate::signal::ecgsyn::EcgSyn::new(7, 75.0);
+    let x: Vec<f32> = match manifest.input {
+        Input::Ecg { .. } => (0..len).map(|_| g.next_sample()).collect(),
+        Input::HeartRate { .. } => vec![75.0; len],
+    };
+    let name = manifest.name.clone();
+    let run = |m: &mut Box<dyn crate::serving::engine::InferModel>, inputs: &[&[f32]]| {
+        m.predict_batch(inputs).map(|_| ()).map_err(|reason| {
+            crate::serving::engine::EngineError::Model {
+                name: name.clone(),
+                reason,
+            }
+        })
+    };
+    let mut points = Vec::new();
+    for b in batch_sizes(opts.max_batch) {
+        let inputs: Vec<&[f32]> = vec![&x[..]; b];
+        for _ in 0..opts.warmup {
+            run(&mut model, &inputs)?;
+        }
+        let mut times = Vec::new();
+        let started = Instant::now();
+        while times.len() < opts.min_repeats
+            || (times.len() < opts.max_repeats && started.elapsed() < opts.budget)
+        {
+            let t = Instant::now();
+            run(&mut model, &inputs)?;
+            times.push(t.elapsed().as_secs_f64() * 1000.0);
+        }
+        times.sort_by(f64::total_cmp);
+        points.push(Point {
+            batch: b,
+            p50_ms: percentile(&times, 0.5),
+            p95_ms: percentile(&times, 0.95),
+            p99_ms: percentile(&times, 0.99),
+            repeats: times.len(),
+        });
+    }
+    let xs: Vec<f64> = points.iter().map(|p| p.batch as f64).collect();
+    let ys: Vec<f64> = points.iter().map(|p| p.p50_ms).collect();
+    Ok(Profile {
+        model: manifest.name,
+        sha256: manifest.weights.sha256,
+        device: dev.id.clone(),
+        hardware: hardware(),
+        quadratic: fit_quadratic(&xs, &ys),
+        points,
+    })
+}
+
+/// Stores a profile (replacing earlier measurements with the same key).
+pub fn store_profile(db: &Path, p: &Profile) -> Result<(), StoreError> {
+    let err = |source| StoreError::Sqlite {
+        path: db.to_owned(),
+        source,
+    };
+    let mut c = rusqlite::Connection::open(db).map_err(err)?;
+    crate::serving::store::migrate(&mut c, db)?;
+    let tx = c.transaction().map_err(err)?;
+    for pt in &p.points {
+        tx.execute(
+            "INSERT OR REPLACE INTO profiles (hardware, device, model, sha256, burn_version, batch, p50_ms, p95_ms, p99_ms, repeats, measured_ms)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
+            params![p.hardware, p.device, p.model, p.sha256, engine_version(), pt.batch as i64, pt.p50_ms, pt.p95_ms, pt.p99_ms, pt.repeats as i64, now_ms()],
+        )
+        .map_err(err)?;
+    }
+    tx.commit().map_err(err)
+}
+
+/// The stored profiles of a model (by checksum) on this hardware and burn version.
+pub fn load_profiles(db: &Path, model: &str, sha256: &str) -> Result<Vec<Profile>, StoreError> {
+    let err = |source| StoreError::Sqlite {
+        path: db.to_owned(),
+        source,
+    };
+    let mut c = rusqlite::Connection::open(db).map_err(err)?;
+    crate::serving::store::migrate(&mut c, db)?;
+    let hw = hardware();
+    let mut st = c
+        .prepare(
+            "SELECT device, batch, p50_ms, p95_ms, p99_ms, repeats FROM profiles
+             WHERE hardware = ?1 AND model = ?2 AND sha256 = ?3 AND burn_version = ?4 ORDER BY device, batch",
+        )
+        .map_err(err)?;
+    let rows = st
+        .query_map(params![hw, model, sha256, engine_version()], |r| {
+            Ok((
+                r.get::<_, String>(0)?,
+                Point {
+                    batch: r.get::<_, i64>(1)? as usize,
+                    p50_ms: r.get(2)?,
+                    p95_ms: r.get(3)?,
+                    p99_ms: r.get(4)?,
+                    repeats: r.get::<_, i64>(5)? as usize,
+                },
+            ))
+        })
+        .map_err(err)?
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(err)?;
+    let mut out: Vec<Profile> = Vec::new();
+    for (dev, pt) in rows {
+        match out.last_mut() {
+            Some(p) if p.device == dev => p.points.push(pt),
+            _ => out.push(Profile {
+                model: model.to_owned(),
+                sha256: sha256.to_owned(),
+                device: dev,
+                hardware: hw.clone(),
+                points: vec![pt],
+                quadratic: [0.0; 3],
+            }),
+        }
+    }
+    for p in &mut out {
+        let xs: Vec<f64> = p.points.iter().map(|x| x.batch as f64).collect();
+        let ys: Vec<f64> = p.points.iter().map(|x| x.p50_ms).collect();
+        p.quadratic = fit_quadratic(&xs, &ys);
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn quadratic_fit_recovers_a_curve() {
+        let xs = [1.0, 2.0, 4.0, 8.0, 16.0];
+        let ys: Vec<f64> = xs.iter().map(|x| 0.5 * x * x + 3.0 * x + 2.0).collect();
+        let [a, b, c] = fit_quadratic(&xs, &ys);
+        assert!(
+            (a - 0.5).abs() < 1e-6 && (b - 3.0).abs() < 1e-6 && (c - 2.0).abs() < 1e-6,
+            "{a} {b} {c}"
+        );
+        assert_eq!(batch_sizes(64), vec![1, 2, 4, 8, 16, 32, 64]);
+        assert_eq!(batch_sizes(12), vec![1, 2, 4, 8, 12]);
+    }
+}

@@ -1,0 +1,251 @@
+//! Zoo lifecycle while serving: `models/` is watched; when a model folder is added, changed or
+//! removed, the change is validated (loaded and warmed on this thread) and, for ensemble
+//! members, swapped into the engine atomically (workers switch between batches, so windows in
+//! flight finish on the old version). A model that fails validation is reported and the old
+//! version keeps serving; a removed member keeps serving from memory until the ensemble changes.
+//! Every change bumps a zoo generation that the composer watches.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use burn::backend::Flex;
+use notify::{RecursiveMode, Watcher};
+use serde::Serialize;
+use serde_json::json;
+use tokio::sync::watch;
+
+use super::Engine;
+use crate::core::event::{Event, EventKind, Origin};
+use crate::core::time::now_ms;
+use crate::serving::store::StoreHandle;
+use crate::serving::store::audit::{Action, AuditLog};
+use crate::zoo::{self, MANIFEST_FILE, WEIGHTS_FILE, ZooModel};
+
+/// What the zoo looks like to the server, for `GET /api/models`.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct ZooStatus {
+    /// Valid models in the folder: name -> version.
+    pub available: BTreeMap<String, u32>,
+    /// Refused folders and failed reloads, newest last (bounded).
+    pub failures: Vec<ZooFailure>,
+    /// Members removed from the folder that keep serving from memory.
+    pub serving_removed: Vec<String>,
+    /// Bumped on every change; the composer recomposes when it moves.
+    pub generation: u64,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct ZooFailure {
+    pub at_ms: i64,
+    pub error: String,
+}
+
+/// Fingerprint of a model folder: the bytes of its manifest and weights.
+fn fingerprint(dir: &Path) -> Option<String> {
+    let mut bytes = std::fs::read(dir.join(MANIFEST_FILE)).ok()?;
+    bytes.extend(std::fs::read(dir.join(WEIGHTS_FILE)).unwrap_or_default());
+    Some(zoo::sha256_hex(&bytes))
+}
+
+const MAX_FAILURES: usize = 50;
+
+/// Watches `dir` and keeps `engine` and the shared status up to date. The returned watcher
+/// must be kept alive; the thread stops when it is dropped.
+pub fn watch_zoo(
+    dir: PathBuf,
+    engine: Engine,
+    store: StoreHandle,
+    audit: AuditLog,
+    status: Arc<Mutex<ZooStatus>>,
+    generation: watch::Sender<u64>,
+) -> notify::Result<notify::RecommendedWatcher> {
+    let (tx, rx) = std::sync::mpsc::channel();
+    let mut watcher = notify::recommended_watcher(move |ev: notify::Result<notify::Event>| {
+        // Reading the zoo (our own scans included) raises open and close-after-read events;
+        // reacting to them would rescan forever. A finished write still counts.
+        if let Ok(e) = &ev
+            && is_read_only(&e.kind)
+        {
+            return;
+        }
+        let _ = tx.send(ev);
+    })?;
+    watcher.watch(&dir, RecursiveMode::Recursive)?;
+    let mut seen: BTreeMap<String, String> = BTreeMap::new();
+    for d in zoo::model_dirs(&dir).unwrap_or_default() {
+        if let (Some(name), Some(fp)) = (
+            d.file_name().map(|n| n.to_string_lossy().into_owned()),
+            fingerprint(&d),
+        ) {
+            seen.insert(name, fp);
+        }
+    }
+    let sinks = Sinks { store, audit };
+    scan(&dir, &engine, &sinks, &status, &generation, &mut seen, true);
+    std::thread::Builder::new()
+        .name("holmes-zoo-watch".into())
+        .spawn(move || {
+            while rx.recv().is_ok() {
+                // Debounce: a copy is many events; act once it settles.
+                while rx.recv_timeout(Duration::from_millis(300)).is_ok() {}
+                scan(
+                    &dir,
+                    &engine,
+                    &sinks,
+                    &status,
+                    &generation,
+                    &mut seen,
+                    false,
+                );
+            }
+        })
+        .map_err(|e| notify::Error::generic(&e.to_string()))?;
+    Ok(watcher)
+}
+
+/// An event that changes nothing on disk: a file opened, read, or closed after reading.
+fn is_read_only(kind: &notify::EventKind) -> bool {
+    use notify::event::{AccessKind, AccessMode};
+    matches!(kind, notify::EventKind::Access(a) if !matches!(a, AccessKind::Close(AccessMode::Write)))
+}
+
+/// Where the watcher reports changes: technical events (the `zoo` bed) and the audit log.
+struct Sinks {
+    store: StoreHandle,
+    audit: AuditLog,
+}
+
+fn scan(
+    dir: &Path,
+    engine: &Engine,
+    store: &Sinks,
+    status: &Mutex<ZooStatus>,
+    generation: &watch::Sender<u64>,
+    seen: &mut BTreeMap<String, String>,
+    initial: bool,
+) {
+    let members: Vec<(String, u32)> = engine.members();
+    let mut now: BTreeMap<String, String> = BTreeMap::new();
+    for d in zoo::model_dirs(dir).unwrap_or_default() {
+        if let (Some(name), Some(fp)) = (
+            d.file_name().map(|n| n.to_string_lossy().into_owned()),
+            fingerprint(&d),
+        ) {
+            now.insert(name, fp);
+        }
+    }
+    let mut changed = false;
+    let mut available = BTreeMap::new();
+    let mut failures = Vec::new();
+    for (name, fp) in &now {
+        let folder = dir.join(name);
+        let is_new = seen.get(name) != Some(fp);
+        match ZooModel::<Flex>::load(&folder, &Default::default()) {
+            Ok(m) => {
+                available.insert(name.clone(), m.manifest.version);
+                if is_new && !initial {
+                    changed = true;
+                    if members.iter().any(|(n, _)| n == name) {
+                        engine.reload(
+                            name,
+                            m.manifest.version,
+                            super::accelerator::zoo_factory(
+                                &folder,
+                                &engine.device_of(name).unwrap_or_else(|| "cpu".into()),
+                            ),
+                        );
+                        tracing::info!(model = %name, version = m.manifest.version, "Ensemble member reloaded");
+                    } else {
+                        tracing::info!(model = %name, version = m.manifest.version, "Model added to the zoo");
+                    }
+                    event(
+                        store,
+                        name,
+                        "loaded",
+                        json!({"version": m.manifest.version}),
+                    );
+                }
+            }
+            Err(e) => {
+                if is_new || initial {
+                    tracing::error!(model = %name, error = %e, "Model refused; the previous version (if any) keeps serving");
+                    event(store, name, "refused", json!({"error": e.to_string()}));
+                    metrics::counter!("holmes_model_reload_failures_total").increment(1);
+                    failures.push(ZooFailure {
+                        at_ms: now_ms(),
+                        error: e.to_string(),
+                    });
+                    changed |= !initial;
+                }
+            }
+        }
+    }
+    let removed: Vec<String> = seen
+        .keys()
+        .filter(|n| !now.contains_key(*n))
+        .cloned()
+        .collect();
+    for name in &removed {
+        changed = true;
+        tracing::warn!(model = %name, "Model removed from the zoo");
+        event(store, name, "removed", json!({}));
+    }
+    let mut st = status.lock().expect("zoo status lock");
+    st.available = available;
+    st.failures.extend(failures);
+    let excess = st.failures.len().saturating_sub(MAX_FAILURES);
+    st.failures.drain(..excess);
+    st.serving_removed = members
+        .iter()
+        .map(|m| m.0.clone())
+        .filter(|n| !now.contains_key(n))
+        .collect();
+    if changed {
+        st.generation += 1;
+        let _ = generation.send(st.generation);
+    }
+    drop(st);
+    *seen = now;
+}
+
+/// Records a change as a technical event and in the audit log (this thread is ours, so the
+/// audit row is written here).
+fn event(sinks: &Sinks, model: &str, what: &str, detail: serde_json::Value) {
+    let action = match what {
+        "loaded" => Action::ModelLoaded,
+        "refused" => Action::ModelRefused,
+        _ => Action::ModelRemoved,
+    };
+    let detail = json!({"model": model, "change": what, "detail": detail});
+    sinks.audit.record(
+        Some(crate::serving::store::audit::SYSTEM),
+        action,
+        detail.clone(),
+    );
+    sinks
+        .store
+        .event(Event::system(Origin::Zoo, EventKind::ZooChange, detail));
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reads_are_not_changes_but_finished_writes_are() {
+        use notify::EventKind;
+        use notify::event::{AccessKind, AccessMode, CreateKind};
+        assert!(is_read_only(&EventKind::Access(AccessKind::Open(
+            AccessMode::Any
+        ))));
+        assert!(is_read_only(&EventKind::Access(AccessKind::Close(
+            AccessMode::Read
+        ))));
+        assert!(!is_read_only(&EventKind::Access(AccessKind::Close(
+            AccessMode::Write
+        ))));
+        assert!(!is_read_only(&EventKind::Create(CreateKind::File)));
+    }
+}

@@ -1,0 +1,566 @@
+//! Monitors' device tokens: `holmes device add | revoke | list`, the `devices` table (one row
+//! per device: name, the SHA-256 of its token, an optional bed binding, created, revoked), and
+//! [`DeviceAuth`], the check of a hello's token that [`ingest`](crate::serving::ingest) runs before a
+//! connection may attach to a bed.
+//!
+//! A token is 256 random bits, shown once when issued and stored only as its SHA-256 (a hash
+//! that cannot be reversed for a token that was never guessable; no salt or slow hash needed,
+//! unlike a password). The daemon keeps the table in memory, re-read every
+//! `auth.devices_refresh_secs` on the blocking pool (and at once when a hello brings a token
+//! it does not know, so a freshly issued token works without waiting); after each re-read the
+//! [`ward`](crate::serving::ward) closes the connections of devices no longer active. Issuing and
+//! revoking go to the [`audit`](crate::serving::store::audit) log.
+
+use std::collections::{HashMap, HashSet};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, RwLock};
+use std::time::{Duration, Instant};
+
+use rand::RngCore;
+use rusqlite::{Connection, OptionalExtension, params};
+use serde::Serialize;
+use serde_json::json;
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+
+use crate::config::AuthConfig;
+use crate::core::time::now_ms;
+use crate::protocol::close;
+use crate::serving::store::audit::{Action, AuditLog};
+use crate::serving::ward::Ward;
+
+#[derive(Debug, thiserror::Error)]
+pub enum DeviceError {
+    #[error("device {0:?} already has an active token (revoke it first)")]
+    Exists(String),
+    #[error("no device {0:?}")]
+    Unknown(String),
+    #[error("device {0:?} is already revoked")]
+    AlreadyRevoked(String),
+    #[error("a device name is 1 to 128 letters, digits, '.', '-', '_' or ':'")]
+    BadName,
+    #[error("a bed is 1 to 64 characters")]
+    BadBed,
+    #[error(transparent)]
+    Store(#[from] crate::serving::store::StoreError),
+    #[error(transparent)]
+    Audit(#[from] crate::serving::store::audit::AuditError),
+    #[error("devices table {path}: {source}")]
+    Sqlite {
+        path: PathBuf,
+        #[source]
+        source: rusqlite::Error,
+    },
+}
+
+/// A registered device, as `holmes device list` shows it (never its token).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Device {
+    pub name: String,
+    /// The only bed this device may send for (None: any bed, e.g. a gateway).
+    pub bed: Option<String>,
+    pub created_ms: i64,
+    pub revoked_ms: Option<i64>,
+}
+
+/// The `devices` table of one database.
+pub struct DeviceDb {
+    conn: Connection,
+    path: PathBuf,
+}
+
+fn token_hash(token: &str) -> String {
+    crate::core::hash::sha256_hex(token.as_bytes())
+}
+
+impl DeviceDb {
+    /// Opens (creating and migrating) the database.
+    pub fn open(path: &Path) -> Result<DeviceDb, DeviceError> {
+        let mut conn = crate::serving::store::open(path)?;
+        crate::serving::store::migrate(&mut conn, path)?;
+        Ok(DeviceDb {
+            conn,
+            path: path.to_owned(),
+        })
+    }
+
+    fn err(&self, source: rusqlite::Error) -> DeviceError {
+        DeviceError::Sqlite {
+            path: self.path.clone(),
+            source,
+        }
+    }
+
+    /// Issues a token for a new device (or one whose token was revoked: its row is replaced).
+    /// Returns the token; only its hash is stored.
+    pub fn add(&self, name: &str, bed: Option<&str>) -> Result<String, DeviceError> {
+        if name.is_empty()
+            || name.len() > 128
+            || !name
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || "._-:".contains(c))
+        {
+            return Err(DeviceError::BadName);
+        }
+        if bed.is_some_and(|b| b.is_empty() || b.len() > 64) {
+            return Err(DeviceError::BadBed);
+        }
+        let mut raw = [0u8; 32];
+        rand::rng().fill_bytes(&mut raw);
+        let token: String = raw.iter().map(|b| format!("{b:02x}")).collect();
+        let n = self
+            .conn
+            .execute(
+                "INSERT INTO devices (name, token_sha256, bed, created_ms) VALUES (?1, ?2, ?3, ?4)
+                 ON CONFLICT (name) DO UPDATE SET token_sha256 = ?2, bed = ?3, created_ms = ?4,
+                     revoked_ms = NULL
+                 WHERE revoked_ms IS NOT NULL",
+                params![name, token_hash(&token), bed, now_ms()],
+            )
+            .map_err(|e| self.err(e))?;
+        if n == 0 {
+            return Err(DeviceError::Exists(name.to_owned()));
+        }
+        Ok(token)
+    }
+
+    /// Revokes a device's token.
+    pub fn revoke(&self, name: &str) -> Result<(), DeviceError> {
+        let revoked: Option<Option<i64>> = self
+            .conn
+            .query_row(
+                "SELECT revoked_ms FROM devices WHERE name = ?1",
+                params![name],
+                |r| r.get(0),
+            )
+            .optional()
+            .map_err(|e| self.err(e))?;
+        match revoked {
+            None => Err(DeviceError::Unknown(name.to_owned())),
+            Some(Some(_)) => Err(DeviceError::AlreadyRevoked(name.to_owned())),
+            Some(None) => {
+                self.conn
+                    .execute(
+                        "UPDATE devices SET revoked_ms = ?2 WHERE name = ?1",
+                        params![name, now_ms()],
+                    )
+                    .map_err(|e| self.err(e))?;
+                Ok(())
+            }
+        }
+    }
+
+    /// Every device by name, with its token hash.
+    fn rows(&self) -> Result<Vec<(String, Device)>, DeviceError> {
+        let mut st = self
+            .conn
+            .prepare(
+                "SELECT token_sha256, name, bed, created_ms, revoked_ms FROM devices ORDER BY name",
+            )
+            .map_err(|e| self.err(e))?;
+        st.query_map([], |r| {
+            Ok((
+                r.get(0)?,
+                Device {
+                    name: r.get(1)?,
+                    bed: r.get(2)?,
+                    created_ms: r.get(3)?,
+                    revoked_ms: r.get(4)?,
+                },
+            ))
+        })
+        .and_then(|rows| rows.collect())
+        .map_err(|e| self.err(e))
+    }
+
+    /// Every device, by name.
+    pub fn list(&self) -> Result<Vec<Device>, DeviceError> {
+        Ok(self.rows()?.into_iter().map(|(_, d)| d).collect())
+    }
+}
+
+/// Why a hello's token was not accepted (logged; the monitor only hears "token not
+/// accepted").
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Refusal {
+    UnknownToken,
+    Revoked,
+    /// The token belongs to another device name than the hello's.
+    OtherDevice {
+        registered: String,
+    },
+    /// The device is bound to another bed.
+    OtherBed,
+}
+
+impl Refusal {
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            Refusal::UnknownToken => "unknown token",
+            Refusal::Revoked => "device revoked",
+            Refusal::OtherDevice { .. } => "token issued to another device",
+            Refusal::OtherBed => "device bound to another bed",
+        }
+    }
+}
+
+struct Known {
+    /// Token hash to device (revoked ones too, to say so in the log).
+    by_hash: HashMap<String, Device>,
+    /// When the read behind this snapshot began.
+    read_at: Instant,
+}
+
+struct AuthInner {
+    required: bool,
+    refresh: Duration,
+    db: Arc<Mutex<DeviceDb>>,
+    known: RwLock<Known>,
+    /// Held while the table is re-read, so concurrent misses share one read.
+    reading: tokio::sync::Mutex<()>,
+}
+
+/// The daemon's check of hello tokens. Cheap to clone.
+#[derive(Clone)]
+pub struct DeviceAuth {
+    inner: Arc<AuthInner>,
+}
+
+impl DeviceAuth {
+    /// Opens the devices table and reads it. Blocking.
+    pub fn open(db: &Path, cfg: &AuthConfig) -> Result<DeviceAuth, DeviceError> {
+        let read_at = Instant::now();
+        let db = DeviceDb::open(db)?;
+        let by_hash = db.rows()?.into_iter().collect();
+        Ok(DeviceAuth {
+            inner: Arc::new(AuthInner {
+                required: cfg.require_device_tokens,
+                refresh: Duration::from_secs_f64(cfg.devices_refresh_secs),
+                db: Arc::new(Mutex::new(db)),
+                known: RwLock::new(Known { by_hash, read_at }),
+                reading: tokio::sync::Mutex::new(()),
+            }),
+        })
+    }
+
+    /// Re-reads the table on the blocking pool, unless a read that began at or after `since`
+    /// has already finished (concurrent callers share one read). Returns the active device
+    /// names.
+    async fn reload(&self, since: Instant) -> Result<HashSet<String>, DeviceError> {
+        let _reading = self.inner.reading.lock().await;
+        let active = |k: &HashMap<String, Device>| {
+            k.values()
+                .filter(|d| d.revoked_ms.is_none())
+                .map(|d| d.name.clone())
+                .collect()
+        };
+        {
+            let k = self.inner.known.read().expect("devices lock");
+            if k.read_at >= since {
+                return Ok(active(&k.by_hash));
+            }
+        }
+        let read_at = Instant::now();
+        let db = self.inner.db.clone();
+        let rows = tokio::task::spawn_blocking(move || db.lock().expect("devices lock").rows())
+            .await
+            .expect("reading the devices table does not panic")?;
+        let by_hash: HashMap<String, Device> = rows.into_iter().collect();
+        let names = active(&by_hash);
+        *self.inner.known.write().expect("devices lock") = Known { by_hash, read_at };
+        Ok(names)
+    }
+
+    fn cached(&self, hash: &str) -> Option<Device> {
+        let k = self.inner.known.read().expect("devices lock");
+        k.by_hash.get(hash).cloned()
+    }
+
+    /// Checks a hello: its token must belong to an active device of that name, bound to no
+    /// bed or to this one. Always Ok when `auth.require_device_tokens` is off.
+    pub async fn admit(&self, device: &str, bed: &str, token: &str) -> Result<(), Refusal> {
+        if !self.inner.required {
+            return Ok(());
+        }
+        let hash = token_hash(token);
+        let asked = Instant::now();
+        let mut found = self.cached(&hash);
+        if found.is_none() {
+            // Perhaps issued since the last read: read again (shared with concurrent misses).
+            if let Err(e) = self.reload(asked).await {
+                tracing::error!(error = %e, "Cannot read the devices table");
+            }
+            found = self.cached(&hash);
+        }
+        let d = found.ok_or(Refusal::UnknownToken)?;
+        if d.revoked_ms.is_some() {
+            return Err(Refusal::Revoked);
+        }
+        if d.name != device {
+            return Err(Refusal::OtherDevice { registered: d.name });
+        }
+        if d.bed.as_deref().is_some_and(|b| b != bed) {
+            return Err(Refusal::OtherBed);
+        }
+        Ok(())
+    }
+
+    /// Re-reads the table every `auth.devices_refresh_secs` and closes (4001) the connections
+    /// of devices that are no longer active. Nothing to do when tokens are not required.
+    pub fn spawn_watch(&self, ward: Ward, shutdown: CancellationToken, tracker: &TaskTracker) {
+        if !self.inner.required {
+            return;
+        }
+        let auth = self.clone();
+        tracker.spawn(async move {
+            let mut tick = tokio::time::interval(auth.inner.refresh);
+            tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            loop {
+                tokio::select! {
+                    _ = shutdown.cancelled() => break,
+                    _ = tick.tick() => {}
+                }
+                match auth.reload(Instant::now()).await {
+                    Ok(active) => {
+                        for (device, n) in ward.kick_devices(
+                            |d| !active.contains(d),
+                            close::UNAUTHORIZED,
+                            "device token revoked",
+                        ) {
+                            tracing::warn!(%device, connections = n, "Revoked device disconnected");
+                        }
+                    }
+                    Err(e) => tracing::error!(error = %e, "Cannot read the devices table"),
+                }
+            }
+        });
+    }
+}
+
+/// The actor the audit log records for the command line: `cli:<login>`.
+pub fn cli_actor() -> String {
+    let user = std::env::var("SUDO_USER")
+        .or_else(|_| std::env::var("USER"))
+        .unwrap_or_else(|_| "unknown".into());
+    format!("cli:{user}")
+}
+
+/// `holmes device ...`.
+#[derive(Debug, clap::Subcommand)]
+pub enum DeviceCommand {
+    /// Issues a token for a monitor (or gateway) and prints it once on standard output; only
+    /// its hash is stored.
+    Add {
+        /// The device name the monitor sends in its hello's `device`.
+        name: String,
+        /// Bind the device to this bed: its hellos for other beds are refused.
+        #[arg(long)]
+        bed: Option<String>,
+        /// Config file [default: the embedded defaults].
+        #[arg(long)]
+        config: Option<PathBuf>,
+        /// Database [default: the config's].
+        #[arg(long)]
+        db: Option<PathBuf>,
+    },
+    /// Revokes a device's token: new hellos are refused and a running daemon closes its
+    /// connections within `auth.devices_refresh_secs`.
+    Revoke {
+        name: String,
+        #[arg(long)]
+        config: Option<PathBuf>,
+        #[arg(long)]
+        db: Option<PathBuf>,
+    },
+    /// Lists the devices (no tokens).
+    List {
+        #[arg(long)]
+        config: Option<PathBuf>,
+        #[arg(long)]
+        db: Option<PathBuf>,
+        /// Machine-readable output.
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+fn database(config: Option<&Path>, db: Option<PathBuf>) -> anyhow::Result<PathBuf> {
+    Ok(match db {
+        Some(d) => d,
+        None => crate::config::Config::load(config)?.storage.db,
+    })
+}
+
+/// Runs `holmes device ...`.
+pub fn run(cmd: DeviceCommand) -> anyhow::Result<()> {
+    match cmd {
+        DeviceCommand::Add {
+            name,
+            bed,
+            config,
+            db,
+        } => {
+            let db = database(config.as_deref(), db)?;
+            let token = DeviceDb::open(&db)?.add(&name, bed.as_deref())?;
+            AuditLog::new(&db).write(
+                Some(&cli_actor()),
+                Action::DeviceAdded,
+                &json!({"device": name, "bed": bed}),
+            )?;
+            eprintln!(
+                "device {name} added to {}; its token (shown only now; put it in the monitor's \
+                 configuration):",
+                db.display()
+            );
+            println!("{token}");
+        }
+        DeviceCommand::Revoke { name, config, db } => {
+            let db = database(config.as_deref(), db)?;
+            DeviceDb::open(&db)?.revoke(&name)?;
+            AuditLog::new(&db).write(
+                Some(&cli_actor()),
+                Action::DeviceRevoked,
+                &json!({"device": name}),
+            )?;
+            println!("device {name} revoked in {}", db.display());
+        }
+        DeviceCommand::List { config, db, json } => {
+            let db = database(config.as_deref(), db)?;
+            let devices = DeviceDb::open(&db)?.list()?;
+            if json {
+                println!("{}", serde_json::to_string_pretty(&devices)?);
+            } else {
+                println!(
+                    "{:<32} {:<16} {:<20} status",
+                    "device", "bed", "created (UTC)"
+                );
+                for d in devices {
+                    println!(
+                        "{:<32} {:<16} {:<20} {}",
+                        d.name,
+                        d.bed.as_deref().unwrap_or("any"),
+                        utc(d.created_ms),
+                        d.revoked_ms
+                            .map_or("active".into(), |t| format!("revoked {}", utc(t)))
+                    );
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Unix milliseconds as `YYYY-MM-DD HH:MM:SS` (UTC).
+fn utc(ms: i64) -> String {
+    let secs = ms.div_euclid(1000);
+    let (days, rem) = (secs.div_euclid(86_400), secs.rem_euclid(86_400));
+    // Civil date from days since 1970-01-01 (H. Hinnant's algorithm).
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = yoe + era * 400 + i64::from(m <= 2);
+    format!(
+        "{y:04}-{m:02}-{d:02} {:02}:{:02}:{:02}",
+        rem / 3600,
+        rem / 60 % 60,
+        rem % 60
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tokens_are_stored_hashed_and_revocable() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = DeviceDb::open(&dir.path().join("d.db")).unwrap();
+        assert!(matches!(
+            db.add("bad name", None),
+            Err(DeviceError::BadName)
+        ));
+        let t = db.add("mon-17", Some("icu-3")).unwrap();
+        assert_eq!(t.len(), 64);
+        assert!(matches!(
+            db.add("mon-17", None),
+            Err(DeviceError::Exists(_))
+        ));
+        let stored: String = db
+            .conn
+            .query_row("SELECT token_sha256 FROM devices", [], |r| r.get(0))
+            .unwrap();
+        assert_eq!(stored, token_hash(&t));
+        assert_ne!(stored, t);
+        db.revoke("mon-17").unwrap();
+        assert!(matches!(
+            db.revoke("mon-17"),
+            Err(DeviceError::AlreadyRevoked(_))
+        ));
+        assert!(matches!(db.revoke("nope"), Err(DeviceError::Unknown(_))));
+        // A revoked name may be issued again, with a new token.
+        let t2 = db.add("mon-17", None).unwrap();
+        assert_ne!(t, t2);
+        let l = db.list().unwrap();
+        assert_eq!(
+            (l.len(), l[0].revoked_ms, l[0].bed.clone()),
+            (1, None, None)
+        );
+    }
+
+    #[tokio::test]
+    async fn hellos_are_checked_against_the_table() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("d.db");
+        let cfg = AuthConfig {
+            require_device_tokens: true,
+            devices_refresh_secs: 1.0,
+        };
+        let db = DeviceDb::open(&path).unwrap();
+        let bound = db.add("mon-1", Some("icu-1")).unwrap();
+        let auth = DeviceAuth::open(&path, &cfg).unwrap();
+        assert_eq!(auth.admit("mon-1", "icu-1", &bound).await, Ok(()));
+        assert_eq!(
+            auth.admit("mon-1", "icu-2", &bound).await,
+            Err(Refusal::OtherBed)
+        );
+        assert_eq!(
+            auth.admit("mon-9", "icu-1", &bound).await,
+            Err(Refusal::OtherDevice {
+                registered: "mon-1".into()
+            })
+        );
+        assert_eq!(
+            auth.admit("mon-1", "icu-1", "guess").await,
+            Err(Refusal::UnknownToken)
+        );
+        // Issued after the daemon read the table: a miss reads it again.
+        let gw = db.add("gateway", None).unwrap();
+        assert_eq!(auth.admit("gateway", "any-bed", &gw).await, Ok(()));
+        db.revoke("gateway").unwrap();
+        auth.reload(Instant::now()).await.unwrap();
+        assert_eq!(
+            auth.admit("gateway", "any-bed", &gw).await,
+            Err(Refusal::Revoked)
+        );
+        let open = DeviceAuth::open(
+            &path,
+            &AuthConfig {
+                require_device_tokens: false,
+                ..cfg
+            },
+        )
+        .unwrap();
+        assert_eq!(open.admit("x", "y", "z").await, Ok(()));
+    }
+
+    #[test]
+    fn times_print_in_utc() {
+        assert_eq!(utc(0), "1970-01-01 00:00:00");
+        assert_eq!(utc(1_700_000_000_000), "2023-11-14 22:13:20");
+    }
+}

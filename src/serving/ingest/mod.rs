@@ -1,0 +1,510 @@
+//! The monitor side of the server: one task per WebSocket connection on `/ws/monitor`.
+//! It checks the hello and its device token ([`devices`](crate::serving::ingest::devices)), attaches to the
+//! bed in the [`ward`](crate::serving::ward), validates every frame against what the hello announced,
+//! answers bad frames with an error (the connection carries on) and fatal problems with a
+//! close code.
+
+pub mod devices;
+
+use std::collections::HashMap;
+use std::time::{Duration, Instant};
+
+use axum::extract::ws::{CloseFrame, Message, WebSocket};
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+
+use crate::config::{IngestConfig, LeadsConfig};
+use crate::core::window::MAX_LEADS;
+use crate::protocol::{
+    ClientMsg, ErrorCode, PROTOCOL_VERSION, ServerMsg, close, parse_binary, parse_client,
+};
+use crate::serving::ingest::devices::DeviceAuth;
+use crate::serving::ward::{BedCmd, SampleFrame, Ward};
+
+/// Replies queued to one monitor before the oldest are dropped.
+const OUT_QUEUE: usize = 64;
+/// The appliance's ECG rate.
+const ECG_HZ: f64 = 250.0;
+/// Most ECG leads a hello may announce (the binary lead-off mask has 16 bits).
+const MAX_ECG_CHANNELS: usize = 16;
+/// Most vitals a hello may announce.
+const MAX_VITALS: usize = 32;
+
+/// What ingest reads of the configuration: its own section and the lead-name roles.
+#[derive(Debug, Clone)]
+pub struct IngestSettings {
+    pub ingest: IngestConfig,
+    pub leads: LeadsConfig,
+}
+
+/// Lead name to role slot, per the `[leads]` config (case-insensitive, first match wins).
+pub fn lead_slot(cfg: &IngestSettings, lead: &str) -> Option<usize> {
+    let m = |names: &[String]| names.iter().any(|n| n.eq_ignore_ascii_case(lead));
+    if m(&cfg.leads.primary) {
+        Some(0)
+    } else if m(&cfg.leads.secondary) {
+        Some(1)
+    } else {
+        None
+    }
+}
+
+/// A monitor that stops reading must not hold its task (and its bed) forever.
+const SEND_TIMEOUT: Duration = Duration::from_secs(5);
+
+async fn close_with(socket: &mut WebSocket, code: u16, reason: &str) {
+    let frame = Message::Close(Some(CloseFrame {
+        code,
+        reason: reason.into(),
+    }));
+    let _ = tokio::time::timeout(SEND_TIMEOUT, socket.send(frame)).await;
+}
+
+async fn send(socket: &mut WebSocket, m: ServerMsg) -> Result<(), ()> {
+    match tokio::time::timeout(SEND_TIMEOUT, socket.send(Message::Text(m.to_text().into()))).await {
+        Ok(Ok(())) => Ok(()),
+        _ => Err(()),
+    }
+}
+
+/// Serves one monitor connection until it closes, is superseded, or the server stops.
+pub async fn connection(
+    mut socket: WebSocket,
+    cfg: IngestSettings,
+    ward: Ward,
+    devices: DeviceAuth,
+    shutdown: CancellationToken,
+) {
+    let hello_timeout = Duration::from_secs_f64(cfg.ingest.hello_timeout_secs);
+    let hello = match tokio::time::timeout(hello_timeout, socket.recv()).await {
+        Ok(Some(Ok(Message::Text(t)))) => parse_client(&t),
+        Ok(Some(Ok(_))) => Err("the first message must be a JSON text hello".into()),
+        Ok(_) => return,
+        Err(_) => Err(format!("no hello within {} s", hello_timeout.as_secs_f64())),
+    };
+    let (bed, device, token, ecg, vitals) = match hello {
+        Ok(ClientMsg::Hello {
+            protocol,
+            bed,
+            device,
+            token,
+            ecg,
+            vitals,
+        }) => {
+            if protocol != PROTOCOL_VERSION {
+                let r = format!(
+                    "protocol {protocol} is not supported (this server speaks {PROTOCOL_VERSION})"
+                );
+                return close_with(&mut socket, close::BAD_HELLO, &r).await;
+            }
+            (bed, device, token, ecg, vitals)
+        }
+        Ok(_) => {
+            return close_with(
+                &mut socket,
+                close::BAD_HELLO,
+                "the first message must be a hello",
+            )
+            .await;
+        }
+        Err(e) => {
+            return close_with(
+                &mut socket,
+                close::BAD_HELLO,
+                &truncate(&format!("bad hello: {e}")),
+            )
+            .await;
+        }
+    };
+    if bed.is_empty() || bed.len() > 64 || device.is_empty() || device.len() > 128 {
+        return close_with(
+            &mut socket,
+            close::BAD_HELLO,
+            "bed (1-64 chars) and device (1-128) are required",
+        )
+        .await;
+    }
+    // Announced leads: name -> role slot, in hello order.
+    let mut ann = Announced {
+        by_name: HashMap::new(),
+        order: Vec::new(),
+    };
+    let mut present = [false; MAX_LEADS];
+    if ecg.len() > MAX_ECG_CHANNELS || vitals.len() > MAX_VITALS {
+        let r = format!("at most {MAX_ECG_CHANNELS} ECG leads and {MAX_VITALS} vitals per hello");
+        return close_with(&mut socket, close::BAD_HELLO, &r).await;
+    }
+    for ch in &ecg {
+        if (ch.hz - ECG_HZ).abs() > 1e-6 {
+            let r = format!(
+                "lead {}: sampling rate {} Hz, this appliance takes {ECG_HZ} Hz",
+                ch.lead, ch.hz
+            );
+            return close_with(&mut socket, close::BAD_HELLO, &truncate(&r)).await;
+        }
+        if ann.by_name.contains_key(&ch.lead) {
+            let r = format!("lead {} is announced twice", ch.lead);
+            return close_with(&mut socket, close::BAD_HELLO, &truncate(&r)).await;
+        }
+        let slot = lead_slot(&cfg, &ch.lead).filter(|s| !present[*s]);
+        if let Some(s) = slot {
+            present[s] = true;
+        }
+        ann.by_name.insert(ch.lead.clone(), slot);
+        ann.order.push(slot);
+    }
+    if let Err(refusal) = devices.admit(&device, &bed, &token).await {
+        // The device name is no patient data; the bed and the token stay out of the log.
+        tracing::warn!(device = ?device, reason = refusal.as_str(), "Monitor refused: token not accepted");
+        metrics::counter!("holmes_monitor_refusals_total", "reason" => "token").increment(1);
+        return close_with(&mut socket, close::UNAUTHORIZED, "token not accepted").await;
+    }
+    let vitals: Vec<String> = vitals.into_iter().map(|v| v.name).collect();
+    let (out_tx, mut out_rx) = mpsc::channel::<ServerMsg>(OUT_QUEUE);
+    let attach = match ward
+        .attach(&bed, &device, present, vitals, out_tx.clone())
+        .await
+    {
+        Ok(a) => a,
+        Err(e) => {
+            tracing::info!(code = e.code, "Monitor refused");
+            return close_with(&mut socket, e.code, &truncate(&e.reason)).await;
+        }
+    };
+    let welcome = ServerMsg::Welcome {
+        bed: bed.clone(),
+        next_samples_seq: attach.next_samples_seq,
+        next_vitals_seq: attach.next_vitals_seq,
+        window_secs: ward.window_secs(),
+        hop_secs: ward.hop_secs(),
+    };
+    if send(&mut socket, welcome).await.is_err() {
+        ward.detach(&bed, attach.conn).await;
+        return;
+    }
+    let mut kicked = attach.kicked;
+    let mut errors: (Instant, u32) = (Instant::now(), 0);
+    let idle = Duration::from_secs_f64(cfg.ingest.idle_timeout_secs);
+    let mut last_rx = tokio::time::Instant::now();
+    let mut rate = RateLimit::new(cfg.ingest.max_messages_per_sec);
+    let reason = loop {
+        // Over the message rate: stop reading until a message is allowed again (the socket's
+        // buffers fill and TCP slows the sender); say so once per episode.
+        if let Some(wait) = rate.wait(tokio::time::Instant::now()) {
+            if rate.announce() {
+                let m = ServerMsg::error(
+                    None,
+                    ErrorCode::RateLimited,
+                    format!(
+                        "more than {} messages per second; reading paused",
+                        cfg.ingest.max_messages_per_sec
+                    ),
+                );
+                if send(&mut socket, m).await.is_err() {
+                    break None;
+                }
+            }
+            tokio::select! {
+                _ = shutdown.cancelled() => break Some((close::GOING_AWAY, "server shutting down".to_string())),
+                k = &mut kicked => break k.ok(),
+                _ = tokio::time::sleep(wait) => {}
+            }
+            continue;
+        }
+        tokio::select! {
+            _ = shutdown.cancelled() => break Some((close::GOING_AWAY, "server shutting down".to_string())),
+            _ = tokio::time::sleep_until(last_rx + idle) => {
+                // A half-open link must not hold the bed: the monitor reconnects when it can.
+                break Some((close::IDLE, format!("nothing received for {} s", idle.as_secs_f64())));
+            }
+            k = &mut kicked => break k.ok(),
+            Some(msg) = out_rx.recv() => {
+                if send(&mut socket, msg).await.is_err() {
+                    break None;
+                }
+            }
+            incoming = socket.recv() => {
+                last_rx = tokio::time::Instant::now();
+                rate.take(last_rx);
+                let reply = match incoming {
+                    None | Some(Ok(Message::Close(_))) => break None,
+                    Some(Err(e)) => {
+                        let e = e.to_string().to_lowercase();
+                        if ["too long", "too big", "size"].iter().any(|w| e.contains(w)) {
+                            break Some((close::TOO_BIG, format!("message larger than {} bytes", cfg.ingest.max_frame_bytes)));
+                        }
+                        if e.contains("utf-8") || e.contains("utf8") {
+                            break Some((close::INVALID_PAYLOAD, "a text message that is not UTF-8".into()));
+                        }
+                        break None;
+                    }
+                    Some(Ok(Message::Text(t))) => handle_text(&cfg, &t, &ann, &attach.tx).await,
+                    Some(Ok(Message::Binary(b))) => handle_binary(&cfg, &b, &ann, &attach.tx).await,
+                    Some(Ok(_)) => None,
+                };
+                let (m, counts) = match reply {
+                    Some(Reply::Msg(m)) => (m, true),
+                    Some(Reply::Warn(m)) => (m, false),
+                    Some(Reply::Gone) => break Some((close::GOING_AWAY, "bed aggregator stopped".into())),
+                    None => continue,
+                };
+                if counts && matches!(m, ServerMsg::Error { .. }) {
+                    if errors.0.elapsed() > Duration::from_secs(60) {
+                        errors = (Instant::now(), 0);
+                    }
+                    errors.1 += 1;
+                    if errors.1 > cfg.ingest.max_errors_per_minute {
+                        break Some((close::TOO_MANY_ERRORS, "too many bad frames in a minute".into()));
+                    }
+                }
+                if send(&mut socket, m).await.is_err() {
+                    break None;
+                }
+            }
+        }
+    };
+    if let Some((code, r)) = reason {
+        close_with(&mut socket, code, &truncate(&r)).await;
+    }
+    ward.detach(&bed, attach.conn).await;
+}
+
+/// A token bucket: `per_sec` messages a second, bursts of one second's worth.
+struct RateLimit {
+    per_sec: f64,
+    tokens: f64,
+    at: tokio::time::Instant,
+    /// The current over-rate episode was announced to the monitor.
+    announced: bool,
+}
+
+impl RateLimit {
+    fn new(per_sec: u32) -> RateLimit {
+        let per_sec = f64::from(per_sec.max(1));
+        RateLimit {
+            per_sec,
+            tokens: per_sec,
+            at: tokio::time::Instant::now(),
+            announced: false,
+        }
+    }
+
+    fn refill(&mut self, now: tokio::time::Instant) {
+        let dt = now.saturating_duration_since(self.at).as_secs_f64();
+        self.tokens = (self.tokens + dt * self.per_sec).min(self.per_sec);
+        self.at = now;
+    }
+
+    /// A message arrived.
+    fn take(&mut self, now: tokio::time::Instant) {
+        self.refill(now);
+        self.tokens -= 1.0;
+    }
+
+    /// How long to wait before reading the next message, if the rate is exceeded.
+    fn wait(&mut self, now: tokio::time::Instant) -> Option<Duration> {
+        self.refill(now);
+        if self.tokens >= 1.0 {
+            // Back under the rate: a later episode is announced again (once it is well under).
+            if self.tokens >= self.per_sec / 2.0 {
+                self.announced = false;
+            }
+            return None;
+        }
+        Some(Duration::from_secs_f64((1.0 - self.tokens) / self.per_sec))
+    }
+
+    /// True the first time in an episode.
+    fn announce(&mut self) -> bool {
+        !std::mem::replace(&mut self.announced, true)
+    }
+}
+
+enum Reply {
+    /// Send this to the monitor (an error counts towards the per-minute limit).
+    Msg(ServerMsg),
+    /// Send this to the monitor; the frame was kept, so it does not count as a bad frame.
+    Warn(ServerMsg),
+    /// The bed's aggregator is gone (server stopping).
+    Gone,
+}
+
+impl From<ServerMsg> for Reply {
+    fn from(m: ServerMsg) -> Reply {
+        Reply::Msg(m)
+    }
+}
+
+fn truncate(s: &str) -> String {
+    // Close reasons must fit in 123 bytes.
+    let mut out = String::new();
+    for c in s.chars() {
+        if out.len() + c.len_utf8() > 120 {
+            break;
+        }
+        out.push(c);
+    }
+    out
+}
+
+/// The announced ECG channels: lead name to role slot, and the hello's order (for binary
+/// frames). `None`: announced but not a role this appliance scores.
+struct Announced {
+    by_name: HashMap<String, Option<usize>>,
+    order: Vec<Option<usize>>,
+}
+
+async fn handle_text(
+    cfg: &IngestSettings,
+    text: &str,
+    ann: &Announced,
+    bed: &mpsc::Sender<BedCmd>,
+) -> Option<Reply> {
+    let arrived = Instant::now();
+    let msg = match parse_client(text) {
+        Ok(m) => m,
+        Err(e) => {
+            return Some(ServerMsg::error(None, ErrorCode::Malformed, truncate_msg(&e)).into());
+        }
+    };
+    let cmd = match msg {
+        ClientMsg::Hello { .. } => {
+            let m = ServerMsg::error(
+                None,
+                ErrorCode::UnexpectedHello,
+                "already said hello on this connection",
+            );
+            return Some(m.into());
+        }
+        ClientMsg::Bye {} => BedCmd::Bye,
+        ClientMsg::Vitals { seq, t_ms, values } => BedCmd::Vitals {
+            seq,
+            t_ms,
+            values: values
+                .into_iter()
+                .map(|v| {
+                    // Finite as the f32 it is kept as: 1e39 is a finite f64 but an infinite f32.
+                    let ok = v.status.is_empty() && v.value.is_some_and(|x| (x as f32).is_finite());
+                    (v.name, if ok { v.value.map(|x| x as f32) } else { None })
+                })
+                .collect(),
+            arrived,
+        },
+        ClientMsg::Samples {
+            seq,
+            t_ms,
+            leads,
+            lead_off,
+        } => {
+            let mut data = Vec::with_capacity(leads.len());
+            for (name, samples) in leads {
+                let Some(slot) = ann.by_name.get(&name) else {
+                    let m = format!("lead {name:?} was not announced in the hello");
+                    return Some(ServerMsg::error(Some(seq), ErrorCode::BadShape, m).into());
+                };
+                data.push((*slot, samples));
+            }
+            let off: Vec<usize> = lead_off
+                .iter()
+                .filter_map(|n| ann.by_name.get(n).copied().flatten())
+                .collect();
+            return send_samples(cfg, seq, t_ms, data, &off, arrived, bed).await;
+        }
+    };
+    let vitals = matches!(cmd, BedCmd::Vitals { .. });
+    if bed.send(cmd).await.is_err() {
+        return Some(Reply::Gone);
+    }
+    if vitals {
+        metrics::counter!("holmes_ingested_frames_total", "kind" => "vitals").increment(1);
+    }
+    None
+}
+
+async fn handle_binary(
+    cfg: &IngestSettings,
+    bytes: &[u8],
+    ann: &Announced,
+    bed: &mpsc::Sender<BedCmd>,
+) -> Option<Reply> {
+    let arrived = Instant::now();
+    let f = match parse_binary(bytes, ann.order.len()) {
+        Ok(f) => f,
+        Err(e) => return Some(ServerMsg::error(None, ErrorCode::Malformed, e).into()),
+    };
+    let off: Vec<usize> = ann
+        .order
+        .iter()
+        .zip(&f.lead_off)
+        .filter_map(|(s, &o)| s.filter(|_| o))
+        .collect();
+    let data = ann.order.iter().copied().zip(f.leads).collect();
+    send_samples(cfg, f.seq, f.t_ms, data, &off, arrived, bed).await
+}
+
+/// Checks a samples frame's shape, discards bad samples (answering how many), and hands the
+/// frame to the bed.
+async fn send_samples(
+    cfg: &IngestSettings,
+    seq: u64,
+    t_ms: i64,
+    data: Vec<(Option<usize>, Vec<Option<f32>>)>,
+    lead_off: &[usize],
+    arrived: Instant,
+    bed: &mpsc::Sender<BedCmd>,
+) -> Option<Reply> {
+    let bad_shape = |m: String| Some(ServerMsg::error(Some(seq), ErrorCode::BadShape, m).into());
+    let n = data.first().map_or(0, |d| d.1.len());
+    if n == 0 {
+        return bad_shape("a samples frame needs at least one sample".into());
+    }
+    if data.iter().any(|d| d.1.len() != n) {
+        return bad_shape("leads carry different numbers of samples".into());
+    }
+    if n > cfg.ingest.max_samples_per_frame {
+        return bad_shape(format!(
+            "{n} samples per lead; at most {} per frame",
+            cfg.ingest.max_samples_per_frame
+        ));
+    }
+    let mut leads: [Option<Vec<Option<f32>>>; MAX_LEADS] = Default::default();
+    let mut bad = 0usize;
+    for (slot, samples) in data {
+        let Some(s) = slot else { continue };
+        let clean: Vec<Option<f32>> = samples
+            .into_iter()
+            .map(|v| v.filter(|x| x.is_finite() && x.abs() <= cfg.ingest.max_abs_mv))
+            .collect();
+        bad += clean.iter().filter(|v| v.is_none()).count();
+        leads[s] = Some(clean);
+    }
+    let mut off = [false; MAX_LEADS];
+    for &s in lead_off {
+        off[s] = true;
+    }
+    let frame = SampleFrame {
+        seq,
+        t_ms,
+        n,
+        leads,
+        lead_off: off,
+        arrived,
+    };
+    let channels = frame.leads.iter().flatten().count() as u64;
+    if bed.send(BedCmd::Samples(frame)).await.is_err() {
+        return Some(Reply::Gone);
+    }
+    metrics::counter!("holmes_ingested_frames_total", "kind" => "samples").increment(1);
+    metrics::counter!("holmes_ingested_samples_total").increment(n as u64 * channels);
+    (bad > 0).then(|| {
+        let m = format!(
+            "{bad} missing, non-finite or out-of-range (> {} mV) samples were discarded",
+            cfg.ingest.max_abs_mv
+        );
+        Reply::Warn(ServerMsg::error(Some(seq), ErrorCode::BadSamples, m))
+    })
+}
+
+fn truncate_msg(e: &str) -> String {
+    e.chars().take(300).collect()
+}

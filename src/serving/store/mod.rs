@@ -1,0 +1,508 @@
+//! SQLite storage: one writer thread taking commands from a bounded channel and committing
+//! them in batched transactions (WAL mode), schema migrations keyed by `PRAGMA user_version`,
+//! retention, and read queries for the API. When SQLite cannot write, rows wait in the
+//! writer's bounded [`backlog`] and are written in order once it recovers.
+//!
+//! Fed by the [`ward`](crate::serving::ward) (events, dropped windows) and the
+//! [`scorer`](crate::tools::score) (scores); read by [`http`](crate::http).
+
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::mpsc::{SyncSender, TrySendError};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use rusqlite::{Connection, OptionalExtension, params};
+use serde_json::json;
+
+use crate::config::StorageConfig;
+use crate::core::event::Event;
+use crate::core::score::ScoreRecord;
+use crate::core::time::now_ms;
+
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    #[error("database {path}: {source}")]
+    Sqlite {
+        path: PathBuf,
+        #[source]
+        source: rusqlite::Error,
+    },
+    #[error("database {path}: schema version {found} is newer than this build knows ({known})")]
+    TooNew {
+        path: PathBuf,
+        found: i64,
+        known: i64,
+    },
+}
+
+/// Schema migrations, applied in order; `PRAGMA user_version` counts those applied.
+const MIGRATIONS: &[&str] = &[
+    // 1: the first schema.
+    "CREATE TABLE beds (
+        bed TEXT PRIMARY KEY,
+        device TEXT,
+        first_seen_ms INTEGER NOT NULL,
+        last_seen_ms INTEGER NOT NULL
+    );
+    CREATE TABLE models (
+        name TEXT NOT NULL,
+        version INTEGER NOT NULL,
+        sha256 TEXT NOT NULL,
+        input TEXT NOT NULL,
+        first_loaded_ms INTEGER NOT NULL,
+        PRIMARY KEY (name, version)
+    );
+    CREATE TABLE ensembles (
+        id INTEGER PRIMARY KEY,
+        members TEXT NOT NULL,
+        created_ms INTEGER NOT NULL,
+        source TEXT NOT NULL
+    );
+    CREATE TABLE scores (
+        id INTEGER PRIMARY KEY,
+        bed TEXT NOT NULL,
+        window_index INTEGER NOT NULL,
+        window_start_ms INTEGER NOT NULL,
+        window_end_ms INTEGER NOT NULL,
+        status TEXT NOT NULL,
+        score REAL,
+        members TEXT NOT NULL,
+        ensemble_id INTEGER,
+        quality TEXT NOT NULL,
+        latency_ms REAL NOT NULL,
+        committed_ms INTEGER NOT NULL
+    );
+    CREATE INDEX scores_bed_end ON scores (bed, window_end_ms);
+    CREATE TABLE events (
+        id INTEGER PRIMARY KEY,
+        bed TEXT NOT NULL,
+        at_ms INTEGER NOT NULL,
+        kind TEXT NOT NULL,
+        detail TEXT NOT NULL
+    );
+    CREATE INDEX events_bed_at ON events (bed, at_ms);",
+    // 2: the serving engine: missing members and timing per score; model profiles.
+    "ALTER TABLE scores ADD COLUMN missing TEXT NOT NULL DEFAULT '[]';
+    ALTER TABLE scores ADD COLUMN timing TEXT;
+    CREATE TABLE profiles (
+        hardware TEXT NOT NULL,
+        device TEXT NOT NULL,
+        model TEXT NOT NULL,
+        sha256 TEXT NOT NULL,
+        burn_version TEXT NOT NULL,
+        batch INTEGER NOT NULL,
+        p50_ms REAL NOT NULL,
+        p95_ms REAL NOT NULL,
+        p99_ms REAL NOT NULL,
+        repeats INTEGER NOT NULL,
+        measured_ms INTEGER NOT NULL,
+        PRIMARY KEY (hardware, device, model, sha256, burn_version, batch)
+    );",
+    // 3: indexes for the retention sweep.
+    "CREATE INDEX scores_committed ON scores (committed_ms);
+    CREATE INDEX events_at ON events (at_ms);",
+    // 4: the plan (device, workers, batch cap per member) that each ensemble row served with.
+    "ALTER TABLE ensembles ADD COLUMN plan TEXT NOT NULL DEFAULT '[]';",
+    // 5: composed plans, versioned by id, with the inputs they were composed for.
+    "CREATE TABLE plans (
+        id INTEGER PRIMARY KEY,
+        key TEXT NOT NULL,
+        created_ms INTEGER NOT NULL,
+        reason TEXT NOT NULL,
+        body TEXT NOT NULL
+    );
+    CREATE INDEX plans_key ON plans (key, id);",
+    // 6: the dashboard: users, sessions, alarms and the audit log.
+    "CREATE TABLE users (
+        name TEXT PRIMARY KEY,
+        role TEXT NOT NULL,
+        password_hash TEXT NOT NULL,
+        created_ms INTEGER NOT NULL
+    );
+    CREATE TABLE sessions (
+        token_sha256 TEXT PRIMARY KEY,
+        user TEXT NOT NULL,
+        created_ms INTEGER NOT NULL,
+        expires_ms INTEGER NOT NULL
+    );
+    CREATE TABLE alarms (
+        id INTEGER PRIMARY KEY,
+        bed TEXT NOT NULL,
+        kind TEXT NOT NULL,
+        raised_ms INTEGER NOT NULL,
+        value REAL,
+        cleared_ms INTEGER,
+        acked_by TEXT,
+        acked_ms INTEGER,
+        silenced_by TEXT,
+        silenced_ms INTEGER,
+        silenced_until_ms INTEGER
+    );
+    CREATE INDEX alarms_bed ON alarms (bed, raised_ms);
+    CREATE TABLE audit (
+        id INTEGER PRIMARY KEY,
+        at_ms INTEGER NOT NULL,
+        user TEXT,
+        action TEXT NOT NULL,
+        detail TEXT NOT NULL
+    );",
+    // 7: monitors' device tokens, stored as SHA-256 hashes (see `devices`).
+    "CREATE TABLE devices (
+        name TEXT PRIMARY KEY,
+        token_sha256 TEXT NOT NULL UNIQUE,
+        bed TEXT,
+        created_ms INTEGER NOT NULL,
+        revoked_ms INTEGER
+    );",
+];
+
+/// The schema version this build migrates to (`PRAGMA user_version`).
+pub const SCHEMA_VERSION: i64 = MIGRATIONS.len() as i64;
+
+enum Cmd {
+    /// Commit what is queued and stop.
+    Close,
+    Score(Arc<ScoreRecord>),
+    Event(Event, i64),
+    BedSeen(String, String, i64),
+}
+
+/// Health of the writer, shared with `/health/ready` and `/api/health`.
+#[derive(Debug, Default)]
+pub struct StoreHealth {
+    pub writable: AtomicBool,
+    pub committed_scores: AtomicU64,
+    pub dropped_commands: AtomicU64,
+    /// Turns of the writer's loop (at least one a second when idle): the watchdog's sign of
+    /// life.
+    pub heartbeats: AtomicU64,
+    pub last_error: Mutex<Option<String>>,
+    /// The storage fault in progress, if any.
+    pub fault: Mutex<Option<StorageFault>>,
+    /// Storage fault episodes since start.
+    pub fault_episodes: AtomicU64,
+    /// Transactions that failed (first tries and retries).
+    pub failed_transactions: AtomicU64,
+    /// Rows waiting in memory for the database.
+    pub backlog_rows: AtomicUsize,
+    /// The backlog's capacity (`storage.backlog_rows`).
+    pub backlog_capacity: AtomicUsize,
+    /// Rows dropped from a full backlog (oldest first), since start.
+    pub backlog_dropped_rows: AtomicU64,
+    /// Rows the database refused for a reason other than storage (never retried).
+    pub rejected_rows: AtomicU64,
+    /// End-to-end latency of the latest scored windows (bounded), for the composer's watch
+    /// on the budget.
+    pub recent: Mutex<RecentLatency>,
+}
+
+/// The latest end-to-end latencies (ms) with their commit instants, at most [`RECENT_MAX`].
+#[derive(Debug, Default)]
+pub struct RecentLatency(std::collections::VecDeque<(Instant, f32)>);
+
+pub const RECENT_MAX: usize = 4096;
+
+impl StoreHealth {
+    /// The storage part of `/api/health`.
+    pub fn view(&self) -> serde_json::Value {
+        let n = |a: &AtomicU64| a.load(Ordering::Relaxed);
+        json!({
+            "writable": self.writable.load(Ordering::Relaxed),
+            "fault": *self.fault.lock().expect("lock"),
+            "fault_episodes": n(&self.fault_episodes),
+            "failed_transactions": n(&self.failed_transactions),
+            "backlog_rows": self.backlog_rows.load(Ordering::Relaxed),
+            "backlog_capacity": self.backlog_capacity.load(Ordering::Relaxed),
+            "backlog_dropped_rows": n(&self.backlog_dropped_rows),
+            "rejected_rows": n(&self.rejected_rows),
+            "dropped_commands": n(&self.dropped_commands),
+            "committed_scores": n(&self.committed_scores),
+            "last_error": *self.last_error.lock().expect("lock"),
+        })
+    }
+}
+
+impl RecentLatency {
+    pub fn push(&mut self, at: Instant, ms: f32) {
+        if self.0.len() == RECENT_MAX {
+            self.0.pop_front();
+        }
+        self.0.push_back((at, ms));
+    }
+
+    /// p50, p95 and p99 (ms) and the count of the latencies committed within `span`.
+    pub fn percentiles(&self, span: Duration) -> Option<([f64; 3], usize)> {
+        let now = Instant::now();
+        let mut v: Vec<f32> = self
+            .0
+            .iter()
+            .rev()
+            .take_while(|(t, _)| now.duration_since(*t) <= span)
+            .map(|x| x.1)
+            .collect();
+        if v.is_empty() {
+            return None;
+        }
+        v.sort_by(f32::total_cmp);
+        let q = |p: f64| v[((v.len() - 1) as f64 * p).round() as usize] as f64;
+        Some(([q(0.5), q(0.95), q(0.99)], v.len()))
+    }
+
+    /// p95 (ms) and count of the latencies committed within `span` before now.
+    pub fn p95(&self, span: Duration) -> Option<(f64, usize)> {
+        self.percentiles(span).map(|(q, n)| (q[1], n))
+    }
+}
+
+/// Handle to the writer thread. Cheap to clone; sending never blocks an async task.
+#[derive(Clone)]
+pub struct StoreHandle {
+    tx: SyncSender<Cmd>,
+    pub health: Arc<StoreHealth>,
+    /// Every score once it is committed (the dashboard listens; a slow listener lags and
+    /// skips, it never holds the writer back).
+    committed: tokio::sync::broadcast::Sender<Arc<ScoreRecord>>,
+}
+
+/// Scores a lagging listener may fall behind by before it skips.
+const COMMITTED_BACKLOG: usize = 4096;
+
+pub(crate) fn open(path: &Path) -> Result<Connection, StoreError> {
+    let err = |source| StoreError::Sqlite {
+        path: path.to_owned(),
+        source,
+    };
+    let c = Connection::open(path).map_err(err)?;
+    c.pragma_update(None, "journal_mode", "WAL").map_err(err)?;
+    c.pragma_update(None, "synchronous", "NORMAL")
+        .map_err(err)?;
+    c.busy_timeout(Duration::from_secs(5)).map_err(err)?;
+    Ok(c)
+}
+
+/// Brings the schema up to date.
+pub fn migrate(c: &mut Connection, path: &Path) -> Result<(), StoreError> {
+    let err = |source| StoreError::Sqlite {
+        path: path.to_owned(),
+        source,
+    };
+    let version: i64 = c
+        .pragma_query_value(None, "user_version", |r| r.get(0))
+        .map_err(err)?;
+    let known = MIGRATIONS.len() as i64;
+    if version > known {
+        return Err(StoreError::TooNew {
+            path: path.to_owned(),
+            found: version,
+            known,
+        });
+    }
+    for (i, sql) in MIGRATIONS.iter().enumerate().skip(version as usize) {
+        let tx = c.transaction().map_err(err)?;
+        tx.execute_batch(sql).map_err(err)?;
+        tx.pragma_update(None, "user_version", (i + 1) as i64)
+            .map_err(err)?;
+        tx.commit().map_err(err)?;
+    }
+    Ok(())
+}
+
+/// The ensemble and models this run serves, recorded at start-up.
+pub struct ServedEnsemble<'a> {
+    pub members: &'a [(String, u32, String, String)], // name, version, sha256, input
+    pub source: &'a str,
+    /// The plan's cells as JSON; a score's `ensemble_id` names members and plan together.
+    pub plan: String,
+}
+
+/// Records the models and the ensemble (members and plan) of `ensemble`, reusing an identical
+/// row; returns the ensemble's id.
+fn register(c: &Connection, ensemble: &ServedEnsemble<'_>) -> rusqlite::Result<i64> {
+    let now = now_ms();
+    for (name, version, sha, input) in ensemble.members {
+        c.execute(
+            "INSERT OR IGNORE INTO models (name, version, sha256, input, first_loaded_ms) VALUES (?1, ?2, ?3, ?4, ?5)",
+            params![name, version, sha, input, now],
+        )?;
+    }
+    let members = json!(
+        ensemble
+            .members
+            .iter()
+            .map(|m| json!({"name": m.0, "version": m.1}))
+            .collect::<Vec<_>>()
+    )
+    .to_string();
+    let existing: Option<i64> = c
+        .query_row(
+            "SELECT id FROM ensembles WHERE members = ?1 AND plan = ?2 ORDER BY id DESC LIMIT 1",
+            params![&members, &ensemble.plan],
+            |r| r.get(0),
+        )
+        .optional()?;
+    match existing {
+        Some(id) => Ok(id),
+        None => {
+            c.execute(
+                "INSERT INTO ensembles (members, created_ms, source, plan) VALUES (?1, ?2, ?3, ?4)",
+                params![members, now, ensemble.source, ensemble.plan],
+            )?;
+            Ok(c.last_insert_rowid())
+        }
+    }
+}
+
+/// Records an ensemble while the daemon runs (its own short connection; WAL lets it write
+/// beside the writer thread). Returns the ensemble's id.
+pub fn register_ensemble(path: &Path, ensemble: &ServedEnsemble<'_>) -> Result<i64, StoreError> {
+    let c = open(path)?;
+    register(&c, ensemble).map_err(|source| StoreError::Sqlite {
+        path: path.to_owned(),
+        source,
+    })
+}
+
+/// Opens (creating and migrating) the database, records the served ensemble, and starts the
+/// writer thread. Returns the handle and the ensemble's id.
+pub fn start(
+    cfg: &StorageConfig,
+    ensemble: ServedEnsemble<'_>,
+) -> Result<(StoreHandle, i64, std::thread::JoinHandle<()>), StoreError> {
+    let path = cfg.db.clone();
+    let err = |source| StoreError::Sqlite {
+        path: path.clone(),
+        source,
+    };
+    let mut c = open(&path)?;
+    migrate(&mut c, &path)?;
+    let ensemble_id = register(&c, &ensemble).map_err(err)?;
+    if let Some(u) = lifecycle::record_start(&c).map_err(err)? {
+        tracing::warn!(
+            previous_start_ms = u.previous_start_ms,
+            last_commit_ms = u.last_commit_ms,
+            beds = u.beds,
+            "The previous run did not shut down cleanly; recorded as unclean_shutdown"
+        );
+    }
+    let (tx, rx) = std::sync::mpsc::sync_channel(cfg.batch_rows * 16);
+    let health = Arc::new(StoreHealth::default());
+    health.writable.store(true, Ordering::Relaxed);
+    health
+        .backlog_capacity
+        .store(cfg.backlog_rows, Ordering::Relaxed);
+    metrics::gauge!("holmes_store_fault").set(0.0);
+    let (committed, _) = tokio::sync::broadcast::channel(COMMITTED_BACKLOG);
+    let writer = Writer {
+        conn: c,
+        path,
+        rx,
+        batch_rows: cfg.batch_rows,
+        flush: Duration::from_millis(cfg.flush_ms),
+        retention_ms: cfg.retention_days as i64 * 86_400_000,
+        health: health.clone(),
+        committed: committed.clone(),
+        backlog: Backlog::new(cfg.backlog_rows),
+        backoff: Backoff::new(
+            Duration::from_millis(cfg.retry_min_ms),
+            Duration::from_millis(cfg.retry_max_ms),
+        ),
+        overflowed: false,
+    };
+    let join = std::thread::Builder::new()
+        .name("holmes-store".into())
+        .spawn(move || writer.run())
+        .expect("spawn the store writer");
+    Ok((
+        StoreHandle {
+            tx,
+            health,
+            committed,
+        },
+        ensemble_id,
+        join,
+    ))
+}
+
+impl StoreHandle {
+    /// Scores from now on, as the writer takes them: committed, or held in the backlog while
+    /// the database cannot be written (so the live ward keeps moving through a storage fault).
+    pub fn subscribe(&self) -> tokio::sync::broadcast::Receiver<Arc<ScoreRecord>> {
+        self.committed.subscribe()
+    }
+
+    fn send(&self, cmd: Cmd) {
+        match self.tx.try_send(cmd) {
+            Ok(()) => {}
+            Err(TrySendError::Full(cmd)) => {
+                // Scores must not be lost: wait for room. Engine threads may block; a tokio
+                // worker (a bed committing a superseded window) hands the wait to the runtime.
+                if matches!(cmd, Cmd::Score(_)) {
+                    let on_worker = tokio::runtime::Handle::try_current().is_ok_and(|h| {
+                        h.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread
+                    });
+                    if on_worker {
+                        tokio::task::block_in_place(|| {
+                            let _ = self.tx.send(cmd);
+                        });
+                    } else {
+                        let _ = self.tx.send(cmd);
+                    }
+                } else {
+                    self.health.dropped_commands.fetch_add(1, Ordering::Relaxed);
+                }
+            }
+            Err(TrySendError::Disconnected(_)) => {
+                self.health.dropped_commands.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+    }
+
+    /// Asks the writer to commit everything sent so far and stop (the last step of shutdown).
+    pub fn close(&self) {
+        let _ = self.tx.send(Cmd::Close);
+    }
+
+    pub fn score(&self, r: ScoreRecord) {
+        self.send(Cmd::Score(Arc::new(r)));
+    }
+
+    pub fn event(&self, e: Event) {
+        self.send(Cmd::Event(e, now_ms()));
+    }
+
+    pub fn bed_seen(&self, bed: &str, device: &str) {
+        self.send(Cmd::BedSeen(bed.to_owned(), device.to_owned(), now_ms()));
+    }
+}
+
+pub mod audit;
+mod backlog;
+pub mod lifecycle;
+mod reader;
+mod writer;
+pub use backlog::StorageFault;
+use backlog::{Backlog, Backoff};
+pub use reader::{ScoreRow, StoreReader};
+use writer::Writer;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn migrations_apply_once_and_refuse_a_newer_schema() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("h.db");
+        let mut c = open(&p).unwrap();
+        migrate(&mut c, &p).unwrap();
+        migrate(&mut c, &p).unwrap();
+        let v: i64 = c
+            .pragma_query_value(None, "user_version", |r| r.get(0))
+            .unwrap();
+        assert_eq!(v, MIGRATIONS.len() as i64);
+        c.pragma_update(None, "user_version", 99).unwrap();
+        let e = migrate(&mut c, &p).unwrap_err().to_string();
+        assert!(e.contains("h.db") && e.contains("newer"), "{e}");
+    }
+}

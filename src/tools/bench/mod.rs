@@ -1,0 +1,512 @@
+//! `holmes bench`: the daemon (`holmes serve`, a child process) under a load of simulated
+//! monitors on loopback, bounded in time. Reports ingest rates and loss, window outcomes,
+//! end-to-end latency (last sample to commit) from the rows the daemon stored, the time spent
+//! queueing, computing and committing from the daemon's own metrics, and the daemon's CPU and
+//! resident memory. Scenarios: steady (staggered windows), aligned (every bed's windows close
+//! together), a reconnect storm, an admission ramp, twice the planned beds, and ingest only;
+//! `--capacity` searches for the most beds that stay within the budget.
+//!
+//! Neighbours: [`sim`](crate::tools::sim) plays the monitors in this process, [`daemon`] runs the
+//! server, [`prom`] reads its metrics, the composer picks the members for `--composed`.
+
+pub mod daemon;
+pub mod prom;
+
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use serde::Serialize;
+
+use crate::config::Config;
+use crate::tools::sim::{Faults, SimOptions, Source};
+use daemon::Daemon;
+
+#[derive(Debug, thiserror::Error)]
+pub enum BenchError {
+    #[error(transparent)]
+    Io(#[from] std::io::Error),
+    #[error("benchmark configuration: {0}")]
+    Config(String),
+    #[error("the daemon exited during start-up ({0}); its log ends:\n{1}")]
+    DaemonExited(String, String),
+    #[error("the daemon did not answer within {0} s of starting")]
+    NotReady(u64),
+    #[error("talking to the daemon: {0}")]
+    Http(String),
+    #[error("reading the daemon's database: {0}")]
+    Db(#[from] rusqlite::Error),
+    #[error(transparent)]
+    Sim(#[from] crate::tools::sim::SimError),
+    #[error("composing the ensemble: {0}")]
+    Compose(String),
+    #[error(transparent)]
+    Zoo(#[from] crate::zoo::ZooError),
+    #[error(transparent)]
+    Device(#[from] crate::serving::ingest::devices::DeviceError),
+}
+
+/// What the load does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, clap::ValueEnum)]
+#[serde(rename_all = "snake_case")]
+pub enum Scenario {
+    /// Every bed streams for the whole run; window closings spread over the hop.
+    Steady,
+    /// As steady, but every bed's windows close at the same moment (the worst-case burst).
+    Aligned,
+    /// Halfway through, every monitor drops its connection at once and comes back.
+    Storm,
+    /// Beds join one after another over the first third of the run.
+    Ramp,
+    /// Twice the beds the ensemble was chosen for.
+    Overload,
+    /// Ingest only: windows close but are not scored.
+    Ingest,
+}
+
+/// `holmes bench`'s arguments.
+#[derive(Debug, Clone, clap::Args)]
+pub struct BenchArgs {
+    /// Simulated beds (repeatable: one run per count; the start of a `--capacity` search).
+    #[arg(long, default_values_t = [16usize])]
+    pub beds: Vec<usize>,
+    #[arg(long, value_enum, default_value_t = Scenario::Steady)]
+    pub scenario: Scenario,
+    /// Ensemble members [default: the config's].
+    #[arg(long, conflicts_with_all = ["composed", "whole_zoo"])]
+    pub members: Vec<String>,
+    /// Serve the ensemble the composer picks for each bed count (from the stored profiles in
+    /// the config's database) instead of fixed members.
+    #[arg(long)]
+    pub composed: bool,
+    /// Every model in the zoo as a member (the memory test).
+    #[arg(long, conflicts_with = "composed")]
+    pub whole_zoo: bool,
+    /// Wall-clock seconds of load per run (two hops need about 70).
+    #[arg(long, default_value_t = 75.0)]
+    pub duration: f64,
+    /// Replay PhysioNet records instead of synthetic ECG.
+    #[arg(long)]
+    pub records: bool,
+    /// Signal seconds per wall second (keep 1 for real measurements).
+    #[arg(long, default_value_t = 1.0)]
+    pub speed: f64,
+    /// Find the most beds within the budget: double from `--beds` until a run fails, then
+    /// bisect.
+    #[arg(long)]
+    pub capacity: bool,
+    /// Config file [default: embedded defaults].
+    #[arg(long)]
+    pub config: Option<PathBuf>,
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// One run's plan.
+#[derive(Debug, Clone)]
+pub struct BenchOptions {
+    pub scenario: Scenario,
+    pub beds: usize,
+    /// Ensemble members (zoo model names).
+    pub members: Vec<String>,
+    /// The composer's validation ROC-AUC for these members, when it picked them.
+    pub val_roc_auc: Option<f64>,
+    /// Wall-clock length of the load.
+    pub duration: Duration,
+    pub source: Source,
+    /// Signal seconds per wall second (1 for a real load; more only for smoke tests).
+    pub speed: f64,
+}
+
+/// What a run measured.
+#[derive(Debug, Clone, Serialize)]
+pub struct BenchReport {
+    pub scenario: Scenario,
+    pub beds: usize,
+    pub members: Vec<String>,
+    pub val_roc_auc: Option<f64>,
+    /// Wall-clock seconds of load (rates and CPU are over this span).
+    pub seconds: f64,
+    /// Frames the monitors sent, and frames the daemon accepted into beds.
+    pub frames_sent: u64,
+    pub frames_ingested: u64,
+    pub frames_per_sec: f64,
+    pub samples_per_sec: f64,
+    /// Largest delay of a monitor's frame behind its schedule (ms): the load generator or
+    /// the daemon's back-pressure falling behind.
+    pub max_send_lag_ms: f64,
+    /// Gaps the ward recorded (samples that never arrived).
+    pub gaps: u64,
+    /// Connections beyond each monitor's first.
+    pub reconnects: u64,
+    pub windows_closed: u64,
+    pub windows: usize,
+    pub scored: usize,
+    pub partial: usize,
+    pub superseded: usize,
+    pub dropped: usize,
+    pub insufficient: usize,
+    pub latency_ms_p50: f64,
+    pub latency_ms_p95: f64,
+    pub latency_ms_p99: f64,
+    pub latency_ms_max: f64,
+    /// Mean wait in model queues and mean batch compute, ms (from the daemon's metrics).
+    pub queue_ms_mean: f64,
+    pub compute_ms_mean: f64,
+    /// SQLite commit latency per write transaction, ms.
+    pub commit_ms_p50: f64,
+    pub commit_ms_p95: f64,
+    pub commit_ms_p99: f64,
+    pub commits: u64,
+    /// Daemon CPU seconds per wall second over the load (2.0 = both cores of this machine).
+    pub daemon_cpu_cores: f64,
+    /// Largest resident memory sampled during the load, and the peak since start (MB).
+    pub daemon_rss_mb: f64,
+    pub daemon_peak_rss_mb: f64,
+    pub slo_ms: u64,
+    /// p95 within the budget, nothing superseded or dropped, nothing lost on the way in.
+    pub within_budget: bool,
+    /// The stage that dominates: `ingest`, `inference` or `sqlite`.
+    pub bottleneck: &'static str,
+}
+
+/// `holmes bench`.
+pub fn main(args: BenchArgs) -> anyhow::Result<()> {
+    let cfg = Config::load(args.config.as_deref())?;
+    raise_open_files();
+    let source = if args.records {
+        Source::Records(crate::training::dataset::default_data_dir())
+    } else {
+        Source::Synthetic
+    };
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?;
+    let plan = |n: usize| -> Result<BenchOptions, BenchError> {
+        let (members, val_roc_auc) = members_for(&cfg, &args, n)?;
+        let beds = if args.scenario == Scenario::Overload {
+            2 * n
+        } else {
+            n
+        };
+        Ok(BenchOptions {
+            scenario: args.scenario,
+            beds,
+            members,
+            val_roc_auc,
+            duration: Duration::from_secs_f64(args.duration),
+            source: source.clone(),
+            speed: args.speed,
+        })
+    };
+    let mut reports = Vec::new();
+    let show = |r: &BenchReport| {
+        if !args.json {
+            println!("{}", r.to_text());
+        }
+    };
+    if args.capacity {
+        let start = args.beds.first().copied().unwrap_or(16).max(1);
+        let (mut lo, mut hi) = (0usize, 0usize);
+        let mut n = start;
+        loop {
+            let r = rt.block_on(run(cfg.clone(), plan(n)?))?;
+            show(&r);
+            let ok = r.within_budget;
+            reports.push(r);
+            if ok {
+                lo = n;
+                if hi == 0 {
+                    n *= 2;
+                    if n > cfg.ward.max_beds.max(4096) {
+                        break;
+                    }
+                    continue;
+                }
+            } else {
+                hi = n;
+            }
+            let step = (lo / 8).max(4);
+            if hi == 0 || hi - lo <= step {
+                break;
+            }
+            n = (lo + hi) / 2;
+        }
+        if !args.json {
+            let limit = reports
+                .iter()
+                .find(|r| r.beds == hi)
+                .map_or("not reached", |r| r.bottleneck);
+            println!(
+                "capacity: {lo} beds within the {} ms budget (first failure at {hi} beds; limited by {limit})",
+                cfg.engine.slo_ms
+            );
+        }
+    } else {
+        for &n in &args.beds {
+            let r = rt.block_on(run(cfg.clone(), plan(n)?))?;
+            show(&r);
+            reports.push(r);
+        }
+    }
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&reports)?);
+    }
+    Ok(())
+}
+
+/// The members for `n` planned beds, and the composer's validation ROC-AUC when it chose them.
+fn members_for(
+    cfg: &Config,
+    args: &BenchArgs,
+    n: usize,
+) -> Result<(Vec<String>, Option<f64>), BenchError> {
+    if args.whole_zoo {
+        let names = crate::zoo::model_dirs(&cfg.ensemble.models_dir)?
+            .iter()
+            .filter_map(|d| Some(d.file_name()?.to_string_lossy().into_owned()))
+            .collect();
+        return Ok((names, None));
+    }
+    if args.composed {
+        use crate::composer::service;
+        let hw = service::hardware(&crate::serving::engine::accelerator::discover());
+        let plan = service::compose_plan(cfg, n, &hw, 1.0)
+            .map_err(|e| BenchError::Compose(e.to_string()))?;
+        let r = &plan.rungs[0];
+        eprintln!(
+            "composed for {n} beds: {} members, validation ROC-AUC {:.4}, estimated latency {:.1} ms (budget {:.0} ms)",
+            r.members.len(),
+            r.val_roc_auc,
+            r.latency_ms,
+            r.budget_ms
+        );
+        return Ok((r.members.clone(), Some(r.val_roc_auc)));
+    }
+    if args.members.is_empty() {
+        Ok((cfg.ensemble.members.clone(), None))
+    } else {
+        Ok((args.members.clone(), None))
+    }
+}
+
+/// Monitors and the daemon each hold a socket per bed; a thousand beds need more than the
+/// usual 1024 descriptors.
+fn raise_open_files() {
+    use nix::sys::resource::{Resource, getrlimit, setrlimit};
+    if let Ok((soft, hard)) = getrlimit(Resource::RLIMIT_NOFILE)
+        && soft < hard
+    {
+        let _ = setrlimit(Resource::RLIMIT_NOFILE, hard, hard);
+    }
+}
+
+/// Runs one benchmark with `base` as the configuration (database, beds and members are set
+/// here; the composer is off so the members measured are the ones given).
+pub async fn run(mut base: Config, opts: BenchOptions) -> Result<BenchReport, BenchError> {
+    let dir = tempfile::tempdir()?;
+    base.storage.db = dir.path().join("bench.db");
+    base.ensemble.members = opts.members.clone();
+    base.composer.enabled = false;
+    base.ward.beds = (1..=opts.beds).map(|i| format!("bed-{i}")).collect();
+    base.ward.max_beds = base.ward.max_beds.max(opts.beds);
+    base.ward.stagger = opts.scenario != Scenario::Aligned;
+    base.ward.scoring = opts.scenario != Scenario::Ingest;
+    // The simulated monitors sign in as one gateway device, checked as in service.
+    let db = base.storage.db.clone();
+    let token = tokio::task::spawn_blocking(move || {
+        crate::serving::ingest::devices::DeviceDb::open(&db)?.add("bench", None)
+    })
+    .await
+    .expect("issuing the bench's device token does not panic")?;
+    // Models load and warm before the daemon answers; the whole zoo takes a while.
+    let ready_within = Duration::from_secs(60 + 10 * opts.members.len() as u64);
+    let daemon = Daemon::start(base.clone(), dir.path(), ready_within).await?;
+    let m0 = daemon.scrape().await?;
+    let (cpu0, t0) = (daemon.cpu_seconds(), Instant::now());
+    let rss_max = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
+    let sampler = {
+        let (pid, rss_max) = (daemon.pid(), rss_max.clone());
+        tokio::spawn(async move {
+            loop {
+                let kb = daemon::status_kb(pid, "VmRSS:") as u64;
+                rss_max.fetch_max(kb, std::sync::atomic::Ordering::Relaxed);
+                tokio::time::sleep(Duration::from_millis(250)).await;
+            }
+        })
+    };
+    let sim = SimOptions {
+        url: format!("ws://{}/ws/monitor", daemon.addr),
+        beds: opts.beds,
+        source: opts.source.clone(),
+        duration: opts.duration,
+        speed: opts.speed,
+        token,
+        device: Some("bench".into()),
+        ca: None,
+        bed_prefix: "bed-".into(),
+        faults: Faults::default(),
+        records: Vec::new(),
+        seed: 11,
+        ramp: if opts.scenario == Scenario::Ramp {
+            opts.duration / 3
+        } else {
+            Duration::ZERO
+        },
+        storm_at: (opts.scenario == Scenario::Storm).then_some(opts.duration / 2),
+    };
+    let sent = crate::tools::sim::run(sim).await?;
+    let (cpu, secs) = (daemon.cpu_seconds() - cpu0, t0.elapsed().as_secs_f64());
+    // Let the last windows commit.
+    tokio::time::sleep(Duration::from_millis(base.engine.slo_ms * 3 + 500)).await;
+    let m = daemon.scrape().await?.since(&m0);
+    sampler.abort();
+    let (_, peak) = daemon.rss_mb();
+    let rss = rss_max.load(std::sync::atomic::Ordering::Relaxed) as f64 / 1024.0;
+    let db = base.storage.db.clone();
+    let (rows, gaps) = tokio::task::spawn_blocking(move || outcomes(&db))
+        .await
+        .expect("reading outcomes does not panic")?;
+    daemon.stop(Duration::from_secs(30)).await?;
+
+    let count = |s: &str| rows.iter().filter(|r| r.0 == s).count();
+    let mut lat: Vec<f64> = rows.iter().filter_map(|r| r.1).collect();
+    lat.sort_by(f64::total_cmp);
+    let load = std::sync::atomic::Ordering::Relaxed;
+    let frames_sent = sent.frames_sent.load(load);
+    let frames_ingested = m.value("holmes_ingested_frames_total") as u64;
+    let ms = |s: f64| s * 1000.0;
+    let mut r = BenchReport {
+        scenario: opts.scenario,
+        beds: opts.beds,
+        members: opts.members,
+        val_roc_auc: opts.val_roc_auc,
+        seconds: secs,
+        frames_sent,
+        frames_ingested,
+        frames_per_sec: frames_ingested as f64 / secs,
+        samples_per_sec: m.value("holmes_ingested_samples_total") / secs,
+        max_send_lag_ms: sent.max_lag_us.load(load) as f64 / 1000.0,
+        gaps,
+        reconnects: sent.connects.load(load).saturating_sub(opts.beds as u64),
+        windows_closed: m.value("holmes_windows_closed_total") as u64,
+        windows: rows.len(),
+        scored: count("scored"),
+        partial: count("partial"),
+        superseded: count("superseded"),
+        dropped: count("dropped"),
+        insufficient: count("insufficient_signal"),
+        latency_ms_p50: pct(&lat, 0.5),
+        latency_ms_p95: pct(&lat, 0.95),
+        latency_ms_p99: pct(&lat, 0.99),
+        latency_ms_max: lat.last().copied().unwrap_or(f64::NAN),
+        queue_ms_mean: ms(m.mean("holmes_queue_seconds")),
+        compute_ms_mean: ms(m.mean("holmes_compute_seconds")),
+        commit_ms_p50: ms(m.quantile("holmes_sqlite_commit_seconds", 0.5)),
+        commit_ms_p95: ms(m.quantile("holmes_sqlite_commit_seconds", 0.95)),
+        commit_ms_p99: ms(m.quantile("holmes_sqlite_commit_seconds", 0.99)),
+        commits: m.value("holmes_sqlite_commit_seconds_count") as u64,
+        daemon_cpu_cores: cpu / secs,
+        daemon_rss_mb: rss,
+        daemon_peak_rss_mb: peak,
+        slo_ms: base.engine.slo_ms,
+        within_budget: false,
+        bottleneck: "",
+    };
+    r.judge();
+    Ok(r)
+}
+
+impl BenchReport {
+    /// Sets `within_budget` and `bottleneck` from what was measured.
+    fn judge(&mut self) {
+        // A frame still in flight when the load stopped is not lost; a few per bed at most.
+        let slack = 2 * self.beds as u64;
+        let lost = self.frames_ingested + slack < self.frames_sent || self.gaps > 0;
+        let latency_ok =
+            self.scenario == Scenario::Ingest || self.latency_ms_p95 <= self.slo_ms as f64;
+        self.within_budget = !lost && latency_ok && self.superseded == 0 && self.dropped == 0;
+        let inference = self.queue_ms_mean.max(0.0) + self.compute_ms_mean.max(0.0);
+        self.bottleneck = if lost || self.scenario == Scenario::Ingest {
+            "ingest"
+        } else if self.commit_ms_p95 > inference {
+            "sqlite"
+        } else {
+            "inference"
+        };
+    }
+
+    pub fn to_text(&self) -> String {
+        format!(
+            "{scenario:?} {beds} beds, {n} members{auc}: {windows} windows ({scored} scored, {partial} partial, \
+             {superseded} superseded, {dropped} dropped); latency p50 {p50:.1} / p95 {p95:.1} / p99 {p99:.1} / \
+             max {max:.1} ms (budget {slo} ms); queue {q:.1} ms, compute {c:.1} ms (means); \
+             SQLite commit p50 {c50:.2} / p95 {c95:.2} / p99 {c99:.2} ms over {commits} commits; \
+             ingest {fps:.0} frames/s, {sps:.0} samples/s, {lost} frames lost, {gaps} gaps, \
+             send lag max {lag:.0} ms, {rc} reconnects; daemon CPU {cpu:.2} cores, RSS {rss:.0} MB \
+             (peak {peak:.0} MB); {verdict}, limited by {limit}",
+            scenario = self.scenario,
+            beds = self.beds,
+            n = self.members.len(),
+            auc = self
+                .val_roc_auc
+                .map_or(String::new(), |a| format!(" (validation ROC-AUC {a:.4})")),
+            windows = self.windows,
+            scored = self.scored,
+            partial = self.partial,
+            superseded = self.superseded,
+            dropped = self.dropped,
+            p50 = self.latency_ms_p50,
+            p95 = self.latency_ms_p95,
+            p99 = self.latency_ms_p99,
+            max = self.latency_ms_max,
+            slo = self.slo_ms,
+            q = self.queue_ms_mean,
+            c = self.compute_ms_mean,
+            c50 = self.commit_ms_p50,
+            c95 = self.commit_ms_p95,
+            c99 = self.commit_ms_p99,
+            commits = self.commits,
+            fps = self.frames_per_sec,
+            sps = self.samples_per_sec,
+            lost = self.frames_sent.saturating_sub(self.frames_ingested),
+            gaps = self.gaps,
+            lag = self.max_send_lag_ms,
+            rc = self.reconnects,
+            cpu = self.daemon_cpu_cores,
+            rss = self.daemon_rss_mb,
+            peak = self.daemon_peak_rss_mb,
+            verdict = if self.within_budget {
+                "within budget"
+            } else {
+                "NOT within budget"
+            },
+            limit = self.bottleneck,
+        )
+    }
+}
+
+/// A stored window's status, and its latency (ms) when it has a score.
+type Outcome = (String, Option<f64>);
+
+/// Every stored window's status and latency (ms, for those with a score), and the gaps the
+/// ward recorded.
+fn outcomes(db: &std::path::Path) -> Result<(Vec<Outcome>, u64), BenchError> {
+    let c = rusqlite::Connection::open_with_flags(db, rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY)?;
+    let mut st = c.prepare(
+        "SELECT status, CASE WHEN score IS NULL THEN NULL ELSE latency_ms END FROM scores",
+    )?;
+    let rows = st
+        .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))?
+        .collect::<Result<Vec<_>, _>>()?;
+    let gaps: i64 = c.query_row("SELECT COUNT(*) FROM events WHERE kind = 'gap'", [], |r| {
+        r.get(0)
+    })?;
+    Ok((rows, gaps as u64))
+}
+
+fn pct(sorted: &[f64], q: f64) -> f64 {
+    if sorted.is_empty() {
+        return f64::NAN;
+    }
+    sorted[((sorted.len() - 1) as f64 * q).round() as usize]
+}

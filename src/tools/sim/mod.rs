@@ -1,0 +1,403 @@
+//! `holmes simulate`: N bedside monitors on WebSocket clients. Each bed replays a PhysioNet
+//! record (at 250 Hz, resampled where needed, heart rate from the beats) or a synthetic ECG
+//! ([`ecgsyn`]), in 100 ms frames at a chosen speed, with 1 Hz heart-rate vitals. It
+//! reconnects with backoff and resends what the server has not seen, can inject faults, and
+//! stops after its duration.
+
+use std::collections::VecDeque;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use futures_util::{SinkExt, StreamExt};
+use rand::rngs::SmallRng;
+use rand::{Rng, SeedableRng};
+use serde_json::json;
+use tokio_tungstenite::Connector;
+use tokio_tungstenite::tungstenite::Message;
+
+use crate::protocol::ServerMsg;
+use crate::signal::heart_rate::heart_rate_at;
+use crate::training::dataset::{self, Database, RecordData};
+
+/// Samples per frame (100 ms at 250 Hz).
+pub const FRAME_SAMPLES: usize = 25;
+
+#[derive(Debug, thiserror::Error)]
+pub enum SimError {
+    #[error(transparent)]
+    Dataset(#[from] dataset::DatasetError),
+    #[error("no records found under {0}")]
+    NoRecords(PathBuf),
+    #[error(transparent)]
+    Tls(#[from] crate::http::tls::TlsError),
+}
+
+/// Where the beds' signals come from.
+#[derive(Debug, Clone)]
+pub enum Source {
+    /// Replay PhysioNet records from this folder (vfdb/, cudb/, mitdb/).
+    Records(PathBuf),
+    /// McSharry's dynamical model.
+    Synthetic,
+}
+
+/// Fault injection, each a probability per frame.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Faults {
+    pub drop: f64,
+    pub duplicate: f64,
+    pub corrupt: f64,
+}
+
+/// Options of `holmes simulate`.
+#[derive(Debug, Clone)]
+pub struct SimOptions {
+    pub url: String,
+    pub beds: usize,
+    pub source: Source,
+    /// Wall-clock run time.
+    pub duration: Duration,
+    /// Signal seconds per wall-clock second.
+    pub speed: f64,
+    pub token: String,
+    /// Device name of every hello (None: `sim-<bed>` per bed).
+    pub device: Option<String>,
+    /// CA certificate (PEM) to trust for `wss://` (None: the system's roots).
+    pub ca: Option<PathBuf>,
+    /// Beds are named `<prefix><n>`, n from 1.
+    pub bed_prefix: String,
+    pub faults: Faults,
+    /// Only these record keys (`db/name`), in this order; empty: every record.
+    pub records: Vec<String>,
+    pub seed: u64,
+    /// Monitors join over this span: monitor i first connects at `i / beds * ramp`
+    /// (zero: all at once).
+    pub ramp: Duration,
+    /// A reconnect storm: at this time after the start every monitor drops its connection
+    /// without a close frame, then reconnects after its backoff and resends what the server
+    /// has not acknowledged.
+    pub storm_at: Option<Duration>,
+}
+
+/// What the run did.
+#[derive(Debug, Default)]
+pub struct SimReport {
+    pub frames_sent: AtomicU64,
+    pub connects: AtomicU64,
+    pub errors_received: AtomicU64,
+    pub closes_received: AtomicU64,
+    /// Largest delay of a frame behind its 100 ms schedule, microseconds (a sender that
+    /// cannot keep up, or a server pushing back).
+    pub max_lag_us: AtomicU64,
+    /// Connections dropped on purpose by a reconnect storm.
+    pub storm_drops: AtomicU64,
+}
+
+enum Signal {
+    Record {
+        rec: Arc<RecordData>,
+        pos: usize,
+    },
+    Synthetic {
+        generator: crate::signal::ecgsyn::EcgSyn,
+        t: f64,
+    },
+}
+
+impl Signal {
+    /// The next frame: primary and (if any) secondary lead, and the time in signal seconds.
+    fn next(&mut self) -> (Vec<f32>, Option<Vec<f32>>) {
+        match self {
+            Signal::Record { rec, pos } => {
+                let len = rec.len();
+                let take = |lead: &Vec<f32>| {
+                    (0..FRAME_SAMPLES)
+                        .map(|k| lead[(*pos + k) % len])
+                        .collect::<Vec<f32>>()
+                };
+                let p = take(&rec.leads[0]);
+                let s = rec.leads.get(1).map(take);
+                *pos = (*pos + FRAME_SAMPLES) % len;
+                (p, s)
+            }
+            Signal::Synthetic { generator, t } => {
+                let p: Vec<f32> = (0..FRAME_SAMPLES)
+                    .map(|_| generator.next_sample())
+                    .collect();
+                let s = p.iter().map(|v| -0.5 * v).collect();
+                *t += FRAME_SAMPLES as f64 / crate::signal::ecgsyn::FS;
+                (p, Some(s))
+            }
+        }
+    }
+
+    /// Heart rate reported at signal second `k` after the start.
+    fn heart_rate(&self, start: usize, k: u64) -> f32 {
+        match self {
+            Signal::Record { rec, .. } => {
+                let t = (start as f64 + (k as f64) * 250.0) / 250.0;
+                heart_rate_at(&rec.beats, 250.0, t)
+            }
+            Signal::Synthetic { generator, .. } => generator.heart_rate() as f32,
+        }
+    }
+
+    fn has_secondary(&self) -> bool {
+        match self {
+            Signal::Record { rec, .. } => rec.leads.len() > 1,
+            Signal::Synthetic { .. } => true,
+        }
+    }
+}
+
+/// Runs the simulation to its end and reports.
+pub async fn run(opts: SimOptions) -> Result<Arc<SimReport>, SimError> {
+    let report = Arc::new(SimReport::default());
+    let signals: Vec<Signal> = match &opts.source {
+        Source::Synthetic => (0..opts.beds)
+            .map(|i| Signal::Synthetic {
+                generator: crate::signal::ecgsyn::EcgSyn::new(
+                    opts.seed + i as u64,
+                    60.0 + (i % 7) as f64 * 6.0,
+                ),
+                t: 0.0,
+            })
+            .collect(),
+        Source::Records(dir) => {
+            let mut keys = dataset::record_keys(dir)?;
+            if !opts.records.is_empty() {
+                keys = opts
+                    .records
+                    .iter()
+                    .filter_map(|k| {
+                        let (db, name) = k.split_once('/')?;
+                        Some((Database::from_name(db)?, name.to_owned()))
+                    })
+                    .collect();
+            }
+            if keys.is_empty() {
+                return Err(SimError::NoRecords(dir.clone()));
+            }
+            let wanted: Vec<_> = keys.iter().take(opts.beds).cloned().collect();
+            let dir = dir.clone();
+            let loaded = tokio::task::spawn_blocking(move || dataset::load_keys(&dir, &wanted))
+                .await
+                .expect("record loading does not panic")?;
+            let loaded: Vec<Arc<RecordData>> = loaded.into_iter().map(Arc::new).collect();
+            (0..opts.beds)
+                .map(|i| Signal::Record {
+                    rec: loaded[i % loaded.len()].clone(),
+                    pos: 0,
+                })
+                .collect()
+        }
+    };
+    let connector = match opts.ca.clone() {
+        Some(ca) => Some(Connector::Rustls(
+            tokio::task::spawn_blocking(move || crate::http::tls::client_config(&ca))
+                .await
+                .expect("reading the CA file does not panic")?,
+        )),
+        None => None,
+    };
+    let start = Instant::now();
+    let deadline = start + opts.duration;
+    let mut tasks = Vec::new();
+    for (i, sig) in signals.into_iter().enumerate() {
+        let bed = format!("{}{}", opts.bed_prefix, i + 1);
+        let join_at = start + opts.ramp.mul_f64(i as f64 / opts.beds.max(1) as f64);
+        let m = Monitor {
+            bed,
+            opts: opts.clone(),
+            connector: connector.clone(),
+            join_at,
+            storm: opts.storm_at.map(|d| start + d),
+            deadline,
+            report: report.clone(),
+            seed: opts.seed ^ (i as u64 + 1),
+        };
+        tasks.push(tokio::spawn(monitor(m, sig)));
+    }
+    for t in tasks {
+        let _ = t.await;
+    }
+    Ok(report)
+}
+
+/// One simulated monitor's schedule.
+struct Monitor {
+    bed: String,
+    opts: SimOptions,
+    /// TLS client settings for `wss://` (absent: the default roots).
+    connector: Option<Connector>,
+    /// First connection.
+    join_at: Instant,
+    /// When the reconnect storm drops this monitor's connection.
+    storm: Option<Instant>,
+    deadline: Instant,
+    report: Arc<SimReport>,
+    seed: u64,
+}
+
+/// One simulated monitor.
+async fn monitor(m: Monitor, mut sig: Signal) {
+    let Monitor {
+        bed,
+        opts,
+        connector,
+        join_at,
+        mut storm,
+        deadline,
+        report,
+        seed,
+    } = m;
+    tokio::time::sleep_until(join_at.into()).await;
+    let mut rng = SmallRng::seed_from_u64(seed);
+    let base_ms = crate::core::time::now_ms();
+    let period = Duration::from_secs_f64(0.1 / opts.speed.max(1e-3));
+    let device = opts.device.clone().unwrap_or_else(|| format!("sim-{bed}"));
+    let mut seq: u64 = 0;
+    let mut vseq: u64 = 0;
+    let mut sent: VecDeque<(u64, String)> = VecDeque::new();
+    let mut backoff = Duration::from_millis(200);
+    let start_pos = 0usize;
+    let mut ecg = vec![json!({"lead": "II", "hz": 250})];
+    if sig.has_secondary() {
+        ecg.push(json!({"lead": "V", "hz": 250}));
+    }
+    let hello =
+        json!({"type": "hello", "protocol": 1, "bed": bed, "device": device, "token": opts.token,
+                       "ecg": ecg, "vitals": [{"name": "hr", "unit": "bpm"}]})
+        .to_string();
+    let mut next_tick = Instant::now();
+    while Instant::now() < deadline {
+        let Ok(Ok((ws, _))) = tokio::time::timeout(
+            Duration::from_secs(5),
+            tokio_tungstenite::connect_async_tls_with_config(
+                &opts.url,
+                None,
+                false,
+                connector.clone(),
+            ),
+        )
+        .await
+        else {
+            tokio::time::sleep(backoff.min(deadline.saturating_duration_since(Instant::now())))
+                .await;
+            backoff = (backoff * 2).min(Duration::from_secs(8));
+            continue;
+        };
+        let (mut tx, mut rx) = ws.split();
+        if tx.send(Message::Text(hello.clone().into())).await.is_err() {
+            continue;
+        }
+        let welcome = tokio::time::timeout(Duration::from_secs(5), rx.next()).await;
+        let next_seq = match welcome {
+            Ok(Some(Ok(Message::Text(t)))) => match serde_json::from_str::<ServerMsg>(&t) {
+                Ok(ServerMsg::Welcome {
+                    next_samples_seq, ..
+                }) => next_samples_seq,
+                _ => continue,
+            },
+            Ok(Some(Ok(Message::Close(_)))) => {
+                report.closes_received.fetch_add(1, Ordering::Relaxed);
+                tokio::time::sleep(backoff).await;
+                backoff = (backoff * 2).min(Duration::from_secs(8));
+                continue;
+            }
+            _ => continue,
+        };
+        report.connects.fetch_add(1, Ordering::Relaxed);
+        backoff = Duration::from_millis(200);
+        // Resend what the server has not seen yet, from the local buffer.
+        let mut broken = false;
+        for (s, text) in sent.iter().filter(|(s, _)| *s >= next_seq) {
+            let _ = s;
+            if tx.send(Message::Text(text.clone().into())).await.is_err() {
+                broken = true;
+                break;
+            }
+        }
+        if broken {
+            continue;
+        }
+        loop {
+            if Instant::now() >= deadline {
+                let _ = tx
+                    .send(Message::Text(json!({"type": "bye"}).to_string().into()))
+                    .await;
+                let _ = tx.close().await;
+                return;
+            }
+            tokio::select! {
+                _ = tokio::time::sleep_until(storm.unwrap_or(deadline).into()), if storm.is_some() => {
+                    // Dropping both halves closes the TCP connection with no close frame.
+                    storm = None;
+                    report.storm_drops.fetch_add(1, Ordering::Relaxed);
+                    break;
+                }
+                _ = tokio::time::sleep_until(next_tick.into()) => {
+                    let lag = Instant::now().saturating_duration_since(next_tick);
+                    report.max_lag_us.fetch_max(lag.as_micros() as u64, Ordering::Relaxed);
+                    next_tick += period;
+                    let (p, s) = sig.next();
+                    let mut leads = serde_json::Map::new();
+                    leads.insert("II".into(), json!(p));
+                    if let Some(s) = s {
+                        leads.insert("V".into(), json!(s));
+                    }
+                    let t_ms = base_ms + seq as i64 * 100;
+                    let text = json!({"type": "samples", "seq": seq, "t_ms": t_ms, "leads": leads}).to_string();
+                    sent.push_back((seq, text.clone()));
+                    if sent.len() > 600 {
+                        sent.pop_front();
+                    }
+                    seq += 1;
+                    let roll: f64 = rng.random();
+                    let f = opts.faults;
+                    let mut out = Vec::new();
+                    if roll < f.drop {
+                        // dropped on the way
+                    } else if roll < f.drop + f.duplicate {
+                        out.push(text.clone());
+                        out.push(text);
+                    } else if roll < f.drop + f.duplicate + f.corrupt {
+                        out.push(text[..text.len() / 2].to_owned());
+                        out.push(text);
+                    } else {
+                        out.push(text);
+                    }
+                    if seq.is_multiple_of(10) {
+                        vseq += 1;
+                        let hr = sig.heart_rate(start_pos, vseq);
+                        out.push(json!({"type": "vitals", "seq": vseq, "t_ms": base_ms + vseq as i64 * 1000,
+                                        "values": [{"name": "hr", "value": hr, "status": []}]}).to_string());
+                    }
+                    for m in out {
+                        if tx.send(Message::Text(m.into())).await.is_err() {
+                            broken = true;
+                            break;
+                        }
+                        report.frames_sent.fetch_add(1, Ordering::Relaxed);
+                    }
+                    if broken {
+                        break;
+                    }
+                }
+                msg = rx.next() => match msg {
+                    Some(Ok(Message::Text(t))) if t.contains("\"type\":\"error\"") => {
+                        report.errors_received.fetch_add(1, Ordering::Relaxed);
+                    }
+                    Some(Ok(Message::Close(_))) | None | Some(Err(_)) => {
+                        report.closes_received.fetch_add(1, Ordering::Relaxed);
+                        break;
+                    }
+                    _ => {}
+                }
+            }
+        }
+        tokio::time::sleep(backoff).await;
+    }
+}

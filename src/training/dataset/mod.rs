@@ -1,0 +1,238 @@
+//! The training and evaluation data set: PhysioNet records at 250 Hz, windows with labels,
+//! lead presence and 1 Hz heart rate, and the patient-wise split.
+//!
+//! Reads records through [`wfdb`](crate::training::wfdb); [`train`](crate::training::train) and the zoo's
+//! prediction checks consume [`Dataset`]. The normalisation that turns a window into model
+//! input lives in [`zoo::preprocess`](crate::zoo::preprocess), shared with serving.
+
+mod labels;
+mod split;
+mod windows;
+
+pub use labels::{Span, VENTRICULAR_RHYTHMS, overlap, ventricular_spans};
+pub use split::{Split, SplitName};
+pub use windows::{Dataset, Window, WindowSpec};
+
+use std::path::{Path, PathBuf};
+
+use rayon::prelude::*;
+
+use crate::core::window::{MAX_LEADS, SAMPLE_RATE_HZ};
+use crate::signal::heart_rate::{detect_qrs, heart_rate_at};
+use crate::signal::resample::resample;
+use crate::training::wfdb::{self, Record, WfdbError};
+
+/// What can go wrong building the data set.
+#[derive(Debug, thiserror::Error)]
+pub enum DatasetError {
+    #[error(transparent)]
+    Wfdb(#[from] WfdbError),
+    #[error("{path}: {source}")]
+    Io {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("data folder {0} has none of vfdb/, cudb/, mitdb/ (set --data or HOLMES_DATA)")]
+    NoData(PathBuf),
+    #[error("{path}: {reason}")]
+    Split { path: PathBuf, reason: String },
+    #[error("record {record}: {reason}")]
+    Record { record: String, reason: String },
+}
+
+/// The three PhysioNet databases the zoo learns from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Database {
+    Vfdb,
+    Cudb,
+    Mitdb,
+}
+
+impl Database {
+    pub const ALL: [Database; 3] = [Database::Vfdb, Database::Cudb, Database::Mitdb];
+
+    /// Folder name under the data directory, also the prefix of record keys.
+    pub fn name(self) -> &'static str {
+        match self {
+            Database::Vfdb => "vfdb",
+            Database::Cudb => "cudb",
+            Database::Mitdb => "mitdb",
+        }
+    }
+
+    pub fn from_name(s: &str) -> Option<Database> {
+        Database::ALL.into_iter().find(|d| d.name() == s)
+    }
+}
+
+/// One record, resampled to [`SAMPLE_RATE_HZ`], with its label and noise intervals.
+#[derive(Debug, Clone)]
+pub struct RecordData {
+    pub db: Database,
+    /// Key `db/name`, e.g. `mitdb/201`.
+    pub key: String,
+    /// Patient group: records of one patient share it (mitdb 201 and 202).
+    pub group: String,
+    /// ECG signals in mV at 250 Hz: `leads[0]` primary, `leads[1]` secondary.
+    pub leads: Vec<Vec<f32>>,
+    /// Header descriptions of the leads (e.g. `MLII`, `V1`, or `ECG` when unnamed).
+    pub lead_names: Vec<String>,
+    /// Ventricular tachyarrhythmia intervals (samples at 250 Hz).
+    pub positive: Vec<Span>,
+    /// Noise-marked intervals per lead.
+    pub noise: Vec<Vec<Span>>,
+    /// QRS sample indices at 250 Hz.
+    pub beats: Vec<i64>,
+    /// True when `beats` come from reference annotations, false when from the detector.
+    pub beats_annotated: bool,
+}
+
+impl RecordData {
+    /// Samples per lead.
+    pub fn len(&self) -> usize {
+        self.leads.first().map_or(0, Vec::len)
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+/// Patient group of a record key (mitdb 201 and 202 are one subject).
+pub fn group_of(key: &str) -> String {
+    match key {
+        "mitdb/201" | "mitdb/202" => "mitdb/201+202".to_owned(),
+        k => k.to_owned(),
+    }
+}
+
+/// Record keys listed in `<data>/<db>/RECORDS`, for the databases present.
+pub fn record_keys(data: &Path) -> Result<Vec<(Database, String)>, DatasetError> {
+    let mut out = Vec::new();
+    for db in Database::ALL {
+        let path = data.join(db.name()).join("RECORDS");
+        if !path.exists() {
+            continue;
+        }
+        let text = std::fs::read_to_string(&path).map_err(|source| DatasetError::Io {
+            path: path.clone(),
+            source,
+        })?;
+        out.extend(
+            text.lines()
+                .map(str::trim)
+                .filter(|l| !l.is_empty())
+                .map(|l| (db, l.to_owned())),
+        );
+    }
+    if out.is_empty() {
+        return Err(DatasetError::NoData(data.to_owned()));
+    }
+    Ok(out)
+}
+
+/// A record's signals at 250 Hz, its beats, and its annotations (rescaled to 250 Hz).
+#[derive(Debug, Clone)]
+pub struct Signals {
+    /// ECG signals in mV: `leads[0]` primary, `leads[1]` secondary.
+    pub leads: Vec<Vec<f32>>,
+    pub lead_names: Vec<String>,
+    /// QRS sample indices at 250 Hz.
+    pub beats: Vec<i64>,
+    /// True when `beats` come from reference annotations, false when from the detector.
+    pub beats_annotated: bool,
+    /// Reference annotations (empty when the record has no `.atr`).
+    pub annotations: Vec<wfdb::Annotation>,
+}
+
+/// Reads record `name` in `dir`: signals resampled to 250 Hz, beats from the `.atr` file
+/// when it annotates them, from the QRS detector otherwise (or when there is no `.atr`).
+pub fn read_signals(dir: &Path, name: &str) -> Result<Signals, DatasetError> {
+    let rec = Record::open(dir, name)?;
+    let key = dir.join(name).display().to_string();
+    let fs = rec.header.fs;
+    if fs.fract() != 0.0 || rec.header.signals.is_empty() {
+        return Err(DatasetError::Record {
+            record: key,
+            reason: format!("needs signals at an integral sampling rate (has {fs} Hz)"),
+        });
+    }
+    let nleads = rec.header.signals.len().min(MAX_LEADS);
+    let leads = (0..nleads)
+        .map(|i| resample(&rec.physical(i), fs as usize, SAMPLE_RATE_HZ))
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|reason| DatasetError::Record {
+            record: key.clone(),
+            reason,
+        })?;
+    let atr = dir.join(format!("{name}.atr"));
+    let mut annotations = if atr.exists() {
+        wfdb::read_annotations(&atr)?
+    } else {
+        Vec::new()
+    };
+    labels::rescale(&mut annotations, fs, SAMPLE_RATE_HZ as f64);
+    let (beats, beats_annotated) = match labels::annotated_beats(&annotations) {
+        Some(b) => (b, true),
+        None => (detect_qrs(&leads[0], SAMPLE_RATE_HZ as f64), false),
+    };
+    Ok(Signals {
+        lead_names: rec.header.signals[..nleads]
+            .iter()
+            .map(|s| s.description.clone())
+            .collect(),
+        leads,
+        beats,
+        beats_annotated,
+        annotations,
+    })
+}
+
+/// Loads one record of a database: signals to 250 Hz mV, annotations to intervals and beats.
+pub fn load_record(data: &Path, db: Database, name: &str) -> Result<RecordData, DatasetError> {
+    let dir = data.join(db.name());
+    let key = format!("{}/{name}", db.name());
+    if !dir.join(format!("{name}.atr")).exists() {
+        return Err(DatasetError::Record {
+            record: key,
+            reason: "has no reference annotations (.atr)".into(),
+        });
+    }
+    let s = read_signals(&dir, name)?;
+    let len = s.leads[0].len() as i64;
+    Ok(RecordData {
+        db,
+        group: group_of(&key),
+        positive: ventricular_spans(&s.annotations, len),
+        noise: labels::noise_spans(&s.annotations, s.leads.len(), len),
+        lead_names: s.lead_names,
+        beats: s.beats,
+        beats_annotated: s.beats_annotated,
+        leads: s.leads,
+        key,
+    })
+}
+
+/// Loads every record of every database present under `data`, in parallel, in key order.
+pub fn load_all(data: &Path) -> Result<Vec<RecordData>, DatasetError> {
+    load_keys(data, &record_keys(data)?)
+}
+
+/// Loads the given records, in parallel, in the given order.
+pub fn load_keys(
+    data: &Path,
+    keys: &[(Database, String)],
+) -> Result<Vec<RecordData>, DatasetError> {
+    keys.par_iter()
+        .map(|(db, name)| load_record(data, *db, name))
+        .collect()
+}
+
+/// The data directory: `HOLMES_DATA` if set, else `../shared/data/physionet` from the
+/// crate root.
+pub fn default_data_dir() -> PathBuf {
+    std::env::var_os("HOLMES_DATA")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/data/physionet"))
+}

@@ -1,0 +1,7 @@
+//! The training side, offline: PhysioNet records ([`wfdb`]) become labelled windows and the
+//! patient-wise split ([`dataset`]), from which [`train`] fits the zoo's models and writes
+//! their folders. Nothing on the serving side imports this.
+
+pub mod dataset;
+pub mod train;
+pub mod wfdb;
