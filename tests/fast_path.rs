@@ -5,8 +5,8 @@
 
 mod common;
 
+use holmes::core::stats::max_abs_diff;
 use holmes::signal::ecgsyn::EcgSyn;
-use holmes::tools::cpu_bench::max_abs_diff;
 use holmes::training::dataset::{self, Database, Dataset, WindowSpec};
 use holmes::zoo::{self, InferencePath, Input, Kernel, ZooModel, logits_to_probs};
 

@@ -69,7 +69,7 @@ pub async fn serve(cfg: Config) -> Result<(), ApplianceError> {
         );
         tokio::spawn(notify::watchdog(notifier.clone(), every, live))
     });
-    crate::cli::shutdown_signal().await;
+    shutdown_signal().await;
     tracing::info!(
         timeout_secs = service.shutdown_timeout_secs,
         "Shutting down: closing monitors, finishing windows in flight, flushing the database"
@@ -121,6 +121,22 @@ async fn probe_http(addr: SocketAddr) -> Result<(), ApplianceError> {
     tokio::time::timeout(Duration::from_secs(10), attempt)
         .await
         .map_err(|_| fail("no answer within 10 s".into()))?
+}
+
+/// SIGTERM or ctrl-c, whichever comes first.
+pub async fn shutdown_signal() {
+    let ctrl_c = tokio::signal::ctrl_c();
+    #[cfg(unix)]
+    {
+        let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+            .expect("installing the SIGTERM handler");
+        tokio::select! {
+            _ = ctrl_c => {}
+            _ = term.recv() => {}
+        }
+    }
+    #[cfg(not(unix))]
+    let _ = ctrl_c.await;
 }
 
 #[cfg(test)]

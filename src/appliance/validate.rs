@@ -18,17 +18,6 @@ pub enum ValidateError {
     Problems(usize),
 }
 
-/// Flags of `holmes validate`.
-#[derive(Debug, clap::Args)]
-pub struct ValidateArgs {
-    /// Config file [default: the embedded defaults, config/holmes.toml].
-    #[arg(long)]
-    pub config: Option<PathBuf>,
-    /// Zoo folder [default: the config's ensemble.models_dir].
-    #[arg(long)]
-    pub models: Option<PathBuf>,
-}
-
 /// What the checks found: problems (each one line) and, when there are none, a summary.
 #[derive(Debug, Default)]
 pub struct Report {
@@ -37,8 +26,8 @@ pub struct Report {
 }
 
 /// Runs the checks, prints one line per problem (stderr) or the summary (stdout).
-pub fn main(args: &ValidateArgs) -> Result<(), ValidateError> {
-    let report = check(args.config.as_deref(), args.models.as_deref());
+pub fn main(config: Option<&Path>, models: Option<&Path>) -> Result<(), ValidateError> {
+    let report = check(config, models);
     for p in &report.problems {
         eprintln!("error: {p}");
     }

@@ -198,7 +198,7 @@ fn netcalc_ms(ts_ms: f64, beds: usize, hop_s: f64) -> f64 {
 }
 
 /// The fast latency estimators.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, clap::ValueEnum)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Estimator {
     /// The members' batch-1 service times added up (they share the CPU) plus the
@@ -214,6 +214,18 @@ impl Estimator {
         match self {
             Estimator::Netcalc => "netcalc",
             Estimator::Des => "des",
+        }
+    }
+}
+
+impl std::str::FromStr for Estimator {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Estimator, String> {
+        match s {
+            "netcalc" => Ok(Estimator::Netcalc),
+            "des" => Ok(Estimator::Des),
+            _ => Err(format!("unknown estimator {s:?} (netcalc or des)")),
         }
     }
 }

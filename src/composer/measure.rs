@@ -19,6 +19,15 @@ use crate::serving::engine::{Engine, MemberSpec, accelerator};
 use crate::serving::store::{self, ServedEnsemble};
 use crate::zoo::{Input, Manifest};
 
+/// Why measuring an ensemble failed.
+#[derive(Debug, thiserror::Error)]
+pub enum MeasureError {
+    #[error(transparent)]
+    Store(#[from] crate::serving::store::StoreError),
+    #[error(transparent)]
+    Engine(#[from] crate::serving::engine::EngineError),
+}
+
 /// Measures ensembles of the zoo in `dir`.
 pub struct Measurer {
     dir: PathBuf,
@@ -79,7 +88,7 @@ impl Measurer {
         netcalc::delay_bound(&netcalc::staggered(beds, hop_s), hop_s, 1.0 / ts, ts) * 1000.0
     }
 
-    fn run(&self, b: &[bool]) -> anyhow::Result<f64> {
+    fn run(&self, b: &[bool]) -> Result<f64, MeasureError> {
         let members: Vec<&Manifest> = self
             .manifests
             .iter()
@@ -173,6 +182,6 @@ impl Measurer {
         st.close();
         let _ = writer.join();
         times.sort_by(f64::total_cmp);
-        Ok(times[((times.len() - 1) as f64 * 0.95).round() as usize])
+        Ok(crate::core::stats::percentile(&times, 0.95))
     }
 }

@@ -22,45 +22,30 @@ use super::search::Goal;
 use crate::config::Config;
 use crate::config::HolmesParams;
 
-/// Flags of `holmes compose`.
-#[derive(Debug, Clone, clap::Args)]
+/// What `holmes compose` asks for (the command line's flags).
+#[derive(Debug, Clone)]
 pub struct ComposeArgs {
-    /// Latency budget(s) in ms [default: the config's slo_ms; with --method all, three
-    /// budgets covering the zoo's range].
-    #[arg(long)]
+    /// Latency budget(s) in ms (empty: the config's slo_ms; with method `all`, three budgets
+    /// covering the zoo's range).
     pub budget_ms: Vec<f64>,
     /// Solve the dual (HOLMES appendix A.6) instead: the lowest latency whose validation
-    /// ROC-AUC is at least this (repeatable).
-    #[arg(long, conflicts_with = "budget_ms")]
+    /// ROC-AUC is at least this.
     pub min_accuracy: Vec<f64>,
     /// Beds served.
-    #[arg(long, default_value_t = 64)]
     pub beds: usize,
     /// holmes, holmes-ucb, rd, af, lf, npo, exact, or all.
-    #[arg(long, default_value = "holmes")]
     pub method: String,
     /// Profiler-call budget of HOLMES and NPO.
-    #[arg(long, default_value_t = 100)]
     pub calls: usize,
-    /// Fast latency estimate: the sum of service times plus the network-calculus bound (the
-    /// default: it was the closer to the measured engine, see the README), or the
-    /// discrete-event simulation of the engine's queues, batches and shared cores.
-    #[arg(long, value_enum, default_value_t = Estimator::Netcalc)]
+    /// The fast latency estimate.
     pub estimator: Estimator,
-    /// Batches the simulation runs at full speed at once [default: this machine's cores].
-    #[arg(long)]
+    /// Batches the simulation runs at full speed at once (None: this machine's cores).
     pub cores: Option<usize>,
-    /// Measure each profiled ensemble through the real engine (slow) instead of the fast
-    /// estimate; also reports how far both estimators were.
-    #[arg(long)]
+    /// Measure each profiled ensemble through the real engine (slow).
     pub measured: bool,
-    #[arg(long)]
-    pub config: Option<PathBuf>,
     /// Folder for report.json, report.md and pareto.svg.
-    #[arg(long, default_value = "compose-report")]
     pub report: PathBuf,
     /// Print the report as JSON (and no progress bar).
-    #[arg(long)]
     pub json: bool,
 }
 

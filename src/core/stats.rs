@@ -1,5 +1,5 @@
-//! Percentiles of measured times: the one definition used by profiles, the latency watch, the
-//! bench and the reports.
+//! Percentiles of measured times (the one definition used by profiles, the latency watch, the
+//! bench and the reports), and the largest difference between two outputs.
 
 /// The `q`-quantile (0..=1) of ascending `sorted` values, nearest rank (`NaN` when empty).
 pub fn percentile(sorted: &[f64], q: f64) -> f64 {
@@ -7,6 +7,20 @@ pub fn percentile(sorted: &[f64], q: f64) -> f64 {
         return f64::NAN;
     }
     sorted[((sorted.len() - 1) as f64 * q.clamp(0.0, 1.0)).round() as usize]
+}
+
+/// Largest absolute difference (infinite when the lengths differ or a value is NaN).
+pub fn max_abs_diff(a: &[f32], b: &[f32]) -> f32 {
+    if a.len() != b.len() {
+        return f32::INFINITY;
+    }
+    a.iter()
+        .zip(b)
+        .map(|(x, y)| {
+            let d = (x - y).abs();
+            if d.is_nan() { f32::INFINITY } else { d }
+        })
+        .fold(0.0, f32::max)
 }
 
 #[cfg(test)]

@@ -19,30 +19,25 @@ use std::time::Instant;
 use burn::tensor::backend::Backend;
 use burn::tensor::{Tensor, TensorData};
 
+use crate::core::stats::max_abs_diff;
 use crate::zoo::{
     FastResNeXt1d, FoldedBlock, FoldedWeights, InferencePath, ResNeXt1d, ResNeXtArch, same_padding,
 };
 
 /// `holmes bench-cpu` arguments.
-#[derive(Debug, clap::Args)]
+#[derive(Debug, Clone)]
 pub struct BenchCpuArgs {
     /// Folder holding gen_onnx.py's output (weights_W_D.{bin,txt}, verify_W_D_{in,ort}.bin).
-    #[arg(long)]
     pub weights: PathBuf,
     /// Answer the line protocol on stdin instead of printing a table.
-    #[arg(long)]
     pub serve: bool,
     /// Configurations `WxD`, comma-separated.
-    #[arg(long, default_value = "8x2,32x4,64x8,128x16")]
     pub configs: String,
     /// Batch sizes, comma-separated.
-    #[arg(long, default_value = "1,8,32")]
     pub batches: String,
     /// Timed forward passes per path and point.
-    #[arg(long, default_value_t = 10)]
     pub iters: usize,
     /// Run on the CUDA device (builds with `--features cuda` only).
-    #[arg(long)]
     pub cuda: bool,
 }
 
@@ -333,20 +328,6 @@ impl<B: Backend> Reference<B> {
             })
             .collect()
     }
-}
-
-/// Largest absolute difference (infinite when the lengths differ or a value is NaN).
-pub fn max_abs_diff(a: &[f32], b: &[f32]) -> f32 {
-    if a.len() != b.len() {
-        return f32::INFINITY;
-    }
-    a.iter()
-        .zip(b)
-        .map(|(x, y)| {
-            let d = (x - y).abs();
-            if d.is_nan() { f32::INFINITY } else { d }
-        })
-        .fold(0.0, f32::max)
 }
 
 /// A timing input like the yardstick's: a 1.2 Hz sine plus uniform noise, `[batch, 1, 7500]`.

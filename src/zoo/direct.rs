@@ -494,7 +494,7 @@ impl DirectNet {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::tools::cpu_bench::max_abs_diff;
+    use crate::core::stats::max_abs_diff;
     use burn::backend::Flex;
     use burn::nn::PaddingConfig1d;
     use burn::nn::conv::Conv1dConfig;

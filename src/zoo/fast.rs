@@ -385,7 +385,7 @@ mod tests {
                     let fast = m.inference_form_with(kernel);
                     assert_eq!(fast.kernel(), kernel);
                     let got: Vec<f32> = fast.forward(x.clone()).into_data().to_vec().unwrap();
-                    let diff = crate::tools::cpu_bench::max_abs_diff(&want, &got);
+                    let diff = crate::core::stats::max_abs_diff(&want, &got);
                     assert!(
                         diff < 1e-4,
                         "W{width} g{group_width} batch {batch} {kernel:?}: {diff}"

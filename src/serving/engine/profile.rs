@@ -11,6 +11,7 @@ use std::time::{Duration, Instant};
 use rusqlite::params;
 use serde::Serialize;
 
+use crate::core::stats::percentile;
 use crate::core::time::now_ms;
 use crate::serving::engine::accelerator::{self, Accelerator};
 use crate::serving::store::StoreError;
@@ -122,11 +123,6 @@ fn solve3(m: [[f64; 3]; 3], v: [f64; 3]) -> Option<[f64; 3]> {
         *o = det(mk) / d;
     }
     Some(out)
-}
-
-fn percentile(sorted: &[f64], q: f64) -> f64 {
-    let i = ((sorted.len() - 1) as f64 * q).round() as usize;
-    sorted[i]
 }
 
 /// Options of one profiling run.

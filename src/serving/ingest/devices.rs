@@ -19,14 +19,12 @@ use std::time::{Duration, Instant};
 use rand::RngCore;
 use rusqlite::{Connection, OptionalExtension, params};
 use serde::Serialize;
-use serde_json::json;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 use crate::config::AuthConfig;
 use crate::core::time::now_ms;
 use crate::protocol::close;
-use crate::serving::store::audit::{Action, AuditLog};
 use crate::serving::ward::Ward;
 
 #[derive(Debug, thiserror::Error)]
@@ -337,141 +335,6 @@ impl DeviceAuth {
     }
 }
 
-/// The actor the audit log records for the command line: `cli:<login>`.
-pub fn cli_actor() -> String {
-    let user = std::env::var("SUDO_USER")
-        .or_else(|_| std::env::var("USER"))
-        .unwrap_or_else(|_| "unknown".into());
-    format!("cli:{user}")
-}
-
-/// `holmes device ...`.
-#[derive(Debug, clap::Subcommand)]
-pub enum DeviceCommand {
-    /// Issues a token for a monitor (or gateway) and prints it once on standard output; only
-    /// its hash is stored.
-    Add {
-        /// The device name the monitor sends in its hello's `device`.
-        name: String,
-        /// Bind the device to this bed: its hellos for other beds are refused.
-        #[arg(long)]
-        bed: Option<String>,
-        /// Config file [default: the embedded defaults].
-        #[arg(long)]
-        config: Option<PathBuf>,
-        /// Database [default: the config's].
-        #[arg(long)]
-        db: Option<PathBuf>,
-    },
-    /// Revokes a device's token: new hellos are refused and a running daemon closes its
-    /// connections within `auth.devices_refresh_secs`.
-    Revoke {
-        name: String,
-        #[arg(long)]
-        config: Option<PathBuf>,
-        #[arg(long)]
-        db: Option<PathBuf>,
-    },
-    /// Lists the devices (no tokens).
-    List {
-        #[arg(long)]
-        config: Option<PathBuf>,
-        #[arg(long)]
-        db: Option<PathBuf>,
-        /// Machine-readable output.
-        #[arg(long)]
-        json: bool,
-    },
-}
-
-fn database(config: Option<&Path>, db: Option<PathBuf>) -> anyhow::Result<PathBuf> {
-    Ok(match db {
-        Some(d) => d,
-        None => crate::config::Config::load(config)?.storage.db,
-    })
-}
-
-/// Runs `holmes device ...`.
-pub fn run(cmd: DeviceCommand) -> anyhow::Result<()> {
-    match cmd {
-        DeviceCommand::Add {
-            name,
-            bed,
-            config,
-            db,
-        } => {
-            let db = database(config.as_deref(), db)?;
-            let token = DeviceDb::open(&db)?.add(&name, bed.as_deref())?;
-            AuditLog::new(&db).write(
-                Some(&cli_actor()),
-                Action::DeviceAdded,
-                &json!({"device": name, "bed": bed}),
-            )?;
-            eprintln!(
-                "device {name} added to {}; its token (shown only now; put it in the monitor's \
-                 configuration):",
-                db.display()
-            );
-            println!("{token}");
-        }
-        DeviceCommand::Revoke { name, config, db } => {
-            let db = database(config.as_deref(), db)?;
-            DeviceDb::open(&db)?.revoke(&name)?;
-            AuditLog::new(&db).write(
-                Some(&cli_actor()),
-                Action::DeviceRevoked,
-                &json!({"device": name}),
-            )?;
-            println!("device {name} revoked in {}", db.display());
-        }
-        DeviceCommand::List { config, db, json } => {
-            let db = database(config.as_deref(), db)?;
-            let devices = DeviceDb::open(&db)?.list()?;
-            if json {
-                println!("{}", serde_json::to_string_pretty(&devices)?);
-            } else {
-                println!(
-                    "{:<32} {:<16} {:<20} status",
-                    "device", "bed", "created (UTC)"
-                );
-                for d in devices {
-                    println!(
-                        "{:<32} {:<16} {:<20} {}",
-                        d.name,
-                        d.bed.as_deref().unwrap_or("any"),
-                        utc(d.created_ms),
-                        d.revoked_ms
-                            .map_or("active".into(), |t| format!("revoked {}", utc(t)))
-                    );
-                }
-            }
-        }
-    }
-    Ok(())
-}
-
-/// Unix milliseconds as `YYYY-MM-DD HH:MM:SS` (UTC).
-fn utc(ms: i64) -> String {
-    let secs = ms.div_euclid(1000);
-    let (days, rem) = (secs.div_euclid(86_400), secs.rem_euclid(86_400));
-    // Civil date from days since 1970-01-01 (H. Hinnant's algorithm).
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = doy - (153 * mp + 2) / 5 + 1;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 };
-    let y = yoe + era * 400 + i64::from(m <= 2);
-    format!(
-        "{y:04}-{m:02}-{d:02} {:02}:{:02}:{:02}",
-        rem / 3600,
-        rem / 60 % 60,
-        rem % 60
-    )
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -556,11 +419,5 @@ mod tests {
         )
         .unwrap();
         assert_eq!(open.admit("x", "y", "z").await, Ok(()));
-    }
-
-    #[test]
-    fn times_print_in_utc() {
-        assert_eq!(utc(0), "1970-01-01 00:00:00");
-        assert_eq!(utc(1_700_000_000_000), "2023-11-14 22:13:20");
     }
 }

@@ -234,18 +234,18 @@ impl RecentLatency {
     /// p50, p95 and p99 (ms) and the count of the latencies committed within `span`.
     pub fn percentiles(&self, span: Duration) -> Option<([f64; 3], usize)> {
         let now = Instant::now();
-        let mut v: Vec<f32> = self
+        let mut v: Vec<f64> = self
             .0
             .iter()
             .rev()
             .take_while(|(t, _)| now.duration_since(*t) <= span)
-            .map(|x| x.1)
+            .map(|x| x.1 as f64)
             .collect();
         if v.is_empty() {
             return None;
         }
-        v.sort_by(f32::total_cmp);
-        let q = |p: f64| v[((v.len() - 1) as f64 * p).round() as usize] as f64;
+        v.sort_by(f64::total_cmp);
+        let q = |p: f64| crate::core::stats::percentile(&v, p);
         Some(([q(0.5), q(0.95), q(0.99)], v.len()))
     }
 

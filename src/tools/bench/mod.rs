@@ -12,19 +12,21 @@
 pub mod daemon;
 pub mod prom;
 
-use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use serde::Serialize;
 
 use crate::config::Config;
-use crate::tools::sim::{Faults, SimOptions, Source};
+use crate::core::stats::percentile;
+use crate::tools::sim::{SimOptions, Source};
 use daemon::Daemon;
 
 #[derive(Debug, thiserror::Error)]
 pub enum BenchError {
     #[error(transparent)]
     Io(#[from] std::io::Error),
+    #[error("writing the report: {0}")]
+    Json(#[from] serde_json::Error),
     #[error("benchmark configuration: {0}")]
     Config(String),
     #[error("the daemon exited during start-up ({0}); its log ends:\n{1}")]
@@ -46,7 +48,7 @@ pub enum BenchError {
 }
 
 /// What the load does.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, clap::ValueEnum)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Scenario {
     /// Every bed streams for the whole run; window closings spread over the hop.
@@ -63,42 +65,47 @@ pub enum Scenario {
     Ingest,
 }
 
-/// `holmes bench`'s arguments.
-#[derive(Debug, Clone, clap::Args)]
+/// What `holmes bench` asks for (the command line's flags).
+#[derive(Debug, Clone)]
 pub struct BenchArgs {
-    /// Simulated beds (repeatable: one run per count; the start of a `--capacity` search).
-    #[arg(long, default_values_t = [16usize])]
+    /// Simulated beds: one run per count, or the start of a capacity search.
     pub beds: Vec<usize>,
-    #[arg(long, value_enum, default_value_t = Scenario::Steady)]
     pub scenario: Scenario,
-    /// Ensemble members [default: the config's].
-    #[arg(long, conflicts_with_all = ["composed", "whole_zoo"])]
+    /// Ensemble members (empty: the config's).
     pub members: Vec<String>,
-    /// Serve the ensemble the composer picks for each bed count (from the stored profiles in
-    /// the config's database) instead of fixed members.
-    #[arg(long)]
+    /// Serve the ensemble the composer picks for each bed count instead of fixed members.
     pub composed: bool,
     /// Every model in the zoo as a member (the memory test).
-    #[arg(long, conflicts_with = "composed")]
     pub whole_zoo: bool,
-    /// Wall-clock seconds of load per run (two hops need about 70).
-    #[arg(long, default_value_t = 75.0)]
+    /// Wall-clock seconds of load per run.
     pub duration: f64,
     /// Replay PhysioNet records instead of synthetic ECG.
-    #[arg(long)]
     pub records: bool,
-    /// Signal seconds per wall second (keep 1 for real measurements).
-    #[arg(long, default_value_t = 1.0)]
+    /// Signal seconds per wall second.
     pub speed: f64,
-    /// Find the most beds within the budget: double from `--beds` until a run fails, then
-    /// bisect.
-    #[arg(long)]
+    /// Find the most beds within the budget: double until a run fails, then bisect.
     pub capacity: bool,
-    /// Config file [default: embedded defaults].
-    #[arg(long)]
-    pub config: Option<PathBuf>,
-    #[arg(long)]
     pub json: bool,
+}
+
+impl std::str::FromStr for Scenario {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Scenario, String> {
+        Ok(match s {
+            "steady" => Scenario::Steady,
+            "aligned" => Scenario::Aligned,
+            "storm" => Scenario::Storm,
+            "ramp" => Scenario::Ramp,
+            "overload" => Scenario::Overload,
+            "ingest" => Scenario::Ingest,
+            _ => {
+                return Err(format!(
+                    "unknown scenario {s:?} (steady, aligned, storm, ramp, overload or ingest)"
+                ));
+            }
+        })
+    }
 }
 
 /// One run's plan.
@@ -170,8 +177,7 @@ pub struct BenchReport {
 }
 
 /// `holmes bench`.
-pub fn main(args: BenchArgs) -> anyhow::Result<()> {
-    let cfg = Config::load(args.config.as_deref())?;
+pub fn main(cfg: Config, args: BenchArgs) -> Result<(), BenchError> {
     raise_open_files();
     let source = if args.records {
         Source::Records(crate::training::dataset::default_data_dir())
@@ -335,17 +341,10 @@ pub async fn run(mut base: Config, opts: BenchOptions) -> Result<BenchReport, Be
         })
     };
     let sim = SimOptions {
-        url: format!("ws://{}/ws/monitor", daemon.addr),
-        beds: opts.beds,
-        source: opts.source.clone(),
         duration: opts.duration,
         speed: opts.speed,
         token,
         device: Some("bench".into()),
-        ca: None,
-        bed_prefix: "bed-".into(),
-        faults: Faults::default(),
-        records: Vec::new(),
         seed: 11,
         ramp: if opts.scenario == Scenario::Ramp {
             opts.duration / 3
@@ -353,6 +352,11 @@ pub async fn run(mut base: Config, opts: BenchOptions) -> Result<BenchReport, Be
             Duration::ZERO
         },
         storm_at: (opts.scenario == Scenario::Storm).then_some(opts.duration / 2),
+        ..SimOptions::new(
+            format!("ws://{}/ws/monitor", daemon.addr),
+            opts.beds,
+            opts.source.clone(),
+        )
     };
     let sent = crate::tools::sim::run(sim).await?;
     let (cpu, secs) = (daemon.cpu_seconds() - cpu0, t0.elapsed().as_secs_f64());
@@ -395,9 +399,9 @@ pub async fn run(mut base: Config, opts: BenchOptions) -> Result<BenchReport, Be
         superseded: count("superseded"),
         dropped: count("dropped"),
         insufficient: count("insufficient_signal"),
-        latency_ms_p50: pct(&lat, 0.5),
-        latency_ms_p95: pct(&lat, 0.95),
-        latency_ms_p99: pct(&lat, 0.99),
+        latency_ms_p50: percentile(&lat, 0.5),
+        latency_ms_p95: percentile(&lat, 0.95),
+        latency_ms_p99: percentile(&lat, 0.99),
         latency_ms_max: lat.last().copied().unwrap_or(f64::NAN),
         queue_ms_mean: ms(m.mean("holmes_queue_seconds")),
         compute_ms_mean: ms(m.mean("holmes_compute_seconds")),
@@ -502,11 +506,4 @@ fn outcomes(db: &std::path::Path) -> Result<(Vec<Outcome>, u64), BenchError> {
         r.get(0)
     })?;
     Ok((rows, gaps as u64))
-}
-
-fn pct(sorted: &[f64], q: f64) -> f64 {
-    if sorted.is_empty() {
-        return f64::NAN;
-    }
-    sorted[((sorted.len() - 1) as f64 * q).round() as usize]
 }

@@ -81,6 +81,30 @@ pub struct SimOptions {
     pub storm_at: Option<Duration>,
 }
 
+impl SimOptions {
+    /// `beds` monitors of `source` against `url` for a day, in real time, without faults:
+    /// token `demo`, beds `bed-1`, `bed-2`, ..., each its own device; every record, seed 1,
+    /// all at once. Set the fields that differ.
+    pub fn new(url: String, beds: usize, source: Source) -> SimOptions {
+        SimOptions {
+            url,
+            beds,
+            source,
+            duration: Duration::from_secs(86_400),
+            speed: 1.0,
+            token: "demo".into(),
+            device: None,
+            ca: None,
+            bed_prefix: "bed-".into(),
+            faults: Faults::default(),
+            records: Vec::new(),
+            seed: 1,
+            ramp: Duration::ZERO,
+            storm_at: None,
+        }
+    }
+}
+
 /// What the run did.
 #[derive(Debug, Default)]
 pub struct SimReport {

@@ -1,0 +1,102 @@
+//! `holmes bench` (the daemon under simulated monitors) and `holmes bench-cpu` (the zoo's
+//! convolutions against ONNX Runtime).
+
+use std::path::PathBuf;
+
+use anyhow::Result;
+
+use super::ConfigArgs;
+use crate::tools::bench::{BenchArgs, Scenario};
+use crate::tools::cpu_bench::BenchCpuArgs;
+
+/// `holmes bench`'s arguments.
+#[derive(Debug, Clone, clap::Args)]
+pub struct BenchCli {
+    /// Simulated beds (repeatable: one run per count; the start of a `--capacity` search).
+    #[arg(long, default_values_t = [16usize])]
+    pub beds: Vec<usize>,
+    /// steady, aligned, storm, ramp, overload or ingest.
+    #[arg(long, default_value = "steady")]
+    pub scenario: Scenario,
+    /// Ensemble members [default: the config's].
+    #[arg(long, conflicts_with_all = ["composed", "whole_zoo"])]
+    pub members: Vec<String>,
+    /// Serve the ensemble the composer picks for each bed count (from the stored profiles in
+    /// the config's database) instead of fixed members.
+    #[arg(long)]
+    pub composed: bool,
+    /// Every model in the zoo as a member (the memory test).
+    #[arg(long, conflicts_with = "composed")]
+    pub whole_zoo: bool,
+    /// Wall-clock seconds of load per run (two hops need about 70).
+    #[arg(long, default_value_t = 75.0)]
+    pub duration: f64,
+    /// Replay PhysioNet records instead of synthetic ECG.
+    #[arg(long)]
+    pub records: bool,
+    /// Signal seconds per wall second (keep 1 for real measurements).
+    #[arg(long, default_value_t = 1.0)]
+    pub speed: f64,
+    /// Find the most beds within the budget: double from `--beds` until a run fails, then
+    /// bisect.
+    #[arg(long)]
+    pub capacity: bool,
+    #[command(flatten)]
+    pub config: ConfigArgs,
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// `holmes bench-cpu` arguments.
+#[derive(Debug, clap::Args)]
+pub struct BenchCpuCli {
+    /// Folder holding gen_onnx.py's output (weights_W_D.{bin,txt}, verify_W_D_{in,ort}.bin).
+    #[arg(long)]
+    pub weights: PathBuf,
+    /// Answer the line protocol on stdin instead of printing a table.
+    #[arg(long)]
+    pub serve: bool,
+    /// Configurations `WxD`, comma-separated.
+    #[arg(long, default_value = "8x2,32x4,64x8,128x16")]
+    pub configs: String,
+    /// Batch sizes, comma-separated.
+    #[arg(long, default_value = "1,8,32")]
+    pub batches: String,
+    /// Timed forward passes per path and point.
+    #[arg(long, default_value_t = 10)]
+    pub iters: usize,
+    /// Run on the CUDA device (builds with `--features cuda` only).
+    #[arg(long)]
+    pub cuda: bool,
+}
+
+pub fn bench(a: BenchCli) -> Result<()> {
+    let cfg = a.config.load()?;
+    let args = BenchArgs {
+        beds: a.beds,
+        scenario: a.scenario,
+        members: a.members,
+        composed: a.composed,
+        whole_zoo: a.whole_zoo,
+        duration: a.duration,
+        records: a.records,
+        speed: a.speed,
+        capacity: a.capacity,
+        json: a.json,
+    };
+    crate::tools::bench::main(cfg, args)?;
+    Ok(())
+}
+
+pub fn bench_cpu(a: BenchCpuCli) -> Result<()> {
+    let args = BenchCpuArgs {
+        weights: a.weights,
+        serve: a.serve,
+        configs: a.configs,
+        batches: a.batches,
+        iters: a.iters,
+        cuda: a.cuda,
+    };
+    crate::tools::cpu_bench::run(&args)?;
+    Ok(())
+}

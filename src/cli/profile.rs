@@ -1,0 +1,90 @@
+//! `holmes profile`: each model's latency per batch size on each accelerator, stored.
+
+use anyhow::Result;
+
+use super::ConfigArgs;
+use crate::zoo;
+
+#[derive(Debug, clap::Args)]
+pub struct ProfileArgs {
+    /// Models to profile: names, or empty for the ensemble's members.
+    #[arg(long)]
+    models: Vec<String>,
+    /// Profile every model in the zoo.
+    #[arg(long)]
+    all: bool,
+    /// Largest batch (the bed count the appliance serves).
+    #[arg(long, default_value_t = 64)]
+    max_batch: usize,
+    /// Timed runs per batch size at least.
+    #[arg(long, default_value_t = 5)]
+    repeats: usize,
+    #[command(flatten)]
+    config: ConfigArgs,
+    #[arg(long)]
+    json: bool,
+}
+
+pub fn run(a: ProfileArgs) -> Result<()> {
+    let ProfileArgs {
+        models,
+        all,
+        max_batch,
+        repeats,
+        config,
+        json,
+    } = a;
+    let cfg = config.load()?;
+    let db = cfg.storage.db.clone();
+    let names: Vec<String> = if all {
+        zoo::model_dirs(&cfg.ensemble.models_dir)?
+            .iter()
+            .filter_map(|d| d.file_name().map(|n| n.to_string_lossy().into_owned()))
+            .collect()
+    } else if models.is_empty() {
+        cfg.ensemble.members.clone()
+    } else {
+        models
+    };
+    let opts = crate::serving::engine::profile::ProfileOptions {
+        max_batch,
+        warmup: 2,
+        min_repeats: repeats,
+        max_repeats: repeats.max(30),
+        budget: std::time::Duration::from_secs(2),
+    };
+    let mut out = Vec::new();
+    for dev in crate::serving::engine::accelerator::discover() {
+        for name in &names {
+            let p = crate::serving::engine::profile::profile_model(
+                &cfg.ensemble.models_dir.join(name),
+                &dev,
+                &opts,
+            )?;
+            crate::serving::engine::profile::store_profile(&db, &p)?;
+            if !json {
+                println!("{} on {} ({}):", p.model, p.device, p.hardware);
+                for pt in &p.points {
+                    println!(
+                        "  batch {:>4}: p50 {:>9.2} ms  p95 {:>9.2} ms  p99 {:>9.2} ms  ({} runs)  {:>8.1} windows/s",
+                        pt.batch,
+                        pt.p50_ms,
+                        pt.p95_ms,
+                        pt.p99_ms,
+                        pt.repeats,
+                        pt.batch as f64 * 1000.0 / pt.p50_ms
+                    );
+                }
+                let [a, b, c] = p.quadratic;
+                println!("  fit: p50(b) = {a:.4} b^2 + {b:.3} b + {c:.3} ms");
+            }
+            out.push(p);
+        }
+    }
+    if json {
+        println!("{}", serde_json::to_string_pretty(&out)?);
+    } else {
+        println!("stored in {}", db.display());
+    }
+    Ok(())
+}

@@ -1,0 +1,82 @@
+//! `holmes simulate`: N bedside monitors against a running daemon.
+
+use std::path::PathBuf;
+use std::sync::atomic::Ordering;
+
+use anyhow::Result;
+
+use crate::tools::sim::{Faults, SimOptions, Source};
+use crate::training::dataset;
+
+/// Flags of `holmes simulate`.
+#[derive(Debug, clap::Args)]
+pub struct SimulateArgs {
+    /// Daemon WebSocket URL.
+    #[arg(long, default_value = "ws://127.0.0.1:8080/ws/monitor")]
+    pub url: String,
+    #[arg(long, default_value_t = 8)]
+    pub beds: usize,
+    /// PhysioNet folder to replay [default: $HOLMES_DATA or ../shared/data/physionet].
+    #[arg(long, conflicts_with = "synthetic")]
+    pub source: Option<PathBuf>,
+    /// Synthetic ECG (McSharry's dynamical model) instead of recordings.
+    #[arg(long)]
+    pub synthetic: bool,
+    /// Wall-clock seconds to run.
+    #[arg(long, default_value_t = 120.0)]
+    pub duration: f64,
+    /// Signal seconds per wall-clock second.
+    #[arg(long, default_value_t = 1.0)]
+    pub speed: f64,
+    /// Device token presented in the hello (from `holmes device add`).
+    #[arg(long, default_value = "demo")]
+    pub token: String,
+    /// Device name in every hello (the token's device, as a gateway for all the beds)
+    /// [default: sim-<bed> per bed].
+    #[arg(long)]
+    pub device: Option<String>,
+    /// PEM file of the CA (or self-signed certificate) to trust for a wss:// URL [default:
+    /// the system's roots].
+    #[arg(long)]
+    pub ca: Option<PathBuf>,
+    /// Probability a frame is dropped.
+    #[arg(long, default_value_t = 0.0)]
+    pub drop: f64,
+    /// Probability a frame is sent twice.
+    #[arg(long, default_value_t = 0.0)]
+    pub duplicate: f64,
+    /// Probability a corrupt copy precedes a frame.
+    #[arg(long, default_value_t = 0.0)]
+    pub corrupt: f64,
+    /// Bed name prefix.
+    #[arg(long, default_value = "bed-")]
+    pub prefix: String,
+}
+
+pub fn run(a: SimulateArgs) -> Result<()> {
+    let source = if a.synthetic {
+        Source::Synthetic
+    } else {
+        Source::Records(a.source.clone().unwrap_or_else(dataset::default_data_dir))
+    };
+    let mut opts = SimOptions::new(a.url, a.beds, source);
+    opts.duration = std::time::Duration::from_secs_f64(a.duration);
+    opts.speed = a.speed;
+    opts.token = a.token;
+    opts.device = a.device;
+    opts.ca = a.ca;
+    opts.bed_prefix = a.prefix;
+    opts.faults = Faults {
+        drop: a.drop,
+        duplicate: a.duplicate,
+        corrupt: a.corrupt,
+    };
+    let report = super::runtime()?.block_on(crate::tools::sim::run(opts))?;
+    println!(
+        "simulation over: {} frames sent, {} connections, {} errors received",
+        report.frames_sent.load(Ordering::Relaxed),
+        report.connects.load(Ordering::Relaxed),
+        report.errors_received.load(Ordering::Relaxed)
+    );
+    Ok(())
+}

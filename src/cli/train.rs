@@ -1,0 +1,83 @@
+//! `holmes train` and `holmes split`.
+
+use std::path::PathBuf;
+
+use anyhow::{Context, Result};
+
+use crate::training::dataset::{self, Dataset, Split, WindowSpec};
+use crate::training::train::{self, TrainOptions};
+
+#[derive(Debug, clap::Args)]
+pub struct TrainArgs {
+    /// Folder holding vfdb/, cudb/ and mitdb/ [default: $HOLMES_DATA or ../shared/data/physionet]
+    #[arg(long)]
+    data: Option<PathBuf>,
+    /// Zoo folder to write.
+    #[arg(long, default_value = "models")]
+    out: PathBuf,
+    /// The committed patient-wise split.
+    #[arg(long, default_value = "config/split.toml")]
+    split: PathBuf,
+    /// Train a tiny zoo in a few minutes (for tests and smoke checks).
+    #[arg(long)]
+    quick: bool,
+    /// Train only models whose name contains this (repeatable).
+    #[arg(long)]
+    only: Vec<String>,
+    /// Retrain models that already exist.
+    #[arg(long)]
+    force: bool,
+}
+
+#[derive(Debug, clap::Args)]
+pub struct SplitArgs {
+    #[arg(long)]
+    data: Option<PathBuf>,
+    #[arg(long, default_value = "config/split.toml")]
+    out: PathBuf,
+}
+
+pub fn train(a: TrainArgs) -> Result<()> {
+    let TrainArgs {
+        data,
+        out,
+        split,
+        quick,
+        only,
+        force,
+    } = a;
+    let opts = TrainOptions {
+        data: data.unwrap_or_else(dataset::default_data_dir),
+        out,
+        split,
+        quick,
+        only,
+        force,
+    };
+    let (trained, kept) = train::run(&opts).context("training failed")?;
+    println!(
+        "trained {} model(s), kept {} existing in {}",
+        trained.len(),
+        kept.len(),
+        opts.out.display()
+    );
+    Ok(())
+}
+
+pub fn split(a: SplitArgs) -> Result<()> {
+    let SplitArgs { data, out } = a;
+    let data = data.unwrap_or_else(dataset::default_data_dir);
+    let ds = Dataset::new(dataset::load_all(&data)?, WindowSpec::default());
+    let split = Split::generate(&ds);
+    split.check().map_err(anyhow::Error::msg)?;
+    split.write(&out)?;
+    print!("{}", split.summary(&ds));
+    println!(
+        "wrote {} ({} train, {} validation, {} test records)",
+        out.display(),
+        split.train.len(),
+        split.validation.len(),
+        split.test.len()
+    );
+    Ok(())
+}

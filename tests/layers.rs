@@ -1,0 +1,185 @@
+//! The layer order of `src/`, held by reading the code's own `crate::` paths: a module may use
+//! only modules of lower layers (and its own unit), and the training side and the serving
+//! side never use each other. `src/lib.rs` draws the same order. Also: no source file over
+//! 700 lines.
+
+use std::path::{Path, PathBuf};
+
+/// The units, bottom layer first. Units in one layer may not use each other.
+const LAYERS: &[&[&str]] = &[
+    &["core"],
+    &["config"],
+    &["protocol", "signal"],
+    &["zoo"],
+    &["training"],
+    &["serving::store"],
+    &["serving::engine"],
+    &["serving::ward"],
+    &["serving::ingest"],
+    &["composer"],
+    &["dashboard"],
+    &["http"],
+    &["appliance"],
+    &["tools"],
+    &["cli"],
+];
+
+/// Units of the serving side, which must not reach the training side.
+const SERVING_SIDE: &[&str] = &[
+    "serving::store",
+    "serving::engine",
+    "serving::ward",
+    "serving::ingest",
+    "composer",
+    "dashboard",
+    "http",
+    "appliance",
+];
+
+fn rank(unit: &str) -> usize {
+    LAYERS
+        .iter()
+        .position(|l| l.contains(&unit))
+        .unwrap_or_else(|| panic!("unit {unit} is not in LAYERS"))
+}
+
+/// The unit a module path (`serving::engine::plan`) belongs to: the longest listed prefix.
+fn unit_of(path: &str) -> Option<&'static str> {
+    LAYERS
+        .iter()
+        .flat_map(|l| l.iter().copied())
+        .filter(|u| path == *u || path.starts_with(&format!("{u}::")))
+        .max_by_key(|u| u.len())
+}
+
+/// The module path of a source file: `src/serving/engine/mod.rs` -> `serving::engine`.
+fn module_of(file: &Path, src: &Path) -> String {
+    let rel = file.strip_prefix(src).unwrap().with_extension("");
+    let mut parts: Vec<String> = rel
+        .components()
+        .map(|c| c.as_os_str().to_string_lossy().into_owned())
+        .collect();
+    if parts.last().is_some_and(|p| p == "mod") {
+        parts.pop();
+    }
+    parts.join("::")
+}
+
+fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
+    for e in std::fs::read_dir(dir).unwrap() {
+        let p = e.unwrap().path();
+        if p.is_dir() {
+            rust_files(&p, out);
+        } else if p.extension().is_some_and(|x| x == "rs") {
+            out.push(p);
+        }
+    }
+}
+
+/// Code of a line without its comment (`//` not preceded by `:`, so URLs in strings stay).
+fn code_of(line: &str) -> &str {
+    let b = line.as_bytes();
+    for i in 0..b.len().saturating_sub(1) {
+        if b[i] == b'/' && b[i + 1] == b'/' && (i == 0 || b[i - 1] != b':') {
+            return &line[..i];
+        }
+    }
+    line
+}
+
+/// Every `crate::a::b...` path in a line of code, as `a::b...`.
+fn crate_paths(code: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut rest = code;
+    while let Some(i) = rest.find("crate::") {
+        let before = rest[..i].chars().last();
+        let tail = &rest[i + "crate::".len()..];
+        let end = tail
+            .find(|c: char| !(c.is_alphanumeric() || c == '_' || c == ':'))
+            .unwrap_or(tail.len());
+        if !before.is_some_and(|c| c.is_alphanumeric() || c == '_' || c == '$') {
+            out.push(tail[..end].trim_end_matches(':').to_owned());
+        }
+        rest = &tail[end..];
+    }
+    out
+}
+
+#[test]
+fn imports_only_run_down_the_layers() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let mut files = Vec::new();
+    rust_files(&src, &mut files);
+    files.sort();
+    let mut wrong = Vec::new();
+    for f in &files {
+        let module = module_of(f, &src);
+        if module == "lib" || module == "main" {
+            continue;
+        }
+        let from =
+            unit_of(&module).unwrap_or_else(|| panic!("{} is in no unit of LAYERS", f.display()));
+        let text = std::fs::read_to_string(f).unwrap();
+        for (n, line) in text.lines().enumerate() {
+            for path in crate_paths(code_of(line)) {
+                let Some(to) = unit_of(&path) else {
+                    wrong.push(format!(
+                        "{}:{}: crate::{path} names no unit",
+                        f.display(),
+                        n + 1
+                    ));
+                    continue;
+                };
+                if to == from {
+                    continue;
+                }
+                let upward = rank(to) >= rank(from);
+                let crosses = SERVING_SIDE.contains(&from) && to == "training";
+                if upward || crosses {
+                    wrong.push(format!(
+                        "{}:{}: {from} uses crate::{path} ({to}), which is not below it",
+                        f.display(),
+                        n + 1
+                    ));
+                }
+            }
+        }
+    }
+    assert!(
+        wrong.is_empty(),
+        "imports against the layer order:\n{}",
+        wrong.join("\n")
+    );
+}
+
+#[test]
+fn no_source_file_over_700_lines() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let mut files = Vec::new();
+    rust_files(&src, &mut files);
+    let long: Vec<String> = files
+        .iter()
+        .filter_map(|f| {
+            let n = std::fs::read_to_string(f).unwrap().lines().count();
+            (n > 700).then(|| format!("{} ({n} lines)", f.display()))
+        })
+        .collect();
+    assert!(long.is_empty(), "files over 700 lines: {long:?}");
+}
+
+#[test]
+fn the_checker_sees_what_it_must() {
+    assert_eq!(
+        crate_paths(
+            "use crate::serving::ward::{Ward, WardSink}; let x = crate::core::time::now_ms();"
+        ),
+        vec!["serving::ward", "core::time::now_ms"]
+    );
+    assert_eq!(
+        code_of("let u = \"ws://x\"; // crate::cli"),
+        "let u = \"ws://x\"; "
+    );
+    assert_eq!(unit_of("serving::engine::plan"), Some("serving::engine"));
+    assert_eq!(unit_of("servingx"), None);
+    assert!(rank("core") < rank("cli"));
+}
