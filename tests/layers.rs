@@ -117,8 +117,15 @@ fn imports_only_run_down_the_layers() {
         if module == "lib" || module == "main" {
             continue;
         }
-        let from =
-            unit_of(&module).unwrap_or_else(|| panic!("{} is in no unit of LAYERS", f.display()));
+        let Some(from) = unit_of(&module) else {
+            // A folder of units (`serving`) holds only their declarations.
+            let parent = LAYERS
+                .iter()
+                .flat_map(|l| l.iter())
+                .any(|u| u.starts_with(&format!("{module}::")));
+            assert!(parent, "{} is in no unit of LAYERS", f.display());
+            continue;
+        };
         let text = std::fs::read_to_string(f).unwrap();
         for (n, line) in text.lines().enumerate() {
             for path in crate_paths(code_of(line)) {

@@ -1,5 +1,7 @@
-//! Wiring of the daemon: store writer, serving engine, ward and HTTP server, started in that
-//! order and stopped in reverse through one [`CancellationToken`], SQLite flushed last.
+//! Wiring of the daemon: store writer, serving engine (its ensemble prepared by
+//! [`ensemble::prepare`]), ward (with the sink that hands its windows to the engine and its
+//! events to the store), composer, dashboard board and HTTP server, started in that order and
+//! stopped in reverse through one [`CancellationToken`], SQLite flushed last.
 
 use std::net::SocketAddr;
 use std::sync::Arc;

@@ -4,13 +4,14 @@
 //!
 //! [`search`] holds the algorithms (HOLMES, RD, AF, LF, NPO, exact) over a [`profiler`];
 //! [`compose`] wires the zoo into it: accuracy profiles from the manifests' validation
-//! predictions ([`evaluation`](crate::core::metrics)), latency from stored model profiles
+//! predictions ([`metrics`](crate::core::metrics)), latency from stored model profiles
 //! ([`profile`](crate::serving::engine::profile)) through one of two estimators, the [`netcalc`] queueing bound
 //! or the [`des`] discrete-event simulation, or measured through the engine ([`measure`]).
 //! [`report`] runs `holmes compose` and writes its table, JSON and [`plot`].
 
 pub mod compose;
 pub mod des;
+pub mod latency;
 pub mod measure;
 pub mod netcalc;
 pub mod plans;

@@ -1,4 +1,4 @@
-//! `holmes bench-cpu`: the ONNX Runtime yardstick for the zoo's convolutions (issue 8).
+//! `holmes bench-cpu`: the ONNX Runtime yardstick for the zoo's convolutions.
 //!
 //! Loads the reference 1-D ResNeXt weights that `../shared/bench/ort-peer/gen_onnx.py W D`
 //! writes (`weights_W_D.bin` plus its text manifest; never committed here) into the zoo's own

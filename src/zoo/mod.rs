@@ -4,7 +4,7 @@
 //! flex, the GEMM convolutions of `conv_gemm` elsewhere), which serving runs; the
 //! training-form modules stay its reference.
 //!
-//! [`train`](crate::training::train) writes models here; the daemon and composer (later) read them.
+//! [`train`](crate::training::train) writes models here; the engine and the composer read them.
 
 mod conv_gemm;
 mod direct;

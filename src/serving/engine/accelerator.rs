@@ -1,4 +1,4 @@
-//! Devices: the CPU (burn `flex`) always; with the `cuda` feature, the GPUs that the CUDA
+//! Accelerators a model can run on: the CPU (burn `flex`) always; with the `cuda` feature, the GPUs that the CUDA
 //! driver reports. burn-cuda loads libcuda at run time and panics without it, so the driver is
 //! probed first (loaded with `libloading`, `cuInit`, `cuDeviceGetCount`); any failure is
 //! logged with its reason and Holmes runs on the CPU.

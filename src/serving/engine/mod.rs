@@ -2,11 +2,14 @@
 //!
 //! A window from the [`ward`](crate::serving::ward) is materialised once ([`job::WindowJob`]) and its id
 //! pushed into the deadline queue ([`queue`]) of every ensemble member whose input it has.
-//! Each member's workers ([`worker`]), dedicated threads on a device, pull batches of windows
+//! Each member's workers ([`worker`]), dedicated threads on an accelerator, pull batches of windows
 //! from different beds, earliest deadline first, and report to the window's accumulator, which
 //! commits to the [`store`](crate::serving::store) when all members are in, or at the deadline with what
 //! it has (`partial`), via the [`deadline`] watcher. Overload is explicit: one waiting window
 //! per bed and model (a newer one supersedes it), bounded queues, and a counter for each case.
+//!
+//! [`ensemble`] loads, describes and places an ensemble ([`accelerator`], [`plan`],
+//! [`profile`]) for the daemon and the composer alike; [`reload`] hot-swaps changed members.
 
 pub mod accelerator;
 pub mod deadline;

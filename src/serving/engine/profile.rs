@@ -1,9 +1,9 @@
-//! `holmes profile`: measures each model on each device at batch sizes 1, 2, 4, ... (warm-up,
+//! `holmes profile`: measures each model on each accelerator at batch sizes 1, 2, 4, ... (warm-up,
 //! repeats, p50/p95/p99), stores the profiles in SQLite keyed by hardware, device, model
 //! checksum and burn version, and fits IPA's quadratic batch-latency curve
 //! `l(b) = a*b^2 + b*b + c` for the sizes not measured.
 //!
-//! Read by the API (`GET /api/models`) and, later, by the planner and the composer.
+//! Read by the planner ([`plan`](super::plan)), the composer and the API (`GET /api/models`).
 
 use std::path::Path;
 use std::time::{Duration, Instant};

@@ -3,8 +3,9 @@
 //! retention, and read queries for the API. When SQLite cannot write, rows wait in the
 //! writer's bounded [`backlog`] and are written in order once it recovers.
 //!
-//! Fed by the [`ward`](crate::serving::ward) (events, dropped windows) and the
-//! [`scorer`](crate::tools::score) (scores); read by [`http`](crate::http).
+//! Fed through [`StoreHandle`]: the ward's events and hellos (through the daemon's ward sink),
+//! the engine's scores, the zoo's and the composer's events; read through [`StoreReader`] by
+//! the API. [`audit`] writes the audit log; [`lifecycle`] records starts and stops.
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};

@@ -1,6 +1,6 @@
 //! `holmes simulate`: N bedside monitors on WebSocket clients. Each bed replays a PhysioNet
 //! record (at 250 Hz, resampled where needed, heart rate from the beats) or a synthetic ECG
-//! ([`ecgsyn`]), in 100 ms frames at a chosen speed, with 1 Hz heart-rate vitals. It
+//! ([`ecgsyn`](crate::signal::ecgsyn)), in 100 ms frames at a chosen speed, with 1 Hz heart-rate vitals. It
 //! reconnects with backoff and resends what the server has not seen, can inject faults, and
 //! stops after its duration.
 
