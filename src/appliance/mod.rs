@@ -138,23 +138,3 @@ pub async fn shutdown_signal() {
     #[cfg(not(unix))]
     let _ = ctrl_c.await;
 }
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::config::ServiceConfig;
-
-    #[test]
-    fn the_documented_service_section_is_the_default() {
-        assert_eq!(Config::default().service, ServiceConfig::default());
-        let bad = ServiceConfig {
-            shutdown_timeout_secs: 0.0,
-            ..Default::default()
-        };
-        assert!(
-            bad.validate()
-                .unwrap_err()
-                .contains("shutdown_timeout_secs")
-        );
-    }
-}

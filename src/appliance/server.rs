@@ -264,7 +264,6 @@ pub async fn start(cfg: Config, listener: TcpListener) -> Result<Running, Server
         },
         engine_cfg: cfg.engine.clone(),
         configured_beds: cfg.ward.beds.clone().into(),
-        composer_enabled: cfg.composer.enabled,
         db: cfg.storage.db.clone(),
         tls: cfg.server.tls.is_some(),
         ward: ward.clone(),

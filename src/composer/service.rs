@@ -463,17 +463,6 @@ mod tests {
     use super::*;
 
     #[test]
-    fn the_embedded_config_states_the_defaults() {
-        assert_eq!(
-            Config::default().composer,
-            crate::config::ComposerConfig::default()
-        );
-        let bad = crate::config::DEFAULT_TOML.replace("top_k = 10", "top_k = 0");
-        let e = Config::parse(&bad, "x.toml").unwrap_err().to_string();
-        assert!(e.contains("top_k"), "{e}");
-    }
-
-    #[test]
     fn beds_round_up_to_the_step() {
         assert_eq!(bucket(0, 16), 16);
         assert_eq!(bucket(16, 16), 16);

@@ -231,3 +231,31 @@ impl ServiceConfig {
         Ok(())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::{Config, DEFAULT_TOML};
+
+    #[test]
+    fn the_embedded_config_states_the_defaults() {
+        assert_eq!(Config::default().composer, ComposerConfig::default());
+        let bad = DEFAULT_TOML.replace("top_k = 10", "top_k = 0");
+        let e = Config::parse(&bad, "x.toml").unwrap_err().to_string();
+        assert!(e.contains("top_k"), "{e}");
+    }
+
+    #[test]
+    fn the_documented_service_section_is_the_default() {
+        assert_eq!(Config::default().service, ServiceConfig::default());
+        let bad = ServiceConfig {
+            shutdown_timeout_secs: 0.0,
+            ..Default::default()
+        };
+        assert!(
+            bad.validate()
+                .unwrap_err()
+                .contains("shutdown_timeout_secs")
+        );
+    }
+}

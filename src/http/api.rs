@@ -239,14 +239,15 @@ pub(super) async fn ensemble(State(s): State<AppState>) -> Json<EnsembleView> {
         composed_plan: sv.plan,
         rung: sv.rung,
         composer: ComposerView {
-            enabled: s.composer_enabled,
+            // The dashboard holds the composer's request channel only when it runs.
+            enabled: s.dashboard.recompose.is_some(),
             composing: sv.composing,
             compositions: sv.compositions,
             last_error: sv.last_error,
             switches: sv.switches,
         },
         members: members_with_faults(&s),
-        combine: s.combine(),
+        combine: s.engine_cfg.combine,
         slo_ms: s.engine_cfg.slo_ms,
         latency_ms: lat.map(|(q, n)| Latency {
             p50: q[0],

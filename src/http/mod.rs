@@ -18,7 +18,7 @@ use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
 use crate::composer::service::Serving;
-use crate::config::{Combine, EngineConfig};
+use crate::config::EngineConfig;
 use crate::dashboard::{self, DashboardState};
 use crate::serving::engine::Engine;
 use crate::serving::engine::reload::ZooStatus;
@@ -39,8 +39,6 @@ pub struct AppState {
     pub engine_cfg: EngineConfig,
     /// Beds configured in advance (known to the API before their monitors connect).
     pub configured_beds: Arc<[String]>,
-    /// The composer is on (`[composer] enabled`).
-    pub composer_enabled: bool,
     /// The database file (profiles are read from it).
     pub db: std::path::PathBuf,
     /// Over TLS: every response says so (`Strict-Transport-Security`).
@@ -61,13 +59,6 @@ pub struct AppState {
 impl FromRef<AppState> for DashboardState {
     fn from_ref(s: &AppState) -> DashboardState {
         s.dashboard.clone()
-    }
-}
-
-impl AppState {
-    /// How the members combine, for `/api/ensemble`.
-    fn combine(&self) -> Combine {
-        self.engine_cfg.combine
     }
 }
 
