@@ -36,6 +36,7 @@ fn member(name: &str, f: FakeModel, batch_cap: usize) -> MemberSpec {
             lead: Lead::Primary,
             samples: 7500,
             sample_rate_hz: 250,
+            bandpass: false,
         },
         factory: fake(f),
         workers: 1,

@@ -99,18 +99,18 @@ fn fast_path_matches_plain_on_real_windows() {
         dataset::load_keys(&data, &[(Database::Vfdb, "422".to_owned())]).unwrap(),
         WindowSpec::default(),
     );
-    let positive = ds.windows.iter().position(|w| w.label);
+    let positive = ds.windows.iter().position(|w| w.positive());
     let picks: Vec<usize> = [Some(0), positive, Some(ds.windows.len() - 1)]
         .into_iter()
         .flatten()
         .collect();
     for mut m in ecg_models() {
-        let Input::Ecg { lead, .. } = m.manifest.input else {
+        let Input::Ecg { lead, samples, .. } = m.manifest.input else {
             unreachable!()
         };
         let windows: Vec<Vec<f32>> = picks
             .iter()
-            .filter_map(|&k| ds.ecg(&ds.windows[k], lead.index()))
+            .filter_map(|&k| ds.ecg(&ds.windows[k], lead.index(), samples))
             .map(<[f32]>::to_vec)
             .collect();
         assert!(

@@ -36,7 +36,7 @@ fn every_record_matches_its_header_checksums() {
         return;
     };
     let keys = holmes::training::dataset::record_keys(&data).unwrap();
-    assert_eq!(keys.len(), 22 + 35 + 48);
+    assert_eq!(keys.len(), 22 + 35 + 48 + 78 + 12);
     for (db, name) in keys {
         let r = Record::open(&data.join(db.name()), &name).unwrap();
         for (i, s) in r.header.signals.iter().enumerate() {

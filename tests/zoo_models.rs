@@ -63,12 +63,20 @@ fn committed_models_reproduce_their_stored_predictions() {
     let mut checked = 0;
     for (id, mi) in &wanted {
         let m: &ZooModel<B> = &models[*mi];
-        let w = &ds.windows[ds.find(id).unwrap_or_else(|| panic!("window {id} rebuilt"))];
-        let x: &[f32] = match m.manifest.input {
-            Input::Ecg { lead, .. } => ds.ecg(w, lead.index()).unwrap(),
-            Input::HeartRate { .. } => &w.heart_rate,
+        // Format 1 named a 30-s window by its start, format 2 names a window by its end.
+        let legacy = m.manifest.format == 1;
+        let named = ds.find(id).unwrap_or_else(|| panic!("window {id} rebuilt"));
+        let w = if legacy {
+            ds.window_at(named.record, named.end + 30 * 250)
+        } else {
+            named
         };
-        let got = m.predict(&[x]).unwrap()[0];
+        let samples = m.manifest.input.samples();
+        let x: Vec<f32> = match m.manifest.input {
+            Input::Ecg { lead, .. } => ds.ecg(&w, lead.index(), samples).unwrap().to_vec(),
+            Input::HeartRate { .. } => ds.heart_rate(&w, samples),
+        };
+        let got = m.predict(&[&x]).unwrap()[0];
         let p = &m.manifest.predictions["test"];
         let k = p.ids.iter().position(|i| i == id).unwrap();
         assert!(
@@ -77,12 +85,15 @@ fn committed_models_reproduce_their_stored_predictions() {
             m.name(),
             p.probs[k]
         );
-        assert_eq!(
-            p.labels[k] == 1,
-            w.label,
-            "{} on {id}: stored label",
-            m.name()
-        );
+        // Format 1's labels followed the former rule (VT/VF time inside the window).
+        if !legacy {
+            assert_eq!(
+                p.labels[k] == 1,
+                w.positive(),
+                "{} on {id}: stored label",
+                m.name()
+            );
+        }
         checked += 1;
     }
     assert!(checked >= 2 * models.len());

@@ -35,6 +35,9 @@ pub struct SplitArgs {
     data: Option<PathBuf>,
     #[arg(long, default_value = "config/split.toml")]
     out: PathBuf,
+    /// Deal every record afresh instead of keeping the placements of the split in `--out`.
+    #[arg(long)]
+    fresh: bool,
 }
 
 pub fn train(a: TrainArgs) -> Result<()> {
@@ -65,10 +68,15 @@ pub fn train(a: TrainArgs) -> Result<()> {
 }
 
 pub fn split(a: SplitArgs) -> Result<()> {
-    let SplitArgs { data, out } = a;
+    let SplitArgs { data, out, fresh } = a;
     let data = data.unwrap_or_else(dataset::default_data_dir);
+    let previous = if fresh || !out.exists() {
+        None
+    } else {
+        Some(Split::read_unchecked(&out)?)
+    };
     let ds = Dataset::new(dataset::load_all(&data)?, WindowSpec::default());
-    let split = Split::generate(&ds);
+    let split = Split::generate(&ds, previous.as_ref());
     split.check().map_err(anyhow::Error::msg)?;
     split.write(&out)?;
     print!("{}", split.summary(&ds));

@@ -9,8 +9,12 @@ use serde::{Deserialize, Serialize};
 use super::resnext::ResNeXtArch;
 use super::vitals::VitalsArch;
 
-/// Manifest format this build reads and writes.
-pub const MANIFEST_FORMAT: u32 = 1;
+/// Manifest format this build writes: 2 names windows by their end sample
+/// (`db/record/end`) and labels them by their end; format 1 (still read) named them by their
+/// start sample, as 30-s windows labelled by the VT/VF time inside them.
+pub const MANIFEST_FORMAT: u32 = 2;
+/// Manifest formats this build reads.
+pub const READABLE_FORMATS: [u32; 2] = [1, 2];
 /// File names inside a model folder.
 pub const MANIFEST_FILE: &str = "manifest.json";
 pub const WEIGHTS_FILE: &str = "weights.mpk";
@@ -50,6 +54,10 @@ pub enum Input {
         lead: Lead,
         samples: usize,
         sample_rate_hz: u32,
+        /// The window passes the monitor band-pass (0.5-40 Hz) before normalisation
+        /// ([`monitor_bandpass`](super::preprocess::monitor_bandpass)); absent means false.
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        bandpass: bool,
     },
     /// The 1 Hz heart-rate series of the window (beats/min).
     HeartRate { samples: usize, sample_rate_hz: u32 },
@@ -140,7 +148,7 @@ pub struct SplitMetrics {
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Predictions {
-    /// Window ids (`db/record/start_sample`).
+    /// Window ids (`db/record/end_sample`; `start_sample` in format 1).
     pub ids: Vec<String>,
     pub labels: Vec<u8>,
     /// Probability of ventricular tachyarrhythmia.
@@ -177,9 +185,9 @@ pub struct Manifest {
 impl Manifest {
     /// Consistency checks beyond the schema.
     pub fn validate(&self) -> Result<(), String> {
-        if self.format != MANIFEST_FORMAT {
+        if !READABLE_FORMATS.contains(&self.format) {
             return Err(format!(
-                "manifest format {} is not the supported {MANIFEST_FORMAT}",
+                "manifest format {} is not one of the supported {READABLE_FORMATS:?}",
                 self.format
             ));
         }

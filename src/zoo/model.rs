@@ -16,7 +16,7 @@ use sha2::{Digest, Sha256};
 use super::ZooError;
 use super::fast::{FastResNeXt1d, InferencePath, Kernel};
 use super::manifest::{Architecture, FeatureScaling, Input, MANIFEST_FILE, Manifest};
-use super::preprocess::{VITALS_FEATURES, normalize_ecg_into, vitals_features};
+use super::preprocess::{VITALS_FEATURES, prepare_ecg_into, vitals_features};
 use super::resnext::ResNeXt1d;
 use super::vitals::VitalsNet;
 
@@ -276,12 +276,12 @@ pub fn prepare_input<B: Backend>(
 ) -> NetInput<B> {
     let n = inputs.len();
     match manifest_input {
-        Input::Ecg { .. } => {
-            // Every window of a batch has the same length (the model's, or a training crop).
+        &Input::Ecg { bandpass, .. } => {
+            // Every window of a batch has the same length (the model's).
             let len = inputs.first().map_or(0, |x| x.len());
             let mut buf = vec![0.0f32; n * len];
             for (x, o) in inputs.iter().zip(buf.chunks_exact_mut(len.max(1))) {
-                normalize_ecg_into(x, o);
+                prepare_ecg_into(x, bandpass, o);
             }
             NetInput::Ecg(Tensor::from_data(TensorData::new(buf, [n, 1, len]), device))
         }

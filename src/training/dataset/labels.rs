@@ -1,21 +1,220 @@
-//! From annotations to time intervals: ventricular tachyarrhythmia, noise per lead, beats.
+//! From annotations to time intervals: ventricular tachyarrhythmia episodes, noise per lead,
+//! beats, and the label of a window by its end.
 //!
 //! Rules (documented in the README's "Task" section):
-//! - positive time is the union of rhythm episodes labelled `(VT`, `(VFL`, `(VF` or `(VFIB`
-//!   (a `+` annotation's rhythm lasts until the next rhythm label or the record end) and of
-//!   `[` ... `]` flutter/fibrillation episodes (an unmatched `[` runs to the record end);
-//! - vfdb's `(NOISE` is not a rhythm: the previous rhythm continues underneath it, and its span
-//!   is noise on every lead;
+//! - **VF/VFL episodes**: `[` ... `]` flutter/fibrillation brackets (an unmatched `[` runs to the
+//!   record end) and rhythm episodes labelled `(VF`, `(VFL` or `(VFIB`;
+//! - **VT episodes**: in a database that labels ventricular beats (mitdb, svdb, nstdb), runs of
+//!   at least [`VT_MIN_BEATS`] consecutive ventricular beats (`V`, `E`, `r`, `F`, as WFDB's
+//!   `rxr` counts them) at a mean rate above [`VT_MIN_RATE_BPM`]; elsewhere (vfdb, cudb, whose
+//!   beats do not tell ventricular ones apart) rhythm episodes labelled `(VT`;
+//! - a `+` annotation's rhythm lasts until the next rhythm label or the record end; vfdb's
+//!   `(NOISE` is not a rhythm: the previous rhythm continues underneath it, and its span is
+//!   noise on every lead;
 //! - `~` annotations set the noise state per lead from their subtype: bits 0-3 noisy, bits 4-7
 //!   unreadable, -1 every lead unreadable, 0 clean again.
+//!
+//! A window is labelled by its **end** ("is there a ventricular tachyarrhythmia now?"): positive
+//! when an episode is confirmed by then (the fifth beat of a run, or [`RHYTHM_CONFIRM_SECS`] into
+//! a rhythm-labelled episode) and did not end more than [`LABEL_GRACE_SECS`] before; unsure
+//! between an episode's onset and its confirmation (no one can call it yet: left out of
+//! training and of window metrics); negative otherwise.
 
 use crate::training::wfdb::Annotation;
 
 /// Half-open sample interval `[start, end)`.
 pub type Span = (i64, i64);
 
-/// Rhythm labels that make time positive.
+/// Rhythm labels that make time positive (under the former 30-s window rule).
 pub const VENTRICULAR_RHYTHMS: [&str; 4] = ["(VT", "(VFL", "(VF", "(VFIB"];
+/// Rhythm labels of ventricular fibrillation or flutter.
+const VF_RHYTHMS: [&str; 3] = ["(VFL", "(VF", "(VFIB"];
+/// Consecutive ventricular beats that make a VT run.
+pub const VT_MIN_BEATS: usize = 5;
+/// Mean rate a run must exceed to be VT (beats/min).
+pub const VT_MIN_RATE_BPM: f64 = 100.0;
+/// A rhythm-labelled episode counts as visible this long after its labelled onset.
+pub const RHYTHM_CONFIRM_SECS: f64 = 2.0;
+/// A window stays positive this long after an episode ends.
+pub const LABEL_GRACE_SECS: f64 = 3.0;
+/// Beat labels that extend a ventricular run (WFDB `rxr`).
+const VENTRICULAR_BEATS: [&str; 4] = ["V", "E", "r", "F"];
+
+/// VT or VF/VFL.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum EpisodeKind {
+    Vt,
+    Vf,
+}
+
+impl EpisodeKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            EpisodeKind::Vt => "vt",
+            EpisodeKind::Vf => "vf",
+        }
+    }
+}
+
+/// One reference episode of ventricular tachyarrhythmia (samples at the record's rate).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+pub struct Episode {
+    pub kind: EpisodeKind,
+    /// First sample: the run's first beat, or the rhythm label.
+    pub onset: i64,
+    /// From here on the episode can be called: the run's fifth beat, or
+    /// [`RHYTHM_CONFIRM_SECS`] after a rhythm label (never past `end`).
+    pub confirmed: i64,
+    /// One past the last sample.
+    pub end: i64,
+}
+
+/// The label of a window by its end.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Label {
+    Negative,
+    Positive,
+    /// Between an episode's onset and its confirmation: left out.
+    Unsure,
+}
+
+/// The label of a window ending at sample `end` (exclusive) of a record with `episodes`;
+/// `grace` samples after an episode's end still count as positive.
+pub fn label_at(episodes: &[Episode], end: i64, grace: i64) -> Label {
+    let mut unsure = false;
+    for e in episodes {
+        if e.confirmed < end && end <= e.end + grace {
+            return Label::Positive;
+        }
+        unsure |= e.onset < end && end <= e.confirmed;
+    }
+    if unsure {
+        Label::Unsure
+    } else {
+        Label::Negative
+    }
+}
+
+/// Reference episodes of a record, sorted by onset; episodes of one kind that overlap are
+/// merged. `beat_runs`: VT comes from ventricular beat runs (else from `(VT` rhythm labels);
+/// `fs`: the annotations' sampling rate.
+pub fn episodes(ann: &[Annotation], len: i64, beat_runs: bool, fs: f64) -> Vec<Episode> {
+    let confirm = (RHYTHM_CONFIRM_SECS * fs).round() as i64;
+    let rhythm = |start: i64, end: i64, kind| Episode {
+        kind,
+        onset: start,
+        confirmed: (start + confirm).min(end),
+        end,
+    };
+    let mut out = Vec::new();
+    for (s, e, aux) in rhythm_spans(ann, len) {
+        if VF_RHYTHMS.contains(&aux.as_str()) {
+            out.push(rhythm(s, e, EpisodeKind::Vf));
+        } else if aux == "(VT" && !beat_runs {
+            out.push(rhythm(s, e, EpisodeKind::Vt));
+        }
+    }
+    let mut flutter_start: Option<i64> = None;
+    for a in ann {
+        match a.symbol() {
+            "[" => {
+                flutter_start.get_or_insert(a.sample);
+            }
+            "]" => {
+                if let Some(s) = flutter_start.take() {
+                    out.push(rhythm(s, a.sample, EpisodeKind::Vf));
+                }
+            }
+            _ => {}
+        }
+    }
+    if let Some(s) = flutter_start {
+        out.push(rhythm(s, len, EpisodeKind::Vf));
+    }
+    if beat_runs {
+        out.extend(ventricular_runs(ann, fs));
+    }
+    merge_episodes(out, len)
+}
+
+/// Runs of [`VT_MIN_BEATS`] or more consecutive ventricular beats faster than
+/// [`VT_MIN_RATE_BPM`]; a run ends one mean beat interval after its last beat.
+fn ventricular_runs(ann: &[Annotation], fs: f64) -> Vec<Episode> {
+    let mut out = Vec::new();
+    let mut run: Vec<i64> = Vec::new();
+    let mut flush = |run: &mut Vec<i64>| {
+        if run.len() >= VT_MIN_BEATS {
+            let (first, last) = (run[0], run[run.len() - 1]);
+            let rr = (last - first) as f64 / (run.len() - 1) as f64;
+            if rr > 0.0 && 60.0 * fs / rr > VT_MIN_RATE_BPM {
+                out.push(Episode {
+                    kind: EpisodeKind::Vt,
+                    onset: first,
+                    confirmed: run[VT_MIN_BEATS - 1],
+                    end: last + rr.round() as i64,
+                });
+            }
+        }
+        run.clear();
+    };
+    for a in ann {
+        let sym = a.symbol();
+        if VENTRICULAR_BEATS.contains(&sym) {
+            run.push(a.sample);
+        } else if QRS_SYMBOLS.contains(&sym) {
+            flush(&mut run);
+        }
+    }
+    flush(&mut run);
+    out
+}
+
+/// Rhythm intervals `(start, end, label)` from `+` annotations (not `(NOISE`).
+fn rhythm_spans(ann: &[Annotation], len: i64) -> Vec<(i64, i64, String)> {
+    let mut out = Vec::new();
+    let mut open: Option<(i64, String)> = None;
+    for a in ann.iter().filter(|a| a.symbol() == "+") {
+        let Some(aux) = a.aux.as_deref().map(|s| s.trim_end_matches('\0')) else {
+            continue;
+        };
+        if !aux.starts_with('(') || aux == "(NOISE" {
+            continue;
+        }
+        if let Some((s, label)) = open.take() {
+            out.push((s, a.sample, label));
+        }
+        open = Some((a.sample, aux.to_owned()));
+    }
+    if let Some((s, label)) = open {
+        out.push((s, len, label));
+    }
+    out
+}
+
+/// Clips to `[0, len)`, sorts by onset and merges overlapping episodes of one kind (the
+/// earliest onset and confirmation, the latest end).
+fn merge_episodes(mut eps: Vec<Episode>, len: i64) -> Vec<Episode> {
+    eps.retain_mut(|e| {
+        e.onset = e.onset.clamp(0, len);
+        e.end = e.end.clamp(0, len);
+        e.confirmed = e.confirmed.clamp(e.onset, e.end);
+        e.end > e.onset
+    });
+    eps.sort_by_key(|e| (e.kind, e.onset));
+    let mut out: Vec<Episode> = Vec::with_capacity(eps.len());
+    for e in eps {
+        match out.last_mut() {
+            Some(last) if last.kind == e.kind && e.onset <= last.end => {
+                last.end = last.end.max(e.end);
+                last.confirmed = last.confirmed.min(e.confirmed);
+            }
+            _ => out.push(e),
+        }
+    }
+    out.sort_by_key(|e| (e.onset, e.kind));
+    out
+}
 
 /// Beat annotation symbols that mark a QRS complex (WFDB's `isqrs`, plus flutter waves).
 const QRS_SYMBOLS: [&str; 17] = [
@@ -199,5 +398,89 @@ mod tests {
         assert_eq!(n[0], vec![(10, 20), (40, 50), (60, 70)]);
         assert_eq!(n[1], vec![(30, 50), (60, 70)]);
         assert_eq!(overlap(&n[1], 0, 100), 30);
+    }
+
+    fn beat(sample: i64, sym: &str) -> Annotation {
+        let code = match sym {
+            "N" => 1,
+            "V" => 5,
+            "F" => 6,
+            _ => unreachable!(),
+        };
+        ann(sample, code, None, 0)
+    }
+
+    /// Beats every `rr` samples from `start`, one symbol each.
+    fn beats(start: i64, rr: i64, syms: &str) -> Vec<Annotation> {
+        syms.chars()
+            .enumerate()
+            .map(|(i, c)| beat(start + i as i64 * rr, &c.to_string()))
+            .collect()
+    }
+
+    #[test]
+    fn a_vt_run_is_five_fast_ventricular_beats() {
+        // 250 Hz: RR 100 samples = 150/min. NNVVVVVNN: five V (F counts) -> one run.
+        let a = beats(0, 100, "NNVVVFVNN");
+        let e = episodes(&a, 2000, true, 250.0);
+        assert_eq!(
+            e,
+            vec![Episode {
+                kind: EpisodeKind::Vt,
+                onset: 200,
+                confirmed: 600,
+                end: 700,
+            }]
+        );
+        // Four fast V beats, or five slow ones (RR 300 = 50/min), are not VT.
+        assert!(episodes(&beats(0, 100, "NVVVVN"), 2000, true, 250.0).is_empty());
+        assert!(episodes(&beats(0, 300, "NVVVVVN"), 4000, true, 250.0).is_empty());
+    }
+
+    #[test]
+    fn rhythm_labels_make_vt_only_where_beats_do_not() {
+        let a = vec![
+            ann(0, 28, Some("(N"), 0),
+            ann(1000, 28, Some("(VT"), 0),
+            ann(3000, 28, Some("(VFL"), 0),
+            ann(4000, 28, Some("(N"), 0),
+        ];
+        let vf = Episode {
+            kind: EpisodeKind::Vf,
+            onset: 3000,
+            confirmed: 3500,
+            end: 4000,
+        };
+        let e = episodes(&a, 5000, false, 250.0);
+        assert_eq!(
+            e,
+            vec![
+                Episode {
+                    kind: EpisodeKind::Vt,
+                    onset: 1000,
+                    confirmed: 1500,
+                    end: 3000,
+                },
+                vf
+            ]
+        );
+        // With beat labels the (VT label is not used, VF still is.
+        assert_eq!(episodes(&a, 5000, true, 250.0), vec![vf]);
+    }
+
+    #[test]
+    fn a_window_is_labelled_by_its_end() {
+        let e = [Episode {
+            kind: EpisodeKind::Vt,
+            onset: 1000,
+            confirmed: 1400,
+            end: 2000,
+        }];
+        assert_eq!(label_at(&e, 1000, 750), Label::Negative);
+        assert_eq!(label_at(&e, 1001, 750), Label::Unsure);
+        assert_eq!(label_at(&e, 1400, 750), Label::Unsure);
+        assert_eq!(label_at(&e, 1401, 750), Label::Positive);
+        assert_eq!(label_at(&e, 2750, 750), Label::Positive);
+        assert_eq!(label_at(&e, 2751, 750), Label::Negative);
     }
 }

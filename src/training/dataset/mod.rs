@@ -5,11 +5,16 @@
 //! prediction checks consume [`Dataset`]. The normalisation that turns a window into model
 //! input lives in [`zoo::preprocess`](crate::zoo::preprocess), shared with serving.
 
+mod augment;
 mod labels;
 mod split;
 mod windows;
 
-pub use labels::{Span, VENTRICULAR_RHYTHMS, overlap, ventricular_spans};
+pub use augment::{Augment, NoiseBank, NoiseKind, mix_at_snr, qrs_peak_to_peak};
+pub use labels::{
+    Episode, EpisodeKind, LABEL_GRACE_SECS, Label, Span, VENTRICULAR_RHYTHMS, label_at, overlap,
+    ventricular_spans,
+};
 pub use split::{Split, SplitName};
 pub use windows::{Dataset, Window, WindowSpec};
 
@@ -33,7 +38,9 @@ pub enum DatasetError {
         #[source]
         source: std::io::Error,
     },
-    #[error("data folder {0} has none of vfdb/, cudb/, mitdb/ (set --data or HOLMES_DATA)")]
+    #[error(
+        "data folder {0} has none of vfdb/, cudb/, mitdb/, svdb/, nstdb/ (set --data or HOLMES_DATA)"
+    )]
     NoData(PathBuf),
     #[error("{path}: {reason}")]
     Split { path: PathBuf, reason: String },
@@ -41,16 +48,29 @@ pub enum DatasetError {
     Record { record: String, reason: String },
 }
 
-/// The three PhysioNet databases the zoo learns from.
+/// The PhysioNet databases the zoo learns from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Database {
     Vfdb,
     Cudb,
     Mitdb,
+    Svdb,
+    /// The noise stress test records (mitdb 118 and 119 with electrode-motion noise); its
+    /// noise-only records are not patients and are read by [`NoiseBank`] instead.
+    Nstdb,
 }
 
+/// nstdb's recordings of noise alone.
+pub const NOISE_RECORDS: [&str; 3] = ["bw", "em", "ma"];
+
 impl Database {
-    pub const ALL: [Database; 3] = [Database::Vfdb, Database::Cudb, Database::Mitdb];
+    pub const ALL: [Database; 5] = [
+        Database::Vfdb,
+        Database::Cudb,
+        Database::Mitdb,
+        Database::Svdb,
+        Database::Nstdb,
+    ];
 
     /// Folder name under the data directory, also the prefix of record keys.
     pub fn name(self) -> &'static str {
@@ -58,7 +78,15 @@ impl Database {
             Database::Vfdb => "vfdb",
             Database::Cudb => "cudb",
             Database::Mitdb => "mitdb",
+            Database::Svdb => "svdb",
+            Database::Nstdb => "nstdb",
         }
+    }
+
+    /// The database labels ventricular beats, so VT comes from beat runs (else from `(VT`
+    /// rhythm labels: vfdb has no beat labels, cudb labels every beat `N`).
+    pub fn labels_ventricular_beats(self) -> bool {
+        matches!(self, Database::Mitdb | Database::Svdb | Database::Nstdb)
     }
 
     pub fn from_name(s: &str) -> Option<Database> {
@@ -78,8 +106,8 @@ pub struct RecordData {
     pub leads: Vec<Vec<f32>>,
     /// Header descriptions of the leads (e.g. `MLII`, `V1`, or `ECG` when unnamed).
     pub lead_names: Vec<String>,
-    /// Ventricular tachyarrhythmia intervals (samples at 250 Hz).
-    pub positive: Vec<Span>,
+    /// Reference VT and VF episodes (samples at 250 Hz), sorted by onset.
+    pub episodes: Vec<Episode>,
     /// Noise-marked intervals per lead.
     pub noise: Vec<Vec<Span>>,
     /// QRS sample indices at 250 Hz.
@@ -99,13 +127,19 @@ impl RecordData {
     }
 }
 
-/// Patient group of a record key (mitdb 201 and 202 are one subject).
+/// Group of a record key: records in one group stay in one part of the split. mitdb 201 and
+/// 202 are one patient; mitdb 118, 119 and nstdb's noisy copies of them are one group, since
+/// the copies hold the same patients and the same stretches of recorded noise.
 pub fn group_of(key: &str) -> String {
     match key {
         "mitdb/201" | "mitdb/202" => "mitdb/201+202".to_owned(),
+        "mitdb/118" | "mitdb/119" => NST_GROUP.to_owned(),
+        k if k.starts_with("nstdb/") => NST_GROUP.to_owned(),
         k => k.to_owned(),
     }
 }
+
+const NST_GROUP: &str = "mitdb/118+119+nstdb";
 
 /// Record keys listed in `<data>/<db>/RECORDS`, for the databases present.
 pub fn record_keys(data: &Path) -> Result<Vec<(Database, String)>, DatasetError> {
@@ -123,6 +157,7 @@ pub fn record_keys(data: &Path) -> Result<Vec<(Database, String)>, DatasetError>
             text.lines()
                 .map(str::trim)
                 .filter(|l| !l.is_empty())
+                .filter(|l| db != Database::Nstdb || !NOISE_RECORDS.contains(l))
                 .map(|l| (db, l.to_owned())),
         );
     }
@@ -204,7 +239,12 @@ pub fn load_record(data: &Path, db: Database, name: &str) -> Result<RecordData, 
     Ok(RecordData {
         db,
         group: group_of(&key),
-        positive: ventricular_spans(&s.annotations, len),
+        episodes: labels::episodes(
+            &s.annotations,
+            len,
+            db.labels_ventricular_beats(),
+            SAMPLE_RATE_HZ as f64,
+        ),
         noise: labels::noise_spans(&s.annotations, s.leads.len(), len),
         lead_names: s.lead_names,
         beats: s.beats,

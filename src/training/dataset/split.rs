@@ -1,9 +1,13 @@
 //! The patient-wise split: every record (patient group) wholly in train, validation or test.
 //!
-//! [`Split::generate`] is deterministic: per database, groups holding positive windows are
-//! dealt out largest first to the split furthest below its share of positives (60/20/20),
-//! with validation and test guaranteed at least one positive group each; the remaining groups
-//! are dealt the same way by window count. The result is committed as `config/split.toml`.
+//! [`Split::generate`] is deterministic. Groups (patients; see [`group_of`](super::group_of))
+//! that an earlier split placed keep their part, so a grown data set does not move a test
+//! patient into training; a group whose records an earlier split had put in different parts
+//! goes to train (nothing trained on enters test). Per database, the other groups holding
+//! positive windows are dealt out largest first to the split furthest below its share of
+//! positives (60/20/20), with validation and test guaranteed at least one positive group each
+//! where there are three; the remaining groups are dealt the same way by window count. The
+//! result is committed as `config/split.toml`.
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -62,8 +66,9 @@ impl Split {
         }
     }
 
-    /// Builds the split from a data set's windows (see the module doc).
-    pub fn generate(ds: &Dataset) -> Split {
+    /// Builds the split from a data set's windows, keeping `previous` placements (see the
+    /// module doc).
+    pub fn generate(ds: &Dataset, previous: Option<&Split>) -> Split {
         // group -> (database, positive windows, windows, records)
         let mut groups: BTreeMap<String, (Database, usize, usize, Vec<String>)> = BTreeMap::new();
         for r in &ds.records {
@@ -76,9 +81,24 @@ impl Split {
             let r = &ds.records[w.record];
             let g = groups.get_mut(&r.group).expect("group of a loaded record");
             g.2 += 1;
-            g.1 += usize::from(w.label);
+            g.1 += usize::from(w.positive());
         }
         let mut parts: [Vec<String>; 3] = Default::default();
+        if let Some(prev) = previous {
+            groups.retain(|_, g| {
+                let placed: Vec<SplitName> = g.3.iter().filter_map(|k| prev.of(k)).collect();
+                let Some(&first) = placed.first() else {
+                    return true;
+                };
+                let to = if placed.iter().all(|&p| p == first) {
+                    first
+                } else {
+                    SplitName::Train
+                };
+                parts[to as usize].extend(g.3.iter().cloned());
+                false
+            });
+        }
         for db in Database::ALL {
             let mut pos: Vec<_> = groups.iter().filter(|g| g.1.0 == db && g.1.1 > 0).collect();
             let mut neg: Vec<_> = groups
@@ -109,8 +129,9 @@ impl Split {
             if let Some(s) = self.of(&r.key) {
                 let c = counts.entry((s, r.db)).or_default();
                 c[0] += 1;
-                c[1] += usize::from(w.label);
-                c[2] += usize::from(w.leads[1]);
+                c[1] += usize::from(w.positive());
+                let first = ds.spec.first_end_secs as usize * crate::core::window::SAMPLE_RATE_HZ;
+                c[2] += usize::from(ds.lead_usable(w, 1, first));
             }
         }
         let mut out = String::from("split       db     windows positives with-2nd-lead\n");
@@ -124,16 +145,9 @@ impl Split {
         out
     }
 
-    /// Reads a split file.
+    /// Reads a split file and checks it.
     pub fn read(path: &Path) -> Result<Split, DatasetError> {
-        let text = std::fs::read_to_string(path).map_err(|source| DatasetError::Io {
-            path: path.to_owned(),
-            source,
-        })?;
-        let split: Split = toml::from_str(&text).map_err(|e| DatasetError::Split {
-            path: path.to_owned(),
-            reason: e.to_string(),
-        })?;
+        let split = Split::read_unchecked(path)?;
         split.check().map_err(|reason| DatasetError::Split {
             path: path.to_owned(),
             reason,
@@ -141,12 +155,27 @@ impl Split {
         Ok(split)
     }
 
+    /// Reads a split file as it is (a split made under other grouping rules may tear a group
+    /// apart; [`Split::generate`] mends that).
+    pub fn read_unchecked(path: &Path) -> Result<Split, DatasetError> {
+        let text = std::fs::read_to_string(path).map_err(|source| DatasetError::Io {
+            path: path.to_owned(),
+            source,
+        })?;
+        toml::from_str(&text).map_err(|e| DatasetError::Split {
+            path: path.to_owned(),
+            reason: e.to_string(),
+        })
+    }
+
     /// Writes the split with a header comment.
     pub fn write(&self, path: &Path) -> Result<(), DatasetError> {
         let body = toml::to_string(self).expect("a split serialises");
         let text = format!(
-            "# Patient-wise split of vfdb, cudb and mitdb records (mitdb 201 and 202 are one\n\
-             # patient and stay together). Generated by `holmes split`; deterministic.\n{body}"
+            "# Patient-wise split of vfdb, cudb, mitdb, svdb and nstdb records (mitdb 201 and 202\n\
+             # are one patient; mitdb 118, 119 and nstdb's noisy copies of them share patients and\n\
+             # recorded noise: each group stays together). Generated by `holmes split`, which keeps\n\
+             # the placements of the split it replaces; deterministic.\n{body}"
         );
         std::fs::write(path, text).map_err(|source| DatasetError::Io {
             path: path.to_owned(),

@@ -1,20 +1,28 @@
-//! Windows over records: label, data quality per lead, and the 1 Hz heart-rate series.
+//! Windows over records, named by their **end**: a model of any observation window reads the
+//! last N seconds before it, so members of different lengths score the same windows. The
+//! label is the end's label ([`label_at`]); lead usability and the heart-rate series are
+//! taken over the reading model's own length.
 
 use serde::{Deserialize, Serialize};
 
 use super::split::Split;
-use super::{MAX_LEADS, RecordData, SAMPLE_RATE_HZ, SplitName, heart_rate_at, overlap};
+use super::{
+    LABEL_GRACE_SECS, Label, MAX_LEADS, RecordData, SAMPLE_RATE_HZ, SplitName, heart_rate_at,
+    label_at, overlap,
+};
 
-/// How windows are cut and labelled.
+/// How the evaluation grid of window ends is laid out.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct WindowSpec {
-    /// Window length in seconds.
-    pub window_secs: u32,
-    /// Seconds between window starts.
+    /// Seconds between window ends on the grid.
     pub hop_secs: u32,
-    /// A window is positive when it overlaps at least this much ventricular tachyarrhythmia.
-    pub min_positive_secs: f32,
+    /// The first end, in seconds from the record start: the longest window a model reads, so
+    /// every model scores every window.
+    pub first_end_secs: u32,
+    /// Besides the grid, ends this many seconds apart inside every episode's positive time
+    /// (from one second after its confirmation), so that short runs are represented.
+    pub episode_hop_secs: u32,
     /// A lead counts as absent in a window when more than this fraction is noise-marked.
     pub max_noise_fraction: f32,
 }
@@ -22,46 +30,31 @@ pub struct WindowSpec {
 impl Default for WindowSpec {
     fn default() -> Self {
         WindowSpec {
-            window_secs: 30,
-            hop_secs: 30,
-            min_positive_secs: 5.0,
+            hop_secs: 10,
+            first_end_secs: 30,
+            episode_hop_secs: 5,
             max_noise_fraction: 0.5,
         }
     }
 }
 
-impl WindowSpec {
-    /// Samples per window at 250 Hz.
-    pub fn len(&self) -> usize {
-        self.window_secs as usize * SAMPLE_RATE_HZ
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.window_secs == 0
-    }
-}
-
-/// One window of one record.
-#[derive(Debug, Clone)]
+/// One window of one record: the samples before `end`.
+#[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Window {
     /// Index into [`Dataset::records`].
     pub record: usize,
-    /// Stable id `db/record/start_sample`, the key of stored predictions.
-    pub id: String,
-    /// First sample (at 250 Hz).
-    pub start: usize,
-    pub label: bool,
-    /// Seconds of ventricular tachyarrhythmia inside the window.
-    pub positive_secs: f32,
-    /// Noise-marked fraction per lead slot (1.0 for a lead the record lacks).
-    pub noise_fraction: [f32; MAX_LEADS],
-    /// Lead slot usable: the record has it and it is not mostly noise.
-    pub leads: [bool; MAX_LEADS],
-    /// Heart rate reported at the end of each second of the window (beats/min).
-    pub heart_rate: Vec<f32>,
+    /// One past the last sample (at 250 Hz).
+    pub end: usize,
+    pub label: Label,
 }
 
-/// Records and their windows.
+impl Window {
+    pub fn positive(&self) -> bool {
+        self.label == Label::Positive
+    }
+}
+
+/// Records and the windows of their evaluation grid (unsure ends left out).
 #[derive(Debug, Clone)]
 pub struct Dataset {
     pub spec: WindowSpec,
@@ -69,18 +62,40 @@ pub struct Dataset {
     pub windows: Vec<Window>,
 }
 
+/// Samples a window stays positive after an episode ends.
+pub fn grace_samples() -> i64 {
+    (LABEL_GRACE_SECS * SAMPLE_RATE_HZ as f64).round() as i64
+}
+
 impl Dataset {
-    /// Cuts every record into windows per `spec` (a trailing partial window is dropped).
+    /// Lays the evaluation grid over every record per `spec`.
     pub fn new(records: Vec<RecordData>, spec: WindowSpec) -> Dataset {
-        let len = spec.len();
-        let hop = spec.hop_secs as usize * SAMPLE_RATE_HZ;
+        let hz = SAMPLE_RATE_HZ;
+        let first = spec.first_end_secs as usize * hz;
+        let grace = grace_samples();
         let mut windows = Vec::new();
         for (ri, r) in records.iter().enumerate() {
-            let mut start = 0;
-            while start + len <= r.len() {
-                windows.push(make_window(ri, r, start, &spec));
-                start += hop;
+            let mut ends: Vec<usize> = (first..=r.len())
+                .step_by(spec.hop_secs.max(1) as usize * hz)
+                .collect();
+            for e in &r.episodes {
+                let mut end = e.confirmed + hz as i64;
+                while end <= e.end + grace {
+                    ends.push(end as usize);
+                    end += (spec.episode_hop_secs.max(1) as usize * hz) as i64;
+                }
             }
+            ends.retain(|&e| e >= first && e <= r.len());
+            ends.sort_unstable();
+            ends.dedup();
+            windows.extend(ends.into_iter().filter_map(|end| {
+                let label = label_at(&r.episodes, end as i64, grace);
+                (label != Label::Unsure).then_some(Window {
+                    record: ri,
+                    end,
+                    label,
+                })
+            }));
         }
         Dataset {
             spec,
@@ -89,49 +104,84 @@ impl Dataset {
         }
     }
 
-    /// The ECG samples (mV) of lead slot `lead` of window `w`, if the record has that lead.
-    pub fn ecg(&self, w: &Window, lead: usize) -> Option<&[f32]> {
+    /// Stable id `db/record/end_sample`, the key of stored predictions.
+    pub fn id(&self, w: &Window) -> String {
+        format!("{}/{}", self.records[w.record].key, w.end)
+    }
+
+    /// The last `samples` ECG samples (mV) of lead slot `lead` before the window's end, if
+    /// the record has that lead and that much signal.
+    pub fn ecg(&self, w: &Window, lead: usize, samples: usize) -> Option<&[f32]> {
+        let start = w.end.checked_sub(samples)?;
         self.records[w.record]
             .leads
             .get(lead)
-            .map(|l| &l[w.start..w.start + self.spec.len()])
+            .map(|l| &l[start..w.end])
     }
 
-    /// Indices of the windows whose record is in `name` of `split`.
+    /// Lead slot `lead` is present and at most [`WindowSpec::max_noise_fraction`] of the last
+    /// `samples` before the end is noise-marked.
+    pub fn lead_usable(&self, w: &Window, lead: usize, samples: usize) -> bool {
+        let r = &self.records[w.record];
+        if lead >= MAX_LEADS || w.end < samples {
+            return false;
+        }
+        r.noise.get(lead).is_some_and(|spans| {
+            let (s, e) = ((w.end - samples) as i64, w.end as i64);
+            overlap(spans, s, e) as f32 <= self.spec.max_noise_fraction * samples as f32
+        })
+    }
+
+    /// Heart rate reported at the end of each of the last `secs` seconds (beats/min).
+    pub fn heart_rate(&self, w: &Window, secs: usize) -> Vec<f32> {
+        let r = &self.records[w.record];
+        let t_end = w.end as f64 / SAMPLE_RATE_HZ as f64;
+        (0..secs)
+            .rev()
+            .map(|k| heart_rate_at(&r.beats, SAMPLE_RATE_HZ as f64, t_end - k as f64))
+            .collect()
+    }
+
+    /// The window of record `record` (an index into [`Dataset::records`]) ending at `end`.
+    pub fn window_at(&self, record: usize, end: usize) -> Window {
+        let label = label_at(&self.records[record].episodes, end as i64, grace_samples());
+        Window { record, end, label }
+    }
+
+    /// The window an id (`db/record/end_sample`) names, if its record is loaded.
+    pub fn find(&self, id: &str) -> Option<Window> {
+        let (key, end) = id.rsplit_once('/')?;
+        let record = self.records.iter().position(|r| r.key == key)?;
+        Some(self.window_at(record, end.parse().ok()?))
+    }
+
+    /// Indices of the grid windows whose record is in `name` of `split`.
     pub fn indices(&self, split: &Split, name: SplitName) -> Vec<usize> {
         (0..self.windows.len())
             .filter(|&i| split.of(&self.records[self.windows[i].record].key) == Some(name))
             .collect()
     }
 
-    /// Window index by id.
-    pub fn find(&self, id: &str) -> Option<usize> {
-        self.windows.iter().position(|w| w.id == id)
-    }
-}
-
-fn make_window(ri: usize, r: &RecordData, start: usize, spec: &WindowSpec) -> Window {
-    let len = spec.len();
-    let (s, e) = (start as i64, (start + len) as i64);
-    let positive_secs = overlap(&r.positive, s, e) as f32 / SAMPLE_RATE_HZ as f32;
-    let mut noise_fraction = [1.0f32; MAX_LEADS];
-    let mut leads = [false; MAX_LEADS];
-    for (lead, spans) in r.noise.iter().enumerate() {
-        noise_fraction[lead] = overlap(spans, s, e) as f32 / len as f32;
-        leads[lead] = noise_fraction[lead] <= spec.max_noise_fraction;
-    }
-    let t0 = start as f64 / SAMPLE_RATE_HZ as f64;
-    let heart_rate = (1..=spec.window_secs)
-        .map(|k| heart_rate_at(&r.beats, SAMPLE_RATE_HZ as f64, t0 + k as f64))
-        .collect();
-    Window {
-        record: ri,
-        id: format!("{}/{start}", r.key),
-        start,
-        label: positive_secs >= spec.min_positive_secs,
-        positive_secs,
-        noise_fraction,
-        leads,
-        heart_rate,
+    /// A denser set of windows for training: ends every `hop` samples from `first` samples
+    /// into each record of `name` (unsure ends left out).
+    pub fn dense(&self, split: &Split, name: SplitName, first: usize, hop: usize) -> Vec<Window> {
+        let grace = grace_samples();
+        self.records
+            .iter()
+            .enumerate()
+            .filter(|(_, r)| split.of(&r.key) == Some(name))
+            .flat_map(|(ri, r)| {
+                (first..=r.len())
+                    .step_by(hop.max(1))
+                    .filter_map(move |end| {
+                        let label = label_at(&r.episodes, end as i64, grace);
+                        (label != Label::Unsure).then_some(Window {
+                            record: ri,
+                            end,
+                            label,
+                        })
+                    })
+            })
+            .collect()
     }
 }

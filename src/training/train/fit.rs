@@ -1,5 +1,8 @@
-//! Fitting one zoo model: balanced epochs, Adam, early stopping on validation ROC-AUC, then
-//! the prior correction and the predictions that go into its manifest.
+//! Fitting one zoo model: balanced epochs of windows labelled by their end (a quarter of them
+//! ending in the first seconds of an episode), each corrupted by recorded noise and monitor
+//! artifacts ([`Augment`]); Adam; early stopping on validation ROC-AUC over clean and noisy
+//! copies of the same windows; then the prior correction and the predictions (clean
+//! validation and test grid windows) that go into its manifest.
 
 use std::time::Instant;
 
@@ -16,7 +19,9 @@ use rand::{Rng, SeedableRng};
 
 use crate::core::metrics::{pr_auc, roc_auc};
 use crate::core::window::SAMPLE_RATE_HZ;
-use crate::training::dataset::{Dataset, SplitName, overlap};
+use crate::training::dataset::{
+    Augment, Dataset, NoiseBank, Split, SplitName, Window, qrs_peak_to_peak,
+};
 use crate::zoo::preprocess::{VITALS_FEATURES, vitals_features};
 use crate::zoo::{
     Architecture, FeatureScaling, Input, Net, Predictions, SplitMetrics, logits_to_probs,
@@ -40,33 +45,97 @@ pub struct Fitted {
     pub predictions: Vec<(SplitName, Predictions)>,
 }
 
-/// Windows a model can read: its ECG lead present, or (vitals) any window.
-fn usable(plan: &ModelPlan, ds: &Dataset, idx: &[usize]) -> Vec<usize> {
-    idx.iter()
-        .copied()
-        .filter(|&i| match plan.input {
-            Input::Ecg { lead, .. } => ds.windows[i].leads[lead.index()],
+/// Samples (ECG) or seconds (heart rate) a model reads.
+fn length(plan: &ModelPlan) -> usize {
+    plan.input.samples()
+}
+
+/// The window end a model can first read: its own length, in samples at 250 Hz.
+fn first_end(plan: &ModelPlan) -> usize {
+    match plan.input {
+        Input::Ecg { .. } => length(plan),
+        Input::HeartRate { samples, .. } => samples * SAMPLE_RATE_HZ,
+    }
+}
+
+/// Windows a model can read: its ECG lead present and mostly clean, or (vitals) any window
+/// long enough.
+fn usable(
+    plan: &ModelPlan,
+    ds: &Dataset,
+    windows: impl IntoIterator<Item = Window>,
+) -> Vec<Window> {
+    windows
+        .into_iter()
+        .filter(|w| w.end >= first_end(plan))
+        .filter(|w| match plan.input {
+            Input::Ecg { lead, samples, .. } => ds.lead_usable(w, lead.index(), samples),
             Input::HeartRate { .. } => true,
         })
         .collect()
 }
 
-fn raw<'a>(plan: &ModelPlan, ds: &'a Dataset, i: usize) -> &'a [f32] {
-    let w = &ds.windows[i];
+/// What the model reads of window `w`, clean.
+fn raw(plan: &ModelPlan, ds: &Dataset, w: &Window) -> Vec<f32> {
     match plan.input {
-        Input::Ecg { lead, .. } => ds
-            .ecg(w, lead.index())
-            .expect("usable windows have the lead"),
-        Input::HeartRate { .. } => &w.heart_rate,
+        Input::Ecg { lead, samples, .. } => ds
+            .ecg(w, lead.index(), samples)
+            .expect("usable windows have the lead")
+            .to_vec(),
+        Input::HeartRate { samples, .. } => ds.heart_rate(w, samples),
     }
 }
 
-fn feature_scaling(plan: &ModelPlan, ds: &Dataset, train: &[usize]) -> Option<FeatureScaling> {
+/// Beat positions (indices into the window) of an ECG window, for the SNR calibration.
+fn beats_in(ds: &Dataset, w: &Window, len: usize) -> Vec<usize> {
+    let start = w.end - len;
+    let beats = &ds.records[w.record].beats;
+    let from = beats.partition_point(|&b| b < start as i64);
+    beats[from..]
+        .iter()
+        .take_while(|&&b| b < w.end as i64)
+        .map(|&b| b as usize - start)
+        .collect()
+}
+
+/// What the model reads of `w`, corrupted by `aug` with noise from `bank` (ECG only).
+fn corrupted(
+    plan: &ModelPlan,
+    ds: &Dataset,
+    w: &Window,
+    aug: &Augment,
+    bank: &NoiseBank,
+    rng: &mut SmallRng,
+) -> Vec<f32> {
+    let mut x = raw(plan, ds, w);
+    if let Input::Ecg { .. } = plan.input {
+        let pp = qrs_peak_to_peak(&x, &beats_in(ds, w, x.len()));
+        let keep_tail = (KEEP_TAIL_SECS * SAMPLE_RATE_HZ).min(x.len());
+        aug.apply(bank, &mut x, pp, keep_tail, rng);
+    }
+    x
+}
+
+/// Seconds at a window's end that a lead-off stretch never covers.
+const KEEP_TAIL_SECS: usize = 4;
+/// Positives whose end is this close after an episode's confirmation are onset examples.
+const ONSET_ZONE_SECS: i64 = 4;
+
+/// The window ends shortly after an episode became visible: the first seconds of a run.
+fn near_onset(ds: &Dataset, w: &Window) -> bool {
+    let zone = ONSET_ZONE_SECS * SAMPLE_RATE_HZ as i64;
+    ds.records[w.record]
+        .episodes
+        .iter()
+        .any(|e| (e.confirmed..e.confirmed + zone).contains(&(w.end as i64)))
+}
+
+fn feature_scaling(plan: &ModelPlan, ds: &Dataset, train: &[Window]) -> Option<FeatureScaling> {
     matches!(plan.architecture, Architecture::Vitals(_)).then(|| {
         let f = VITALS_FEATURES.len();
         let feats: Vec<[f32; 5]> = train
             .iter()
-            .map(|&i| vitals_features(raw(plan, ds, i)))
+            .map(|w| vitals_features(&raw(plan, ds, w)))
             .collect();
         let n = feats.len().max(1) as f64;
         let mean: Vec<f32> = (0..f)
@@ -87,20 +156,19 @@ fn feature_scaling(plan: &ModelPlan, ds: &Dataset, train: &[usize]) -> Option<Fe
     })
 }
 
-/// Logits of `net` on windows `idx`, in batches.
+/// Logits of `net` on the given inputs, in batches.
 fn logits(
     plan: &ModelPlan,
     scaling: Option<&FeatureScaling>,
     net: &Net<Flex>,
-    ds: &Dataset,
-    idx: &[usize],
+    inputs: &[Vec<f32>],
     batch: usize,
 ) -> Vec<f32> {
     let device = Default::default();
-    let mut out = Vec::with_capacity(idx.len() * 2);
-    for chunk in idx.chunks(batch) {
-        let inputs: Vec<&[f32]> = chunk.iter().map(|&i| raw(plan, ds, i)).collect();
-        let x = prepare_input::<Flex>(&plan.input, scaling, &inputs, &device);
+    let mut out = Vec::with_capacity(inputs.len() * 2);
+    for chunk in inputs.chunks(batch) {
+        let refs: Vec<&[f32]> = chunk.iter().map(Vec::as_slice).collect();
+        let x = prepare_input::<Flex>(&plan.input, scaling, &refs, &device);
         out.extend(
             net.forward(x)
                 .into_data()
@@ -111,56 +179,56 @@ fn logits(
     out
 }
 
-/// A training example: window `i`, or a random crop of it labelled by its own content.
-fn example<'a>(
+/// Logits of `net` on clean windows, read a batch at a time.
+fn logits_on(
     plan: &ModelPlan,
-    ds: &'a Dataset,
-    i: usize,
-    crop_secs: Option<u32>,
-    rng: &mut SmallRng,
-) -> (&'a [f32], bool) {
-    let w = &ds.windows[i];
-    let x = raw(plan, ds, i);
-    match (plan.input, crop_secs) {
-        (Input::Ecg { .. }, Some(c)) if (c as usize * SAMPLE_RATE_HZ) < x.len() => {
-            let len = c as usize * SAMPLE_RATE_HZ;
-            let off = rng.random_range(0..=x.len() - len);
-            let s = (w.start + off) as i64;
-            let vt = overlap(&ds.records[w.record].positive, s, s + len as i64) as f32;
-            let need = ds.spec.min_positive_secs * c as f32 / ds.spec.window_secs as f32;
-            (&x[off..off + len], vt / SAMPLE_RATE_HZ as f32 >= need)
-        }
-        _ => (x, w.label),
-    }
+    scaling: Option<&FeatureScaling>,
+    net: &Net<Flex>,
+    ds: &Dataset,
+    windows: &[Window],
+    batch: usize,
+) -> Vec<f32> {
+    windows
+        .chunks(batch)
+        .flat_map(|c| {
+            let inputs: Vec<Vec<f32>> = c.iter().map(|w| raw(plan, ds, w)).collect();
+            logits(plan, scaling, net, &inputs, batch)
+        })
+        .collect()
 }
 
-/// All positives of `idx` plus a fixed draw of `k` negatives per positive, in index order.
-fn stratified(ds: &Dataset, idx: &[usize], k: usize, rng: &mut SmallRng) -> Vec<usize> {
-    let (pos, mut neg): (Vec<usize>, Vec<usize>) = idx.iter().partition(|&&i| ds.windows[i].label);
+/// All positives of `windows` plus a fixed draw of `k` negatives per positive.
+fn stratified(windows: &[Window], k: usize, rng: &mut SmallRng) -> Vec<Window> {
+    let (pos, mut neg): (Vec<Window>, Vec<Window>) = windows.iter().partition(|w| w.positive());
     neg.shuffle(rng);
     neg.truncate(pos.len() * k);
-    let mut out = [pos, neg].concat();
-    out.sort_unstable();
-    out
+    [pos, neg].concat()
 }
 
-fn labels(ds: &Dataset, idx: &[usize]) -> Vec<bool> {
-    idx.iter().map(|&i| ds.windows[i].label).collect()
+fn labels(windows: &[Window]) -> Vec<bool> {
+    windows.iter().map(Window::positive).collect()
 }
 
 /// Evenly spaced subset of at most `cap` (deterministic), for quick runs.
-fn cap(idx: Vec<usize>, cap: Option<usize>) -> Vec<usize> {
+fn cap(w: Vec<Window>, cap: Option<usize>) -> Vec<Window> {
     match cap {
-        Some(c) if idx.len() > c => (0..c).map(|k| idx[k * idx.len() / c]).collect(),
-        _ => idx,
+        Some(c) if w.len() > c => (0..c).map(|k| w[k * w.len() / c]).collect(),
+        _ => w,
     }
+}
+
+/// The noise banks fitting draws from: train for augmentation, validation for early stopping.
+pub struct Banks {
+    pub train: NoiseBank,
+    pub validation: NoiseBank,
 }
 
 /// Trains `plan` on the data set's train split and evaluates it on validation and test.
 pub fn fit(
     plan: &ModelPlan,
     ds: &Dataset,
-    split: &crate::training::dataset::Split,
+    split: &Split,
+    banks: &Banks,
     cfg: &TrainConfig,
     bar: &ProgressBar,
 ) -> Result<Fitted, TrainError> {
@@ -170,18 +238,29 @@ pub fn fit(
     <Train as Backend>::seed(&device, seed);
     let mut rng = SmallRng::seed_from_u64(seed);
 
-    let train = usable(plan, ds, &ds.indices(split, SplitName::Train));
-    let val = cap(
-        usable(plan, ds, &ds.indices(split, SplitName::Validation)),
-        cfg.max_eval_windows,
+    let pool = usable(
+        plan,
+        ds,
+        ds.dense(
+            split,
+            SplitName::Train,
+            first_end(plan),
+            cfg.train_hop_samples,
+        ),
     );
-    let test = cap(
-        usable(plan, ds, &ds.indices(split, SplitName::Test)),
-        cfg.max_eval_windows,
-    );
-    let (pos, neg): (Vec<usize>, Vec<usize>) = train.iter().partition(|&&i| ds.windows[i].label);
+    let grid = |name| {
+        let w: Vec<Window> = ds
+            .indices(split, name)
+            .iter()
+            .map(|&i| ds.windows[i])
+            .collect();
+        cap(usable(plan, ds, w), cfg.max_eval_windows)
+    };
+    let (val, test) = (grid(SplitName::Validation), grid(SplitName::Test));
+    let (pos, neg): (Vec<Window>, Vec<Window>) = pool.iter().partition(|w| w.positive());
+    let onset: Vec<Window> = pos.iter().copied().filter(|w| near_onset(ds, w)).collect();
     let val_has_both = {
-        let l = labels(ds, &val);
+        let l = labels(&val);
         l.contains(&true) && l.contains(&false)
     };
     if pos.is_empty() || neg.is_empty() || !val_has_both {
@@ -192,48 +271,69 @@ pub fn fit(
             neg.len()
         )));
     }
-    let scaling = feature_scaling(plan, ds, &train);
+    let scaling = feature_scaling(plan, ds, &cap(pool.clone(), Some(20_000)));
     let hp = cfg.for_architecture(&plan.architecture);
 
     let mut net = Net::<Train>::init(&plan.architecture, &device);
     let mut optim = AdamConfig::new().init::<Train, Net<Train>>();
     let loss_fn = CrossEntropyLossConfig::new().init(&device);
-    let watch = stratified(ds, &val, cfg.early_stop_negatives_per_positive, &mut rng);
-    let watch_labels = labels(ds, &watch);
+    // Early stopping watches validation windows clean and under validation noise.
+    let watch = stratified(&val, cfg.early_stop_negatives_per_positive, &mut rng);
+    let watch_aug = Augment {
+        noise_p: 1.0,
+        snr_db: (0.0, 12.0),
+        artifact_p: 0.0,
+    };
+    let mut watch_inputs: Vec<Vec<f32>> = watch.iter().map(|w| raw(plan, ds, w)).collect();
+    let mut watch_labels = labels(&watch);
+    if matches!(plan.input, Input::Ecg { .. }) {
+        let mut noisy_rng = SmallRng::seed_from_u64(seed ^ 0x5eed);
+        for w in &watch {
+            watch_inputs.push(corrupted(
+                plan,
+                ds,
+                w,
+                &watch_aug,
+                &banks.validation,
+                &mut noisy_rng,
+            ));
+        }
+        watch_labels.extend(labels(&watch));
+    }
     let (mut best, mut best_auc, mut best_epoch, mut stale) =
         (net.valid(), f64::NEG_INFINITY, 0, 0);
     let mut epochs = 0;
-    let neg_per_epoch = (pos.len() * hp.negatives_per_positive).min(neg.len());
+    let per_epoch = cfg.max_windows_per_epoch.unwrap_or(hp.examples_per_epoch);
     for epoch in 1..=hp.max_epochs {
         epochs = epoch;
-        let mut order = pos.clone();
-        let mut negs = neg.clone();
-        negs.shuffle(&mut rng);
-        order.extend_from_slice(&negs[..neg_per_epoch]);
+        // Half positives (half of those from the first seconds of an episode), half negatives.
+        let order: Vec<Window> = (0..per_epoch)
+            .map(|k| {
+                let from = match k % 4 {
+                    0 if !onset.is_empty() => &onset,
+                    0 | 1 => &pos,
+                    _ => &neg,
+                };
+                from[rng.random_range(0..from.len())]
+            })
+            .collect::<Vec<_>>();
+        let mut order = order;
         order.shuffle(&mut rng);
-        if let Some(c) = cfg.max_windows_per_epoch {
-            order.truncate(c);
-        }
-        let batches: Vec<&[usize]> = order
+        let batches: Vec<&[Window]> = order
             .chunks(hp.batch_size)
             .filter(|b| b.len() >= 2)
             .collect();
-        let out_of_time = |t: &Instant| {
-            hp.max_seconds
-                .is_some_and(|m| t.elapsed().as_secs_f64() > m)
-        };
         bar.set_length(batches.len() as u64);
         bar.set_position(0);
         let mut loss_sum = 0.0;
         for b in &batches {
-            let (inputs, y): (Vec<&[f32]>, Vec<i64>) = b
+            let inputs: Vec<Vec<f32>> = b
                 .iter()
-                .map(|&i| {
-                    let (x, l) = example(plan, ds, i, hp.crop_secs, &mut rng);
-                    (x, i64::from(l))
-                })
-                .unzip();
-            let x = prepare_input::<Train>(&plan.input, scaling.as_ref(), &inputs, &device);
+                .map(|w| corrupted(plan, ds, w, &cfg.augment, &banks.train, &mut rng))
+                .collect();
+            let refs: Vec<&[f32]> = inputs.iter().map(Vec::as_slice).collect();
+            let y: Vec<i64> = b.iter().map(|w| i64::from(w.positive())).collect();
+            let x = prepare_input::<Train>(&plan.input, scaling.as_ref(), &refs, &device);
             let y = Tensor::<Train, 1, Int>::from_data(TensorData::new(y, [b.len()]), &device);
             let loss = loss_fn.forward(net.forward(x), y);
             loss_sum += loss.clone().into_scalar() as f64;
@@ -243,7 +343,13 @@ pub fn fit(
         }
         let valid = net.valid();
         let probs = logits_to_probs(
-            &logits(plan, scaling.as_ref(), &valid, ds, &watch, cfg.eval_batch),
+            &logits(
+                plan,
+                scaling.as_ref(),
+                &valid,
+                &watch_inputs,
+                cfg.eval_batch,
+            ),
             0.0,
         );
         let auc = roc_auc(&watch_labels, &probs);
@@ -264,33 +370,36 @@ pub fn fit(
                 break;
             }
         }
-        if out_of_time(&started) {
+        if hp
+            .max_seconds
+            .is_some_and(|m| started.elapsed().as_secs_f64() > m)
+        {
             tracing::info!(model = %plan.name, epoch, "Time budget spent, keeping the best epoch");
             break;
         }
     }
 
-    // Balanced epochs train at a positive rate rho; shift the logit back to the true prior pi.
-    let rho = pos.len() as f64 / (pos.len() + neg_per_epoch) as f64;
-    let pi = pos.len() as f64 / train.len() as f64;
+    // Epochs train at a positive rate of one half; shift the logit back to the true prior.
+    let rho = 0.5f64;
+    let pi = pos.len() as f64 / pool.len() as f64;
     let logit = |p: f64| (p / (1.0 - p)).ln();
     let prior_logit_offset = (logit(pi) - logit(rho)) as f32;
 
     let mut metrics = Vec::new();
     let mut predictions = Vec::new();
-    let mut windows = vec![(SplitName::Train, train.len(), pos.len())];
-    for (name, idx) in [(SplitName::Validation, &val), (SplitName::Test, &test)] {
-        let l = labels(ds, idx);
+    let mut windows = vec![(SplitName::Train, pool.len(), pos.len())];
+    for (name, w) in [(SplitName::Validation, &val), (SplitName::Test, &test)] {
+        let l = labels(w);
         let p = logits_to_probs(
-            &logits(plan, scaling.as_ref(), &best, ds, idx, cfg.eval_batch),
+            &logits_on(plan, scaling.as_ref(), &best, ds, w, cfg.eval_batch),
             prior_logit_offset,
         );
         let npos = l.iter().filter(|&&x| x).count();
-        windows.push((name, idx.len(), npos));
+        windows.push((name, w.len(), npos));
         metrics.push((
             name,
             SplitMetrics {
-                windows: idx.len(),
+                windows: w.len(),
                 positives: npos,
                 roc_auc: roc_auc(&l, &p),
                 pr_auc: pr_auc(&l, &p),
@@ -299,7 +408,7 @@ pub fn fit(
         predictions.push((
             name,
             Predictions {
-                ids: idx.iter().map(|&i| ds.windows[i].id.clone()).collect(),
+                ids: w.iter().map(|w| ds.id(w)).collect(),
                 labels: l.iter().map(|&x| u8::from(x)).collect(),
                 probs: p,
             },

@@ -13,7 +13,10 @@ use std::time::Instant;
 use indicatif::{MultiProgress, ProgressBar, ProgressStyle};
 use serde::{Deserialize, Serialize};
 
-use crate::training::dataset::{self, Dataset, DatasetError, Split, SplitName, WindowSpec};
+use crate::core::window::SAMPLE_RATE_HZ;
+use crate::training::dataset::{
+    self, Augment, Dataset, DatasetError, NoiseBank, Split, SplitName, WindowSpec,
+};
 use crate::zoo::{
     self, Architecture, Input, Lead, MANIFEST_FORMAT, Manifest, ResNeXtArch, Training, VitalsArch,
     WeightsRef, ZooError, ZooModel,
@@ -52,11 +55,8 @@ pub struct Hyper {
     pub max_epochs: usize,
     /// Epochs without a better validation ROC-AUC before stopping.
     pub patience: usize,
-    /// Negatives drawn afresh each epoch per positive (every positive is used each epoch).
-    pub negatives_per_positive: usize,
-    /// Train on random crops of this many seconds of each window (labelled by their own
-    /// content, the positive threshold scaled to the crop); `None` trains on whole windows.
-    pub crop_secs: Option<u32>,
+    /// Windows drawn per epoch (half positive).
+    pub examples_per_epoch: usize,
     /// Stop a model after this many seconds (keeping its best epoch so far).
     pub max_seconds: Option<f64>,
 }
@@ -76,7 +76,12 @@ pub struct TrainConfig {
     pub early_stop_negatives_per_positive: usize,
     /// Windows per inference batch when evaluating.
     pub eval_batch: usize,
+    /// The evaluation grid (validation and test predictions).
     pub window: WindowSpec,
+    /// Training window ends are this many samples apart.
+    pub train_hop_samples: usize,
+    /// How training windows are corrupted.
+    pub augment: Augment,
 }
 
 impl TrainConfig {
@@ -86,20 +91,18 @@ impl TrainConfig {
             ecg: Hyper {
                 batch_size: 32,
                 learning_rate: 2e-3,
-                max_epochs: 10,
-                patience: 3,
-                negatives_per_positive: 2,
-                crop_secs: Some(15),
-                max_seconds: Some(1500.0),
+                max_epochs: 40,
+                patience: 5,
+                examples_per_epoch: 2048,
+                max_seconds: Some(900.0),
             },
             vitals: Hyper {
                 batch_size: 128,
                 learning_rate: 1e-2,
-                max_epochs: 150,
-                patience: 20,
-                negatives_per_positive: 3,
-                crop_secs: None,
-                max_seconds: Some(300.0),
+                max_epochs: 60,
+                patience: 10,
+                examples_per_epoch: 4096,
+                max_seconds: Some(240.0),
             },
             seed: 20_201_123,
             max_windows_per_epoch: None,
@@ -107,6 +110,8 @@ impl TrainConfig {
             early_stop_negatives_per_positive: 3,
             eval_batch: 64,
             window: WindowSpec::default(),
+            train_hop_samples: SAMPLE_RATE_HZ / 2,
+            augment: Augment::default(),
         }
     }
 
@@ -128,15 +133,21 @@ impl TrainConfig {
     }
 }
 
-/// The zoo: 24 ECG models (2 leads x 4 widths x 3 depths) and 2 vitals models, cheapest
-/// first so an interrupted run has the most models. `quick` plans a tiny zoo.
+/// Observation windows of the ECG models (seconds), as HOLMES varies the window as well as
+/// the network.
+pub const ECG_WINDOWS_SECS: [usize; 3] = [5, 10, 30];
+
+/// The zoo: ECG models on three observation windows x two lead roles x three network sizes,
+/// and two vitals models, cheapest first so an interrupted run has the most models. `quick`
+/// plans a tiny zoo.
 pub fn zoo_plan(quick: bool) -> Vec<ModelPlan> {
-    let ecg = |lead: Lead, width, depth| ModelPlan {
-        name: format!("ecg-{}-w{width}-d{depth}", lead.as_str()),
+    let ecg = |lead: Lead, secs: usize, width, depth| ModelPlan {
+        name: format!("ecg-{}-{secs}s-w{width}-d{depth}", lead.as_str()),
         input: Input::Ecg {
             lead,
-            samples: 7500,
-            sample_rate_hz: 250,
+            samples: secs * SAMPLE_RATE_HZ,
+            sample_rate_hz: SAMPLE_RATE_HZ as u32,
+            bandpass: true,
         },
         architecture: Architecture::ResNeXt1d(ResNeXtArch {
             width,
@@ -155,16 +166,18 @@ pub fn zoo_plan(quick: bool) -> Vec<ModelPlan> {
     };
     let mut plan = vec![vitals("vitals-hr-logreg", 0), vitals("vitals-hr-mlp", 16)];
     if quick {
-        plan.push(ecg(Lead::Primary, 8, 2));
-        plan.push(ecg(Lead::Secondary, 8, 2));
+        plan.push(ecg(Lead::Primary, 5, 8, 2));
+        plan.push(ecg(Lead::Secondary, 10, 8, 2));
         return plan;
     }
     let mut ecgs: Vec<ModelPlan> = [Lead::Primary, Lead::Secondary]
         .into_iter()
         .flat_map(|lead| {
-            [8, 16, 32, 64]
-                .into_iter()
-                .flat_map(move |w| [2, 4, 8].into_iter().map(move |d| ecg(lead, w, d)))
+            ECG_WINDOWS_SECS.into_iter().flat_map(move |secs| {
+                [(8, 2), (16, 4), (32, 4)]
+                    .into_iter()
+                    .map(move |(w, d)| ecg(lead, secs, w, d))
+            })
         })
         .collect();
     ecgs.sort_by_key(|p| (macs(p), p.name.clone()));
@@ -243,10 +256,14 @@ pub fn run(opts: &TrainOptions) -> Result<(Vec<String>, Vec<String>), TrainError
         keys
     };
     let ds = Dataset::new(dataset::load_keys(&opts.data, &keys)?, cfg.window);
+    let banks = fit::Banks {
+        train: NoiseBank::load(&opts.data, SplitName::Train)?,
+        validation: NoiseBank::load(&opts.data, SplitName::Validation)?,
+    };
     tracing::info!(
         records = ds.records.len(),
         windows = ds.windows.len(),
-        positives = ds.windows.iter().filter(|w| w.label).count(),
+        positives = ds.windows.iter().filter(|w| w.positive()).count(),
         secs = t0.elapsed().as_secs_f64(),
         "Data set built"
     );
@@ -268,7 +285,7 @@ pub fn run(opts: &TrainOptions) -> Result<(Vec<String>, Vec<String>), TrainError
                 .progress_chars("=> "),
         );
         bar.set_prefix(p.name.clone());
-        let fitted = fit::fit(p, &ds, &split, &cfg, &bar)?;
+        let fitted = fit::fit(p, &ds, &split, &banks, &cfg, &bar)?;
         bar.finish_and_clear();
         let dir = write(p, fitted, &cfg, &split_text, &opts.out)?;
         let m = ZooModel::<burn::backend::Flex>::load(&dir, &device)?;
@@ -307,12 +324,20 @@ fn quick_records(
 fn data_description(cfg: &TrainConfig) -> String {
     let w = &cfg.window;
     format!(
-        "PhysioNet vfdb, cudb and mitdb (mitdb resampled 360 -> 250 Hz); {} s windows, {} s hop; \
-         positive when >= {} s of VT/VFL/VF/VFIB rhythm or [ ] flutter episode; a lead is absent \
-         where > {:.0}% of the window is noise-marked; patient-wise split config/split.toml",
-        w.window_secs,
+        "PhysioNet vfdb, cudb, mitdb, svdb and nstdb 118e*/119e* at 250 Hz; a window is labelled \
+         by its end: positive when a VT run (>= 5 ventricular beats > 100/min; vfdb/cudb: (VT \
+         label) or VF/VFL episode is confirmed by then and ended at most {} s before, unsure \
+         (left out) between onset and confirmation; trained on ends every {} ms with nstdb \
+         noise (train part of its time split) at {}..{} dB and monitor artifacts; evaluated on \
+         ends every {} s from {} s plus every {} s inside episodes; a lead is absent where > \
+         {:.0}% of the window is noise-marked; patient-wise split config/split.toml",
+        dataset::LABEL_GRACE_SECS,
+        cfg.train_hop_samples * 1000 / SAMPLE_RATE_HZ,
+        cfg.augment.snr_db.0,
+        cfg.augment.snr_db.1,
         w.hop_secs,
-        w.min_positive_secs,
+        w.first_end_secs,
+        w.episode_hop_secs,
         w.max_noise_fraction * 100.0
     )
 }

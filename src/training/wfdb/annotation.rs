@@ -13,7 +13,7 @@ use super::WfdbError;
 pub struct Annotation {
     /// Sample index (at the record's sampling frequency).
     pub sample: i64,
-    /// Annotation code (1..=49), see [`symbol_of`].
+    /// Annotation code (0..=49, 0 being NOTQRS), see [`symbol_of`].
     pub code: u8,
     /// Subtype; for `~` noise annotations a bit mask of noisy (bits 0-3) and unreadable
     /// (bits 4-7) signals, with -1 meaning every signal unreadable.
@@ -108,7 +108,9 @@ fn parse(path: &Path, bytes: &[u8]) -> Result<Vec<Annotation>, WfdbError> {
                     }
                 }
             }
-            1..=49 => {
+            // Code 0 with an interval is NOTQRS: no annotation type, it only moves time
+            // (svdb files open with a time-resolution note, a SKIP back and a NOTQRS).
+            0..=49 => {
                 time += interval as i64;
                 out.push(Annotation {
                     sample: time,
