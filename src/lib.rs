@@ -24,7 +24,8 @@
 //! - [`dashboard`]: the ward page: board, alarms, users.
 //! - [`http`]: the router, its state and errors, the accept loop and TLS.
 //! - [`appliance`]: the daemon's wiring and shutdown order, and the system service.
-//! - [`tools`]: the simulator, `holmes bench`, `holmes bench-cpu`, `holmes score`.
+//! - [`tools`]: the simulator, `holmes bench`, `holmes bench-cpu`, `holmes score`, and the
+//!   episode comparison of `holmes evaluate`.
 //! - [`cli`]: the command line, one file per subcommand.
 //!
 //! # Data flow
