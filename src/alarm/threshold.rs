@@ -172,6 +172,9 @@ mod tests {
 
     const HOP: i64 = 1_000;
 
+    /// A record's score series and its one reference episode.
+    type Record = (Vec<(i64, Option<f32>)>, (i64, i64));
+
     fn hops(scores: &[f32]) -> Vec<(i64, Option<f32>)> {
         scores
             .iter()
@@ -198,7 +201,7 @@ mod tests {
     /// A: an episode at 10-20 s scored 0.75, a lone artefact of 0.95 at 3 s.
     /// B: an episode at 5-15 s scored 0.55, an artefact of 0.65 over 25-26 s.
     /// Elsewhere 0.1, so on = 0.1 (off 0.08) raises at 0 s and never clears.
-    fn records() -> [(Vec<(i64, Option<f32>)>, (i64, i64)); 2] {
+    fn records() -> [Record; 2] {
         let mut a = vec![0.1; 30];
         a[3] = 0.95;
         a[10..20].fill(0.75);
@@ -209,7 +212,7 @@ mod tests {
         [(hops(&a), (10_000, 20_000)), (hops(&b), (5_000, 15_000))]
     }
 
-    fn validation(recs: &[(Vec<(i64, Option<f32>)>, (i64, i64))]) -> Vec<ValidationRecord<'_>> {
+    fn validation(recs: &[Record]) -> Vec<ValidationRecord<'_>> {
         recs.iter()
             .map(|(scores, ep)| ValidationRecord {
                 scores,
