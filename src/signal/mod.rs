@@ -1,8 +1,9 @@
 //! ECG signal processing shared by training, serving and the tools: QRS detection and the
 //! heart rate a monitor reports ([`heart_rate`]), sample-rate conversion ([`resample`]), a
-//! synthetic ECG ([`ecgsyn`]) for demos, profiling and tests, and signal-quality indices
-//! ([`quality`]).
+//! synthetic ECG ([`ecgsyn`]) for demos, profiling and tests, a classical VT/VF detector
+//! ([`classical`], the baseline of `holmes evaluate`) and signal-quality indices ([`quality`]).
 
+pub mod classical;
 pub mod ecgsyn;
 pub mod heart_rate;
 pub mod quality;
