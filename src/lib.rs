@@ -9,6 +9,9 @@
 //!
 //! - [`core`]: the data that crosses stages (window, event, score) and shared helpers.
 //! - [`config`]: the TOML configuration, pure data, one section per subsystem.
+//! - [`alarm`]: the risk alarm rule (threshold, persistence, hysteresis), how alarms match
+//!   reference episodes, and the rule's choice on validation; sans-IO, shared by the
+//!   dashboard, `holmes score` and `holmes evaluate`.
 //! - [`protocol`]: the monitor wire format.
 //! - [`signal`]: ECG signal processing: QRS detection and heart rate, resampling, synthetic ECG.
 //! - [`zoo`]: model families, the model folder format, validated loading, preprocessing and
@@ -21,7 +24,8 @@
 //! - [`dashboard`]: the ward page: board, alarms, users.
 //! - [`http`]: the router, its state and errors, the accept loop and TLS.
 //! - [`appliance`]: the daemon's wiring and shutdown order, and the system service.
-//! - [`tools`]: the simulator, `holmes bench`, `holmes bench-cpu`, `holmes score`.
+//! - [`tools`]: the simulator, `holmes bench`, `holmes bench-cpu`, `holmes score`, and the
+//!   episode comparison of `holmes evaluate`.
 //! - [`cli`]: the command line, one file per subcommand.
 //!
 //! # Data flow
@@ -35,6 +39,7 @@
 
 pub mod core;
 
+pub mod alarm;
 pub mod config;
 pub mod protocol;
 pub mod signal;

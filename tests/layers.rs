@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 const LAYERS: &[&[&str]] = &[
     &["core"],
     &["config"],
-    &["protocol", "signal"],
+    &["alarm", "protocol", "signal"],
     &["zoo"],
     &["training"],
     &["serving::store"],

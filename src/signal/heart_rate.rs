@@ -75,7 +75,8 @@ pub fn detect_qrs(x: &[f32], fs: f64) -> Vec<i64> {
         .collect()
 }
 
-fn sub_moving_mean(x: &[f32], win: usize) -> Vec<f32> {
+/// `x` less its centred moving mean over `win` samples (the baseline).
+pub(crate) fn sub_moving_mean(x: &[f32], win: usize) -> Vec<f32> {
     let half = win / 2;
     let mut prefix = Vec::with_capacity(x.len() + 1);
     prefix.push(0.0f64);

@@ -1,7 +1,13 @@
 //! ECG signal processing shared by training, serving and the tools: QRS detection and the
-//! heart rate a monitor reports ([`heart_rate`]), sample-rate conversion ([`resample`]), and a
-//! synthetic ECG ([`ecgsyn`]) for demos, profiling and tests.
+//! heart rate a monitor reports ([`heart_rate`]), sample-rate conversion ([`resample`]), a
+//! synthetic ECG ([`ecgsyn`]) for demos, profiling and tests, a classical VT/VF detector
+//! ([`classical`], the baseline of `holmes evaluate`) and signal-quality indices ([`quality`]).
 
+pub mod classical;
 pub mod ecgsyn;
 pub mod heart_rate;
+pub mod quality;
 pub mod resample;
+mod spectrum;
+#[cfg(test)]
+mod test_signals;

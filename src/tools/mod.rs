@@ -1,8 +1,10 @@
 //! Tools beside the daemon: simulated monitors ([`sim`]), the load benchmark
 //! ([`bench`], `holmes bench`), the CPU kernels against ONNX Runtime ([`cpu_bench`],
-//! `holmes bench-cpu`), and offline scoring of a recording ([`score`], `holmes score`).
+//! `holmes bench-cpu`), offline scoring of a recording ([`score`], `holmes score`), and the
+//! event-level evaluation ([`evaluate`], `holmes evaluate`).
 
 pub mod bench;
 pub mod cpu_bench;
+pub mod evaluate;
 pub mod score;
 pub mod sim;

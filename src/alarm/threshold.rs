@@ -1,0 +1,343 @@
+//! Choosing an [`AlarmRule`] on the validation split: the on-threshold and persistence that
+//! reach a target episode sensitivity with the fewest false alarms. `holmes evaluate` (and
+//! whatever builds a plan) hands it each validation record's score series and reference
+//! episodes; the chosen rule is stored with the plan.
+//!
+//! An episode counts as detected when an alarm is **raised for it** (the time-to-alarm outcome
+//! [`AlarmTiming::Raised`]), not merely when an alarm overlaps it as EC57 counts: otherwise a
+//! low threshold whose alarm never clears would overlap every episode with no false alarm and
+//! win. False alarms are [`is_false_alarm`]'s. Both come from [`matching`](super::matching),
+//! as the evaluation's do.
+
+use serde::Serialize;
+
+use super::matching::{AlarmTiming, MatchOptions, is_false_alarm, timing};
+use super::{AlarmError, AlarmRule, alarm_episodes};
+
+/// One validation record as the search sees it.
+#[derive(Debug, Clone, Copy)]
+pub struct ValidationRecord<'a> {
+    /// One `(t_ms, score)` per hop, ascending; `None` where the hop had no score.
+    pub scores: &'a [(i64, Option<f32>)],
+    /// Reference episodes `(onset_ms, end_ms)`, ascending and disjoint.
+    pub episodes: &'a [(i64, i64)],
+    /// Monitored time outside the reference episodes, ms: the false-alarm denominator.
+    pub monitored_ms: i64,
+}
+
+/// What the search tries and what it must reach.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ThresholdSearch {
+    /// Episode sensitivity to reach (0..=1).
+    pub target_sensitivity: f64,
+    /// The clear threshold as a share of the on-threshold (`off = on · off_ratio`): one
+    /// hysteresis for every candidate, so the search has one free threshold.
+    pub off_ratio: f32,
+    /// Candidate on-thresholds.
+    pub on_grid: Vec<f32>,
+    /// Candidate persistences `(k, n)`.
+    pub persistence: Vec<(u32, u32)>,
+    /// The hop of the score series, ms.
+    pub hop_ms: i64,
+    /// When an alarm is in time for an episode, and when it is false.
+    pub matching: MatchOptions,
+}
+
+impl ThresholdSearch {
+    /// On-thresholds 1/steps, 2/steps, ..., (steps-1)/steps.
+    pub fn even_grid(steps: u32) -> Vec<f32> {
+        (1..steps).map(|i| i as f32 / steps as f32).collect()
+    }
+}
+
+/// The rule chosen and what it reached on the validation records.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ThresholdChoice {
+    pub rule: AlarmRule,
+    /// Whether the target sensitivity was reached; when no candidate reaches it, the most
+    /// sensitive candidate is chosen.
+    pub met_target: bool,
+    /// Reference episodes, and those an alarm was raised for.
+    pub episodes: usize,
+    pub detected: usize,
+    /// `detected / episodes`; `None` without reference episodes.
+    pub sensitivity: Option<f64>,
+    /// Alarms that share no time with a reference episode widened by the grace.
+    pub false_alarms: usize,
+    pub monitored_hours: f64,
+    /// `None` without monitored time.
+    pub false_alarms_per_hour: Option<f64>,
+}
+
+/// Picks the rule that reaches `search.target_sensitivity` with the fewest false alarms.
+/// Ties go to more detected episodes, then the smaller `k` (it raises sooner), then the smaller
+/// `n`, then the higher on-threshold; the search is deterministic. Every candidate replays
+/// every record, so its cost is candidates × hops.
+pub fn choose_threshold(
+    records: &[ValidationRecord<'_>],
+    search: &ThresholdSearch,
+) -> Result<ThresholdChoice, AlarmError> {
+    let t = search.target_sensitivity;
+    if !(0.0..=1.0).contains(&t) {
+        return Err(AlarmError::Target(t));
+    }
+    let r = search.off_ratio;
+    if !(0.0..=1.0).contains(&r) {
+        return Err(AlarmError::OffRatio(r));
+    }
+    if search.on_grid.is_empty() || search.persistence.is_empty() {
+        return Err(AlarmError::NoCandidates);
+    }
+    let episodes: usize = records.iter().map(|r| r.episodes.len()).sum();
+    let monitored_ms: i64 = records.iter().map(|r| r.monitored_ms).sum();
+    let needed = (t * episodes as f64).ceil() as usize;
+
+    // Lower is better: candidates that reach the target first, and among them the fewest
+    // false alarms; among those that do not, the most detected. Then the tie-breaks; the
+    // on-threshold, a float, is compared last and apart.
+    let rank = |detected: usize, false_alarms: usize, rule: &AlarmRule| {
+        let (d, f) = (detected as i64, false_alarms as i64);
+        let primary = if detected >= needed {
+            (0, f, -d)
+        } else {
+            (1, -d, f)
+        };
+        (primary, rule.k, rule.n)
+    };
+    // (rank, rule, detected, false alarms) of the best candidate so far.
+    let mut best: Option<(_, AlarmRule, usize, usize)> = None;
+    for &(k, n) in &search.persistence {
+        for &on in &search.on_grid {
+            let rule = AlarmRule {
+                on,
+                off: on * r,
+                k,
+                n,
+            };
+            rule.validate()?;
+            let (detected, false_alarms) = tally(rule, records, search)?;
+            let key = rank(detected, false_alarms, &rule);
+            let better = best
+                .as_ref()
+                .is_none_or(|(b_key, b, ..)| key < *b_key || (key == *b_key && on > b.on));
+            if better {
+                best = Some((key, rule, detected, false_alarms));
+            }
+        }
+    }
+    let (_, rule, detected, false_alarms) = best.expect("at least one candidate");
+    let monitored_hours = monitored_ms as f64 / 3_600_000.0;
+    Ok(ThresholdChoice {
+        rule,
+        met_target: detected >= needed,
+        episodes,
+        detected,
+        sensitivity: (episodes > 0).then(|| detected as f64 / episodes as f64),
+        false_alarms,
+        monitored_hours,
+        false_alarms_per_hour: (monitored_ms > 0).then(|| false_alarms as f64 / monitored_hours),
+    })
+}
+
+/// Episodes an alarm was raised for, and false alarms, of one rule over all records.
+fn tally(
+    rule: AlarmRule,
+    records: &[ValidationRecord<'_>],
+    search: &ThresholdSearch,
+) -> Result<(usize, usize), AlarmError> {
+    let (mut detected, mut false_alarms) = (0, 0);
+    for rec in records {
+        let alarms = alarm_episodes(rule, search.hop_ms, rec.scores)?;
+        detected += rec
+            .episodes
+            .iter()
+            .filter(|&&e| {
+                matches!(
+                    timing(e, &alarms, search.matching),
+                    AlarmTiming::Raised { .. }
+                )
+            })
+            .count();
+        false_alarms += alarms
+            .iter()
+            .filter(|&&a| is_false_alarm(a, rec.episodes, search.matching))
+            .count();
+    }
+    Ok((detected, false_alarms))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const HOP: i64 = 1_000;
+
+    /// A record's score series and its one reference episode.
+    type Record = (Vec<(i64, Option<f32>)>, (i64, i64));
+
+    fn hops(scores: &[f32]) -> Vec<(i64, Option<f32>)> {
+        scores
+            .iter()
+            .enumerate()
+            .map(|(i, &s)| (i as i64 * HOP, Some(s)))
+            .collect()
+    }
+
+    fn search(target: f64, persistence: Vec<(u32, u32)>) -> ThresholdSearch {
+        ThresholdSearch {
+            target_sensitivity: target,
+            off_ratio: 0.8,
+            on_grid: ThresholdSearch::even_grid(10),
+            persistence,
+            hop_ms: HOP,
+            matching: MatchOptions {
+                onset_tolerance_ms: 1_000,
+                grace_ms: 0,
+            },
+        }
+    }
+
+    /// Two half-hour records, 30 hops of score each (the rest of the hour unscored).
+    /// A: an episode at 10-20 s scored 0.75, a lone artefact of 0.95 at 3 s.
+    /// B: an episode at 5-15 s scored 0.55, an artefact of 0.65 over 25-26 s.
+    /// Elsewhere 0.1, so on = 0.1 (off 0.08) raises at 0 s and never clears.
+    fn records() -> [Record; 2] {
+        let mut a = vec![0.1; 30];
+        a[3] = 0.95;
+        a[10..20].fill(0.75);
+        let mut b = vec![0.1; 30];
+        b[5..15].fill(0.55);
+        b[25] = 0.65;
+        b[26] = 0.65;
+        [(hops(&a), (10_000, 20_000)), (hops(&b), (5_000, 15_000))]
+    }
+
+    fn validation(recs: &[Record]) -> Vec<ValidationRecord<'_>> {
+        recs.iter()
+            .map(|(scores, ep)| ValidationRecord {
+                scores,
+                episodes: std::slice::from_ref(ep),
+                monitored_ms: 1_800_000,
+            })
+            .collect()
+    }
+
+    #[test]
+    fn full_sensitivity_with_one_hop_costs_both_artefacts() {
+        let recs = records();
+        let v = validation(&recs);
+        // Thresholds 0.2 to 0.5 raise for both episodes and for both artefacts; 0.1's alarm,
+        // on from 0 s, is already on at each onset and raises for neither. The tie among 0.2
+        // to 0.5 goes to the highest.
+        let c = choose_threshold(&v, &search(1.0, vec![(1, 1)])).unwrap();
+        assert_eq!(
+            c.rule,
+            AlarmRule {
+                on: 0.5,
+                off: 0.4,
+                k: 1,
+                n: 1
+            }
+        );
+        assert!(c.met_target);
+        assert_eq!((c.detected, c.episodes, c.false_alarms), (2, 2, 2));
+        assert_eq!(c.sensitivity, Some(1.0));
+        assert_eq!(c.monitored_hours, 1.0);
+        assert_eq!(c.false_alarms_per_hour, Some(2.0));
+    }
+
+    #[test]
+    fn half_the_episodes_at_the_fewest_false_alarms() {
+        let recs = records();
+        let v = validation(&recs);
+        // 0.7 raises for A's episode with one false alarm (A's artefact); 0.6 also sounds on
+        // B's artefact; 0.8 and 0.9 miss A's episode (0.75).
+        let c = choose_threshold(&v, &search(0.5, vec![(1, 1)])).unwrap();
+        assert_eq!(c.rule.on, 0.7);
+        assert_eq!((c.detected, c.false_alarms), (1, 1));
+    }
+
+    #[test]
+    fn persistence_removes_the_artefacts_and_wins() {
+        let recs = records();
+        let v = validation(&recs);
+        // With 3 of 3 hops neither artefact (1 and 2 hops) alarms; 0.2 to 0.5 raise for both
+        // episodes (2 s after onset) with no false alarm, beating every (1, 1) rule.
+        let c = choose_threshold(&v, &search(1.0, vec![(1, 1), (3, 3)])).unwrap();
+        assert_eq!(
+            c.rule,
+            AlarmRule {
+                on: 0.5,
+                off: 0.4,
+                k: 3,
+                n: 3
+            }
+        );
+        assert_eq!((c.detected, c.false_alarms), (2, 0));
+    }
+
+    #[test]
+    fn an_alarm_that_never_clears_detects_nothing() {
+        let recs = records();
+        let v = validation(&recs);
+        let mut q = search(0.0, vec![(1, 1)]);
+        q.on_grid = vec![0.1];
+        let c = choose_threshold(&v, &q).unwrap();
+        // One alarm per record, over both episodes: no false alarm, but raised for neither.
+        assert_eq!((c.detected, c.false_alarms), (0, 0));
+    }
+
+    #[test]
+    fn an_unreachable_target_returns_the_most_sensitive_rule() {
+        // The episode is never scored above 0.05: no grid threshold raises for it.
+        let a = hops(&[0.0; 20]);
+        let recs = [ValidationRecord {
+            scores: &a,
+            episodes: &[(5_000, 10_000)],
+            monitored_ms: 3_600_000,
+        }];
+        let c = choose_threshold(&recs, &search(0.9, vec![(1, 1)])).unwrap();
+        assert!(!c.met_target);
+        assert_eq!((c.detected, c.false_alarms), (0, 0));
+        // All tie: the highest threshold.
+        assert_eq!(c.rule.on, 0.9);
+    }
+
+    #[test]
+    fn the_grace_makes_an_alarm_just_after_an_episode_late_not_false() {
+        // An alarm at 12-14 s after an episode that ended at 10 s.
+        let mut s = vec![0.0; 20];
+        s[12..14].fill(0.9);
+        let a = hops(&s);
+        let recs = [ValidationRecord {
+            scores: &a,
+            episodes: &[(5_000, 10_000)],
+            monitored_ms: 3_600_000,
+        }];
+        let mut q = search(0.0, vec![(1, 1)]);
+        q.on_grid = vec![0.5];
+        let c = choose_threshold(&recs, &q).unwrap();
+        assert_eq!((c.detected, c.false_alarms), (0, 1));
+        q.matching.grace_ms = 3_000;
+        let c = choose_threshold(&recs, &q).unwrap();
+        assert_eq!((c.detected, c.false_alarms), (1, 0));
+    }
+
+    #[test]
+    fn bad_searches_are_refused() {
+        let recs: [ValidationRecord<'_>; 0] = [];
+        let mut q = search(1.5, vec![(1, 1)]);
+        assert_eq!(choose_threshold(&recs, &q), Err(AlarmError::Target(1.5)));
+        q.target_sensitivity = 0.9;
+        q.off_ratio = 2.0;
+        assert_eq!(choose_threshold(&recs, &q), Err(AlarmError::OffRatio(2.0)));
+        q.off_ratio = 0.8;
+        q.persistence.clear();
+        assert_eq!(choose_threshold(&recs, &q), Err(AlarmError::NoCandidates));
+        q.persistence = vec![(4, 2)];
+        assert!(matches!(
+            choose_threshold(&recs, &q),
+            Err(AlarmError::Persistence { .. })
+        ));
+    }
+}

@@ -1,0 +1,67 @@
+//! Synthetic leads at 250 Hz for the tests of the detectors and quality indices: sinus rhythm
+//! from [`ecgsyn`](super::ecgsyn), and by hand a run of fast wide complexes (monomorphic VT), a
+//! sine-like fibrillation wave (VF) and seeded white noise.
+
+use std::f64::consts::PI;
+
+use rand::rngs::SmallRng;
+use rand::{Rng, SeedableRng};
+
+use super::ecgsyn::{EcgSyn, FS};
+
+/// Samples of `secs` seconds.
+pub(crate) fn samples(secs: f64) -> usize {
+    (secs * FS).round() as usize
+}
+
+/// Sinus rhythm at about `bpm`.
+pub(crate) fn sinus(seed: u64, bpm: f64, secs: f64) -> Vec<f32> {
+    let mut g = EcgSyn::new(seed, bpm);
+    (0..samples(secs)).map(|_| g.next_sample()).collect()
+}
+
+/// Monomorphic VT: at `bpm`, each complex a positive then a negative half-sine lobe of
+/// `qrs_ms / 2` each (1.5 mV), then a low, broad repolarisation wave, then baseline.
+pub(crate) fn wide_run(bpm: f64, qrs_ms: f64, secs: f64) -> Vec<f32> {
+    let rr = 60.0 / bpm;
+    let lobe = qrs_ms / 2000.0;
+    (0..samples(secs))
+        .map(|i| {
+            let t = (i as f64 / FS) % rr;
+            let v = if t < lobe {
+                1.5 * (PI * t / lobe).sin()
+            } else if t < 2.0 * lobe {
+                -1.5 * (PI * (t - lobe) / lobe).sin()
+            } else if t < 2.0 * lobe + 0.12 {
+                0.3 * (PI * (t - 2.0 * lobe) / 0.12).sin()
+            } else {
+                0.0
+            };
+            v as f32
+        })
+        .collect()
+}
+
+/// Coarse VF: a 5 Hz wave whose frequency wanders by ±0.6 Hz and whose amplitude swells between
+/// 0.2 and 0.6 mV, with a little noise.
+pub(crate) fn fibrillation(seed: u64, secs: f64) -> Vec<f32> {
+    let mut rng = SmallRng::seed_from_u64(seed);
+    let mut phase = 0.0;
+    (0..samples(secs))
+        .map(|i| {
+            let t = i as f64 / FS;
+            let f = 5.0 + 0.6 * (2.0 * PI * 0.3 * t).sin();
+            phase += 2.0 * PI * f / FS;
+            let a = 0.4 + 0.2 * (2.0 * PI * 0.5 * t).sin();
+            (a * phase.sin() + rng.random_range(-0.02..0.02)) as f32
+        })
+        .collect()
+}
+
+/// White noise, uniform in ±`amp` mV.
+pub(crate) fn noise(seed: u64, amp: f32, secs: f64) -> Vec<f32> {
+    let mut rng = SmallRng::seed_from_u64(seed);
+    (0..samples(secs))
+        .map(|_| rng.random_range(-amp..amp))
+        .collect()
+}
