@@ -67,7 +67,7 @@ fn quick_training_writes_a_listable_zoo_and_resumes() {
         .unwrap();
     let text = String::from_utf8(o.stdout).unwrap();
     assert!(
-        text.contains("ecg-primary-w8-d2") && text.contains("mean-probability ensemble"),
+        text.contains("ecg-primary-5s-w8-d2") && text.contains("mean-probability ensemble"),
         "{text}"
     );
 }
