@@ -79,7 +79,13 @@ pub async fn connection(
     let hello = match tokio::time::timeout(hello_timeout, socket.recv()).await {
         Ok(Some(Ok(Message::Text(t)))) => parse_client(&t),
         Ok(Some(Ok(_))) => Err("the first message must be a JSON text hello".into()),
-        Ok(_) => return,
+        Ok(Some(Err(e))) => {
+            if let Some((code, r)) = read_failure(&e, &cfg) {
+                close_with(&mut socket, code, &r).await;
+            }
+            return;
+        }
+        Ok(None) => return,
         Err(_) => Err(format!("no hello within {} s", hello_timeout.as_secs_f64())),
     };
     let (bed, device, token, ecg, vitals) = match hello {
@@ -228,16 +234,7 @@ pub async fn connection(
                 rate.take(last_rx);
                 let reply = match incoming {
                     None | Some(Ok(Message::Close(_))) => break None,
-                    Some(Err(e)) => {
-                        let e = e.to_string().to_lowercase();
-                        if ["too long", "too big", "size"].iter().any(|w| e.contains(w)) {
-                            break Some((close::TOO_BIG, format!("message larger than {} bytes", cfg.ingest.max_frame_bytes)));
-                        }
-                        if e.contains("utf-8") || e.contains("utf8") {
-                            break Some((close::INVALID_PAYLOAD, "a text message that is not UTF-8".into()));
-                        }
-                        break None;
-                    }
+                    Some(Err(e)) => break read_failure(&e, &cfg),
                     Some(Ok(Message::Text(t))) => handle_text(&cfg, &t, &ann, &attach.tx).await,
                     Some(Ok(Message::Binary(b))) => handle_binary(&cfg, &b, &ann, &attach.tx).await,
                     Some(Ok(_)) => None,
@@ -267,6 +264,28 @@ pub async fn connection(
         close_with(&mut socket, code, &truncate(&r)).await;
     }
     ward.detach(&bed, attach.conn).await;
+}
+
+/// The close code and reason for a message the socket could not read: too large (1009), or a
+/// text message that is not UTF-8 (1007); None for a broken connection (nothing to say).
+fn read_failure(e: &axum::Error, cfg: &IngestSettings) -> Option<(u16, String)> {
+    let e = e.to_string().to_lowercase();
+    if ["too long", "too big", "size"]
+        .iter()
+        .any(|w| e.contains(w))
+    {
+        return Some((
+            close::TOO_BIG,
+            format!("message larger than {} bytes", cfg.ingest.max_frame_bytes),
+        ));
+    }
+    if e.contains("utf-8") || e.contains("utf8") {
+        return Some((
+            close::INVALID_PAYLOAD,
+            "a text message that is not UTF-8".into(),
+        ));
+    }
+    None
 }
 
 /// A token bucket: `per_sec` messages a second, bursts of one second's worth.
