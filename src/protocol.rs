@@ -141,6 +141,9 @@ pub enum ErrorCode {
     BadShape,
     /// Some samples were null, non-finite or out of range; they were discarded (a gap).
     BadSamples,
+    /// Some vitals readings were non-finite or outside their plausible range
+    /// (`ingest.vital_ranges`); they count as absent, the rest of the frame is kept.
+    BadVitals,
     /// This sequence number was already received; the frame was ignored.
     Duplicate,
     /// The frame arrived after its window closed; it was dropped and counted.

@@ -162,6 +162,15 @@ impl Config {
                     .into(),
             );
         }
+        if let Some((name, _)) = i
+            .vital_ranges
+            .iter()
+            .find(|(_, [lo, hi])| !(lo.is_finite() && hi.is_finite() && lo <= hi))
+        {
+            return Err(format!(
+                "ingest.vital_ranges.{name} must be [low, high], finite, low <= high"
+            ));
+        }
         let t = self.server.header_read_timeout_secs;
         if self.server.max_connections == 0 || !t.is_finite() || t <= 0.0 {
             return Err(

@@ -94,6 +94,10 @@ pub struct IngestConfig {
     /// Messages per second a connection may send (bursts of one second's worth); beyond it
     /// the server stops reading that connection until it is back under the rate.
     pub max_messages_per_sec: u32,
+    /// Plausible range `[low, high]` per vital (by name, in the unit the name implies); a
+    /// reading outside it, or not finite, counts as absent and is answered `bad_vitals`.
+    /// Vitals not listed need only be finite.
+    pub vital_ranges: BTreeMap<String, [f64; 2]>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -396,19 +396,42 @@ async fn handle_text(
             return Some(m.into());
         }
         ClientMsg::Bye {} => BedCmd::Bye,
-        ClientMsg::Vitals { seq, t_ms, values } => BedCmd::Vitals {
-            seq,
-            t_ms,
-            values: values
+        ClientMsg::Vitals { seq, t_ms, values } => {
+            let mut implausible = Vec::new();
+            let values = values
                 .into_iter()
                 .map(|v| {
-                    // Finite as the f32 it is kept as: 1e39 is a finite f64 but an infinite f32.
-                    let ok = v.status.is_empty() && v.value.is_some_and(|x| (x as f32).is_finite());
-                    (v.name, if ok { v.value.map(|x| x as f32) } else { None })
+                    // A flagged reading is absent without complaint; a value is checked.
+                    let value = v.value.filter(|_| v.status.is_empty());
+                    let kept = value.and_then(|x| match plausible(cfg, &v.name, x) {
+                        Ok(()) => Some(x as f32),
+                        Err(why) => {
+                            implausible.push(why);
+                            None
+                        }
+                    });
+                    (v.name, kept)
                 })
-                .collect(),
-            arrived,
-        },
+                .collect();
+            let cmd = BedCmd::Vitals {
+                seq,
+                t_ms,
+                values,
+                arrived,
+            };
+            if bed.send(cmd).await.is_err() {
+                return Some(Reply::Gone);
+            }
+            metrics::counter!("holmes_ingested_frames_total", "kind" => "vitals").increment(1);
+            return (!implausible.is_empty()).then(|| {
+                let m = format!("{}; counted as absent", implausible.join("; "));
+                Reply::Warn(ServerMsg::error(
+                    Some(seq),
+                    ErrorCode::BadVitals,
+                    truncate_msg(&m),
+                ))
+            });
+        }
         ClientMsg::Samples {
             seq,
             t_ms,
@@ -430,14 +453,30 @@ async fn handle_text(
             return send_samples(cfg, seq, t_ms, data, &off, arrived, bed).await;
         }
     };
-    let vitals = matches!(cmd, BedCmd::Vitals { .. });
     if bed.send(cmd).await.is_err() {
         return Some(Reply::Gone);
     }
-    if vitals {
-        metrics::counter!("holmes_ingested_frames_total", "kind" => "vitals").increment(1);
-    }
     None
+}
+
+/// Whether a vital's reading is finite (as the f32 it is kept as: 1e39 is a finite f64 but an
+/// infinite f32) and inside its plausible range (`ingest.vital_ranges`); if not, why.
+fn plausible(cfg: &IngestSettings, name: &str, x: f64) -> Result<(), String> {
+    // 1e300 reads as such, not as its 301 digits.
+    let x_text = if x.abs() < 1e9 {
+        x.to_string()
+    } else {
+        format!("{x:e}")
+    };
+    if !(x as f32).is_finite() {
+        return Err(format!("{name} {x_text} is not a finite number"));
+    }
+    match cfg.ingest.vital_ranges.get(name) {
+        Some([lo, hi]) if !(*lo..=*hi).contains(&x) => Err(format!(
+            "{name} {x_text} is outside its plausible range [{lo}, {hi}]"
+        )),
+        _ => Ok(()),
+    }
 }
 
 async fn handle_binary(
