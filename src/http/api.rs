@@ -310,7 +310,7 @@ fn members_with_faults(s: &AppState) -> Vec<MemberView> {
 pub(super) struct Health {
     /// `ok`, or `degraded` with the reasons in `problems`.
     status: &'static str,
-    problems: Vec<&'static str>,
+    problems: Vec<String>,
     storage: serde_json::Value,
     models: Vec<MemberView>,
     model_faults: u64,
@@ -318,21 +318,25 @@ pub(super) struct Health {
     stream_clients: usize,
 }
 
-/// Everything an operator needs at a glance: storage (fault, backlog), models (faults),
-/// connections. `status` is `ok`, or `degraded` with the reasons; the answer is always 200
-/// (readiness for a load balancer is `/health/ready`).
+/// Everything an operator needs at a glance: storage (fault, backlog), models (faults, zoo
+/// folders that do not load), connections. `status` is `ok`, or `degraded` with the reasons;
+/// the answer is always 200 (readiness for a load balancer is `/health/ready`).
 pub(super) async fn health(State(s): State<AppState>) -> Json<Health> {
     let storage = s.store_health.view();
     let models = members_with_faults(&s);
     let mut problems = Vec::new();
     if !s.store_health.writable.load(Ordering::Relaxed) {
-        problems.push("storage: the database cannot be written; rows are held in memory");
+        problems.push("storage: the database cannot be written; rows are held in memory".into());
     }
     if s.store_health.backlog_dropped_rows.load(Ordering::Relaxed) > 0 {
-        problems.push("storage: rows were dropped from a full backlog");
+        problems.push("storage: rows were dropped from a full backlog".into());
     }
     if models.iter().any(|m| m.faults > 0) {
-        problems.push("models: a member has failed on some windows");
+        problems.push("models: a member has failed on some windows".into());
+    }
+    let refused = s.zoo.lock().expect("zoo status lock").refused.clone();
+    for (name, why) in refused {
+        problems.push(format!("zoo: model folder {name} does not load: {why}"));
     }
     Json(Health {
         status: if problems.is_empty() {
