@@ -358,3 +358,55 @@ async fn gaps_late_frames_and_lead_off_are_recorded() {
     );
     app.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn history_is_readable_after_a_restart_before_the_monitor_returns() {
+    let keep = tempfile::tempdir().unwrap();
+    let db = keep.path().join("holmes.db");
+    let db1 = db.clone();
+    let app = spawn_app(move |c| c.storage.db = db1).await;
+    let mut m = Monitor::connect(&app.ws_url(), "dur-2", "dev-d").await;
+    m.stream(T0, 0..950).await;
+    let before = app.wait_scores("dur-2", 60.0, |r| r.len() >= 2).await;
+    drop(m);
+    app.stop().await;
+
+    // A new daemon on the same database; the monitor has not reconnected.
+    let app = spawn_app(move |c| c.storage.db = db).await;
+    let (status, beds) = app.get("/api/beds").await;
+    assert_eq!(status, 200, "{beds}");
+    let listed = beds["beds"].as_array().unwrap();
+    assert_eq!(listed.len(), 1, "{beds}");
+    assert_eq!(listed[0]["bed"], "dur-2");
+    assert_eq!(listed[0]["status"], "lost", "{beds}");
+    assert_eq!(listed[0]["connected"], false, "{beds}");
+    assert_eq!(
+        listed[0]["latest"]["window_end_ms"],
+        before.last().unwrap()["window_end_ms"],
+        "{beds}"
+    );
+    let (status, v) = app.get("/api/beds/dur-2/scores").await;
+    assert_eq!(status, 200, "{v}");
+    assert_eq!(v["scores"].as_array().unwrap().len(), before.len(), "{v}");
+    let (status, v) = app.get("/api/beds/dur-2/events").await;
+    assert_eq!(status, 200, "{v}");
+    assert!(
+        v["events"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|e| e["kind"] == "connected"),
+        "{v}"
+    );
+    // A bed the database never saw is still unknown.
+    let (status, v) = app.get("/api/beds/never-seen/scores").await;
+    assert_eq!(status, 404, "{v}");
+    // When the monitor returns, the bed is the ward's again: live, one entry.
+    let mut m = Monitor::connect(&app.ws_url(), "dur-2", "dev-d").await;
+    m.stream(T0 + 95_000, 0..10).await;
+    let (_, beds) = app.get("/api/beds").await;
+    let listed = beds["beds"].as_array().unwrap();
+    assert_eq!(listed.len(), 1, "{beds}");
+    assert_eq!(listed[0]["connected"], true, "{beds}");
+    app.stop().await;
+}

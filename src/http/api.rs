@@ -20,7 +20,7 @@ use crate::serving::engine::ensemble::ModelInfo;
 use crate::serving::engine::profile::Profile;
 use crate::serving::engine::reload::ZooStatus;
 use crate::serving::store::ScoreRow;
-use crate::serving::ward::BedView;
+use crate::serving::ward::{BedStatus, BedView};
 
 pub(super) async fn ws_monitor(ws: WebSocketUpgrade, State(s): State<AppState>) -> Response {
     let max = s.ingest.ingest.max_frame_bytes;
@@ -44,11 +44,13 @@ pub(super) struct Beds {
     beds: Vec<BedSummary>,
 }
 
+/// The ward's beds, and the beds with stored scores that the ward does not hold (an earlier
+/// run's, before their monitors reconnect; beds evicted from a full ward): those are `lost`.
 pub(super) async fn beds(State(s): State<AppState>) -> Result<Json<Beds>, ApiError> {
     let reader = s.reader.clone();
     let latest = tokio::task::spawn_blocking(move || reader.latest_scores()).await??;
     let mut latest: HashMap<String, _> = latest.into_iter().map(|r| (r.bed.clone(), r)).collect();
-    let beds = s
+    let mut beds: Vec<BedSummary> = s
         .ward
         .views()
         .into_iter()
@@ -57,6 +59,21 @@ pub(super) async fn beds(State(s): State<AppState>) -> Result<Json<Beds>, ApiErr
             view,
         })
         .collect();
+    beds.extend(latest.into_iter().map(|(bed, row)| BedSummary {
+        view: BedView {
+            bed,
+            status: BedStatus::Lost,
+            connected: false,
+            device: None,
+            data_age_secs: None,
+            frames: 0,
+            gaps: 0,
+            duplicates: 0,
+            windows_closed: 0,
+        },
+        latest: Some(row),
+    }));
+    beds.sort_by(|a, b| a.view.bed.cmp(&b.view.bed));
     Ok(Json(Beds { beds }))
 }
 
@@ -67,12 +84,17 @@ pub(super) struct Range {
     limit: Option<i64>,
 }
 
-/// A bed the ward holds, a configured one, or a system origin (`zoo`, `composer`, `server`:
-/// model, plan and lifecycle events).
-fn known_bed(s: &AppState, bed: &str) -> Result<(), ApiError> {
+/// A bed the ward holds, a configured one, one the database knows (an earlier run's, or one
+/// evicted from a full ward), or a system origin (`zoo`, `composer`, `server`: model, plan and
+/// lifecycle events).
+async fn known_bed(s: &AppState, bed: &str) -> Result<(), ApiError> {
     let known = s.ward.views().iter().any(|v| v.bed == bed)
         || s.configured_beds.iter().any(|b| b == bed)
         || Origin::SYSTEM.contains(&bed);
+    let known = known || {
+        let (reader, b) = (s.reader.clone(), bed.to_owned());
+        tokio::task::spawn_blocking(move || reader.knows_bed(&b)).await??
+    };
     if known {
         Ok(())
     } else {
@@ -91,7 +113,7 @@ pub(super) async fn bed_scores(
     Path(bed): Path<String>,
     Query(q): Query<Range>,
 ) -> Result<Json<BedScores>, ApiError> {
-    known_bed(&s, &bed)?;
+    known_bed(&s, &bed).await?;
     let (since, until) = (q.since.unwrap_or(i64::MIN), q.until.unwrap_or(i64::MAX));
     if since > until {
         return Err(ApiError::BadQuery("since is after until".into()));
@@ -121,7 +143,7 @@ pub(super) async fn bed_events(
     State(s): State<AppState>,
     Path(bed): Path<String>,
 ) -> Result<Json<BedEvents>, ApiError> {
-    known_bed(&s, &bed)?;
+    known_bed(&s, &bed).await?;
     let reader = s.reader.clone();
     let b = bed.clone();
     let rows = tokio::task::spawn_blocking(move || reader.events(&b, 10_000)).await??;
