@@ -676,6 +676,72 @@ async fn slow_clients_are_closed_and_connections_are_capped() {
     app.stop().await;
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn slow_request_bodies_are_cut_off_and_never_starve_the_monitors() {
+    use tokio::io::AsyncReadExt;
+    let app = spawn_app(|c| {
+        c.server.max_connections = 50;
+        c.server.monitor_share = 0.2;
+        c.server.body_read_timeout_secs = 2.0;
+    })
+    .await;
+    // A body over the limit is refused before it is read.
+    let mut s = tokio::net::TcpStream::connect(app.addr).await.unwrap();
+    s.write_all(b"POST /api/login HTTP/1.1\r\nHost: t\r\nContent-Type: application/json\r\nContent-Length: 100000\r\n\r\n{")
+        .await
+        .unwrap();
+    let mut answer = Vec::new();
+    tokio::time::timeout(Duration::from_secs(5), s.read_to_end(&mut answer))
+        .await
+        .expect("answered at once")
+        .unwrap();
+    let answer = String::from_utf8_lossy(&answer);
+    assert!(answer.starts_with("HTTP/1.1 413"), "{answer}");
+    assert!(answer.contains("request body over 16384 bytes"), "{answer}");
+
+    // Sixty sign-ins, no session needed, each announcing a body and sending one byte of it.
+    let started = std::time::Instant::now();
+    let mut slow = Vec::new();
+    for _ in 0..60 {
+        let mut s = tokio::net::TcpStream::connect(app.addr).await.unwrap();
+        let _ = s
+            .write_all(b"POST /api/login HTTP/1.1\r\nHost: t\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n{")
+            .await;
+        slow.push(s);
+    }
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    // Meanwhile a monitor connects, is welcomed and acknowledged.
+    let mut m = Monitor::connect(&app.ws_url(), "bed-s", "dev-s").await;
+    m.stream(1_700_000_000_000, 0..10).await;
+    m.expect(5.0, |v| v["type"] == "ack").await;
+    // Every slow client is answered, none left holding a place: 408 once the body's time is
+    // up (the 40 places open to any client), 503 on a place kept for monitors or beyond.
+    let mut timed_out = 0;
+    for mut s in slow {
+        let mut answer = Vec::new();
+        let _ = tokio::time::timeout(Duration::from_secs(10), s.read_to_end(&mut answer))
+            .await
+            .expect("answered and closed");
+        let answer = String::from_utf8_lossy(&answer);
+        if answer.starts_with("HTTP/1.1 408") {
+            assert!(answer.contains("did not arrive within 2 s"), "{answer}");
+            timed_out += 1;
+        } else {
+            // Refused at once: 503, or reset before the answer was read.
+            assert!(
+                answer.is_empty() || answer.starts_with("HTTP/1.1 503"),
+                "{answer}"
+            );
+        }
+    }
+    assert_eq!(timed_out, 40);
+    let took = started.elapsed();
+    assert!(took < Duration::from_secs(8), "answered after {took:?}");
+    // Their places come back.
+    assert_eq!(live(&app).await, Some(200));
+    app.stop().await;
+}
+
 /// `GET /health/live`'s status, or `None` when the connection is refused or reset.
 async fn live(app: &common::App) -> Option<u16> {
     use tokio::io::AsyncReadExt;

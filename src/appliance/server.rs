@@ -274,6 +274,7 @@ pub async fn start(cfg: Config, listener: TcpListener) -> Result<Running, Server
         engine: engine.clone(),
         zoo: zoo_status,
         shutdown: shutdown.child_token(),
+        body_limits: crate::http::body::BodyLimits::new(&cfg.server),
     };
     let store_health = store.health.clone();
     let app = router(state);

@@ -17,6 +17,15 @@ pub struct ServerConfig {
     pub max_connections: usize,
     /// Seconds a client has to send a request's headers before its connection is closed.
     pub header_read_timeout_secs: f64,
+    /// Seconds a client has, after the headers, to send a request's body: a slower one is
+    /// answered 408 and its connection closed.
+    pub body_read_timeout_secs: f64,
+    /// Largest request body, bytes (every route takes a small JSON body or none); a larger one
+    /// is answered 413 unread.
+    pub max_body_bytes: usize,
+    /// Share of `max_connections` kept for monitors' WebSockets (`/ws/monitor`): pages and API
+    /// clients hold at most the rest.
+    pub monitor_share: f64,
     /// Serve plain HTTP on a non-loopback address (without `tls`); false refuses to start so.
     #[serde(default)]
     pub allow_plain_http_on_network: bool,

@@ -5,12 +5,13 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-use axum::Json;
 use axum::extract::{Path, Query, State, WebSocketUpgrade};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
+use axum::{Extension, Json};
 use serde::{Deserialize, Serialize};
 
+use super::listen::Place;
 use super::{ApiError, AppState};
 use crate::composer::plans::Plan;
 use crate::composer::service::Switch;
@@ -22,7 +23,15 @@ use crate::serving::engine::reload::ZooStatus;
 use crate::serving::store::ScoreRow;
 use crate::serving::ward::{BedStatus, BedView};
 
-pub(super) async fn ws_monitor(ws: WebSocketUpgrade, State(s): State<AppState>) -> Response {
+pub(super) async fn ws_monitor(
+    ws: WebSocketUpgrade,
+    place: Option<Extension<Place>>,
+    State(s): State<AppState>,
+) -> Response {
+    // A monitor takes a place kept for monitors when one is free (see `listen`).
+    if let Some(Extension(p)) = place {
+        p.move_to_monitors();
+    }
     let max = s.ingest.ingest.max_frame_bytes;
     ws.max_message_size(max)
         .max_frame_size(max)
