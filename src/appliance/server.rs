@@ -250,14 +250,14 @@ pub async fn start(cfg: Config, listener: TcpListener) -> Result<Running, Server
         &tracker,
     );
     let state = AppState {
-        dashboard: DashboardState {
-            cfg: cfg.dashboard.clone(),
+        dashboard: DashboardState::new(
+            cfg.dashboard.clone(),
             board,
-            users: Arc::new(std::sync::Mutex::new(users)),
-            db: cfg.storage.db.clone(),
-            ward: ward.clone(),
-            recompose: cfg.composer.enabled.then_some(recompose),
-        },
+            users,
+            cfg.storage.db.clone(),
+            ward.clone(),
+            cfg.composer.enabled.then_some(recompose),
+        ),
         ingest: IngestSettings {
             ingest: cfg.ingest.clone(),
             leads: cfg.leads.clone(),

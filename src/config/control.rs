@@ -149,6 +149,16 @@ pub struct DashboardConfig {
     pub labels: BTreeMap<String, String>,
     /// Most live-feed (`/api/stream`) clients at once; more are answered 503.
     pub max_stream_clients: usize,
+    /// Failed sign-ins per user name, and per client address, before back-off.
+    pub login_free_failures: u32,
+    /// The first back-off, seconds; it doubles with each further failure.
+    pub login_backoff_secs: f64,
+    /// The longest back-off, seconds; a name or address quiet this long after its back-off
+    /// starts afresh.
+    pub login_backoff_max_secs: f64,
+    /// Names and addresses whose failed sign-ins are remembered at most (the stalest are
+    /// forgotten first).
+    pub login_tracked: usize,
 }
 
 impl Default for DashboardConfig {
@@ -164,6 +174,10 @@ impl Default for DashboardConfig {
             sort: "bed".into(),
             labels: BTreeMap::new(),
             max_stream_clients: 64,
+            login_free_failures: 5,
+            login_backoff_secs: 1.0,
+            login_backoff_max_secs: 300.0,
+            login_tracked: 10_000,
         }
     }
 }
@@ -187,6 +201,16 @@ impl DashboardConfig {
             return Err(
                 "dashboard.session_hours, trend_hours, max_silence_secs and \
                  max_stream_clients must be positive"
+                    .into(),
+            );
+        }
+        let (first, max) = (self.login_backoff_secs, self.login_backoff_max_secs);
+        if !(first > 0.0 && first.is_finite() && max >= first && max.is_finite())
+            || self.login_tracked == 0
+        {
+            return Err(
+                "dashboard: 0 < login_backoff_secs <= login_backoff_max_secs, and \
+                 login_tracked positive"
                     .into(),
             );
         }

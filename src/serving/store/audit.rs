@@ -2,8 +2,8 @@
 //! One row per action in the `audit` table (`at_ms`, `user` = the actor, `action`, `detail`
 //! as JSON), written through [`AuditLog`] only.
 //!
-//! Writers: the dashboard's handlers (sign-ins, refused sign-ins, plan controls), the board
-//! (alarm acknowledgements and silences), the command line (`holmes user add`, `holmes device
+//! Writers: the dashboard's handlers (sign-ins, refused sign-ins and their back-off, plan
+//! controls), the board (alarm acknowledgements and silences), the command line (`holmes user add`, `holmes device
 //! add` / `revoke`), the zoo watcher (models loaded, refused, removed) and the composer (plan
 //! switches). Rows never carry secrets: a device's token or a user's password stays out.
 
@@ -36,6 +36,9 @@ pub enum Action {
     SignIn,
     /// A sign-in failed (unknown user or wrong password); the name tried is in the detail.
     SignInRefused,
+    /// Failed sign-ins shut a user name or a client address out for a while (the detail says
+    /// which, and for how many seconds).
+    SignInBackoff,
     AlarmAcknowledged,
     AlarmSilenced,
     /// An engineer asked the composer to recompose.
@@ -58,6 +61,7 @@ impl Action {
         match self {
             Action::SignIn => "sign_in",
             Action::SignInRefused => "sign_in_refused",
+            Action::SignInBackoff => "sign_in_backoff",
             Action::AlarmAcknowledged => "alarm_acknowledged",
             Action::AlarmSilenced => "alarm_silenced",
             Action::RecomposeRequested => "recompose",
