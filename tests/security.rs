@@ -580,3 +580,96 @@ async fn refusing_an_unknown_name_takes_as_long_as_a_wrong_password() {
     );
     app.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn state_changing_requests_from_other_origins_are_refused() {
+    let app = spawn_app(|c| {
+        c.dashboard.public_ward_view = false;
+        c.dashboard.allowed_origins = vec!["https://ward.example".into()];
+    })
+    .await;
+    let db = app.dir.path().join("holmes.db");
+    add_user(
+        &db,
+        "nina",
+        holmes::dashboard::auth::Role::Nurse,
+        "night shift 7",
+    );
+    let (_, cookie) = sign_in(app.addr, HERE, "nina", "night shift 7").await;
+    let cookie = cookie.unwrap();
+    // A monitor that says hello and sends nothing: its bed is lost, a technical alarm.
+    let _m = Monitor::connect(&app.ws_url(), "icu-9", "mon-9").await;
+    let until = std::time::Instant::now() + Duration::from_secs(20);
+    let id = loop {
+        let (_, _, v) = request(
+            app.addr,
+            HERE,
+            "GET",
+            "/api/alarms",
+            &[("Cookie", &cookie)],
+            "",
+        )
+        .await;
+        if let Some(id) = v["alarms"][0]["id"].as_i64() {
+            break id;
+        }
+        assert!(std::time::Instant::now() < until, "no alarm: {v}");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
+    let ack = format!("/api/alarms/{id}/ack");
+    let own = format!("http://{}", app.addr);
+    let other_port = format!("http://127.0.0.1:{}", app.addr.port() + 1);
+    for headers in [
+        vec![
+            ("Origin", "http://evil.example"),
+            ("Sec-Fetch-Site", "cross-site"),
+        ],
+        // Another port of this host: the same site, not the same origin.
+        vec![
+            ("Origin", other_port.as_str()),
+            ("Sec-Fetch-Site", "same-site"),
+        ],
+        vec![("Origin", "null")],
+        vec![("Sec-Fetch-Site", "cross-site")],
+    ] {
+        let mut h = headers.clone();
+        h.push(("Cookie", &cookie));
+        let (status, _, v) = request(app.addr, HERE, "POST", &ack, &h, "").await;
+        assert_eq!(status, 403, "{headers:?}: {v}");
+        assert!(
+            v["error"]
+                .as_str()
+                .unwrap()
+                .contains("cross-site request refused"),
+            "{v}"
+        );
+    }
+    // Signing in from another origin is refused too.
+    let body = json!({"name": "nina", "password": "night shift 7"}).to_string();
+    let evil = [("Origin", "http://evil.example")];
+    let (status, _, _) = request(app.addr, HERE, "POST", "/api/login", &evil, &body).await;
+    assert_eq!(status, 403);
+    // Nothing was acknowledged.
+    let (_, _, v) = request(
+        app.addr,
+        HERE,
+        "GET",
+        "/api/alarms",
+        &[("Cookie", &cookie)],
+        "",
+    )
+    .await;
+    assert!(v["alarms"][0]["acked_by"].is_null(), "{v}");
+    // The page itself (its own origin) and a configured proxy's origin may.
+    for origin in [own.as_str(), "https://ward.example"] {
+        let h = [
+            ("Origin", origin),
+            ("Sec-Fetch-Site", "same-origin"),
+            ("Cookie", cookie.as_str()),
+        ];
+        let (status, _, v) = request(app.addr, HERE, "POST", &ack, &h, "").await;
+        assert_eq!(status, 200, "{origin}: {v}");
+        assert_eq!(v["alarm"]["acked_by"], "nina", "{v}");
+    }
+    app.stop().await;
+}

@@ -159,6 +159,9 @@ pub struct DashboardConfig {
     /// Names and addresses whose failed sign-ins are remembered at most (the stalest are
     /// forgotten first).
     pub login_tracked: usize,
+    /// Origins besides the server's own (the request's `Host`) allowed to send state-changing
+    /// requests, e.g. a TLS proxy's `https://ward.example`.
+    pub allowed_origins: Vec<String>,
 }
 
 impl Default for DashboardConfig {
@@ -178,6 +181,7 @@ impl Default for DashboardConfig {
             login_backoff_secs: 1.0,
             login_backoff_max_secs: 300.0,
             login_tracked: 10_000,
+            allowed_origins: Vec::new(),
         }
     }
 }
@@ -214,11 +218,23 @@ impl DashboardConfig {
                     .into(),
             );
         }
+        if let Some(o) = self.allowed_origins.iter().find(|o| !is_origin(o)) {
+            return Err(format!(
+                "dashboard.allowed_origins: {o:?} is not an origin (scheme://host[:port])"
+            ));
+        }
         if !["bed", "risk"].contains(&self.sort.as_str()) {
             return Err(format!("dashboard.sort {:?} is not bed or risk", self.sort));
         }
         Ok(())
     }
+}
+
+/// `scheme://host[:port]` with no path: what a browser sends as `Origin`.
+fn is_origin(o: &str) -> bool {
+    o.split_once("://").is_some_and(|(scheme, rest)| {
+        ["http", "https"].contains(&scheme) && !rest.is_empty() && !rest.contains(['/', '?', '#'])
+    })
 }
 
 /// Running as a system service (the `[service]` config section).

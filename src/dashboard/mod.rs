@@ -5,12 +5,13 @@
 //! alarm state machine and its table; [`auth`] holds users and sessions, `throttle` the
 //! sign-in back-off; [`web`] holds the routes (generic over the app's state through
 //! [`DashboardState`]): the page, the feed (server-sent events), sign-in and alarm actions, the
-//! read guard and the security headers.
+//! read guard, the same-origin check on state-changing requests and the security headers.
 //! The page reads the same public API as every other client (`docs/API.md`).
 
 pub mod alarms;
 pub mod auth;
 pub mod board;
+pub mod origin;
 mod throttle;
 pub mod web;
 

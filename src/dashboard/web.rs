@@ -97,6 +97,9 @@ pub enum WebError {
     Unauthorized(&'static str),
     #[error("{0}")]
     Forbidden(&'static str),
+    /// A state-changing request from another origin (see [`origin`](super::origin)).
+    #[error("{0}")]
+    CrossSite(String),
     #[error("{0}")]
     NotFound(String),
     #[error("{0}")]
@@ -121,7 +124,7 @@ impl IntoResponse for WebError {
     fn into_response(self) -> Response {
         let status = match &self {
             WebError::Unauthorized(_) => StatusCode::UNAUTHORIZED,
-            WebError::Forbidden(_) => StatusCode::FORBIDDEN,
+            WebError::Forbidden(_) | WebError::CrossSite(_) => StatusCode::FORBIDDEN,
             WebError::NotFound(_) => StatusCode::NOT_FOUND,
             WebError::BadRequest(_) => StatusCode::BAD_REQUEST,
             WebError::Conflict(_) => StatusCode::CONFLICT,

@@ -69,7 +69,8 @@ impl FromRef<AppState> for DashboardState {
 }
 
 /// The whole router: the API, the monitors' socket, health and metrics, and the dashboard;
-/// the dashboard's read guard in front of `/api/`, security headers on every answer.
+/// outermost first: security headers on every answer, the same-origin check on
+/// state-changing requests, the body's limits, the dashboard's read guard in front of `/api/`.
 pub fn router(state: AppState) -> Router {
     use crate::dashboard::web;
     let app = Router::new()
@@ -92,6 +93,10 @@ pub fn router(state: AppState) -> Router {
         .layer(axum::middleware::from_fn_with_state(
             state.body_limits,
             body::limit_body,
+        ))
+        .layer(axum::middleware::from_fn_with_state(
+            state.dashboard.clone(),
+            crate::dashboard::origin::same_origin,
         ))
         .layer(axum::middleware::from_fn(web::security_headers));
     // Over TLS, browsers are told to use nothing else for this host.
