@@ -31,8 +31,10 @@ pub mod close {
     pub const SUPERSEDED: u16 = 4009;
     /// Nothing arrived for `ingest.idle_timeout_secs` (a half-open link).
     pub const IDLE: u16 = 4010;
-    /// The ward is full (`ward.max_beds`).
+    /// The ward is full (`ward.max_beds`, less the places kept for registered monitors).
     pub const WARD_FULL: u16 = 4005;
+    /// The device (a gateway) holds its maximum of beds (`auth.max_beds_per_gateway`).
+    pub const DEVICE_FULL: u16 = 4006;
     /// The server is shutting down (standard "going away").
     pub const GOING_AWAY: u16 = 1001;
     /// A message exceeded the size limit (standard).

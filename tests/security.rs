@@ -673,3 +673,98 @@ async fn state_changing_requests_from_other_origins_are_refused() {
     }
     app.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_gateway_cannot_lock_registered_monitors_out_of_the_ward() {
+    let app = spawn_app(|c| {
+        c.auth.require_device_tokens = true;
+        c.auth.devices_refresh_secs = 0.2;
+        c.auth.max_beds_per_gateway = 3;
+        c.ward.max_beds = 6;
+    })
+    .await;
+    let db = app.dir.path().join("holmes.db");
+    let url = app.ws_url();
+    let gw_a = issue(&db, "gw-a", None);
+    let gw_b = issue(&db, "gw-b", None);
+    let mon = issue(&db, "mon-2", Some("bed-2"));
+    // The daemon reads the table again: bed-2 is bound to a registered monitor.
+    tokio::time::sleep(Duration::from_millis(600)).await;
+    let welcomed =
+        |first: &Option<Message>| matches!(first, Some(Message::Text(t)) if t.contains("welcome"));
+
+    // Hello after hello for new beds, each left at once: beds that never streamed give their
+    // places up, so the ward never fills with them.
+    for i in 0..20 {
+        let bed = format!("junk-{i}");
+        let (ws, first) = connect_raw(&url, &hello_with(&bed, "gw-a", &gw_a)).await;
+        assert!(welcomed(&first), "{bed}: {first:?}");
+        drop(ws);
+        // Until the daemon has seen it leave.
+        let until = std::time::Instant::now() + Duration::from_secs(10);
+        loop {
+            let (_, v) = app.get("/api/beds").await;
+            let beds = v["beds"].as_array().unwrap().clone();
+            if beds.iter().all(|b| b["connected"] == false) {
+                assert!(beds.len() <= 3, "{v}");
+                break;
+            }
+            assert!(std::time::Instant::now() < until, "{v}");
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+    // An evicted bed's history stays readable.
+    let (status, v) = app.get("/api/beds/junk-0/events").await;
+    assert_eq!(status, 200, "{v}");
+    let kinds: Vec<&str> = v["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["kind"].as_str().unwrap())
+        .collect();
+    assert!(kinds.contains(&"evicted"), "{kinds:?}");
+
+    // A gateway holds at most its cap of beds at once.
+    let mut live = Vec::new();
+    for i in 0..3 {
+        let (ws, first) = connect_raw(&url, &hello_with(&format!("a-{i}"), "gw-a", &gw_a)).await;
+        assert!(welcomed(&first), "{first:?}");
+        live.push(ws);
+    }
+    assert_eq!(
+        refused(&url, &hello_with("a-3", "gw-a", &gw_a)).await,
+        Some((4006, "device \"gw-a\" holds its maximum of 3 beds".into()))
+    );
+    // Other gateways fill the ward, up to the place kept for the registered monitor.
+    for i in 0..2 {
+        let (ws, first) = connect_raw(&url, &hello_with(&format!("b-{i}"), "gw-b", &gw_b)).await;
+        assert!(welcomed(&first), "{first:?}");
+        live.push(ws);
+    }
+    let (code, reason) = refused(&url, &hello_with("b-2", "gw-b", &gw_b))
+        .await
+        .unwrap();
+    assert_eq!(code, 4005, "{reason}");
+    assert!(
+        reason.contains("1 kept for registered monitors"),
+        "{reason}"
+    );
+    // The registered monitor finds its bed's place.
+    let (_, first) = connect_raw(&url, &hello_with("bed-2", "mon-2", &mon)).await;
+    assert!(welcomed(&first), "{first:?}");
+
+    // Both refusals are audited, with the device as the actor.
+    let until = std::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        let audit = holmes::serving::store::audit::read_all(&db).unwrap();
+        let refusals: Vec<_> = audit.iter().filter(|r| r.1 == "bed_refused").collect();
+        if refusals.len() == 2 {
+            assert_eq!(refusals[0].0.as_deref(), Some("gw-a"), "{refusals:?}");
+            assert_eq!(refusals[1].0.as_deref(), Some("gw-b"), "{refusals:?}");
+            break;
+        }
+        assert!(std::time::Instant::now() < until, "{audit:?}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    app.stop().await;
+}

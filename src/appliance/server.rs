@@ -261,6 +261,7 @@ pub async fn start(cfg: Config, listener: TcpListener) -> Result<Running, Server
         ingest: IngestSettings {
             ingest: cfg.ingest.clone(),
             leads: cfg.leads.clone(),
+            audit: crate::serving::store::audit::AuditLog::new(&cfg.storage.db),
         },
         engine_cfg: cfg.engine.clone(),
         configured_beds: cfg.ward.beds.clone().into(),

@@ -143,6 +143,9 @@ impl Config {
         if !(0.05..=3600.0).contains(&self.auth.devices_refresh_secs) {
             return Err("auth.devices_refresh_secs must lie in [0.05, 3600]".into());
         }
+        if self.auth.max_beds_per_gateway == 0 {
+            return Err("auth.max_beds_per_gateway must be positive".into());
+        }
         self.composer.validate()?;
         self.dashboard.validate()?;
         self.service.validate()?;

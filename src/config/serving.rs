@@ -43,6 +43,9 @@ pub struct AuthConfig {
     /// Seconds between re-reads of the devices table: a revoked device is refused, and its
     /// live connections closed, within this time.
     pub devices_refresh_secs: f64,
+    /// Most beds a gateway (a registered device bound to no bed) holds in the ward at once;
+    /// a hello for one more is refused (4006) unless one of its beds is idle.
+    pub max_beds_per_gateway: usize,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -19,6 +19,7 @@ use crate::protocol::{
     ClientMsg, ErrorCode, PROTOCOL_VERSION, ServerMsg, close, parse_binary, parse_client,
 };
 use crate::serving::ingest::devices::DeviceAuth;
+use crate::serving::store::audit::{Action, AuditLog};
 use crate::serving::ward::{BedCmd, SampleFrame, Ward};
 
 /// Replies queued to one monitor before the oldest are dropped.
@@ -30,11 +31,13 @@ const MAX_ECG_CHANNELS: usize = 16;
 /// Most vitals a hello may announce.
 const MAX_VITALS: usize = 32;
 
-/// What ingest reads of the configuration: its own section and the lead-name roles.
+/// What ingest reads of the configuration (its own section and the lead-name roles), and the
+/// audit log it records the ward's refusals in.
 #[derive(Debug, Clone)]
 pub struct IngestSettings {
     pub ingest: IngestConfig,
     pub leads: LeadsConfig,
+    pub audit: AuditLog,
 }
 
 /// Lead name to role slot, per the `[leads]` config (case-insensitive, first match wins).
@@ -159,21 +162,31 @@ pub async fn connection(
         ann.by_name.insert(ch.lead.clone(), slot);
         ann.order.push(slot);
     }
-    if let Err(refusal) = devices.admit(&device, &bed, &token).await {
-        // The device name is no patient data; the bed and the token stay out of the log.
-        tracing::warn!(device = ?device, reason = refusal.as_str(), "Monitor refused: token not accepted");
-        metrics::counter!("holmes_monitor_refusals_total", "reason" => "token").increment(1);
-        return close_with(&mut socket, close::UNAUTHORIZED, "token not accepted").await;
-    }
+    let claim = match devices.admit(&device, &bed, &token).await {
+        Ok(claim) => claim,
+        Err(refusal) => {
+            // The device name is no patient data; the bed and the token stay out of the log.
+            tracing::warn!(device = ?device, reason = refusal.as_str(), "Monitor refused: token not accepted");
+            metrics::counter!("holmes_monitor_refusals_total", "reason" => "token").increment(1);
+            return close_with(&mut socket, close::UNAUTHORIZED, "token not accepted").await;
+        }
+    };
     let vitals: Vec<String> = vitals.into_iter().map(|v| v.name).collect();
     let (out_tx, mut out_rx) = mpsc::channel::<ServerMsg>(OUT_QUEUE);
     let attach = match ward
-        .attach(&bed, &device, present, vitals, out_tx.clone())
+        .attach(&bed, &device, claim, present, vitals, out_tx.clone())
         .await
     {
         Ok(a) => a,
         Err(e) => {
-            tracing::info!(code = e.code, "Monitor refused");
+            tracing::info!(code = e.code, device = ?device, "Monitor refused");
+            if [close::WARD_FULL, close::DEVICE_FULL].contains(&e.code) {
+                metrics::counter!("holmes_monitor_refusals_total", "reason" => "full").increment(1);
+                let detail = serde_json::json!({
+                    "device": device, "bed": bed, "code": e.code, "reason": e.reason,
+                });
+                cfg.audit.record(Some(&device), Action::BedRefused, detail);
+            }
             return close_with(&mut socket, e.code, &truncate(&e.reason)).await;
         }
     };

@@ -3,7 +3,8 @@
 //! as JSON), written through [`AuditLog`] only.
 //!
 //! Writers: the dashboard's handlers (sign-ins, refused sign-ins and their back-off, plan
-//! controls), the board (alarm acknowledgements and silences), the command line (`holmes user add`, `holmes device
+//! controls), the board (alarm acknowledgements and silences), the monitors' connections (a
+//! hello that found no place in the ward), the command line (`holmes user add`, `holmes device
 //! add` / `revoke`), the zoo watcher (models loaded, refused, removed) and the composer (plan
 //! switches). Rows never carry secrets: a device's token or a user's password stays out.
 
@@ -47,6 +48,9 @@ pub enum Action {
     /// A monitor's device token was issued (the detail names the device, never the token).
     DeviceAdded,
     DeviceRevoked,
+    /// A monitor's hello found no place in the ward (full, or its gateway at its cap of beds);
+    /// the actor is the device.
+    BedRefused,
     /// The zoo watcher loaded a new or changed model folder.
     ModelLoaded,
     /// The zoo watcher refused a model folder (it failed validation).
@@ -68,6 +72,7 @@ impl Action {
             Action::UserAdded => "user_added",
             Action::DeviceAdded => "device_added",
             Action::DeviceRevoked => "device_revoked",
+            Action::BedRefused => "bed_refused",
             Action::ModelLoaded => "model_loaded",
             Action::ModelRefused => "model_refused",
             Action::ModelRemoved => "model_removed",
