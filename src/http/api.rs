@@ -79,6 +79,7 @@ pub(super) async fn beds(State(s): State<AppState>) -> Result<Json<Beds>, ApiErr
             gaps: 0,
             duplicates: 0,
             windows_closed: 0,
+            replies_dropped: 0,
         },
         latest: Some(row),
     }));

@@ -5,6 +5,7 @@
 //! close code.
 
 pub mod devices;
+mod replies;
 
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
@@ -22,7 +23,8 @@ use crate::serving::ingest::devices::DeviceAuth;
 use crate::serving::store::audit::{Action, AuditLog};
 use crate::serving::ward::{BedCmd, SampleFrame, Ward};
 
-/// Replies queued to one monitor before the oldest are dropped.
+/// Replies queued to one monitor; while the queue is full (the monitor is not reading them),
+/// further replies are dropped and counted.
 const OUT_QUEUE: usize = 64;
 /// The appliance's ECG rate.
 const ECG_HZ: f64 = 250.0;
@@ -172,7 +174,7 @@ pub async fn connection(
         }
     };
     let vitals: Vec<String> = vitals.into_iter().map(|v| v.name).collect();
-    let (out_tx, mut out_rx) = mpsc::channel::<ServerMsg>(OUT_QUEUE);
+    let (out_tx, out_rx) = mpsc::channel::<ServerMsg>(OUT_QUEUE);
     let attach = match ward
         .attach(&bed, &device, claim, present, vitals, out_tx.clone())
         .await
@@ -201,6 +203,11 @@ pub async fn connection(
         ward.detach(&bed, attach.conn).await;
         return;
     }
+    // From here the socket's writing half is the writer's; this task only reads.
+    let (sink, mut socket) = futures_util::StreamExt::split(socket);
+    let writer = replies::spawn(sink, out_rx);
+    let dropped = attach.replies_dropped.clone();
+    let queue = |m: ServerMsg| replies::queue(&out_tx, m, &dropped);
     let mut kicked = attach.kicked;
     let mut errors: (Instant, u32) = (Instant::now(), 0);
     let idle = Duration::from_secs_f64(cfg.ingest.idle_timeout_secs);
@@ -219,7 +226,7 @@ pub async fn connection(
                         cfg.ingest.max_messages_per_sec
                     ),
                 );
-                if send(&mut socket, m).await.is_err() {
+                if queue(m).is_err() {
                     break None;
                 }
             }
@@ -237,12 +244,7 @@ pub async fn connection(
                 break Some((close::IDLE, format!("nothing received for {} s", idle.as_secs_f64())));
             }
             k = &mut kicked => break k.ok(),
-            Some(msg) = out_rx.recv() => {
-                if send(&mut socket, msg).await.is_err() {
-                    break None;
-                }
-            }
-            incoming = socket.recv() => {
+            incoming = futures_util::StreamExt::next(&mut socket) => {
                 last_rx = tokio::time::Instant::now();
                 rate.take(last_rx);
                 let reply = match incoming {
@@ -267,15 +269,15 @@ pub async fn connection(
                         break Some((close::TOO_MANY_ERRORS, "too many bad frames in a minute".into()));
                     }
                 }
-                if send(&mut socket, m).await.is_err() {
+                if queue(m).is_err() {
                     break None;
                 }
             }
         }
     };
-    if let Some((code, r)) = reason {
-        close_with(&mut socket, code, &truncate(&r)).await;
-    }
+    writer
+        .finish(reason.map(|(code, r)| (code, truncate(&r))))
+        .await;
     ward.detach(&bed, attach.conn).await;
 }
 

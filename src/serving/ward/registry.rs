@@ -9,6 +9,7 @@
 //! the ward was given (the daemon's: the engine and the store), which never blocks a bed.
 
 use std::collections::{HashMap, HashSet};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -68,6 +69,8 @@ pub struct BedView {
     pub gaps: u64,
     pub duplicates: u64,
     pub windows_closed: u64,
+    /// Replies (acks, per-frame errors) dropped because the bed's monitor did not read them.
+    pub replies_dropped: u64,
 }
 
 struct Conn {
@@ -84,6 +87,8 @@ struct BedEntry {
     device: String,
     /// When its last connection ended.
     left: Instant,
+    /// Replies dropped because its monitors did not read them.
+    replies_dropped: Arc<AtomicU64>,
 }
 
 /// What the device's registration says of a hello, for the ward's admission policy
@@ -111,6 +116,9 @@ pub struct Attach {
     pub tx: mpsc::Sender<BedCmd>,
     /// Fires when a newer connection of the same device takes the bed over.
     pub kicked: oneshot::Receiver<(u16, String)>,
+    /// Replies to the bed's monitors dropped because they were not read (the bed's task and
+    /// the connection both count here).
+    pub replies_dropped: Arc<AtomicU64>,
     pub next_samples_seq: u64,
     pub next_vitals_seq: u64,
 }
@@ -246,7 +254,7 @@ impl Ward {
             *n
         };
         let (kick_tx, kick_rx) = oneshot::channel();
-        let tx = {
+        let (tx, replies_dropped) = {
             let mut beds = self.inner.beds.lock().expect("lock");
             // A bed whose task died (a bug) is started afresh rather than locked forever.
             if beds.get(bed).is_some_and(|e| e.tx.is_closed()) {
@@ -260,6 +268,7 @@ impl Ward {
             }
             let entry = beds.get_mut(bed).expect("just inserted");
             entry.device = device.to_owned();
+            let dropped = entry.replies_dropped.clone();
             if let Some(old) = &mut entry.conn {
                 if old.device != device {
                     return Err(AttachError {
@@ -284,7 +293,7 @@ impl Ward {
                 device: device.to_owned(),
                 kick: Some(kick_tx),
             });
-            entry.tx.clone()
+            (entry.tx.clone(), dropped)
         };
         self.inner.sink.bed_seen(bed, device);
         let (reply_tx, reply_rx) = oneshot::channel();
@@ -306,6 +315,7 @@ impl Ward {
             conn,
             tx,
             kicked: kick_rx,
+            replies_dropped,
             next_samples_seq,
             next_vitals_seq,
         })
@@ -469,6 +479,7 @@ impl Ward {
                     gaps: c.gaps,
                     duplicates: c.duplicates,
                     windows_closed: c.windows_closed,
+                    replies_dropped: e.replies_dropped.load(Ordering::Relaxed),
                 }
             })
             .collect();
@@ -479,12 +490,14 @@ impl Ward {
     fn spawn_bed(&self, bed: &str, device: &str) -> BedEntry {
         let (tx, rx) = mpsc::channel(self.inner.cfg.bed_queue);
         let counters = Arc::new(Mutex::new(Counters::default()));
+        let replies_dropped = Arc::new(AtomicU64::new(0));
         let state = BedState::new(bed.into(), self.params(bed));
         let task = BedTask::new(
             state,
             rx,
             self.inner.sink.clone(),
             counters.clone(),
+            replies_dropped.clone(),
             self.inner.cfg.ward.scoring,
         );
         let cancel = self.inner.cancel.child_token();
@@ -495,6 +508,7 @@ impl Ward {
             conn: None,
             device: device.to_owned(),
             left: Instant::now(),
+            replies_dropped,
         }
     }
 }

@@ -5,6 +5,7 @@
 //! daemon does, or when the registry drops its sender (the bed was evicted); either way the
 //! windows already due are handed on first.
 
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -79,6 +80,8 @@ pub(super) struct BedTask {
     out: Option<(u64, mpsc::Sender<ServerMsg>)>,
     sink: Arc<dyn WardSink>,
     counters: Arc<Mutex<Counters>>,
+    /// Replies the connection's queue had no room for (its monitor is not reading them).
+    replies_dropped: Arc<AtomicU64>,
     last_ack: Option<Instant>,
     /// Closed windows go to the engine (false: ingest only).
     scoring: bool,
@@ -90,6 +93,7 @@ impl BedTask {
         rx: mpsc::Receiver<BedCmd>,
         sink: Arc<dyn WardSink>,
         counters: Arc<Mutex<Counters>>,
+        replies_dropped: Arc<AtomicU64>,
         scoring: bool,
     ) -> BedTask {
         BedTask {
@@ -98,6 +102,7 @@ impl BedTask {
             out: None,
             sink,
             counters,
+            replies_dropped,
             last_ack: None,
             scoring,
         }
@@ -137,7 +142,10 @@ impl BedTask {
     fn reply(&self, msg: ServerMsg) {
         if let Some((_, out)) = &self.out {
             // A slow monitor loses replies, never the bed's progress.
-            let _ = out.try_send(msg);
+            if let Err(mpsc::error::TrySendError::Full(_)) = out.try_send(msg) {
+                self.replies_dropped.fetch_add(1, Ordering::Relaxed);
+                metrics::counter!("holmes_monitor_replies_dropped_total").increment(1);
+            }
         }
     }
 
