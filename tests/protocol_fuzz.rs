@@ -548,6 +548,11 @@ async fn extreme_sequence_numbers_and_timestamps_are_taken_exactly() {
         "{events:?}"
     );
     assert!(!events.iter().any(|e| e["kind"] == "gap"), "{events:?}");
+    // The ward's board takes the score too (its trend spans hours before the window's end).
+    app.wait_snapshot(10.0, |s| {
+        s["beds"][0]["latest"]["window_end_ms"].as_i64() == Some(t0 + 30_000)
+    })
+    .await;
     app.stop().await;
 }
 
