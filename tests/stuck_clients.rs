@@ -168,8 +168,13 @@ async fn a_monitor_that_never_reads_its_replies_is_still_read_and_scored() {
     use serde_json::json;
     use tokio_tungstenite::tungstenite::Message;
 
-    let app = spawn_app(|c| c.ward.beds = vec!["deaf".into()]).await;
-    // A monitor with a small receive buffer that never reads: its replies back up at once.
+    let app = spawn_app(|c| {
+        c.ward.beds = vec!["deaf".into()];
+        // This test is about replies, not the message rate.
+        c.ingest.max_messages_per_sec = 100_000;
+    })
+    .await;
+    // A monitor with a small receive buffer that never reads what it is sent.
     let sock = TcpSocket::new_v4().unwrap();
     sock.set_recv_buffer_size(2048).unwrap();
     let tcp = sock.connect(app.addr).await.unwrap();
@@ -182,15 +187,20 @@ async fn a_monitor_that_never_reads_its_replies_is_still_read_and_scored() {
     .await
     .unwrap();
     let rss_before = rss();
-    // 95 s of signal, every frame sent three times: each copy is answered `duplicate`, about
-    // 160 KB of replies that are never read.
+    // 95 s of signal with its heart rate, every samples frame with one sample missing and sent
+    // 40 times over. Each copy is answered `bad_samples` (the missing sample) and each copy
+    // after the first `duplicate`: some 8 MB of replies never read, more than the sockets
+    // between them hold.
     let stream = async {
         for seq in 0..950u64 {
-            let x: Vec<f32> = (0..25).map(|k| common::signal(seq * 25 + k)).collect();
+            let mut x: Vec<Option<f32>> = (0..25)
+                .map(|k| Some(common::signal(seq * 25 + k)))
+                .collect();
+            x[7] = None;
             let frame = json!({"type": "samples", "seq": seq, "t_ms": T0 + seq as i64 * 100,
                                "leads": {"II": x, "V": x}})
             .to_string();
-            for _ in 0..3 {
+            for _ in 0..40 {
                 ws.feed(Message::Text(frame.clone().into())).await.unwrap();
             }
             if seq % 10 == 9 {
@@ -213,7 +223,7 @@ async fn a_monitor_that_never_reads_its_replies_is_still_read_and_scored() {
     let deaf = &beds["beds"][0];
     assert_eq!(deaf["connected"], true, "{beds}");
     let dropped = deaf["replies_dropped"].as_u64().unwrap();
-    assert!(dropped > 100, "{beds}");
+    assert!(dropped > 1000, "{beds}");
     let metrics = app.get_raw("/metrics").await;
     assert!(
         metrics.contains("holmes_monitor_replies_dropped_total"),
@@ -221,35 +231,34 @@ async fn a_monitor_that_never_reads_its_replies_is_still_read_and_scored() {
     );
     let grew = rss().saturating_sub(rss_before);
     assert!(grew < 64 << 20, "resident memory grew by {grew} bytes");
-    // Once it reads again, the connection is alive: what was queued arrives, then new acks.
-    ws.send(Message::Text(
-        json!({"type": "vitals", "seq": 96, "t_ms": T0 + 96_000, "values": []})
-            .to_string()
-            .into(),
-    ))
-    .await
-    .unwrap();
-    tokio::time::sleep(Duration::from_millis(1100)).await;
-    let x: Vec<f32> = vec![0.0; 25];
-    ws.send(Message::Text(
-        json!({"type": "samples", "seq": 950, "t_ms": T0 + 95_000, "leads": {"II": x, "V": x}})
-            .to_string()
-            .into(),
-    ))
-    .await
-    .unwrap();
+    // Once it reads again, the connection is alive: what was queued arrives, then acks of the
+    // frames it goes on sending.
+    let (mut tx, mut rx) = ws.split();
+    let more = tokio::spawn(async move {
+        for seq in 950..1100u64 {
+            let x: Vec<f32> = (0..25).map(|k| common::signal(seq * 25 + k)).collect();
+            let f = json!({"type": "samples", "seq": seq, "t_ms": T0 + seq as i64 * 100,
+                           "leads": {"II": x, "V": x}});
+            if tx.send(Message::Text(f.to_string().into())).await.is_err() {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    });
     let ack = async {
-        while let Some(Ok(m)) = ws.next().await {
-            if let Message::Text(t) = m
-                && t.contains(r#""samples_seq":950"#)
-            {
-                return;
+        while let Some(Ok(m)) = rx.next().await {
+            if let Message::Text(t) = m {
+                let v: serde_json::Value = serde_json::from_str(&t).unwrap();
+                if v["type"] == "ack" && v["samples_seq"].as_u64() >= Some(950) {
+                    return;
+                }
             }
         }
         panic!("the connection ended");
     };
-    tokio::time::timeout(Duration::from_secs(20), ack)
+    tokio::time::timeout(Duration::from_secs(30), ack)
         .await
-        .expect("an ack of the newest frame");
+        .expect("an ack of a newer frame");
+    more.abort();
     app.stop().await;
 }
