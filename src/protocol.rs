@@ -11,6 +11,10 @@ use serde::{Deserialize, Serialize};
 /// Protocol version a hello must name.
 pub const PROTOCOL_VERSION: u32 = 1;
 
+/// The largest sequence number a samples or vitals frame may carry (2^63 - 1: the next one is
+/// still a `u64`, and every sequence number fits SQLite's signed integers).
+pub const MAX_SEQ: u64 = i64::MAX as u64;
+
 /// WebSocket close codes for fatal problems (4000-4999 are the application's).
 pub mod close {
     /// The first message was not a valid hello.
@@ -27,8 +31,10 @@ pub mod close {
     pub const SUPERSEDED: u16 = 4009;
     /// Nothing arrived for `ingest.idle_timeout_secs` (a half-open link).
     pub const IDLE: u16 = 4010;
-    /// The ward is full (`ward.max_beds`).
+    /// The ward is full (`ward.max_beds`, less the places kept for registered monitors).
     pub const WARD_FULL: u16 = 4005;
+    /// The device (a gateway) holds its maximum of beds (`auth.max_beds_per_gateway`).
+    pub const DEVICE_FULL: u16 = 4006;
     /// The server is shutting down (standard "going away").
     pub const GOING_AWAY: u16 = 1001;
     /// A message exceeded the size limit (standard).
@@ -137,6 +143,9 @@ pub enum ErrorCode {
     BadShape,
     /// Some samples were null, non-finite or out of range; they were discarded (a gap).
     BadSamples,
+    /// Some vitals readings were non-finite or outside their plausible range
+    /// (`ingest.vital_ranges`); they count as absent, the rest of the frame is kept.
+    BadVitals,
     /// This sequence number was already received; the frame was ignored.
     Duplicate,
     /// The frame arrived after its window closed; it was dropped and counted.
@@ -219,6 +228,7 @@ pub fn parse_binary(b: &[u8], leads: usize) -> Result<BinarySamples, String> {
     let t_ms = i64::from_le_bytes(b[12..20].try_into().expect("8 bytes"));
     let n = u16_at(20) as usize;
     let l = b[22] as usize;
+    check_seq(seq)?;
     if l != leads {
         return Err(format!(
             "binary frame carries {l} leads, the hello announced {leads}"
@@ -288,7 +298,22 @@ pub fn parse_client(text: &str) -> Result<ClientMsg, String> {
     if nests_deeper_than(text, MAX_JSON_DEPTH) {
         return Err(format!("JSON nested deeper than {MAX_JSON_DEPTH} levels"));
     }
-    serde_json::from_str(text).map_err(|e| e.to_string())
+    let msg: ClientMsg = serde_json::from_str(text).map_err(|e| e.to_string())?;
+    match &msg {
+        ClientMsg::Samples { seq, .. } | ClientMsg::Vitals { seq, .. } => check_seq(*seq)?,
+        ClientMsg::Hello { .. } | ClientMsg::Bye {} => {}
+    }
+    Ok(msg)
+}
+
+/// A sequence number within `0..=MAX_SEQ`.
+fn check_seq(seq: u64) -> Result<(), String> {
+    if seq > MAX_SEQ {
+        return Err(format!(
+            "seq {seq} is above the largest sequence number, {MAX_SEQ}"
+        ));
+    }
+    Ok(())
 }
 
 impl ServerMsg {
@@ -365,6 +390,22 @@ mod tests {
                 .unwrap_err()
                 .contains("expected")
         );
+    }
+
+    #[test]
+    fn sequence_numbers_above_max_seq_are_refused() {
+        let at = |seq: u64| format!(r#"{{"type":"vitals","seq":{seq},"t_ms":0,"values":[]}}"#);
+        assert!(parse_client(&at(MAX_SEQ)).is_ok());
+        let e = parse_client(&at(MAX_SEQ + 1)).unwrap_err();
+        assert!(e.contains("largest sequence number"), "{e}");
+        let f = BinarySamples {
+            seq: u64::MAX,
+            t_ms: 0,
+            leads: vec![vec![Some(0.1)]],
+            lead_off: vec![false],
+        };
+        let e = parse_binary(&encode_binary(&f), 1).unwrap_err();
+        assert!(e.contains("largest sequence number"), "{e}");
     }
 
     #[test]

@@ -124,6 +124,64 @@ async fn bad_frames_get_errors_and_lose_no_good_data() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn implausible_vitals_are_answered_and_count_as_absent() {
+    let app = spawn_app(|c| c.ward.beds = vec!["bed-v".into()]).await;
+    let mut m = Monitor::connect(&app.ws_url(), "bed-v", "dev-v").await;
+    // 32 s of clean ECG; the heart rate every second is -5 bpm, except 1e300 at 5 s (finite
+    // as JSON, not as the f32 it is kept as) and 400 bpm at 6 s.
+    for seq in 0..320u64 {
+        let x: Vec<f32> = (0..25).map(|k| common::signal(seq * 25 + k)).collect();
+        m.send(
+            json!({"type": "samples", "seq": seq, "t_ms": T0 + seq as i64 * 100,
+                      "leads": {"II": x, "V": x}}),
+        )
+        .await;
+        if seq % 10 == 9 {
+            let s = (seq + 1) / 10;
+            let hr = match s {
+                5 => 1e300,
+                6 => 400.0,
+                _ => -5.0,
+            };
+            m.send(
+                json!({"type": "vitals", "seq": s, "t_ms": T0 + s as i64 * 1000,
+                          "values": [{"name": "hr", "value": hr, "status": []}]}),
+            )
+            .await;
+        }
+    }
+    for (seq, says) in [
+        (1, "hr -5 is outside its plausible range [0, 350]"),
+        (5, "hr 1e300 is not a finite number"),
+        (6, "hr 400 is outside its plausible range [0, 350]"),
+    ] {
+        let v = m
+            .expect(10.0, |v| v["code"] == "bad_vitals" && v["seq"] == seq)
+            .await;
+        assert!(v["message"].as_str().unwrap().contains(says), "{v}");
+    }
+    // The ECG members score the window; the vitals member had no heart rate to read.
+    let rows = app.wait_scores("bed-v", 30.0, |r| !r.is_empty()).await;
+    let r = &rows[0];
+    assert_eq!(r["status"], "scored", "{r}");
+    assert_eq!(r["quality"]["hr_coverage"], 0.0, "{r}");
+    let members = r["members"].as_array().unwrap();
+    let vitals = members
+        .iter()
+        .find(|m| m["name"] == "vitals-hr-mlp")
+        .unwrap();
+    assert!(vitals["prob"].is_null(), "{r}");
+    assert!(
+        members
+            .iter()
+            .filter(|m| m["name"] != "vitals-hr-mlp")
+            .all(|m| m["prob"].is_number()),
+        "{r}"
+    );
+    app.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn fatal_hellos_close_with_documented_codes() {
     let app = spawn_app(|c| {
         c.ward.beds = vec!["known".into()];
@@ -298,5 +356,57 @@ async fn gaps_late_frames_and_lead_off_are_recorded() {
             .any(|e| e["kind"] == "gap"),
         "{ev}"
     );
+    app.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn history_is_readable_after_a_restart_before_the_monitor_returns() {
+    let keep = tempfile::tempdir().unwrap();
+    let db = keep.path().join("holmes.db");
+    let db1 = db.clone();
+    let app = spawn_app(move |c| c.storage.db = db1).await;
+    let mut m = Monitor::connect(&app.ws_url(), "dur-2", "dev-d").await;
+    m.stream(T0, 0..950).await;
+    let before = app.wait_scores("dur-2", 60.0, |r| r.len() >= 2).await;
+    drop(m);
+    app.stop().await;
+
+    // A new daemon on the same database; the monitor has not reconnected.
+    let app = spawn_app(move |c| c.storage.db = db).await;
+    let (status, beds) = app.get("/api/beds").await;
+    assert_eq!(status, 200, "{beds}");
+    let listed = beds["beds"].as_array().unwrap();
+    assert_eq!(listed.len(), 1, "{beds}");
+    assert_eq!(listed[0]["bed"], "dur-2");
+    assert_eq!(listed[0]["status"], "lost", "{beds}");
+    assert_eq!(listed[0]["connected"], false, "{beds}");
+    assert_eq!(
+        listed[0]["latest"]["window_end_ms"],
+        before.last().unwrap()["window_end_ms"],
+        "{beds}"
+    );
+    let (status, v) = app.get("/api/beds/dur-2/scores").await;
+    assert_eq!(status, 200, "{v}");
+    assert_eq!(v["scores"].as_array().unwrap().len(), before.len(), "{v}");
+    let (status, v) = app.get("/api/beds/dur-2/events").await;
+    assert_eq!(status, 200, "{v}");
+    assert!(
+        v["events"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|e| e["kind"] == "connected"),
+        "{v}"
+    );
+    // A bed the database never saw is still unknown.
+    let (status, v) = app.get("/api/beds/never-seen/scores").await;
+    assert_eq!(status, 404, "{v}");
+    // When the monitor returns, the bed is the ward's again: live, one entry.
+    let mut m = Monitor::connect(&app.ws_url(), "dur-2", "dev-d").await;
+    m.stream(T0 + 95_000, 0..10).await;
+    let (_, beds) = app.get("/api/beds").await;
+    let listed = beds["beds"].as_array().unwrap();
+    assert_eq!(listed.len(), 1, "{beds}");
+    assert_eq!(listed[0]["connected"], true, "{beds}");
     app.stop().await;
 }

@@ -135,3 +135,80 @@ async fn models_are_added_refused_changed_and_removed_while_scoring() {
     }
     app.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn health_lists_the_zoo_folders_that_do_not_load() {
+    let zoo = tempfile::tempdir().unwrap();
+    for m in MEMBERS {
+        common::copy_model(m, zoo.path());
+    }
+    // Beside the members, three folders that do not load: corrupt weights, a manifest that is
+    // not JSON, a folder without its weights file.
+    for m in [
+        "ecg-primary-w8-d4",
+        "ecg-primary-w16-d2",
+        "vitals-hr-logreg",
+    ] {
+        common::copy_model(m, zoo.path());
+    }
+    let weights = zoo.path().join("ecg-primary-w8-d4").join("weights.mpk");
+    let mut bytes = std::fs::read(&weights).unwrap();
+    let n = bytes.len();
+    bytes[n / 2] ^= 0xff;
+    std::fs::write(&weights, bytes).unwrap();
+    std::fs::write(
+        zoo.path().join("ecg-primary-w16-d2").join("manifest.json"),
+        "{ not json",
+    )
+    .unwrap();
+    std::fs::remove_file(zoo.path().join("vitals-hr-logreg").join("weights.mpk")).unwrap();
+    let zdir = zoo.path().to_owned();
+    let app = spawn_app(move |c| c.ensemble.models_dir = zdir).await;
+
+    let h = app.health().await;
+    assert_eq!(h["status"], "degraded", "{h}");
+    let problems: Vec<&str> = h["problems"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p.as_str().unwrap())
+        .collect();
+    assert_eq!(problems.len(), 3, "{h}");
+    for (folder, why) in [
+        ("ecg-primary-w8-d4", "checksum"),
+        ("ecg-primary-w16-d2", "manifest"),
+        ("vitals-hr-logreg", "weights.mpk"),
+    ] {
+        assert!(
+            problems.iter().any(|p| p
+                .contains(&format!("zoo: model folder {folder} does not load"))
+                && p.contains(why)),
+            "{folder}: {problems:?}"
+        );
+    }
+    // The serving ensemble is whole: still ready.
+    let (status, ready) = app.get("/health/ready").await;
+    assert_eq!(status, 200, "{ready}");
+
+    // Mended folders leave the list; a removed one too.
+    common::copy_model("ecg-primary-w8-d4", zoo.path());
+    std::fs::remove_dir_all(zoo.path().join("ecg-primary-w16-d2")).unwrap();
+    let h = app
+        .wait_health(20.0, "one problem left", |h| {
+            h["problems"].as_array().is_some_and(|p| p.len() == 1)
+        })
+        .await;
+    assert!(
+        h["problems"][0]
+            .as_str()
+            .unwrap()
+            .contains("vitals-hr-logreg"),
+        "{h}"
+    );
+    common::copy_model("vitals-hr-logreg", zoo.path());
+    let h = app
+        .wait_health(20.0, "no problem left", |h| h["status"] == "ok")
+        .await;
+    assert_eq!(h["problems"], serde_json::json!([]), "{h}");
+    app.stop().await;
+}

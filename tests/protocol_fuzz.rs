@@ -9,8 +9,8 @@ use std::time::Duration;
 use common::{Monitor, close_of, spawn_app};
 use futures_util::{SinkExt, StreamExt};
 use holmes::protocol::{
-    BINARY_HEADER, BinarySamples, ClientMsg, EcgChannel, VitalValue, VitalsChannel, encode_binary,
-    parse_binary, parse_client,
+    BINARY_HEADER, BinarySamples, ClientMsg, EcgChannel, MAX_SEQ, VitalValue, VitalsChannel,
+    encode_binary, parse_binary, parse_client,
 };
 use proptest::prelude::*;
 use serde_json::{Value, json};
@@ -58,7 +58,7 @@ fn client_msg() -> impl Strategy<Value = ClientMsg> {
             },
         );
     let samples = (
-        any::<u64>(),
+        0..=MAX_SEQ,
         any::<i64>(),
         prop::collection::btree_map(name(), prop::collection::vec(sample(), 0..30), 0..4),
         prop::collection::vec(name(), 0..3),
@@ -70,7 +70,7 @@ fn client_msg() -> impl Strategy<Value = ClientMsg> {
             lead_off,
         });
     let vitals = (
-        any::<u64>(),
+        0..=MAX_SEQ,
         any::<i64>(),
         prop::collection::vec(
             (
@@ -301,7 +301,7 @@ proptest! {
 
     #[test]
     fn binary_frames_round_trip(
-        seq in any::<u64>(),
+        seq in 0..=MAX_SEQ,
         t_ms in any::<i64>(),
         n in 0usize..40,
         leads in prop::collection::vec(any::<bool>(), 1..16),
@@ -461,6 +461,102 @@ async fn a_huge_message_closes_with_1009_and_loses_nothing_sent_before() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn unreadable_messages_before_the_hello_close_with_their_code() {
+    let app = spawn_app(|_| {}).await;
+    // Not UTF-8: 1007, as after a hello.
+    let (mut ws, _) = tokio_tungstenite::connect_async(app.ws_url())
+        .await
+        .unwrap();
+    let tcp = match ws.get_mut() {
+        tokio_tungstenite::MaybeTlsStream::Plain(t) => t,
+        _ => unreachable!("plain TCP"),
+    };
+    tcp.write_all(&raw_frame(1, b"{\"type\": \"hello\xff\xfe\"}"))
+        .await
+        .unwrap();
+    let m = tokio::time::timeout(Duration::from_secs(5), ws.next())
+        .await
+        .expect("answered in time")
+        .and_then(Result::ok);
+    assert_eq!(close_of(&m).map(|c| c.0), Some(1007), "{m:?}");
+    // Too large: 1009.
+    let (mut ws, _) = tokio_tungstenite::connect_async(app.ws_url())
+        .await
+        .unwrap();
+    ws.send(Message::Text("x".repeat(200_000).into()))
+        .await
+        .unwrap();
+    let m = tokio::time::timeout(Duration::from_secs(5), ws.next())
+        .await
+        .expect("answered in time")
+        .and_then(Result::ok);
+    assert_eq!(close_of(&m).map(|c| c.0), Some(1009), "{m:?}");
+    app.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn extreme_sequence_numbers_and_timestamps_are_taken_exactly() {
+    let app = spawn_app(|c| c.ward.beds = vec!["edge".into()]).await;
+    let mut m = Monitor::connect(&app.ws_url(), "edge", "dev-e").await;
+    // Device time just above i64::MIN: 32 s of signal, each frame 100 ms after the last.
+    let t0 = i64::MIN + 1_000;
+    m.stream(t0, 0..320).await;
+    // 2^64 - 1 is no sequence number: refused with the reason.
+    let frame = |seq: u64, t_ms: i64| {
+        json!({"type": "samples", "seq": seq, "t_ms": t_ms,
+               "leads": {"II": vec![0.1; 25], "V": vec![-0.05; 25]}})
+    };
+    m.send(frame(u64::MAX, t0 + 32_000)).await;
+    let v = m.expect(5.0, |v| v["type"] == "error").await;
+    assert_eq!(v["code"], "malformed", "{v}");
+    assert!(
+        v["message"]
+            .as_str()
+            .unwrap()
+            .contains("largest sequence number"),
+        "{v}"
+    );
+    // A monitor that renumbers its frames from 2^62 is followed, and acknowledged exactly.
+    let big = 1u64 << 62;
+    for k in 0..10u64 {
+        m.send(frame(big + k, t0 + 32_000 + k as i64 * 100)).await;
+    }
+    tokio::time::sleep(Duration::from_millis(1200)).await;
+    m.send(frame(big + 10, t0 + 33_000)).await;
+    let ack = m
+        .expect(5.0, |v| {
+            v["type"] == "ack" && v["samples_seq"].as_u64().unwrap() >= big
+        })
+        .await;
+    assert_eq!(ack["samples_seq"].as_u64(), Some(big + 10), "{ack}");
+    // The first window is scored on the device's own clock; no clock jump, no absurd gap.
+    let rows = app.wait_scores("edge", 60.0, |r| !r.is_empty()).await;
+    assert_eq!(rows[0]["window_end_ms"].as_i64(), Some(t0 + 30_000));
+    assert_eq!(rows[0]["status"], "scored", "{}", rows[0]);
+    let until = std::time::Instant::now() + Duration::from_secs(10);
+    let events = loop {
+        let (_, v) = app.get("/api/beds/edge/events").await;
+        let events = v["events"].as_array().cloned().unwrap_or_default();
+        if events.iter().any(|e| e["kind"] == "seq_reset") {
+            break events;
+        }
+        assert!(std::time::Instant::now() < until, "no seq_reset: {v}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    assert!(
+        !events.iter().any(|e| e["kind"] == "clock_jump"),
+        "{events:?}"
+    );
+    assert!(!events.iter().any(|e| e["kind"] == "gap"), "{events:?}");
+    // The ward's board takes the score too (its trend spans hours before the window's end).
+    app.wait_snapshot(10.0, |s| {
+        s["beds"][0]["latest"]["window_end_ms"].as_i64() == Some(t0 + 30_000)
+    })
+    .await;
+    app.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_flood_of_tiny_frames_is_throttled_and_other_beds_keep_scoring() {
     let app = spawn_app(|c| {
         c.ingest.max_messages_per_sec = 200;
@@ -582,6 +678,72 @@ async fn slow_clients_are_closed_and_connections_are_capped() {
         assert!(std::time::Instant::now() < until, "places come back");
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
+    app.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn slow_request_bodies_are_cut_off_and_never_starve_the_monitors() {
+    use tokio::io::AsyncReadExt;
+    let app = spawn_app(|c| {
+        c.server.max_connections = 50;
+        c.server.monitor_share = 0.2;
+        c.server.body_read_timeout_secs = 2.0;
+    })
+    .await;
+    // A body over the limit is refused before it is read.
+    let mut s = tokio::net::TcpStream::connect(app.addr).await.unwrap();
+    s.write_all(b"POST /api/login HTTP/1.1\r\nHost: t\r\nContent-Type: application/json\r\nContent-Length: 100000\r\n\r\n{")
+        .await
+        .unwrap();
+    let mut answer = Vec::new();
+    tokio::time::timeout(Duration::from_secs(5), s.read_to_end(&mut answer))
+        .await
+        .expect("answered at once")
+        .unwrap();
+    let answer = String::from_utf8_lossy(&answer);
+    assert!(answer.starts_with("HTTP/1.1 413"), "{answer}");
+    assert!(answer.contains("request body over 16384 bytes"), "{answer}");
+
+    // Sixty sign-ins, no session needed, each announcing a body and sending one byte of it.
+    let started = std::time::Instant::now();
+    let mut slow = Vec::new();
+    for _ in 0..60 {
+        let mut s = tokio::net::TcpStream::connect(app.addr).await.unwrap();
+        let _ = s
+            .write_all(b"POST /api/login HTTP/1.1\r\nHost: t\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n{")
+            .await;
+        slow.push(s);
+    }
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    // Meanwhile a monitor connects, is welcomed and acknowledged.
+    let mut m = Monitor::connect(&app.ws_url(), "bed-s", "dev-s").await;
+    m.stream(1_700_000_000_000, 0..10).await;
+    m.expect(5.0, |v| v["type"] == "ack").await;
+    // Every slow client is answered, none left holding a place: 408 once the body's time is
+    // up (the 40 places open to any client), 503 on a place kept for monitors or beyond.
+    let mut timed_out = 0;
+    for mut s in slow {
+        let mut answer = Vec::new();
+        let _ = tokio::time::timeout(Duration::from_secs(10), s.read_to_end(&mut answer))
+            .await
+            .expect("answered and closed");
+        let answer = String::from_utf8_lossy(&answer);
+        if answer.starts_with("HTTP/1.1 408") {
+            assert!(answer.contains("did not arrive within 2 s"), "{answer}");
+            timed_out += 1;
+        } else {
+            // Refused at once: 503, or reset before the answer was read.
+            assert!(
+                answer.is_empty() || answer.starts_with("HTTP/1.1 503"),
+                "{answer}"
+            );
+        }
+    }
+    assert_eq!(timed_out, 40);
+    let took = started.elapsed();
+    assert!(took < Duration::from_secs(8), "answered after {took:?}");
+    // Their places come back.
+    assert_eq!(live(&app).await, Some(200));
     app.stop().await;
 }
 

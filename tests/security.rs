@@ -415,3 +415,356 @@ async fn the_info_log_carries_no_tokens_or_beds() {
         assert!(!log.contains(secret), "{secret:?} in the info log:\n{log}");
     }
 }
+
+/// A raw HTTP/1.1 request from `from` (any address of the loopback net): status, head
+/// (lower-cased) and body.
+async fn request(
+    addr: std::net::SocketAddr,
+    from: [u8; 4],
+    method: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+    body: &str,
+) -> (u16, String, Value) {
+    let sock = tokio::net::TcpSocket::new_v4().unwrap();
+    sock.bind((std::net::Ipv4Addr::from(from), 0).into())
+        .unwrap();
+    let mut s = sock.connect(addr).await.unwrap();
+    let mut req = format!("{method} {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n");
+    for (k, v) in headers {
+        req.push_str(&format!("{k}: {v}\r\n"));
+    }
+    if !body.is_empty() {
+        req.push_str("Content-Type: application/json\r\n");
+    }
+    req.push_str(&format!("Content-Length: {}\r\n\r\n{body}", body.len()));
+    s.write_all(req.as_bytes()).await.unwrap();
+    let mut buf = Vec::new();
+    s.read_to_end(&mut buf).await.unwrap();
+    let text = String::from_utf8_lossy(&buf).to_string();
+    let status: u16 = text[9..12].parse().unwrap();
+    let (head, body) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
+    let json = match (body.find('{'), body.rfind('}')) {
+        (Some(a), Some(b)) => &body[a..=b],
+        _ => "null",
+    };
+    (
+        status,
+        head.to_lowercase(),
+        serde_json::from_str(json).unwrap_or(Value::Null),
+    )
+}
+
+const HERE: [u8; 4] = [127, 0, 0, 1];
+
+/// Signs in from `from`: the status and the `name=value` of the session cookie, if any.
+async fn sign_in(
+    addr: std::net::SocketAddr,
+    from: [u8; 4],
+    name: &str,
+    password: &str,
+) -> (u16, Option<String>) {
+    let body = json!({"name": name, "password": password}).to_string();
+    let (status, head, _) = request(addr, from, "POST", "/api/login", &[], &body).await;
+    let cookie = head
+        .lines()
+        .find_map(|l| l.strip_prefix("set-cookie: "))
+        .and_then(|c| c.split(';').next())
+        .map(str::to_owned);
+    (status, cookie)
+}
+
+fn add_user(db: &Path, name: &str, role: holmes::dashboard::auth::Role, password: &str) {
+    holmes::dashboard::auth::Users::open(db)
+        .unwrap()
+        .add(name, role, password, false)
+        .unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn failed_sign_ins_back_off_per_name_and_per_address() {
+    let app = spawn_app(|c| {
+        c.dashboard.public_ward_view = false;
+        c.dashboard.login_free_failures = 3;
+        c.dashboard.login_backoff_secs = 1.0;
+        c.dashboard.login_backoff_max_secs = 4.0;
+    })
+    .await;
+    let db = app.dir.path().join("holmes.db");
+    use holmes::dashboard::auth::Role;
+    add_user(&db, "nina", Role::Nurse, "night shift 7");
+    add_user(&db, "erik", Role::Engineer, "biomed shop 3");
+    let addr = app.addr;
+    // Three wrong guesses are answered as wrong; the fourth starts the back-off.
+    for _ in 0..4 {
+        assert_eq!(sign_in(addr, HERE, "nina", "guess").await.0, 401);
+    }
+    // Shut out now, the right password included, with the wait in Retry-After.
+    let body = json!({"name": "nina", "password": "night shift 7"}).to_string();
+    let (status, head, v) = request(addr, HERE, "POST", "/api/login", &[], &body).await;
+    assert_eq!(status, 429, "{v}");
+    assert!(head.contains("retry-after: 1"), "{head}");
+    assert!(
+        v["error"]
+            .as_str()
+            .unwrap()
+            .contains("too many failed sign-ins"),
+        "{v}"
+    );
+    // The address is shut out for every name; the name from every address.
+    assert_eq!(sign_in(addr, HERE, "erik", "biomed shop 3").await.0, 429);
+    let elsewhere = [127, 0, 0, 2];
+    assert_eq!(
+        sign_in(addr, elsewhere, "nina", "night shift 7").await.0,
+        429
+    );
+    assert_eq!(
+        sign_in(addr, elsewhere, "erik", "biomed shop 3").await.0,
+        200
+    );
+    // After the back-off the right password is taken, and the slate is clean.
+    tokio::time::sleep(Duration::from_millis(1100)).await;
+    let (status, cookie) = sign_in(addr, HERE, "nina", "night shift 7").await;
+    assert_eq!(status, 200);
+    assert!(cookie.is_some());
+    assert_eq!(sign_in(addr, HERE, "nina", "guess").await.0, 401);
+    // Each back-off is audited, by name and by address, without a password.
+    let audit = holmes::serving::store::audit::read_all(&db).unwrap();
+    let backoffs: Vec<&String> = audit
+        .iter()
+        .filter(|r| r.1 == "sign_in_backoff")
+        .map(|r| &r.2)
+        .collect();
+    assert!(
+        backoffs.iter().any(|d| d.contains("\"name\":\"nina\""))
+            && backoffs
+                .iter()
+                .any(|d| d.contains("\"address\":\"127.0.0.1\"")),
+        "{backoffs:?}"
+    );
+    assert!(audit.iter().all(|r| !r.2.contains("night shift")));
+    app.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn refusing_an_unknown_name_takes_as_long_as_a_wrong_password() {
+    let app = spawn_app(|c| c.dashboard.login_free_failures = 1000).await;
+    let db = app.dir.path().join("holmes.db");
+    add_user(
+        &db,
+        "nina",
+        holmes::dashboard::auth::Role::Nurse,
+        "night shift 7",
+    );
+    let addr = app.addr;
+    let time = move |name: &'static str| async move {
+        let t = std::time::Instant::now();
+        assert_eq!(sign_in(addr, HERE, name, "not the password").await.0, 401);
+        t.elapsed().as_secs_f64()
+    };
+    let (mut known, mut unknown) = (Vec::new(), Vec::new());
+    for _ in 0..9 {
+        known.push(time("nina").await);
+        unknown.push(time("nobody-here").await);
+    }
+    let median = |v: &mut Vec<f64>| {
+        v.sort_by(f64::total_cmp);
+        v[v.len() / 2]
+    };
+    let (k, u) = (median(&mut known), median(&mut unknown));
+    // Both run one argon2 verification; without the dummy hash an unknown name took a few
+    // percent of a known one's time.
+    assert!(
+        u > 0.5 * k && u < 2.0 * k,
+        "known {k:.4} s, unknown {u:.4} s"
+    );
+    app.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn state_changing_requests_from_other_origins_are_refused() {
+    let app = spawn_app(|c| {
+        c.dashboard.public_ward_view = false;
+        c.dashboard.allowed_origins = vec!["https://ward.example".into()];
+    })
+    .await;
+    let db = app.dir.path().join("holmes.db");
+    add_user(
+        &db,
+        "nina",
+        holmes::dashboard::auth::Role::Nurse,
+        "night shift 7",
+    );
+    let (_, cookie) = sign_in(app.addr, HERE, "nina", "night shift 7").await;
+    let cookie = cookie.unwrap();
+    // A monitor that says hello and sends nothing: its bed is lost, a technical alarm.
+    let _m = Monitor::connect(&app.ws_url(), "icu-9", "mon-9").await;
+    let until = std::time::Instant::now() + Duration::from_secs(20);
+    let id = loop {
+        let (_, _, v) = request(
+            app.addr,
+            HERE,
+            "GET",
+            "/api/alarms",
+            &[("Cookie", &cookie)],
+            "",
+        )
+        .await;
+        if let Some(id) = v["alarms"][0]["id"].as_i64() {
+            break id;
+        }
+        assert!(std::time::Instant::now() < until, "no alarm: {v}");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
+    let ack = format!("/api/alarms/{id}/ack");
+    let own = format!("http://{}", app.addr);
+    let other_port = format!("http://127.0.0.1:{}", app.addr.port() + 1);
+    for headers in [
+        vec![
+            ("Origin", "http://evil.example"),
+            ("Sec-Fetch-Site", "cross-site"),
+        ],
+        // Another port of this host: the same site, not the same origin.
+        vec![
+            ("Origin", other_port.as_str()),
+            ("Sec-Fetch-Site", "same-site"),
+        ],
+        vec![("Origin", "null")],
+        vec![("Sec-Fetch-Site", "cross-site")],
+    ] {
+        let mut h = headers.clone();
+        h.push(("Cookie", &cookie));
+        let (status, _, v) = request(app.addr, HERE, "POST", &ack, &h, "").await;
+        assert_eq!(status, 403, "{headers:?}: {v}");
+        assert!(
+            v["error"]
+                .as_str()
+                .unwrap()
+                .contains("cross-site request refused"),
+            "{v}"
+        );
+    }
+    // Signing in from another origin is refused too.
+    let body = json!({"name": "nina", "password": "night shift 7"}).to_string();
+    let evil = [("Origin", "http://evil.example")];
+    let (status, _, _) = request(app.addr, HERE, "POST", "/api/login", &evil, &body).await;
+    assert_eq!(status, 403);
+    // Nothing was acknowledged.
+    let (_, _, v) = request(
+        app.addr,
+        HERE,
+        "GET",
+        "/api/alarms",
+        &[("Cookie", &cookie)],
+        "",
+    )
+    .await;
+    assert!(v["alarms"][0]["acked_by"].is_null(), "{v}");
+    // The page itself (its own origin) and a configured proxy's origin may.
+    for origin in [own.as_str(), "https://ward.example"] {
+        let h = [
+            ("Origin", origin),
+            ("Sec-Fetch-Site", "same-origin"),
+            ("Cookie", cookie.as_str()),
+        ];
+        let (status, _, v) = request(app.addr, HERE, "POST", &ack, &h, "").await;
+        assert_eq!(status, 200, "{origin}: {v}");
+        assert_eq!(v["alarm"]["acked_by"], "nina", "{v}");
+    }
+    app.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_gateway_cannot_lock_registered_monitors_out_of_the_ward() {
+    let app = spawn_app(|c| {
+        c.auth.require_device_tokens = true;
+        c.auth.devices_refresh_secs = 0.2;
+        c.auth.max_beds_per_gateway = 3;
+        c.ward.max_beds = 6;
+    })
+    .await;
+    let db = app.dir.path().join("holmes.db");
+    let url = app.ws_url();
+    let gw_a = issue(&db, "gw-a", None);
+    let gw_b = issue(&db, "gw-b", None);
+    let mon = issue(&db, "mon-2", Some("bed-2"));
+    // The daemon reads the table again: bed-2 is bound to a registered monitor.
+    tokio::time::sleep(Duration::from_millis(600)).await;
+    let welcomed =
+        |first: &Option<Message>| matches!(first, Some(Message::Text(t)) if t.contains("welcome"));
+
+    // Hello after hello for new beds, each left at once: beds that never streamed give their
+    // places up, so the ward never fills with them.
+    for i in 0..20 {
+        let bed = format!("junk-{i}");
+        let (ws, first) = connect_raw(&url, &hello_with(&bed, "gw-a", &gw_a)).await;
+        assert!(welcomed(&first), "{bed}: {first:?}");
+        drop(ws);
+        // Until the daemon has seen it leave.
+        let until = std::time::Instant::now() + Duration::from_secs(10);
+        loop {
+            let (_, v) = app.get("/api/beds").await;
+            let beds = v["beds"].as_array().unwrap().clone();
+            if beds.iter().all(|b| b["connected"] == false) {
+                assert!(beds.len() <= 3, "{v}");
+                break;
+            }
+            assert!(std::time::Instant::now() < until, "{v}");
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+    // An evicted bed's history stays readable.
+    let (status, v) = app.get("/api/beds/junk-0/events").await;
+    assert_eq!(status, 200, "{v}");
+    let kinds: Vec<&str> = v["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["kind"].as_str().unwrap())
+        .collect();
+    assert!(kinds.contains(&"evicted"), "{kinds:?}");
+
+    // A gateway holds at most its cap of beds at once.
+    let mut live = Vec::new();
+    for i in 0..3 {
+        let (ws, first) = connect_raw(&url, &hello_with(&format!("a-{i}"), "gw-a", &gw_a)).await;
+        assert!(welcomed(&first), "{first:?}");
+        live.push(ws);
+    }
+    assert_eq!(
+        refused(&url, &hello_with("a-3", "gw-a", &gw_a)).await,
+        Some((4006, "device \"gw-a\" holds its maximum of 3 beds".into()))
+    );
+    // Other gateways fill the ward, up to the place kept for the registered monitor.
+    for i in 0..2 {
+        let (ws, first) = connect_raw(&url, &hello_with(&format!("b-{i}"), "gw-b", &gw_b)).await;
+        assert!(welcomed(&first), "{first:?}");
+        live.push(ws);
+    }
+    let (code, reason) = refused(&url, &hello_with("b-2", "gw-b", &gw_b))
+        .await
+        .unwrap();
+    assert_eq!(code, 4005, "{reason}");
+    assert!(
+        reason.contains("1 kept for registered monitors"),
+        "{reason}"
+    );
+    // The registered monitor finds its bed's place.
+    let (_, first) = connect_raw(&url, &hello_with("bed-2", "mon-2", &mon)).await;
+    assert!(welcomed(&first), "{first:?}");
+
+    // Both refusals are audited, with the device as the actor.
+    let until = std::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        let audit = holmes::serving::store::audit::read_all(&db).unwrap();
+        let refusals: Vec<_> = audit.iter().filter(|r| r.1 == "bed_refused").collect();
+        if refusals.len() == 2 {
+            assert_eq!(refusals[0].0.as_deref(), Some("gw-a"), "{refusals:?}");
+            assert_eq!(refusals[1].0.as_deref(), Some("gw-b"), "{refusals:?}");
+            break;
+        }
+        assert!(std::time::Instant::now() < until, "{audit:?}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    app.stop().await;
+}

@@ -161,3 +161,104 @@ async fn stuck_dashboard_clients_never_slow_ingest_or_scoring() {
     assert_eq!(status, 200);
     app.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_monitor_that_never_reads_its_replies_is_still_read_and_scored() {
+    use futures_util::{SinkExt, StreamExt};
+    use serde_json::json;
+    use tokio_tungstenite::tungstenite::Message;
+
+    let app = spawn_app(|c| {
+        c.ward.beds = vec!["deaf".into()];
+        // This test is about replies, not the message rate.
+        c.ingest.max_messages_per_sec = 100_000;
+    })
+    .await;
+    // A monitor with a small receive buffer that never reads what it is sent.
+    let sock = TcpSocket::new_v4().unwrap();
+    sock.set_recv_buffer_size(2048).unwrap();
+    let tcp = sock.connect(app.addr).await.unwrap();
+    let (mut ws, _) = tokio_tungstenite::client_async(app.ws_url(), tcp)
+        .await
+        .unwrap();
+    ws.send(Message::Text(
+        common::hello("deaf", "dev-deaf").to_string().into(),
+    ))
+    .await
+    .unwrap();
+    let rss_before = rss();
+    // 95 s of signal with its heart rate, every samples frame with one sample missing and sent
+    // 40 times over. Each copy is answered `bad_samples` (the missing sample) and each copy
+    // after the first `duplicate`: some 8 MB of replies never read, more than the sockets
+    // between them hold.
+    let stream = async {
+        for seq in 0..950u64 {
+            let mut x: Vec<Option<f32>> = (0..25)
+                .map(|k| Some(common::signal(seq * 25 + k)))
+                .collect();
+            x[7] = None;
+            let frame = json!({"type": "samples", "seq": seq, "t_ms": T0 + seq as i64 * 100,
+                               "leads": {"II": x, "V": x}})
+            .to_string();
+            for _ in 0..40 {
+                ws.feed(Message::Text(frame.clone().into())).await.unwrap();
+            }
+            if seq % 10 == 9 {
+                let s = (seq + 1) / 10;
+                let v = json!({"type": "vitals", "seq": s, "t_ms": T0 + s as i64 * 1000,
+                               "values": [{"name": "hr", "value": 72.0, "status": []}]});
+                ws.feed(Message::Text(v.to_string().into())).await.unwrap();
+            }
+            ws.flush().await.unwrap();
+        }
+    };
+    tokio::time::timeout(Duration::from_secs(120), stream)
+        .await
+        .expect("the daemon kept reading");
+    // Every window is scored all the same.
+    let rows = app.wait_scores("deaf", 60.0, |r| r.len() >= 3).await;
+    one_scored_window_per_hop(&rows, &[T0 + 30_000, T0 + 60_000, T0 + 90_000]);
+    // The replies it did not read were dropped, and it shows.
+    let (_, beds) = app.get("/api/beds").await;
+    let deaf = &beds["beds"][0];
+    assert_eq!(deaf["connected"], true, "{beds}");
+    let dropped = deaf["replies_dropped"].as_u64().unwrap();
+    assert!(dropped > 1000, "{beds}");
+    let metrics = app.get_raw("/metrics").await;
+    assert!(
+        metrics.contains("holmes_monitor_replies_dropped_total"),
+        "{metrics}"
+    );
+    let grew = rss().saturating_sub(rss_before);
+    assert!(grew < 64 << 20, "resident memory grew by {grew} bytes");
+    // Once it reads again, the connection is alive: what was queued arrives, then acks of the
+    // frames it goes on sending.
+    let (mut tx, mut rx) = ws.split();
+    let more = tokio::spawn(async move {
+        for seq in 950..1100u64 {
+            let x: Vec<f32> = (0..25).map(|k| common::signal(seq * 25 + k)).collect();
+            let f = json!({"type": "samples", "seq": seq, "t_ms": T0 + seq as i64 * 100,
+                           "leads": {"II": x, "V": x}});
+            if tx.send(Message::Text(f.to_string().into())).await.is_err() {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    });
+    let ack = async {
+        while let Some(Ok(m)) = rx.next().await {
+            if let Message::Text(t) = m {
+                let v: serde_json::Value = serde_json::from_str(&t).unwrap();
+                if v["type"] == "ack" && v["samples_seq"].as_u64() >= Some(950) {
+                    return;
+                }
+            }
+        }
+        panic!("the connection ended");
+    };
+    tokio::time::timeout(Duration::from_secs(30), ack)
+        .await
+        .expect("an ack of a newer frame");
+    more.abort();
+    app.stop().await;
+}

@@ -250,17 +250,18 @@ pub async fn start(cfg: Config, listener: TcpListener) -> Result<Running, Server
         &tracker,
     );
     let state = AppState {
-        dashboard: DashboardState {
-            cfg: cfg.dashboard.clone(),
+        dashboard: DashboardState::new(
+            cfg.dashboard.clone(),
             board,
-            users: Arc::new(std::sync::Mutex::new(users)),
-            db: cfg.storage.db.clone(),
-            ward: ward.clone(),
-            recompose: cfg.composer.enabled.then_some(recompose),
-        },
+            users,
+            cfg.storage.db.clone(),
+            ward.clone(),
+            cfg.composer.enabled.then_some(recompose),
+        ),
         ingest: IngestSettings {
             ingest: cfg.ingest.clone(),
             leads: cfg.leads.clone(),
+            audit: crate::serving::store::audit::AuditLog::new(&cfg.storage.db),
         },
         engine_cfg: cfg.engine.clone(),
         configured_beds: cfg.ward.beds.clone().into(),
@@ -274,6 +275,7 @@ pub async fn start(cfg: Config, listener: TcpListener) -> Result<Running, Server
         engine: engine.clone(),
         zoo: zoo_status,
         shutdown: shutdown.child_token(),
+        body_limits: crate::http::body::BodyLimits::new(&cfg.server),
     };
     let store_health = store.health.clone();
     let app = router(state);

@@ -149,6 +149,19 @@ pub struct DashboardConfig {
     pub labels: BTreeMap<String, String>,
     /// Most live-feed (`/api/stream`) clients at once; more are answered 503.
     pub max_stream_clients: usize,
+    /// Failed sign-ins per user name, and per client address, before back-off.
+    pub login_free_failures: u32,
+    /// The first back-off, seconds; it doubles with each further failure.
+    pub login_backoff_secs: f64,
+    /// The longest back-off, seconds; a name or address quiet this long after its back-off
+    /// starts afresh.
+    pub login_backoff_max_secs: f64,
+    /// Names and addresses whose failed sign-ins are remembered at most (the stalest are
+    /// forgotten first).
+    pub login_tracked: usize,
+    /// Origins besides the server's own (the request's `Host`) allowed to send state-changing
+    /// requests, e.g. a TLS proxy's `https://ward.example`.
+    pub allowed_origins: Vec<String>,
 }
 
 impl Default for DashboardConfig {
@@ -164,6 +177,11 @@ impl Default for DashboardConfig {
             sort: "bed".into(),
             labels: BTreeMap::new(),
             max_stream_clients: 64,
+            login_free_failures: 5,
+            login_backoff_secs: 1.0,
+            login_backoff_max_secs: 300.0,
+            login_tracked: 10_000,
+            allowed_origins: Vec::new(),
         }
     }
 }
@@ -190,11 +208,33 @@ impl DashboardConfig {
                     .into(),
             );
         }
+        let (first, max) = (self.login_backoff_secs, self.login_backoff_max_secs);
+        if !(first > 0.0 && first.is_finite() && max >= first && max.is_finite())
+            || self.login_tracked == 0
+        {
+            return Err(
+                "dashboard: 0 < login_backoff_secs <= login_backoff_max_secs, and \
+                 login_tracked positive"
+                    .into(),
+            );
+        }
+        if let Some(o) = self.allowed_origins.iter().find(|o| !is_origin(o)) {
+            return Err(format!(
+                "dashboard.allowed_origins: {o:?} is not an origin (scheme://host[:port])"
+            ));
+        }
         if !["bed", "risk"].contains(&self.sort.as_str()) {
             return Err(format!("dashboard.sort {:?} is not bed or risk", self.sort));
         }
         Ok(())
     }
+}
+
+/// `scheme://host[:port]` with no path: what a browser sends as `Origin`.
+fn is_origin(o: &str) -> bool {
+    o.split_once("://").is_some_and(|(scheme, rest)| {
+        ["http", "https"].contains(&scheme) && !rest.is_empty() && !rest.contains(['/', '?', '#'])
+    })
 }
 
 /// Running as a system service (the `[service]` config section).

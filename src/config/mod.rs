@@ -143,6 +143,9 @@ impl Config {
         if !(0.05..=3600.0).contains(&self.auth.devices_refresh_secs) {
             return Err("auth.devices_refresh_secs must lie in [0.05, 3600]".into());
         }
+        if self.auth.max_beds_per_gateway == 0 {
+            return Err("auth.max_beds_per_gateway must be positive".into());
+        }
         self.composer.validate()?;
         self.dashboard.validate()?;
         self.service.validate()?;
@@ -162,12 +165,31 @@ impl Config {
                     .into(),
             );
         }
-        let t = self.server.header_read_timeout_secs;
-        if self.server.max_connections == 0 || !t.is_finite() || t <= 0.0 {
+        if let Some((name, _)) = i
+            .vital_ranges
+            .iter()
+            .find(|(_, [lo, hi])| !(lo.is_finite() && hi.is_finite() && lo <= hi))
+        {
+            return Err(format!(
+                "ingest.vital_ranges.{name} must be [low, high], finite, low <= high"
+            ));
+        }
+        let (t, b) = (
+            self.server.header_read_timeout_secs,
+            self.server.body_read_timeout_secs,
+        );
+        if self.server.max_connections == 0
+            || self.server.max_body_bytes == 0
+            || !(t.is_finite() && t > 0.0 && b.is_finite() && b > 0.0)
+        {
             return Err(
-                "server.max_connections and server.header_read_timeout_secs must be positive"
+                "server.max_connections, max_body_bytes, header_read_timeout_secs and \
+                 body_read_timeout_secs must be positive"
                     .into(),
             );
+        }
+        if !(0.0..1.0).contains(&self.server.monitor_share) {
+            return Err("server.monitor_share must lie in [0, 1)".into());
         }
         for (name, v) in [
             ("quality.min_coverage", self.quality.min_coverage),

@@ -17,6 +17,15 @@ pub struct ServerConfig {
     pub max_connections: usize,
     /// Seconds a client has to send a request's headers before its connection is closed.
     pub header_read_timeout_secs: f64,
+    /// Seconds a client has, after the headers, to send a request's body: a slower one is
+    /// answered 408 and its connection closed.
+    pub body_read_timeout_secs: f64,
+    /// Largest request body, bytes (every route takes a small JSON body or none); a larger one
+    /// is answered 413 unread.
+    pub max_body_bytes: usize,
+    /// Share of `max_connections` kept for monitors' WebSockets (`/ws/monitor`): pages and API
+    /// clients hold at most the rest.
+    pub monitor_share: f64,
     /// Serve plain HTTP on a non-loopback address (without `tls`); false refuses to start so.
     #[serde(default)]
     pub allow_plain_http_on_network: bool,
@@ -34,6 +43,9 @@ pub struct AuthConfig {
     /// Seconds between re-reads of the devices table: a revoked device is refused, and its
     /// live connections closed, within this time.
     pub devices_refresh_secs: f64,
+    /// Most beds a gateway (a registered device bound to no bed) holds in the ward at once;
+    /// a hello for one more is refused (4006) unless one of its beds is idle.
+    pub max_beds_per_gateway: usize,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -94,6 +106,10 @@ pub struct IngestConfig {
     /// Messages per second a connection may send (bursts of one second's worth); beyond it
     /// the server stops reading that connection until it is back under the rate.
     pub max_messages_per_sec: u32,
+    /// Plausible range `[low, high]` per vital (by name, in the unit the name implies); a
+    /// reading outside it, or not finite, counts as absent and is answered `bad_vitals`.
+    /// Vitals not listed need only be finite.
+    pub vital_ranges: BTreeMap<String, [f64; 2]>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

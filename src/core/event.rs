@@ -48,6 +48,8 @@ pub enum EventKind {
     SeqReset,
     Outage,
     BadSamples,
+    /// The bed gave up its place in a full ward (never streamed, or lost); its history stays.
+    Evicted,
     /// A model was added, changed, refused or removed ([`Origin::Zoo`]).
     ZooChange,
     /// The composer switched the serving ensemble ([`Origin::Composer`]).
@@ -77,6 +79,7 @@ impl EventKind {
             EventKind::SeqReset => "seq_reset",
             EventKind::Outage => "outage",
             EventKind::BadSamples => "bad_samples",
+            EventKind::Evicted => "evicted",
             EventKind::ZooChange => "zoo_change",
             EventKind::PlanChange => "plan_change",
             EventKind::ServerStart => "server_start",

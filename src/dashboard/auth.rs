@@ -86,6 +86,8 @@ impl Users {
     pub fn open(path: &Path) -> Result<Users, AuthError> {
         let mut conn = crate::serving::store::open(path)?;
         crate::serving::store::migrate(&mut conn, path)?;
+        // Made now, so the first unknown name does not take twice as long as the rest.
+        dummy_hash()?;
         Ok(Users {
             conn,
             path: path.to_owned(),
@@ -118,13 +120,7 @@ impl Users {
         if password.chars().count() < 8 {
             return Err(AuthError::WeakPassword);
         }
-        let mut salt = [0u8; 16];
-        rand::rng().fill_bytes(&mut salt);
-        let salt = SaltString::encode_b64(&salt).map_err(|e| AuthError::Hash(e.to_string()))?;
-        let hash = Argon2::default()
-            .hash_password(password.as_bytes(), &salt)
-            .map_err(|e| AuthError::Hash(e.to_string()))?
-            .to_string();
+        let hash = hash_password(password)?;
         let sql = if replace {
             "INSERT OR REPLACE INTO users (name, role, password_hash, created_ms) VALUES (?1, ?2, ?3, ?4)"
         } else {
@@ -155,20 +151,23 @@ impl Users {
             )
             .optional()
             .map_err(|e| self.err(e))?;
-        let Some((role, hash)) = row else {
-            return Ok(None);
+        // An unknown name costs one argon2 verification too, against a dummy hash made with
+        // the same parameters: how long a refusal takes says nothing of who exists.
+        let (role, hash) = match row {
+            Some((role, hash)) => (Some(role), hash),
+            None => (None, dummy_hash()?.to_owned()),
         };
         let parsed = PasswordHash::new(&hash).map_err(|e| AuthError::Hash(e.to_string()))?;
-        if Argon2::default()
+        let matches = Argon2::default()
             .verify_password(password.as_bytes(), &parsed)
-            .is_err()
-        {
-            return Ok(None);
+            .is_ok();
+        match role {
+            Some(role) if matches => Ok(Some(User {
+                name: name.to_owned(),
+                role: role.parse()?,
+            })),
+            _ => Ok(None),
         }
-        Ok(Some(User {
-            name: name.to_owned(),
-            role: role.parse()?,
-        }))
     }
 
     /// Starts a session; returns the token for the cookie.
@@ -216,6 +215,31 @@ impl Users {
             .map_err(|e| self.err(e))?;
         Ok(())
     }
+}
+
+/// An argon2 hash of `password` with a fresh random salt (the crate's default parameters).
+fn hash_password(password: &str) -> Result<String, AuthError> {
+    let mut salt = [0u8; 16];
+    rand::rng().fill_bytes(&mut salt);
+    let salt = SaltString::encode_b64(&salt).map_err(|e| AuthError::Hash(e.to_string()))?;
+    Ok(Argon2::default()
+        .hash_password(password.as_bytes(), &salt)
+        .map_err(|e| AuthError::Hash(e.to_string()))?
+        .to_string())
+}
+
+/// The hash an unknown user's password is checked against: made once, of a random password
+/// nobody knows, with the parameters of real users' hashes.
+fn dummy_hash() -> Result<&'static str, AuthError> {
+    static DUMMY: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    if let Some(h) = DUMMY.get() {
+        return Ok(h);
+    }
+    let mut secret = [0u8; 32];
+    rand::rng().fill_bytes(&mut secret);
+    let secret: String = secret.iter().map(|b| format!("{b:02x}")).collect();
+    let h = hash_password(&secret)?;
+    Ok(DUMMY.get_or_init(|| h))
 }
 
 /// The session token in a `Cookie` header, if any.

@@ -278,7 +278,7 @@ async fn run(
                     let b = beds.entry(s.bed.to_string()).or_insert_with(|| BedBoard { latest: None, trend: VecDeque::new() });
                     if let Some(v) = s.score {
                         b.trend.push_back((s.end_ms, v));
-                        while b.trend.len() > TREND_MAX || b.trend.front().is_some_and(|x| x.0 < s.end_ms - span_ms) {
+                        while b.trend.len() > TREND_MAX || b.trend.front().is_some_and(|x| x.0 < s.end_ms.saturating_sub(span_ms)) {
                             b.trend.pop_front();
                         }
                     }

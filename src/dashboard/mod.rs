@@ -2,14 +2,17 @@
 //! build time), its live feed, alarms, and the users who act on them.
 //!
 //! [`board`] keeps the ward's tiles and alarms and publishes snapshots; [`alarms`] is the
-//! alarm state machine and its table; [`auth`] holds users and sessions; [`web`] holds the
-//! routes (generic over the app's state through [`DashboardState`]): the page, the feed
-//! (server-sent events), sign-in and alarm actions, the read guard and the security headers.
+//! alarm state machine and its table; [`auth`] holds users and sessions, `throttle` the
+//! sign-in back-off; [`web`] holds the routes (generic over the app's state through
+//! [`DashboardState`]): the page, the feed (server-sent events), sign-in and alarm actions, the
+//! read guard, the same-origin check on state-changing requests and the security headers.
 //! The page reads the same public API as every other client (`docs/API.md`).
 
 pub mod alarms;
 pub mod auth;
 pub mod board;
+pub mod origin;
+mod throttle;
 pub mod web;
 
 pub use web::{DashboardState, routes};

@@ -4,17 +4,19 @@
 //! scripts and styles only from this server, no inline script).
 
 use std::convert::Infallible;
+use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
+use std::time::Instant;
 
 use axum::body::Body;
-use axum::extract::{FromRef, Path, Query, Request, State};
+use axum::extract::{ConnectInfo, FromRef, Path, Query, Request, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::middleware::Next;
 use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
-use axum::{Json, Router};
+use axum::{Extension, Json, Router};
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 use tokio::sync::mpsc;
@@ -22,6 +24,7 @@ use tokio::sync::mpsc;
 use super::alarms::{Alarm, AlarmError};
 use super::auth::{self, User, Users};
 use super::board::Board;
+use super::throttle::{Key, Throttle};
 use crate::config::DashboardConfig;
 use crate::serving::store::audit::{Action, AuditLog};
 use crate::serving::ward::{Strip, Ward};
@@ -38,6 +41,30 @@ pub struct DashboardState {
     pub ward: Ward,
     /// Asks the composer to recompose now; `None` when the composer is off.
     pub recompose: Option<mpsc::Sender<String>>,
+    /// Failed sign-ins per name and address (the back-off).
+    pub(crate) throttle: Arc<Mutex<Throttle>>,
+}
+
+impl DashboardState {
+    /// The dashboard's state; the sign-in back-off starts empty.
+    pub fn new(
+        cfg: DashboardConfig,
+        board: Board,
+        users: Users,
+        db: PathBuf,
+        ward: Ward,
+        recompose: Option<mpsc::Sender<String>>,
+    ) -> DashboardState {
+        DashboardState {
+            throttle: Arc::new(Mutex::new(Throttle::new(&cfg))),
+            cfg,
+            board,
+            users: Arc::new(Mutex::new(users)),
+            db,
+            ward,
+            recompose,
+        }
+    }
 }
 
 /// The dashboard's routes: the page and its assets, the live feed, sign-in, alarms and their
@@ -70,6 +97,9 @@ pub enum WebError {
     Unauthorized(&'static str),
     #[error("{0}")]
     Forbidden(&'static str),
+    /// A state-changing request from another origin (see [`origin`](super::origin)).
+    #[error("{0}")]
+    CrossSite(String),
     #[error("{0}")]
     NotFound(String),
     #[error("{0}")]
@@ -94,7 +124,7 @@ impl IntoResponse for WebError {
     fn into_response(self) -> Response {
         let status = match &self {
             WebError::Unauthorized(_) => StatusCode::UNAUTHORIZED,
-            WebError::Forbidden(_) => StatusCode::FORBIDDEN,
+            WebError::Forbidden(_) | WebError::CrossSite(_) => StatusCode::FORBIDDEN,
             WebError::NotFound(_) => StatusCode::NOT_FOUND,
             WebError::BadRequest(_) => StatusCode::BAD_REQUEST,
             WebError::Conflict(_) => StatusCode::CONFLICT,
@@ -254,8 +284,22 @@ struct Me {
 
 async fn login(
     State(s): State<DashboardState>,
+    peer: Option<Extension<ConnectInfo<SocketAddr>>>,
     Json(l): Json<Login>,
 ) -> Result<Response, WebError> {
+    let mut keys = vec![Key::user(&l.name)];
+    keys.extend(peer.map(|p| Key::Addr(p.0.0.ip())));
+    let wait = s
+        .throttle
+        .lock()
+        .expect("throttle lock")
+        .wait(&keys, Instant::now());
+    if let Some(wait) = wait {
+        // Refused before the password is checked: a guesser learns nothing here.
+        let secs = wait.as_secs_f64().ceil().max(1.0) as u64;
+        let e = WebError::TooMany(format!("too many failed sign-ins; try again in {secs} s"));
+        return Ok(([(header::RETRY_AFTER, secs.to_string())], e).into_response());
+    }
     let (users, hours) = (s.users.clone(), s.cfg.session_hours);
     let name = l.name.clone();
     let res = tokio::task::spawn_blocking(move || {
@@ -270,6 +314,7 @@ async fn login(
     .await?;
     match res {
         Ok(Some((user, token))) => {
+            s.throttle.lock().expect("throttle lock").succeeded(&keys);
             audit(&s, Some(&user.name), Action::SignIn, json!({}));
             let cookie = format!(
                 "{}={token}; Path=/; HttpOnly; Secure; SameSite=Strict; Max-Age={}",
@@ -281,6 +326,20 @@ async fn login(
         }
         Ok(None) => {
             audit(&s, None, Action::SignInRefused, json!({"name": name}));
+            let shut = s
+                .throttle
+                .lock()
+                .expect("throttle lock")
+                .failed(&keys, Instant::now());
+            for (key, wait) in shut {
+                let (what, who) = match key {
+                    Key::User(n) => ("name", n),
+                    Key::Addr(a) => ("address", a.to_string()),
+                };
+                tracing::warn!(what, %who, secs = wait.as_secs_f64(), "Sign-in backing off");
+                let detail = json!({what: who, "secs": wait.as_secs_f64()});
+                audit(&s, None, Action::SignInBackoff, detail);
+            }
             Err(WebError::Unauthorized("unknown user or wrong password"))
         }
         Err(e) => Err(WebError::Unavailable(e.to_string())),

@@ -5,12 +5,13 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-use axum::Json;
 use axum::extract::{Path, Query, State, WebSocketUpgrade};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
+use axum::{Extension, Json};
 use serde::{Deserialize, Serialize};
 
+use super::listen::Place;
 use super::{ApiError, AppState};
 use crate::composer::plans::Plan;
 use crate::composer::service::Switch;
@@ -20,9 +21,17 @@ use crate::serving::engine::ensemble::ModelInfo;
 use crate::serving::engine::profile::Profile;
 use crate::serving::engine::reload::ZooStatus;
 use crate::serving::store::ScoreRow;
-use crate::serving::ward::BedView;
+use crate::serving::ward::{BedStatus, BedView};
 
-pub(super) async fn ws_monitor(ws: WebSocketUpgrade, State(s): State<AppState>) -> Response {
+pub(super) async fn ws_monitor(
+    ws: WebSocketUpgrade,
+    place: Option<Extension<Place>>,
+    State(s): State<AppState>,
+) -> Response {
+    // A monitor takes a place kept for monitors when one is free (see `listen`).
+    if let Some(Extension(p)) = place {
+        p.move_to_monitors();
+    }
     let max = s.ingest.ingest.max_frame_bytes;
     ws.max_message_size(max)
         .max_frame_size(max)
@@ -44,11 +53,13 @@ pub(super) struct Beds {
     beds: Vec<BedSummary>,
 }
 
+/// The ward's beds, and the beds with stored scores that the ward does not hold (an earlier
+/// run's, before their monitors reconnect; beds evicted from a full ward): those are `lost`.
 pub(super) async fn beds(State(s): State<AppState>) -> Result<Json<Beds>, ApiError> {
     let reader = s.reader.clone();
     let latest = tokio::task::spawn_blocking(move || reader.latest_scores()).await??;
     let mut latest: HashMap<String, _> = latest.into_iter().map(|r| (r.bed.clone(), r)).collect();
-    let beds = s
+    let mut beds: Vec<BedSummary> = s
         .ward
         .views()
         .into_iter()
@@ -57,6 +68,22 @@ pub(super) async fn beds(State(s): State<AppState>) -> Result<Json<Beds>, ApiErr
             view,
         })
         .collect();
+    beds.extend(latest.into_iter().map(|(bed, row)| BedSummary {
+        view: BedView {
+            bed,
+            status: BedStatus::Lost,
+            connected: false,
+            device: None,
+            data_age_secs: None,
+            frames: 0,
+            gaps: 0,
+            duplicates: 0,
+            windows_closed: 0,
+            replies_dropped: 0,
+        },
+        latest: Some(row),
+    }));
+    beds.sort_by(|a, b| a.view.bed.cmp(&b.view.bed));
     Ok(Json(Beds { beds }))
 }
 
@@ -67,12 +94,17 @@ pub(super) struct Range {
     limit: Option<i64>,
 }
 
-/// A bed the ward holds, a configured one, or a system origin (`zoo`, `composer`, `server`:
-/// model, plan and lifecycle events).
-fn known_bed(s: &AppState, bed: &str) -> Result<(), ApiError> {
+/// A bed the ward holds, a configured one, one the database knows (an earlier run's, or one
+/// evicted from a full ward), or a system origin (`zoo`, `composer`, `server`: model, plan and
+/// lifecycle events).
+async fn known_bed(s: &AppState, bed: &str) -> Result<(), ApiError> {
     let known = s.ward.views().iter().any(|v| v.bed == bed)
         || s.configured_beds.iter().any(|b| b == bed)
         || Origin::SYSTEM.contains(&bed);
+    let known = known || {
+        let (reader, b) = (s.reader.clone(), bed.to_owned());
+        tokio::task::spawn_blocking(move || reader.knows_bed(&b)).await??
+    };
     if known {
         Ok(())
     } else {
@@ -91,7 +123,7 @@ pub(super) async fn bed_scores(
     Path(bed): Path<String>,
     Query(q): Query<Range>,
 ) -> Result<Json<BedScores>, ApiError> {
-    known_bed(&s, &bed)?;
+    known_bed(&s, &bed).await?;
     let (since, until) = (q.since.unwrap_or(i64::MIN), q.until.unwrap_or(i64::MAX));
     if since > until {
         return Err(ApiError::BadQuery("since is after until".into()));
@@ -121,7 +153,7 @@ pub(super) async fn bed_events(
     State(s): State<AppState>,
     Path(bed): Path<String>,
 ) -> Result<Json<BedEvents>, ApiError> {
-    known_bed(&s, &bed)?;
+    known_bed(&s, &bed).await?;
     let reader = s.reader.clone();
     let b = bed.clone();
     let rows = tokio::task::spawn_blocking(move || reader.events(&b, 10_000)).await??;
@@ -310,7 +342,7 @@ fn members_with_faults(s: &AppState) -> Vec<MemberView> {
 pub(super) struct Health {
     /// `ok`, or `degraded` with the reasons in `problems`.
     status: &'static str,
-    problems: Vec<&'static str>,
+    problems: Vec<String>,
     storage: serde_json::Value,
     models: Vec<MemberView>,
     model_faults: u64,
@@ -318,21 +350,25 @@ pub(super) struct Health {
     stream_clients: usize,
 }
 
-/// Everything an operator needs at a glance: storage (fault, backlog), models (faults),
-/// connections. `status` is `ok`, or `degraded` with the reasons; the answer is always 200
-/// (readiness for a load balancer is `/health/ready`).
+/// Everything an operator needs at a glance: storage (fault, backlog), models (faults, zoo
+/// folders that do not load), connections. `status` is `ok`, or `degraded` with the reasons;
+/// the answer is always 200 (readiness for a load balancer is `/health/ready`).
 pub(super) async fn health(State(s): State<AppState>) -> Json<Health> {
     let storage = s.store_health.view();
     let models = members_with_faults(&s);
     let mut problems = Vec::new();
     if !s.store_health.writable.load(Ordering::Relaxed) {
-        problems.push("storage: the database cannot be written; rows are held in memory");
+        problems.push("storage: the database cannot be written; rows are held in memory".into());
     }
     if s.store_health.backlog_dropped_rows.load(Ordering::Relaxed) > 0 {
-        problems.push("storage: rows were dropped from a full backlog");
+        problems.push("storage: rows were dropped from a full backlog".into());
     }
     if models.iter().any(|m| m.faults > 0) {
-        problems.push("models: a member has failed on some windows");
+        problems.push("models: a member has failed on some windows".into());
+    }
+    let refused = s.zoo.lock().expect("zoo status lock").refused.clone();
+    for (name, why) in refused {
+        problems.push(format!("zoo: model folder {name} does not load: {why}"));
     }
     Json(Health {
         status: if problems.is_empty() {

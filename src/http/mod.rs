@@ -1,9 +1,10 @@
 //! HTTP: the router (`/ws/monitor`, `/api/...`, `/health/...`, the dashboard's routes), the
 //! state its handlers share ([`AppState`]), and its errors ([`error`]). The accept loop with
-//! its connection limits ([`listen`]), TLS ([`tls`]) and the Prometheus recorder behind
-//! `/metrics` ([`telemetry`]) live here too.
+//! its connection limits ([`listen`]), the limits on request bodies (`body`), TLS ([`tls`])
+//! and the Prometheus recorder behind `/metrics` ([`telemetry`]) live here too.
 
 mod api;
+pub(crate) mod body;
 pub mod error;
 pub mod listen;
 pub mod telemetry;
@@ -28,6 +29,9 @@ use crate::serving::store::{StoreHealth, StoreReader};
 use crate::serving::ward::Ward;
 
 pub use error::ApiError;
+
+/// The monitors' WebSocket (the one path served on a connection place kept for monitors).
+pub(crate) const MONITOR_PATH: &str = "/ws/monitor";
 
 /// Everything handlers need. The dashboard's routes take their part through [`FromRef`].
 #[derive(Clone)]
@@ -54,6 +58,8 @@ pub struct AppState {
     /// The zoo folder as the watcher last saw it.
     pub zoo: Arc<Mutex<ZooStatus>>,
     pub shutdown: CancellationToken,
+    /// Every request's body: its size and the time it may take to arrive.
+    pub(crate) body_limits: body::BodyLimits,
 }
 
 impl FromRef<AppState> for DashboardState {
@@ -63,12 +69,13 @@ impl FromRef<AppState> for DashboardState {
 }
 
 /// The whole router: the API, the monitors' socket, health and metrics, and the dashboard;
-/// the dashboard's read guard in front of `/api/`, security headers on every answer.
+/// outermost first: security headers on every answer, the same-origin check on
+/// state-changing requests, the body's limits, the dashboard's read guard in front of `/api/`.
 pub fn router(state: AppState) -> Router {
     use crate::dashboard::web;
     let app = Router::new()
         .merge(dashboard::routes::<AppState>())
-        .route("/ws/monitor", get(api::ws_monitor))
+        .route(MONITOR_PATH, get(api::ws_monitor))
         .route("/api/beds", get(api::beds))
         .route("/api/beds/{bed}/scores", get(api::bed_scores))
         .route("/api/beds/{bed}/events", get(api::bed_events))
@@ -82,6 +89,14 @@ pub fn router(state: AppState) -> Router {
         .layer(axum::middleware::from_fn_with_state(
             state.dashboard.clone(),
             web::read_guard,
+        ))
+        .layer(axum::middleware::from_fn_with_state(
+            state.body_limits,
+            body::limit_body,
+        ))
+        .layer(axum::middleware::from_fn_with_state(
+            state.dashboard.clone(),
+            crate::dashboard::origin::same_origin,
         ))
         .layer(axum::middleware::from_fn(web::security_headers));
     // Over TLS, browsers are told to use nothing else for this host.

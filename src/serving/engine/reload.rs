@@ -30,6 +30,9 @@ pub struct ZooStatus {
     pub available: BTreeMap<String, u32>,
     /// Refused folders and failed reloads, newest last (bounded).
     pub failures: Vec<ZooFailure>,
+    /// Folders in the zoo now that do not load, by name, with the reason: a model folder
+    /// stays here until it loads or is removed (`/api/health` lists each as a problem).
+    pub refused: BTreeMap<String, String>,
     /// Members removed from the folder that keep serving from memory.
     pub serving_removed: Vec<String>,
     /// Bumped on every change; the composer recomposes when it moves.
@@ -42,11 +45,25 @@ pub struct ZooFailure {
     pub error: String,
 }
 
-/// Fingerprint of a model folder: the bytes of its manifest and weights.
-fn fingerprint(dir: &Path) -> Option<String> {
-    let mut bytes = std::fs::read(dir.join(MANIFEST_FILE)).ok()?;
+/// Fingerprint of a model folder: the bytes of its manifest and weights (a missing file reads
+/// as empty: a folder without its manifest is a folder that does not load, not no folder).
+fn fingerprint(dir: &Path) -> String {
+    let mut bytes = std::fs::read(dir.join(MANIFEST_FILE)).unwrap_or_default();
+    bytes.push(0);
     bytes.extend(std::fs::read(dir.join(WEIGHTS_FILE)).unwrap_or_default());
-    Some(zoo::sha256_hex(&bytes))
+    zoo::sha256_hex(&bytes)
+}
+
+/// The model folders in `dir` by name, with their fingerprints.
+fn folders(dir: &Path) -> BTreeMap<String, String> {
+    zoo::model_dirs(dir)
+        .unwrap_or_default()
+        .into_iter()
+        .filter_map(|d| {
+            let name = d.file_name()?.to_string_lossy().into_owned();
+            Some((name, fingerprint(&d)))
+        })
+        .collect()
 }
 
 const MAX_FAILURES: usize = 50;
@@ -73,15 +90,7 @@ pub fn watch_zoo(
         let _ = tx.send(ev);
     })?;
     watcher.watch(&dir, RecursiveMode::Recursive)?;
-    let mut seen: BTreeMap<String, String> = BTreeMap::new();
-    for d in zoo::model_dirs(&dir).unwrap_or_default() {
-        if let (Some(name), Some(fp)) = (
-            d.file_name().map(|n| n.to_string_lossy().into_owned()),
-            fingerprint(&d),
-        ) {
-            seen.insert(name, fp);
-        }
-    }
+    let mut seen = folders(&dir);
     let sinks = Sinks { store, audit };
     scan(&dir, &engine, &sinks, &status, &generation, &mut seen, true);
     std::thread::Builder::new()
@@ -127,17 +136,10 @@ fn scan(
     initial: bool,
 ) {
     let members: Vec<(String, u32)> = engine.members();
-    let mut now: BTreeMap<String, String> = BTreeMap::new();
-    for d in zoo::model_dirs(dir).unwrap_or_default() {
-        if let (Some(name), Some(fp)) = (
-            d.file_name().map(|n| n.to_string_lossy().into_owned()),
-            fingerprint(&d),
-        ) {
-            now.insert(name, fp);
-        }
-    }
+    let now = folders(dir);
     let mut changed = false;
     let mut available = BTreeMap::new();
+    let mut refused = BTreeMap::new();
     let mut failures = Vec::new();
     for (name, fp) in &now {
         let folder = dir.join(name);
@@ -169,6 +171,7 @@ fn scan(
                 }
             }
             Err(e) => {
+                refused.insert(name.clone(), e.to_string());
                 if is_new || initial {
                     tracing::error!(model = %name, error = %e, "Model refused; the previous version (if any) keeps serving");
                     event(store, name, "refused", json!({"error": e.to_string()}));
@@ -194,6 +197,7 @@ fn scan(
     }
     let mut st = status.lock().expect("zoo status lock");
     st.available = available;
+    st.refused = refused;
     st.failures.extend(failures);
     let excess = st.failures.len().saturating_sub(MAX_FAILURES);
     st.failures.drain(..excess);

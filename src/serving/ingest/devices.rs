@@ -25,7 +25,7 @@ use tokio_util::task::TaskTracker;
 use crate::config::AuthConfig;
 use crate::core::time::now_ms;
 use crate::protocol::close;
-use crate::serving::ward::Ward;
+use crate::serving::ward::{Claim, Ward};
 
 #[derive(Debug, thiserror::Error)]
 pub enum DeviceError {
@@ -212,6 +212,8 @@ struct Known {
 struct AuthInner {
     required: bool,
     refresh: Duration,
+    /// A gateway's cap of beds (`auth.max_beds_per_gateway`).
+    gateway_beds: usize,
     db: Arc<Mutex<DeviceDb>>,
     known: RwLock<Known>,
     /// Held while the table is re-read, so concurrent misses share one read.
@@ -234,6 +236,7 @@ impl DeviceAuth {
             inner: Arc::new(AuthInner {
                 required: cfg.require_device_tokens,
                 refresh: Duration::from_secs_f64(cfg.devices_refresh_secs),
+                gateway_beds: cfg.max_beds_per_gateway,
                 db: Arc::new(Mutex::new(db)),
                 known: RwLock::new(Known { by_hash, read_at }),
                 reading: tokio::sync::Mutex::new(()),
@@ -274,11 +277,23 @@ impl DeviceAuth {
         k.by_hash.get(hash).cloned()
     }
 
+    /// The beds bound to active devices, as last read.
+    pub fn bound_beds(&self) -> HashSet<String> {
+        let k = self.inner.known.read().expect("devices lock");
+        k.by_hash
+            .values()
+            .filter(|d| d.revoked_ms.is_none())
+            .filter_map(|d| d.bed.clone())
+            .collect()
+    }
+
     /// Checks a hello: its token must belong to an active device of that name, bound to no
-    /// bed or to this one. Always Ok when `auth.require_device_tokens` is off.
-    pub async fn admit(&self, device: &str, bed: &str, token: &str) -> Result<(), Refusal> {
+    /// bed or to this one. Says what the registration means for the ward: a bound device's
+    /// bed is reserved; a gateway (bound to no bed) has a cap of beds. Always Ok, claiming
+    /// nothing, when `auth.require_device_tokens` is off.
+    pub async fn admit(&self, device: &str, bed: &str, token: &str) -> Result<Claim, Refusal> {
         if !self.inner.required {
-            return Ok(());
+            return Ok(Claim::default());
         }
         let hash = token_hash(token);
         let asked = Instant::now();
@@ -297,18 +312,28 @@ impl DeviceAuth {
         if d.name != device {
             return Err(Refusal::OtherDevice { registered: d.name });
         }
-        if d.bed.as_deref().is_some_and(|b| b != bed) {
-            return Err(Refusal::OtherBed);
+        match d.bed {
+            Some(b) if b != bed => Err(Refusal::OtherBed),
+            Some(_) => Ok(Claim {
+                bound: true,
+                max_beds: None,
+            }),
+            None => Ok(Claim {
+                bound: false,
+                max_beds: Some(self.inner.gateway_beds),
+            }),
         }
-        Ok(())
     }
 
-    /// Re-reads the table every `auth.devices_refresh_secs` and closes (4001) the connections
-    /// of devices that are no longer active. Nothing to do when tokens are not required.
+    /// Tells the ward which beds are bound to registered devices (their places are reserved),
+    /// then re-reads the table every `auth.devices_refresh_secs`, telling it again and closing
+    /// (4001) the connections of devices that are no longer active. Nothing to do when tokens
+    /// are not required (bindings are then not enforced either).
     pub fn spawn_watch(&self, ward: Ward, shutdown: CancellationToken, tracker: &TaskTracker) {
         if !self.inner.required {
             return;
         }
+        ward.set_bound_beds(self.bound_beds());
         let auth = self.clone();
         tracker.spawn(async move {
             let mut tick = tokio::time::interval(auth.inner.refresh);
@@ -320,6 +345,7 @@ impl DeviceAuth {
                 }
                 match auth.reload(Instant::now()).await {
                     Ok(active) => {
+                        ward.set_bound_beds(auth.bound_beds());
                         for (device, n) in ward.kick_devices(
                             |d| !active.contains(d),
                             close::UNAUTHORIZED,
@@ -382,11 +408,16 @@ mod tests {
         let cfg = AuthConfig {
             require_device_tokens: true,
             devices_refresh_secs: 1.0,
+            max_beds_per_gateway: 7,
         };
         let db = DeviceDb::open(&path).unwrap();
         let bound = db.add("mon-1", Some("icu-1")).unwrap();
         let auth = DeviceAuth::open(&path, &cfg).unwrap();
-        assert_eq!(auth.admit("mon-1", "icu-1", &bound).await, Ok(()));
+        let bed = Claim {
+            bound: true,
+            max_beds: None,
+        };
+        assert_eq!(auth.admit("mon-1", "icu-1", &bound).await, Ok(bed));
         assert_eq!(
             auth.admit("mon-1", "icu-2", &bound).await,
             Err(Refusal::OtherBed)
@@ -403,7 +434,13 @@ mod tests {
         );
         // Issued after the daemon read the table: a miss reads it again.
         let gw = db.add("gateway", None).unwrap();
-        assert_eq!(auth.admit("gateway", "any-bed", &gw).await, Ok(()));
+        let gateway = Claim {
+            bound: false,
+            max_beds: Some(7),
+        };
+        assert_eq!(auth.admit("gateway", "any-bed", &gw).await, Ok(gateway));
+        let bound_beds: Vec<String> = auth.bound_beds().into_iter().collect();
+        assert_eq!(bound_beds, ["icu-1"]);
         db.revoke("gateway").unwrap();
         auth.reload(Instant::now()).await.unwrap();
         assert_eq!(
@@ -418,6 +455,6 @@ mod tests {
             },
         )
         .unwrap();
-        assert_eq!(open.admit("x", "y", "z").await, Ok(()));
+        assert_eq!(open.admit("x", "y", "z").await, Ok(Claim::default()));
     }
 }

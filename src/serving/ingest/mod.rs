@@ -5,6 +5,7 @@
 //! close code.
 
 pub mod devices;
+mod replies;
 
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
@@ -19,9 +20,11 @@ use crate::protocol::{
     ClientMsg, ErrorCode, PROTOCOL_VERSION, ServerMsg, close, parse_binary, parse_client,
 };
 use crate::serving::ingest::devices::DeviceAuth;
+use crate::serving::store::audit::{Action, AuditLog};
 use crate::serving::ward::{BedCmd, SampleFrame, Ward};
 
-/// Replies queued to one monitor before the oldest are dropped.
+/// Replies queued to one monitor; while the queue is full (the monitor is not reading them),
+/// further replies are dropped and counted.
 const OUT_QUEUE: usize = 64;
 /// The appliance's ECG rate.
 const ECG_HZ: f64 = 250.0;
@@ -30,11 +33,13 @@ const MAX_ECG_CHANNELS: usize = 16;
 /// Most vitals a hello may announce.
 const MAX_VITALS: usize = 32;
 
-/// What ingest reads of the configuration: its own section and the lead-name roles.
+/// What ingest reads of the configuration (its own section and the lead-name roles), and the
+/// audit log it records the ward's refusals in.
 #[derive(Debug, Clone)]
 pub struct IngestSettings {
     pub ingest: IngestConfig,
     pub leads: LeadsConfig,
+    pub audit: AuditLog,
 }
 
 /// Lead name to role slot, per the `[leads]` config (case-insensitive, first match wins).
@@ -79,7 +84,13 @@ pub async fn connection(
     let hello = match tokio::time::timeout(hello_timeout, socket.recv()).await {
         Ok(Some(Ok(Message::Text(t)))) => parse_client(&t),
         Ok(Some(Ok(_))) => Err("the first message must be a JSON text hello".into()),
-        Ok(_) => return,
+        Ok(Some(Err(e))) => {
+            if let Some((code, r)) = read_failure(&e, &cfg) {
+                close_with(&mut socket, code, &r).await;
+            }
+            return;
+        }
+        Ok(None) => return,
         Err(_) => Err(format!("no hello within {} s", hello_timeout.as_secs_f64())),
     };
     let (bed, device, token, ecg, vitals) = match hello {
@@ -153,21 +164,31 @@ pub async fn connection(
         ann.by_name.insert(ch.lead.clone(), slot);
         ann.order.push(slot);
     }
-    if let Err(refusal) = devices.admit(&device, &bed, &token).await {
-        // The device name is no patient data; the bed and the token stay out of the log.
-        tracing::warn!(device = ?device, reason = refusal.as_str(), "Monitor refused: token not accepted");
-        metrics::counter!("holmes_monitor_refusals_total", "reason" => "token").increment(1);
-        return close_with(&mut socket, close::UNAUTHORIZED, "token not accepted").await;
-    }
+    let claim = match devices.admit(&device, &bed, &token).await {
+        Ok(claim) => claim,
+        Err(refusal) => {
+            // The device name is no patient data; the bed and the token stay out of the log.
+            tracing::warn!(device = ?device, reason = refusal.as_str(), "Monitor refused: token not accepted");
+            metrics::counter!("holmes_monitor_refusals_total", "reason" => "token").increment(1);
+            return close_with(&mut socket, close::UNAUTHORIZED, "token not accepted").await;
+        }
+    };
     let vitals: Vec<String> = vitals.into_iter().map(|v| v.name).collect();
-    let (out_tx, mut out_rx) = mpsc::channel::<ServerMsg>(OUT_QUEUE);
+    let (out_tx, out_rx) = mpsc::channel::<ServerMsg>(OUT_QUEUE);
     let attach = match ward
-        .attach(&bed, &device, present, vitals, out_tx.clone())
+        .attach(&bed, &device, claim, present, vitals, out_tx.clone())
         .await
     {
         Ok(a) => a,
         Err(e) => {
-            tracing::info!(code = e.code, "Monitor refused");
+            tracing::info!(code = e.code, device = ?device, "Monitor refused");
+            if [close::WARD_FULL, close::DEVICE_FULL].contains(&e.code) {
+                metrics::counter!("holmes_monitor_refusals_total", "reason" => "full").increment(1);
+                let detail = serde_json::json!({
+                    "device": device, "bed": bed, "code": e.code, "reason": e.reason,
+                });
+                cfg.audit.record(Some(&device), Action::BedRefused, detail);
+            }
             return close_with(&mut socket, e.code, &truncate(&e.reason)).await;
         }
     };
@@ -182,6 +203,11 @@ pub async fn connection(
         ward.detach(&bed, attach.conn).await;
         return;
     }
+    // From here the socket's writing half is the writer's; this task only reads.
+    let (sink, mut socket) = futures_util::StreamExt::split(socket);
+    let writer = replies::spawn(sink, out_rx);
+    let dropped = attach.replies_dropped.clone();
+    let queue = |m: ServerMsg| replies::queue(&out_tx, m, &dropped);
     let mut kicked = attach.kicked;
     let mut errors: (Instant, u32) = (Instant::now(), 0);
     let idle = Duration::from_secs_f64(cfg.ingest.idle_timeout_secs);
@@ -200,7 +226,7 @@ pub async fn connection(
                         cfg.ingest.max_messages_per_sec
                     ),
                 );
-                if send(&mut socket, m).await.is_err() {
+                if queue(m).is_err() {
                     break None;
                 }
             }
@@ -218,26 +244,12 @@ pub async fn connection(
                 break Some((close::IDLE, format!("nothing received for {} s", idle.as_secs_f64())));
             }
             k = &mut kicked => break k.ok(),
-            Some(msg) = out_rx.recv() => {
-                if send(&mut socket, msg).await.is_err() {
-                    break None;
-                }
-            }
-            incoming = socket.recv() => {
+            incoming = futures_util::StreamExt::next(&mut socket) => {
                 last_rx = tokio::time::Instant::now();
                 rate.take(last_rx);
                 let reply = match incoming {
                     None | Some(Ok(Message::Close(_))) => break None,
-                    Some(Err(e)) => {
-                        let e = e.to_string().to_lowercase();
-                        if ["too long", "too big", "size"].iter().any(|w| e.contains(w)) {
-                            break Some((close::TOO_BIG, format!("message larger than {} bytes", cfg.ingest.max_frame_bytes)));
-                        }
-                        if e.contains("utf-8") || e.contains("utf8") {
-                            break Some((close::INVALID_PAYLOAD, "a text message that is not UTF-8".into()));
-                        }
-                        break None;
-                    }
+                    Some(Err(e)) => break read_failure(&e, &cfg),
                     Some(Ok(Message::Text(t))) => handle_text(&cfg, &t, &ann, &attach.tx).await,
                     Some(Ok(Message::Binary(b))) => handle_binary(&cfg, &b, &ann, &attach.tx).await,
                     Some(Ok(_)) => None,
@@ -257,16 +269,38 @@ pub async fn connection(
                         break Some((close::TOO_MANY_ERRORS, "too many bad frames in a minute".into()));
                     }
                 }
-                if send(&mut socket, m).await.is_err() {
+                if queue(m).is_err() {
                     break None;
                 }
             }
         }
     };
-    if let Some((code, r)) = reason {
-        close_with(&mut socket, code, &truncate(&r)).await;
-    }
+    writer
+        .finish(reason.map(|(code, r)| (code, truncate(&r))))
+        .await;
     ward.detach(&bed, attach.conn).await;
+}
+
+/// The close code and reason for a message the socket could not read: too large (1009), or a
+/// text message that is not UTF-8 (1007); None for a broken connection (nothing to say).
+fn read_failure(e: &axum::Error, cfg: &IngestSettings) -> Option<(u16, String)> {
+    let e = e.to_string().to_lowercase();
+    if ["too long", "too big", "size"]
+        .iter()
+        .any(|w| e.contains(w))
+    {
+        return Some((
+            close::TOO_BIG,
+            format!("message larger than {} bytes", cfg.ingest.max_frame_bytes),
+        ));
+    }
+    if e.contains("utf-8") || e.contains("utf8") {
+        return Some((
+            close::INVALID_PAYLOAD,
+            "a text message that is not UTF-8".into(),
+        ));
+    }
+    None
 }
 
 /// A token bucket: `per_sec` messages a second, bursts of one second's worth.
@@ -377,19 +411,42 @@ async fn handle_text(
             return Some(m.into());
         }
         ClientMsg::Bye {} => BedCmd::Bye,
-        ClientMsg::Vitals { seq, t_ms, values } => BedCmd::Vitals {
-            seq,
-            t_ms,
-            values: values
+        ClientMsg::Vitals { seq, t_ms, values } => {
+            let mut implausible = Vec::new();
+            let values = values
                 .into_iter()
                 .map(|v| {
-                    // Finite as the f32 it is kept as: 1e39 is a finite f64 but an infinite f32.
-                    let ok = v.status.is_empty() && v.value.is_some_and(|x| (x as f32).is_finite());
-                    (v.name, if ok { v.value.map(|x| x as f32) } else { None })
+                    // A flagged reading is absent without complaint; a value is checked.
+                    let value = v.value.filter(|_| v.status.is_empty());
+                    let kept = value.and_then(|x| match plausible(cfg, &v.name, x) {
+                        Ok(()) => Some(x as f32),
+                        Err(why) => {
+                            implausible.push(why);
+                            None
+                        }
+                    });
+                    (v.name, kept)
                 })
-                .collect(),
-            arrived,
-        },
+                .collect();
+            let cmd = BedCmd::Vitals {
+                seq,
+                t_ms,
+                values,
+                arrived,
+            };
+            if bed.send(cmd).await.is_err() {
+                return Some(Reply::Gone);
+            }
+            metrics::counter!("holmes_ingested_frames_total", "kind" => "vitals").increment(1);
+            return (!implausible.is_empty()).then(|| {
+                let m = format!("{}; counted as absent", implausible.join("; "));
+                Reply::Warn(ServerMsg::error(
+                    Some(seq),
+                    ErrorCode::BadVitals,
+                    truncate_msg(&m),
+                ))
+            });
+        }
         ClientMsg::Samples {
             seq,
             t_ms,
@@ -411,14 +468,30 @@ async fn handle_text(
             return send_samples(cfg, seq, t_ms, data, &off, arrived, bed).await;
         }
     };
-    let vitals = matches!(cmd, BedCmd::Vitals { .. });
     if bed.send(cmd).await.is_err() {
         return Some(Reply::Gone);
     }
-    if vitals {
-        metrics::counter!("holmes_ingested_frames_total", "kind" => "vitals").increment(1);
-    }
     None
+}
+
+/// Whether a vital's reading is finite (as the f32 it is kept as: 1e39 is a finite f64 but an
+/// infinite f32) and inside its plausible range (`ingest.vital_ranges`); if not, why.
+fn plausible(cfg: &IngestSettings, name: &str, x: f64) -> Result<(), String> {
+    // 1e300 reads as such, not as its 301 digits.
+    let x_text = if x.abs() < 1e9 {
+        x.to_string()
+    } else {
+        format!("{x:e}")
+    };
+    if !(x as f32).is_finite() {
+        return Err(format!("{name} {x_text} is not a finite number"));
+    }
+    match cfg.ingest.vital_ranges.get(name) {
+        Some([lo, hi]) if !(*lo..=*hi).contains(&x) => Err(format!(
+            "{name} {x_text} is outside its plausible range [{lo}, {hi}]"
+        )),
+        _ => Ok(()),
+    }
 }
 
 async fn handle_binary(

@@ -2,8 +2,9 @@
 //! One row per action in the `audit` table (`at_ms`, `user` = the actor, `action`, `detail`
 //! as JSON), written through [`AuditLog`] only.
 //!
-//! Writers: the dashboard's handlers (sign-ins, refused sign-ins, plan controls), the board
-//! (alarm acknowledgements and silences), the command line (`holmes user add`, `holmes device
+//! Writers: the dashboard's handlers (sign-ins, refused sign-ins and their back-off, plan
+//! controls), the board (alarm acknowledgements and silences), the monitors' connections (a
+//! hello that found no place in the ward), the command line (`holmes user add`, `holmes device
 //! add` / `revoke`), the zoo watcher (models loaded, refused, removed) and the composer (plan
 //! switches). Rows never carry secrets: a device's token or a user's password stays out.
 
@@ -36,6 +37,9 @@ pub enum Action {
     SignIn,
     /// A sign-in failed (unknown user or wrong password); the name tried is in the detail.
     SignInRefused,
+    /// Failed sign-ins shut a user name or a client address out for a while (the detail says
+    /// which, and for how many seconds).
+    SignInBackoff,
     AlarmAcknowledged,
     AlarmSilenced,
     /// An engineer asked the composer to recompose.
@@ -44,6 +48,9 @@ pub enum Action {
     /// A monitor's device token was issued (the detail names the device, never the token).
     DeviceAdded,
     DeviceRevoked,
+    /// A monitor's hello found no place in the ward (full, or its gateway at its cap of beds);
+    /// the actor is the device.
+    BedRefused,
     /// The zoo watcher loaded a new or changed model folder.
     ModelLoaded,
     /// The zoo watcher refused a model folder (it failed validation).
@@ -58,12 +65,14 @@ impl Action {
         match self {
             Action::SignIn => "sign_in",
             Action::SignInRefused => "sign_in_refused",
+            Action::SignInBackoff => "sign_in_backoff",
             Action::AlarmAcknowledged => "alarm_acknowledged",
             Action::AlarmSilenced => "alarm_silenced",
             Action::RecomposeRequested => "recompose",
             Action::UserAdded => "user_added",
             Action::DeviceAdded => "device_added",
             Action::DeviceRevoked => "device_revoked",
+            Action::BedRefused => "bed_refused",
             Action::ModelLoaded => "model_loaded",
             Action::ModelRefused => "model_refused",
             Action::ModelRemoved => "model_removed",

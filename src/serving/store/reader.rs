@@ -87,6 +87,20 @@ impl StoreReader {
         rows.collect::<Result<_, _>>().map_err(|e| self.err(e))
     }
 
+    /// Whether the database holds anything of `bed`: its hello, scores or events (a bed an
+    /// earlier run served is known before its monitor reconnects).
+    pub fn knows_bed(&self, bed: &str) -> Result<bool, StoreError> {
+        let c = self.conn.lock().expect("lock");
+        c.query_row(
+            "SELECT EXISTS (SELECT 1 FROM beds WHERE bed = ?1)
+                 OR EXISTS (SELECT 1 FROM scores WHERE bed = ?1)
+                 OR EXISTS (SELECT 1 FROM events WHERE bed = ?1)",
+            params![bed],
+            |r| r.get(0),
+        )
+        .map_err(|e| self.err(e))
+    }
+
     /// The newest score of every bed.
     pub fn latest_scores(&self) -> Result<Vec<ScoreRow>, StoreError> {
         let c = self.conn.lock().expect("lock");

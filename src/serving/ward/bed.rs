@@ -238,7 +238,9 @@ impl BedState {
     /// Timeline position of device time `t_ms`.
     fn pos_of(&self, t_ms: i64) -> i64 {
         let (t0, p0) = self.origin.expect("anchored");
-        let dt = (t_ms as f64 - t0 as f64) * self.p.fs as f64 / 1000.0;
+        // The difference first, exactly (i128): near i64::MIN or MAX an f64 cannot tell
+        // timestamps 100 ms apart, which would read as clock jumps.
+        let dt = (i128::from(t_ms) - i128::from(t0)) as f64 * self.p.fs as f64 / 1000.0;
         // `as` saturates, so absurd timestamps give extreme positions, never a panic.
         p0.saturating_add(dt.round() as i64)
     }
@@ -269,6 +271,16 @@ impl BedState {
             let ts_pos = self.pos_of(f.t_ms);
             if self.fresh && f.seq < self.next_seq && ts_pos >= self.expected_pos - tol {
                 // A reconnecting monitor restarted its numbering.
+                out.events.push(self.event(
+                    EventKind::SeqReset,
+                    json!({"from": self.next_seq, "to": f.seq}),
+                ));
+                self.seen.clear();
+                self.next_seq = f.seq;
+            }
+            if f.seq > self.next_seq && f.seq - self.next_seq > MAX_GAP_SAMPLES as u64 {
+                // More missing frames than a day has samples is no outage: the monitor
+                // renumbered its frames. Follow it, placing the frame by its time.
                 out.events.push(self.event(
                     EventKind::SeqReset,
                     json!({"from": self.next_seq, "to": f.seq}),

@@ -205,3 +205,43 @@ fn windows_an_earlier_run_stored_are_passed_over() {
     assert!(windows.iter().all(|w| w.end_ms > 1_010_000));
     assert_eq!(windows[0].end_ms, 1_012_000);
 }
+
+#[test]
+fn timestamps_near_the_ends_of_i64_keep_their_millisecond_steps() {
+    for t0 in [i64::MIN + 1, i64::MAX - 30_000] {
+        let mut b = bed();
+        let t = Instant::now();
+        let mut events = Vec::new();
+        let mut windows = Vec::new();
+        for seq in 0..250u64 {
+            let o = b.on_samples(frame(seq, t0 + seq as i64 * 100, 25, t));
+            events.extend(o.events);
+            windows.extend(o.windows);
+        }
+        assert!(events.is_empty(), "t0 {t0}: {events:?}");
+        assert_eq!(windows.len(), 11, "t0 {t0}");
+        assert_eq!(windows[0].start_ms, t0);
+        assert_eq!(windows[0].end_ms - windows[0].start_ms, 4000);
+    }
+}
+
+#[test]
+fn a_jump_of_more_frames_than_a_day_has_samples_is_a_renumbering_not_a_gap() {
+    let mut b = bed();
+    let t = Instant::now();
+    for seq in 0..10u64 {
+        b.on_samples(frame(seq, seq as i64 * 100, 25, t));
+    }
+    let big = 1u64 << 62;
+    let o = b.on_samples(frame(big, 1000, 25, t));
+    let kinds: Vec<EventKind> = o.events.iter().map(|e| e.kind).collect();
+    assert_eq!(kinds, [EventKind::SeqReset], "{:?}", o.events);
+    assert_eq!(b.next_samples_seq(), big + 1);
+    // The renumbered stream goes on without gaps; the old numbers are duplicates no more.
+    let o = b.on_samples(frame(big + 1, 1100, 25, t));
+    assert!(o.events.is_empty() && !o.duplicate, "{:?}", o.events);
+    // A real gap (5 frames) is still one.
+    let o = b.on_samples(frame(big + 7, 1700, 25, t));
+    assert_eq!(o.events[0].kind, EventKind::Gap);
+    assert_eq!(o.events[0].detail["missing_frames"], 5);
+}

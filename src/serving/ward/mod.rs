@@ -1,16 +1,19 @@
 //! The ward: one aggregator per bed (ring buffers, timeline, window scheduler) and the
 //! registry that connections attach to.
 //!
-//! [`ingest`](crate::serving::ingest) validates frames and sends them to a bed through [`Ward`];
-//! each bed's task ([`task`]) closes windows and hands them, with its technical events, to the
-//! [`WardSink`] the ward was given (the daemon wires it to the engine and the store). The bed's
-//! timeline and window scheduler ([`bed`]) are pure and synchronous.
+//! [`ingest`](crate::serving::ingest) validates frames and sends them to a bed through [`Ward`]
+//! (the [`registry`]), which gives each new bed a place by the [`admission`] policy (reserved
+//! places for registered monitors, a cap per gateway, idle beds evicted); each bed's task
+//! ([`task`]) closes windows and hands them, with its technical events, to the [`WardSink`]
+//! the ward was given (the daemon wires it to the engine and the store). The bed's timeline
+//! and window scheduler ([`bed`]) are pure and synchronous.
 
+mod admission;
 mod bed;
+mod registry;
 mod ring;
 mod task;
 
 pub use bed::{BedParams, BedState, Outcome, SampleFrame};
-pub use task::{
-    Attach, AttachError, BedCmd, BedStatus, BedView, Strip, Ward, WardSettings, WardSink,
-};
+pub use registry::{Attach, AttachError, BedStatus, BedView, Claim, Ward, WardSettings, WardSink};
+pub use task::{BedCmd, Strip};

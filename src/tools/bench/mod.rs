@@ -315,6 +315,8 @@ pub async fn run(mut base: Config, opts: BenchOptions) -> Result<BenchReport, Be
     base.composer.enabled = false;
     base.ward.beds = (1..=opts.beds).map(|i| format!("bed-{i}")).collect();
     base.ward.max_beds = base.ward.max_beds.max(opts.beds);
+    // One gateway device sends for every bed.
+    base.auth.max_beds_per_gateway = base.auth.max_beds_per_gateway.max(opts.beds);
     base.ward.stagger = opts.scenario != Scenario::Aligned;
     base.ward.scoring = opts.scenario != Scenario::Ingest;
     // The simulated monitors sign in as one gateway device, checked as in service.
