@@ -10,10 +10,11 @@
 //! - [`core`]: the data that crosses stages (window, event, score) and shared helpers.
 //! - [`config`]: the TOML configuration, pure data, one section per subsystem.
 //! - [`alarm`]: the risk alarm rule (threshold, persistence, hysteresis), how alarms match
-//!   reference episodes, and the rule's choice on validation; sans-IO, shared by the
-//!   dashboard, `holmes score` and `holmes evaluate`.
+//!   reference episodes, and the rule's choice on validation; sans-IO, for the dashboard,
+//!   `holmes score` and `holmes evaluate` to share (used so far by evaluate's matcher).
 //! - [`protocol`]: the monitor wire format.
-//! - [`signal`]: ECG signal processing: QRS detection and heart rate, resampling, synthetic ECG.
+//! - [`signal`]: ECG signal processing: QRS detection and heart rate, resampling, synthetic ECG,
+//!   signal-quality indices, a classical VT/VF detector.
 //! - [`zoo`]: model families, the model folder format, validated loading, preprocessing and
 //!   the fast inference kernels, shared by training and serving.
 //! - [`training`]: offline, PhysioNet records to trained models: `wfdb`, `dataset`, `train`.

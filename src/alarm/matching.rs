@@ -1,7 +1,7 @@
 //! How an alarm relates to a reference episode, defined once for the threshold search
 //! ([`threshold`](super::threshold)) and the event matcher of `holmes evaluate`: overlap (EC57's
 //! `epicmp` rule: any shared time is a match), the time-to-alarm outcome of an episode, and a
-//! false alarm. Intervals are `[start, end)` in ms, each list ascending and disjoint.
+//! false alarm (and false alarms per monitored hour). Intervals are `[start, end)` in ms, each list ascending and disjoint.
 
 use serde::Serialize;
 
@@ -76,6 +76,11 @@ pub fn is_false_alarm(alarm: (i64, i64), episodes: &[(i64, i64)], opts: MatchOpt
     !episodes
         .iter()
         .any(|&(s, e)| overlaps((s - g, e + g), alarm))
+}
+
+/// `count` false alarms over `monitored_ms` as a rate per monitored hour (`None` for no time).
+pub fn per_hour(count: usize, monitored_ms: i64) -> Option<f64> {
+    (monitored_ms > 0).then(|| count as f64 / (monitored_ms as f64 / 3_600_000.0))
 }
 
 #[cfg(test)]

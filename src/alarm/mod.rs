@@ -1,7 +1,8 @@
 //! The risk alarm rule: when a bed's score series raises a VT/VF risk alarm and when that alarm
-//! clears. One sans-IO state machine ([`AlarmState`]), fed one observation per hop, serves the
-//! dashboard (live), `holmes score` and `holmes evaluate` (replayed through
-//! [`alarm_episodes`]), so all three raise and clear at the same hops. [`matching`] says when an
+//! clears. One sans-IO state machine ([`AlarmState`]), fed one observation per hop, meant
+//! for the dashboard (live), `holmes score` and `holmes evaluate` (replayed through
+//! [`alarm_episodes`]) so that all three raise and clear at the same hops; none of them uses it
+//! yet (the dashboard still runs its own on/off hysteresis). [`matching`] says when an
 //! alarm is in time for a reference episode and when it is false (for the threshold search and
 //! the evaluation alike); [`threshold`] picks the rule on a validation split. Technical alarms
 //! (lead off, stale, lost) are not here. It uses nothing of the application: scores and times
@@ -62,8 +63,8 @@ pub enum AlarmError {
 }
 
 /// A risk alarm rule: thresholds with hysteresis and a k-of-n persistence. Chosen on the
-/// validation split ([`choose_threshold`]) and stored with the plan, so a new zoo or ensemble
-/// brings its own.
+/// validation split ([`choose_threshold`]); to be stored with the plan, so that a new zoo or
+/// ensemble brings its own.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct AlarmRule {

@@ -1,7 +1,7 @@
 //! Choosing an [`AlarmRule`] on the validation split: the on-threshold and persistence that
 //! reach a target episode sensitivity with the fewest false alarms. `holmes evaluate` (and
 //! whatever builds a plan) hands it each validation record's score series and reference
-//! episodes; the chosen rule is stored with the plan.
+//! episodes; the chosen rule is to be stored with the plan.
 //!
 //! An episode counts as detected when an alarm is **raised for it** (the time-to-alarm outcome
 //! [`AlarmTiming::Raised`]), not merely when an alarm overlaps it as EC57 counts: otherwise a
@@ -11,7 +11,7 @@
 
 use serde::Serialize;
 
-use super::matching::{AlarmTiming, MatchOptions, is_false_alarm, timing};
+use super::matching::{AlarmTiming, MatchOptions, is_false_alarm, per_hour, timing};
 use super::{AlarmError, AlarmRule, alarm_episodes};
 
 /// One validation record as the search sees it.
@@ -126,7 +126,6 @@ pub fn choose_threshold(
         }
     }
     let (_, rule, detected, false_alarms) = best.expect("at least one candidate");
-    let monitored_hours = monitored_ms as f64 / 3_600_000.0;
     Ok(ThresholdChoice {
         rule,
         met_target: detected >= needed,
@@ -134,8 +133,8 @@ pub fn choose_threshold(
         detected,
         sensitivity: (episodes > 0).then(|| detected as f64 / episodes as f64),
         false_alarms,
-        monitored_hours,
-        false_alarms_per_hour: (monitored_ms > 0).then(|| false_alarms as f64 / monitored_hours),
+        monitored_hours: monitored_ms as f64 / 3_600_000.0,
+        false_alarms_per_hour: per_hour(false_alarms, monitored_ms),
     })
 }
 

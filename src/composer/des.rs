@@ -203,7 +203,7 @@ pub fn p95_ms(members: &[Member], p: &DesParams) -> f64 {
         return 0.0;
     }
     l.sort_by(f64::total_cmp);
-    l[((l.len() - 1) as f64 * 0.95).round() as usize]
+    crate::core::stats::percentile(&l, 0.95)
 }
 
 #[cfg(test)]

@@ -333,7 +333,7 @@ fn errors(
         estimator,
         what,
         ensembles: rel.len(),
-        median_abs: rel[rel.len() / 2],
+        median_abs: crate::core::stats::percentile(&rel, 0.5),
         worst,
     })
 }

@@ -1,6 +1,6 @@
 //! A classical VT/VF detector of the kind bedside monitors run, on one ECG lead at 250 Hz: the
-//! baseline `holmes evaluate` reports beside the zoo, through the same alarm rule and episode
-//! matcher, so its table says what the models add.
+//! baseline for `holmes evaluate` to report beside the zoo, through the same alarm rule and
+//! episode matcher, so that its table says what the models add (not yet run on records).
 //!
 //! - **VT**: a run of at least 5 consecutive wide beats (QRS over 120 ms) at over 100/min: the
 //!   rule of the PhysioNet/CinC Challenge 2015 and of several monitors' defaults (5 beats,
@@ -21,7 +21,7 @@
 //! from 0.3 to 0.5 with the peak in 2.5-9 Hz. The papers' decision thresholds could not be
 //! verified, so those here were set on synthetic signals (this module's tests: sinus A2 below
 //! 0.1, QRS below 100 ms above 100/min; monomorphic VT A2 0.33-0.46, QRS 150-190 ms; sine-like
-//! VF A2 near 1) and are measured, not borrowed, by `holmes evaluate`.
+//! VF A2 near 1) and are to be measured, not borrowed, by `holmes evaluate`.
 
 use crate::core::window::SAMPLE_RATE_HZ;
 
@@ -32,19 +32,19 @@ use super::spectrum::Spectrum;
 /// Fewest consecutive wide fast beats that make a VT run.
 pub(crate) const VT_MIN_BEATS: usize = 5;
 /// A VT run's beats follow each other faster than this, beats/min.
-pub(crate) const VT_MIN_BPM: f64 = 100.0;
+const VT_MIN_BPM: f64 = 100.0;
 /// A wide (ventricular) QRS lasts longer than this, ms.
-pub(crate) const WIDE_QRS_MS: f64 = 120.0;
+const WIDE_QRS_MS: f64 = 120.0;
 /// The VT rule holds only in windows where the two QRS detectors agree at least this well.
-pub(crate) const VT_MIN_BSQI: f32 = 0.5;
+const VT_MIN_BSQI: f32 = 0.5;
 /// Seconds of fibrillatory signal the VF rule needs (the window's last).
-pub(crate) const VF_SECS: f64 = 4.0;
+const VF_SECS: f64 = 4.0;
 /// The VF band: the spectral peak lies in it, Hz.
-pub(crate) const VF_BAND_HZ: (f64, f64) = (2.5, 9.0);
+const VF_BAND_HZ: (f64, f64) = (2.5, 9.0);
 /// A2 at and below which the VF score is 0...
-pub(crate) const A2_LOW: f64 = 0.3;
+const A2_LOW: f64 = 0.3;
 /// ...and at and above which it is 1.
-pub(crate) const A2_HIGH: f64 = 0.5;
+const A2_HIGH: f64 = 0.5;
 
 /// Half-width of the stretch searched for a QRS's onset and offset around its beat, s.
 const WIDTH_SEARCH_SECS: f64 = 0.15;

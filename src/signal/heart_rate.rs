@@ -1,5 +1,6 @@
 //! Heart rate at 1 Hz from beats, the way a bedside monitor reports it, and a QRS detector for
-//! records whose annotations carry no beats (vfdb).
+//! records whose annotations carry no beats (vfdb), also one of the two detectors of bSQI and
+//! the beat source of the classical VT rule.
 //!
 //! The detector is a compact Pan-Tompkins: baseline removal, derivative, squaring, a 150 ms
 //! moving integral, then peaks above an adaptive threshold between signal and noise levels
@@ -92,7 +93,7 @@ pub(crate) fn sub_moving_mean(x: &[f32], win: usize) -> Vec<f32> {
         .collect()
 }
 
-fn moving_sum(x: &[f32], win: usize) -> Vec<f32> {
+pub(crate) fn moving_sum(x: &[f32], win: usize) -> Vec<f32> {
     let mut out = Vec::with_capacity(x.len());
     let mut acc = 0.0f64;
     for i in 0..x.len() {

@@ -2,7 +2,8 @@
 //! and the PhysioNet/CinC Challenge 2015 entries that used it: whether two different QRS
 //! detectors agree (bSQI), how much of the window is flat or clipped, how peaked the amplitude
 //! distribution is (kSQI), and how much of the power lies in the QRS band (pSQI). The
-//! evaluation and the classical detector read them to tell noise from rhythm.
+//! classical detector reads bSQI to tell noise from rhythm; the evaluation is to measure
+//! whether they help as model inputs or alarm gates.
 //!
 //! - **bSQI**: beats matched within 150 ms between [`detect_qrs`] (a Pan-Tompkins: squared
 //!   slope, 150 ms integral) and `detect_qrs_length` (a curve-length detector after Zong's
@@ -22,19 +23,19 @@
 
 use serde::Serialize;
 
-use super::heart_rate::{detect_qrs, sub_moving_mean};
+use super::heart_rate::{detect_qrs, moving_sum, sub_moving_mean};
 use super::spectrum::Spectrum;
 
 /// Two detectors' beats closer than this are the same beat, s.
-pub(crate) const MATCH_SECS: f64 = 0.15;
+const MATCH_SECS: f64 = 0.15;
 /// Shortest flat stretch counted, s: longer than the isoelectric segment between T and P of a
 /// live ECG at rates down to about 50/min.
-pub(crate) const FLAT_SECS: f64 = 0.5;
+const FLAT_SECS: f64 = 0.5;
 /// Sample-to-sample movement below which a stretch is flat, mV (a fifth of an ADC step at the
 /// 200 units/mV gain of the MIT-BIH recordings).
-pub(crate) const FLAT_MV: f32 = 0.001;
+const FLAT_MV: f32 = 0.001;
 /// Shortest run at the window's extreme counted as clipping, s.
-pub(crate) const CLIP_SECS: f64 = 0.016;
+const CLIP_SECS: f64 = 0.016;
 
 /// The quality indices of one lead's window.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
@@ -100,16 +101,12 @@ pub(crate) fn detect_qrs_length(x: &[f32], fs: f64) -> Vec<i64> {
         return Vec::new();
     }
     let smooth = moving_mean(x, w(0.02));
-    let mut length = vec![0.0f32; n];
+    // Curve length over 130 ms: the moving sum of the absolute first difference.
+    let steps: Vec<f32> = std::iter::once(0.0)
+        .chain(smooth.windows(2).map(|p| (p[1] - p[0]).abs()))
+        .collect();
     let span = w(0.13);
-    let mut acc = 0.0f64;
-    for i in 1..n {
-        acc += (smooth[i] - smooth[i - 1]).abs() as f64;
-        if i > span {
-            acc -= (smooth[i - span] - smooth[i - span - 1]).abs() as f64;
-        }
-        length[i] = acc as f32;
-    }
+    let length = moving_sum(&steps, span);
     let flat_base = sub_moving_mean(x, w(0.25));
     let mut level = length[..w(2.0)].iter().fold(0.0f32, |m, &v| m.max(v));
     let (refractory, reach, patience) = (w(0.25), w(0.1) as i64, w(2.0));

@@ -1,6 +1,8 @@
 //! Spectra of short ECG stretches, for the spectral VF rule of [`classical`](super::classical)
 //! and the spectral quality index of [`quality`](super::quality): the mean removed, a Hamming
-//! window, one real FFT (realfft), planned once per stretch length and reused across windows.
+//! window, one real FFT (realfft), planned once per stretch length; a caller that keeps its
+//! [`Spectrum`] reuses the plan across windows (the classical detector does, `window_sqi`
+//! plans afresh per call).
 
 use std::sync::Arc;
 

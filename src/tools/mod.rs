@@ -1,7 +1,8 @@
 //! Tools beside the daemon: simulated monitors ([`sim`]), the load benchmark
 //! ([`bench`], `holmes bench`), the CPU kernels against ONNX Runtime ([`cpu_bench`],
 //! `holmes bench-cpu`), offline scoring of a recording ([`score`], `holmes score`), and the
-//! event-level evaluation ([`evaluate`], `holmes evaluate`).
+//! pieces of the event-level evaluation ([`evaluate`]; the `holmes evaluate` command is not
+//! written yet).
 
 pub mod bench;
 pub mod cpu_bench;

@@ -21,7 +21,9 @@
 
 use serde::Serialize;
 
-use crate::alarm::matching::{AlarmTiming, MatchOptions, is_false_alarm, overlaps, timing};
+use crate::alarm::matching::{
+    AlarmTiming, MatchOptions, is_false_alarm, overlaps, per_hour, timing,
+};
 use crate::core::stats::percentile;
 
 /// Intervals the comparison refuses.
@@ -255,10 +257,6 @@ pub fn summarize(records: &[RecordComparison]) -> Summary {
         monitored_ms,
         false_alarms_per_hour: per_hour(false_alarms, monitored_ms),
     }
-}
-
-fn per_hour(count: usize, monitored_ms: i64) -> Option<f64> {
-    (monitored_ms > 0).then(|| count as f64 / (monitored_ms as f64 / 3_600_000.0))
 }
 
 /// Each interval in order (`start <= end`) and after the previous one's end.

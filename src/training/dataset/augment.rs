@@ -81,7 +81,6 @@ struct Channel {
 /// The noise of one part of the time split, ready to mix into windows.
 #[derive(Debug, Clone)]
 pub struct NoiseBank {
-    part: SplitName,
     channels: Vec<Channel>,
 }
 
@@ -106,11 +105,7 @@ impl NoiseBank {
                 channels.push(Channel { kind, pieces, rms });
             }
         }
-        Ok(NoiseBank { part, channels })
-    }
-
-    pub fn part(&self) -> SplitName {
-        self.part
+        Ok(NoiseBank { channels })
     }
 
     /// A random stretch of `len` samples of noise `kind` (mean removed) and its calibrated
@@ -330,7 +325,6 @@ mod tests {
             artifact_p: 1.0,
         };
         let bank = NoiseBank {
-            part: SplitName::Train,
             channels: Vec::new(),
         };
         let mut rng = SmallRng::seed_from_u64(7);

@@ -25,8 +25,6 @@ use crate::training::wfdb::Annotation;
 /// Half-open sample interval `[start, end)`.
 pub type Span = (i64, i64);
 
-/// Rhythm labels that make time positive (under the former 30-s window rule).
-pub const VENTRICULAR_RHYTHMS: [&str; 4] = ["(VT", "(VFL", "(VF", "(VFIB"];
 /// Rhythm labels of ventricular fibrillation or flutter.
 const VF_RHYTHMS: [&str; 3] = ["(VFL", "(VF", "(VFIB"];
 /// Consecutive ventricular beats that make a VT run.
@@ -221,45 +219,6 @@ const QRS_SYMBOLS: [&str; 17] = [
     "N", "L", "R", "a", "V", "F", "J", "A", "S", "E", "j", "/", "Q", "e", "n", "f", "!",
 ];
 
-/// Intervals of ventricular tachyarrhythmia, sorted and merged.
-pub fn ventricular_spans(ann: &[Annotation], len: i64) -> Vec<Span> {
-    let mut spans = Vec::new();
-    let mut rhythm: Option<(i64, bool)> = None; // (start, positive)
-    let mut flutter_start: Option<i64> = None;
-    for a in ann {
-        match a.symbol() {
-            "+" => {
-                let Some(aux) = a.aux.as_deref().map(|s| s.trim_end_matches('\0')) else {
-                    continue;
-                };
-                if !aux.starts_with('(') || aux == "(NOISE" {
-                    continue;
-                }
-                if let Some((s, true)) = rhythm {
-                    spans.push((s, a.sample));
-                }
-                rhythm = Some((a.sample, VENTRICULAR_RHYTHMS.contains(&aux)));
-            }
-            "[" => {
-                flutter_start.get_or_insert(a.sample);
-            }
-            "]" => {
-                if let Some(s) = flutter_start.take() {
-                    spans.push((s, a.sample));
-                }
-            }
-            _ => {}
-        }
-    }
-    if let Some((s, true)) = rhythm {
-        spans.push((s, len));
-    }
-    if let Some(s) = flutter_start {
-        spans.push((s, len));
-    }
-    merge(spans, len)
-}
-
 /// Noise-marked intervals for each of `leads` signals.
 pub fn noise_spans(ann: &[Annotation], leads: usize, len: i64) -> Vec<Vec<Span>> {
     let mut out = vec![Vec::new(); leads];
@@ -370,7 +329,7 @@ mod tests {
     }
 
     #[test]
-    fn rhythm_and_flutter_episodes_union() {
+    fn rhythm_and_flutter_episodes() {
         let a = vec![
             ann(0, 28, Some("(N"), 0),
             ann(100, 28, Some("(VT"), 0),
@@ -380,7 +339,20 @@ mod tests {
             ann(260, 33, None, 0), // ']'
             ann(900, 32, None, 0), // unmatched '[' runs to the end
         ];
-        assert_eq!(ventricular_spans(&a, 1000), vec![(100, 260), (900, 1000)]);
+        let ep = |kind, onset, confirmed, end| Episode {
+            kind,
+            onset,
+            confirmed,
+            end,
+        };
+        assert_eq!(
+            episodes(&a, 1000, false, 250.0),
+            vec![
+                ep(EpisodeKind::Vt, 100, 200, 200),
+                ep(EpisodeKind::Vf, 180, 260, 260),
+                ep(EpisodeKind::Vf, 900, 1000, 1000),
+            ]
+        );
     }
 
     #[test]

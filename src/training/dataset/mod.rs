@@ -11,10 +11,7 @@ mod split;
 mod windows;
 
 pub use augment::{Augment, NoiseBank, NoiseKind, mix_at_snr, qrs_peak_to_peak};
-pub use labels::{
-    Episode, EpisodeKind, LABEL_GRACE_SECS, Label, Span, VENTRICULAR_RHYTHMS, label_at, overlap,
-    ventricular_spans,
-};
+pub use labels::{Episode, EpisodeKind, LABEL_GRACE_SECS, Label, Span, label_at, overlap};
 pub use split::{Split, SplitName};
 pub use windows::{Dataset, Window, WindowSpec};
 

@@ -307,7 +307,7 @@ pub fn fit(
     for epoch in 1..=hp.max_epochs {
         epochs = epoch;
         // Half positives (half of those from the first seconds of an episode), half negatives.
-        let order: Vec<Window> = (0..per_epoch)
+        let mut order: Vec<Window> = (0..per_epoch)
             .map(|k| {
                 let from = match k % 4 {
                     0 if !onset.is_empty() => &onset,
@@ -316,8 +316,7 @@ pub fn fit(
                 };
                 from[rng.random_range(0..from.len())]
             })
-            .collect::<Vec<_>>();
-        let mut order = order;
+            .collect();
         order.shuffle(&mut rng);
         let batches: Vec<&[Window]> = order
             .chunks(hp.batch_size)
