@@ -81,6 +81,31 @@ pub struct Users {
     path: PathBuf,
 }
 
+/// A user's stored role and password hash, or (unknown name) no role and a dummy hash.
+pub struct Credentials {
+    name: String,
+    role: Option<String>,
+    hash: String,
+}
+
+impl Credentials {
+    /// The user, if `password` matches: one argon2 verification (slow by design), the same
+    /// for an unknown name, so how long a refusal takes says nothing of who exists.
+    pub fn check(self, password: &str) -> Result<Option<User>, AuthError> {
+        let parsed = PasswordHash::new(&self.hash).map_err(|e| AuthError::Hash(e.to_string()))?;
+        let matches = Argon2::default()
+            .verify_password(password.as_bytes(), &parsed)
+            .is_ok();
+        match self.role {
+            Some(role) if matches => Ok(Some(User {
+                name: self.name,
+                role: role.parse()?,
+            })),
+            _ => Ok(None),
+        }
+    }
+}
+
 impl Users {
     /// Opens (creating and migrating) the database.
     pub fn open(path: &Path) -> Result<Users, AuthError> {
@@ -142,6 +167,12 @@ impl Users {
 
     /// The user, if the password matches.
     pub fn verify(&self, name: &str, password: &str) -> Result<Option<User>, AuthError> {
+        self.credentials(name)?.check(password)
+    }
+
+    /// What a sign-in is checked against, read from the database: quick, so a caller can
+    /// hold a lock on the users for this and release it for the slow [`Credentials::check`].
+    pub fn credentials(&self, name: &str) -> Result<Credentials, AuthError> {
         let row: Option<(String, String)> = self
             .conn
             .query_row(
@@ -157,17 +188,11 @@ impl Users {
             Some((role, hash)) => (Some(role), hash),
             None => (None, dummy_hash()?.to_owned()),
         };
-        let parsed = PasswordHash::new(&hash).map_err(|e| AuthError::Hash(e.to_string()))?;
-        let matches = Argon2::default()
-            .verify_password(password.as_bytes(), &parsed)
-            .is_ok();
-        match role {
-            Some(role) if matches => Ok(Some(User {
-                name: name.to_owned(),
-                role: role.parse()?,
-            })),
-            _ => Ok(None),
-        }
+        Ok(Credentials {
+            name: name.to_owned(),
+            role,
+            hash,
+        })
     }
 
     /// Starts a session; returns the token for the cookie.

@@ -303,11 +303,17 @@ async fn login(
     let (users, hours) = (s.users.clone(), s.cfg.session_hours);
     let name = l.name.clone();
     let res = tokio::task::spawn_blocking(move || {
-        let u = users.lock().expect("users lock");
-        let user = u.verify(&l.name, &l.password)?;
+        // The users' lock (every session lookup needs it) is not held through argon2.
+        let credentials = users.lock().expect("users lock").credentials(&l.name)?;
+        let user = credentials.check(&l.password)?;
         let token = user
             .as_ref()
-            .map(|x| u.start_session(&x.name, hours))
+            .map(|x| {
+                users
+                    .lock()
+                    .expect("users lock")
+                    .start_session(&x.name, hours)
+            })
             .transpose()?;
         Ok::<_, auth::AuthError>(user.zip(token))
     })

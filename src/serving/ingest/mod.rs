@@ -54,7 +54,8 @@ pub fn lead_slot(cfg: &IngestSettings, lead: &str) -> Option<usize> {
     }
 }
 
-/// A monitor that stops reading must not hold its task (and its bed) forever.
+/// A monitor that stops reading must not hold its task (and its bed) forever; also how long
+/// an ending connection waits for its queued replies and close frame to be written.
 const SEND_TIMEOUT: Duration = Duration::from_secs(5);
 
 async fn close_with(socket: &mut WebSocket, code: u16, reason: &str) {
@@ -477,18 +478,21 @@ async fn handle_text(
 /// Whether a vital's reading is finite (as the f32 it is kept as: 1e39 is a finite f64 but an
 /// infinite f32) and inside its plausible range (`ingest.vital_ranges`); if not, why.
 fn plausible(cfg: &IngestSettings, name: &str, x: f64) -> Result<(), String> {
-    // 1e300 reads as such, not as its 301 digits.
-    let x_text = if x.abs() < 1e9 {
-        x.to_string()
-    } else {
-        format!("{x:e}")
+    // 1e300 reads as such, not as its 301 digits; formatted only for an error.
+    let x_text = || {
+        if x.abs() < 1e9 {
+            x.to_string()
+        } else {
+            format!("{x:e}")
+        }
     };
     if !(x as f32).is_finite() {
-        return Err(format!("{name} {x_text} is not a finite number"));
+        return Err(format!("{name} {} is not a finite number", x_text()));
     }
     match cfg.ingest.vital_ranges.get(name) {
         Some([lo, hi]) if !(*lo..=*hi).contains(&x) => Err(format!(
-            "{name} {x_text} is outside its plausible range [{lo}, {hi}]"
+            "{name} {} is outside its plausible range [{lo}, {hi}]",
+            x_text()
         )),
         _ => Ok(()),
     }

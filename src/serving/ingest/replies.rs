@@ -10,8 +10,7 @@
 //! queue's depth of replies and the frame in its socket's buffer, however long it stalls.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::Duration;
+use std::sync::atomic::AtomicU64;
 
 use axum::extract::ws::{CloseFrame, Message, WebSocket};
 use futures_util::SinkExt;
@@ -21,10 +20,7 @@ use tokio::sync::{mpsc, oneshot};
 use tokio::task::JoinHandle;
 
 use crate::protocol::ServerMsg;
-
-/// How long a connection that ends waits for its queued replies and close frame to be
-/// written (a monitor that reads nothing never gets them; its socket is then dropped).
-const CLOSE_TIMEOUT: Duration = Duration::from_secs(5);
+use crate::serving::ward::count_dropped_reply;
 
 /// The writer of one connection.
 pub(super) struct Writer {
@@ -75,7 +71,7 @@ async fn write(
 
 impl Writer {
     /// Ends the connection's writing: the queued replies, then a close frame with `reason`
-    /// (None: the link is gone, nothing more is written), within [`CLOSE_TIMEOUT`].
+    /// (None: the link is gone, nothing more is written), within [`super::SEND_TIMEOUT`].
     pub(super) async fn finish(self, reason: Option<(u16, String)>) {
         let Writer { close, mut task } = self;
         match reason {
@@ -84,7 +80,7 @@ impl Writer {
             }
             None => drop(close),
         }
-        if tokio::time::timeout(CLOSE_TIMEOUT, &mut task)
+        if tokio::time::timeout(super::SEND_TIMEOUT, &mut task)
             .await
             .is_err()
         {
@@ -107,15 +103,9 @@ pub(super) fn queue(
     match replies.try_send(m) {
         Ok(()) => Ok(()),
         Err(TrySendError::Full(_)) => {
-            count_dropped(dropped);
+            count_dropped_reply(dropped);
             Ok(())
         }
         Err(TrySendError::Closed(_)) => Err(WriterGone),
     }
-}
-
-/// One reply dropped because its monitor does not read its replies.
-fn count_dropped(dropped: &AtomicU64) {
-    dropped.fetch_add(1, Ordering::Relaxed);
-    metrics::counter!("holmes_monitor_replies_dropped_total").increment(1);
 }

@@ -269,18 +269,14 @@ impl BedState {
             pos = 0;
         } else {
             let ts_pos = self.pos_of(f.t_ms);
-            if self.fresh && f.seq < self.next_seq && ts_pos >= self.expected_pos - tol {
-                // A reconnecting monitor restarted its numbering.
-                out.events.push(self.event(
-                    EventKind::SeqReset,
-                    json!({"from": self.next_seq, "to": f.seq}),
-                ));
-                self.seen.clear();
-                self.next_seq = f.seq;
-            }
-            if f.seq > self.next_seq && f.seq - self.next_seq > MAX_GAP_SAMPLES as u64 {
-                // More missing frames than a day has samples is no outage: the monitor
-                // renumbered its frames. Follow it, placing the frame by its time.
+            // A reconnecting monitor restarted its numbering; or more missing frames than a
+            // day has samples, which is no outage: the monitor renumbered its frames. Either
+            // way, follow it, placing the frame by its time.
+            let restarted =
+                self.fresh && f.seq < self.next_seq && ts_pos >= self.expected_pos - tol;
+            let renumbered =
+                f.seq > self.next_seq && f.seq - self.next_seq > MAX_GAP_SAMPLES as u64;
+            if restarted || renumbered {
                 out.events.push(self.event(
                     EventKind::SeqReset,
                     json!({"from": self.next_seq, "to": f.seq}),

@@ -16,4 +16,5 @@ mod task;
 
 pub use bed::{BedParams, BedState, Outcome, SampleFrame};
 pub use registry::{Attach, AttachError, BedStatus, BedView, Claim, Ward, WardSettings, WardSink};
+pub(crate) use task::count_dropped_reply;
 pub use task::{BedCmd, Strip};

@@ -333,7 +333,7 @@ impl Ward {
         let w = &self.inner.cfg.ward;
         let now = Instant::now();
         let lost = Duration::from_secs_f64(w.lost_secs);
-        let bound = self.inner.bound.lock().expect("lock").clone();
+        let bound = self.inner.bound.lock().expect("lock");
         let reserved = |b: &str| w.beds.iter().any(|c| c == b) || bound.contains(b);
         let held: Vec<Held> = beds
             .iter()

@@ -143,8 +143,7 @@ impl BedTask {
         if let Some((_, out)) = &self.out {
             // A slow monitor loses replies, never the bed's progress.
             if let Err(mpsc::error::TrySendError::Full(_)) = out.try_send(msg) {
-                self.replies_dropped.fetch_add(1, Ordering::Relaxed);
-                metrics::counter!("holmes_monitor_replies_dropped_total").increment(1);
+                count_dropped_reply(&self.replies_dropped);
             }
         }
     }
@@ -258,4 +257,11 @@ impl BedTask {
             }
         }
     }
+}
+
+/// One reply dropped because its monitor does not read its replies: counted for the bed's
+/// view and the metrics (the bed task and the connection's writer both drop so).
+pub(crate) fn count_dropped_reply(dropped: &AtomicU64) {
+    dropped.fetch_add(1, Ordering::Relaxed);
+    metrics::counter!("holmes_monitor_replies_dropped_total").increment(1);
 }
