@@ -9,7 +9,7 @@ use crate::training::train::{self, TrainOptions};
 
 #[derive(Debug, clap::Args)]
 pub struct TrainArgs {
-    /// Folder holding vfdb/, cudb/ and mitdb/ [default: $HOLMES_DATA or ../shared/data/physionet]
+    /// Folder holding vfdb/, cudb/, mitdb/, svdb/ and nstdb/ [default: $HOLMES_DATA or ../shared/data/physionet]
     #[arg(long)]
     data: Option<PathBuf>,
     /// Zoo folder to write.

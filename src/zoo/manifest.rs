@@ -203,8 +203,22 @@ impl Manifest {
             ));
         }
         match (&self.architecture, &self.input) {
-            (Architecture::ResNeXt1d(a), Input::Ecg { samples, .. }) => {
+            (
+                Architecture::ResNeXt1d(a),
+                Input::Ecg {
+                    samples,
+                    sample_rate_hz,
+                    bandpass,
+                    ..
+                },
+            ) => {
                 a.validate()?;
+                if *bandpass && *sample_rate_hz as usize != crate::core::window::SAMPLE_RATE_HZ {
+                    return Err(format!(
+                        "the monitor band-pass is designed for {} Hz, not {sample_rate_hz} Hz",
+                        crate::core::window::SAMPLE_RATE_HZ
+                    ));
+                }
                 if a.macs(*samples) != self.macs_per_window {
                     return Err(format!(
                         "macs_per_window {} does not match the architecture ({})",

@@ -8,6 +8,8 @@
 //! rejects such windows before they get here). Vitals: the 1 Hz heart-rate series becomes five
 //! features, standardised with the training set's mean and spread stored in the manifest.
 
+use crate::core::window::SAMPLE_RATE_HZ;
+
 /// Smallest scale (mV) a window is divided by.
 pub const ECG_MIN_SCALE_MV: f64 = 0.05;
 /// Normalised samples are clipped to this magnitude.
@@ -44,12 +46,13 @@ pub fn normalize_ecg(x: &[f32]) -> Vec<f32> {
     out
 }
 
-/// A monitor-style 0.5-40 Hz band-pass at 250 Hz (second-order Butterworth high- and
+/// A monitor-style 0.5-40 Hz band-pass at [`SAMPLE_RATE_HZ`] (second-order Butterworth high- and
 /// low-pass sections, causal, started at rest on the first sample), as bedside monitors
 /// filter their ECG display.
 pub fn monitor_bandpass(x: &[f32]) -> Vec<f32> {
-    let hp = Biquad::butterworth(0.5, 250.0, true);
-    let lp = Biquad::butterworth(40.0, 250.0, false);
+    let fs = SAMPLE_RATE_HZ as f64;
+    let hp = Biquad::butterworth(0.5, fs, true);
+    let lp = Biquad::butterworth(40.0, fs, false);
     let x0 = x.first().copied().filter(|v| v.is_finite()).unwrap_or(0.0) as f64;
     let (mut h, mut l) = ([0.0f64; 4], [0.0f64; 4]);
     x.iter()

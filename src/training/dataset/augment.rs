@@ -29,7 +29,7 @@ use super::{DatasetError, SAMPLE_RATE_HZ, SplitName, read_signals};
 
 /// nstdb's noise recordings.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum NoiseKind {
+pub(crate) enum NoiseKind {
     /// Baseline wander.
     Bw,
     /// Electrode motion (the noise stress test's, and the hardest: it looks like beats).
@@ -52,7 +52,7 @@ impl NoiseKind {
 }
 
 /// Stretches (seconds) of each noise record that belong to a part (see the module doc).
-pub fn stretches(part: SplitName) -> &'static [(u32, u32)] {
+fn stretches(part: SplitName) -> &'static [(u32, u32)] {
     match part {
         SplitName::Train => &[
             (0, 420),
@@ -85,37 +85,40 @@ pub struct NoiseBank {
 }
 
 impl NoiseBank {
-    /// Reads `bw`, `em` and `ma` from `<data>/nstdb` and keeps the stretches of `part`.
-    pub fn load(data: &Path, part: SplitName) -> Result<NoiseBank, DatasetError> {
+    /// Reads `bw`, `em` and `ma` from `<data>/nstdb` once and keeps, for each of `parts`, the
+    /// stretches of that part (one bank per part, in order).
+    pub fn load(data: &Path, parts: &[SplitName]) -> Result<Vec<NoiseBank>, DatasetError> {
         let dir = data.join("nstdb");
         let hz = SAMPLE_RATE_HZ;
-        let mut channels = Vec::new();
+        let mut banks: Vec<NoiseBank> = parts
+            .iter()
+            .map(|_| NoiseBank {
+                channels: Vec::new(),
+            })
+            .collect();
         for kind in NoiseKind::ALL {
             let s = read_signals(&dir, kind.record())?;
-            for lead in s.leads {
-                let pieces: Vec<Vec<f32>> = stretches(part)
-                    .iter()
-                    .filter_map(|&(a, b)| {
-                        let (a, b) = (a as usize * hz, (b as usize).saturating_mul(hz));
-                        (a < lead.len()).then(|| lead[a..b.min(lead.len())].to_vec())
-                    })
-                    .filter(|p| p.len() >= 30 * hz)
-                    .collect();
-                let rms = calibrated_rms(&pieces);
-                channels.push(Channel { kind, pieces, rms });
+            for lead in &s.leads {
+                for (bank, &part) in banks.iter_mut().zip(parts) {
+                    let pieces: Vec<Vec<f32>> = stretches(part)
+                        .iter()
+                        .filter_map(|&(a, b)| {
+                            let (a, b) = (a as usize * hz, (b as usize).saturating_mul(hz));
+                            (a < lead.len()).then(|| lead[a..b.min(lead.len())].to_vec())
+                        })
+                        .filter(|p| p.len() >= 30 * hz)
+                        .collect();
+                    let rms = calibrated_rms(&pieces);
+                    bank.channels.push(Channel { kind, pieces, rms });
+                }
             }
         }
-        Ok(NoiseBank { channels })
+        Ok(banks)
     }
 
     /// A random stretch of `len` samples of noise `kind` (mean removed) and its calibrated
     /// RMS; `None` when the bank has no stretch that long.
-    pub fn sample(
-        &self,
-        kind: NoiseKind,
-        len: usize,
-        rng: &mut SmallRng,
-    ) -> Option<(Vec<f32>, f32)> {
+    fn sample(&self, kind: NoiseKind, len: usize, rng: &mut SmallRng) -> Option<(Vec<f32>, f32)> {
         let fits: Vec<(&Channel, &Vec<f32>)> = self
             .channels
             .iter()
@@ -179,7 +182,7 @@ pub fn qrs_peak_to_peak(x: &[f32], beats: &[usize]) -> f32 {
 }
 
 /// Adds `noise` (RMS `rms`) to `x` so that the window's SNR is `snr_db` by nst's definition.
-pub fn mix_at_snr(x: &mut [f32], noise: &[f32], rms: f32, pp_mv: f32, snr_db: f32) {
+fn mix_at_snr(x: &mut [f32], noise: &[f32], rms: f32, pp_mv: f32, snr_db: f32) {
     if rms <= 0.0 || pp_mv <= 0.0 {
         return;
     }

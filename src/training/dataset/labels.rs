@@ -107,7 +107,7 @@ pub fn episodes(ann: &[Annotation], len: i64, beat_runs: bool, fs: f64) -> Vec<E
     };
     let mut out = Vec::new();
     for (s, e, aux) in rhythm_spans(ann, len) {
-        if VF_RHYTHMS.contains(&aux.as_str()) {
+        if VF_RHYTHMS.contains(&aux) {
             out.push(rhythm(s, e, EpisodeKind::Vf));
         } else if aux == "(VT" && !beat_runs {
             out.push(rhythm(s, e, EpisodeKind::Vt));
@@ -168,21 +168,26 @@ fn ventricular_runs(ann: &[Annotation], fs: f64) -> Vec<Episode> {
     out
 }
 
+/// The rhythm label of a `+` annotation (`(N`, `(VT`, `(NOISE`, ...), if it carries one.
+fn rhythm_label(a: &Annotation) -> Option<&str> {
+    if a.symbol() != "+" {
+        return None;
+    }
+    a.aux.as_deref().filter(|aux| aux.starts_with('('))
+}
+
 /// Rhythm intervals `(start, end, label)` from `+` annotations (not `(NOISE`).
-fn rhythm_spans(ann: &[Annotation], len: i64) -> Vec<(i64, i64, String)> {
+fn rhythm_spans(ann: &[Annotation], len: i64) -> Vec<(i64, i64, &str)> {
     let mut out = Vec::new();
-    let mut open: Option<(i64, String)> = None;
-    for a in ann.iter().filter(|a| a.symbol() == "+") {
-        let Some(aux) = a.aux.as_deref().map(|s| s.trim_end_matches('\0')) else {
+    let mut open: Option<(i64, &str)> = None;
+    for a in ann {
+        let Some(aux) = rhythm_label(a).filter(|&l| l != "(NOISE") else {
             continue;
         };
-        if !aux.starts_with('(') || aux == "(NOISE" {
-            continue;
-        }
         if let Some((s, label)) = open.take() {
             out.push((s, a.sample, label));
         }
-        open = Some((a.sample, aux.to_owned()));
+        open = Some((a.sample, aux));
     }
     if let Some((s, label)) = open {
         out.push((s, len, label));
@@ -240,10 +245,9 @@ pub fn noise_spans(ann: &[Annotation], leads: usize, len: i64) -> Vec<Vec<Span>>
                 }
             }
             "+" => {
-                let aux = a.aux.as_deref().unwrap_or("");
-                if !aux.starts_with('(') {
+                let Some(aux) = rhythm_label(a) else {
                     continue;
-                }
+                };
                 match (aux == "(NOISE", noise_rhythm) {
                     (true, None) => noise_rhythm = Some(a.sample),
                     (false, Some(s)) => {

@@ -10,8 +10,11 @@ mod labels;
 mod split;
 mod windows;
 
-pub use augment::{Augment, NoiseBank, NoiseKind, mix_at_snr, qrs_peak_to_peak};
-pub use labels::{Episode, EpisodeKind, LABEL_GRACE_SECS, Label, Span, label_at, overlap};
+pub use augment::{Augment, NoiseBank, qrs_peak_to_peak};
+pub use labels::{Episode, EpisodeKind, LABEL_GRACE_SECS, Label, Span};
+
+use augment::NoiseKind;
+use labels::{label_at, overlap};
 pub use split::{Split, SplitName};
 pub use windows::{Dataset, Window, WindowSpec};
 
@@ -56,9 +59,6 @@ pub enum Database {
     /// noise-only records are not patients and are read by [`NoiseBank`] instead.
     Nstdb,
 }
-
-/// nstdb's recordings of noise alone.
-pub const NOISE_RECORDS: [&str; 3] = ["bw", "em", "ma"];
 
 impl Database {
     pub const ALL: [Database; 5] = [
@@ -154,7 +154,9 @@ pub fn record_keys(data: &Path) -> Result<Vec<(Database, String)>, DatasetError>
             text.lines()
                 .map(str::trim)
                 .filter(|l| !l.is_empty())
-                .filter(|l| db != Database::Nstdb || !NOISE_RECORDS.contains(l))
+                .filter(|l| {
+                    db != Database::Nstdb || !NoiseKind::ALL.iter().any(|k| k.record() == *l)
+                })
                 .map(|l| (db, l.to_owned())),
         );
     }

@@ -124,13 +124,13 @@ impl Split {
     /// Windows and positive windows per split and database, as a text table.
     pub fn summary(&self, ds: &Dataset) -> String {
         let mut counts: BTreeMap<(SplitName, Database), [usize; 3]> = BTreeMap::new();
+        let first = ds.spec.first_end_secs as usize * crate::core::window::SAMPLE_RATE_HZ;
         for w in &ds.windows {
             let r = &ds.records[w.record];
             if let Some(s) = self.of(&r.key) {
                 let c = counts.entry((s, r.db)).or_default();
                 c[0] += 1;
                 c[1] += usize::from(w.positive());
-                let first = ds.spec.first_end_secs as usize * crate::core::window::SAMPLE_RATE_HZ;
                 c[2] += usize::from(ds.lead_usable(w, 1, first));
             }
         }

@@ -88,14 +88,10 @@ impl Dataset {
             ends.retain(|&e| e >= first && e <= r.len());
             ends.sort_unstable();
             ends.dedup();
-            windows.extend(ends.into_iter().filter_map(|end| {
-                let label = label_at(&r.episodes, end as i64, grace);
-                (label != Label::Unsure).then_some(Window {
-                    record: ri,
-                    end,
-                    label,
-                })
-            }));
+            windows.extend(
+                ends.into_iter()
+                    .filter_map(|end| labelled(ri, r, end, grace)),
+            );
         }
         Dataset {
             spec,
@@ -173,15 +169,18 @@ impl Dataset {
             .flat_map(|(ri, r)| {
                 (first..=r.len())
                     .step_by(hop.max(1))
-                    .filter_map(move |end| {
-                        let label = label_at(&r.episodes, end as i64, grace);
-                        (label != Label::Unsure).then_some(Window {
-                            record: ri,
-                            end,
-                            label,
-                        })
-                    })
+                    .filter_map(move |end| labelled(ri, r, end, grace))
             })
             .collect()
     }
+}
+
+/// The window of record `ri` ending at `end`, unless its end is unsure.
+fn labelled(ri: usize, r: &RecordData, end: usize, grace: i64) -> Option<Window> {
+    let label = label_at(&r.episodes, end as i64, grace);
+    (label != Label::Unsure).then_some(Window {
+        record: ri,
+        end,
+        label,
+    })
 }

@@ -45,15 +45,10 @@ pub struct Fitted {
     pub predictions: Vec<(SplitName, Predictions)>,
 }
 
-/// Samples (ECG) or seconds (heart rate) a model reads.
-fn length(plan: &ModelPlan) -> usize {
-    plan.input.samples()
-}
-
 /// The window end a model can first read: its own length, in samples at 250 Hz.
 fn first_end(plan: &ModelPlan) -> usize {
     match plan.input {
-        Input::Ecg { .. } => length(plan),
+        Input::Ecg { .. } => plan.input.samples(),
         Input::HeartRate { samples, .. } => samples * SAMPLE_RATE_HZ,
     }
 }

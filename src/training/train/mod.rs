@@ -85,7 +85,7 @@ pub struct TrainConfig {
 }
 
 impl TrainConfig {
-    /// The settings the committed zoo was trained with.
+    /// The settings of a full training run (the zoo that replaces the committed one).
     pub fn full() -> TrainConfig {
         TrainConfig {
             ecg: Hyper {
@@ -195,7 +195,7 @@ fn macs(p: &ModelPlan) -> u64 {
 /// Options of `holmes train`.
 #[derive(Debug, Clone)]
 pub struct TrainOptions {
-    /// PhysioNet folder holding vfdb/, cudb/, mitdb/.
+    /// PhysioNet folder holding vfdb/, cudb/, mitdb/, svdb/ and nstdb/ (its noise records too).
     pub data: PathBuf,
     /// Zoo folder to write.
     pub out: PathBuf,
@@ -256,10 +256,11 @@ pub fn run(opts: &TrainOptions) -> Result<(Vec<String>, Vec<String>), TrainError
         keys
     };
     let ds = Dataset::new(dataset::load_keys(&opts.data, &keys)?, cfg.window);
-    let banks = fit::Banks {
-        train: NoiseBank::load(&opts.data, SplitName::Train)?,
-        validation: NoiseBank::load(&opts.data, SplitName::Validation)?,
-    };
+    let [train, validation]: [NoiseBank; 2] =
+        NoiseBank::load(&opts.data, &[SplitName::Train, SplitName::Validation])?
+            .try_into()
+            .expect("one bank per part asked for");
+    let banks = fit::Banks { train, validation };
     tracing::info!(
         records = ds.records.len(),
         windows = ds.windows.len(),
