@@ -108,6 +108,7 @@ pub async fn start(cfg: Config, listener: TcpListener) -> Result<Running, Server
             models_dir: &c2.ensemble.models_dir,
             db: &c2.storage.db,
             engine: &c2.engine,
+            window_secs: c2.ward.window_secs,
         };
         let stored = crate::composer::service::stored_plan(&c2, &d2);
         if let Some(p) = &stored {

@@ -6,6 +6,7 @@ mod bench;
 mod compose;
 mod demo;
 mod device;
+mod evaluate;
 mod profile;
 mod score;
 mod serve;
@@ -68,6 +69,10 @@ pub enum Command {
     BenchCpu(bench::BenchCpuCli),
     /// Score a recording offline, window by window, exactly as the daemon would.
     Score(score::ScoreArgs),
+    /// Event-level evaluation on a split's records: alarms (rule chosen on validation), EC57
+    /// episode figures, time to alarm, false alarms per hour, noise stress test, a classical
+    /// baseline; tables, --json, or a report folder.
+    Evaluate(evaluate::EvaluateArgs),
     /// The daemon on the embedded defaults plus simulated beds, in one process.
     Demo(demo::DemoArgs),
 }
@@ -111,6 +116,7 @@ pub fn run(cli: Cli) -> Result<()> {
         Command::BenchCpu(a) => bench::bench_cpu(a),
         Command::Profile(a) => profile::run(a),
         Command::Score(a) => score::run(a),
+        Command::Evaluate(a) => evaluate::run(a),
         Command::Demo(a) => demo::run(a),
     }
 }

@@ -44,6 +44,7 @@ pub fn run(a: ScoreArgs) -> Result<()> {
     let ens = crate::serving::engine::ensemble::Ensemble::load(
         &cfg.ensemble.models_dir,
         &cfg.ensemble.members,
+        cfg.ward.window_secs,
     )?;
     let rows = crate::tools::score::score_signals(
         &ens,

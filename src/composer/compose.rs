@@ -110,13 +110,18 @@ pub const PROFILE_MAX_BATCH: usize = 8;
 
 /// Loads every valid model of the zoo with its latency: from stored CPU profiles when they
 /// reach batch [`PROFILE_MAX_BATCH`], else measured now (batch 1 to it, a few runs each) and
-/// stored.
-pub fn load_zoo(dir: &Path, db: &Path) -> Result<Vec<Entry>, ComposeError> {
+/// stored. Models reading more than the ward's `window_secs` are left out (the engine could
+/// not feed them).
+pub fn load_zoo(dir: &Path, db: &Path, window_secs: u32) -> Result<Vec<Entry>, ComposeError> {
     let (models, _bad) = zoo::load_dir::<burn::backend::Flex>(dir, &Default::default())?;
     let cpu = crate::serving::engine::accelerator::Accelerator::cpu();
     let mut out = Vec::new();
     for m in models {
         let mf = &m.manifest;
+        if mf.input.secs() > window_secs as f64 {
+            tracing::warn!(model = %mf.name, secs = mf.input.secs(), window_secs, "Model reads more than the ward's window; not composed");
+            continue;
+        }
         let stored =
             crate::serving::engine::profile::load_profiles(db, &mf.name, &mf.weights.sha256)?
                 .into_iter()

@@ -165,7 +165,11 @@ pub fn run(cfg: &Config, args: &ComposeArgs) -> Result<Report, ReportError> {
     if args.cores == Some(0) {
         return Err(ReportError::NotPositive("cores"));
     }
-    let entries = compose::load_zoo(&cfg.ensemble.models_dir, &cfg.storage.db)?;
+    let entries = compose::load_zoo(
+        &cfg.ensemble.models_dir,
+        &cfg.storage.db,
+        cfg.ward.window_secs,
+    )?;
     let hop = cfg.ward.hop_secs as f64;
     let mut model = LatencyModel::new(&entries, &cfg.engine, args.beds, hop, args.estimator);
     if let Some(c) = args.cores {

@@ -155,8 +155,12 @@ pub fn compose_plan(
 ) -> Result<Plan, ComposerError> {
     let t = Instant::now();
     let inputs = inputs(cfg, beds, hardware, calibration);
-    let entries = compose::load_zoo(&cfg.ensemble.models_dir, &cfg.storage.db)
-        .map_err(|e| ComposerError::Zoo(format!("{e:#}")))?;
+    let entries = compose::load_zoo(
+        &cfg.ensemble.models_dir,
+        &cfg.storage.db,
+        cfg.ward.window_secs,
+    )
+    .map_err(|e| ComposerError::Zoo(format!("{e:#}")))?;
     if entries.is_empty() {
         return Err(ComposerError::EmptyZoo);
     }
@@ -407,6 +411,7 @@ pub async fn apply(
             models_dir: &cfg.ensemble.models_dir,
             db: &cfg.storage.db,
             engine: &cfg.engine,
+            window_secs: cfg.ward.window_secs,
         };
         let p = ensemble::prepare(sources, &m2, &devices, beds)
             .map_err(|e| ComposerError::Switch(e.to_string()))?;

@@ -1,8 +1,7 @@
 //! Tools beside the daemon: simulated monitors ([`sim`]), the load benchmark
 //! ([`bench`], `holmes bench`), the CPU kernels against ONNX Runtime ([`cpu_bench`],
 //! `holmes bench-cpu`), offline scoring of a recording ([`score`], `holmes score`), and the
-//! pieces of the event-level evaluation ([`evaluate`]; the `holmes evaluate` command is not
-//! written yet).
+//! event-level evaluation of alarms on a split's records ([`evaluate`], `holmes evaluate`).
 
 pub mod bench;
 pub mod cpu_bench;

@@ -1,12 +1,13 @@
 //! `holmes score`: a recording scored window by window through the daemon's own scoring path:
 //! the same window type, the serving ensemble as the engine loads it, its input selection and
-//! its combination ([`Ensemble::score`]).
+//! its combination ([`Ensemble::score_batch`]). [`record_window`] cuts the windows, for
+//! `holmes evaluate` too.
 
 use std::sync::Arc;
 
 use crate::core::score::{MemberScore, ScoreStatus};
 use crate::core::window::{ClosedWindow, LeadSlot, MAX_LEADS, SAMPLE_RATE_HZ, WindowQuality};
-use crate::serving::engine::ensemble::Ensemble;
+use crate::serving::engine::ensemble::{Ensemble, OFFLINE_BATCH};
 use crate::signal::heart_rate::heart_rate_at;
 
 /// One window of a recording scored offline (`holmes score`).
@@ -17,6 +18,48 @@ pub struct OfflineScore {
     pub status: ScoreStatus,
     pub score: Option<f32>,
     pub members: Vec<MemberScore>,
+}
+
+/// The window `[end - len, end)` (samples at 250 Hz) of a recording as the ward would close it
+/// from a monitor sending every lead whole: `leads[0]` primary, `leads[1]` secondary, the heart
+/// rate of each second ending in the window from `beats` (QRS sample indices).
+pub fn record_window(
+    leads: &[Vec<f32>],
+    beats: &[i64],
+    end: usize,
+    len: usize,
+    index: u64,
+) -> ClosedWindow {
+    let fs = SAMPLE_RATE_HZ;
+    let start = end - len;
+    let mut ecg: [Option<Arc<[f32]>>; MAX_LEADS] = Default::default();
+    let mut slots: [Option<LeadSlot>; MAX_LEADS] = Default::default();
+    for (slot, lead) in leads.iter().enumerate().take(MAX_LEADS) {
+        ecg[slot] = Some(lead[start..end].into());
+        slots[slot] = Some(LeadSlot {
+            coverage: 1.0,
+            lead_off_secs: 0.0,
+            usable: true,
+        });
+    }
+    let t0 = start as f64 / fs as f64;
+    let hr: Vec<f32> = (1..=len / fs)
+        .map(|k| heart_rate_at(beats, fs as f64, t0 + k as f64))
+        .collect();
+    ClosedWindow {
+        bed: Arc::from("offline"),
+        index,
+        start_ms: (start * 1000 / fs) as i64,
+        end_ms: (end * 1000 / fs) as i64,
+        ecg,
+        heart_rate: Some(hr.into()),
+        quality: WindowQuality {
+            leads: slots,
+            gap_samples: 0,
+            hr_coverage: 1.0,
+        },
+        last_sample_at: std::time::Instant::now(),
+    }
 }
 
 /// Scores a recording window by window through exactly the daemon's path: windows of
@@ -33,50 +76,28 @@ pub fn score_signals(
     let fs = SAMPLE_RATE_HZ;
     let len = s.leads[0].len();
     let stop = to_secs.map_or(len, |t| ((t * fs as f64) as usize).min(len));
-    let (win, hop) = (window_secs as usize * fs, hop_secs as usize * fs);
-    let mut out = Vec::new();
-    let mut start = (from_secs.max(0.0) * fs as f64) as usize;
-    let mut index = 0;
-    while start + win <= stop {
-        let end = start + win;
-        let mut ecg: [Option<Arc<[f32]>>; MAX_LEADS] = Default::default();
-        let mut leads: [Option<LeadSlot>; MAX_LEADS] = Default::default();
-        for (slot, lead) in s.leads.iter().enumerate().take(MAX_LEADS) {
-            ecg[slot] = Some(lead[start..end].into());
-            leads[slot] = Some(LeadSlot {
-                coverage: 1.0,
-                lead_off_secs: 0.0,
-                usable: true,
+    let (win, hop) = (window_secs as usize * fs, (hop_secs as usize * fs).max(1));
+    let first = (from_secs.max(0.0) * fs as f64) as usize + win;
+    let ends: Vec<usize> = (first..=stop).step_by(hop).collect();
+    let mut out = Vec::with_capacity(ends.len());
+    for (k, chunk) in ends.chunks(OFFLINE_BATCH).enumerate() {
+        let windows: Vec<ClosedWindow> = chunk
+            .iter()
+            .enumerate()
+            .map(|(i, &end)| {
+                let index = (k * OFFLINE_BATCH + i) as u64;
+                record_window(&s.leads, &s.beats, end, win, index)
+            })
+            .collect();
+        for ((status, score, members), &end) in ens.score_batch(&windows).into_iter().zip(chunk) {
+            out.push(OfflineScore {
+                start_secs: (end - win) as f64 / fs as f64,
+                end_secs: end as f64 / fs as f64,
+                status,
+                score,
+                members,
             });
         }
-        let t0 = start as f64 / fs as f64;
-        let hr: Vec<f32> = (1..=window_secs)
-            .map(|k| heart_rate_at(&s.beats, fs as f64, t0 + k as f64))
-            .collect();
-        let w = ClosedWindow {
-            bed: Arc::from("offline"),
-            index,
-            start_ms: (t0 * 1000.0) as i64,
-            end_ms: (end as f64 * 1000.0 / fs as f64) as i64,
-            ecg,
-            heart_rate: Some(hr.into()),
-            quality: WindowQuality {
-                leads,
-                gap_samples: 0,
-                hr_coverage: 1.0,
-            },
-            last_sample_at: std::time::Instant::now(),
-        };
-        let (status, score, members) = ens.score(&w);
-        out.push(OfflineScore {
-            start_secs: t0,
-            end_secs: end as f64 / fs as f64,
-            status,
-            score,
-            members,
-        });
-        start += hop;
-        index += 1;
     }
     out
 }

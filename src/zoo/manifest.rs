@@ -70,6 +70,21 @@ impl Input {
         }
     }
 
+    /// Seconds of signal the member reads.
+    pub fn secs(&self) -> f64 {
+        match *self {
+            Input::Ecg {
+                samples,
+                sample_rate_hz,
+                ..
+            }
+            | Input::HeartRate {
+                samples,
+                sample_rate_hz,
+            } => samples as f64 / sample_rate_hz.max(1) as f64,
+        }
+    }
+
     pub fn modality(&self) -> &'static str {
         match self {
             Input::Ecg { .. } => "ecg",

@@ -27,6 +27,14 @@ pub enum EnsembleError {
         dir: String,
         available: String,
     },
+    #[error(
+        "ensemble member {name:?} reads {secs} s of signal, longer than the ward's {window_secs}-s window (raise ward.window_secs or leave it out)"
+    )]
+    TooLong {
+        name: String,
+        secs: f64,
+        window_secs: u32,
+    },
     #[error(transparent)]
     Zoo(#[from] ZooError),
 }
@@ -65,9 +73,9 @@ pub struct Ensemble {
 }
 
 impl Ensemble {
-    /// Loads the named members from the zoo folder; a missing or broken member is an error
-    /// naming it.
-    pub fn load(dir: &Path, names: &[String]) -> Result<Ensemble, EnsembleError> {
+    /// Loads the named members from the zoo folder for windows of `window_secs`; a missing or
+    /// broken member, or one reading more than the window holds, is an error naming it.
+    pub fn load(dir: &Path, names: &[String], window_secs: u32) -> Result<Ensemble, EnsembleError> {
         let device = Default::default();
         let mut members = Vec::with_capacity(names.len());
         for name in names {
@@ -87,40 +95,85 @@ impl Ensemble {
                     available,
                 });
             }
-            members.push(ZooModel::load(&d, &device)?);
+            let m = ZooModel::load(&d, &device)?;
+            let secs = m.manifest.input.secs();
+            if secs > window_secs as f64 {
+                return Err(EnsembleError::TooLong {
+                    name: name.clone(),
+                    secs,
+                    window_secs,
+                });
+            }
+            members.push(m);
         }
         Ok(Ensemble { members })
     }
 
     /// Scores one window in place: each member whose input is usable predicts, and the
     /// probabilities combine as the engine combines them (every member weighs 1).
-    pub fn score(&self, w: &ClosedWindow) -> (ScoreStatus, Option<f32>, Vec<MemberScore>) {
-        let mut members = Vec::with_capacity(self.members.len());
-        let mut present = Vec::with_capacity(self.members.len());
-        for m in &self.members {
-            let prob = input_of_window(w, &m.manifest.input).and_then(|x| match m.predict(&[x]) {
-                Ok(p) => p.first().copied().filter(|p| p.is_finite()),
-                Err(e) => {
-                    tracing::warn!(model = %m.name(), error = %e, "Member failed on a window");
-                    None
+    pub fn score(&self, w: &ClosedWindow) -> WindowOutcome {
+        self.score_batch(std::slice::from_ref(w))
+            .pop()
+            .expect("one outcome per window")
+    }
+
+    /// Scores windows in place, each member predicting on the windows it has an input for in
+    /// batches of at most [`OFFLINE_BATCH`], and combines each window's probabilities as
+    /// [`score`](Self::score) does. A member failing on a batch is absent from its windows.
+    pub fn score_batch(&self, ws: &[ClosedWindow]) -> Vec<WindowOutcome> {
+        let mut probs: Vec<Vec<Option<f32>>> = vec![vec![None; self.members.len()]; ws.len()];
+        for (j, m) in self.members.iter().enumerate() {
+            let usable: Vec<(usize, &[f32])> = ws
+                .iter()
+                .enumerate()
+                .filter_map(|(i, w)| input_of_window(w, &m.manifest.input).map(|x| (i, x)))
+                .collect();
+            for chunk in usable.chunks(OFFLINE_BATCH) {
+                let inputs: Vec<&[f32]> = chunk.iter().map(|&(_, x)| x).collect();
+                match m.predict(&inputs) {
+                    Ok(p) if p.len() == chunk.len() => {
+                        for (&(i, _), p) in chunk.iter().zip(p) {
+                            probs[i][j] = Some(p).filter(|p| p.is_finite());
+                        }
+                    }
+                    Ok(p) => {
+                        tracing::warn!(model = %m.name(), got = p.len(), want = chunk.len(), "Member returned the wrong number of scores")
+                    }
+                    Err(e) => {
+                        tracing::warn!(model = %m.name(), error = %e, "Member failed on a batch")
+                    }
                 }
-            });
-            if let Some(p) = prob {
-                present.push((1.0, p));
             }
-            members.push(MemberScore {
-                fault: None,
-                name: m.manifest.name.clone(),
-                version: m.manifest.version,
-                prob,
-            });
         }
-        match combine(Combine::Mean, &present) {
-            Some(s) => (ScoreStatus::Scored, Some(s), members),
-            None => (ScoreStatus::InsufficientSignal, None, members),
-        }
+        probs
+            .into_iter()
+            .map(|row| {
+                let present: Vec<(f64, f32)> = row.iter().flatten().map(|&p| (1.0, p)).collect();
+                let members = self
+                    .members
+                    .iter()
+                    .zip(&row)
+                    .map(|(m, &prob)| MemberScore {
+                        fault: None,
+                        name: m.manifest.name.clone(),
+                        version: m.manifest.version,
+                        prob,
+                    })
+                    .collect();
+                match combine(Combine::Mean, &present) {
+                    Some(s) => (ScoreStatus::Scored, Some(s), members),
+                    None => (ScoreStatus::InsufficientSignal, None, members),
+                }
+            })
+            .collect()
     }
 }
+
+/// Most windows one member predicts on at once offline.
+pub const OFFLINE_BATCH: usize = 64;
+
+/// A window's outcome offline: its status, the ensemble's score, and each member's.
+pub type WindowOutcome = (ScoreStatus, Option<f32>, Vec<MemberScore>);
 
 /// The ensemble's score from its members' `(weight, probability)`: the mean probability
 /// (HOLMES eq. 5), or the weighted mean; `None` when no member scored.
@@ -156,6 +209,8 @@ pub struct Sources<'a> {
     /// The database holding `holmes profile`'s measurements.
     pub db: &'a Path,
     pub engine: &'a EngineConfig,
+    /// The ward's window (`ward.window_secs`): no member may read more.
+    pub window_secs: u32,
 }
 
 /// Loads and validates the named members (a missing or broken one is an error naming it),
@@ -167,7 +222,7 @@ pub fn prepare(
     beds: usize,
 ) -> Result<Prepared, EnsembleError> {
     let dir = src.models_dir;
-    let probe = Ensemble::load(dir, names)?;
+    let probe = Ensemble::load(dir, names, src.window_secs)?;
     let models: Vec<ModelInfo> = probe
         .members
         .iter()

@@ -492,10 +492,14 @@ impl Engine {
     }
 }
 
-/// The input a member reads from a window, if usable.
+/// The input a member reads from a window, if usable: the last `input.samples()` samples of
+/// its lead (or of the heart-rate series), so that members of different lengths score the same
+/// window by its end. `None` when the lead is absent or shorter than the member reads.
 pub fn input_of_window<'a>(w: &'a ClosedWindow, input: &Input) -> Option<&'a [f32]> {
-    match input {
+    let series = match input {
         Input::Ecg { lead, .. } => w.ecg[lead.index()].as_deref(),
         Input::HeartRate { .. } => w.heart_rate.as_deref(),
-    }
+    }?;
+    let from = series.len().checked_sub(input.samples())?;
+    Some(&series[from..])
 }

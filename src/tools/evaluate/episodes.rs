@@ -196,6 +196,29 @@ pub struct TimeToAlarm {
     pub max_s: Option<f64>,
 }
 
+/// Time to alarm over the outcomes of a set of reference episodes.
+pub fn time_to_alarm(timings: &[AlarmTiming]) -> TimeToAlarm {
+    let mut delays_s: Vec<f64> = timings
+        .iter()
+        .filter_map(|t| match *t {
+            AlarmTiming::Raised { delay_ms } => Some(delay_ms as f64 / 1000.0),
+            _ => None,
+        })
+        .collect();
+    delays_s.sort_by(f64::total_cmp);
+    let count = |want: AlarmTiming| timings.iter().filter(|&&t| t == want).count();
+    let quantile = |q: f64| (!delays_s.is_empty()).then(|| percentile(&delays_s, q));
+    TimeToAlarm {
+        episodes: timings.len(),
+        raised: delays_s.len(),
+        already_on: count(AlarmTiming::AlreadyOn),
+        missed: count(AlarmTiming::Missed),
+        median_s: quantile(0.5),
+        p90_s: quantile(0.9),
+        max_s: quantile(1.0),
+    }
+}
+
 /// The comparison of a set of records.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Summary {
@@ -221,17 +244,10 @@ pub fn summarize(records: &[RecordComparison]) -> Summary {
         let v: Vec<f64> = records.iter().filter_map(|r| f(&r.figures)).collect();
         (!v.is_empty()).then(|| v.iter().sum::<f64>() / v.len() as f64)
     };
-    let timings = records.iter().flat_map(|r| &r.timings);
-    let mut delays_s: Vec<f64> = timings
-        .clone()
-        .filter_map(|t| match t.timing {
-            AlarmTiming::Raised { delay_ms } => Some(delay_ms as f64 / 1000.0),
-            _ => None,
-        })
+    let timings: Vec<AlarmTiming> = records
+        .iter()
+        .flat_map(|r| r.timings.iter().map(|t| t.timing))
         .collect();
-    delays_s.sort_by(f64::total_cmp);
-    let count = |want: AlarmTiming| timings.clone().filter(|t| t.timing == want).count();
-    let quantile = |q: f64| (!delays_s.is_empty()).then(|| percentile(&delays_s, q));
     let false_alarms = records.iter().map(|r| r.false_alarms).sum();
     let monitored_ms = records.iter().map(|r| r.monitored_ms).sum();
     Summary {
@@ -244,15 +260,7 @@ pub fn summarize(records: &[RecordComparison]) -> Summary {
             dse: mean(|f| f.dse),
             dpp: mean(|f| f.dpp),
         },
-        time_to_alarm: TimeToAlarm {
-            episodes: timings.clone().count(),
-            raised: delays_s.len(),
-            already_on: count(AlarmTiming::AlreadyOn),
-            missed: count(AlarmTiming::Missed),
-            median_s: quantile(0.5),
-            p90_s: quantile(0.9),
-            max_s: quantile(1.0),
-        },
+        time_to_alarm: time_to_alarm(&timings),
         false_alarms,
         monitored_ms,
         false_alarms_per_hour: per_hour(false_alarms, monitored_ms),

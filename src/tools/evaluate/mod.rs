@@ -1,5 +1,408 @@
-//! `holmes evaluate`, the event-level evaluation of the zoo and of a classical baseline on a
-//! split's records; this folder will hold it. For now: the EC57-style episode comparison
-//! ([`episodes`]) it reports with.
+//! `holmes evaluate`: the event-level evaluation of the serving ensemble, and of a classical
+//! baseline detector beside it, on the records of one part of the split.
+//!
+//! 1. Each record is replayed ([`replay`]) as the daemon sees a bed: windows of the ward's
+//!    length ending at every hop, scored by the ensemble through the engine's own input
+//!    selection and combination, and by the classical detector
+//!    ([`baseline_scores`](crate::signal::classical::baseline_scores)) on the primary lead.
+//! 2. The **alarm rule** of each detector is chosen on the validation part (clean records):
+//!    the on-threshold and persistence that reach the target episode sensitivity with the
+//!    fewest false alarms ([`choose_threshold`]), unless a rule is given.
+//! 3. The rule runs over the reported part's score series ([`alarm_episodes`], the dashboard's
+//!    state machine), and the alarms are compared with the reference episodes
+//!    ([`episodes`]): EC57 episode and duration sensitivity and positive predictivity, time to
+//!    alarm (all episodes, VT, VF), false alarms per monitored hour, a per-record table; and
+//!    window ROC-AUC / PR-AUC over the hops (windows between an episode's onset and its
+//!    confirmation left out, as in training).
+//! 4. The same under the **noise stress test**: the test part's electrode-motion noise
+//!    (`em`, a stretch of time no model trained or was chosen on) added to every lead as `nst`
+//!    does, at each SNR asked.
+//!
+//! [`report`] prints the tables and writes the report folder (JSON and SVG figures).
 
 pub mod episodes;
+mod replay;
+pub mod report;
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+use serde::Serialize;
+
+use crate::alarm::matching::{AlarmTiming, timing};
+use crate::alarm::{
+    AlarmError, AlarmRule, MatchOptions, ThresholdChoice, ThresholdSearch, ValidationRecord,
+    alarm_episodes, choose_threshold,
+};
+use crate::core::metrics::{pr_auc, roc_auc};
+use crate::core::window::SAMPLE_RATE_HZ;
+use crate::serving::engine::ensemble::{Ensemble, EnsembleError};
+use crate::signal::classical::ClassicalError;
+use crate::training::dataset::{
+    self, Database, DatasetError, EpisodeKind, Label, NoiseBank, RecordData, Split, SplitName,
+};
+use episodes::{EpisodeError, RecordComparison, Summary, TimeToAlarm, compare_record};
+use replay::{Detectors, Replay, replay};
+
+/// Why an evaluation could not run.
+#[derive(Debug, thiserror::Error)]
+pub enum EvaluateError {
+    #[error(transparent)]
+    Dataset(#[from] DatasetError),
+    #[error(transparent)]
+    Ensemble(#[from] EnsembleError),
+    #[error(transparent)]
+    Alarm(#[from] AlarmError),
+    #[error(transparent)]
+    Episodes(#[from] EpisodeError),
+    #[error(transparent)]
+    Classical(#[from] ClassicalError),
+    #[error("the split has no records of part {0} in the data folder")]
+    EmptyPart(&'static str),
+    #[error(
+        "hop of {hop} s and window of {window} s: both must be positive, the hop at most the window"
+    )]
+    Timing { hop: u32, window: u32 },
+    #[error("{path}: {source}")]
+    Io {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+/// What to evaluate and how.
+#[derive(Debug, Clone)]
+pub struct EvaluateOptions {
+    /// The PhysioNet folder (vfdb/, cudb/, mitdb/, svdb/, nstdb/).
+    pub data: PathBuf,
+    /// The split file.
+    pub split: PathBuf,
+    /// The part reported (test, by default).
+    pub part: SplitName,
+    /// The zoo folder and the ensemble's members.
+    pub models_dir: PathBuf,
+    pub members: Vec<String>,
+    /// The ward's window and hop, s.
+    pub window_secs: u32,
+    pub hop_secs: u32,
+    /// The ensemble's alarm rule; `None` chooses it on the validation part.
+    pub rule: Option<AlarmRule>,
+    /// The episode sensitivity the rule is chosen for.
+    pub target_sensitivity: f64,
+    /// Electrode-motion SNRs of the noise stress test, dB (none: no stress test).
+    pub noise_db: Vec<f32>,
+    /// Also evaluate the classical detector.
+    pub classical: bool,
+    /// Keep only the this many shortest records of each part (a smoke check).
+    pub max_records: Option<usize>,
+}
+
+/// Window-level discrimination over the replayed hops.
+#[derive(Debug, Clone, Serialize)]
+pub struct WindowMetrics {
+    /// Hops scored and labelled (not unsure).
+    pub windows: usize,
+    pub positives: usize,
+    /// Hops without a score.
+    pub unscored: usize,
+    /// `None` when one class is missing.
+    pub roc_auc: Option<f64>,
+    pub pr_auc: Option<f64>,
+    /// The ROC curve `(false positive rate, true positive rate)`, at most a few hundred
+    /// points, for the report's figure.
+    #[serde(skip)]
+    pub roc_curve: Vec<(f64, f64)>,
+}
+
+/// One record's line of the per-record table.
+#[derive(Debug, Clone, Serialize)]
+pub struct RecordRow {
+    pub record: String,
+    #[serde(flatten)]
+    pub comparison: RecordComparison,
+}
+
+/// A detector's results under one condition (clean, or one noise level).
+#[derive(Debug, Clone, Serialize)]
+pub struct Condition {
+    /// `None` for the clean records.
+    pub snr_db: Option<f32>,
+    pub windows: WindowMetrics,
+    pub summary: Summary,
+    /// Time to alarm by episode kind (`vt`, `vf`).
+    pub by_kind: BTreeMap<&'static str, TimeToAlarm>,
+    pub records: Vec<RecordRow>,
+}
+
+/// One detector's evaluation.
+#[derive(Debug, Clone, Serialize)]
+pub struct DetectorResult {
+    /// `ensemble` or `classical`.
+    pub detector: &'static str,
+    pub rule: AlarmRule,
+    /// How the rule was chosen, with what it reached on the validation records; `None` when
+    /// the rule was given.
+    pub chosen_on_validation: Option<ThresholdChoice>,
+    /// Clean first, then the noise levels in the order asked.
+    pub conditions: Vec<Condition>,
+}
+
+/// The whole evaluation, as `--json` prints it and the report folder keeps it.
+#[derive(Debug, Clone, Serialize)]
+pub struct Evaluation {
+    pub part: &'static str,
+    pub records: Vec<String>,
+    pub validation_records: Vec<String>,
+    pub members: Vec<String>,
+    pub window_secs: u32,
+    pub hop_secs: u32,
+    pub matching: MatchOptions,
+    pub target_sensitivity: f64,
+    pub detectors: Vec<DetectorResult>,
+}
+
+/// Candidate persistences `(k, n)` the rule search tries.
+const PERSISTENCE: [(u32, u32); 4] = [(1, 1), (2, 2), (2, 3), (3, 4)];
+/// The clear threshold as a share of the on-threshold.
+const OFF_RATIO: f32 = 0.5;
+/// On-thresholds tried: 0.02, 0.04, ..., 0.98.
+const ON_STEPS: u32 = 50;
+
+/// Runs the evaluation. Blocking and CPU-heavy (every record of the part, once per noise
+/// level, plus the validation part when a rule is to be chosen).
+pub fn evaluate(opts: &EvaluateOptions) -> Result<Evaluation, EvaluateError> {
+    let (window, hop) = (opts.window_secs, opts.hop_secs);
+    if hop == 0 || window == 0 || hop > window {
+        return Err(EvaluateError::Timing { hop, window });
+    }
+    let ens = Ensemble::load(&opts.models_dir, &opts.members, window)?;
+    let split = Split::read(&opts.split)?;
+    let fs = SAMPLE_RATE_HZ;
+    let (win, hop_n) = (window as usize * fs, hop as usize * fs);
+    let hop_ms = hop as i64 * 1000;
+    let det = Detectors {
+        ensemble: Some(&ens),
+        classical: opts.classical,
+    };
+    let matching = MatchOptions::default();
+
+    // The rules: given, or chosen on the clean validation records.
+    let needs_validation = opts.rule.is_none() || opts.classical;
+    let (validation_records, val_replays) = if needs_validation {
+        let recs = load_part(opts, &split, SplitName::Validation)?;
+        let det = Detectors {
+            ensemble: opts.rule.is_none().then_some(&ens),
+            classical: opts.classical,
+        };
+        let reps = recs
+            .iter()
+            .map(|r| replay(r, &r.leads, win, hop_n, det))
+            .collect::<Result<Vec<_>, _>>()?;
+        (recs.iter().map(|r| r.key.clone()).collect(), reps)
+    } else {
+        (Vec::new(), Vec::new())
+    };
+    let search = ThresholdSearch {
+        target_sensitivity: opts.target_sensitivity,
+        off_ratio: OFF_RATIO,
+        on_grid: ThresholdSearch::even_grid(ON_STEPS),
+        persistence: PERSISTENCE.to_vec(),
+        hop_ms,
+        matching,
+    };
+    let choose = |pick: fn(&Replay) -> &[Option<f32>]| {
+        let series: Vec<Vec<(i64, Option<f32>)>> = val_replays
+            .iter()
+            .map(|r| {
+                r.ends_ms
+                    .iter()
+                    .copied()
+                    .zip(pick(r).iter().copied())
+                    .collect()
+            })
+            .collect();
+        let records: Vec<ValidationRecord<'_>> = val_replays
+            .iter()
+            .zip(&series)
+            .map(|(r, s)| ValidationRecord {
+                scores: s,
+                episodes: &r.reference,
+                monitored_ms: r.monitored_ms,
+            })
+            .collect();
+        choose_threshold(&records, &search)
+    };
+    let ens_choice = match opts.rule {
+        Some(_) => None,
+        None => Some(choose(Replay::ensemble_scores)?),
+    };
+    let ens_rule = opts
+        .rule
+        .or(ens_choice.as_ref().map(|c| c.rule))
+        .expect("given or chosen");
+    let cls_choice = if opts.classical {
+        Some(choose(Replay::classical_scores)?)
+    } else {
+        None
+    };
+    drop(val_replays);
+
+    // The reported part: clean, then each noise level.
+    let recs = load_part(opts, &split, opts.part)?;
+    let bank = if opts.noise_db.is_empty() {
+        None
+    } else {
+        let mut banks = NoiseBank::load(&opts.data, &[SplitName::Test])?;
+        banks.pop()
+    };
+    let mut ens_conditions = Vec::new();
+    let mut cls_conditions = Vec::new();
+    let levels = std::iter::once(None).chain(opts.noise_db.iter().map(|&d| Some(d)));
+    for snr in levels {
+        let mut reps = Vec::with_capacity(recs.len());
+        for r in &recs {
+            let rep = match (snr, &bank) {
+                (Some(db), Some(bank)) => {
+                    let mut leads = r.leads.clone();
+                    bank.stress(&mut leads, &r.beats, db);
+                    replay(r, &leads, win, hop_n, det)?
+                }
+                _ => replay(r, &r.leads, win, hop_n, det)?,
+            };
+            tracing::debug!(record = %r.key, snr_db = ?snr, "Record replayed");
+            reps.push(rep);
+        }
+        ens_conditions.push(condition(
+            &reps,
+            Replay::ensemble_scores,
+            ens_rule,
+            hop_ms,
+            snr,
+            matching,
+        )?);
+        if let Some(c) = &cls_choice {
+            cls_conditions.push(condition(
+                &reps,
+                Replay::classical_scores,
+                c.rule,
+                hop_ms,
+                snr,
+                matching,
+            )?);
+        }
+        tracing::info!(snr_db = ?snr, "Condition evaluated");
+    }
+
+    let mut detectors = vec![DetectorResult {
+        detector: "ensemble",
+        rule: ens_rule,
+        chosen_on_validation: ens_choice,
+        conditions: ens_conditions,
+    }];
+    if let Some(c) = cls_choice {
+        detectors.push(DetectorResult {
+            detector: "classical",
+            rule: c.rule,
+            chosen_on_validation: Some(c),
+            conditions: cls_conditions,
+        });
+    }
+    Ok(Evaluation {
+        part: opts.part.as_str(),
+        records: recs.iter().map(|r| r.key.clone()).collect(),
+        validation_records,
+        members: opts.members.clone(),
+        window_secs: window,
+        hop_secs: hop,
+        matching,
+        target_sensitivity: opts.target_sensitivity,
+        detectors,
+    })
+}
+
+/// The records of `part` present under the data folder, in key order (or the
+/// `max_records` shortest of them).
+fn load_part(
+    opts: &EvaluateOptions,
+    split: &Split,
+    part: SplitName,
+) -> Result<Vec<RecordData>, EvaluateError> {
+    let keys: Vec<(Database, String)> = dataset::record_keys(&opts.data)?
+        .into_iter()
+        .filter(|(db, name)| split.of(&format!("{}/{name}", db.name())) == Some(part))
+        .collect();
+    if keys.is_empty() {
+        return Err(EvaluateError::EmptyPart(part.as_str()));
+    }
+    let mut recs = dataset::load_keys(&opts.data, &keys)?;
+    if let Some(n) = opts.max_records {
+        recs.sort_by_key(|r| (r.len(), r.key.clone()));
+        recs.truncate(n.max(1));
+        recs.sort_by(|a, b| a.key.cmp(&b.key));
+    }
+    Ok(recs)
+}
+
+/// One detector's figures over the replayed records of one condition.
+fn condition(
+    reps: &[Replay],
+    pick: fn(&Replay) -> &[Option<f32>],
+    rule: AlarmRule,
+    hop_ms: i64,
+    snr_db: Option<f32>,
+    matching: MatchOptions,
+) -> Result<Condition, EvaluateError> {
+    let (mut labels, mut scores, mut unscored) = (Vec::new(), Vec::new(), 0);
+    let mut records = Vec::with_capacity(reps.len());
+    let mut kinds: BTreeMap<&'static str, Vec<AlarmTiming>> = BTreeMap::new();
+    for r in reps {
+        let s = pick(r);
+        for (&l, &v) in r.labels.iter().zip(s) {
+            match (l, v) {
+                (Label::Unsure, _) => {}
+                (_, None) => unscored += 1,
+                (l, Some(v)) => {
+                    labels.push(l == Label::Positive);
+                    scores.push(v);
+                }
+            }
+        }
+        let series: Vec<(i64, Option<f32>)> =
+            r.ends_ms.iter().copied().zip(s.iter().copied()).collect();
+        let alarms = alarm_episodes(rule, hop_ms, &series)?;
+        for &(kind, iv) in &r.by_kind {
+            let name = match kind {
+                EpisodeKind::Vt => "vt",
+                EpisodeKind::Vf => "vf",
+            };
+            kinds
+                .entry(name)
+                .or_default()
+                .push(timing(iv, &alarms, matching));
+        }
+        records.push(RecordRow {
+            record: r.key.clone(),
+            comparison: compare_record(&r.reference, &alarms, r.monitored_ms, matching)?,
+        });
+    }
+    let finite = |x: f64| x.is_finite().then_some(x);
+    let comparisons: Vec<RecordComparison> = records.iter().map(|r| r.comparison.clone()).collect();
+    Ok(Condition {
+        snr_db,
+        windows: WindowMetrics {
+            windows: labels.len(),
+            positives: labels.iter().filter(|&&l| l).count(),
+            unscored,
+            roc_auc: finite(roc_auc(&labels, &scores)),
+            pr_auc: finite(pr_auc(&labels, &scores)),
+            roc_curve: report::roc_curve(&labels, &scores),
+        },
+        summary: episodes::summarize(&comparisons),
+        by_kind: kinds
+            .into_iter()
+            .map(|(k, t)| (k, episodes::time_to_alarm(&t)))
+            .collect(),
+        records,
+    })
+}

@@ -116,6 +116,51 @@ impl NoiseBank {
         Ok(banks)
     }
 
+    /// The noise stress test on a whole record, as `nst` builds nstdb: the record is left
+    /// clean for its first [`STRESS_CLEAN_SECS`], then recorded electrode-motion noise is
+    /// added in alternate [`STRESS_PERIOD_SECS`] stretches (noisy, clean, noisy, ...) at
+    /// `snr_db`, the bank's `em` pieces taken in turn, each lead its own channel. S is the
+    /// squared median QRS peak-to-peak amplitude of the clean lead (at `beats`) over 8. Returns
+    /// the noisy stretches as `[start, end)` samples; without `em` noise in the bank, none.
+    pub fn stress(
+        &self,
+        leads: &mut [Vec<f32>],
+        beats: &[i64],
+        snr_db: f32,
+    ) -> Vec<(usize, usize)> {
+        let hz = SAMPLE_RATE_HZ;
+        let em: Vec<&Channel> = self
+            .channels
+            .iter()
+            .filter(|c| c.kind == NoiseKind::Em && !c.pieces.is_empty())
+            .collect();
+        let Some(len) = leads.first().map(Vec::len).filter(|_| !em.is_empty()) else {
+            return Vec::new();
+        };
+        let period = STRESS_PERIOD_SECS * hz;
+        let spans: Vec<(usize, usize)> = (STRESS_CLEAN_SECS * hz..len)
+            .step_by(2 * period)
+            .map(|a| (a, (a + period).min(len)))
+            .collect();
+        for (i, lead) in leads.iter_mut().enumerate() {
+            let ch = em[i % em.len()];
+            let at: Vec<usize> = beats
+                .iter()
+                .filter_map(|&b| usize::try_from(b).ok())
+                .filter(|&b| b < lead.len())
+                .collect();
+            let pp = qrs_peak_to_peak(lead, &at);
+            for (k, &(a, b)) in spans.iter().enumerate() {
+                let piece = &ch.pieces[k % ch.pieces.len()];
+                let n = (b - a).min(piece.len());
+                let mean = piece[..n].iter().map(|&v| v as f64).sum::<f64>() / n.max(1) as f64;
+                let noise: Vec<f32> = piece[..n].iter().map(|&v| v - mean as f32).collect();
+                mix_at_snr(&mut lead[a..a + n], &noise, ch.rms, pp, snr_db);
+            }
+        }
+        spans
+    }
+
     /// A random stretch of `len` samples of noise `kind` (mean removed) and its calibrated
     /// RMS; `None` when the bank has no stretch that long.
     fn sample(&self, kind: NoiseKind, len: usize, rng: &mut SmallRng) -> Option<(Vec<f32>, f32)> {
@@ -137,6 +182,11 @@ impl NoiseBank {
         Some((n, c.rms))
     }
 }
+
+/// The noise stress test leaves a record's first this many seconds clean...
+pub const STRESS_CLEAN_SECS: usize = 300;
+/// ...then alternates noisy and clean stretches this long.
+pub const STRESS_PERIOD_SECS: usize = 120;
 
 /// `nst`'s noise calibration: RMS of each 1-s chunk about its mean, 5 %/5 % trimmed mean.
 fn calibrated_rms(pieces: &[Vec<f32>]) -> f32 {
@@ -318,6 +368,44 @@ mod tests {
             let got = 10.0 * ((pp * pp / 8.0) / (n * n)).log10();
             assert!((got - snr).abs() < 0.05, "asked {snr} dB, got {got}");
         }
+    }
+
+    #[test]
+    fn the_stress_test_follows_nsts_schedule_and_snr() {
+        let hz = SAMPLE_RATE_HZ;
+        let mut rng = SmallRng::seed_from_u64(3);
+        let piece: Vec<f32> = (0..120 * hz).map(|_| rng.random_range(-1.0..1.0)).collect();
+        let rms = calibrated_rms(std::slice::from_ref(&piece));
+        let bank = NoiseBank {
+            channels: vec![Channel {
+                kind: NoiseKind::Em,
+                pieces: vec![piece],
+                rms,
+            }],
+        };
+        let len = 800 * hz;
+        let clean: Vec<f32> = (0..len)
+            .map(|i| if i % hz < 10 { 2.0 } else { 0.0 })
+            .collect();
+        let beats: Vec<i64> = (0..800).map(|k| (k * hz + 5) as i64).collect();
+        let mut leads = vec![clean.clone()];
+        let spans = bank.stress(&mut leads, &beats, 6.0);
+        // Clean to 300 s, noisy 300-420, clean 420-540, noisy 540-660, clean 660-780, noisy 780-800.
+        assert_eq!(
+            spans,
+            vec![
+                (300 * hz, 420 * hz),
+                (540 * hz, 660 * hz),
+                (780 * hz, 800 * hz)
+            ]
+        );
+        let added: Vec<f32> = leads[0].iter().zip(&clean).map(|(a, b)| a - b).collect();
+        assert!(added[..300 * hz].iter().all(|&v| v == 0.0));
+        assert!(added[420 * hz..540 * hz].iter().all(|&v| v == 0.0));
+        let noisy = &added[540 * hz..660 * hz];
+        let n = (noisy.iter().map(|v| v * v).sum::<f32>() / noisy.len() as f32).sqrt();
+        let snr = 10.0 * ((2.0f32 * 2.0 / 8.0) / (n * n)).log10();
+        assert!((snr - 6.0).abs() < 0.3, "got {snr} dB");
     }
 
     #[test]

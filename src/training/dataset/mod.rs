@@ -10,11 +10,12 @@ mod labels;
 mod split;
 mod windows;
 
-pub use augment::{Augment, NoiseBank, qrs_peak_to_peak};
+pub use augment::{Augment, NoiseBank, STRESS_CLEAN_SECS, STRESS_PERIOD_SECS, qrs_peak_to_peak};
 pub use labels::{Episode, EpisodeKind, LABEL_GRACE_SECS, Label, Span};
 
 use augment::NoiseKind;
-use labels::{label_at, overlap};
+pub use labels::label_at;
+use labels::overlap;
 pub use split::{Split, SplitName};
 pub use windows::{Dataset, Window, WindowSpec};
 

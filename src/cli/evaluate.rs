@@ -1,0 +1,118 @@
+//! `holmes evaluate`: the serving ensemble's alarms on a split's records, beside a classical
+//! detector, clean and under the noise stress test.
+
+use std::path::PathBuf;
+
+use anyhow::{Context, Result, bail};
+
+use crate::alarm::AlarmRule;
+use crate::config::Config;
+use crate::tools::evaluate::{self, EvaluateOptions, report};
+use crate::training::dataset::{self, SplitName};
+
+#[derive(Debug, clap::Args)]
+pub struct EvaluateArgs {
+    /// Folder holding vfdb/, cudb/, mitdb/, svdb/ and nstdb/ [default: $HOLMES_DATA or ../shared/data/physionet]
+    #[arg(long)]
+    data: Option<PathBuf>,
+    /// The patient-wise split.
+    #[arg(long, default_value = "config/split.toml")]
+    split: PathBuf,
+    /// The part reported: test, validation or train.
+    #[arg(long, default_value = "test")]
+    part: String,
+    /// Config file for the zoo, the members, the window and the hop [default: embedded defaults].
+    #[arg(long)]
+    config: Option<PathBuf>,
+    /// Members to evaluate instead of the config's (comma-separated).
+    #[arg(long, value_delimiter = ',')]
+    members: Vec<String>,
+    /// Hop between windows, s [default: the config's ward.hop_secs].
+    #[arg(long)]
+    hop_secs: Option<u32>,
+    /// The ensemble's alarm rule as `on,off,k,n` instead of choosing it on the validation part.
+    #[arg(long)]
+    rule: Option<String>,
+    /// Episode sensitivity the alarm rules are chosen for on the validation part.
+    #[arg(long, default_value_t = 0.95)]
+    target_sensitivity: f64,
+    /// Electrode-motion SNRs of the noise stress test, dB (comma-separated).
+    #[arg(
+        long,
+        value_delimiter = ',',
+        allow_negative_numbers = true,
+        default_value = "24,18,12,6,0,-6"
+    )]
+    noise_db: Vec<f32>,
+    /// Skip the noise stress test.
+    #[arg(long)]
+    no_noise: bool,
+    /// Skip the classical baseline detector.
+    #[arg(long)]
+    no_classical: bool,
+    /// Only the N shortest records of each part (a smoke check).
+    #[arg(long)]
+    max_records: Option<usize>,
+    /// Report folder: evaluation.json and the SVG figures.
+    #[arg(long)]
+    report: Option<PathBuf>,
+    /// Print the evaluation as JSON instead of tables.
+    #[arg(long)]
+    json: bool,
+}
+
+pub fn run(a: EvaluateArgs) -> Result<()> {
+    let cfg = Config::load(a.config.as_deref())?;
+    let part = SplitName::ALL
+        .into_iter()
+        .find(|p| p.as_str() == a.part)
+        .with_context(|| format!("--part {:?}: one of train, validation, test", a.part))?;
+    let rule = match &a.rule {
+        None => None,
+        Some(s) => {
+            let v: Vec<&str> = s.split(',').map(str::trim).collect();
+            let [on, off, k, n] = v[..] else {
+                bail!("--rule {s:?}: on,off,k,n (e.g. 0.6,0.3,2,3)");
+            };
+            let r = AlarmRule {
+                on: on.parse().context("--rule: on")?,
+                off: off.parse().context("--rule: off")?,
+                k: k.parse().context("--rule: k")?,
+                n: n.parse().context("--rule: n")?,
+            };
+            r.validate()?;
+            Some(r)
+        }
+    };
+    let opts = EvaluateOptions {
+        data: a.data.unwrap_or_else(dataset::default_data_dir),
+        split: a.split,
+        part,
+        models_dir: cfg.ensemble.models_dir.clone(),
+        members: if a.members.is_empty() {
+            cfg.ensemble.members.clone()
+        } else {
+            a.members
+        },
+        window_secs: cfg.ward.window_secs,
+        hop_secs: a.hop_secs.unwrap_or(cfg.ward.hop_secs),
+        rule,
+        target_sensitivity: a.target_sensitivity,
+        noise_db: if a.no_noise { Vec::new() } else { a.noise_db },
+        classical: !a.no_classical,
+        max_records: a.max_records,
+    };
+    let e = evaluate::evaluate(&opts).context("evaluation failed")?;
+    if let Some(dir) = &a.report {
+        report::write_folder(&e, dir)?;
+    }
+    if a.json {
+        println!("{}", serde_json::to_string_pretty(&e)?);
+    } else {
+        print!("{}", report::text(&e));
+        if let Some(dir) = &a.report {
+            println!("\nreport: {}", dir.display());
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,209 @@
+//! One record replayed as the daemon would see it: windows of the ward's length ending at
+//! every hop, scored by the serving ensemble through its own input selection and combination
+//! ([`Ensemble::score_batch`]), and by the classical detector on the primary lead; beside the
+//! scores, each hop's window label and the record's reference episodes on the same timeline.
+
+use crate::core::window::SAMPLE_RATE_HZ;
+use crate::serving::engine::ensemble::{Ensemble, OFFLINE_BATCH};
+use crate::signal::classical::{ClassicalError, baseline_scores};
+use crate::signal::heart_rate::detect_qrs;
+use crate::tools::score::record_window;
+use crate::training::dataset::{EpisodeKind, LABEL_GRACE_SECS, Label, RecordData, label_at};
+
+/// Milliseconds per sample at 250 Hz.
+const MS_PER_SAMPLE: i64 = 1000 / SAMPLE_RATE_HZ as i64;
+
+/// Which detectors to replay a record through.
+#[derive(Clone, Copy)]
+pub(crate) struct Detectors<'a> {
+    pub ensemble: Option<&'a Ensemble>,
+    pub classical: bool,
+}
+
+/// A record's replay.
+#[derive(Debug, Clone)]
+pub(crate) struct Replay {
+    pub key: String,
+    /// Each hop's window end, ms from the record's start (ascending, one hop apart).
+    pub ends_ms: Vec<i64>,
+    /// The ensemble's score at each hop (`None`: no member had its input, or not replayed).
+    pub ensemble: Vec<Option<f32>>,
+    /// The classical detector's score at each hop (empty when not replayed).
+    pub classical: Vec<Option<f32>>,
+    /// Each hop's window label by its end.
+    pub labels: Vec<Label>,
+    /// Reference episodes `[onset, end)` in ms, overlapping ones of either kind merged, clipped
+    /// to the monitored span (an episode under way when the first window closes starts then).
+    pub reference: Vec<(i64, i64)>,
+    /// The same episodes by kind, clipped alike (VT turning into VF is one merged reference
+    /// episode but one of each kind here).
+    pub by_kind: Vec<(EpisodeKind, (i64, i64))>,
+    /// Monitored time outside the reference episodes, ms.
+    pub monitored_ms: i64,
+}
+
+impl Replay {
+    pub fn ensemble_scores(&self) -> &[Option<f32>] {
+        &self.ensemble
+    }
+
+    pub fn classical_scores(&self) -> &[Option<f32>] {
+        &self.classical
+    }
+}
+
+/// Replays `rec` (whose `leads` may carry added noise) with windows of `window` samples every
+/// `hop` samples, the first ending at the first multiple of `hop` that holds a whole window.
+/// Heart rate comes from the QRS detector on the primary lead, as a monitor derives it (not
+/// from the reference beats).
+pub(crate) fn replay(
+    rec: &RecordData,
+    leads: &[Vec<f32>],
+    window: usize,
+    hop: usize,
+    det: Detectors<'_>,
+) -> Result<Replay, ClassicalError> {
+    let len = leads.first().map_or(0, Vec::len);
+    let first = window.div_ceil(hop).max(1) * hop;
+    let ends: Vec<usize> = (first..=len).step_by(hop).collect();
+    let ends_ms: Vec<i64> = ends.iter().map(|&e| e as i64 * MS_PER_SAMPLE).collect();
+
+    let mut ensemble = Vec::new();
+    if let Some(ens) = det.ensemble {
+        let beats = detect_qrs(&leads[0], SAMPLE_RATE_HZ as f64);
+        ensemble.reserve(ends.len());
+        for (k, chunk) in ends.chunks(OFFLINE_BATCH).enumerate() {
+            let windows: Vec<_> = chunk
+                .iter()
+                .enumerate()
+                .map(|(i, &end)| {
+                    record_window(leads, &beats, end, window, (k * OFFLINE_BATCH + i) as u64)
+                })
+                .collect();
+            ensemble.extend(ens.score_batch(&windows).into_iter().map(|o| o.1));
+        }
+    }
+    let classical = if det.classical {
+        let s = baseline_scores(&leads[0], hop, window)?;
+        debug_assert_eq!(s.len(), ends.len());
+        s.into_iter().map(|(_, v)| Some(v)).collect()
+    } else {
+        Vec::new()
+    };
+
+    let grace = (LABEL_GRACE_SECS * SAMPLE_RATE_HZ as f64).round() as i64;
+    let labels = ends
+        .iter()
+        .map(|&e| label_at(&rec.episodes, e as i64, grace))
+        .collect();
+
+    let (span_start, span_end) = match (ends_ms.first(), ends_ms.last()) {
+        (Some(&a), Some(&b)) => (a, b),
+        _ => (0, 0),
+    };
+    let clip = |onset: i64, end: i64| {
+        let (a, b) = (
+            (onset * MS_PER_SAMPLE).max(span_start),
+            (end * MS_PER_SAMPLE).min(span_end),
+        );
+        (a < b).then_some((a, b))
+    };
+    let by_kind: Vec<(EpisodeKind, (i64, i64))> = rec
+        .episodes
+        .iter()
+        .filter_map(|e| clip(e.onset, e.end).map(|iv| (e.kind, iv)))
+        .collect();
+    let reference = merge(by_kind.iter().map(|&(_, iv)| iv).collect());
+    let in_episodes: i64 = reference.iter().map(|(a, b)| b - a).sum();
+    Ok(Replay {
+        key: rec.key.clone(),
+        ends_ms,
+        ensemble,
+        classical,
+        labels,
+        reference,
+        by_kind,
+        monitored_ms: (span_end - span_start - in_episodes).max(0),
+    })
+}
+
+/// Sorts intervals and merges those that overlap or touch.
+fn merge(mut v: Vec<(i64, i64)>) -> Vec<(i64, i64)> {
+    v.sort_unstable();
+    let mut out: Vec<(i64, i64)> = Vec::with_capacity(v.len());
+    for (a, b) in v {
+        match out.last_mut() {
+            Some(last) if a <= last.1 => last.1 = last.1.max(b),
+            _ => out.push((a, b)),
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::training::dataset::{Database, Episode};
+
+    fn record(len_secs: usize, episodes: Vec<Episode>) -> RecordData {
+        let n = len_secs * SAMPLE_RATE_HZ;
+        let lead: Vec<f32> = (0..n)
+            .map(|i| if i % 200 < 8 { 1.0 } else { 0.0 })
+            .collect();
+        RecordData {
+            db: Database::Cudb,
+            key: "cudb/cu99".into(),
+            group: "cudb/cu99".into(),
+            leads: vec![lead],
+            lead_names: vec!["ECG".into()],
+            episodes,
+            noise: vec![Vec::new()],
+            beats: Vec::new(),
+            beats_annotated: false,
+        }
+    }
+
+    fn ep(kind: EpisodeKind, onset_s: i64, end_s: i64) -> Episode {
+        let hz = SAMPLE_RATE_HZ as i64;
+        Episode {
+            kind,
+            onset: onset_s * hz,
+            confirmed: onset_s * hz + 2 * hz,
+            end: end_s * hz,
+        }
+    }
+
+    #[test]
+    fn the_timeline_clips_merges_and_counts_monitored_time() {
+        // 120 s; windows of 30 s every 5 s: ends at 30, 35, ..., 120 s.
+        let rec = record(
+            120,
+            vec![
+                ep(EpisodeKind::Vf, 10, 40),
+                ep(EpisodeKind::Vt, 60, 80),
+                ep(EpisodeKind::Vf, 75, 90),
+            ],
+        );
+        let hz = SAMPLE_RATE_HZ;
+        let det = Detectors {
+            ensemble: None,
+            classical: true,
+        };
+        let r = replay(&rec, &rec.leads, 30 * hz, 5 * hz, det).unwrap();
+        assert_eq!(r.ends_ms.first(), Some(&30_000));
+        assert_eq!(r.ends_ms.last(), Some(&120_000));
+        assert_eq!(r.ends_ms.len(), 19);
+        assert_eq!(r.classical.len(), 19);
+        assert!(r.ensemble.is_empty());
+        // The VF under way at the first window starts with it; VT into VF is one episode.
+        assert_eq!(r.reference, vec![(30_000, 40_000), (60_000, 90_000)]);
+        assert_eq!(r.by_kind.len(), 3);
+        assert_eq!(r.monitored_ms, 90_000 - 40_000);
+        // Labels by the window's end: 35 s is in the VF (confirmed at 12 s); 60 s is the VT's onset
+        // (not yet in it), 65 s in it (confirmed at 62 s).
+        assert_eq!(r.labels[1], Label::Positive);
+        assert_eq!(r.labels[6], Label::Negative);
+        assert_eq!(r.labels[7], Label::Positive);
+        assert_eq!(r.labels[18], Label::Negative);
+    }
+}

@@ -1,0 +1,149 @@
+//! `holmes evaluate --json` through the real binary on a small subset of the split (the two
+//! shortest records of each part, one noise level), with a report folder: its figures are
+//! checked for consistency (counts add up, times and rates non-negative, the report's JSON is
+//! what was printed), not for values.
+
+mod common;
+
+use std::process::Command;
+
+use serde_json::Value;
+
+fn as_u64(v: &Value, what: &str) -> u64 {
+    v.as_u64()
+        .unwrap_or_else(|| panic!("{what} is not a count: {v}"))
+}
+
+#[test]
+fn evaluate_json_adds_up_on_a_subset() {
+    let Some(data) = common::data_dir("evaluate_json_adds_up_on_a_subset") else {
+        return;
+    };
+    let report = tempfile::tempdir().unwrap();
+    let o = Command::new(env!("CARGO_BIN_EXE_holmes"))
+        .current_dir(common::root())
+        .args([
+            "evaluate",
+            "--json",
+            "--max-records",
+            "2",
+            "--noise-db",
+            "6",
+        ])
+        .args(["--hop-secs", "5", "--data"])
+        .arg(&data)
+        .arg("--report")
+        .arg(report.path())
+        .output()
+        .unwrap();
+    assert!(
+        o.status.success(),
+        "evaluate failed: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let e: Value = serde_json::from_slice(&o.stdout).expect("--json prints JSON");
+    let kept: Value = serde_json::from_str(
+        &std::fs::read_to_string(report.path().join("evaluation.json")).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(e, kept, "the report folder keeps what was printed");
+    for svg in ["time_to_alarm.svg", "roc.svg"] {
+        let s = std::fs::read_to_string(report.path().join(svg)).unwrap();
+        assert!(
+            s.starts_with("<svg") && s.trim_end().ends_with("</svg>"),
+            "{svg}"
+        );
+    }
+
+    assert_eq!(e["part"], "test");
+    assert_eq!(e["records"].as_array().unwrap().len(), 2);
+    assert_eq!(e["validation_records"].as_array().unwrap().len(), 2);
+    assert_eq!(e["hop_secs"], 5);
+    let detectors = e["detectors"].as_array().unwrap();
+    let names: Vec<&str> = detectors
+        .iter()
+        .map(|d| d["detector"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["ensemble", "classical"]);
+    for d in detectors {
+        let rule = &d["rule"];
+        let (on, off) = (rule["on"].as_f64().unwrap(), rule["off"].as_f64().unwrap());
+        assert!((0.0..=1.0).contains(&on) && off <= on, "{rule}");
+        assert!(as_u64(&rule["k"], "k") <= as_u64(&rule["n"], "n"));
+        let chosen = &d["chosen_on_validation"];
+        assert!(as_u64(&chosen["detected"], "detected") <= as_u64(&chosen["episodes"], "episodes"));
+
+        let conditions = d["conditions"].as_array().unwrap();
+        assert_eq!(conditions.len(), 2, "clean and 6 dB");
+        assert!(conditions[0]["snr_db"].is_null());
+        assert_eq!(conditions[1]["snr_db"], 6.0);
+        for c in conditions {
+            check_condition(c);
+        }
+    }
+}
+
+fn check_condition(c: &Value) {
+    let w = &c["windows"];
+    assert!(as_u64(&w["positives"], "positives") <= as_u64(&w["windows"], "windows"));
+    for auc in ["roc_auc", "pr_auc"] {
+        if let Some(x) = w[auc].as_f64() {
+            assert!((0.0..=1.0).contains(&x), "{auc} {x}");
+        }
+    }
+    let records = c["records"].as_array().unwrap();
+    let s = &c["summary"];
+    assert_eq!(as_u64(&s["records"], "records"), records.len() as u64);
+    // Gross counts are the sums of the records' counts.
+    for k in ["tp_s", "fn", "tp_p", "fp"] {
+        let sum: u64 = records.iter().map(|r| as_u64(&r["counts"][k], k)).sum();
+        assert_eq!(as_u64(&s["gross"][k], k), sum, "{k}");
+    }
+    let fa: u64 = records
+        .iter()
+        .map(|r| as_u64(&r["false_alarms"], "FA"))
+        .sum();
+    assert_eq!(as_u64(&s["false_alarms"], "FA"), fa);
+    assert!(s["monitored_ms"].as_i64().unwrap() >= 0);
+    if let Some(r) = s["false_alarms_per_hour"].as_f64() {
+        assert!(r >= 0.0);
+    }
+    // Every reference episode has exactly one time-to-alarm outcome.
+    let t = &s["time_to_alarm"];
+    let episodes = as_u64(&t["episodes"], "episodes");
+    assert_eq!(
+        as_u64(&s["gross"]["tp_s"], "tp_s") + as_u64(&s["gross"]["fn"], "fn"),
+        episodes
+    );
+    assert_eq!(
+        as_u64(&t["raised"], "raised")
+            + as_u64(&t["already_on"], "on")
+            + as_u64(&t["missed"], "missed"),
+        episodes
+    );
+    let (median, p90, max) = (
+        t["median_s"].as_f64(),
+        t["p90_s"].as_f64(),
+        t["max_s"].as_f64(),
+    );
+    if let (Some(a), Some(b), Some(m)) = (median, p90, max) {
+        assert!(0.0 <= a && a <= b && b <= m, "{t}");
+    }
+    for r in records {
+        for tm in r["timings"].as_array().unwrap() {
+            if let Some(d) = tm["delay_ms"].as_i64() {
+                assert!(d >= 0, "{tm}");
+            }
+            assert!(tm["onset_ms"].as_i64() <= tm["end_ms"].as_i64());
+        }
+    }
+    // By kind, the episodes of each kind (a VT turning into VF is one reference episode but
+    // one of each kind, so the kinds hold at least as many).
+    let by_kind: u64 = c["by_kind"]
+        .as_object()
+        .unwrap()
+        .values()
+        .map(|k| as_u64(&k["episodes"], "episodes"))
+        .sum();
+    assert!(by_kind >= episodes, "{by_kind} < {episodes}");
+}
