@@ -364,16 +364,9 @@ pub fn set_gaps(rows: &mut [Row]) {
     }
 }
 
-/// Budgets that cover the zoo's range: twice the fastest ECG-sized model (models under 1 ms,
-/// the vitals models, fit in any budget), half of everything at once, and their geometric
-/// mean.
-pub fn default_budgets(entries: &[Entry], beds: usize, hop_s: f64) -> Vec<f64> {
-    default_budgets_by(entries.len(), &|b: &[bool]| {
-        latency_estimate(entries, b, beds, hop_s)
-    })
-}
-
-/// [`default_budgets`] for `n` models with any latency estimate.
+/// Budgets that cover the range of `n` models under the latency estimate `latency`: twice the
+/// fastest ECG-sized model (models under 1 ms, the vitals models, fit in any budget), half of
+/// everything at once, and their geometric mean.
 pub fn default_budgets_by(n: usize, latency: &dyn Fn(&[bool]) -> f64) -> Vec<f64> {
     let singles: Vec<f64> = (0..n)
         .map(|i| {

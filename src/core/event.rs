@@ -47,7 +47,6 @@ pub enum EventKind {
     ClockJump,
     SeqReset,
     Outage,
-    BadSamples,
     /// The bed gave up its place in a full ward (never streamed, or lost); its history stays.
     Evicted,
     /// A model was added, changed, refused or removed ([`Origin::Zoo`]).
@@ -78,7 +77,6 @@ impl EventKind {
             EventKind::ClockJump => "clock_jump",
             EventKind::SeqReset => "seq_reset",
             EventKind::Outage => "outage",
-            EventKind::BadSamples => "bad_samples",
             EventKind::Evicted => "evicted",
             EventKind::ZooChange => "zoo_change",
             EventKind::PlanChange => "plan_change",

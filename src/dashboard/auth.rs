@@ -165,11 +165,6 @@ impl Users {
         }
     }
 
-    /// The user, if the password matches.
-    pub fn verify(&self, name: &str, password: &str) -> Result<Option<User>, AuthError> {
-        self.credentials(name)?.check(password)
-    }
-
     /// What a sign-in is checked against, read from the database: quick, so a caller can
     /// hold a lock on the users for this and release it for the slow [`Credentials::check`].
     pub fn credentials(&self, name: &str) -> Result<Credentials, AuthError> {
@@ -302,8 +297,16 @@ mod tests {
             .query_row("SELECT password_hash FROM users", [], |r| r.get(0))
             .unwrap();
         assert!(stored.starts_with("$argon2") && !stored.contains("correct horse"));
-        assert_eq!(u.verify("nina", "wrong horse").unwrap(), None);
-        let user = u.verify("nina", "correct horse").unwrap().unwrap();
+        assert_eq!(
+            u.credentials("nina").unwrap().check("wrong horse").unwrap(),
+            None
+        );
+        let user = u
+            .credentials("nina")
+            .unwrap()
+            .check("correct horse")
+            .unwrap()
+            .unwrap();
         assert_eq!(user.role, Role::Nurse);
         let token = u.start_session("nina", 1.0).unwrap();
         assert_eq!(u.session(&token).unwrap(), Some(user));

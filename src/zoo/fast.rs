@@ -130,7 +130,7 @@ fn on_host<B: Backend>() -> bool {
     std::any::TypeId::of::<B>() == std::any::TypeId::of::<burn::backend::Flex>()
 }
 
-/// One residual block's folded convolutions, as [`FastResNeXt1d::new`] takes them.
+/// One residual block's folded convolutions, as [`FastResNeXt1d::with_kernel`] takes them.
 #[derive(Debug, Clone)]
 pub struct FoldedBlock {
     pub c1: FoldedWeights,
@@ -223,18 +223,8 @@ fn constant_groups(stem: &FoldedWeights, blocks: &[FoldedBlock]) -> usize {
 
 impl<B: Backend> FastResNeXt1d<B> {
     /// Builds the inference form from folded weights and the final linear layer, with the
-    /// kernel [`Kernel::choose`] picks.
-    pub fn new(
-        stem: &FoldedWeights,
-        blocks: &[FoldedBlock],
-        fc: Linear<B>,
-        device: &B::Device,
-    ) -> Self {
-        Self::with_kernel(stem, blocks, fc, device, Kernel::choose::<B>())
-    }
-
-    /// As [`new`](Self::new), with the given kernel ([`Kernel::Direct`] only takes effect on
-    /// flex; elsewhere it is [`Kernel::Gemm`]).
+    /// given kernel ([`Kernel::Direct`] only takes effect on flex; elsewhere it is
+    /// [`Kernel::Gemm`]).
     pub fn with_kernel(
         stem: &FoldedWeights,
         blocks: &[FoldedBlock],

@@ -29,8 +29,6 @@ pub enum Lead {
 }
 
 impl Lead {
-    pub const ALL: [Lead; 3] = [Lead::Primary, Lead::Secondary, Lead::Third];
-
     /// Lead slot index (0, 1, 2).
     pub fn index(self) -> usize {
         self as usize

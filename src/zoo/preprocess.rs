@@ -39,13 +39,6 @@ pub fn prepare_ecg_into(x: &[f32], bandpass: bool, out: &mut [f32]) {
     }
 }
 
-/// Normalises one ECG window (mV).
-pub fn normalize_ecg(x: &[f32]) -> Vec<f32> {
-    let mut out = vec![0.0; x.len()];
-    normalize_ecg_into(x, &mut out);
-    out
-}
-
 /// A monitor-style 0.5-40 Hz band-pass at [`SAMPLE_RATE_HZ`] (second-order Butterworth high- and
 /// low-pass sections, causal, started at rest on the first sample), as bedside monitors
 /// filter their ECG display.
@@ -126,6 +119,12 @@ pub fn vitals_features(hr: &[f32]) -> [f32; 5] {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn normalize_ecg(x: &[f32]) -> Vec<f32> {
+        let mut out = vec![0.0; x.len()];
+        normalize_ecg_into(x, &mut out);
+        out
+    }
 
     #[test]
     fn ecg_normalisation_centres_scales_and_floors() {

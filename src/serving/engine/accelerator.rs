@@ -143,43 +143,13 @@ pub fn zoo_factory(dir: &Path, device: &str) -> Factory {
     })
 }
 
-/// The device a model runs on: its pin from config, else the first GPU for `auto`, else the
-/// CPU. A pin to a device that is not there falls back to the CPU with a warning.
-pub fn choose<'a>(
-    devices: &'a [Accelerator],
-    model: &str,
-    default: &str,
-    pins: &std::collections::BTreeMap<String, String>,
-) -> &'a Accelerator {
-    let want = pins.get(model).map(String::as_str).unwrap_or(default);
-    let cpu = devices
-        .iter()
-        .find(|d| d.id == "cpu")
-        .expect("the CPU is always there");
-    match want {
-        "auto" => devices.iter().find(|d| d.is_gpu()).unwrap_or(cpu),
-        id => devices.iter().find(|d| d.id == id).unwrap_or_else(|| {
-            tracing::warn!(model, device = id, "Pinned device not found; using the CPU");
-            cpu
-        }),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
-    fn without_a_gpu_everything_lands_on_the_cpu() {
+    fn discovery_lists_the_cpu_last() {
         let d = discover();
         assert_eq!(d.last().unwrap().id, "cpu");
-        let mut pins = std::collections::BTreeMap::new();
-        pins.insert("m".to_string(), "cuda:3".to_string());
-        assert_eq!(
-            choose(&d, "m", "auto", &pins).id,
-            if d.len() > 4 { "cuda:3" } else { "cpu" }
-        );
-        let cpu_only = vec![Accelerator::cpu()];
-        assert_eq!(choose(&cpu_only, "x", "auto", &pins).id, "cpu");
     }
 }

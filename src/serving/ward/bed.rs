@@ -231,10 +231,6 @@ impl BedState {
         self.next_vitals_seq
     }
 
-    pub fn last_arrival(&self) -> Option<Instant> {
-        self.last_arrival
-    }
-
     /// Timeline position of device time `t_ms`.
     fn pos_of(&self, t_ms: i64) -> i64 {
         let (t0, p0) = self.origin.expect("anchored");

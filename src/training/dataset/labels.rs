@@ -46,15 +46,6 @@ pub enum EpisodeKind {
     Vf,
 }
 
-impl EpisodeKind {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            EpisodeKind::Vt => "vt",
-            EpisodeKind::Vf => "vf",
-        }
-    }
-}
-
 /// One reference episode of ventricular tachyarrhythmia (samples at the record's rate).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
 pub struct Episode {

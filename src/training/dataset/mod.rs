@@ -101,16 +101,12 @@ pub struct RecordData {
     pub group: String,
     /// ECG signals in mV at 250 Hz: `leads[0]` primary, `leads[1]` secondary.
     pub leads: Vec<Vec<f32>>,
-    /// Header descriptions of the leads (e.g. `MLII`, `V1`, or `ECG` when unnamed).
-    pub lead_names: Vec<String>,
     /// Reference VT and VF episodes (samples at 250 Hz), sorted by onset.
     pub episodes: Vec<Episode>,
     /// Noise-marked intervals per lead.
     pub noise: Vec<Vec<Span>>,
     /// QRS sample indices at 250 Hz.
     pub beats: Vec<i64>,
-    /// True when `beats` come from reference annotations, false when from the detector.
-    pub beats_annotated: bool,
 }
 
 impl RecordData {
@@ -171,11 +167,8 @@ pub fn record_keys(data: &Path) -> Result<Vec<(Database, String)>, DatasetError>
 pub struct Signals {
     /// ECG signals in mV: `leads[0]` primary, `leads[1]` secondary.
     pub leads: Vec<Vec<f32>>,
-    pub lead_names: Vec<String>,
     /// QRS sample indices at 250 Hz.
     pub beats: Vec<i64>,
-    /// True when `beats` come from reference annotations, false when from the detector.
-    pub beats_annotated: bool,
     /// Reference annotations (empty when the record has no `.atr`).
     pub annotations: Vec<wfdb::Annotation>,
 }
@@ -207,18 +200,11 @@ pub fn read_signals(dir: &Path, name: &str) -> Result<Signals, DatasetError> {
         Vec::new()
     };
     labels::rescale(&mut annotations, fs, SAMPLE_RATE_HZ as f64);
-    let (beats, beats_annotated) = match labels::annotated_beats(&annotations) {
-        Some(b) => (b, true),
-        None => (detect_qrs(&leads[0], SAMPLE_RATE_HZ as f64), false),
-    };
+    let beats = labels::annotated_beats(&annotations)
+        .unwrap_or_else(|| detect_qrs(&leads[0], SAMPLE_RATE_HZ as f64));
     Ok(Signals {
-        lead_names: rec.header.signals[..nleads]
-            .iter()
-            .map(|s| s.description.clone())
-            .collect(),
         leads,
         beats,
-        beats_annotated,
         annotations,
     })
 }
@@ -245,9 +231,7 @@ pub fn load_record(data: &Path, db: Database, name: &str) -> Result<RecordData, 
             SAMPLE_RATE_HZ as f64,
         ),
         noise: labels::noise_spans(&s.annotations, s.leads.len(), len),
-        lead_names: s.lead_names,
         beats: s.beats,
-        beats_annotated: s.beats_annotated,
         leads: s.leads,
         key,
     })
