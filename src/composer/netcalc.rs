@@ -8,7 +8,7 @@
 
 /// The delay bound (seconds) for `phases` of one window per `period`, served at `mu` windows
 /// per second after a latency of `t_s` seconds. Infinite when the beds outrun the service.
-pub fn delay_bound(phases: &[f64], period: f64, mu: f64, t_s: f64) -> f64 {
+pub(crate) fn delay_bound(phases: &[f64], period: f64, mu: f64, t_s: f64) -> f64 {
     let n = phases.len();
     if n == 0 {
         return t_s;
@@ -36,7 +36,7 @@ pub fn delay_bound(phases: &[f64], period: f64, mu: f64, t_s: f64) -> f64 {
 }
 
 /// Phases of `beds` beds spread evenly over `period` (the ward's staggering).
-pub fn staggered(beds: usize, period: f64) -> Vec<f64> {
+pub(crate) fn staggered(beds: usize, period: f64) -> Vec<f64> {
     (0..beds).map(|i| i as f64 * period / beds as f64).collect()
 }
 

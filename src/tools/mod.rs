@@ -4,8 +4,8 @@
 //! pieces of the event-level evaluation ([`evaluate`]; the `holmes evaluate` command is not
 //! written yet).
 
-pub mod bench;
-pub mod cpu_bench;
+pub(crate) mod bench;
+pub(crate) mod cpu_bench;
 pub mod evaluate;
 pub mod score;
 pub mod sim;

@@ -15,14 +15,14 @@ use crate::zoo::ZooModel;
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Accelerator {
     /// `cpu` or `cuda:N`.
-    pub id: String,
-    pub name: String,
+    pub(crate) id: String,
+    pub(crate) name: String,
     /// Memory in bytes, where known.
-    pub memory_bytes: Option<u64>,
+    pub(crate) memory_bytes: Option<u64>,
 }
 
 impl Accelerator {
-    pub fn cpu() -> Accelerator {
+    pub(crate) fn cpu() -> Accelerator {
         let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
         Accelerator {
             id: "cpu".into(),
@@ -31,14 +31,14 @@ impl Accelerator {
         }
     }
 
-    pub fn is_gpu(&self) -> bool {
+    pub(crate) fn is_gpu(&self) -> bool {
         self.id.starts_with("cuda:")
     }
 }
 
 /// The devices of this machine: GPUs first (when the `cuda` feature is built and the driver
 /// answers), then the CPU.
-pub fn discover() -> Vec<Accelerator> {
+pub(crate) fn discover() -> Vec<Accelerator> {
     let mut out = gpus();
     out.push(Accelerator::cpu());
     out
@@ -118,7 +118,7 @@ fn probe_cuda() -> Result<Vec<Accelerator>, String> {
 
 /// A factory that loads zoo model `dir` on device `device` (`cpu`, `cuda:N`), on the calling
 /// worker thread.
-pub fn zoo_factory(dir: &Path, device: &str) -> Factory {
+pub(crate) fn zoo_factory(dir: &Path, device: &str) -> Factory {
     let dir = dir.to_owned();
     let err = |dir: &Path, e: crate::zoo::ZooError| EngineError::Model {
         name: dir.display().to_string(),

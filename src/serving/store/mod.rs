@@ -159,7 +159,7 @@ const MIGRATIONS: &[&str] = &[
 ];
 
 /// The schema version this build migrates to (`PRAGMA user_version`).
-pub const SCHEMA_VERSION: i64 = MIGRATIONS.len() as i64;
+pub(crate) const SCHEMA_VERSION: i64 = MIGRATIONS.len() as i64;
 
 enum Cmd {
     /// Commit what is queued and stop.
@@ -172,41 +172,41 @@ enum Cmd {
 /// Health of the writer, shared with `/health/ready` and `/api/health`.
 #[derive(Debug, Default)]
 pub struct StoreHealth {
-    pub writable: AtomicBool,
+    pub(crate) writable: AtomicBool,
     pub committed_scores: AtomicU64,
-    pub dropped_commands: AtomicU64,
+    pub(crate) dropped_commands: AtomicU64,
     /// Turns of the writer's loop (at least one a second when idle): the watchdog's sign of
     /// life.
-    pub heartbeats: AtomicU64,
-    pub last_error: Mutex<Option<String>>,
+    pub(crate) heartbeats: AtomicU64,
+    pub(crate) last_error: Mutex<Option<String>>,
     /// The storage fault in progress, if any.
-    pub fault: Mutex<Option<StorageFault>>,
+    pub(crate) fault: Mutex<Option<StorageFault>>,
     /// Storage fault episodes since start.
-    pub fault_episodes: AtomicU64,
+    pub(crate) fault_episodes: AtomicU64,
     /// Transactions that failed (first tries and retries).
-    pub failed_transactions: AtomicU64,
+    pub(crate) failed_transactions: AtomicU64,
     /// Rows waiting in memory for the database.
-    pub backlog_rows: AtomicUsize,
+    pub(crate) backlog_rows: AtomicUsize,
     /// The backlog's capacity (`storage.backlog_rows`).
-    pub backlog_capacity: AtomicUsize,
+    pub(crate) backlog_capacity: AtomicUsize,
     /// Rows dropped from a full backlog (oldest first), since start.
-    pub backlog_dropped_rows: AtomicU64,
+    pub(crate) backlog_dropped_rows: AtomicU64,
     /// Rows the database refused for a reason other than storage (never retried).
-    pub rejected_rows: AtomicU64,
+    pub(crate) rejected_rows: AtomicU64,
     /// End-to-end latency of the latest scored windows (bounded), for the composer's watch
     /// on the budget.
-    pub recent: Mutex<RecentLatency>,
+    pub(crate) recent: Mutex<RecentLatency>,
 }
 
 /// The latest end-to-end latencies (ms) with their commit instants, at most [`RECENT_MAX`].
 #[derive(Debug, Default)]
-pub struct RecentLatency(std::collections::VecDeque<(Instant, f32)>);
+pub(crate) struct RecentLatency(std::collections::VecDeque<(Instant, f32)>);
 
-pub const RECENT_MAX: usize = 4096;
+pub(crate) const RECENT_MAX: usize = 4096;
 
 impl StoreHealth {
     /// The storage part of `/api/health`.
-    pub fn view(&self) -> serde_json::Value {
+    pub(crate) fn view(&self) -> serde_json::Value {
         let n = |a: &AtomicU64| a.load(Ordering::Relaxed);
         json!({
             "writable": self.writable.load(Ordering::Relaxed),
@@ -225,7 +225,7 @@ impl StoreHealth {
 }
 
 impl RecentLatency {
-    pub fn push(&mut self, at: Instant, ms: f32) {
+    pub(crate) fn push(&mut self, at: Instant, ms: f32) {
         if self.0.len() == RECENT_MAX {
             self.0.pop_front();
         }
@@ -233,7 +233,7 @@ impl RecentLatency {
     }
 
     /// p50, p95 and p99 (ms) and the count of the latencies committed within `span`.
-    pub fn percentiles(&self, span: Duration) -> Option<([f64; 3], usize)> {
+    pub(crate) fn percentiles(&self, span: Duration) -> Option<([f64; 3], usize)> {
         let now = Instant::now();
         let mut v: Vec<f64> = self
             .0
@@ -251,7 +251,7 @@ impl RecentLatency {
     }
 
     /// p95 (ms) and count of the latencies committed within `span` before now.
-    pub fn p95(&self, span: Duration) -> Option<(f64, usize)> {
+    pub(crate) fn p95(&self, span: Duration) -> Option<(f64, usize)> {
         self.percentiles(span).map(|(q, n)| (q[1], n))
     }
 }
@@ -283,7 +283,7 @@ pub(crate) fn open(path: &Path) -> Result<Connection, StoreError> {
 }
 
 /// Brings the schema up to date.
-pub fn migrate(c: &mut Connection, path: &Path) -> Result<(), StoreError> {
+pub(crate) fn migrate(c: &mut Connection, path: &Path) -> Result<(), StoreError> {
     let err = |source| StoreError::Sqlite {
         path: path.to_owned(),
         source,
@@ -356,7 +356,10 @@ fn register(c: &Connection, ensemble: &ServedEnsemble<'_>) -> rusqlite::Result<i
 
 /// Records an ensemble while the daemon runs (its own short connection; WAL lets it write
 /// beside the writer thread). Returns the ensemble's id.
-pub fn register_ensemble(path: &Path, ensemble: &ServedEnsemble<'_>) -> Result<i64, StoreError> {
+pub(crate) fn register_ensemble(
+    path: &Path,
+    ensemble: &ServedEnsemble<'_>,
+) -> Result<i64, StoreError> {
     let c = open(path)?;
     register(&c, ensemble).map_err(|source| StoreError::Sqlite {
         path: path.to_owned(),
@@ -428,7 +431,7 @@ pub fn start(
 impl StoreHandle {
     /// Scores from now on, as the writer takes them: committed, or held in the backlog while
     /// the database cannot be written (so the live ward keeps moving through a storage fault).
-    pub fn subscribe(&self) -> tokio::sync::broadcast::Receiver<Arc<ScoreRecord>> {
+    pub(crate) fn subscribe(&self) -> tokio::sync::broadcast::Receiver<Arc<ScoreRecord>> {
         self.committed.subscribe()
     }
 
@@ -464,25 +467,25 @@ impl StoreHandle {
         let _ = self.tx.send(Cmd::Close);
     }
 
-    pub fn score(&self, r: ScoreRecord) {
+    pub(crate) fn score(&self, r: ScoreRecord) {
         self.send(Cmd::Score(Arc::new(r)));
     }
 
-    pub fn event(&self, e: Event) {
+    pub(crate) fn event(&self, e: Event) {
         self.send(Cmd::Event(e, now_ms()));
     }
 
-    pub fn bed_seen(&self, bed: &str, device: &str) {
+    pub(crate) fn bed_seen(&self, bed: &str, device: &str) {
         self.send(Cmd::BedSeen(bed.to_owned(), device.to_owned(), now_ms()));
     }
 }
 
 pub mod audit;
 mod backlog;
-pub mod lifecycle;
+pub(crate) mod lifecycle;
 mod reader;
 mod writer;
-pub use backlog::StorageFault;
+pub(crate) use backlog::StorageFault;
 use backlog::{Backlog, Backoff};
 pub use reader::{ScoreRow, StoreReader};
 use writer::Writer;

@@ -10,13 +10,14 @@ mod labels;
 mod split;
 mod windows;
 
-pub use augment::{Augment, NoiseBank, qrs_peak_to_peak};
-pub use labels::{Episode, EpisodeKind, LABEL_GRACE_SECS, Label, Span};
+pub(crate) use augment::{Augment, NoiseBank, qrs_peak_to_peak};
+pub(crate) use labels::{Episode, LABEL_GRACE_SECS, Label, Span};
 
 use augment::NoiseKind;
 use labels::{label_at, overlap};
 pub use split::{Split, SplitName};
-pub use windows::{Dataset, Window, WindowSpec};
+pub(crate) use windows::Window;
+pub use windows::{Dataset, WindowSpec};
 
 use std::path::{Path, PathBuf};
 
@@ -61,7 +62,7 @@ pub enum Database {
 }
 
 impl Database {
-    pub const ALL: [Database; 5] = [
+    pub(crate) const ALL: [Database; 5] = [
         Database::Vfdb,
         Database::Cudb,
         Database::Mitdb,
@@ -82,7 +83,7 @@ impl Database {
 
     /// The database labels ventricular beats, so VT comes from beat runs (else from `(VT`
     /// rhythm labels: vfdb has no beat labels, cudb labels every beat `N`).
-    pub fn labels_ventricular_beats(self) -> bool {
+    pub(crate) fn labels_ventricular_beats(self) -> bool {
         matches!(self, Database::Mitdb | Database::Svdb | Database::Nstdb)
     }
 
@@ -98,32 +99,28 @@ pub struct RecordData {
     /// Key `db/name`, e.g. `mitdb/201`.
     pub key: String,
     /// Patient group: records of one patient share it (mitdb 201 and 202).
-    pub group: String,
+    pub(crate) group: String,
     /// ECG signals in mV at 250 Hz: `leads[0]` primary, `leads[1]` secondary.
-    pub leads: Vec<Vec<f32>>,
+    pub(crate) leads: Vec<Vec<f32>>,
     /// Reference VT and VF episodes (samples at 250 Hz), sorted by onset.
-    pub episodes: Vec<Episode>,
+    pub(crate) episodes: Vec<Episode>,
     /// Noise-marked intervals per lead.
-    pub noise: Vec<Vec<Span>>,
+    pub(crate) noise: Vec<Vec<Span>>,
     /// QRS sample indices at 250 Hz.
-    pub beats: Vec<i64>,
+    pub(crate) beats: Vec<i64>,
 }
 
 impl RecordData {
     /// Samples per lead.
-    pub fn len(&self) -> usize {
+    pub(crate) fn len(&self) -> usize {
         self.leads.first().map_or(0, Vec::len)
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
     }
 }
 
 /// Group of a record key: records in one group stay in one part of the split. mitdb 201 and
 /// 202 are one patient; mitdb 118, 119 and nstdb's noisy copies of them are one group, since
 /// the copies hold the same patients and the same stretches of recorded noise.
-pub fn group_of(key: &str) -> String {
+pub(crate) fn group_of(key: &str) -> String {
     match key {
         "mitdb/201" | "mitdb/202" => "mitdb/201+202".to_owned(),
         "mitdb/118" | "mitdb/119" => NST_GROUP.to_owned(),
@@ -166,16 +163,16 @@ pub fn record_keys(data: &Path) -> Result<Vec<(Database, String)>, DatasetError>
 #[derive(Debug, Clone)]
 pub struct Signals {
     /// ECG signals in mV: `leads[0]` primary, `leads[1]` secondary.
-    pub leads: Vec<Vec<f32>>,
+    pub(crate) leads: Vec<Vec<f32>>,
     /// QRS sample indices at 250 Hz.
-    pub beats: Vec<i64>,
+    pub(crate) beats: Vec<i64>,
     /// Reference annotations (empty when the record has no `.atr`).
-    pub annotations: Vec<wfdb::Annotation>,
+    pub(crate) annotations: Vec<wfdb::Annotation>,
 }
 
 /// Reads record `name` in `dir`: signals resampled to 250 Hz, beats from the `.atr` file
 /// when it annotates them, from the QRS detector otherwise (or when there is no `.atr`).
-pub fn read_signals(dir: &Path, name: &str) -> Result<Signals, DatasetError> {
+pub(crate) fn read_signals(dir: &Path, name: &str) -> Result<Signals, DatasetError> {
     let rec = Record::open(dir, name)?;
     let key = dir.join(name).display().to_string();
     let fs = rec.header.fs;
@@ -210,7 +207,11 @@ pub fn read_signals(dir: &Path, name: &str) -> Result<Signals, DatasetError> {
 }
 
 /// Loads one record of a database: signals to 250 Hz mV, annotations to intervals and beats.
-pub fn load_record(data: &Path, db: Database, name: &str) -> Result<RecordData, DatasetError> {
+pub(crate) fn load_record(
+    data: &Path,
+    db: Database,
+    name: &str,
+) -> Result<RecordData, DatasetError> {
     let dir = data.join(db.name());
     let key = format!("{}/{name}", db.name());
     if !dir.join(format!("{name}.atr")).exists() {
