@@ -76,6 +76,22 @@ pub(crate) struct Alarm {
     pub(crate) cleared_ms: Option<i64>,
 }
 
+/// One alarm as a bed's history lists it (`GET /api/beds/{bed}/alarms`), read back from the
+/// `alarms` table.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub(crate) struct AlarmRow {
+    id: i64,
+    kind: String,
+    raised_ms: i64,
+    value: Option<f64>,
+    cleared_ms: Option<i64>,
+    acked_by: Option<String>,
+    acked_ms: Option<i64>,
+    silenced_by: Option<String>,
+    silenced_ms: Option<i64>,
+    silenced_until_ms: Option<i64>,
+}
+
 /// A change to persist and show.
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) enum Transition {
@@ -313,11 +329,7 @@ impl AlarmDb {
     }
 
     /// A bed's alarms, newest first.
-    pub(crate) fn history(
-        &self,
-        bed: &str,
-        limit: usize,
-    ) -> Result<Vec<serde_json::Value>, AlarmError> {
+    pub(crate) fn history(&self, bed: &str, limit: usize) -> Result<Vec<AlarmRow>, AlarmError> {
         let mut st = self
             .conn
             .prepare(
@@ -328,14 +340,18 @@ impl AlarmDb {
             .map_err(|e| self.err(e))?;
         let rows = st
             .query_map(params![bed, limit as i64], |r| {
-                Ok(serde_json::json!({
-                    "id": r.get::<_, i64>(0)?, "kind": r.get::<_, String>(1)?,
-                    "raised_ms": r.get::<_, i64>(2)?, "value": r.get::<_, Option<f64>>(3)?,
-                    "cleared_ms": r.get::<_, Option<i64>>(4)?, "acked_by": r.get::<_, Option<String>>(5)?,
-                    "acked_ms": r.get::<_, Option<i64>>(6)?, "silenced_by": r.get::<_, Option<String>>(7)?,
-                    "silenced_ms": r.get::<_, Option<i64>>(8)?,
-                    "silenced_until_ms": r.get::<_, Option<i64>>(9)?,
-                }))
+                Ok(AlarmRow {
+                    id: r.get(0)?,
+                    kind: r.get(1)?,
+                    raised_ms: r.get(2)?,
+                    value: r.get(3)?,
+                    cleared_ms: r.get(4)?,
+                    acked_by: r.get(5)?,
+                    acked_ms: r.get(6)?,
+                    silenced_by: r.get(7)?,
+                    silenced_ms: r.get(8)?,
+                    silenced_until_ms: r.get(9)?,
+                })
             })
             .map_err(|e| self.err(e))?;
         rows.collect::<Result<_, _>>().map_err(|e| self.err(e))
@@ -416,5 +432,35 @@ mod tests {
             a.acknowledge(99, "nina", 7),
             Err(AlarmError::Unknown(99))
         ));
+    }
+
+    #[test]
+    fn history_lists_a_beds_alarms_newest_first() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("alarms.db");
+        let mut c = crate::serving::store::open(&path).unwrap();
+        crate::serving::store::migrate(&mut c, &path).unwrap();
+        let db = AlarmDb::open(&path).unwrap();
+        let mut a = alarms();
+        for t in a.on_score("b1", Some(0.9), None, 1) {
+            db.apply(&t).unwrap();
+        }
+        db.apply(&a.acknowledge(1, "nina", 5).unwrap()).unwrap();
+        for t in a.on_score("b1", Some(0.9), Some(0.8), 7) {
+            db.apply(&t).unwrap();
+        }
+        let rows = serde_json::to_value(db.history("b1", 10).unwrap()).unwrap();
+        assert_eq!(
+            rows,
+            serde_json::json!([
+                {"id": 2, "kind": "lead_off", "raised_ms": 7, "value": 0.8, "cleared_ms": null,
+                 "acked_by": null, "acked_ms": null, "silenced_by": null, "silenced_ms": null,
+                 "silenced_until_ms": null},
+                {"id": 1, "kind": "risk", "raised_ms": 1, "value": 0.9, "cleared_ms": null,
+                 "acked_by": "nina", "acked_ms": 5, "silenced_by": null, "silenced_ms": null,
+                 "silenced_until_ms": null},
+            ])
+        );
+        assert!(db.history("b2", 10).unwrap().is_empty());
     }
 }

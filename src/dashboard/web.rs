@@ -21,7 +21,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::json;
 use tokio::sync::mpsc;
 
-use super::alarms::{Alarm, AlarmError};
+use super::alarms::{Alarm, AlarmError, AlarmRow};
 use super::auth::{self, User, Users};
 use super::board::Board;
 use super::throttle::{Key, Throttle};
@@ -480,7 +480,7 @@ async fn recompose(
 #[derive(Debug, Serialize)]
 struct BedAlarms {
     bed: String,
-    alarms: Vec<serde_json::Value>,
+    alarms: Vec<AlarmRow>,
 }
 
 async fn bed_alarms(
