@@ -14,6 +14,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use rusqlite::{Connection, OptionalExtension, params};
+use serde::Serialize;
 use serde_json::json;
 
 use crate::config::StorageConfig;
@@ -204,23 +205,40 @@ pub(crate) struct RecentLatency(std::collections::VecDeque<(Instant, f32)>);
 
 pub(crate) const RECENT_MAX: usize = 4096;
 
+/// The storage part of `/api/health`: a snapshot of [`StoreHealth`].
+#[derive(Debug, Clone, Serialize)]
+pub(crate) struct StorageView {
+    writable: bool,
+    /// The storage fault in progress (null when none).
+    fault: Option<StorageFault>,
+    fault_episodes: u64,
+    failed_transactions: u64,
+    backlog_rows: usize,
+    backlog_capacity: usize,
+    backlog_dropped_rows: u64,
+    rejected_rows: u64,
+    dropped_commands: u64,
+    committed_scores: u64,
+    last_error: Option<String>,
+}
+
 impl StoreHealth {
     /// The storage part of `/api/health`.
-    pub(crate) fn view(&self) -> serde_json::Value {
+    pub(crate) fn view(&self) -> StorageView {
         let n = |a: &AtomicU64| a.load(Ordering::Relaxed);
-        json!({
-            "writable": self.writable.load(Ordering::Relaxed),
-            "fault": *self.fault.lock().expect("lock"),
-            "fault_episodes": n(&self.fault_episodes),
-            "failed_transactions": n(&self.failed_transactions),
-            "backlog_rows": self.backlog_rows.load(Ordering::Relaxed),
-            "backlog_capacity": self.backlog_capacity.load(Ordering::Relaxed),
-            "backlog_dropped_rows": n(&self.backlog_dropped_rows),
-            "rejected_rows": n(&self.rejected_rows),
-            "dropped_commands": n(&self.dropped_commands),
-            "committed_scores": n(&self.committed_scores),
-            "last_error": *self.last_error.lock().expect("lock"),
-        })
+        StorageView {
+            writable: self.writable.load(Ordering::Relaxed),
+            fault: self.fault.lock().expect("lock").clone(),
+            fault_episodes: n(&self.fault_episodes),
+            failed_transactions: n(&self.failed_transactions),
+            backlog_rows: self.backlog_rows.load(Ordering::Relaxed),
+            backlog_capacity: self.backlog_capacity.load(Ordering::Relaxed),
+            backlog_dropped_rows: n(&self.backlog_dropped_rows),
+            rejected_rows: n(&self.rejected_rows),
+            dropped_commands: n(&self.dropped_commands),
+            committed_scores: n(&self.committed_scores),
+            last_error: self.last_error.lock().expect("lock").clone(),
+        }
     }
 }
 
@@ -508,5 +526,44 @@ mod tests {
         c.pragma_update(None, "user_version", 99).unwrap();
         let e = migrate(&mut c, &p).unwrap_err().to_string();
         assert!(e.contains("h.db") && e.contains("newer"), "{e}");
+    }
+
+    #[test]
+    fn storage_view_shows_the_fault_and_the_backlog() {
+        let h = StoreHealth::default();
+        assert_eq!(
+            serde_json::to_value(h.view()).unwrap(),
+            json!({"writable": false, "fault": null, "fault_episodes": 0,
+                   "failed_transactions": 0, "backlog_rows": 0, "backlog_capacity": 0,
+                   "backlog_dropped_rows": 0, "rejected_rows": 0, "dropped_commands": 0,
+                   "committed_scores": 0, "last_error": null})
+        );
+        h.writable.store(true, Ordering::Relaxed);
+        *h.fault.lock().unwrap() = Some(StorageFault {
+            since_ms: 5,
+            error: "disk full".into(),
+            retries: 2,
+        });
+        *h.last_error.lock().unwrap() = Some("disk full".into());
+        for (a, v) in [
+            (&h.fault_episodes, 1),
+            (&h.failed_transactions, 3),
+            (&h.backlog_dropped_rows, 4),
+            (&h.rejected_rows, 5),
+            (&h.dropped_commands, 6),
+            (&h.committed_scores, 7),
+        ] {
+            a.store(v, Ordering::Relaxed);
+        }
+        h.backlog_rows.store(8, Ordering::Relaxed);
+        h.backlog_capacity.store(9, Ordering::Relaxed);
+        assert_eq!(
+            serde_json::to_value(h.view()).unwrap(),
+            json!({"writable": true,
+                   "fault": {"since_ms": 5, "error": "disk full", "retries": 2},
+                   "fault_episodes": 1, "failed_transactions": 3, "backlog_rows": 8,
+                   "backlog_capacity": 9, "backlog_dropped_rows": 4, "rejected_rows": 5,
+                   "dropped_commands": 6, "committed_scores": 7, "last_error": "disk full"})
+        );
     }
 }
