@@ -9,38 +9,38 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 
 /// Protocol version a hello must name.
-pub const PROTOCOL_VERSION: u32 = 1;
+pub(crate) const PROTOCOL_VERSION: u32 = 1;
 
 /// The largest sequence number a samples or vitals frame may carry (2^63 - 1: the next one is
 /// still a `u64`, and every sequence number fits SQLite's signed integers).
 pub const MAX_SEQ: u64 = i64::MAX as u64;
 
 /// WebSocket close codes for fatal problems (4000-4999 are the application's).
-pub mod close {
+pub(crate) mod close {
     /// The first message was not a valid hello.
-    pub const BAD_HELLO: u16 = 4000;
+    pub(crate) const BAD_HELLO: u16 = 4000;
     /// The hello's token is not accepted.
-    pub const UNAUTHORIZED: u16 = 4001;
+    pub(crate) const UNAUTHORIZED: u16 = 4001;
     /// Another device holds this bed.
-    pub const BED_IN_USE: u16 = 4003;
+    pub(crate) const BED_IN_USE: u16 = 4003;
     /// The bed is not configured and unknown beds are refused.
-    pub const UNKNOWN_BED: u16 = 4004;
+    pub(crate) const UNKNOWN_BED: u16 = 4004;
     /// Too many bad frames in a minute.
-    pub const TOO_MANY_ERRORS: u16 = 4008;
+    pub(crate) const TOO_MANY_ERRORS: u16 = 4008;
     /// The same device connected again; this older connection is closed.
-    pub const SUPERSEDED: u16 = 4009;
+    pub(crate) const SUPERSEDED: u16 = 4009;
     /// Nothing arrived for `ingest.idle_timeout_secs` (a half-open link).
-    pub const IDLE: u16 = 4010;
+    pub(crate) const IDLE: u16 = 4010;
     /// The ward is full (`ward.max_beds`, less the places kept for registered monitors).
-    pub const WARD_FULL: u16 = 4005;
+    pub(crate) const WARD_FULL: u16 = 4005;
     /// The device (a gateway) holds its maximum of beds (`auth.max_beds_per_gateway`).
-    pub const DEVICE_FULL: u16 = 4006;
+    pub(crate) const DEVICE_FULL: u16 = 4006;
     /// The server is shutting down (standard "going away").
-    pub const GOING_AWAY: u16 = 1001;
+    pub(crate) const GOING_AWAY: u16 = 1001;
     /// A message exceeded the size limit (standard).
-    pub const TOO_BIG: u16 = 1009;
+    pub(crate) const TOO_BIG: u16 = 1009;
     /// A text message was not UTF-8 (standard "invalid frame payload data").
-    pub const INVALID_PAYLOAD: u16 = 1007;
+    pub(crate) const INVALID_PAYLOAD: u16 = 1007;
 }
 
 /// An ECG channel announced in the hello.
@@ -110,7 +110,7 @@ pub enum ClientMsg {
 /// Messages to a monitor.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
-pub enum ServerMsg {
+pub(crate) enum ServerMsg {
     /// The hello was accepted. `next_seq` is the sample sequence number the bed expects next
     /// (after a reconnect, the monitor resends from there if it still has the frames).
     Welcome {
@@ -134,7 +134,7 @@ pub enum ServerMsg {
 /// Per-frame error codes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
-pub enum ErrorCode {
+pub(crate) enum ErrorCode {
     /// Not JSON, or not a known message.
     Malformed,
     /// A second hello on a connection.
@@ -158,13 +158,13 @@ pub enum ErrorCode {
 }
 
 /// First byte of a binary samples frame.
-pub const BINARY_MAGIC: u8 = 0xEC;
+pub(crate) const BINARY_MAGIC: u8 = 0xEC;
 /// Binary frame layout version.
-pub const BINARY_VERSION: u8 = 1;
+pub(crate) const BINARY_VERSION: u8 = 1;
 /// Bytes before the samples.
 pub const BINARY_HEADER: usize = 24;
 /// Sample value meaning "missing".
-pub const BINARY_MISSING: i16 = i16::MIN;
+pub(crate) const BINARY_MISSING: i16 = i16::MIN;
 
 /// A binary samples frame: leads in the hello's ECG order, samples in mV.
 #[derive(Debug, Clone, PartialEq)]
@@ -262,7 +262,7 @@ pub fn parse_binary(b: &[u8], leads: usize) -> Result<BinarySamples, String> {
 }
 
 /// Deepest JSON nesting a client message may have (the deepest valid one has 4 levels).
-pub const MAX_JSON_DEPTH: usize = 8;
+pub(crate) const MAX_JSON_DEPTH: usize = 8;
 
 /// Whether `text` nests arrays and objects deeper than `max`, checked in one pass without
 /// parsing (so a deeply nested message is refused before the parser recurses into it).
@@ -317,11 +317,15 @@ fn check_seq(seq: u64) -> Result<(), String> {
 }
 
 impl ServerMsg {
-    pub fn to_text(&self) -> String {
+    pub(crate) fn to_text(&self) -> String {
         serde_json::to_string(self).expect("server messages serialise")
     }
 
-    pub fn error(seq: Option<u64>, code: ErrorCode, message: impl Into<String>) -> ServerMsg {
+    pub(crate) fn error(
+        seq: Option<u64>,
+        code: ErrorCode,
+        message: impl Into<String>,
+    ) -> ServerMsg {
         ServerMsg::Error {
             seq,
             code,

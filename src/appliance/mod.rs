@@ -12,9 +12,9 @@
 //!
 //! The unit file, sysusers file and install notes live in `systemd/`.
 
-pub mod notify;
+pub(crate) mod notify;
 pub mod server;
-pub mod validate;
+pub(crate) mod validate;
 
 use std::net::SocketAddr;
 use std::time::Duration;
@@ -25,7 +25,7 @@ use crate::config::Config;
 use notify::{Liveness, Notifier};
 
 #[derive(Debug, thiserror::Error)]
-pub enum ApplianceError {
+pub(crate) enum ApplianceError {
     #[error("binding {addr}: {source}")]
     Bind {
         addr: SocketAddr,
@@ -45,7 +45,7 @@ pub enum ApplianceError {
 
 /// `holmes serve`: runs the daemon until SIGTERM or ctrl-c, speaking systemd's notify
 /// protocol when `NOTIFY_SOCKET` is set.
-pub async fn serve(cfg: Config) -> Result<(), ApplianceError> {
+pub(crate) async fn serve(cfg: Config) -> Result<(), ApplianceError> {
     let notifier = Notifier::from_env();
     notifier.status("Loading and warming the ensemble");
     let addr = cfg.server.listen;
@@ -124,7 +124,7 @@ async fn probe_http(addr: SocketAddr) -> Result<(), ApplianceError> {
 }
 
 /// SIGTERM or ctrl-c, whichever comes first.
-pub async fn shutdown_signal() {
+pub(crate) async fn shutdown_signal() {
     let ctrl_c = tokio::signal::ctrl_c();
     #[cfg(unix)]
     {

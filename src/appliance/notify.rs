@@ -15,13 +15,13 @@ use crate::serving::store::StoreHealth;
 
 /// Sends state changes to the service manager, when there is one.
 #[derive(Debug, Clone)]
-pub struct Notifier {
+pub(crate) struct Notifier {
     enabled: bool,
 }
 
 impl Notifier {
     /// Reads `NOTIFY_SOCKET` (left set: the crate reads it on each call).
-    pub fn from_env() -> Notifier {
+    pub(crate) fn from_env() -> Notifier {
         Notifier {
             enabled: std::env::var_os("NOTIFY_SOCKET").is_some(),
         }
@@ -36,27 +36,27 @@ impl Notifier {
         }
     }
 
-    pub fn status(&self, line: &str) {
+    pub(crate) fn status(&self, line: &str) {
         self.send(&[NotifyState::Status(line)]);
     }
 
     /// `READY=1` with a status line.
-    pub fn ready(&self, line: &str) {
+    pub(crate) fn ready(&self, line: &str) {
         self.send(&[NotifyState::Ready, NotifyState::Status(line)]);
     }
 
     /// `STOPPING=1` with a status line.
-    pub fn stopping(&self, line: &str) {
+    pub(crate) fn stopping(&self, line: &str) {
         self.send(&[NotifyState::Stopping, NotifyState::Status(line)]);
     }
 
-    pub fn ping(&self) {
+    pub(crate) fn ping(&self) {
         self.send(&[NotifyState::Watchdog]);
     }
 
     /// Half the watchdog period systemd asked for (`WATCHDOG_USEC`), when the watchdog is on
     /// and meant for this process (`WATCHDOG_PID` absent or ours), as `sd_watchdog_enabled(3)`.
-    pub fn watchdog_interval(&self) -> Option<Duration> {
+    pub(crate) fn watchdog_interval(&self) -> Option<Duration> {
         if !self.enabled {
             return None;
         }
@@ -82,7 +82,7 @@ fn ping_interval(usec: Option<&str>, pid: Option<&str>, me: u32) -> Option<Durat
 /// Whether the daemon is making progress: the engine finishes batches while windows wait in
 /// its queues (an idle engine is live), and the store writer turns its loop (it wakes at
 /// least once a second when idle).
-pub struct Liveness {
+pub(crate) struct Liveness {
     engine: Engine,
     store: Arc<StoreHealth>,
     stall: Duration,
@@ -93,7 +93,7 @@ pub struct Liveness {
 }
 
 impl Liveness {
-    pub fn new(engine: Engine, store: Arc<StoreHealth>, stall: Duration) -> Liveness {
+    pub(crate) fn new(engine: Engine, store: Arc<StoreHealth>, stall: Duration) -> Liveness {
         let now = Instant::now();
         Liveness {
             engine_mark: (engine.counters().batches.load(Ordering::Relaxed), now),
@@ -105,7 +105,7 @@ impl Liveness {
     }
 
     /// `Err` with the reason when either has stalled for longer than the allowance.
-    pub fn check(&mut self, now: Instant) -> Result<(), String> {
+    pub(crate) fn check(&mut self, now: Instant) -> Result<(), String> {
         let batches = self.engine.counters().batches.load(Ordering::Relaxed);
         let queued: usize = self.engine.queue_lengths().iter().map(|q| q.1).sum();
         if batches != self.engine_mark.0 || queued == 0 {
@@ -135,7 +135,7 @@ impl Liveness {
 
 /// Pings `WATCHDOG=1` every `every` while `live` holds; a stall stops the pings (and says so
 /// in the status line) so systemd restarts the service after `WatchdogSec=`.
-pub async fn watchdog(notifier: Notifier, every: Duration, mut live: Liveness) {
+pub(crate) async fn watchdog(notifier: Notifier, every: Duration, mut live: Liveness) {
     let mut tick = tokio::time::interval(every);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let mut stalled = false;

@@ -46,9 +46,9 @@ pub struct Running {
     pub addr: SocketAddr,
     /// Cancel to stop; then await [`Running::stopped`].
     pub shutdown: CancellationToken,
-    pub engine: Engine,
+    pub(crate) engine: Engine,
     /// The store writer's health (the watchdog reads its heartbeat).
-    pub store_health: Arc<store::StoreHealth>,
+    pub(crate) store_health: Arc<store::StoreHealth>,
     join: tokio::task::JoinHandle<()>,
 }
 

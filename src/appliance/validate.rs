@@ -13,20 +13,20 @@ use std::path::{Path, PathBuf};
 use crate::config::{Config, DEFAULT_TOML};
 
 #[derive(Debug, thiserror::Error)]
-pub enum ValidateError {
+pub(crate) enum ValidateError {
     #[error("validation failed: {0} problem(s)")]
     Problems(usize),
 }
 
 /// What the checks found: problems (each one line) and, when there are none, a summary.
 #[derive(Debug, Default)]
-pub struct Report {
-    pub problems: Vec<String>,
-    pub summary: Vec<String>,
+pub(crate) struct Report {
+    pub(crate) problems: Vec<String>,
+    pub(crate) summary: Vec<String>,
 }
 
 /// Runs the checks, prints one line per problem (stderr) or the summary (stdout).
-pub fn main(config: Option<&Path>, models: Option<&Path>) -> Result<(), ValidateError> {
+pub(crate) fn main(config: Option<&Path>, models: Option<&Path>) -> Result<(), ValidateError> {
     let report = check(config, models);
     for p in &report.problems {
         eprintln!("error: {p}");
@@ -41,7 +41,7 @@ pub fn main(config: Option<&Path>, models: Option<&Path>) -> Result<(), Validate
 }
 
 /// The checks, without printing.
-pub fn check(config: Option<&Path>, models: Option<&Path>) -> Report {
+pub(crate) fn check(config: Option<&Path>, models: Option<&Path>) -> Report {
     let mut r = Report::default();
     let (text, origin) = match config {
         Some(p) => match std::fs::read_to_string(p) {

@@ -14,37 +14,37 @@ use crate::tools::cpu_bench::BenchCpuArgs;
 pub struct BenchCli {
     /// Simulated beds (repeatable: one run per count; the start of a `--capacity` search).
     #[arg(long, default_values_t = [16usize])]
-    pub beds: Vec<usize>,
+    pub(crate) beds: Vec<usize>,
     /// steady, aligned, storm, ramp, overload or ingest.
     #[arg(long, default_value = "steady")]
-    pub scenario: Scenario,
+    pub(crate) scenario: Scenario,
     /// Ensemble members [default: the config's].
     #[arg(long, conflicts_with_all = ["composed", "whole_zoo"])]
-    pub members: Vec<String>,
+    pub(crate) members: Vec<String>,
     /// Serve the ensemble the composer picks for each bed count (from the stored profiles in
     /// the config's database) instead of fixed members.
     #[arg(long)]
-    pub composed: bool,
+    pub(crate) composed: bool,
     /// Every model in the zoo as a member (the memory test).
     #[arg(long, conflicts_with = "composed")]
-    pub whole_zoo: bool,
+    pub(crate) whole_zoo: bool,
     /// Wall-clock seconds of load per run (two hops need about 70).
     #[arg(long, default_value_t = 75.0)]
-    pub duration: f64,
+    pub(crate) duration: f64,
     /// Replay PhysioNet records instead of synthetic ECG.
     #[arg(long)]
-    pub records: bool,
+    pub(crate) records: bool,
     /// Signal seconds per wall second (keep 1 for real measurements).
     #[arg(long, default_value_t = 1.0)]
-    pub speed: f64,
+    pub(crate) speed: f64,
     /// Find the most beds within the budget: double from `--beds` until a run fails, then
     /// bisect.
     #[arg(long)]
-    pub capacity: bool,
+    pub(crate) capacity: bool,
     #[command(flatten)]
-    pub config: ConfigArgs,
+    pub(crate) config: ConfigArgs,
     #[arg(long)]
-    pub json: bool,
+    pub(crate) json: bool,
 }
 
 /// `holmes bench-cpu` arguments.
@@ -52,25 +52,25 @@ pub struct BenchCli {
 pub struct BenchCpuCli {
     /// Folder holding gen_onnx.py's output (weights_W_D.{bin,txt}, verify_W_D_{in,ort}.bin).
     #[arg(long)]
-    pub weights: PathBuf,
+    pub(crate) weights: PathBuf,
     /// Answer the line protocol on stdin instead of printing a table.
     #[arg(long)]
-    pub serve: bool,
+    pub(crate) serve: bool,
     /// Configurations `WxD`, comma-separated.
     #[arg(long, default_value = "8x2,32x4,64x8,128x16")]
-    pub configs: String,
+    pub(crate) configs: String,
     /// Batch sizes, comma-separated.
     #[arg(long, default_value = "1,8,32")]
-    pub batches: String,
+    pub(crate) batches: String,
     /// Timed forward passes per path and point.
     #[arg(long, default_value_t = 10)]
-    pub iters: usize,
+    pub(crate) iters: usize,
     /// Run on the CUDA device (builds with `--features cuda` only).
     #[arg(long)]
-    pub cuda: bool,
+    pub(crate) cuda: bool,
 }
 
-pub fn bench(a: BenchCli) -> Result<()> {
+pub(crate) fn bench(a: BenchCli) -> Result<()> {
     let cfg = a.config.load()?;
     let args = BenchArgs {
         beds: a.beds,
@@ -88,7 +88,7 @@ pub fn bench(a: BenchCli) -> Result<()> {
     Ok(())
 }
 
-pub fn bench_cpu(a: BenchCpuCli) -> Result<()> {
+pub(crate) fn bench_cpu(a: BenchCpuCli) -> Result<()> {
     let args = BenchCpuArgs {
         weights: a.weights,
         serve: a.serve,

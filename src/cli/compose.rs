@@ -14,43 +14,43 @@ pub struct ComposeCli {
     /// Latency budget(s) in ms [default: the config's slo_ms; with --method all, three
     /// budgets covering the zoo's range].
     #[arg(long)]
-    pub budget_ms: Vec<f64>,
+    pub(crate) budget_ms: Vec<f64>,
     /// Solve the dual (HOLMES appendix A.6) instead: the lowest latency whose validation
     /// ROC-AUC is at least this (repeatable).
     #[arg(long, conflicts_with = "budget_ms")]
-    pub min_accuracy: Vec<f64>,
+    pub(crate) min_accuracy: Vec<f64>,
     /// Beds served.
     #[arg(long, default_value_t = 64)]
-    pub beds: usize,
+    pub(crate) beds: usize,
     /// holmes, holmes-ucb, rd, af, lf, npo, exact, or all.
     #[arg(long, default_value = "holmes")]
-    pub method: String,
+    pub(crate) method: String,
     /// Profiler-call budget of HOLMES and NPO.
     #[arg(long, default_value_t = 100)]
-    pub calls: usize,
+    pub(crate) calls: usize,
     /// Fast latency estimate: the sum of service times plus the network-calculus bound (the
     /// default: it was the closer to the measured engine, see the README), or the
     /// discrete-event simulation of the engine's queues, batches and shared cores.
     #[arg(long, default_value = "netcalc")]
-    pub estimator: Estimator,
+    pub(crate) estimator: Estimator,
     /// Batches the simulation runs at full speed at once [default: this machine's cores].
     #[arg(long)]
-    pub cores: Option<usize>,
+    pub(crate) cores: Option<usize>,
     /// Measure each profiled ensemble through the real engine (slow) instead of the fast
     /// estimate; also reports how far both estimators were.
     #[arg(long)]
-    pub measured: bool,
+    pub(crate) measured: bool,
     #[command(flatten)]
-    pub config: ConfigArgs,
+    pub(crate) config: ConfigArgs,
     /// Folder for report.json, report.md and pareto.svg.
     #[arg(long, default_value = "compose-report")]
-    pub report: PathBuf,
+    pub(crate) report: PathBuf,
     /// Print the report as JSON (and no progress bar).
     #[arg(long)]
-    pub json: bool,
+    pub(crate) json: bool,
 }
 
-pub fn run(a: ComposeCli) -> Result<()> {
+pub(crate) fn run(a: ComposeCli) -> Result<()> {
     let cfg = a.config.load()?;
     let args = ComposeArgs {
         budget_ms: a.budget_ms,

@@ -27,7 +27,7 @@ pub struct DemoArgs {
     listen: std::net::SocketAddr,
 }
 
-pub fn run(a: DemoArgs) -> Result<()> {
+pub(crate) fn run(a: DemoArgs) -> Result<()> {
     let mut cfg = Config::default();
     cfg.server.listen = a.listen;
     cfg.storage.db = a.db;

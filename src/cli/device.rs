@@ -40,7 +40,7 @@ pub enum DeviceCommand {
 }
 
 /// Runs `holmes device ...`.
-pub fn run(cmd: DeviceCommand) -> Result<()> {
+pub(crate) fn run(cmd: DeviceCommand) -> Result<()> {
     match cmd {
         DeviceCommand::Add { name, bed, config } => {
             let db = config.load()?.storage.db;

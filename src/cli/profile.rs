@@ -25,7 +25,7 @@ pub struct ProfileArgs {
     json: bool,
 }
 
-pub fn run(a: ProfileArgs) -> Result<()> {
+pub(crate) fn run(a: ProfileArgs) -> Result<()> {
     let ProfileArgs {
         models,
         all,

@@ -29,7 +29,7 @@ pub struct ValidateArgs {
     models: Option<PathBuf>,
 }
 
-pub fn serve(a: ServeArgs) -> Result<()> {
+pub(crate) fn serve(a: ServeArgs) -> Result<()> {
     let mut cfg = a.config.load()?;
     if let Some(l) = a.listen {
         cfg.server.listen = l;
@@ -40,7 +40,7 @@ pub fn serve(a: ServeArgs) -> Result<()> {
     super::block_on(async { Ok(crate::appliance::serve(cfg).await?) })
 }
 
-pub fn validate(a: ValidateArgs) -> Result<()> {
+pub(crate) fn validate(a: ValidateArgs) -> Result<()> {
     Ok(crate::appliance::validate::main(
         a.config.as_deref(),
         a.models.as_deref(),

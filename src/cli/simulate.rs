@@ -13,47 +13,47 @@ use crate::training::dataset;
 pub struct SimulateArgs {
     /// Daemon WebSocket URL.
     #[arg(long, default_value = "ws://127.0.0.1:8080/ws/monitor")]
-    pub url: String,
+    pub(crate) url: String,
     #[arg(long, default_value_t = 8)]
-    pub beds: usize,
+    pub(crate) beds: usize,
     /// PhysioNet folder to replay [default: $HOLMES_DATA or ../shared/data/physionet].
     #[arg(long, conflicts_with = "synthetic")]
-    pub source: Option<PathBuf>,
+    pub(crate) source: Option<PathBuf>,
     /// Synthetic ECG (McSharry's dynamical model) instead of recordings.
     #[arg(long)]
-    pub synthetic: bool,
+    pub(crate) synthetic: bool,
     /// Wall-clock seconds to run.
     #[arg(long, default_value_t = 120.0)]
-    pub duration: f64,
+    pub(crate) duration: f64,
     /// Signal seconds per wall-clock second.
     #[arg(long, default_value_t = 1.0)]
-    pub speed: f64,
+    pub(crate) speed: f64,
     /// Device token presented in the hello (from `holmes device add`).
     #[arg(long, default_value = "demo")]
-    pub token: String,
+    pub(crate) token: String,
     /// Device name in every hello (the token's device, as a gateway for all the beds)
     /// [default: sim-<bed> per bed].
     #[arg(long)]
-    pub device: Option<String>,
+    pub(crate) device: Option<String>,
     /// PEM file of the CA (or self-signed certificate) to trust for a wss:// URL [default:
     /// the system's roots].
     #[arg(long)]
-    pub ca: Option<PathBuf>,
+    pub(crate) ca: Option<PathBuf>,
     /// Probability a frame is dropped.
     #[arg(long, default_value_t = 0.0)]
-    pub drop: f64,
+    pub(crate) drop: f64,
     /// Probability a frame is sent twice.
     #[arg(long, default_value_t = 0.0)]
-    pub duplicate: f64,
+    pub(crate) duplicate: f64,
     /// Probability a corrupt copy precedes a frame.
     #[arg(long, default_value_t = 0.0)]
-    pub corrupt: f64,
+    pub(crate) corrupt: f64,
     /// Bed name prefix.
     #[arg(long, default_value = "bed-")]
-    pub prefix: String,
+    pub(crate) prefix: String,
 }
 
-pub fn run(a: SimulateArgs) -> Result<()> {
+pub(crate) fn run(a: SimulateArgs) -> Result<()> {
     let source = if a.synthetic {
         Source::Synthetic
     } else {

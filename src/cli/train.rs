@@ -40,7 +40,7 @@ pub struct SplitArgs {
     fresh: bool,
 }
 
-pub fn train(a: TrainArgs) -> Result<()> {
+pub(crate) fn train(a: TrainArgs) -> Result<()> {
     let TrainArgs {
         data,
         out,
@@ -67,7 +67,7 @@ pub fn train(a: TrainArgs) -> Result<()> {
     Ok(())
 }
 
-pub fn split(a: SplitArgs) -> Result<()> {
+pub(crate) fn split(a: SplitArgs) -> Result<()> {
     let SplitArgs { data, out, fresh } = a;
     let data = data.unwrap_or_else(dataset::default_data_dir);
     let previous = if fresh || !out.exists() {

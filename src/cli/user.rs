@@ -22,7 +22,7 @@ pub enum UserCommand {
     },
 }
 
-pub fn run(cmd: UserCommand) -> Result<()> {
+pub(crate) fn run(cmd: UserCommand) -> Result<()> {
     let UserCommand::Add {
         name,
         role,

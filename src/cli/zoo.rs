@@ -20,7 +20,7 @@ pub enum ZooCommand {
     },
 }
 
-pub fn run(cmd: ZooCommand) -> Result<()> {
+pub(crate) fn run(cmd: ZooCommand) -> Result<()> {
     let ZooCommand::List { dir, json } = cmd;
     let listing = zoo::list::<burn::backend::Flex>(&dir, &Default::default())?;
     if json {

@@ -9,7 +9,7 @@ use std::time::Instant;
 
 use serde::Serialize;
 
-pub use super::latency::{Estimator, LatencyModel, latency_estimate};
+pub(crate) use super::latency::{Estimator, LatencyModel, latency_estimate};
 use super::search::{self, Bits, Goal, Profiler, Step};
 
 use crate::config::HolmesParams;
@@ -21,7 +21,7 @@ use crate::zoo::{self, Predictions};
 
 /// Why the zoo could not be loaded for composing.
 #[derive(Debug, thiserror::Error)]
-pub enum ComposeError {
+pub(crate) enum ComposeError {
     #[error(transparent)]
     Zoo(#[from] zoo::ZooError),
     #[error("profiling: {0}")]
@@ -32,26 +32,26 @@ pub enum ComposeError {
 
 /// One zoo model as the composer sees it.
 #[derive(Debug, Clone)]
-pub struct Entry {
-    pub name: String,
-    pub validation: Predictions,
-    pub test: Predictions,
+pub(crate) struct Entry {
+    pub(crate) name: String,
+    pub(crate) validation: Predictions,
+    pub(crate) test: Predictions,
     /// Service time of one window on the CPU (p95 at batch 1), ms.
-    pub latency_ms: f64,
+    pub(crate) latency_ms: f64,
     /// The stored CPU profile (batch sizes measured, fitted curve), when there is one.
-    pub profile: Option<Profile>,
+    pub(crate) profile: Option<Profile>,
 }
 
 /// One split's predictions of every model, indexed by window for fast ensembling.
 #[derive(Debug, Clone, Default)]
-pub struct SplitIndex {
+pub(crate) struct SplitIndex {
     labels: Vec<bool>,
     /// Per model: (window index, probability).
     preds: Vec<Vec<(u32, f32)>>,
 }
 
 impl SplitIndex {
-    pub fn new<'a>(preds: impl Iterator<Item = &'a Predictions>) -> SplitIndex {
+    pub(crate) fn new<'a>(preds: impl Iterator<Item = &'a Predictions>) -> SplitIndex {
         let mut ids: std::collections::HashMap<&'a str, u32> = std::collections::HashMap::new();
         let mut labels = Vec::new();
         let mut out = Vec::new();
@@ -71,7 +71,7 @@ impl SplitIndex {
     }
 
     /// ROC-AUC and PR-AUC of the mean-probability ensemble `b` (0 when undefined).
-    pub fn score(&self, b: &[bool]) -> (f64, f64) {
+    pub(crate) fn score(&self, b: &[bool]) -> (f64, f64) {
         let (l, s) = self.ensemble(b);
         let (r, p) = (roc_auc(&l, &s), pr_auc(&l, &s));
         (
@@ -81,7 +81,7 @@ impl SplitIndex {
     }
 
     /// Labels and mean-probability scores of ensemble `b` over the windows its members scored.
-    pub fn ensemble(&self, b: &[bool]) -> (Vec<bool>, Vec<f32>) {
+    pub(crate) fn ensemble(&self, b: &[bool]) -> (Vec<bool>, Vec<f32>) {
         let mut sum = vec![0.0f64; self.labels.len()];
         let mut cnt = vec![0u16; self.labels.len()];
         for (m, p) in self.preds.iter().enumerate() {
@@ -106,13 +106,17 @@ impl SplitIndex {
 
 /// Largest batch [`load_zoo`] profiles when a model has no stored profile reaching it (the
 /// engine's default batch cap).
-pub const PROFILE_MAX_BATCH: usize = 8;
+pub(crate) const PROFILE_MAX_BATCH: usize = 8;
 
 /// Loads every valid model of the zoo with its latency: from stored CPU profiles when they
 /// reach batch [`PROFILE_MAX_BATCH`], else measured now (batch 1 to it, a few runs each) and
 /// stored. Models reading more than the ward's `window_secs` are left out (the engine could
 /// not feed them).
-pub fn load_zoo(dir: &Path, db: &Path, window_secs: u32) -> Result<Vec<Entry>, ComposeError> {
+pub(crate) fn load_zoo(
+    dir: &Path,
+    db: &Path,
+    window_secs: u32,
+) -> Result<Vec<Entry>, ComposeError> {
     let (models, _bad) = zoo::load_dir::<burn::backend::Flex>(dir, &Default::default())?;
     let cpu = crate::serving::engine::accelerator::Accelerator::cpu();
     let mut out = Vec::new();
@@ -167,7 +171,7 @@ pub fn load_zoo(dir: &Path, db: &Path, window_secs: u32) -> Result<Vec<Entry>, C
 
 /// ROC-AUC and PR-AUC of the mean-probability ensemble `b` on a split (the slow reference
 /// path, kept for checking [`SplitIndex::score`]).
-pub fn accuracy(entries: &[Entry], b: &[bool], test: bool) -> (f64, f64) {
+pub(crate) fn accuracy(entries: &[Entry], b: &[bool], test: bool) -> (f64, f64) {
     let (l, s) = ensemble_mean(entries.iter().zip(b).filter(|x| *x.1).map(|(e, _)| {
         let p = if test { &e.test } else { &e.validation };
         (&p.ids[..], &p.labels[..], &p.probs[..])
@@ -181,50 +185,50 @@ pub fn accuracy(entries: &[Entry], b: &[bool], test: bool) -> (f64, f64) {
 
 /// A method's distance to the exact search's answer for the same goal.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
-pub struct Gap {
+pub(crate) struct Gap {
     /// The exact answer's validation ROC-AUC minus this one's; in the dual, this latency
     /// minus the exact answer's (ms).
-    pub value: f64,
+    pub(crate) value: f64,
     /// False when the exact search was cut short: its answer is the best it saw, not a proven
     /// optimum, so the true gap is at least `value`.
-    pub proven: bool,
+    pub(crate) proven: bool,
 }
 
 /// One method's result for one goal.
 #[derive(Debug, Clone, Serialize)]
-pub struct Row {
-    pub method: String,
-    pub goal: Goal,
+pub(crate) struct Row {
+    pub(crate) method: String,
+    pub(crate) goal: Goal,
     /// The latency budget; infinite (`null` in JSON) for the dual.
-    pub budget_ms: f64,
-    pub members: Vec<String>,
-    pub val_roc_auc: f64,
-    pub val_pr_auc: f64,
-    pub test_roc_auc: f64,
-    pub test_pr_auc: f64,
+    pub(crate) budget_ms: f64,
+    pub(crate) members: Vec<String>,
+    pub(crate) val_roc_auc: f64,
+    pub(crate) val_pr_auc: f64,
+    pub(crate) test_roc_auc: f64,
+    pub(crate) test_pr_auc: f64,
     /// Youden's threshold on the validation ensemble, applied unchanged to test.
-    pub threshold: Option<f32>,
-    pub val_f1: f64,
-    pub val_accuracy: f64,
-    pub test_f1: f64,
-    pub test_accuracy: f64,
+    pub(crate) threshold: Option<f32>,
+    pub(crate) val_f1: f64,
+    pub(crate) val_accuracy: f64,
+    pub(crate) test_f1: f64,
+    pub(crate) test_accuracy: f64,
     /// The chosen ensemble's latency by the profiler the search used, ms.
-    pub latency_ms: f64,
-    pub profiler_calls: usize,
-    pub seconds: f64,
+    pub(crate) latency_ms: f64,
+    pub(crate) profiler_calls: usize,
+    pub(crate) seconds: f64,
     /// False when the exact search ran out of its node budget.
-    pub complete: bool,
+    pub(crate) complete: bool,
     /// How far from the exact search of the same goal, when one ran (set by the report).
-    pub gap_to_exact: Option<Gap>,
+    pub(crate) gap_to_exact: Option<Gap>,
     /// Every profiler call of the search, in order.
-    pub trajectory: Vec<Step>,
+    pub(crate) trajectory: Vec<Step>,
 }
 
 /// Ensembles the exact search may profile before it gives up (the report then says so).
-pub const EXACT_NODES: usize = 10_000;
+pub(crate) const EXACT_NODES: usize = 10_000;
 
 /// Runs `method` at `budget_ms` with the network-calculus estimate ([`latency_estimate`]).
-pub fn run(
+pub(crate) fn run(
     entries: &[Entry],
     method: &str,
     budget_ms: f64,
@@ -238,7 +242,7 @@ pub fn run(
 }
 
 /// Runs `method` at `budget_ms` with the given latency profiler.
-pub fn run_with(
+pub(crate) fn run_with(
     entries: &[Entry],
     method: &str,
     budget_ms: f64,
@@ -259,7 +263,7 @@ pub fn run_with(
 /// latency)` hears of each profiler call. The chosen ensemble is scored on validation and
 /// test: ROC-AUC, PR-AUC, and F1 and accuracy at the validation ensemble's Youden threshold
 /// (the same threshold on test). No feasible ensemble gives an empty one, scored 0.
-pub fn run_goal(
+pub(crate) fn run_goal(
     entries: &[Entry],
     method: &str,
     goal: Goal,
@@ -351,7 +355,7 @@ pub fn run_goal(
 }
 
 /// Sets each row's gap to the exact search of its goal, when one ran and found an ensemble.
-pub fn set_gaps(rows: &mut [Row]) {
+pub(crate) fn set_gaps(rows: &mut [Row]) {
     let exact: Vec<(Goal, f64, f64, bool)> = rows
         .iter()
         .filter(|r| r.method == "exact" && !r.members.is_empty())
@@ -369,17 +373,10 @@ pub fn set_gaps(rows: &mut [Row]) {
     }
 }
 
-/// Budgets that cover the zoo's range: twice the fastest ECG-sized model (models under 1 ms,
-/// the vitals models, fit in any budget), half of everything at once, and their geometric
-/// mean.
-pub fn default_budgets(entries: &[Entry], beds: usize, hop_s: f64) -> Vec<f64> {
-    default_budgets_by(entries.len(), &|b: &[bool]| {
-        latency_estimate(entries, b, beds, hop_s)
-    })
-}
-
-/// [`default_budgets`] for `n` models with any latency estimate.
-pub fn default_budgets_by(n: usize, latency: &dyn Fn(&[bool]) -> f64) -> Vec<f64> {
+/// Budgets that cover the range of `n` models under the latency estimate `latency`: twice the
+/// fastest ECG-sized model (models under 1 ms, the vitals models, fit in any budget), half of
+/// everything at once, and their geometric mean.
+pub(crate) fn default_budgets_by(n: usize, latency: &dyn Fn(&[bool]) -> f64) -> Vec<f64> {
     let singles: Vec<f64> = (0..n)
         .map(|i| {
             let mut b = vec![false; n];

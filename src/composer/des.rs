@@ -38,28 +38,28 @@ use serde::Serialize;
 
 /// One ensemble member as the simulation sees it.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Member {
+pub(crate) struct Member {
     /// Service time (ms) of a batch of `b` windows at index `b - 1`; the length is the batch
     /// cap. Never empty.
-    pub batch_ms: Vec<f64>,
+    pub(crate) batch_ms: Vec<f64>,
     /// Workers pulling from the member's queue.
-    pub workers: usize,
+    pub(crate) workers: usize,
 }
 
 /// The ward and machine simulated.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
-pub struct DesParams {
-    pub beds: usize,
-    pub hop_ms: f64,
+pub(crate) struct DesParams {
+    pub(crate) beds: usize,
+    pub(crate) hop_ms: f64,
     /// Hops simulated: each bed closes this many windows.
-    pub hops: usize,
+    pub(crate) hops: usize,
     /// Batches that run at full speed at once.
-    pub cores: usize,
+    pub(crate) cores: usize,
 }
 
 impl DesParams {
     /// `beds` beds with a hop of `hop_s` seconds, three hops, this machine's cores.
-    pub fn new(beds: usize, hop_s: f64) -> DesParams {
+    pub(crate) fn new(beds: usize, hop_s: f64) -> DesParams {
         DesParams {
             beds,
             hop_ms: hop_s * 1000.0,
@@ -71,7 +71,7 @@ impl DesParams {
 
 /// Window arrival times (ms) of `beds` beds staggered evenly over `hop_ms`, for `hops` hops,
 /// sorted.
-pub fn staggered(beds: usize, hop_ms: f64, hops: usize) -> Vec<f64> {
+pub(crate) fn staggered(beds: usize, hop_ms: f64, hops: usize) -> Vec<f64> {
     let mut t: Vec<f64> = (0..hops)
         .flat_map(|k| (0..beds).map(move |i| k as f64 * hop_ms + i as f64 * hop_ms / beds as f64))
         .collect();
@@ -83,7 +83,11 @@ pub fn staggered(beds: usize, hop_ms: f64, hops: usize) -> Vec<f64> {
 /// `(batch, ms)`: linear between measured sizes; beyond the largest, the fitted curve's
 /// increase (`fitted(b)`, the profile's quadratic) when two or more sizes were measured, else
 /// `b` times the batch-1 time (no batching gain assumed). Never decreasing in `b`.
-pub fn batch_curve(points: &[(usize, f64)], fitted: impl Fn(usize) -> f64, cap: usize) -> Vec<f64> {
+pub(crate) fn batch_curve(
+    points: &[(usize, f64)],
+    fitted: impl Fn(usize) -> f64,
+    cap: usize,
+) -> Vec<f64> {
     let mut p: Vec<(usize, f64)> = points.iter().copied().filter(|x| x.0 >= 1).collect();
     p.sort_by_key(|x| x.0);
     let Some(&(first_b, first_ms)) = p.first() else {
@@ -121,7 +125,7 @@ struct Job {
 
 /// End-to-end latency (ms) of each window of `arrivals` (ms, any order; the result is in the
 /// same order): from its arrival to the end of its last member's batch.
-pub fn simulate(members: &[Member], arrivals: &[f64], cores: usize) -> Vec<f64> {
+pub(crate) fn simulate(members: &[Member], arrivals: &[f64], cores: usize) -> Vec<f64> {
     let n = arrivals.len();
     if members.is_empty() {
         return vec![0.0; n];
@@ -197,7 +201,7 @@ pub fn simulate(members: &[Member], arrivals: &[f64], cores: usize) -> Vec<f64> 
 
 /// The 95th percentile (nearest rank) of the windows' end-to-end latency (ms) for `members`
 /// serving the staggered ward of `p`.
-pub fn p95_ms(members: &[Member], p: &DesParams) -> f64 {
+pub(crate) fn p95_ms(members: &[Member], p: &DesParams) -> f64 {
     let mut l = simulate(members, &staggered(p.beds, p.hop_ms, p.hops), p.cores);
     if l.is_empty() {
         return 0.0;

@@ -14,7 +14,7 @@ use crate::serving::engine::profile::Profile;
 /// Estimated end-to-end latency (ms) of ensemble `b` for `beds` beds staggered over `hop_s`:
 /// the members share the CPU, so a window takes the sum of their service times, and queueing
 /// adds the network-calculus bound.
-pub fn latency_estimate(entries: &[Entry], b: &[bool], beds: usize, hop_s: f64) -> f64 {
+pub(crate) fn latency_estimate(entries: &[Entry], b: &[bool], beds: usize, hop_s: f64) -> f64 {
     let ts: f64 = entries
         .iter()
         .zip(b)
@@ -36,7 +36,7 @@ fn netcalc_ms(ts_ms: f64, beds: usize, hop_s: f64) -> f64 {
 /// The fast latency estimators.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
 #[serde(rename_all = "lowercase")]
-pub enum Estimator {
+pub(crate) enum Estimator {
     /// The members' batch-1 service times added up (they share the CPU) plus the
     /// network-calculus queueing bound ([`latency_estimate`]).
     Netcalc,
@@ -46,7 +46,7 @@ pub enum Estimator {
 }
 
 impl Estimator {
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             Estimator::Netcalc => "netcalc",
             Estimator::Des => "des",
@@ -68,11 +68,11 @@ impl std::str::FromStr for Estimator {
 
 /// Estimated latency of any ensemble of one zoo for one ward, by either [`Estimator`].
 #[derive(Debug, Clone)]
-pub struct LatencyModel {
-    pub estimator: Estimator,
-    pub beds: usize,
-    pub hop_s: f64,
-    pub des: des::DesParams,
+pub(crate) struct LatencyModel {
+    pub(crate) estimator: Estimator,
+    pub(crate) beds: usize,
+    pub(crate) hop_s: f64,
+    pub(crate) des: des::DesParams,
     /// Per zoo model: batch-1 p95 service time (ms) and its simulated member.
     batch1_ms: Vec<f64>,
     members: Vec<des::Member>,
@@ -82,7 +82,7 @@ impl LatencyModel {
     /// Workers and batch caps come from the engine's default CPU plan for `beds` beds
     /// ([`plan`](crate::serving::engine::plan)), batch times from the entries' profiles
     /// ([`des::batch_curve`] over the p95 points; batch 1 alone without a profile).
-    pub fn new(
+    pub(crate) fn new(
         entries: &[Entry],
         engine: &EngineConfig,
         beds: usize,
@@ -130,12 +130,12 @@ impl LatencyModel {
     }
 
     /// Latency (ms) of ensemble `b` by the chosen estimator.
-    pub fn estimate(&self, b: &[bool]) -> f64 {
+    pub(crate) fn estimate(&self, b: &[bool]) -> f64 {
         self.by(self.estimator, b)
     }
 
     /// Latency (ms) of ensemble `b` by `estimator`.
-    pub fn by(&self, estimator: Estimator, b: &[bool]) -> f64 {
+    pub(crate) fn by(&self, estimator: Estimator, b: &[bool]) -> f64 {
         match estimator {
             Estimator::Netcalc => netcalc_ms(self.sum_ms(b), self.beds, self.hop_s),
             Estimator::Des => des::p95_ms(&self.chosen(b), &self.des),
@@ -144,7 +144,7 @@ impl LatencyModel {
 
     /// The service-time part of `estimator` (ms): one window alone, no queueing. The sum of
     /// the members' batch-1 times, or their simulated concurrent run.
-    pub fn service_ms(&self, estimator: Estimator, b: &[bool]) -> f64 {
+    pub(crate) fn service_ms(&self, estimator: Estimator, b: &[bool]) -> f64 {
         match estimator {
             Estimator::Netcalc => self.sum_ms(b),
             Estimator::Des => des::simulate(&self.chosen(b), &[0.0], self.des.cores)[0],

@@ -21,7 +21,7 @@ use crate::zoo::{Input, Manifest};
 
 /// Why measuring an ensemble failed.
 #[derive(Debug, thiserror::Error)]
-pub enum MeasureError {
+pub(crate) enum MeasureError {
     #[error(transparent)]
     Store(#[from] crate::serving::store::StoreError),
     #[error(transparent)]

@@ -9,14 +9,14 @@
 //! or the [`des`] discrete-event simulation, or measured through the engine ([`measure`]).
 //! [`report`] runs `holmes compose` and writes its table, JSON and [`plot`].
 
-pub mod compose;
-pub mod des;
-pub mod latency;
+pub(crate) mod compose;
+pub(crate) mod des;
+pub(crate) mod latency;
 pub mod measure;
-pub mod netcalc;
-pub mod plans;
-pub mod plot;
-pub mod profiler;
-pub mod report;
-pub mod search;
-pub mod service;
+pub(crate) mod netcalc;
+pub(crate) mod plans;
+pub(crate) mod plot;
+pub(crate) mod profiler;
+pub(crate) mod report;
+pub(crate) mod search;
+pub(crate) mod service;

@@ -6,45 +6,9 @@
 //! Arrivals are periodic (one window per bed per hop), so the arrival curve comes from the
 //! beds' phases: `A(t)` is the most windows that arrive in any interval of length `t`.
 
-/// Most arrivals in any window of length `t`, for periodic arrivals at `phases` (seconds in
-/// `[0, period)`), including both ends.
-pub fn arrival_curve(phases: &[f64], period: f64, t: f64) -> usize {
-    if phases.is_empty() {
-        return 0;
-    }
-    let mut p: Vec<f64> = phases.iter().map(|x| x.rem_euclid(period)).collect();
-    p.sort_by(f64::total_cmp);
-    arrivals_sorted(&p, period, t)
-}
-
-/// [`arrival_curve`] for phases already reduced to `[0, period)` and sorted.
-fn arrivals_sorted(p: &[f64], period: f64, t: f64) -> usize {
-    let n = p.len();
-    let full = (t / period).floor() as usize; // whole periods in t
-    let rest = t - full as f64 * period;
-    // Unrolled over two periods, count arrivals in [p_i, p_i + rest] for each start.
-    let two: Vec<f64> = p
-        .iter()
-        .copied()
-        .chain(p.iter().map(|x| x + period))
-        .collect();
-    let mut best = 0;
-    let mut j = 0;
-    for i in 0..n {
-        if j < i {
-            j = i;
-        }
-        while j < two.len() && two[j] <= two[i] + rest + 1e-12 {
-            j += 1;
-        }
-        best = best.max(j - i);
-    }
-    full * n + best
-}
-
 /// The delay bound (seconds) for `phases` of one window per `period`, served at `mu` windows
 /// per second after a latency of `t_s` seconds. Infinite when the beds outrun the service.
-pub fn delay_bound(phases: &[f64], period: f64, mu: f64, t_s: f64) -> f64 {
+pub(crate) fn delay_bound(phases: &[f64], period: f64, mu: f64, t_s: f64) -> f64 {
     let n = phases.len();
     if n == 0 {
         return t_s;
@@ -72,7 +36,7 @@ pub fn delay_bound(phases: &[f64], period: f64, mu: f64, t_s: f64) -> f64 {
 }
 
 /// Phases of `beds` beds spread evenly over `period` (the ward's staggering).
-pub fn staggered(beds: usize, period: f64) -> Vec<f64> {
+pub(crate) fn staggered(beds: usize, period: f64) -> Vec<f64> {
     (0..beds).map(|i| i as f64 * period / beds as f64).collect()
 }
 
@@ -92,14 +56,5 @@ mod tests {
         assert!((delay_bound(&[0.0, 0.0, 0.5, 0.5], 1.0, 5.0, 0.02) - 0.42).abs() < 1e-9);
         // Beds outrunning the service: unbounded.
         assert!(delay_bound(&staggered(4, 1.0), 1.0, 2.0, 0.05).is_infinite());
-    }
-
-    #[test]
-    fn arrival_curve_counts_windows() {
-        let p = staggered(4, 1.0);
-        assert_eq!(arrival_curve(&p, 1.0, 0.0), 1);
-        assert_eq!(arrival_curve(&p, 1.0, 0.25), 2);
-        assert_eq!(arrival_curve(&p, 1.0, 1.0), 5);
-        assert_eq!(arrival_curve(&[0.0; 3], 1.0, 0.1), 3);
     }
 }

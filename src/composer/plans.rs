@@ -13,28 +13,28 @@ use crate::core::time::now_ms;
 use crate::serving::store::{self, StoreError};
 
 /// Format of a plan's JSON body.
-pub const PLAN_FORMAT: u32 = 1;
+pub(crate) const PLAN_FORMAT: u32 = 1;
 
 /// What a plan was composed for; a plan is valid while its key matches the daemon's.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct PlanInputs {
+pub(crate) struct PlanInputs {
     /// `name@sha256` of every valid zoo model, sorted.
-    pub zoo: Vec<String>,
+    pub(crate) zoo: Vec<String>,
     /// Beds planned for (a multiple of the composer's bed step).
-    pub beds: usize,
+    pub(crate) beds: usize,
     /// This machine (CPU model and GPUs).
-    pub hardware: String,
-    pub slo_ms: u64,
+    pub(crate) hardware: String,
+    pub(crate) slo_ms: u64,
     /// Latency budget the search used (slo x budget fraction / calibration), ms.
-    pub budget_ms: f64,
-    pub method: String,
+    pub(crate) budget_ms: f64,
+    pub(crate) method: String,
     /// Measured / estimated latency of the plan that served before (1: none measured).
-    pub calibration: f64,
+    pub(crate) calibration: f64,
 }
 
 impl PlanInputs {
     /// The lookup key: everything but the calibration and the derived budget.
-    pub fn key(&self) -> String {
+    pub(crate) fn key(&self) -> String {
         let text = format!(
             "{}|{}|{}|{}|{}",
             self.zoo.join(","),
@@ -49,30 +49,30 @@ impl PlanInputs {
 
 /// One rung of the ladder: an ensemble and what the composer expects of it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Rung {
-    pub members: Vec<String>,
-    pub budget_ms: f64,
-    pub val_roc_auc: f64,
+pub(crate) struct Rung {
+    pub(crate) members: Vec<String>,
+    pub(crate) budget_ms: f64,
+    pub(crate) val_roc_auc: f64,
     /// Estimated end-to-end latency, ms.
-    pub latency_ms: f64,
+    pub(crate) latency_ms: f64,
 }
 
 /// A composed plan: rung 0 is the ensemble to serve, the rest the cheaper ladder.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Plan {
-    pub format: u32,
+pub(crate) struct Plan {
+    pub(crate) format: u32,
     /// Row id of the stored plan (0 until stored): the plan's version.
     #[serde(default)]
-    pub version: i64,
-    pub inputs: PlanInputs,
-    pub rungs: Vec<Rung>,
-    pub profiler_calls: usize,
-    pub seconds: f64,
-    pub created_ms: i64,
+    pub(crate) version: i64,
+    pub(crate) inputs: PlanInputs,
+    pub(crate) rungs: Vec<Rung>,
+    pub(crate) profiler_calls: usize,
+    pub(crate) seconds: f64,
+    pub(crate) created_ms: i64,
 }
 
 /// Stores `plan` as a new version; returns it.
-pub fn save(db: &Path, plan: &mut Plan, reason: &str) -> Result<i64, StoreError> {
+pub(crate) fn save(db: &Path, plan: &mut Plan, reason: &str) -> Result<i64, StoreError> {
     let c = store::open(db)?;
     let err = |source| StoreError::Sqlite {
         path: db.to_owned(),
@@ -89,7 +89,7 @@ pub fn save(db: &Path, plan: &mut Plan, reason: &str) -> Result<i64, StoreError>
 }
 
 /// The newest stored plan with this key, if any (an unreadable body counts as none).
-pub fn latest(db: &Path, key: &str) -> Result<Option<Plan>, StoreError> {
+pub(crate) fn latest(db: &Path, key: &str) -> Result<Option<Plan>, StoreError> {
     let c = store::open(db)?;
     let err = |source| StoreError::Sqlite {
         path: db.to_owned(),

@@ -12,36 +12,36 @@ use super::compose::Row;
 use super::search::Goal;
 
 /// One profiled ensemble: `(latency ms, accuracy)`.
-pub type Point = (f64, f64);
+pub(crate) type Point = (f64, f64);
 
 /// A method's chosen ensemble for one goal.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Marker {
-    pub method: String,
+pub(crate) struct Marker {
+    pub(crate) method: String,
     /// The goal it answers, e.g. `120 ms` or `AUC 0.95`.
-    pub goal: String,
-    pub latency_ms: f64,
-    pub accuracy: f64,
+    pub(crate) goal: String,
+    pub(crate) latency_ms: f64,
+    pub(crate) accuracy: f64,
 }
 
 /// What to draw.
 #[derive(Debug, Clone, Default)]
-pub struct Figure {
-    pub points: Vec<Point>,
+pub(crate) struct Figure {
+    pub(crate) points: Vec<Point>,
     /// Latency budgets: vertical lines.
-    pub budgets_ms: Vec<f64>,
+    pub(crate) budgets_ms: Vec<f64>,
     /// Accuracy floors of the dual: horizontal lines.
-    pub floors: Vec<f64>,
-    pub markers: Vec<Marker>,
+    pub(crate) floors: Vec<f64>,
+    pub(crate) markers: Vec<Marker>,
     /// The methods in legend order (their colour and shape follow it).
-    pub methods: Vec<String>,
-    pub title: String,
+    pub(crate) methods: Vec<String>,
+    pub(crate) title: String,
 }
 
 /// Indices of the Pareto-optimal points (no other point is at least as fast and at least as
 /// accurate, and better in one), fastest first. Of equal points the first is kept; points
 /// with a non-finite coordinate are left out.
-pub fn pareto_front(points: &[Point]) -> Vec<usize> {
+pub(crate) fn pareto_front(points: &[Point]) -> Vec<usize> {
     let mut idx: Vec<usize> = (0..points.len())
         .filter(|&i| points[i].0.is_finite() && points[i].1.is_finite())
         .collect();
@@ -362,7 +362,7 @@ fn draw_panel(s: &mut String, f: &Figure, points: &[Point], front: &[usize], p: 
 /// logarithmic when the points span more than a factor of 20; points with an unbounded
 /// latency are left out, and points that round to the pixel of one already drawn are not
 /// drawn again.
-pub fn svg(f: &Figure) -> String {
+pub(crate) fn svg(f: &Figure) -> String {
     let finite: Vec<Point> = f
         .points
         .iter()
@@ -500,7 +500,7 @@ pub fn svg(f: &Figure) -> String {
 
 /// The figure of search results: every ensemble profiled by any search (once), the goals'
 /// budgets or floors, and each row's chosen ensemble.
-pub fn figure(rows: &[Row], goals: &[Goal], title: String) -> Figure {
+pub(crate) fn figure(rows: &[Row], goals: &[Goal], title: String) -> Figure {
     let mut seen: HashMap<&str, (f64, f64)> = HashMap::new();
     for step in rows.iter().flat_map(|row| &row.trajectory) {
         seen.entry(step.members.as_str())

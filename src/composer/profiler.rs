@@ -14,15 +14,15 @@ use serde::{Deserialize, Serialize};
 use super::search::Bits;
 
 /// A profiler: an ensemble in, a number out.
-pub type ProfileFn<'a> = Box<dyn FnMut(&[bool]) -> f64 + 'a>;
+pub(crate) type ProfileFn<'a> = Box<dyn FnMut(&[bool]) -> f64 + 'a>;
 
 /// Told of each new profile: `(calls so far, accuracy, latency)`.
-pub type CallHook<'a> = Box<dyn FnMut(usize, f64, f64) + 'a>;
+pub(crate) type CallHook<'a> = Box<dyn FnMut(usize, f64, f64) + 'a>;
 
 /// What a search optimises over ensembles `b` (accuracy `f_a(b)`, latency `f_l(b)` in ms).
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "snake_case", deny_unknown_fields)]
-pub enum Goal {
+pub(crate) enum Goal {
     /// Highest accuracy with latency at most `budget_ms` (HOLMES eq. 1).
     MaxAccuracy { budget_ms: f64 },
     /// Lowest latency with accuracy at least `min_accuracy` (HOLMES appendix A.6).
@@ -38,7 +38,7 @@ impl From<f64> for Goal {
 
 impl Goal {
     /// Whether an ensemble with this accuracy and latency meets the constraint.
-    pub fn feasible(&self, accuracy: f64, latency: f64) -> bool {
+    pub(crate) fn feasible(&self, accuracy: f64, latency: f64) -> bool {
         match *self {
             Goal::MaxAccuracy { budget_ms } => latency <= budget_ms,
             Goal::MinLatency { min_accuracy } => accuracy >= min_accuracy,
@@ -47,7 +47,7 @@ impl Goal {
 
     /// Orders two feasible `(accuracy, latency)` results, `Greater` for the better: accuracy
     /// first (then the faster), or latency first (then the more accurate).
-    pub fn compare(&self, a: (f64, f64), b: (f64, f64)) -> Ordering {
+    pub(crate) fn compare(&self, a: (f64, f64), b: (f64, f64)) -> Ordering {
         match self {
             Goal::MaxAccuracy { .. } => a.0.total_cmp(&b.0).then(b.1.total_cmp(&a.1)),
             Goal::MinLatency { .. } => b.1.total_cmp(&a.1).then(a.0.total_cmp(&b.0)),
@@ -55,7 +55,7 @@ impl Goal {
     }
 
     /// The optimised quantity of a result: accuracy, or latency in ms.
-    pub fn objective(&self, accuracy: f64, latency: f64) -> f64 {
+    pub(crate) fn objective(&self, accuracy: f64, latency: f64) -> f64 {
         match self {
             Goal::MaxAccuracy { .. } => accuracy,
             Goal::MinLatency { .. } => latency,
@@ -75,33 +75,33 @@ impl std::fmt::Display for Goal {
 
 /// One profiler call of a search, as the report shows it (HOLMES figures 6 and 11).
 #[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct Step {
+pub(crate) struct Step {
     /// 1 for the first call.
-    pub call: usize,
+    pub(crate) call: usize,
     /// The ensemble, one character per zoo model in zoo order: `1` a member, `0` not.
-    pub members: String,
-    pub accuracy: f64,
+    pub(crate) members: String,
+    pub(crate) accuracy: f64,
     /// `null` in JSON when unbounded (the beds outrun the service).
-    pub latency_ms: f64,
+    pub(crate) latency_ms: f64,
     /// Whether it meets the goal's constraint.
-    pub feasible: bool,
+    pub(crate) feasible: bool,
     /// Accuracy and latency of the best feasible ensemble profiled up to this call.
-    pub best_accuracy: Option<f64>,
-    pub best_latency_ms: Option<f64>,
+    pub(crate) best_accuracy: Option<f64>,
+    pub(crate) best_latency_ms: Option<f64>,
 }
 
 /// The two profilers with call counting and caching (a profiler call is the budget unit).
-pub struct Profiler<'a> {
-    pub accuracy: ProfileFn<'a>,
-    pub latency: ProfileFn<'a>,
+pub(crate) struct Profiler<'a> {
+    pub(crate) accuracy: ProfileFn<'a>,
+    pub(crate) latency: ProfileFn<'a>,
     cache: HashMap<Bits, (f64, f64)>,
     /// Every ensemble profiled, in order.
-    pub profiled: Vec<(Bits, f64, f64)>,
+    pub(crate) profiled: Vec<(Bits, f64, f64)>,
     on_call: Option<CallHook<'a>>,
 }
 
 impl<'a> Profiler<'a> {
-    pub fn new(
+    pub(crate) fn new(
         accuracy: impl FnMut(&[bool]) -> f64 + 'a,
         latency: impl FnMut(&[bool]) -> f64 + 'a,
     ) -> Self {
@@ -115,13 +115,13 @@ impl<'a> Profiler<'a> {
     }
 
     /// Calls `f(calls, accuracy, latency)` after each new profile (a progress bar).
-    pub fn on_call(mut self, f: impl FnMut(usize, f64, f64) + 'a) -> Self {
+    pub(crate) fn on_call(mut self, f: impl FnMut(usize, f64, f64) + 'a) -> Self {
         self.on_call = Some(Box::new(f));
         self
     }
 
     /// `(accuracy, latency)` of `b`, profiling it on first sight.
-    pub fn profile(&mut self, b: &[bool]) -> (f64, f64) {
+    pub(crate) fn profile(&mut self, b: &[bool]) -> (f64, f64) {
         if let Some(&r) = self.cache.get(b) {
             return r;
         }
@@ -134,12 +134,12 @@ impl<'a> Profiler<'a> {
         r
     }
 
-    pub fn calls(&self) -> usize {
+    pub(crate) fn calls(&self) -> usize {
         self.profiled.len()
     }
 
     /// The best feasible ensemble profiled so far.
-    pub fn best(&self, goal: impl Into<Goal>) -> Option<(Bits, f64, f64)> {
+    pub(crate) fn best(&self, goal: impl Into<Goal>) -> Option<(Bits, f64, f64)> {
         let goal = goal.into();
         self.profiled
             .iter()
@@ -149,7 +149,7 @@ impl<'a> Profiler<'a> {
     }
 
     /// Every call so far in order, with feasibility and the best feasible result up to it.
-    pub fn trajectory(&self, goal: impl Into<Goal>) -> Vec<Step> {
+    pub(crate) fn trajectory(&self, goal: impl Into<Goal>) -> Vec<Step> {
         let goal = goal.into();
         let mut best: Option<(f64, f64)> = None;
         self.profiled

@@ -24,33 +24,33 @@ use crate::config::HolmesParams;
 
 /// What `holmes compose` asks for (the command line's flags).
 #[derive(Debug, Clone)]
-pub struct ComposeArgs {
+pub(crate) struct ComposeArgs {
     /// Latency budget(s) in ms (empty: the config's slo_ms; with method `all`, three budgets
     /// covering the zoo's range).
-    pub budget_ms: Vec<f64>,
+    pub(crate) budget_ms: Vec<f64>,
     /// Solve the dual (HOLMES appendix A.6) instead: the lowest latency whose validation
     /// ROC-AUC is at least this.
-    pub min_accuracy: Vec<f64>,
+    pub(crate) min_accuracy: Vec<f64>,
     /// Beds served.
-    pub beds: usize,
+    pub(crate) beds: usize,
     /// holmes, holmes-ucb, rd, af, lf, npo, exact, or all.
-    pub method: String,
+    pub(crate) method: String,
     /// Profiler-call budget of HOLMES and NPO.
-    pub calls: usize,
+    pub(crate) calls: usize,
     /// The fast latency estimate.
-    pub estimator: Estimator,
+    pub(crate) estimator: Estimator,
     /// Batches the simulation runs at full speed at once (None: this machine's cores).
-    pub cores: Option<usize>,
+    pub(crate) cores: Option<usize>,
     /// Measure each profiled ensemble through the real engine (slow).
-    pub measured: bool,
+    pub(crate) measured: bool,
     /// Folder for report.json, report.md and pareto.svg.
-    pub report: PathBuf,
+    pub(crate) report: PathBuf,
     /// Print the report as JSON (and no progress bar).
-    pub json: bool,
+    pub(crate) json: bool,
 }
 
 #[derive(Debug, thiserror::Error)]
-pub enum ReportError {
+pub(crate) enum ReportError {
     #[error("unknown method {0:?} (one of {all}, all)", all = crate::config::METHODS.join(", "))]
     UnknownMethod(String),
     #[error("--min-accuracy {0} is not a ROC-AUC in (0, 1]")]
@@ -76,61 +76,61 @@ pub enum ReportError {
 /// How far one estimator was from the measured engine over the ensembles profiled: relative
 /// errors `(estimate - measured) / measured`.
 #[derive(Debug, Clone, Serialize)]
-pub struct EstimatorError {
-    pub estimator: Estimator,
+pub(crate) struct EstimatorError {
+    pub(crate) estimator: Estimator,
     /// `latency` (both end to end, the measured one being the measured service time plus the
     /// network-calculus bound) or `service` (one window alone).
-    pub what: &'static str,
-    pub ensembles: usize,
-    pub median_abs: f64,
+    pub(crate) what: &'static str,
+    pub(crate) ensembles: usize,
+    pub(crate) median_abs: f64,
     /// The error of largest magnitude, with its sign.
-    pub worst: f64,
+    pub(crate) worst: f64,
 }
 
 /// One ensemble measured through the engine, with both estimators' figures (ms).
 #[derive(Debug, Clone, Serialize)]
-pub struct Measured {
+pub(crate) struct Measured {
     /// One character per zoo model, `1` a member.
-    pub members: String,
+    pub(crate) members: String,
     /// End to end as the measured profiler gives it: service time plus the queueing bound.
-    pub measured_ms: f64,
+    pub(crate) measured_ms: f64,
     /// One window alone through the engine, p95.
-    pub measured_service_ms: f64,
-    pub des_ms: f64,
-    pub des_service_ms: f64,
-    pub netcalc_ms: f64,
-    pub netcalc_service_ms: f64,
+    pub(crate) measured_service_ms: f64,
+    pub(crate) des_ms: f64,
+    pub(crate) des_service_ms: f64,
+    pub(crate) netcalc_ms: f64,
+    pub(crate) netcalc_service_ms: f64,
 }
 
 /// Everything `holmes compose` found; `report.json` is this.
 #[derive(Debug, Clone, Serialize)]
-pub struct Report {
+pub(crate) struct Report {
     /// The zoo in order: character `i` of a trajectory step's `members` is model `i`.
-    pub models: Vec<String>,
+    pub(crate) models: Vec<String>,
     /// Each model's batch-1 p95 service time on the CPU, ms.
-    pub model_latency_ms: Vec<f64>,
-    pub beds: usize,
-    pub hop_s: f64,
-    pub cores: usize,
+    pub(crate) model_latency_ms: Vec<f64>,
+    pub(crate) beds: usize,
+    pub(crate) hop_s: f64,
+    pub(crate) cores: usize,
     /// `measured` or the estimator's name.
-    pub latency: String,
-    pub estimator: Estimator,
-    pub calls: usize,
-    pub threshold_note: &'static str,
-    pub goals: Vec<Goal>,
-    pub rows: Vec<Row>,
-    pub estimator_errors: Vec<EstimatorError>,
+    pub(crate) latency: String,
+    pub(crate) estimator: Estimator,
+    pub(crate) calls: usize,
+    pub(crate) threshold_note: &'static str,
+    pub(crate) goals: Vec<Goal>,
+    pub(crate) rows: Vec<Row>,
+    pub(crate) estimator_errors: Vec<EstimatorError>,
     /// With `--measured`: every ensemble measured, against the estimators.
-    pub measured: Vec<Measured>,
+    pub(crate) measured: Vec<Measured>,
     /// The files written.
-    pub files: Vec<PathBuf>,
+    pub(crate) files: Vec<PathBuf>,
 }
 
 const THRESHOLD_NOTE: &str = "F1 and accuracy at the Youden threshold chosen on the validation \
      ensemble and applied unchanged to test";
 
 /// `holmes compose`: runs, writes the report files, prints the table (or the JSON).
-pub fn main(cfg: &Config, args: &ComposeArgs) -> Result<(), ReportError> {
+pub(crate) fn main(cfg: &Config, args: &ComposeArgs) -> Result<(), ReportError> {
     let report = run(cfg, args)?;
     if args.json {
         println!("{}", serde_json::to_string(&report)?);
@@ -141,7 +141,7 @@ pub fn main(cfg: &Config, args: &ComposeArgs) -> Result<(), ReportError> {
 }
 
 /// Runs every method for every goal and writes the report files.
-pub fn run(cfg: &Config, args: &ComposeArgs) -> Result<Report, ReportError> {
+pub(crate) fn run(cfg: &Config, args: &ComposeArgs) -> Result<Report, ReportError> {
     let methods: Vec<&str> = if args.method == "all" {
         crate::config::METHODS.to_vec()
     } else if crate::config::METHODS.contains(&args.method.as_str()) {
@@ -538,7 +538,7 @@ fn error_lines(r: &Report) -> Vec<String> {
 }
 
 /// The report as terminal text.
-pub fn text(r: &Report) -> String {
+pub(crate) fn text(r: &Report) -> String {
     let mut s = String::new();
     let _ = writeln!(
         s,
@@ -596,7 +596,7 @@ pub fn text(r: &Report) -> String {
 }
 
 /// The report as Markdown (`report.md`).
-pub fn markdown(r: &Report) -> String {
+pub(crate) fn markdown(r: &Report) -> String {
     let mut s = String::new();
     let _ = writeln!(s, "# Ensemble composition\n");
     let _ = writeln!(
@@ -656,7 +656,7 @@ pub fn markdown(r: &Report) -> String {
 }
 
 /// Writes `report.json`, `report.md` and `pareto.svg` into `dir` (created if missing).
-pub fn write(r: &mut Report, dir: &Path) -> Result<(), ReportError> {
+pub(crate) fn write(r: &mut Report, dir: &Path) -> Result<(), ReportError> {
     let io = |path: &Path| {
         let path = path.to_owned();
         move |source| ReportError::Io { path, source }

@@ -21,13 +21,13 @@ use smartcore::ensemble::random_forest_regressor::{
 };
 use smartcore::linalg::basic::matrix::DenseMatrix;
 
-pub use super::profiler::{Goal, ProfileFn, Profiler, Step};
+pub(crate) use super::profiler::{Goal, Profiler, Step};
 
 /// An ensemble: one bit per zoo model.
-pub type Bits = Vec<bool>;
+pub(crate) type Bits = Vec<bool>;
 
 /// A random non-empty ensemble.
-pub fn random_bits(n: usize, rng: &mut SmallRng) -> Bits {
+pub(crate) fn random_bits(n: usize, rng: &mut SmallRng) -> Bits {
     loop {
         let b: Bits = (0..n).map(|_| rng.random_bool(0.5)).collect();
         if b.iter().any(|&x| x) {
@@ -37,7 +37,7 @@ pub fn random_bits(n: usize, rng: &mut SmallRng) -> Bits {
 }
 
 /// Flips `degree` distinct random bits.
-pub fn mutate(b: &[bool], degree: usize, rng: &mut SmallRng) -> Bits {
+pub(crate) fn mutate(b: &[bool], degree: usize, rng: &mut SmallRng) -> Bits {
     let mut out = b.to_vec();
     let mut idx: Vec<usize> = (0..b.len()).collect();
     idx.shuffle(rng);
@@ -48,7 +48,7 @@ pub fn mutate(b: &[bool], degree: usize, rng: &mut SmallRng) -> Bits {
 }
 
 /// Single-point recombination of two parents.
-pub fn recombine(a: &[bool], b: &[bool], rng: &mut SmallRng) -> Bits {
+pub(crate) fn recombine(a: &[bool], b: &[bool], rng: &mut SmallRng) -> Bits {
     let cut = rng.random_range(1..a.len().max(2));
     a[..cut.min(a.len())]
         .iter()
@@ -59,7 +59,7 @@ pub fn recombine(a: &[bool], b: &[bool], rng: &mut SmallRng) -> Bits {
 
 /// Algorithm 2's exploration: `m` new candidates (random, mutated, recombined), never a
 /// duplicate of each other or of `seen`, never empty.
-pub fn explore(
+pub(crate) fn explore(
     seen: &[Bits],
     n: usize,
     m: usize,
@@ -144,7 +144,7 @@ impl Forest {
 /// Adds models in `order` one at a time (RD, AF, LF): while the ensemble stays within the
 /// budget, returning the last feasible ensemble; in the dual, until it reaches the accuracy
 /// floor, returning the first that does.
-pub fn greedy(
+pub(crate) fn greedy(
     prof: &mut Profiler<'_>,
     order: &[usize],
     n: usize,
@@ -178,20 +178,25 @@ fn singles(prof: &mut Profiler<'_>, n: usize) -> Vec<(f64, f64)> {
         .collect()
 }
 
-pub fn rd(prof: &mut Profiler<'_>, n: usize, goal: impl Into<Goal>, seed: u64) -> Option<Bits> {
+pub(crate) fn rd(
+    prof: &mut Profiler<'_>,
+    n: usize,
+    goal: impl Into<Goal>,
+    seed: u64,
+) -> Option<Bits> {
     let mut order: Vec<usize> = (0..n).collect();
     order.shuffle(&mut SmallRng::seed_from_u64(seed));
     greedy(prof, &order, n, goal)
 }
 
-pub fn af(prof: &mut Profiler<'_>, n: usize, goal: impl Into<Goal>) -> Option<Bits> {
+pub(crate) fn af(prof: &mut Profiler<'_>, n: usize, goal: impl Into<Goal>) -> Option<Bits> {
     let s = singles(prof, n);
     let mut order: Vec<usize> = (0..n).collect();
     order.sort_by(|&a, &b| s[b].0.total_cmp(&s[a].0));
     greedy(prof, &order, n, goal)
 }
 
-pub fn lf(prof: &mut Profiler<'_>, n: usize, goal: impl Into<Goal>) -> Option<Bits> {
+pub(crate) fn lf(prof: &mut Profiler<'_>, n: usize, goal: impl Into<Goal>) -> Option<Bits> {
     let s = singles(prof, n);
     let mut order: Vec<usize> = (0..n).collect();
     order.sort_by(|&a, &b| s[a].1.total_cmp(&s[b].1));
@@ -201,7 +206,7 @@ pub fn lf(prof: &mut Profiler<'_>, n: usize, goal: impl Into<Goal>) -> Option<Bi
 /// NPO: random subsets (at most as many models as LF chose; in the dual, all models when LF
 /// never reached the floor) merged into the explored set until the call budget is spent; the
 /// best feasible profiled ensemble wins.
-pub fn npo(
+pub(crate) fn npo(
     prof: &mut Profiler<'_>,
     n: usize,
     goal: impl Into<Goal>,
@@ -246,7 +251,7 @@ pub fn npo(
 ///
 /// In the dual, candidates predicted to reach the accuracy floor are ranked by predicted
 /// latency, fastest first; the rest follow, most accurate first.
-pub fn holmes(
+pub(crate) fn holmes(
     prof: &mut Profiler<'_>,
     n: usize,
     goal: impl Into<Goal>,
@@ -326,7 +331,7 @@ pub fn holmes(
 /// the ensemble, which holds for the profilers here: members share the CPU). In the dual a
 /// branch is cut once it reaches the accuracy floor or is already slower than the best found.
 /// Feasible only for small zoos: `max_nodes` bounds the work and `None` says it was not enough.
-pub fn exact(
+pub(crate) fn exact(
     prof: &mut Profiler<'_>,
     n: usize,
     goal: impl Into<Goal>,

@@ -32,7 +32,7 @@ use crate::serving::ward::Ward;
 use crate::zoo::{MANIFEST_FILE, Manifest};
 
 #[derive(Debug, thiserror::Error)]
-pub enum ComposerError {
+pub(crate) enum ComposerError {
     #[error("reading the zoo: {0}")]
     Zoo(String),
     #[error("the zoo has no valid model to compose from")]
@@ -45,34 +45,34 @@ pub enum ComposerError {
 
 /// What the daemon serves and what the composer is doing, for the API.
 #[derive(Debug, Clone, Default, Serialize)]
-pub struct Serving {
-    pub models: Vec<ModelInfo>,
+pub(crate) struct Serving {
+    pub(crate) models: Vec<ModelInfo>,
     /// `config` (the configured members) or `plan` (a composed plan, see `plan`).
-    pub source: String,
-    pub plan: Option<Plan>,
+    pub(crate) source: String,
+    pub(crate) plan: Option<Plan>,
     /// Rung of the plan's ladder serving now (0: the plan itself).
-    pub rung: usize,
-    pub composing: bool,
-    pub compositions: u64,
-    pub last_error: Option<String>,
+    pub(crate) rung: usize,
+    pub(crate) composing: bool,
+    pub(crate) compositions: u64,
+    pub(crate) last_error: Option<String>,
     /// The latest switches, newest last (bounded).
-    pub switches: Vec<Switch>,
+    pub(crate) switches: Vec<Switch>,
 }
 
 #[derive(Debug, Clone, Serialize)]
-pub struct Switch {
-    pub at_ms: i64,
-    pub reason: String,
-    pub plan_version: Option<i64>,
-    pub rung: usize,
-    pub ensemble_id: i64,
-    pub members: Vec<String>,
+pub(crate) struct Switch {
+    pub(crate) at_ms: i64,
+    pub(crate) reason: String,
+    pub(crate) plan_version: Option<i64>,
+    pub(crate) rung: usize,
+    pub(crate) ensemble_id: i64,
+    pub(crate) members: Vec<String>,
 }
 
 const MAX_SWITCHES: usize = 20;
 
 /// The machine as a plan key sees it: the CPU and every device found.
-pub fn hardware(devices: &[Accelerator]) -> String {
+pub(crate) fn hardware(devices: &[Accelerator]) -> String {
     let ids: Vec<String> = devices
         .iter()
         .map(|d| format!("{}={}", d.id, d.name))
@@ -85,7 +85,7 @@ pub fn hardware(devices: &[Accelerator]) -> String {
 }
 
 /// `name@sha256` of every model folder with a readable manifest, sorted.
-pub fn zoo_fingerprint(dir: &Path) -> Vec<String> {
+pub(crate) fn zoo_fingerprint(dir: &Path) -> Vec<String> {
     let mut out: Vec<String> = crate::zoo::model_dirs(dir)
         .unwrap_or_default()
         .into_iter()
@@ -100,12 +100,12 @@ pub fn zoo_fingerprint(dir: &Path) -> Vec<String> {
 }
 
 /// `beds` rounded up to the bed step (at least one step).
-pub fn bucket(beds: usize, step: usize) -> usize {
+pub(crate) fn bucket(beds: usize, step: usize) -> usize {
     beds.max(1).div_ceil(step) * step
 }
 
 /// Beds to plan for before monitors connect.
-pub fn initial_beds(cfg: &Config) -> usize {
+pub(crate) fn initial_beds(cfg: &Config) -> usize {
     bucket(
         cfg.ward.beds.len().max(cfg.composer.initial_beds),
         cfg.composer.beds_step,
@@ -127,7 +127,7 @@ fn inputs(cfg: &Config, beds: usize, hardware: &str, calibration: f64) -> PlanIn
 
 /// The stored plan for the current zoo, initial beds and hardware, when the composer is on.
 /// Blocking.
-pub fn stored_plan(cfg: &Config, devices: &[Accelerator]) -> Option<Plan> {
+pub(crate) fn stored_plan(cfg: &Config, devices: &[Accelerator]) -> Option<Plan> {
     if !cfg.composer.enabled {
         return None;
     }
@@ -147,7 +147,7 @@ pub fn stored_plan(cfg: &Config, devices: &[Accelerator]) -> Option<Plan> {
 
 /// Composes a plan for `beds` beds: rung 0 within the budget, then one rung per ladder step.
 /// Blocking (profiles models without a stored profile, then searches).
-pub fn compose_plan(
+pub(crate) fn compose_plan(
     cfg: &Config,
     beds: usize,
     hardware: &str,
@@ -211,25 +211,25 @@ pub fn compose_plan(
 }
 
 /// Everything the actor works with.
-pub struct Context {
-    pub cfg: Config,
-    pub engine: Engine,
-    pub store: StoreHandle,
-    pub ward: Ward,
-    pub devices: Arc<Vec<Accelerator>>,
+pub(crate) struct Context {
+    pub(crate) cfg: Config,
+    pub(crate) engine: Engine,
+    pub(crate) store: StoreHandle,
+    pub(crate) ward: Ward,
+    pub(crate) devices: Arc<Vec<Accelerator>>,
     /// What serves now and what the composer is doing, published to the board and the API.
-    pub serving: watch::Sender<Serving>,
-    pub zoo_generation: watch::Receiver<u64>,
+    pub(crate) serving: watch::Sender<Serving>,
+    pub(crate) zoo_generation: watch::Receiver<u64>,
     /// Recompositions asked for by a user (the reason, e.g. who asked).
-    pub requests: tokio::sync::mpsc::Receiver<String>,
-    pub shutdown: CancellationToken,
+    pub(crate) requests: tokio::sync::mpsc::Receiver<String>,
+    pub(crate) shutdown: CancellationToken,
 }
 
 /// How often the actor looks at the bed count and the p95.
 const CHECK: Duration = Duration::from_secs(2);
 
 /// Runs the composer until shutdown. `composed` says whether a valid plan already serves.
-pub async fn run(mut cx: Context, composed: bool) {
+pub(crate) async fn run(mut cx: Context, composed: bool) {
     let hw = hardware(&cx.devices);
     let cc = cx.cfg.composer.clone();
     let slo = cx.cfg.engine.slo_ms as f64;
@@ -383,7 +383,7 @@ fn planned_for(cx: &Context) -> Option<usize> {
 
 /// Serves rung `rung` of `plan`: members validated and placed, the ensemble recorded, the
 /// engine switched. On failure the current ensemble keeps serving.
-pub async fn apply(
+pub(crate) async fn apply(
     cx: &Context,
     plan: Plan,
     rung: usize,

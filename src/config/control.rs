@@ -18,7 +18,7 @@ pub struct ComposerConfig {
     pub method: String,
     /// HOLMES's search parameters (N profiler calls, M candidates, K profiled per round, p, q,
     /// mutation degree, trees, exploration, seed); the paper's defaults.
-    pub search: HolmesParams,
+    pub(crate) search: HolmesParams,
     /// Fraction of `engine.slo_ms` the composed ensemble's estimated latency may use.
     pub budget_fraction: f64,
     /// Budgets of the cheaper ladder rungs, as fractions of the plan's budget.
@@ -30,11 +30,11 @@ pub struct ComposerConfig {
     /// ...and have held there this many seconds.
     pub settle_secs: f64,
     /// Seconds of committed scores the p95 watch looks at.
-    pub p95_window_secs: f64,
+    pub(crate) p95_window_secs: f64,
     /// Fewest scored windows in that span before the p95 counts.
     pub p95_min_windows: usize,
     /// Seconds without a breach before stepping back up one rung.
-    pub quiet_secs: f64,
+    pub(crate) quiet_secs: f64,
 }
 
 impl Default for ComposerConfig {
@@ -56,7 +56,7 @@ impl Default for ComposerConfig {
 }
 
 impl ComposerConfig {
-    pub fn validate(&self) -> Result<(), String> {
+    pub(crate) fn validate(&self) -> Result<(), String> {
         if !METHODS.contains(&self.method.as_str()) {
             return Err(format!(
                 "composer.method {:?} is not one of {}",
@@ -91,22 +91,22 @@ impl ComposerConfig {
 #[serde(deny_unknown_fields)]
 pub struct HolmesParams {
     /// Profiler-call budget N.
-    pub budget_calls: usize,
+    pub(crate) budget_calls: usize,
     /// Candidates explored per iteration M.
-    pub candidates: usize,
+    pub(crate) candidates: usize,
     /// Candidates profiled per iteration K.
-    pub top_k: usize,
+    pub(crate) top_k: usize,
     /// Share of candidates from genetic operators p (the rest are random).
-    pub p: f64,
+    pub(crate) p: f64,
     /// Share of genetic candidates from mutation q (the rest by recombination).
-    pub q: f64,
+    pub(crate) q: f64,
     /// Bits a mutation flips.
-    pub mutation_degree: usize,
+    pub(crate) mutation_degree: usize,
     /// Trees per surrogate forest.
-    pub trees: usize,
+    pub(crate) trees: usize,
     /// Rank candidates by mean + `explore` x spread across the trees (0: the paper's greedy).
-    pub explore: f64,
-    pub seed: u64,
+    pub(crate) explore: f64,
+    pub(crate) seed: u64,
 }
 
 impl Default for HolmesParams {
@@ -136,17 +136,17 @@ pub struct DashboardConfig {
     /// ...and clears when the score falls below this (hysteresis).
     pub risk_alarm_off: f64,
     /// A lead-off alarm is raised when more than this fraction of a window was lead-off.
-    pub lead_off_alarm: f64,
+    pub(crate) lead_off_alarm: f64,
     /// Longest silence a user may set on an alarm, seconds.
-    pub max_silence_secs: u64,
+    pub(crate) max_silence_secs: u64,
     /// Hours a sign-in lasts.
-    pub session_hours: f64,
+    pub(crate) session_hours: f64,
     /// Hours of score history in each tile's trend.
-    pub trend_hours: f64,
+    pub(crate) trend_hours: f64,
     /// Tile order: `bed` (by bed id) or `risk` (highest score first).
-    pub sort: String,
+    pub(crate) sort: String,
     /// Labels shown instead of bed ids, e.g. `{ "bed-1" = "Bay 1, window" }`.
-    pub labels: BTreeMap<String, String>,
+    pub(crate) labels: BTreeMap<String, String>,
     /// Most live-feed (`/api/stream`) clients at once; more are answered 503.
     pub max_stream_clients: usize,
     /// Failed sign-ins per user name, and per client address, before back-off.
@@ -158,7 +158,7 @@ pub struct DashboardConfig {
     pub login_backoff_max_secs: f64,
     /// Names and addresses whose failed sign-ins are remembered at most (the stalest are
     /// forgotten first).
-    pub login_tracked: usize,
+    pub(crate) login_tracked: usize,
     /// Origins besides the server's own (the request's `Host`) allowed to send state-changing
     /// requests, e.g. a TLS proxy's `https://ward.example`.
     pub allowed_origins: Vec<String>,
@@ -187,7 +187,7 @@ impl Default for DashboardConfig {
 }
 
 impl DashboardConfig {
-    pub fn validate(&self) -> Result<(), String> {
+    pub(crate) fn validate(&self) -> Result<(), String> {
         if !(0.0 <= self.risk_alarm_off
             && self.risk_alarm_off <= self.risk_alarm_on
             && self.risk_alarm_on <= 1.0)
@@ -248,7 +248,7 @@ pub struct ServiceConfig {
     /// Seconds the engine may hold queued windows without finishing a batch, or the store
     /// writer may go without a turn of its loop, before the watchdog pings stop (systemd then
     /// restarts the service once `WatchdogSec=` passes without a ping).
-    pub watchdog_stall_secs: f64,
+    pub(crate) watchdog_stall_secs: f64,
 }
 
 impl Default for ServiceConfig {
@@ -261,7 +261,7 @@ impl Default for ServiceConfig {
 }
 
 impl ServiceConfig {
-    pub fn validate(&self) -> Result<(), String> {
+    pub(crate) fn validate(&self) -> Result<(), String> {
         if !(self.shutdown_timeout_secs > 0.0 && self.shutdown_timeout_secs.is_finite()) {
             return Err("service.shutdown_timeout_secs must be positive".into());
         }

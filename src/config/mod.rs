@@ -8,12 +8,13 @@
 mod control;
 mod serving;
 
-pub use control::{ComposerConfig, DashboardConfig, HolmesParams, METHODS, ServiceConfig};
-pub use serving::{
-    AuthConfig, Combine, EngineConfig, EnsembleConfig, IngestConfig, LeadsConfig,
-    PlainHttpOnNetwork, QualityConfig, ServerConfig, StorageConfig, TlsConfig, WardConfig,
-    check_transport,
+pub use control::METHODS;
+pub(crate) use control::{ComposerConfig, DashboardConfig, HolmesParams, ServiceConfig};
+pub(crate) use serving::{
+    AuthConfig, EnsembleConfig, IngestConfig, LeadsConfig, PlainHttpOnNetwork, QualityConfig,
+    ServerConfig, WardConfig, check_transport,
 };
+pub use serving::{Combine, EngineConfig, StorageConfig, TlsConfig};
 
 use std::path::{Path, PathBuf};
 
@@ -23,7 +24,7 @@ use serde::{Deserialize, Serialize};
 pub const DEFAULT_TOML: &str = include_str!("../../config/holmes.toml");
 
 #[derive(Debug, thiserror::Error)]
-pub enum ConfigError {
+pub(crate) enum ConfigError {
     #[error("{path}: {source}")]
     Io {
         path: PathBuf,
@@ -43,9 +44,9 @@ pub struct Config {
     pub server: ServerConfig,
     pub auth: AuthConfig,
     pub ward: WardConfig,
-    pub leads: LeadsConfig,
+    pub(crate) leads: LeadsConfig,
     pub ingest: IngestConfig,
-    pub quality: QualityConfig,
+    pub(crate) quality: QualityConfig,
     pub ensemble: EnsembleConfig,
     pub engine: EngineConfig,
     pub storage: StorageConfig,
@@ -68,7 +69,7 @@ impl Default for Config {
 
 impl Config {
     /// Parses and validates TOML text; `origin` names it in errors.
-    pub fn parse(text: &str, origin: &str) -> Result<Config, ConfigError> {
+    pub(crate) fn parse(text: &str, origin: &str) -> Result<Config, ConfigError> {
         if let Ok(t) = text.parse::<toml::Table>()
             && t.get("auth").and_then(|a| a.get("device_tokens")).is_some()
         {
@@ -93,7 +94,7 @@ impl Config {
     }
 
     /// Reads a config file.
-    pub fn read(path: &Path) -> Result<Config, ConfigError> {
+    pub(crate) fn read(path: &Path) -> Result<Config, ConfigError> {
         let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Io {
             path: path.to_owned(),
             source,
@@ -102,7 +103,7 @@ impl Config {
     }
 
     /// The config file given, or the embedded defaults.
-    pub fn load(path: Option<&Path>) -> Result<Config, ConfigError> {
+    pub(crate) fn load(path: Option<&Path>) -> Result<Config, ConfigError> {
         match path {
             Some(p) => Config::read(p),
             None => Ok(Config::default()),
@@ -110,7 +111,7 @@ impl Config {
     }
 
     /// Cross-field checks.
-    pub fn validate(&self) -> Result<(), String> {
+    pub(crate) fn validate(&self) -> Result<(), String> {
         let w = &self.ward;
         if w.window_secs == 0 || w.hop_secs == 0 {
             return Err("ward.window_secs and ward.hop_secs must be positive".into());

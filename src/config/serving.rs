@@ -22,7 +22,7 @@ pub struct ServerConfig {
     pub body_read_timeout_secs: f64,
     /// Largest request body, bytes (every route takes a small JSON body or none); a larger one
     /// is answered 413 unread.
-    pub max_body_bytes: usize,
+    pub(crate) max_body_bytes: usize,
     /// Share of `max_connections` kept for monitors' WebSockets (`/ws/monitor`): pages and API
     /// clients hold at most the rest.
     pub monitor_share: f64,
@@ -52,9 +52,9 @@ pub struct AuthConfig {
 #[serde(deny_unknown_fields)]
 pub struct WardConfig {
     /// Window length, seconds of the bed's sample timeline.
-    pub window_secs: u32,
+    pub(crate) window_secs: u32,
     /// Seconds between window closings per bed.
-    pub hop_secs: u32,
+    pub(crate) hop_secs: u32,
     /// Wall-clock seconds a due window waits for missing samples before closing with a gap.
     pub grace_secs: f64,
     /// Beds known in advance, in phase order.
@@ -68,22 +68,22 @@ pub struct WardConfig {
     /// Seconds without data before a bed is lost.
     pub lost_secs: f64,
     /// Seconds of signal buffered per channel and bed.
-    pub buffer_secs: u32,
+    pub(crate) buffer_secs: u32,
     /// Spread the beds' window closings evenly over the hop (false: every bed's windows
     /// close together, the worst-case burst; for benchmarks).
-    pub stagger: bool,
+    pub(crate) stagger: bool,
     /// Hand closed windows to the engine (false: ingest only; windows close and are counted
     /// but nothing is scored; for capacity tests, never on a ward).
-    pub scoring: bool,
+    pub(crate) scoring: bool,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct LeadsConfig {
+pub(crate) struct LeadsConfig {
     /// Lead names that take the primary role (case-insensitive, first match wins).
-    pub primary: Vec<String>,
+    pub(crate) primary: Vec<String>,
     /// Lead names that take the secondary role.
-    pub secondary: Vec<String>,
+    pub(crate) secondary: Vec<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -92,15 +92,15 @@ pub struct IngestConfig {
     /// Largest WebSocket message accepted, bytes.
     pub max_frame_bytes: usize,
     /// Most samples per lead in one frame.
-    pub max_samples_per_frame: usize,
+    pub(crate) max_samples_per_frame: usize,
     /// Samples with a larger magnitude (mV) are discarded as out of range.
-    pub max_abs_mv: f32,
+    pub(crate) max_abs_mv: f32,
     /// Commands queued from a connection to its bed's aggregator.
-    pub bed_queue: usize,
+    pub(crate) bed_queue: usize,
     /// Bad frames per connection per minute before the connection is closed.
-    pub max_errors_per_minute: u32,
+    pub(crate) max_errors_per_minute: u32,
     /// Seconds without any message before a connection is closed.
-    pub idle_timeout_secs: f64,
+    pub(crate) idle_timeout_secs: f64,
     /// Seconds a new monitor connection has to send its hello before it is closed (4000).
     pub hello_timeout_secs: f64,
     /// Messages per second a connection may send (bursts of one second's worth); beyond it
@@ -109,18 +109,18 @@ pub struct IngestConfig {
     /// Plausible range `[low, high]` per vital (by name, in the unit the name implies); a
     /// reading outside it, or not finite, counts as absent and is answered `bad_vitals`.
     /// Vitals not listed need only be finite.
-    pub vital_ranges: BTreeMap<String, [f64; 2]>,
+    pub(crate) vital_ranges: BTreeMap<String, [f64; 2]>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct QualityConfig {
+pub(crate) struct QualityConfig {
     /// Fraction of a lead's samples that must have arrived for it to be scored.
-    pub min_coverage: f64,
+    pub(crate) min_coverage: f64,
     /// Largest lead-off fraction of the window for a usable lead.
-    pub max_lead_off_fraction: f64,
+    pub(crate) max_lead_off_fraction: f64,
     /// Fraction of heart-rate seconds needed for the vitals members.
-    pub min_vitals_coverage: f64,
+    pub(crate) min_vitals_coverage: f64,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -170,12 +170,12 @@ pub struct TlsConfig {
      address (127.0.0.1 or ::1), or set server.allow_plain_http_on_network = true"
 )]
 pub struct PlainHttpOnNetwork {
-    pub addr: SocketAddr,
+    pub(crate) addr: SocketAddr,
 }
 
 /// Whether the server may listen on `addr` with `tls` (None: plain HTTP): plain HTTP only on a
 /// loopback address, unless `allow_plain_on_network` (a TLS-terminating proxy in front).
-pub fn check_transport(
+pub(crate) fn check_transport(
     addr: SocketAddr,
     tls: Option<&TlsConfig>,
     allow_plain_on_network: bool,

@@ -8,7 +8,7 @@ use serde::Serialize;
 /// Where an event comes from. Stored in the events table's `bed` column: a bed's id, or the
 /// name of a system part ([`Origin::as_str`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Origin {
+pub(crate) enum Origin {
     /// A bed (its monitor's stream).
     Bed(Arc<str>),
     /// The model zoo: models added, changed, refused, removed, or failing.
@@ -21,10 +21,10 @@ pub enum Origin {
 
 impl Origin {
     /// The names under which system events are stored (and read back through the API).
-    pub const SYSTEM: [&'static str; 3] = ["zoo", "composer", "server"];
+    pub(crate) const SYSTEM: [&'static str; 3] = ["zoo", "composer", "server"];
 
     /// The value stored in the `bed` column.
-    pub fn as_str(&self) -> &str {
+    pub(crate) fn as_str(&self) -> &str {
         match self {
             Origin::Bed(b) => b,
             Origin::Zoo => "zoo",
@@ -37,7 +37,7 @@ impl Origin {
 /// Kinds of technical events.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
-pub enum EventKind {
+pub(crate) enum EventKind {
     Connected,
     Disconnected,
     Superseded,
@@ -47,7 +47,6 @@ pub enum EventKind {
     ClockJump,
     SeqReset,
     Outage,
-    BadSamples,
     /// The bed gave up its place in a full ward (never streamed, or lost); its history stays.
     Evicted,
     /// A model was added, changed, refused or removed ([`Origin::Zoo`]).
@@ -67,7 +66,7 @@ pub enum EventKind {
 }
 
 impl EventKind {
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             EventKind::Connected => "connected",
             EventKind::Disconnected => "disconnected",
@@ -78,7 +77,6 @@ impl EventKind {
             EventKind::ClockJump => "clock_jump",
             EventKind::SeqReset => "seq_reset",
             EventKind::Outage => "outage",
-            EventKind::BadSamples => "bad_samples",
             EventKind::Evicted => "evicted",
             EventKind::ZooChange => "zoo_change",
             EventKind::PlanChange => "plan_change",
@@ -92,15 +90,19 @@ impl EventKind {
 
 /// A technical event, stored with its origin and the time the store takes it.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Event {
-    pub origin: Origin,
-    pub kind: EventKind,
-    pub detail: serde_json::Value,
+pub(crate) struct Event {
+    pub(crate) origin: Origin,
+    pub(crate) kind: EventKind,
+    pub(crate) detail: serde_json::Value,
 }
 
 impl Event {
     /// An event of bed `bed`.
-    pub fn bed(bed: impl Into<Arc<str>>, kind: EventKind, detail: serde_json::Value) -> Event {
+    pub(crate) fn bed(
+        bed: impl Into<Arc<str>>,
+        kind: EventKind,
+        detail: serde_json::Value,
+    ) -> Event {
         Event {
             origin: Origin::Bed(bed.into()),
             kind,
@@ -109,7 +111,7 @@ impl Event {
     }
 
     /// An event of a system part.
-    pub fn system(origin: Origin, kind: EventKind, detail: serde_json::Value) -> Event {
+    pub(crate) fn system(origin: Origin, kind: EventKind, detail: serde_json::Value) -> Event {
         Event {
             origin,
             kind,

@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 
 /// Area under the ROC curve (the Mann-Whitney statistic, ties counted half). `NaN` when one
 /// class is missing.
-pub fn roc_auc(labels: &[bool], scores: &[f32]) -> f64 {
+pub(crate) fn roc_auc(labels: &[bool], scores: &[f32]) -> f64 {
     let mut idx: Vec<usize> = (0..scores.len()).collect();
     idx.sort_by(|&a, &b| scores[a].total_cmp(&scores[b]));
     let (mut rank_sum, mut npos) = (0.0f64, 0usize);
@@ -36,7 +36,7 @@ pub fn roc_auc(labels: &[bool], scores: &[f32]) -> f64 {
 
 /// Average precision: the mean of precision at each positive, scores taken in decreasing
 /// order (tied scores form one threshold). `NaN` without positives.
-pub fn pr_auc(labels: &[bool], scores: &[f32]) -> f64 {
+pub(crate) fn pr_auc(labels: &[bool], scores: &[f32]) -> f64 {
     let mut idx: Vec<usize> = (0..scores.len()).collect();
     idx.sort_by(|&a, &b| scores[b].total_cmp(&scores[a]));
     let npos = labels.iter().filter(|&&l| l).count();
@@ -62,7 +62,7 @@ pub fn pr_auc(labels: &[bool], scores: &[f32]) -> f64 {
 /// The threshold that maximises Youden's J (sensitivity + specificity - 1) when a score at or
 /// above it counts as positive; among equal J the highest threshold. `None` when one class is
 /// missing.
-pub fn youden_threshold(labels: &[bool], scores: &[f32]) -> Option<f32> {
+pub(crate) fn youden_threshold(labels: &[bool], scores: &[f32]) -> Option<f32> {
     let npos = labels.iter().filter(|&&l| l).count();
     let nneg = labels.len() - npos;
     if npos == 0 || nneg == 0 {
@@ -93,19 +93,19 @@ pub fn youden_threshold(labels: &[bool], scores: &[f32]) -> Option<f32> {
 
 /// Counts and rates of a thresholded score (`score >= threshold` is positive).
 #[derive(Debug, Clone, Copy, PartialEq, serde::Serialize)]
-pub struct AtThreshold {
-    pub threshold: f32,
+pub(crate) struct AtThreshold {
+    pub(crate) threshold: f32,
     /// Harmonic mean of precision and sensitivity (0 when there is no true positive).
-    pub f1: f64,
+    pub(crate) f1: f64,
     /// Share of windows classified correctly.
-    pub accuracy: f64,
-    pub sensitivity: f64,
-    pub specificity: f64,
+    pub(crate) accuracy: f64,
+    pub(crate) sensitivity: f64,
+    pub(crate) specificity: f64,
 }
 
 /// F1, accuracy, sensitivity and specificity of `scores >= threshold` (`NaN` rates when a
 /// class is missing; an empty input gives `NaN` accuracy).
-pub fn at_threshold(labels: &[bool], scores: &[f32], threshold: f32) -> AtThreshold {
+pub(crate) fn at_threshold(labels: &[bool], scores: &[f32], threshold: f32) -> AtThreshold {
     let (mut tp, mut fp, mut tn, mut fneg) = (0usize, 0usize, 0usize, 0usize);
     for (&l, &s) in labels.iter().zip(scores) {
         match (l, s >= threshold) {
@@ -131,7 +131,7 @@ pub fn at_threshold(labels: &[bool], scores: &[f32], threshold: f32) -> AtThresh
 
 /// Mean-probability ensemble: per window id, the mean of the members that scored it.
 /// Each member is `(ids, labels, probs)`; returns `(labels, scores)` over the union of ids.
-pub fn ensemble_mean<'a>(
+pub(crate) fn ensemble_mean<'a>(
     members: impl IntoIterator<Item = (&'a [String], &'a [u8], &'a [f32])>,
 ) -> (Vec<bool>, Vec<f32>) {
     let mut acc: BTreeMap<&str, (bool, f64, usize)> = BTreeMap::new();

@@ -9,10 +9,10 @@
 //! - [`metrics`]: ROC-AUC, PR-AUC, thresholds and the mean-probability ensemble of predictions.
 //! - [`stats`], [`time`], [`hash`]: percentiles, wall-clock milliseconds, SHA-256.
 
-pub mod event;
-pub mod hash;
-pub mod metrics;
-pub mod score;
+pub(crate) mod event;
+pub(crate) mod hash;
+pub(crate) mod metrics;
+pub(crate) mod score;
 pub mod stats;
 pub mod time;
 pub mod window;

@@ -25,7 +25,7 @@ pub enum ScoreStatus {
 }
 
 impl ScoreStatus {
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             ScoreStatus::Scored => "scored",
             ScoreStatus::Partial => "partial",
@@ -39,31 +39,31 @@ impl ScoreStatus {
 /// One member's contribution to a score.
 #[derive(Debug, Clone, PartialEq, Serialize, serde::Deserialize)]
 pub struct MemberScore {
-    pub name: String,
-    pub version: u32,
+    pub(crate) name: String,
+    pub(crate) version: u32,
     /// Probability, or `None` when the member's input was not usable in this window.
-    pub prob: Option<f32>,
+    pub(crate) prob: Option<f32>,
     /// Why a member that ran has no probability: `panic`, `error`, `wrong_outputs` or
     /// `non_finite` (the member is also named in the score's `missing`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub fault: Option<String>,
+    pub(crate) fault: Option<String>,
 }
 
 /// A window's outcome, ready to store.
 #[derive(Debug, Clone)]
-pub struct ScoreRecord {
-    pub bed: Arc<str>,
-    pub window_index: u64,
-    pub start_ms: i64,
-    pub end_ms: i64,
-    pub status: ScoreStatus,
-    pub score: Option<f32>,
-    pub members: Vec<MemberScore>,
+pub(crate) struct ScoreRecord {
+    pub(crate) bed: Arc<str>,
+    pub(crate) window_index: u64,
+    pub(crate) start_ms: i64,
+    pub(crate) end_ms: i64,
+    pub(crate) status: ScoreStatus,
+    pub(crate) score: Option<f32>,
+    pub(crate) members: Vec<MemberScore>,
     /// Members that should have scored this window and did not (partial scores).
-    pub missing: Vec<String>,
-    pub ensemble_id: i64,
-    pub quality: WindowQuality,
+    pub(crate) missing: Vec<String>,
+    pub(crate) ensemble_id: i64,
+    pub(crate) quality: WindowQuality,
     /// Queue, compute and combination times (engine scores).
-    pub timing: Option<serde_json::Value>,
-    pub last_sample_at: Instant,
+    pub(crate) timing: Option<serde_json::Value>,
+    pub(crate) last_sample_at: Instant,
 }

@@ -2,7 +2,7 @@
 //! bench and the reports), and the largest difference between two outputs.
 
 /// The `q`-quantile (0..=1) of ascending `sorted` values, nearest rank (`NaN` when empty).
-pub fn percentile(sorted: &[f64], q: f64) -> f64 {
+pub(crate) fn percentile(sorted: &[f64], q: f64) -> f64 {
     if sorted.is_empty() {
         return f64::NAN;
     }

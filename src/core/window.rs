@@ -8,9 +8,9 @@ use serde::Serialize;
 
 /// The appliance's ECG sampling rate, Hz: monitors stream at it, and every training record is
 /// brought to it.
-pub const SAMPLE_RATE_HZ: usize = 250;
+pub(crate) const SAMPLE_RATE_HZ: usize = 250;
 /// ECG lead slots a window carries (primary, secondary, third).
-pub const MAX_LEADS: usize = 3;
+pub(crate) const MAX_LEADS: usize = 3;
 
 /// Quality of one lead slot in a window.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]

@@ -13,7 +13,7 @@ use serde::Serialize;
 use crate::serving::ward::BedStatus;
 
 #[derive(Debug, thiserror::Error)]
-pub enum AlarmError {
+pub(crate) enum AlarmError {
     #[error("no active alarm {0}")]
     Unknown(i64),
     #[error("silence for 1 to {max} seconds, not {asked}")]
@@ -36,7 +36,7 @@ pub enum AlarmError {
 /// technical.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
 #[serde(rename_all = "snake_case")]
-pub enum AlarmKind {
+pub(crate) enum AlarmKind {
     Risk,
     LeadOff,
     Stale,
@@ -44,7 +44,7 @@ pub enum AlarmKind {
 }
 
 impl AlarmKind {
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             AlarmKind::Risk => "risk",
             AlarmKind::LeadOff => "lead_off",
@@ -53,48 +53,64 @@ impl AlarmKind {
         }
     }
 
-    pub fn technical(self) -> bool {
+    pub(crate) fn technical(self) -> bool {
         self != AlarmKind::Risk
     }
 }
 
 /// One alarm, active or (once `cleared_ms` is set) resolved.
 #[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct Alarm {
-    pub id: i64,
-    pub bed: String,
-    pub kind: AlarmKind,
-    pub technical: bool,
-    pub raised_ms: i64,
+pub(crate) struct Alarm {
+    pub(crate) id: i64,
+    pub(crate) bed: String,
+    pub(crate) kind: AlarmKind,
+    pub(crate) technical: bool,
+    pub(crate) raised_ms: i64,
     /// The score (risk) or lead-off fraction (lead off) that raised it.
-    pub value: Option<f64>,
-    pub acked_by: Option<String>,
-    pub acked_ms: Option<i64>,
-    pub silenced_by: Option<String>,
-    pub silenced_ms: Option<i64>,
-    pub silenced_until_ms: Option<i64>,
-    pub cleared_ms: Option<i64>,
+    pub(crate) value: Option<f64>,
+    pub(crate) acked_by: Option<String>,
+    pub(crate) acked_ms: Option<i64>,
+    pub(crate) silenced_by: Option<String>,
+    pub(crate) silenced_ms: Option<i64>,
+    pub(crate) silenced_until_ms: Option<i64>,
+    pub(crate) cleared_ms: Option<i64>,
+}
+
+/// One alarm as a bed's history lists it (`GET /api/beds/{bed}/alarms`), read back from the
+/// `alarms` table.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub(crate) struct AlarmRow {
+    id: i64,
+    kind: String,
+    raised_ms: i64,
+    value: Option<f64>,
+    cleared_ms: Option<i64>,
+    acked_by: Option<String>,
+    acked_ms: Option<i64>,
+    silenced_by: Option<String>,
+    silenced_ms: Option<i64>,
+    silenced_until_ms: Option<i64>,
 }
 
 /// A change to persist and show.
 #[derive(Debug, Clone, PartialEq)]
-pub enum Transition {
+pub(crate) enum Transition {
     Raised(Alarm),
     Changed(Alarm),
 }
 
 /// Thresholds of the alarms.
 #[derive(Debug, Clone, Copy)]
-pub struct Thresholds {
-    pub risk_on: f64,
-    pub risk_off: f64,
-    pub lead_off: f64,
-    pub max_silence_secs: u64,
+pub(crate) struct Thresholds {
+    pub(crate) risk_on: f64,
+    pub(crate) risk_off: f64,
+    pub(crate) lead_off: f64,
+    pub(crate) max_silence_secs: u64,
 }
 
 /// The active alarms of the ward.
 #[derive(Debug)]
-pub struct Alarms {
+pub(crate) struct Alarms {
     t: Thresholds,
     next_id: i64,
     active: HashMap<(String, AlarmKind), Alarm>,
@@ -102,7 +118,7 @@ pub struct Alarms {
 
 impl Alarms {
     /// `last_id`: the highest alarm id already stored.
-    pub fn new(t: Thresholds, last_id: i64) -> Alarms {
+    pub(crate) fn new(t: Thresholds, last_id: i64) -> Alarms {
         Alarms {
             t,
             next_id: last_id + 1,
@@ -111,7 +127,7 @@ impl Alarms {
     }
 
     /// Active alarms, risk first, then oldest first.
-    pub fn active(&self) -> Vec<Alarm> {
+    pub(crate) fn active(&self) -> Vec<Alarm> {
         let mut v: Vec<Alarm> = self.active.values().cloned().collect();
         v.sort_by_key(|a| (a.technical, a.raised_ms, a.id));
         v
@@ -156,7 +172,7 @@ impl Alarms {
     }
 
     /// A bed's new score and the primary lead's lead-off fraction in that window.
-    pub fn on_score(
+    pub(crate) fn on_score(
         &mut self,
         bed: &str,
         score: Option<f64>,
@@ -181,7 +197,7 @@ impl Alarms {
     }
 
     /// A bed's data status: stale and lost are technical alarms (lost replaces stale).
-    pub fn on_status(&mut self, bed: &str, status: BedStatus, now: i64) -> Vec<Transition> {
+    pub(crate) fn on_status(&mut self, bed: &str, status: BedStatus, now: i64) -> Vec<Transition> {
         let (stale, lost) = match status {
             BedStatus::Live => (false, false),
             BedStatus::Stale => (true, false),
@@ -200,14 +216,19 @@ impl Alarms {
             .ok_or(AlarmError::Unknown(id))
     }
 
-    pub fn acknowledge(&mut self, id: i64, user: &str, now: i64) -> Result<Transition, AlarmError> {
+    pub(crate) fn acknowledge(
+        &mut self,
+        id: i64,
+        user: &str,
+        now: i64,
+    ) -> Result<Transition, AlarmError> {
         let a = self.find(id)?;
         a.acked_by = Some(user.to_owned());
         a.acked_ms = Some(now);
         Ok(Transition::Changed(a.clone()))
     }
 
-    pub fn silence(
+    pub(crate) fn silence(
         &mut self,
         id: i64,
         user: &str,
@@ -226,7 +247,7 @@ impl Alarms {
     }
 
     /// Silences that ran out end (the alarm sounds again).
-    pub fn expire(&mut self, now: i64) -> Vec<Transition> {
+    pub(crate) fn expire(&mut self, now: i64) -> Vec<Transition> {
         let mut out = Vec::new();
         for a in self.active.values_mut() {
             if a.silenced_until_ms.is_some_and(|u| u <= now) {
@@ -239,13 +260,13 @@ impl Alarms {
 }
 
 /// The `alarms` table.
-pub struct AlarmDb {
+pub(crate) struct AlarmDb {
     conn: Connection,
     path: PathBuf,
 }
 
 impl AlarmDb {
-    pub fn open(path: &Path) -> Result<AlarmDb, AlarmError> {
+    pub(crate) fn open(path: &Path) -> Result<AlarmDb, AlarmError> {
         let conn = crate::serving::store::open(path)?;
         Ok(AlarmDb {
             conn,
@@ -262,7 +283,7 @@ impl AlarmDb {
 
     /// The highest stored alarm id (0: none). Alarms left active by a previous run are closed
     /// as of `now` (the board re-raises what still holds).
-    pub fn resume(&self, now: i64) -> Result<i64, AlarmError> {
+    pub(crate) fn resume(&self, now: i64) -> Result<i64, AlarmError> {
         self.conn
             .execute(
                 "UPDATE alarms SET cleared_ms = ?1 WHERE cleared_ms IS NULL",
@@ -278,7 +299,7 @@ impl AlarmDb {
         Ok(id.unwrap_or(0))
     }
 
-    pub fn apply(&self, t: &Transition) -> Result<(), AlarmError> {
+    pub(crate) fn apply(&self, t: &Transition) -> Result<(), AlarmError> {
         let a = match t {
             Transition::Raised(a) | Transition::Changed(a) => a,
         };
@@ -308,7 +329,7 @@ impl AlarmDb {
     }
 
     /// A bed's alarms, newest first.
-    pub fn history(&self, bed: &str, limit: usize) -> Result<Vec<serde_json::Value>, AlarmError> {
+    pub(crate) fn history(&self, bed: &str, limit: usize) -> Result<Vec<AlarmRow>, AlarmError> {
         let mut st = self
             .conn
             .prepare(
@@ -319,14 +340,18 @@ impl AlarmDb {
             .map_err(|e| self.err(e))?;
         let rows = st
             .query_map(params![bed, limit as i64], |r| {
-                Ok(serde_json::json!({
-                    "id": r.get::<_, i64>(0)?, "kind": r.get::<_, String>(1)?,
-                    "raised_ms": r.get::<_, i64>(2)?, "value": r.get::<_, Option<f64>>(3)?,
-                    "cleared_ms": r.get::<_, Option<i64>>(4)?, "acked_by": r.get::<_, Option<String>>(5)?,
-                    "acked_ms": r.get::<_, Option<i64>>(6)?, "silenced_by": r.get::<_, Option<String>>(7)?,
-                    "silenced_ms": r.get::<_, Option<i64>>(8)?,
-                    "silenced_until_ms": r.get::<_, Option<i64>>(9)?,
-                }))
+                Ok(AlarmRow {
+                    id: r.get(0)?,
+                    kind: r.get(1)?,
+                    raised_ms: r.get(2)?,
+                    value: r.get(3)?,
+                    cleared_ms: r.get(4)?,
+                    acked_by: r.get(5)?,
+                    acked_ms: r.get(6)?,
+                    silenced_by: r.get(7)?,
+                    silenced_ms: r.get(8)?,
+                    silenced_until_ms: r.get(9)?,
+                })
             })
             .map_err(|e| self.err(e))?;
         rows.collect::<Result<_, _>>().map_err(|e| self.err(e))
@@ -407,5 +432,35 @@ mod tests {
             a.acknowledge(99, "nina", 7),
             Err(AlarmError::Unknown(99))
         ));
+    }
+
+    #[test]
+    fn history_lists_a_beds_alarms_newest_first() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("alarms.db");
+        let mut c = crate::serving::store::open(&path).unwrap();
+        crate::serving::store::migrate(&mut c, &path).unwrap();
+        let db = AlarmDb::open(&path).unwrap();
+        let mut a = alarms();
+        for t in a.on_score("b1", Some(0.9), None, 1) {
+            db.apply(&t).unwrap();
+        }
+        db.apply(&a.acknowledge(1, "nina", 5).unwrap()).unwrap();
+        for t in a.on_score("b1", Some(0.9), Some(0.8), 7) {
+            db.apply(&t).unwrap();
+        }
+        let rows = serde_json::to_value(db.history("b1", 10).unwrap()).unwrap();
+        assert_eq!(
+            rows,
+            serde_json::json!([
+                {"id": 2, "kind": "lead_off", "raised_ms": 7, "value": 0.8, "cleared_ms": null,
+                 "acked_by": null, "acked_ms": null, "silenced_by": null, "silenced_ms": null,
+                 "silenced_until_ms": null},
+                {"id": 1, "kind": "risk", "raised_ms": 1, "value": 0.9, "cleared_ms": null,
+                 "acked_by": "nina", "acked_ms": 5, "silenced_by": null, "silenced_ms": null,
+                 "silenced_until_ms": null},
+            ])
+        );
+        assert!(db.history("b2", 10).unwrap().is_empty());
     }
 }

@@ -14,7 +14,7 @@ use serde::{Deserialize, Serialize};
 use crate::core::time::now_ms;
 
 /// The session cookie's name.
-pub const COOKIE: &str = "holmes_session";
+pub(crate) const COOKIE: &str = "holmes_session";
 
 #[derive(Debug, thiserror::Error)]
 pub enum AuthError {
@@ -47,7 +47,7 @@ pub enum Role {
 }
 
 impl Role {
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             Role::Nurse => "nurse",
             Role::Engineer => "engineer",
@@ -70,9 +70,9 @@ impl std::str::FromStr for Role {
 
 /// A signed-in user.
 #[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct User {
-    pub name: String,
-    pub role: Role,
+pub(crate) struct User {
+    pub(crate) name: String,
+    pub(crate) role: Role,
 }
 
 /// The users and sessions tables of one database.
@@ -82,7 +82,7 @@ pub struct Users {
 }
 
 /// A user's stored role and password hash, or (unknown name) no role and a dummy hash.
-pub struct Credentials {
+pub(crate) struct Credentials {
     name: String,
     role: Option<String>,
     hash: String,
@@ -91,7 +91,7 @@ pub struct Credentials {
 impl Credentials {
     /// The user, if `password` matches: one argon2 verification (slow by design), the same
     /// for an unknown name, so how long a refusal takes says nothing of who exists.
-    pub fn check(self, password: &str) -> Result<Option<User>, AuthError> {
+    pub(crate) fn check(self, password: &str) -> Result<Option<User>, AuthError> {
         let parsed = PasswordHash::new(&self.hash).map_err(|e| AuthError::Hash(e.to_string()))?;
         let matches = Argon2::default()
             .verify_password(password.as_bytes(), &parsed)
@@ -165,14 +165,9 @@ impl Users {
         }
     }
 
-    /// The user, if the password matches.
-    pub fn verify(&self, name: &str, password: &str) -> Result<Option<User>, AuthError> {
-        self.credentials(name)?.check(password)
-    }
-
     /// What a sign-in is checked against, read from the database: quick, so a caller can
     /// hold a lock on the users for this and release it for the slow [`Credentials::check`].
-    pub fn credentials(&self, name: &str) -> Result<Credentials, AuthError> {
+    pub(crate) fn credentials(&self, name: &str) -> Result<Credentials, AuthError> {
         let row: Option<(String, String)> = self
             .conn
             .query_row(
@@ -196,7 +191,7 @@ impl Users {
     }
 
     /// Starts a session; returns the token for the cookie.
-    pub fn start_session(&self, user: &str, hours: f64) -> Result<String, AuthError> {
+    pub(crate) fn start_session(&self, user: &str, hours: f64) -> Result<String, AuthError> {
         let mut raw = [0u8; 32];
         rand::rng().fill_bytes(&mut raw);
         let token: String = raw.iter().map(|b| format!("{b:02x}")).collect();
@@ -211,7 +206,7 @@ impl Users {
     }
 
     /// The user of a live session.
-    pub fn session(&self, token: &str) -> Result<Option<User>, AuthError> {
+    pub(crate) fn session(&self, token: &str) -> Result<Option<User>, AuthError> {
         let row: Option<(String, String)> = self
             .conn
             .query_row(
@@ -231,7 +226,7 @@ impl Users {
         .transpose()
     }
 
-    pub fn end_session(&self, token: &str) -> Result<(), AuthError> {
+    pub(crate) fn end_session(&self, token: &str) -> Result<(), AuthError> {
         self.conn
             .execute(
                 "DELETE FROM sessions WHERE token_sha256 = ?1 OR expires_ms <= ?2",
@@ -268,7 +263,7 @@ fn dummy_hash() -> Result<&'static str, AuthError> {
 }
 
 /// The session token in a `Cookie` header, if any.
-pub fn token_from_cookies(header: &str) -> Option<&str> {
+pub(crate) fn token_from_cookies(header: &str) -> Option<&str> {
     header
         .split(';')
         .filter_map(|kv| kv.trim().split_once('='))
@@ -302,8 +297,16 @@ mod tests {
             .query_row("SELECT password_hash FROM users", [], |r| r.get(0))
             .unwrap();
         assert!(stored.starts_with("$argon2") && !stored.contains("correct horse"));
-        assert_eq!(u.verify("nina", "wrong horse").unwrap(), None);
-        let user = u.verify("nina", "correct horse").unwrap().unwrap();
+        assert_eq!(
+            u.credentials("nina").unwrap().check("wrong horse").unwrap(),
+            None
+        );
+        let user = u
+            .credentials("nina")
+            .unwrap()
+            .check("correct horse")
+            .unwrap()
+            .unwrap();
         assert_eq!(user.role, Role::Nurse);
         let token = u.start_session("nina", 1.0).unwrap();
         assert_eq!(u.session(&token).unwrap(), Some(user));

@@ -27,47 +27,47 @@ use crate::serving::ward::{BedStatus, Ward};
 
 /// One bed's tile.
 #[derive(Debug, Clone, Serialize)]
-pub struct Tile {
-    pub bed: String,
-    pub label: String,
-    pub status: BedStatus,
-    pub connected: bool,
-    pub data_age_secs: Option<f64>,
-    pub latest: Option<Latest>,
+pub(crate) struct Tile {
+    pub(crate) bed: String,
+    pub(crate) label: String,
+    pub(crate) status: BedStatus,
+    pub(crate) connected: bool,
+    pub(crate) data_age_secs: Option<f64>,
+    pub(crate) latest: Option<Latest>,
     /// `(window end ms, score)` over the trend span, oldest first.
-    pub trend: Vec<(i64, f32)>,
+    pub(crate) trend: Vec<(i64, f32)>,
     /// Active alarm kinds on this bed.
-    pub alarms: Vec<&'static str>,
+    pub(crate) alarms: Vec<&'static str>,
 }
 
 /// A bed's latest committed window.
 #[derive(Debug, Clone, Serialize)]
-pub struct Latest {
-    pub window_end_ms: i64,
-    pub status: &'static str,
-    pub score: Option<f32>,
+pub(crate) struct Latest {
+    pub(crate) window_end_ms: i64,
+    pub(crate) status: &'static str,
+    pub(crate) score: Option<f32>,
     /// `low`, `elevated` (at or above the clearing threshold) or `high` (at or above the alarm
     /// threshold).
-    pub band: &'static str,
-    pub partial: bool,
-    pub missing: Vec<String>,
+    pub(crate) band: &'static str,
+    pub(crate) partial: bool,
+    pub(crate) missing: Vec<String>,
     /// Made by a cheaper rung of the plan's ladder.
-    pub degraded: bool,
+    pub(crate) degraded: bool,
     /// Per lead slot: percent of the window lead-off, percent of samples that arrived.
-    pub leads: Vec<Option<(u8, u8)>>,
+    pub(crate) leads: Vec<Option<(u8, u8)>>,
 }
 
 /// What every dashboard client is sent.
 #[derive(Debug, Clone, Default, Serialize)]
-pub struct Snapshot {
-    pub generated_ms: i64,
-    pub risk_alarm_on: f64,
-    pub beds: Vec<Tile>,
-    pub alarms: Vec<Alarm>,
+pub(crate) struct Snapshot {
+    pub(crate) generated_ms: i64,
+    pub(crate) risk_alarm_on: f64,
+    pub(crate) beds: Vec<Tile>,
+    pub(crate) alarms: Vec<Alarm>,
 }
 
 /// An alarm action by a signed-in user.
-pub enum AlarmCmd {
+pub(crate) enum AlarmCmd {
     Ack {
         id: i64,
         user: String,
@@ -83,7 +83,7 @@ pub enum AlarmCmd {
 
 /// Handle to the board. Cheap to clone.
 #[derive(Clone)]
-pub struct Board {
+pub(crate) struct Board {
     snapshot: watch::Receiver<Arc<Snapshot>>,
     cmd: mpsc::Sender<AlarmCmd>,
     /// One permit per open `/api/stream` client (`dashboard.max_stream_clients`).
@@ -92,37 +92,42 @@ pub struct Board {
 }
 
 impl Board {
-    pub fn snapshot(&self) -> Arc<Snapshot> {
+    pub(crate) fn snapshot(&self) -> Arc<Snapshot> {
         self.snapshot.borrow().clone()
     }
 
-    pub fn subscribe(&self) -> watch::Receiver<Arc<Snapshot>> {
+    pub(crate) fn subscribe(&self) -> watch::Receiver<Arc<Snapshot>> {
         self.snapshot.clone()
     }
 
     /// A place for one more live-feed client, held as long as its stream lives; `None` when
     /// `dashboard.max_stream_clients` are connected.
-    pub fn stream_permit(&self) -> Option<tokio::sync::OwnedSemaphorePermit> {
+    pub(crate) fn stream_permit(&self) -> Option<tokio::sync::OwnedSemaphorePermit> {
         self.clients.clone().try_acquire_owned().ok()
     }
 
     /// Live-feed clients connected now.
-    pub fn stream_clients(&self) -> usize {
+    pub(crate) fn stream_clients(&self) -> usize {
         self.max_clients - self.clients.available_permits()
     }
 
     /// The most live-feed clients at once.
-    pub fn max_stream_clients(&self) -> usize {
+    pub(crate) fn max_stream_clients(&self) -> usize {
         self.max_clients
     }
 
-    pub async fn ack(&self, id: i64, user: String) -> Result<Alarm, AlarmError> {
+    pub(crate) async fn ack(&self, id: i64, user: String) -> Result<Alarm, AlarmError> {
         let (reply, rx) = oneshot::channel();
         self.send(AlarmCmd::Ack { id, user, reply }).await;
         rx.await.unwrap_or(Err(AlarmError::Unknown(id)))
     }
 
-    pub async fn silence(&self, id: i64, user: String, secs: u64) -> Result<Alarm, AlarmError> {
+    pub(crate) async fn silence(
+        &self,
+        id: i64,
+        user: String,
+        secs: u64,
+    ) -> Result<Alarm, AlarmError> {
         let (reply, rx) = oneshot::channel();
         self.send(AlarmCmd::Silence {
             id,
@@ -148,18 +153,18 @@ struct BedBoard {
 const TREND_MAX: usize = 2048;
 
 /// What the board reads.
-pub struct Sources {
-    pub ward: Ward,
-    pub store: StoreHandle,
-    pub reader: StoreReader,
+pub(crate) struct Sources {
+    pub(crate) ward: Ward,
+    pub(crate) store: StoreHandle,
+    pub(crate) reader: StoreReader,
     /// What serves now (the composer publishes it).
-    pub serving: watch::Receiver<Serving>,
+    pub(crate) serving: watch::Receiver<Serving>,
     /// The database, for the alarms table.
-    pub db: std::path::PathBuf,
+    pub(crate) db: std::path::PathBuf,
 }
 
 /// Starts the board task.
-pub fn start(
+pub(crate) fn start(
     cfg: DashboardConfig,
     src: Sources,
     shutdown: CancellationToken,

@@ -8,11 +8,11 @@
 //! read guard, the same-origin check on state-changing requests and the security headers.
 //! The page reads the same public API as every other client (`docs/API.md`).
 
-pub mod alarms;
+pub(crate) mod alarms;
 pub mod auth;
-pub mod board;
-pub mod origin;
+pub(crate) mod board;
+pub(crate) mod origin;
 mod throttle;
-pub mod web;
+pub(crate) mod web;
 
-pub use web::{DashboardState, routes};
+pub(crate) use web::{DashboardState, routes};

@@ -17,7 +17,11 @@ use axum::response::{IntoResponse, Response};
 use super::web::{DashboardState, WebError};
 
 /// Refuses (403) a state-changing request that a browser sent from another origin.
-pub async fn same_origin(State(s): State<DashboardState>, req: Request, next: Next) -> Response {
+pub(crate) async fn same_origin(
+    State(s): State<DashboardState>,
+    req: Request,
+    next: Next,
+) -> Response {
     if [Method::GET, Method::HEAD, Method::OPTIONS].contains(req.method()) {
         return next.run(req).await;
     }

@@ -21,7 +21,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::json;
 use tokio::sync::mpsc;
 
-use super::alarms::{Alarm, AlarmError};
+use super::alarms::{Alarm, AlarmError, AlarmRow};
 use super::auth::{self, User, Users};
 use super::board::Board;
 use super::throttle::{Key, Throttle};
@@ -31,23 +31,23 @@ use crate::serving::ward::{Strip, Ward};
 
 /// What the dashboard's routes need; the app's state hands it over through axum's `FromRef`.
 #[derive(Clone)]
-pub struct DashboardState {
-    pub cfg: DashboardConfig,
-    pub board: Board,
-    pub users: Arc<Mutex<Users>>,
+pub(crate) struct DashboardState {
+    pub(crate) cfg: DashboardConfig,
+    pub(crate) board: Board,
+    pub(crate) users: Arc<Mutex<Users>>,
     /// The database: alarm history and the audit log.
-    pub db: PathBuf,
+    pub(crate) db: PathBuf,
     /// For a bed's ECG strip.
-    pub ward: Ward,
+    pub(crate) ward: Ward,
     /// Asks the composer to recompose now; `None` when the composer is off.
-    pub recompose: Option<mpsc::Sender<String>>,
+    pub(crate) recompose: Option<mpsc::Sender<String>>,
     /// Failed sign-ins per name and address (the back-off).
     pub(crate) throttle: Arc<Mutex<Throttle>>,
 }
 
 impl DashboardState {
     /// The dashboard's state; the sign-in back-off starts empty.
-    pub fn new(
+    pub(crate) fn new(
         cfg: DashboardConfig,
         board: Board,
         users: Users,
@@ -69,7 +69,7 @@ impl DashboardState {
 
 /// The dashboard's routes: the page and its assets, the live feed, sign-in, alarms and their
 /// actions, a bed's strip and alarm history, and the engineer's recompose button.
-pub fn routes<S>() -> Router<S>
+pub(crate) fn routes<S>() -> Router<S>
 where
     S: Clone + Send + Sync + 'static,
     DashboardState: FromRef<S>,
@@ -92,7 +92,7 @@ where
 
 /// Every way a dashboard request fails, and its one mapping to a status code.
 #[derive(Debug, thiserror::Error)]
-pub enum WebError {
+pub(crate) enum WebError {
     #[error("{0}")]
     Unauthorized(&'static str),
     #[error("{0}")]
@@ -116,8 +116,8 @@ pub enum WebError {
 
 /// The body of every error answer: `{"error": "..."}`.
 #[derive(Debug, Serialize)]
-pub struct ErrorBody {
-    pub error: String,
+pub(crate) struct ErrorBody {
+    pub(crate) error: String,
 }
 
 impl IntoResponse for WebError {
@@ -183,7 +183,7 @@ async fn style() -> Response {
 }
 
 /// Security headers on every response.
-pub async fn security_headers(req: Request, next: Next) -> Response {
+pub(crate) async fn security_headers(req: Request, next: Next) -> Response {
     let mut r = next.run(req).await;
     let h = r.headers_mut();
     for (k, v) in [
@@ -204,7 +204,7 @@ pub async fn security_headers(req: Request, next: Next) -> Response {
 
 /// `Strict-Transport-Security` on every response (layered only when `[server.tls]` is set):
 /// a year, this host only (a ward server's name is rarely a domain we may speak for).
-pub async fn strict_transport(req: Request, next: Next) -> Response {
+pub(crate) async fn strict_transport(req: Request, next: Next) -> Response {
     let mut r = next.run(req).await;
     r.headers_mut().insert(
         "strict-transport-security",
@@ -214,7 +214,7 @@ pub async fn strict_transport(req: Request, next: Next) -> Response {
 }
 
 /// The signed-in user of a request, if any.
-pub async fn user_of(s: &DashboardState, headers: &HeaderMap) -> Option<User> {
+pub(crate) async fn user_of(s: &DashboardState, headers: &HeaderMap) -> Option<User> {
     let cookies = headers.get(header::COOKIE)?.to_str().ok()?;
     let token = auth::token_from_cookies(cookies)?.to_owned();
     let users = s.users.clone();
@@ -228,7 +228,11 @@ pub async fn user_of(s: &DashboardState, headers: &HeaderMap) -> Option<User> {
 }
 
 /// Read access: the API needs a signed-in user unless the config opens the ward view.
-pub async fn read_guard(State(s): State<DashboardState>, req: Request, next: Next) -> Response {
+pub(crate) async fn read_guard(
+    State(s): State<DashboardState>,
+    req: Request,
+    next: Next,
+) -> Response {
     let path = req.uri().path();
     let open = s.cfg.public_ward_view
         || !path.starts_with("/api/")
@@ -476,7 +480,7 @@ async fn recompose(
 #[derive(Debug, Serialize)]
 struct BedAlarms {
     bed: String,
-    alarms: Vec<serde_json::Value>,
+    alarms: Vec<AlarmRow>,
 }
 
 async fn bed_alarms(
@@ -521,7 +525,7 @@ fn audit(s: &DashboardState, user: Option<&str>, action: Action, detail: serde_j
 }
 
 /// A 404 for anything else, as JSON under /api and plain text elsewhere.
-pub async fn not_found(req: Request<Body>) -> Response {
+pub(crate) async fn not_found(req: Request<Body>) -> Response {
     if req.uri().path().starts_with("/api/") {
         WebError::NotFound("no such endpoint".into()).into_response()
     } else {

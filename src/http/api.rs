@@ -20,7 +20,7 @@ use crate::core::event::Origin;
 use crate::serving::engine::ensemble::ModelInfo;
 use crate::serving::engine::profile::Profile;
 use crate::serving::engine::reload::ZooStatus;
-use crate::serving::store::ScoreRow;
+use crate::serving::store::{ScoreRow, StorageView};
 use crate::serving::ward::{BedStatus, BedView};
 
 pub(super) async fn ws_monitor(
@@ -343,7 +343,7 @@ pub(super) struct Health {
     /// `ok`, or `degraded` with the reasons in `problems`.
     status: &'static str,
     problems: Vec<String>,
-    storage: serde_json::Value,
+    storage: StorageView,
     models: Vec<MemberView>,
     model_faults: u64,
     beds_connected: usize,

@@ -22,13 +22,13 @@ use crate::dashboard::web::ErrorBody;
 
 /// The limits on a request's body.
 #[derive(Debug, Clone, Copy)]
-pub struct BodyLimits {
+pub(crate) struct BodyLimits {
     max_bytes: usize,
     read_timeout: Duration,
 }
 
 impl BodyLimits {
-    pub fn new(cfg: &ServerConfig) -> BodyLimits {
+    pub(crate) fn new(cfg: &ServerConfig) -> BodyLimits {
         BodyLimits {
             max_bytes: cfg.max_body_bytes,
             read_timeout: Duration::from_secs_f64(cfg.body_read_timeout_secs),
@@ -37,7 +37,7 @@ impl BodyLimits {
 }
 
 /// Reads the request's body in full within the limits, then hands the request on.
-pub async fn limit_body(State(l): State<BodyLimits>, req: Request, next: Next) -> Response {
+pub(crate) async fn limit_body(State(l): State<BodyLimits>, req: Request, next: Next) -> Response {
     let announced = req
         .headers()
         .get(header::CONTENT_LENGTH)

@@ -10,7 +10,7 @@ use crate::serving::store::StoreError;
 
 /// Errors an API handler can return.
 #[derive(Debug, thiserror::Error)]
-pub enum ApiError {
+pub(crate) enum ApiError {
     #[error("unknown bed {0:?}")]
     UnknownBed(String),
     #[error("bad query: {0}")]

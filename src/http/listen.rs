@@ -46,7 +46,7 @@ Content-Length: 47\r\nConnection: close\r\n\r\n{\"error\": \"too many connection
 
 /// The limits every accepted connection is held to.
 #[derive(Debug, Clone)]
-pub struct ConnLimits {
+pub(crate) struct ConnLimits {
     /// Places any connection may take.
     places: Arc<Semaphore>,
     /// Places kept for monitors' WebSockets.
@@ -58,7 +58,7 @@ pub struct ConnLimits {
 /// and its requests: a monitor's WebSocket moves it into the places kept for monitors, so
 /// monitors fill those first and leave the others to pages and API clients.
 #[derive(Debug, Clone)]
-pub struct Place(Arc<Mutex<Permit>>);
+pub(crate) struct Place(Arc<Mutex<Permit>>);
 
 #[derive(Debug)]
 struct Permit {
@@ -75,7 +75,7 @@ impl Place {
 
     /// A monitor's WebSocket opens on this connection: it moves into a place kept for
     /// monitors if one is free, giving its other place back.
-    pub fn move_to_monitors(&self) {
+    pub(crate) fn move_to_monitors(&self) {
         let mut p = self.0.lock().expect("place lock");
         if p.kept {
             return;
@@ -88,7 +88,7 @@ impl Place {
 }
 
 impl ConnLimits {
-    pub fn new(cfg: &ServerConfig) -> ConnLimits {
+    pub(crate) fn new(cfg: &ServerConfig) -> ConnLimits {
         let kept = (cfg.max_connections as f64 * cfg.monitor_share).floor() as usize;
         let kept = kept.min(cfg.max_connections);
         ConnLimits {
@@ -100,7 +100,7 @@ impl ConnLimits {
 
     /// A place for one more connection (one kept for monitors when the others are taken), or
     /// `None` at the limit.
-    pub fn admit(&self) -> Option<Place> {
+    pub(crate) fn admit(&self) -> Option<Place> {
         let (permit, kept) = match self.places.clone().try_acquire_owned() {
             Ok(p) => (p, false),
             Err(_) => (self.monitor_places.clone().try_acquire_owned().ok()?, true),
@@ -115,7 +115,7 @@ impl ConnLimits {
 
 /// Serves `app` on `listener` until `shutdown` is cancelled, then waits for the connections'
 /// requests in flight (upgraded WebSockets close through their own shutdown token).
-pub async fn serve(
+pub(crate) async fn serve(
     listener: TcpListener,
     tls: Option<tokio_rustls::TlsAcceptor>,
     app: Router,
@@ -177,19 +177,19 @@ pub async fn serve(
 }
 
 /// One accepted connection: what serves it and what it may ask for.
-pub struct Conn {
-    pub app: Router,
+pub(crate) struct Conn {
+    pub(crate) app: Router,
     /// The client's address, handed to every request as `ConnectInfo<SocketAddr>`.
-    pub peer: SocketAddr,
+    pub(crate) peer: SocketAddr,
     /// Its place, handed to every request (on a place kept for monitors only `/ws/monitor`
     /// is served).
-    pub place: Place,
-    pub header_read_timeout: Duration,
-    pub shutdown: CancellationToken,
+    pub(crate) place: Place,
+    pub(crate) header_read_timeout: Duration,
+    pub(crate) shutdown: CancellationToken,
 }
 
 /// Serves HTTP/1.1 (with upgrades) on one accepted stream.
-pub async fn serve_connection<I>(io: I, c: Conn)
+pub(crate) async fn serve_connection<I>(io: I, c: Conn)
 where
     I: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {

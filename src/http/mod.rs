@@ -5,9 +5,9 @@
 
 mod api;
 pub(crate) mod body;
-pub mod error;
-pub mod listen;
-pub mod telemetry;
+pub(crate) mod error;
+pub(crate) mod listen;
+pub(crate) mod telemetry;
 pub mod tls;
 
 use std::sync::{Arc, Mutex};
@@ -28,36 +28,36 @@ use crate::serving::ingest::devices::DeviceAuth;
 use crate::serving::store::{StoreHealth, StoreReader};
 use crate::serving::ward::Ward;
 
-pub use error::ApiError;
+pub(crate) use error::ApiError;
 
 /// The monitors' WebSocket (the one path served on a connection place kept for monitors).
 pub(crate) const MONITOR_PATH: &str = "/ws/monitor";
 
 /// Everything handlers need. The dashboard's routes take their part through [`FromRef`].
 #[derive(Clone)]
-pub struct AppState {
-    pub dashboard: DashboardState,
+pub(crate) struct AppState {
+    pub(crate) dashboard: DashboardState,
     /// What a monitor connection reads of the configuration.
-    pub ingest: IngestSettings,
+    pub(crate) ingest: IngestSettings,
     /// The engine's settings (the combination and the budget, for `/api/ensemble`).
-    pub engine_cfg: EngineConfig,
+    pub(crate) engine_cfg: EngineConfig,
     /// Beds configured in advance (known to the API before their monitors connect).
-    pub configured_beds: Arc<[String]>,
+    pub(crate) configured_beds: Arc<[String]>,
     /// The database file (profiles are read from it).
-    pub db: std::path::PathBuf,
+    pub(crate) db: std::path::PathBuf,
     /// Over TLS: every response says so (`Strict-Transport-Security`).
-    pub tls: bool,
-    pub ward: Ward,
+    pub(crate) tls: bool,
+    pub(crate) ward: Ward,
     /// The check of monitors' device tokens.
-    pub devices: DeviceAuth,
-    pub reader: StoreReader,
-    pub store_health: Arc<StoreHealth>,
+    pub(crate) devices: DeviceAuth,
+    pub(crate) reader: StoreReader,
+    pub(crate) store_health: Arc<StoreHealth>,
     /// The ensemble serving now and the composer's state, as the composer publishes it.
-    pub serving: watch::Receiver<Serving>,
-    pub engine: Engine,
+    pub(crate) serving: watch::Receiver<Serving>,
+    pub(crate) engine: Engine,
     /// The zoo folder as the watcher last saw it.
-    pub zoo: Arc<Mutex<ZooStatus>>,
-    pub shutdown: CancellationToken,
+    pub(crate) zoo: Arc<Mutex<ZooStatus>>,
+    pub(crate) shutdown: CancellationToken,
     /// Every request's body: its size and the time it may take to arrive.
     pub(crate) body_limits: body::BodyLimits,
 }
@@ -71,7 +71,7 @@ impl FromRef<AppState> for DashboardState {
 /// The whole router: the API, the monitors' socket, health and metrics, and the dashboard;
 /// outermost first: security headers on every answer, the same-origin check on
 /// state-changing requests, the body's limits, the dashboard's read guard in front of `/api/`.
-pub fn router(state: AppState) -> Router {
+pub(crate) fn router(state: AppState) -> Router {
     use crate::dashboard::web;
     let app = Router::new()
         .merge(dashboard::routes::<AppState>())

@@ -18,7 +18,7 @@ const BATCH: &[f64] = &[1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0, 128.0];
 static HANDLE: OnceLock<Option<PrometheusHandle>> = OnceLock::new();
 
 /// Installs the recorder on first use; `None` if another recorder was installed first.
-pub fn handle() -> Option<&'static PrometheusHandle> {
+pub(crate) fn handle() -> Option<&'static PrometheusHandle> {
     HANDLE
         .get_or_init(|| {
             PrometheusBuilder::new()
@@ -41,7 +41,7 @@ pub fn handle() -> Option<&'static PrometheusHandle> {
 }
 
 /// The metrics in Prometheus text format.
-pub fn render() -> String {
+pub(crate) fn render() -> String {
     match handle() {
         Some(h) => {
             h.run_upkeep();

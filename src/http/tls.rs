@@ -63,7 +63,7 @@ fn certificates(path: &Path) -> Result<Vec<CertificateDer<'static>>, TlsError> {
 }
 
 /// The server side: certificate chain and key from the PEM files. Blocking (reads them).
-pub fn server_config(cfg: &TlsConfig) -> Result<Arc<rustls::ServerConfig>, TlsError> {
+pub(crate) fn server_config(cfg: &TlsConfig) -> Result<Arc<rustls::ServerConfig>, TlsError> {
     let certs = certificates(&cfg.cert)?;
     let key = PrivateKeyDer::from_pem_file(&cfg.key).map_err(pem_err(&cfg.key))?;
     let mut c = rustls::ServerConfig::builder_with_provider(provider())
@@ -92,7 +92,7 @@ pub fn client_config(ca_pem: &Path) -> Result<Arc<rustls::ClientConfig>, TlsErro
 /// Runs the server side of a TLS handshake on an accepted connection; `None` when it fails
 /// or takes longer than [`HANDSHAKE_TIMEOUT`] (port scanners and plain-HTTP clients end here:
 /// counted, and logged at debug only).
-pub async fn handshake<I>(acceptor: &TlsAcceptor, io: I) -> Option<TlsStream<I>>
+pub(crate) async fn handshake<I>(acceptor: &TlsAcceptor, io: I) -> Option<TlsStream<I>>
 where
     I: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin,
 {

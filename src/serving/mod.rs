@@ -10,6 +10,6 @@
 //! - [`store`]: SQLite: the writer thread, migrations, the reader, the audit log.
 
 pub mod engine;
-pub mod ingest;
+pub(crate) mod ingest;
 pub mod store;
-pub mod ward;
+pub(crate) mod ward;

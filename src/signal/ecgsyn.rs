@@ -29,7 +29,7 @@ pub struct EcgSyn {
 }
 
 /// Samples per second produced.
-pub const FS: f64 = 250.0;
+pub(crate) const FS: f64 = 250.0;
 const SUBSTEPS: usize = 4;
 
 impl EcgSyn {
@@ -45,7 +45,7 @@ impl EcgSyn {
     }
 
     /// Current heart rate (beats/min).
-    pub fn heart_rate(&self) -> f64 {
+    pub(crate) fn heart_rate(&self) -> f64 {
         60.0 / self.rr
     }
 

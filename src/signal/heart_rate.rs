@@ -7,14 +7,14 @@
 //! with a 200 ms refractory period.
 
 /// Seconds of beats a reported heart rate averages over.
-pub const HR_AVERAGE_SECS: f64 = 8.0;
+pub(crate) const HR_AVERAGE_SECS: f64 = 8.0;
 /// Highest heart rate reported; faster beat trains are clamped.
-pub const HR_MAX_BPM: f32 = 350.0;
+pub(crate) const HR_MAX_BPM: f32 = 350.0;
 
 /// Heart rate in beats/min reported at time `t_secs`: the mean RR interval of the beats in the
 /// last [`HR_AVERAGE_SECS`], or 0 when fewer than two beats fall there (as a monitor shows
 /// asystole or a lost signal). `beats` are sorted sample indices at `fs`.
-pub fn heart_rate_at(beats: &[i64], fs: f64, t_secs: f64) -> f32 {
+pub(crate) fn heart_rate_at(beats: &[i64], fs: f64, t_secs: f64) -> f32 {
     let end = (t_secs * fs) as i64;
     let start = ((t_secs - HR_AVERAGE_SECS) * fs) as i64;
     let lo = beats.partition_point(|&b| b <= start);
@@ -28,7 +28,7 @@ pub fn heart_rate_at(beats: &[i64], fs: f64, t_secs: f64) -> f32 {
 }
 
 /// Detects QRS complexes in `x` (physical units) sampled at `fs`; returns sample indices.
-pub fn detect_qrs(x: &[f32], fs: f64) -> Vec<i64> {
+pub(crate) fn detect_qrs(x: &[f32], fs: f64) -> Vec<i64> {
     let n = x.len();
     if n < (fs * 2.0) as usize {
         return Vec::new();

@@ -5,9 +5,9 @@
 
 pub mod classical;
 pub mod ecgsyn;
-pub mod heart_rate;
+pub(crate) mod heart_rate;
 pub mod quality;
-pub mod resample;
+pub(crate) mod resample;
 mod spectrum;
 #[cfg(test)]
 mod test_signals;

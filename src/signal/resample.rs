@@ -8,7 +8,7 @@ const CHUNK: usize = 3600;
 
 /// Resamples `x` from `from_hz` to `to_hz` (both integral). Output length is
 /// `floor(len * to_hz / from_hz)`.
-pub fn resample(x: &[f32], from_hz: usize, to_hz: usize) -> Result<Vec<f32>, String> {
+pub(crate) fn resample(x: &[f32], from_hz: usize, to_hz: usize) -> Result<Vec<f32>, String> {
     if from_hz == to_hz {
         return Ok(x.to_vec());
     }

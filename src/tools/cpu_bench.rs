@@ -26,23 +26,23 @@ use crate::zoo::{
 
 /// `holmes bench-cpu` arguments.
 #[derive(Debug, Clone)]
-pub struct BenchCpuArgs {
+pub(crate) struct BenchCpuArgs {
     /// Folder holding gen_onnx.py's output (weights_W_D.{bin,txt}, verify_W_D_{in,ort}.bin).
-    pub weights: PathBuf,
+    pub(crate) weights: PathBuf,
     /// Answer the line protocol on stdin instead of printing a table.
-    pub serve: bool,
+    pub(crate) serve: bool,
     /// Configurations `WxD`, comma-separated.
-    pub configs: String,
+    pub(crate) configs: String,
     /// Batch sizes, comma-separated.
-    pub batches: String,
+    pub(crate) batches: String,
     /// Timed forward passes per path and point.
-    pub iters: usize,
+    pub(crate) iters: usize,
     /// Run on the CUDA device (builds with `--features cuda` only).
-    pub cuda: bool,
+    pub(crate) cuda: bool,
 }
 
 /// Runs `holmes bench-cpu` on the flex CPU backend (or CUDA with `--cuda`).
-pub fn run(args: &BenchCpuArgs) -> Result<(), BenchCpuError> {
+pub(crate) fn run(args: &BenchCpuArgs) -> Result<(), BenchCpuError> {
     let bad = |reason: String| BenchCpuError::Format {
         path: PathBuf::from("<command line>"),
         reason,
@@ -101,15 +101,15 @@ fn go<B: Backend>(
 }
 
 /// Samples per reference window.
-pub const L_IN: usize = 7500;
+pub(crate) const L_IN: usize = 7500;
 /// Reference kernel length.
-pub const K: usize = 16;
+pub(crate) const K: usize = 16;
 /// Largest |burn - ORT| accepted on the verification input.
-pub const ORT_TOLERANCE: f32 = 1e-3;
+pub(crate) const ORT_TOLERANCE: f32 = 1e-3;
 
 /// What can go wrong reading or checking the reference weights.
 #[derive(Debug, thiserror::Error)]
-pub enum BenchCpuError {
+pub(crate) enum BenchCpuError {
     #[error("{path}: {source}")]
     Io {
         path: PathBuf,
@@ -128,18 +128,18 @@ pub enum BenchCpuError {
 }
 
 /// One reference configuration in both forms.
-pub struct Reference<B: Backend> {
-    pub width: usize,
-    pub depth: usize,
+pub(crate) struct Reference<B: Backend> {
+    pub(crate) width: usize,
+    pub(crate) depth: usize,
     /// Multiply-accumulates per window (convolutions and the linear layer, as `arch.py`).
-    pub macs: u64,
-    pub plain: ResNeXt1d<B>,
-    pub fast: FastResNeXt1d<B>,
+    pub(crate) macs: u64,
+    pub(crate) plain: ResNeXt1d<B>,
+    pub(crate) fast: FastResNeXt1d<B>,
     device: B::Device,
 }
 
 /// The zoo architecture equal to `arch.py`'s rules for `(W, D)` (32 groups from W = 32 on).
-pub fn reference_arch(width: usize, depth: usize) -> ResNeXtArch {
+pub(crate) fn reference_arch(width: usize, depth: usize) -> ResNeXtArch {
     let groups = if width >= 32 { 32 } else { 1 };
     ResNeXtArch {
         width,
@@ -173,7 +173,7 @@ fn floats(path: &Path) -> Result<Vec<f32>, BenchCpuError> {
 impl<B: Backend> Reference<B> {
     /// Reads `weights_W_D.{txt,bin}` from `dir` and checks every shape, stride, group count and
     /// padding against the zoo's plan for [`reference_arch`].
-    pub fn load(
+    pub(crate) fn load(
         dir: &Path,
         width: usize,
         depth: usize,
@@ -277,7 +277,7 @@ impl<B: Backend> Reference<B> {
     }
 
     /// `[batch, 2]` logits (flattened) of `x` (`[batch, 1, 7500]` flattened) through `path`.
-    pub fn logits(&self, x: &[f32], path: InferencePath) -> Vec<f32> {
+    pub(crate) fn logits(&self, x: &[f32], path: InferencePath) -> Vec<f32> {
         let t = self.input(x);
         let y = match path {
             InferencePath::Fast => self.fast.forward(t),
@@ -292,7 +292,7 @@ impl<B: Backend> Reference<B> {
     }
 
     /// Max |burn - ORT| of each path on the verification input, or an error over tolerance.
-    pub fn verify(&self, dir: &Path) -> Result<(f32, f32), BenchCpuError> {
+    pub(crate) fn verify(&self, dir: &Path) -> Result<(f32, f32), BenchCpuError> {
         let tag = format!("{}_{}", self.width, self.depth);
         let x = floats(&dir.join(format!("verify_{tag}_in.bin")))?;
         let want = floats(&dir.join(format!("verify_{tag}_ort.bin")))?;
@@ -317,7 +317,7 @@ impl<B: Backend> Reference<B> {
 
     /// Milliseconds of each of `n` forward passes of `batch` windows (input upload and
     /// logits download included, as a caller sees them).
-    pub fn time_runs(&self, path: InferencePath, batch: usize, n: usize) -> Vec<f64> {
+    pub(crate) fn time_runs(&self, path: InferencePath, batch: usize, n: usize) -> Vec<f64> {
         let x = synth_input(batch);
         (0..n)
             .map(|_| {
@@ -331,7 +331,7 @@ impl<B: Backend> Reference<B> {
 }
 
 /// A timing input like the yardstick's: a 1.2 Hz sine plus uniform noise, `[batch, 1, 7500]`.
-pub fn synth_input(batch: usize) -> Vec<f32> {
+pub(crate) fn synth_input(batch: usize) -> Vec<f32> {
     let mut state = 0x2545_f491_4f6c_dd1du64;
     (0..batch * L_IN)
         .map(|i| {
@@ -358,7 +358,7 @@ fn median(v: &[f64]) -> f64 {
 
 /// Burn-only timings of both paths for each configuration and batch: a markdown table with
 /// the verification result, medians, GMAC/s and the fast path's speed-up.
-pub fn table<B: Backend>(
+pub(crate) fn table<B: Backend>(
     dir: &Path,
     configs: &[(usize, usize)],
     batches: &[usize],
@@ -405,7 +405,7 @@ pub fn table<B: Backend>(
 /// - `quit`
 ///
 /// Errors answer `err <message>` and the loop goes on.
-pub fn serve<B: Backend>(dir: &Path, device: &B::Device) -> Result<(), BenchCpuError> {
+pub(crate) fn serve<B: Backend>(dir: &Path, device: &B::Device) -> Result<(), BenchCpuError> {
     let stdin = std::io::stdin();
     let mut stdout = std::io::stdout();
     let mut current: Option<Reference<B>> = None;

@@ -3,8 +3,8 @@
 //! `holmes bench-cpu`), offline scoring of a recording ([`score`], `holmes score`), and the
 //! event-level evaluation of alarms on a split's records ([`evaluate`], `holmes evaluate`).
 
-pub mod bench;
-pub mod cpu_bench;
+pub(crate) mod bench;
+pub(crate) mod cpu_bench;
 pub mod evaluate;
 pub mod score;
 pub mod sim;

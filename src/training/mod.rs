@@ -3,5 +3,5 @@
 //! their folders. Nothing on the serving side imports this.
 
 pub mod dataset;
-pub mod train;
+pub(crate) mod train;
 pub mod wfdb;

@@ -29,7 +29,7 @@ use burn::tensor::{Int, Tensor, TensorData};
 
 /// A convolution with BatchNorm folded in, ready for the grouped channels-last layout.
 #[derive(Module, Debug)]
-pub struct FoldedConv<B: Backend> {
+pub(crate) struct FoldedConv<B: Backend> {
     /// `[1, in_groups, out_groups / in_groups, kernel * cin_per_group, cout_per_group]` (per
     /// layout group); row `k * cin_per_group + c` holds the weight of the group's input
     /// channel `c` at tap `k`, zero where merged groups do not connect.
@@ -46,16 +46,16 @@ pub struct FoldedConv<B: Backend> {
 
 /// Host-side folded weights of one convolution, before they become a [`FoldedConv`].
 #[derive(Debug, Clone)]
-pub struct FoldedWeights {
+pub(crate) struct FoldedWeights {
     /// `[cout, cin / groups, kernel]` row-major, BatchNorm scale applied.
-    pub weight: Vec<f32>,
+    pub(crate) weight: Vec<f32>,
     /// `[cout]`, BatchNorm shift (and any convolution bias) applied.
-    pub bias: Vec<f32>,
-    pub cin: usize,
-    pub cout: usize,
-    pub kernel: usize,
-    pub stride: usize,
-    pub groups: usize,
+    pub(crate) bias: Vec<f32>,
+    pub(crate) cin: usize,
+    pub(crate) cout: usize,
+    pub(crate) kernel: usize,
+    pub(crate) stride: usize,
+    pub(crate) groups: usize,
 }
 
 #[cfg(test)]
@@ -82,7 +82,7 @@ impl FoldedWeights {
 
 /// "Same" padding as burn's `PaddingConfig1d::Same` and ONNX `SAME_UPPER`: output length
 /// `ceil(len / stride)`, the odd sample of padding at the end. Returns `(l_out, begin, end)`.
-pub fn same_padding(len: usize, kernel: usize, stride: usize) -> (usize, usize, usize) {
+pub(crate) fn same_padding(len: usize, kernel: usize, stride: usize) -> (usize, usize, usize) {
     let l_out = len.div_ceil(stride);
     let total = ((l_out.max(1) - 1) * stride + kernel).saturating_sub(len);
     (l_out, total / 2, total - total / 2)
@@ -91,7 +91,7 @@ pub fn same_padding(len: usize, kernel: usize, stride: usize) -> (usize, usize, 
 /// Whether a convolution can read a layout of `in_groups` groups and write one of
 /// `out_groups` (a multiple of `in_groups`): every output layout group must take all its
 /// inputs from the one input layout group `output group / (out_groups / in_groups)`.
-pub fn layout_fits(w: &FoldedWeights, in_groups: usize, out_groups: usize) -> bool {
+pub(crate) fn layout_fits(w: &FoldedWeights, in_groups: usize, out_groups: usize) -> bool {
     if in_groups == 0
         || out_groups == 0
         || !out_groups.is_multiple_of(in_groups)
@@ -120,7 +120,12 @@ impl<B: Backend> FoldedConv<B> {
     /// (more multiply-adds, but GEMMs wide enough to run near the machine's speed). With
     /// `out_groups = m * in_groups`, each input group feeds `m` output groups: how the stem
     /// (one input group) and a block that widens the channels write a finer layout.
-    pub fn new(w: &FoldedWeights, in_groups: usize, out_groups: usize, device: &B::Device) -> Self {
+    pub(crate) fn new(
+        w: &FoldedWeights,
+        in_groups: usize,
+        out_groups: usize,
+        device: &B::Device,
+    ) -> Self {
         assert!(
             layout_fits(w, in_groups, out_groups),
             "layout groups {in_groups} -> {out_groups} do not fit a convolution of {} groups \
@@ -172,7 +177,7 @@ impl<B: Backend> FoldedConv<B> {
     /// # Shapes
     /// - x: `[batch, in_groups, len, cin / in_groups]` (grouped channels-last)
     /// - returns: `[batch, out_groups, len_out, cout / out_groups]`, bias added, no activation
-    pub fn forward(&self, x: Tensor<B, 4>) -> Tensor<B, 4> {
+    pub(crate) fn forward(&self, x: Tensor<B, 4>) -> Tensor<B, 4> {
         let [n, gi, len, cpg] = x.dims();
         debug_assert_eq!(cpg, self.cin_per_group);
         let (_, begin, end) = same_padding(len, self.kernel, self.stride);
@@ -201,7 +206,7 @@ impl<B: Backend> FoldedConv<B> {
 /// # Shapes
 /// - x: `[batch, groups, len, cg]`
 /// - returns: `[batch, groups, begin + len + end, cg]`
-pub fn pad_length<B: Backend>(x: Tensor<B, 4>, begin: usize, end: usize) -> Tensor<B, 4> {
+pub(crate) fn pad_length<B: Backend>(x: Tensor<B, 4>, begin: usize, end: usize) -> Tensor<B, 4> {
     if begin == 0 && end == 0 {
         return x;
     }
@@ -224,7 +229,7 @@ pub fn pad_length<B: Backend>(x: Tensor<B, 4>, begin: usize, end: usize) -> Tens
 /// # Shapes
 /// - x: `[batch, groups, len, cg]`
 /// - returns: `[batch, groups, ceil(len / 2), cg]`
-pub fn max_pool2<B: Backend>(x: Tensor<B, 4>) -> Tensor<B, 4> {
+pub(crate) fn max_pool2<B: Backend>(x: Tensor<B, 4>) -> Tensor<B, 4> {
     let [n, g, l, c] = x.dims();
     let half = l.div_ceil(2);
     if c == 1 {
@@ -264,7 +269,11 @@ fn zeros<B: Backend>(shape: [usize; 4], device: &B::Device) -> Tensor<B, 4> {
 /// # Shapes
 /// - x: `[batch, groups, len, cin / groups]`
 /// - returns: `[batch, out_groups, len, cout / out_groups]`
-pub fn pad_channels<B: Backend>(x: Tensor<B, 4>, cout: usize, out_groups: usize) -> Tensor<B, 4> {
+pub(crate) fn pad_channels<B: Backend>(
+    x: Tensor<B, 4>,
+    cout: usize,
+    out_groups: usize,
+) -> Tensor<B, 4> {
     let [n, g, l, cg] = x.dims();
     let cin = g * cg;
     if cout == cin && out_groups == g {
@@ -303,13 +312,13 @@ pub fn pad_channels<B: Backend>(x: Tensor<B, 4>, cout: usize, out_groups: usize)
 }
 
 /// `[batch, channels, len]` to the grouped channels-last layout with `groups` groups.
-pub fn to_grouped<B: Backend>(x: Tensor<B, 3>, groups: usize) -> Tensor<B, 4> {
+pub(crate) fn to_grouped<B: Backend>(x: Tensor<B, 3>, groups: usize) -> Tensor<B, 4> {
     let [n, c, l] = x.dims();
     x.reshape([n, groups, c / groups, l]).swap_dims(2, 3)
 }
 
 /// The grouped channels-last layout back to `[batch, channels, len]`.
-pub fn to_channels_first<B: Backend>(x: Tensor<B, 4>) -> Tensor<B, 3> {
+pub(crate) fn to_channels_first<B: Backend>(x: Tensor<B, 4>) -> Tensor<B, 3> {
     let [n, g, l, cg] = x.dims();
     x.swap_dims(2, 3).reshape([n, g * cg, l])
 }

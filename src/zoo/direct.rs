@@ -30,7 +30,7 @@ use super::fast::FoldedBlock;
 
 /// A convolution with BatchNorm folded in, in the form the direct kernel reads.
 #[derive(Debug, Clone)]
-pub struct DirectConv {
+pub(crate) struct DirectConv {
     /// `[cout][cin_per_group][kernel]`, as [`FoldedWeights::weight`].
     weight: Vec<f32>,
     bias: Vec<f32>,
@@ -48,13 +48,13 @@ pub struct DirectConv {
 
 /// What a convolution's store adds before its ReLU: the residual block's shortcut.
 #[derive(Debug, Clone, Copy)]
-pub struct Shortcut<'a> {
+pub(crate) struct Shortcut<'a> {
     /// The block input, `[batch][channels][len]`.
-    pub x: &'a [f32],
-    pub channels: usize,
-    pub len: usize,
+    pub(crate) x: &'a [f32],
+    pub(crate) channels: usize,
+    pub(crate) len: usize,
     /// 2: max-pool by 2 (`ceil_mode`), 1: as is.
-    pub stride: usize,
+    pub(crate) stride: usize,
 }
 
 /// Multiply-adds of a whole batch below which it runs on the calling thread alone.
@@ -67,7 +67,7 @@ const MIN_SPLIT_COPY: usize = 1 << 18;
 const MIN_TASK_MACS: usize = 1 << 15;
 
 impl DirectConv {
-    pub fn new(w: &FoldedWeights) -> Self {
+    pub(crate) fn new(w: &FoldedWeights) -> Self {
         DirectConv {
             weight: w.weight.clone(),
             bias: w.bias.clone(),
@@ -88,7 +88,7 @@ impl DirectConv {
     /// # Shapes
     /// - x: `[batch][cin][len]`; shortcut: `[batch][channels <= cout][len]` (before pooling)
     /// - returns `([batch][cout][l_out], l_out)`
-    pub fn forward(
+    pub(crate) fn forward(
         &self,
         x: &[f32],
         batch: usize,
@@ -417,13 +417,13 @@ mod avx {
 
 /// A ResNeXt-1D's convolutions as direct convolutions: the stem, then two per block.
 #[derive(Debug, Clone)]
-pub struct DirectNet {
+pub(crate) struct DirectNet {
     stem: DirectConv,
     blocks: Vec<(DirectConv, DirectConv)>,
 }
 
 impl DirectNet {
-    pub fn new(stem: &FoldedWeights, blocks: &[FoldedBlock]) -> Self {
+    pub(crate) fn new(stem: &FoldedWeights, blocks: &[FoldedBlock]) -> Self {
         DirectNet {
             stem: DirectConv::new(stem),
             blocks: blocks
@@ -441,7 +441,7 @@ impl DirectNet {
     /// # Shapes
     /// - x: `[batch][samples]`
     /// - returns `[batch][channels]`, the mean over the length of the last block's output
-    pub fn features(&self, x: &[f32], batch: usize) -> Vec<f32> {
+    pub(crate) fn features(&self, x: &[f32], batch: usize) -> Vec<f32> {
         let threads = rayon::current_num_threads();
         let len = x.len() / batch.max(1);
         if threads > 1 && self.macs(len) * batch < MIN_SPLIT_MACS {

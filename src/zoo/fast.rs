@@ -32,7 +32,7 @@ use super::direct::DirectNet;
 
 /// Environment variable that selects the serving path: `plain` for burn's own modules,
 /// anything else (or unset) for the fast path.
-pub const INFERENCE_PATH_ENV: &str = "HOLMES_INFERENCE";
+pub(crate) const INFERENCE_PATH_ENV: &str = "HOLMES_INFERENCE";
 
 /// Which forward pass a zoo model runs for predictions.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -46,14 +46,14 @@ pub enum InferencePath {
 
 impl InferencePath {
     /// The path named by `HOLMES_INFERENCE` (`plain` or `fast`; fast when unset).
-    pub fn from_env() -> InferencePath {
+    pub(crate) fn from_env() -> InferencePath {
         match std::env::var(INFERENCE_PATH_ENV) {
             Ok(v) if v.eq_ignore_ascii_case("plain") => InferencePath::Plain,
             _ => InferencePath::Fast,
         }
     }
 
-    pub fn name(self) -> &'static str {
+    pub(crate) fn name(self) -> &'static str {
         match self {
             InferencePath::Fast => "fast",
             InferencePath::Plain => "plain",
@@ -63,7 +63,7 @@ impl InferencePath {
 
 /// A residual block in inference form.
 #[derive(Module, Debug)]
-pub struct FastBlock<B: Backend> {
+pub(crate) struct FastBlock<B: Backend> {
     c1: FoldedConv<B>,
     c2: FoldedConv<B>,
     stride: usize,
@@ -74,7 +74,7 @@ pub struct FastBlock<B: Backend> {
 
 /// The convolutions in the GEMM form: the stem and the residual blocks.
 #[derive(Module, Debug)]
-pub struct GemmConvs<B: Backend> {
+pub(crate) struct GemmConvs<B: Backend> {
     stem: FoldedConv<B>,
     blocks: Vec<FastBlock<B>>,
 }
@@ -82,7 +82,7 @@ pub struct GemmConvs<B: Backend> {
 /// A ResNeXt-1D in inference form. Its convolutions are in exactly one of two forms, as
 /// [`Kernel`] chose: `gemm` (burn tensors, any backend) or `direct` (host memory, flex).
 #[derive(Module, Debug)]
-pub struct FastResNeXt1d<B: Backend> {
+pub(crate) struct FastResNeXt1d<B: Backend> {
     gemm: Option<GemmConvs<B>>,
     fc: Linear<B>,
     #[module(skip)]
@@ -91,7 +91,7 @@ pub struct FastResNeXt1d<B: Backend> {
 
 /// Environment variable that selects the fast path's convolution kernel on flex: `gemm`, or
 /// anything else (or unset) for direct; for measuring with `holmes bench-cpu`.
-pub const FAST_KERNEL_ENV: &str = "HOLMES_FAST_KERNEL";
+pub(crate) const FAST_KERNEL_ENV: &str = "HOLMES_FAST_KERNEL";
 
 /// Which convolution the fast path runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -107,7 +107,7 @@ impl Kernel {
     /// The direct kernel on the flex backend (measured faster than the GEMM form for every
     /// zoo model at batch 8, see BENCHMARKS.md), unless `HOLMES_FAST_KERNEL=gemm`; GEMM on
     /// every other backend.
-    pub fn choose<B: Backend>() -> Kernel {
+    pub(crate) fn choose<B: Backend>() -> Kernel {
         if on_host::<B>() {
             Kernel::on_flex()
         } else {
@@ -116,7 +116,7 @@ impl Kernel {
     }
 
     /// The kernel the flex backend runs: direct unless `HOLMES_FAST_KERNEL=gemm`.
-    pub fn on_flex() -> Kernel {
+    pub(crate) fn on_flex() -> Kernel {
         match std::env::var(FAST_KERNEL_ENV).as_deref() {
             Ok("gemm") => Kernel::Gemm,
             _ => Kernel::Direct,
@@ -130,26 +130,26 @@ fn on_host<B: Backend>() -> bool {
     std::any::TypeId::of::<B>() == std::any::TypeId::of::<burn::backend::Flex>()
 }
 
-/// One residual block's folded convolutions, as [`FastResNeXt1d::new`] takes them.
+/// One residual block's folded convolutions, as [`FastResNeXt1d::with_kernel`] takes them.
 #[derive(Debug, Clone)]
-pub struct FoldedBlock {
-    pub c1: FoldedWeights,
-    pub c2: FoldedWeights,
+pub(crate) struct FoldedBlock {
+    pub(crate) c1: FoldedWeights,
+    pub(crate) c2: FoldedWeights,
 }
 
 /// Channels per layout group tried, in order of preference, for a layout whose group count
 /// grows with the channels (see [`plan_layout`]).
-pub const LAYOUT_CHANNELS: [usize; 4] = [8, 16, 4, 32];
+pub(crate) const LAYOUT_CHANNELS: [usize; 4] = [8, 16, 4, 32];
 
 /// Narrowest GEMM (output channels per layout group) worth running in a layout of constant
 /// group count; narrower groups are merged.
-pub const MIN_GROUP_COLUMNS: usize = 4;
+pub(crate) const MIN_GROUP_COLUMNS: usize = 4;
 
 /// Layout group counts: after the stem, then `(input, output)` of each block.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct LayoutPlan {
-    pub stem: usize,
-    pub blocks: Vec<(usize, usize)>,
+pub(crate) struct LayoutPlan {
+    pub(crate) stem: usize,
+    pub(crate) blocks: Vec<(usize, usize)>,
 }
 
 /// Chooses the activation layout. Preferred: a constant number of channels per layout group
@@ -161,7 +161,7 @@ pub struct LayoutPlan {
 ///
 /// `HOLMES_FAST_LAYOUT_CHANNELS` (comma-separated) overrides the preference list, for
 /// measuring other layouts with `holmes bench-cpu`.
-pub fn plan_layout(stem: &FoldedWeights, blocks: &[FoldedBlock]) -> LayoutPlan {
+pub(crate) fn plan_layout(stem: &FoldedWeights, blocks: &[FoldedBlock]) -> LayoutPlan {
     let prefs: Vec<usize> = std::env::var("HOLMES_FAST_LAYOUT_CHANNELS")
         .ok()
         .map(|v| v.split(',').filter_map(|x| x.trim().parse().ok()).collect())
@@ -223,19 +223,9 @@ fn constant_groups(stem: &FoldedWeights, blocks: &[FoldedBlock]) -> usize {
 
 impl<B: Backend> FastResNeXt1d<B> {
     /// Builds the inference form from folded weights and the final linear layer, with the
-    /// kernel [`Kernel::choose`] picks.
-    pub fn new(
-        stem: &FoldedWeights,
-        blocks: &[FoldedBlock],
-        fc: Linear<B>,
-        device: &B::Device,
-    ) -> Self {
-        Self::with_kernel(stem, blocks, fc, device, Kernel::choose::<B>())
-    }
-
-    /// As [`new`](Self::new), with the given kernel ([`Kernel::Direct`] only takes effect on
-    /// flex; elsewhere it is [`Kernel::Gemm`]).
-    pub fn with_kernel(
+    /// given kernel ([`Kernel::Direct`] only takes effect on flex; elsewhere it is
+    /// [`Kernel::Gemm`]).
+    pub(crate) fn with_kernel(
         stem: &FoldedWeights,
         blocks: &[FoldedBlock],
         fc: Linear<B>,
@@ -253,7 +243,7 @@ impl<B: Backend> FastResNeXt1d<B> {
     /// # Shapes
     /// - x: `[batch, 1, samples]` normalised ECG
     /// - returns: `[batch, 2]` logits, equal (to float rounding) to the training form's
-    pub fn forward(&self, x: Tensor<B, 3>) -> Tensor<B, 2> {
+    pub(crate) fn forward(&self, x: Tensor<B, 3>) -> Tensor<B, 2> {
         let features = match (&self.direct, &self.gemm) {
             (Some(direct), _) => direct_features(direct, x),
             (None, Some(gemm)) => gemm.features(x),
@@ -263,7 +253,7 @@ impl<B: Backend> FastResNeXt1d<B> {
     }
 
     /// The kernel this model's convolutions run.
-    pub fn kernel(&self) -> Kernel {
+    pub(crate) fn kernel(&self) -> Kernel {
         if self.direct.is_some() {
             Kernel::Direct
         } else {

@@ -12,47 +12,47 @@ use crate::core::metrics::{ensemble_mean, pr_auc, roc_auc};
 
 /// One model's row.
 #[derive(Debug, Clone, Serialize)]
-pub struct ModelRow {
-    pub name: String,
-    pub version: u32,
-    pub input: String,
-    pub architecture: String,
-    pub parameters: usize,
-    pub macs_per_window: u64,
-    pub weight_bytes: u64,
-    pub val_roc_auc: f64,
-    pub val_pr_auc: f64,
-    pub test_roc_auc: f64,
-    pub test_pr_auc: f64,
-    pub train_seconds: f64,
+pub(crate) struct ModelRow {
+    pub(crate) name: String,
+    pub(crate) version: u32,
+    pub(crate) input: String,
+    pub(crate) architecture: String,
+    pub(crate) parameters: usize,
+    pub(crate) macs_per_window: u64,
+    pub(crate) weight_bytes: u64,
+    pub(crate) val_roc_auc: f64,
+    pub(crate) val_pr_auc: f64,
+    pub(crate) test_roc_auc: f64,
+    pub(crate) test_pr_auc: f64,
+    pub(crate) train_seconds: f64,
 }
 
 /// The ensemble of every listed model.
 #[derive(Debug, Clone, Serialize)]
-pub struct EnsembleRow {
-    pub members: usize,
-    pub val_roc_auc: f64,
-    pub val_pr_auc: f64,
-    pub test_roc_auc: f64,
-    pub test_pr_auc: f64,
+pub(crate) struct EnsembleRow {
+    pub(crate) members: usize,
+    pub(crate) val_roc_auc: f64,
+    pub(crate) val_pr_auc: f64,
+    pub(crate) test_roc_auc: f64,
+    pub(crate) test_pr_auc: f64,
 }
 
 /// A folder that was refused, and why.
 #[derive(Debug, Clone, Serialize)]
-pub struct Refused {
-    pub error: String,
+pub(crate) struct Refused {
+    pub(crate) error: String,
 }
 
 /// Everything `zoo list` shows.
 #[derive(Debug, Clone, Serialize)]
-pub struct ZooListing {
-    pub models: Vec<ModelRow>,
-    pub ensemble: Option<EnsembleRow>,
-    pub refused: Vec<Refused>,
+pub(crate) struct ZooListing {
+    pub(crate) models: Vec<ModelRow>,
+    pub(crate) ensemble: Option<EnsembleRow>,
+    pub(crate) refused: Vec<Refused>,
 }
 
 /// Loads (and so validates) every model under `dir` and tabulates them.
-pub fn list<B: Backend>(dir: &Path, device: &B::Device) -> Result<ZooListing, ZooError> {
+pub(crate) fn list<B: Backend>(dir: &Path, device: &B::Device) -> Result<ZooListing, ZooError> {
     let (models, bad) = load_dir::<B>(dir, device)?;
     let rows = models
         .iter()
@@ -115,7 +115,7 @@ pub fn list<B: Backend>(dir: &Path, device: &B::Device) -> Result<ZooListing, Zo
 
 impl ZooListing {
     /// The human-readable table.
-    pub fn to_text(&self) -> String {
+    pub(crate) fn to_text(&self) -> String {
         let mut s = String::new();
         let _ = writeln!(
             s,

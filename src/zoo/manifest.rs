@@ -12,9 +12,9 @@ use super::vitals::VitalsArch;
 /// Manifest format this build writes: 2 names windows by their end sample
 /// (`db/record/end`) and labels them by their end; format 1 (still read) named them by their
 /// start sample, as 30-s windows labelled by the VT/VF time inside them.
-pub const MANIFEST_FORMAT: u32 = 2;
+pub(crate) const MANIFEST_FORMAT: u32 = 2;
 /// Manifest formats this build reads.
-pub const READABLE_FORMATS: [u32; 2] = [1, 2];
+pub(crate) const READABLE_FORMATS: [u32; 2] = [1, 2];
 /// File names inside a model folder.
 pub const MANIFEST_FILE: &str = "manifest.json";
 pub const WEIGHTS_FILE: &str = "weights.mpk";
@@ -29,14 +29,12 @@ pub enum Lead {
 }
 
 impl Lead {
-    pub const ALL: [Lead; 3] = [Lead::Primary, Lead::Secondary, Lead::Third];
-
     /// Lead slot index (0, 1, 2).
     pub fn index(self) -> usize {
         self as usize
     }
 
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             Lead::Primary => "primary",
             Lead::Secondary => "secondary",
@@ -71,7 +69,7 @@ impl Input {
     }
 
     /// Seconds of signal the member reads.
-    pub fn secs(&self) -> f64 {
+    pub(crate) fn secs(&self) -> f64 {
         match *self {
             Input::Ecg {
                 samples,
@@ -85,7 +83,7 @@ impl Input {
         }
     }
 
-    pub fn modality(&self) -> &'static str {
+    pub(crate) fn modality(&self) -> &'static str {
         match self {
             Input::Ecg { .. } => "ecg",
             Input::HeartRate { .. } => "vitals",
@@ -93,7 +91,7 @@ impl Input {
     }
 
     /// Short description such as `ecg/primary` or `vitals/hr`.
-    pub fn label(&self) -> String {
+    pub(crate) fn label(&self) -> String {
         match self {
             Input::Ecg { lead, .. } => format!("ecg/{}", lead.as_str()),
             Input::HeartRate { .. } => "vitals/hr".into(),
@@ -104,7 +102,7 @@ impl Input {
 /// The architecture, by family.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(tag = "family", rename_all = "snake_case", deny_unknown_fields)]
-pub enum Architecture {
+pub(crate) enum Architecture {
     #[serde(rename = "resnext1d")]
     ResNeXt1d(ResNeXtArch),
     Vitals(VitalsArch),
@@ -113,19 +111,19 @@ pub enum Architecture {
 /// Mean and spread used to standardise vitals features.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct FeatureScaling {
-    pub mean: Vec<f32>,
-    pub std: Vec<f32>,
+pub(crate) struct FeatureScaling {
+    pub(crate) mean: Vec<f32>,
+    pub(crate) std: Vec<f32>,
 }
 
 /// The weights file and its checksum.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct WeightsRef {
-    pub file: String,
+pub(crate) struct WeightsRef {
+    pub(crate) file: String,
     /// Lower-case hex SHA-256 of the file's bytes.
-    pub sha256: String,
-    pub bytes: u64,
+    pub(crate) sha256: String,
+    pub(crate) bytes: u64,
 }
 
 /// How the model was trained.
@@ -133,30 +131,30 @@ pub struct WeightsRef {
 #[serde(deny_unknown_fields)]
 pub struct Training {
     /// The data: databases, windowing, labelling, split.
-    pub data: String,
+    pub(crate) data: String,
     /// SHA-256 of the split file used.
-    pub split_sha256: String,
+    pub(crate) split_sha256: String,
     /// Windows (and positives among them) per split that this model saw.
-    pub windows: BTreeMap<String, [usize; 2]>,
-    pub epochs: usize,
-    pub best_epoch: usize,
-    pub seed: u64,
+    pub(crate) windows: BTreeMap<String, [usize; 2]>,
+    pub(crate) epochs: usize,
+    pub(crate) best_epoch: usize,
+    pub(crate) seed: u64,
     /// Wall-clock seconds this model took to train.
-    pub seconds: f64,
+    pub(crate) seconds: f64,
     /// Logit offset added to class 1 after training to undo the balanced sampling.
     pub prior_logit_offset: f32,
     /// `holmes` version that trained it.
-    pub trainer: String,
+    pub(crate) trainer: String,
 }
 
 /// Ranking metrics on one split.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct SplitMetrics {
-    pub windows: usize,
-    pub positives: usize,
-    pub roc_auc: f64,
-    pub pr_auc: f64,
+    pub(crate) windows: usize,
+    pub(crate) positives: usize,
+    pub(crate) roc_auc: f64,
+    pub(crate) pr_auc: f64,
 }
 
 /// Per-window predictions on one split.
@@ -177,19 +175,19 @@ pub struct Manifest {
     /// Manifest format version ([`MANIFEST_FORMAT`]).
     pub format: u32,
     /// Unique model name, also the folder name.
-    pub name: String,
+    pub(crate) name: String,
     /// Model version; bumps when the weights change.
-    pub version: u32,
+    pub(crate) version: u32,
     pub input: Input,
-    pub architecture: Architecture,
+    pub(crate) architecture: Architecture,
     /// Present for vitals models.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub feature_scaling: Option<FeatureScaling>,
-    pub parameters: usize,
-    pub macs_per_window: u64,
+    pub(crate) feature_scaling: Option<FeatureScaling>,
+    pub(crate) parameters: usize,
+    pub(crate) macs_per_window: u64,
     /// Bytes of f32 weights in memory.
-    pub weight_bytes: u64,
-    pub weights: WeightsRef,
+    pub(crate) weight_bytes: u64,
+    pub(crate) weights: WeightsRef,
     pub training: Training,
     /// `validation` and `test` metrics.
     pub metrics: BTreeMap<String, SplitMetrics>,
@@ -199,7 +197,7 @@ pub struct Manifest {
 
 impl Manifest {
     /// Consistency checks beyond the schema.
-    pub fn validate(&self) -> Result<(), String> {
+    pub(crate) fn validate(&self) -> Result<(), String> {
         if !READABLE_FORMATS.contains(&self.format) {
             return Err(format!(
                 "manifest format {} is not one of the supported {READABLE_FORMATS:?}",

@@ -12,28 +12,22 @@ mod fast;
 mod listing;
 mod manifest;
 mod model;
-pub mod preprocess;
+pub(crate) mod preprocess;
 mod resnext;
 mod vitals;
 
-pub use conv_gemm::{
-    FoldedConv, FoldedWeights, layout_fits, max_pool2, pad_channels, pad_length, same_padding,
-    to_channels_first, to_grouped,
+pub(crate) use conv_gemm::{FoldedWeights, same_padding};
+pub(crate) use fast::{FastResNeXt1d, FoldedBlock};
+pub use fast::{InferencePath, Kernel};
+pub(crate) use listing::list;
+pub(crate) use manifest::{
+    Architecture, FeatureScaling, MANIFEST_FORMAT, Predictions, SplitMetrics, Training, WeightsRef,
 };
-pub use fast::{
-    FAST_KERNEL_ENV, FastResNeXt1d, FoldedBlock, INFERENCE_PATH_ENV, InferencePath, Kernel,
-    LayoutPlan, plan_layout,
-};
-pub use listing::{ZooListing, list};
-pub use manifest::{
-    Architecture, FeatureScaling, Input, Lead, MANIFEST_FILE, MANIFEST_FORMAT, Manifest,
-    Predictions, SplitMetrics, Training, WEIGHTS_FILE, WeightsRef,
-};
-pub use model::{
-    Net, NetInput, ZooModel, forward_raw, logits_to_probs, prepare_input, sha256_hex, weights_bytes,
-};
-pub use resnext::{ConvShape, ResNeXt1d, ResNeXtArch};
-pub use vitals::{VitalsArch, VitalsNet};
+pub use manifest::{Input, Lead, MANIFEST_FILE, Manifest, WEIGHTS_FILE};
+pub(crate) use model::{Net, prepare_input, weights_bytes};
+pub use model::{ZooModel, logits_to_probs, sha256_hex};
+pub(crate) use resnext::{ConvShape, ResNeXt1d, ResNeXtArch};
+pub(crate) use vitals::VitalsArch;
 
 use std::path::{Path, PathBuf};
 
@@ -98,7 +92,7 @@ pub fn load_dir<B: Backend>(
 
 /// Writes a model folder atomically: into `<zoo>/.tmp-<name>`, then renamed over
 /// `<zoo>/<name>`. Fills in the manifest's weights reference from `weights`.
-pub fn write_model(
+pub(crate) fn write_model(
     zoo: &Path,
     mut manifest: Manifest,
     weights: &[u8],

@@ -24,14 +24,14 @@ use super::vitals::VitalsNet;
 /// between the variants does not matter.
 #[allow(clippy::large_enum_variant)]
 #[derive(Module, Debug)]
-pub enum Net<B: Backend> {
+pub(crate) enum Net<B: Backend> {
     Ecg(ResNeXt1d<B>),
     Vitals(VitalsNet<B>),
 }
 
 impl<B: Backend> Net<B> {
     /// A freshly initialised network for `arch`.
-    pub fn init(arch: &Architecture, device: &B::Device) -> Net<B> {
+    pub(crate) fn init(arch: &Architecture, device: &B::Device) -> Net<B> {
         match arch {
             Architecture::ResNeXt1d(a) => Net::Ecg(a.init(device)),
             Architecture::Vitals(a) => Net::Vitals(a.init(device)),
@@ -60,7 +60,7 @@ pub fn sha256_hex(bytes: &[u8]) -> String {
 }
 
 /// Serialises a network's weights (named MessagePack, full precision).
-pub fn weights_bytes<B: Backend>(net: Net<B>) -> Vec<u8> {
+pub(crate) fn weights_bytes<B: Backend>(net: Net<B>) -> Vec<u8> {
     NamedMpkBytesRecorder::<FullPrecisionSettings>::default()
         .record(net.into_record(), ())
         .expect("serialising a record to memory cannot fail")
@@ -248,7 +248,7 @@ impl<B: Backend> ZooModel<B> {
 }
 
 /// A batch prepared for a network.
-pub enum NetInput<B: Backend> {
+pub(crate) enum NetInput<B: Backend> {
     /// `[batch, 1, samples]` normalised ECG.
     Ecg(Tensor<B, 3>),
     /// `[batch, features]` standardised vitals features.
@@ -258,7 +258,7 @@ pub enum NetInput<B: Backend> {
 impl<B: Backend> Net<B> {
     /// # Shapes
     /// - returns: `[batch, 2]` logits
-    pub fn forward(&self, x: NetInput<B>) -> Tensor<B, 2> {
+    pub(crate) fn forward(&self, x: NetInput<B>) -> Tensor<B, 2> {
         match (self, x) {
             (Net::Ecg(m), NetInput::Ecg(t)) => m.forward(t),
             (Net::Vitals(m), NetInput::Features(t)) => m.forward(t),
@@ -268,7 +268,7 @@ impl<B: Backend> Net<B> {
 }
 
 /// Turns raw windows (ECG in mV, or the 1 Hz heart-rate series) into a network input.
-pub fn prepare_input<B: Backend>(
+pub(crate) fn prepare_input<B: Backend>(
     manifest_input: &Input,
     scaling: Option<&FeatureScaling>,
     inputs: &[&[f32]],
@@ -299,7 +299,7 @@ pub fn prepare_input<B: Backend>(
 }
 
 /// Runs `net` on raw inputs, returning `[n, 2]` logits flattened.
-pub fn forward_raw<B: Backend>(
+pub(crate) fn forward_raw<B: Backend>(
     net: &Net<B>,
     manifest: &Manifest,
     inputs: &[&[f32]],

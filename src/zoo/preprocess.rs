@@ -11,14 +11,14 @@
 use crate::core::window::SAMPLE_RATE_HZ;
 
 /// Smallest scale (mV) a window is divided by.
-pub const ECG_MIN_SCALE_MV: f64 = 0.05;
+pub(crate) const ECG_MIN_SCALE_MV: f64 = 0.05;
 /// Normalised samples are clipped to this magnitude.
-pub const ECG_CLIP: f32 = 20.0;
+pub(crate) const ECG_CLIP: f32 = 20.0;
 /// Names of the vitals features, in model-input order.
-pub const VITALS_FEATURES: [&str; 5] = ["hr_mean", "hr_std", "hr_min", "hr_max", "hr_slope"];
+pub(crate) const VITALS_FEATURES: [&str; 5] = ["hr_mean", "hr_std", "hr_min", "hr_max", "hr_slope"];
 
 /// Normalises one ECG window (mV) into `out` (same length).
-pub fn normalize_ecg_into(x: &[f32], out: &mut [f32]) {
+pub(crate) fn normalize_ecg_into(x: &[f32], out: &mut [f32]) {
     let clean = |v: f32| if v.is_finite() { v as f64 } else { 0.0 };
     let n = x.len().max(1) as f64;
     let mean = x.iter().map(|&v| clean(v)).sum::<f64>() / n;
@@ -31,7 +31,7 @@ pub fn normalize_ecg_into(x: &[f32], out: &mut [f32]) {
 
 /// Prepares one ECG window (mV) into `out`: the monitor band-pass first when the model was
 /// trained with it, then normalisation. Training and serving both come through here.
-pub fn prepare_ecg_into(x: &[f32], bandpass: bool, out: &mut [f32]) {
+pub(crate) fn prepare_ecg_into(x: &[f32], bandpass: bool, out: &mut [f32]) {
     if bandpass {
         normalize_ecg_into(&monitor_bandpass(x), out);
     } else {
@@ -39,17 +39,10 @@ pub fn prepare_ecg_into(x: &[f32], bandpass: bool, out: &mut [f32]) {
     }
 }
 
-/// Normalises one ECG window (mV).
-pub fn normalize_ecg(x: &[f32]) -> Vec<f32> {
-    let mut out = vec![0.0; x.len()];
-    normalize_ecg_into(x, &mut out);
-    out
-}
-
 /// A monitor-style 0.5-40 Hz band-pass at [`SAMPLE_RATE_HZ`] (second-order Butterworth high- and
 /// low-pass sections, causal, started at rest on the first sample), as bedside monitors
 /// filter their ECG display.
-pub fn monitor_bandpass(x: &[f32]) -> Vec<f32> {
+pub(crate) fn monitor_bandpass(x: &[f32]) -> Vec<f32> {
     let fs = SAMPLE_RATE_HZ as f64;
     let hp = Biquad::butterworth(0.5, fs, true);
     let lp = Biquad::butterworth(40.0, fs, false);
@@ -99,7 +92,7 @@ impl Biquad {
 
 /// Mean, standard deviation, minimum, maximum and least-squares slope (per second) of a 1 Hz
 /// heart-rate series (beats/min; non-finite values count as 0, i.e. no beats).
-pub fn vitals_features(hr: &[f32]) -> [f32; 5] {
+pub(crate) fn vitals_features(hr: &[f32]) -> [f32; 5] {
     let v: Vec<f64> = hr
         .iter()
         .map(|&x| if x.is_finite() { x as f64 } else { 0.0 })
@@ -126,6 +119,12 @@ pub fn vitals_features(hr: &[f32]) -> [f32; 5] {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn normalize_ecg(x: &[f32]) -> Vec<f32> {
+        let mut out = vec![0.0; x.len()];
+        normalize_ecg_into(x, &mut out);
+        out
+    }
 
     #[test]
     fn ecg_normalisation_centres_scales_and_floors() {

@@ -21,30 +21,30 @@ use super::fast::{FastResNeXt1d, FoldedBlock, Kernel};
 /// Hyper-parameters of one ResNeXt-1D model.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct ResNeXtArch {
+pub(crate) struct ResNeXtArch {
     /// Channels after the stem (8, 16, 32 or 64 in the zoo).
-    pub width: usize,
+    pub(crate) width: usize,
     /// Residual blocks (2, 4 or 8 in the zoo).
-    pub depth: usize,
+    pub(crate) depth: usize,
     /// Channels per group in the grouped convolutions.
-    pub group_width: usize,
+    pub(crate) group_width: usize,
     /// Convolution kernel length.
-    pub kernel: usize,
+    pub(crate) kernel: usize,
 }
 
 /// One convolution's shape, for the MAC count and the module builder.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct ConvShape {
-    pub cin: usize,
-    pub cout: usize,
-    pub stride: usize,
-    pub groups: usize,
-    pub l_out: usize,
+pub(crate) struct ConvShape {
+    pub(crate) cin: usize,
+    pub(crate) cout: usize,
+    pub(crate) stride: usize,
+    pub(crate) groups: usize,
+    pub(crate) l_out: usize,
 }
 
 impl ResNeXtArch {
     /// Checks the hyper-parameters make a buildable network.
-    pub fn validate(&self) -> Result<(), String> {
+    pub(crate) fn validate(&self) -> Result<(), String> {
         if self.width == 0 || self.depth == 0 || self.kernel == 0 || self.group_width == 0 {
             return Err("width, depth, kernel and group_width must be positive".into());
         }
@@ -60,12 +60,12 @@ impl ResNeXtArch {
         Ok(())
     }
 
-    pub fn groups(&self) -> usize {
+    pub(crate) fn groups(&self) -> usize {
         self.width / self.group_width
     }
 
     /// Stem and block convolutions, in order, for an input of `len` samples.
-    pub fn plan(&self, len: usize) -> (ConvShape, Vec<(ConvShape, ConvShape)>) {
+    pub(crate) fn plan(&self, len: usize) -> (ConvShape, Vec<(ConvShape, ConvShape)>) {
         let ds_gap = (self.depth / 8).max(1);
         let inc_gap = (self.depth / 4).max(1);
         let g = self.groups();
@@ -104,12 +104,12 @@ impl ResNeXtArch {
     }
 
     /// Channels into the final linear layer.
-    pub fn final_channels(&self) -> usize {
+    pub(crate) fn final_channels(&self) -> usize {
         self.width << ((self.depth - 1) / (self.depth / 4).max(1)).min(2)
     }
 
     /// Multiply-accumulates per window of `len` samples (convolutions and the linear layer).
-    pub fn macs(&self, len: usize) -> u64 {
+    pub(crate) fn macs(&self, len: usize) -> u64 {
         let (stem, blocks) = self.plan(len);
         let conv = |c: &ConvShape| (c.l_out * c.cout * (c.cin / c.groups) * self.kernel) as u64;
         conv(&stem)
@@ -118,7 +118,7 @@ impl ResNeXtArch {
     }
 
     /// A freshly initialised network.
-    pub fn init<B: Backend>(&self, device: &B::Device) -> ResNeXt1d<B> {
+    pub(crate) fn init<B: Backend>(&self, device: &B::Device) -> ResNeXt1d<B> {
         let (stem, blocks) = self.plan(7500);
         let conv_bn = |c: &ConvShape| ConvBn {
             conv: Conv1dConfig::new(c.cin, c.cout, self.kernel)
@@ -147,7 +147,7 @@ impl ResNeXtArch {
 
 /// Convolution followed by BatchNorm.
 #[derive(Module, Debug)]
-pub struct ConvBn<B: Backend> {
+pub(crate) struct ConvBn<B: Backend> {
     conv: Conv1d<B>,
     bn: BatchNorm<B>,
 }
@@ -223,7 +223,7 @@ impl<B: Backend> ConvBn<B> {
 
 /// A residual block of two grouped convolutions.
 #[derive(Module, Debug)]
-pub struct Block<B: Backend> {
+pub(crate) struct Block<B: Backend> {
     c1: ConvBn<B>,
     c2: ConvBn<B>,
     stride: usize,
@@ -232,7 +232,7 @@ pub struct Block<B: Backend> {
 
 /// The network.
 #[derive(Module, Debug)]
-pub struct ResNeXt1d<B: Backend> {
+pub(crate) struct ResNeXt1d<B: Backend> {
     stem: ConvBn<B>,
     blocks: Vec<Block<B>>,
     fc: Linear<B>,
@@ -241,12 +241,12 @@ pub struct ResNeXt1d<B: Backend> {
 impl<B: Backend> ResNeXt1d<B> {
     /// The inference form of this network (BatchNorm folded, direct convolutions on flex and
     /// GEMM convolutions elsewhere: [`Kernel::choose`]).
-    pub fn inference_form(&self) -> FastResNeXt1d<B> {
+    pub(crate) fn inference_form(&self) -> FastResNeXt1d<B> {
         self.inference_form_with(Kernel::choose::<B>())
     }
 
     /// The inference form with the given convolution kernel.
-    pub fn inference_form_with(&self, kernel: Kernel) -> FastResNeXt1d<B> {
+    pub(crate) fn inference_form_with(&self, kernel: Kernel) -> FastResNeXt1d<B> {
         let blocks: Vec<FoldedBlock> = self
             .blocks
             .iter()
@@ -264,7 +264,7 @@ impl<B: Backend> ResNeXt1d<B> {
     /// `fc_bias`: how weights trained elsewhere (the ONNX yardstick's) enter the plain path.
     ///
     /// Panics if the shapes differ from this network's.
-    pub fn load_folded(
+    pub(crate) fn load_folded(
         mut self,
         stem: &FoldedWeights,
         blocks: &[FoldedBlock],
@@ -295,7 +295,7 @@ impl<B: Backend> ResNeXt1d<B> {
     /// # Shapes
     /// - x: `[batch, 1, samples]` normalised ECG
     /// - returns: `[batch, 2]` logits (class 1 = ventricular tachyarrhythmia)
-    pub fn forward(&self, x: Tensor<B, 3>) -> Tensor<B, 2> {
+    pub(crate) fn forward(&self, x: Tensor<B, 3>) -> Tensor<B, 2> {
         let mut h = relu(self.stem.forward(x)); // [b, W, L/2]
         for b in &self.blocks {
             let t = relu(b.c1.forward(h.clone())); // [b, cout, L']

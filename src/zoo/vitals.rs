@@ -13,13 +13,13 @@ use super::preprocess::VITALS_FEATURES;
 /// Hyper-parameters of a vitals model.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct VitalsArch {
+pub(crate) struct VitalsArch {
     /// Hidden units; 0 makes a logistic regression.
-    pub hidden: usize,
+    pub(crate) hidden: usize,
 }
 
 impl VitalsArch {
-    pub fn validate(&self) -> Result<(), String> {
+    pub(crate) fn validate(&self) -> Result<(), String> {
         if self.hidden > 4096 {
             return Err("hidden layer is implausibly large".into());
         }
@@ -27,7 +27,7 @@ impl VitalsArch {
     }
 
     /// Multiply-accumulates per window.
-    pub fn macs(&self) -> u64 {
+    pub(crate) fn macs(&self) -> u64 {
         let f = VITALS_FEATURES.len();
         match self.hidden {
             0 => (f * 2) as u64,
@@ -35,7 +35,7 @@ impl VitalsArch {
         }
     }
 
-    pub fn init<B: Backend>(&self, device: &B::Device) -> VitalsNet<B> {
+    pub(crate) fn init<B: Backend>(&self, device: &B::Device) -> VitalsNet<B> {
         let f = VITALS_FEATURES.len();
         match self.hidden {
             0 => VitalsNet {
@@ -52,7 +52,7 @@ impl VitalsArch {
 
 /// Logistic regression (no hidden layer) or a one-hidden-layer MLP.
 #[derive(Module, Debug)]
-pub struct VitalsNet<B: Backend> {
+pub(crate) struct VitalsNet<B: Backend> {
     hidden: Option<Linear<B>>,
     out: Linear<B>,
 }
@@ -61,7 +61,7 @@ impl<B: Backend> VitalsNet<B> {
     /// # Shapes
     /// - x: `[batch, 5]` standardised features
     /// - returns: `[batch, 2]` logits
-    pub fn forward(&self, x: Tensor<B, 2>) -> Tensor<B, 2> {
+    pub(crate) fn forward(&self, x: Tensor<B, 2>) -> Tensor<B, 2> {
         match &self.hidden {
             Some(h) => self.out.forward(relu(h.forward(x))),
             None => self.out.forward(x),

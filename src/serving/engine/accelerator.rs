@@ -15,14 +15,14 @@ use crate::zoo::ZooModel;
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Accelerator {
     /// `cpu` or `cuda:N`.
-    pub id: String,
-    pub name: String,
+    pub(crate) id: String,
+    pub(crate) name: String,
     /// Memory in bytes, where known.
-    pub memory_bytes: Option<u64>,
+    pub(crate) memory_bytes: Option<u64>,
 }
 
 impl Accelerator {
-    pub fn cpu() -> Accelerator {
+    pub(crate) fn cpu() -> Accelerator {
         let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
         Accelerator {
             id: "cpu".into(),
@@ -31,14 +31,14 @@ impl Accelerator {
         }
     }
 
-    pub fn is_gpu(&self) -> bool {
+    pub(crate) fn is_gpu(&self) -> bool {
         self.id.starts_with("cuda:")
     }
 }
 
 /// The devices of this machine: GPUs first (when the `cuda` feature is built and the driver
 /// answers), then the CPU.
-pub fn discover() -> Vec<Accelerator> {
+pub(crate) fn discover() -> Vec<Accelerator> {
     let mut out = gpus();
     out.push(Accelerator::cpu());
     out
@@ -118,7 +118,7 @@ fn probe_cuda() -> Result<Vec<Accelerator>, String> {
 
 /// A factory that loads zoo model `dir` on device `device` (`cpu`, `cuda:N`), on the calling
 /// worker thread.
-pub fn zoo_factory(dir: &Path, device: &str) -> Factory {
+pub(crate) fn zoo_factory(dir: &Path, device: &str) -> Factory {
     let dir = dir.to_owned();
     let err = |dir: &Path, e: crate::zoo::ZooError| EngineError::Model {
         name: dir.display().to_string(),
@@ -143,43 +143,13 @@ pub fn zoo_factory(dir: &Path, device: &str) -> Factory {
     })
 }
 
-/// The device a model runs on: its pin from config, else the first GPU for `auto`, else the
-/// CPU. A pin to a device that is not there falls back to the CPU with a warning.
-pub fn choose<'a>(
-    devices: &'a [Accelerator],
-    model: &str,
-    default: &str,
-    pins: &std::collections::BTreeMap<String, String>,
-) -> &'a Accelerator {
-    let want = pins.get(model).map(String::as_str).unwrap_or(default);
-    let cpu = devices
-        .iter()
-        .find(|d| d.id == "cpu")
-        .expect("the CPU is always there");
-    match want {
-        "auto" => devices.iter().find(|d| d.is_gpu()).unwrap_or(cpu),
-        id => devices.iter().find(|d| d.id == id).unwrap_or_else(|| {
-            tracing::warn!(model, device = id, "Pinned device not found; using the CPU");
-            cpu
-        }),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
-    fn without_a_gpu_everything_lands_on_the_cpu() {
+    fn discovery_lists_the_cpu_last() {
         let d = discover();
         assert_eq!(d.last().unwrap().id, "cpu");
-        let mut pins = std::collections::BTreeMap::new();
-        pins.insert("m".to_string(), "cuda:3".to_string());
-        assert_eq!(
-            choose(&d, "m", "auto", &pins).id,
-            if d.len() > 4 { "cuda:3" } else { "cpu" }
-        );
-        let cpu_only = vec![Accelerator::cpu()];
-        assert_eq!(choose(&cpu_only, "x", "auto", &pins).id, "cpu");
     }
 }

@@ -37,13 +37,13 @@ struct Inner {
 
 /// Deadlines of windows in flight.
 #[derive(Default)]
-pub struct Deadlines {
+pub(crate) struct Deadlines {
     inner: Mutex<Inner>,
     wake: Condvar,
 }
 
 impl Deadlines {
-    pub fn add(&self, job: &Arc<WindowJob>) {
+    pub(crate) fn add(&self, job: &Arc<WindowJob>) {
         let mut g = self.inner.lock().expect("deadline lock");
         g.seq += 1;
         let seq = g.seq;
@@ -56,13 +56,13 @@ impl Deadlines {
         }
     }
 
-    pub fn stop(&self) {
+    pub(crate) fn stop(&self) {
         self.inner.lock().expect("deadline lock").stop = true;
         self.wake.notify_one();
     }
 
     /// The watcher loop; returns after [`Deadlines::stop`].
-    pub fn run(&self, shared: &Shared) {
+    pub(crate) fn run(&self, shared: &Shared) {
         let mut g = self.inner.lock().expect("deadline lock");
         loop {
             if g.stop {

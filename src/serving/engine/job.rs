@@ -13,20 +13,20 @@ use crate::core::window::ClosedWindow;
 
 /// One member's outcome for one window.
 #[derive(Debug, Clone, Copy, PartialEq)]
-pub struct MemberResult {
+pub(crate) struct MemberResult {
     /// Probability; `None` when the model failed or returned a non-finite value.
-    pub prob: Option<f32>,
-    pub version: u32,
-    pub queue: Duration,
-    pub compute: Duration,
-    pub batch: usize,
+    pub(crate) prob: Option<f32>,
+    pub(crate) version: u32,
+    pub(crate) queue: Duration,
+    pub(crate) compute: Duration,
+    pub(crate) batch: usize,
     /// Why `prob` is `None`, when the model ran and failed.
-    pub fault: Option<ModelFault>,
+    pub(crate) fault: Option<ModelFault>,
 }
 
 /// How a model failed on a window.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ModelFault {
+pub(crate) enum ModelFault {
     /// It panicked (caught; the worker carries on).
     Panic,
     /// It returned an error.
@@ -38,7 +38,7 @@ pub enum ModelFault {
 }
 
 impl ModelFault {
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             ModelFault::Panic => "panic",
             ModelFault::Error => "error",
@@ -50,7 +50,7 @@ impl ModelFault {
 
 /// Where each member stands for a window.
 #[derive(Debug, Clone, Copy, PartialEq)]
-pub enum Slot {
+pub(crate) enum Slot {
     /// The member's input is not usable in this window: it sits out.
     NotApplicable,
     Waiting,
@@ -68,35 +68,35 @@ struct State {
 }
 
 /// A window and its accumulator.
-pub struct WindowJob {
-    pub window: ClosedWindow,
+pub(crate) struct WindowJob {
+    pub(crate) window: ClosedWindow,
     /// `last_sample_at + slo`.
-    pub deadline: Instant,
-    pub submitted: Instant,
+    pub(crate) deadline: Instant,
+    pub(crate) submitted: Instant,
     state: Mutex<State>,
 }
 
 /// Timing of a committed score, stored with it.
 #[derive(Debug, Clone, Serialize)]
-pub struct Timing {
+pub(crate) struct Timing {
     /// Window close (arrival of its last sample) to submission to the engine.
-    pub submit_ms: f64,
-    pub members: Vec<MemberTiming>,
+    pub(crate) submit_ms: f64,
+    pub(crate) members: Vec<MemberTiming>,
     /// Last member result (or deadline) to hand-off to the store.
-    pub combine_ms: f64,
+    pub(crate) combine_ms: f64,
 }
 
 #[derive(Debug, Clone, Serialize)]
-pub struct MemberTiming {
-    pub name: String,
-    pub queue_ms: f64,
-    pub compute_ms: f64,
-    pub batch: usize,
+pub(crate) struct MemberTiming {
+    pub(crate) name: String,
+    pub(crate) queue_ms: f64,
+    pub(crate) compute_ms: f64,
+    pub(crate) batch: usize,
 }
 
 /// Why a job is being committed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Reason {
+pub(crate) enum Reason {
     Complete,
     Deadline,
     Superseded,
@@ -107,7 +107,7 @@ fn ms(d: Duration) -> f64 {
 }
 
 impl WindowJob {
-    pub fn new(window: ClosedWindow, slots: Vec<Slot>, slo: Duration) -> WindowJob {
+    pub(crate) fn new(window: ClosedWindow, slots: Vec<Slot>, slo: Duration) -> WindowJob {
         WindowJob {
             deadline: window.last_sample_at + slo,
             submitted: Instant::now(),
@@ -120,17 +120,17 @@ impl WindowJob {
         }
     }
 
-    pub fn is_done(&self) -> bool {
+    pub(crate) fn is_done(&self) -> bool {
         self.state.lock().expect("job lock").done
     }
 
     /// Marks a member dropped (its queue was full).
-    pub fn drop_member(&self, m: usize) {
+    pub(crate) fn drop_member(&self, m: usize) {
         self.state.lock().expect("job lock").slots[m] = Slot::Dropped;
     }
 
     /// Records member `m`'s result; commits when it was the last one (or the deadline passed).
-    pub fn complete_member(&self, m: usize, r: MemberResult, shared: &Shared) {
+    pub(crate) fn complete_member(&self, m: usize, r: MemberResult, shared: &Shared) {
         let commit = {
             let mut s = self.state.lock().expect("job lock");
             if s.done {
@@ -159,7 +159,7 @@ impl WindowJob {
     }
 
     /// The deadline passed: commit what is there, or let the first result commit.
-    pub fn on_deadline(&self, shared: &Shared) {
+    pub(crate) fn on_deadline(&self, shared: &Shared) {
         let commit = {
             let mut s = self.state.lock().expect("job lock");
             if s.done {
@@ -183,7 +183,7 @@ impl WindowJob {
     }
 
     /// A newer window of the same bed replaced this one in a queue.
-    pub fn supersede(&self, shared: &Shared) {
+    pub(crate) fn supersede(&self, shared: &Shared) {
         let slots = {
             let mut s = self.state.lock().expect("job lock");
             if s.done {
@@ -196,7 +196,7 @@ impl WindowJob {
     }
 
     /// Commits immediately (no member applies to this window).
-    pub fn commit_now(&self, shared: &Shared) {
+    pub(crate) fn commit_now(&self, shared: &Shared) {
         let slots = {
             let mut s = self.state.lock().expect("job lock");
             s.done = true;

@@ -11,17 +11,18 @@
 //! [`ensemble`] loads, describes and places an ensemble ([`accelerator`], [`plan`],
 //! [`profile`]) for the daemon and the composer alike; [`reload`] hot-swaps changed members.
 
-pub mod accelerator;
-pub mod deadline;
+pub(crate) mod accelerator;
+pub(crate) mod deadline;
 pub mod ensemble;
-pub mod job;
-pub mod plan;
-pub mod profile;
-pub mod queue;
-pub mod reload;
-pub mod worker;
+pub(crate) mod job;
+pub(crate) mod plan;
+pub(crate) mod profile;
+pub(crate) mod queue;
+pub(crate) mod reload;
+pub(crate) mod worker;
 
-pub use worker::{Factory, FakeModel, InferModel, ZooInfer};
+pub(crate) use worker::ZooInfer;
+pub use worker::{Factory, FakeModel, InferModel};
 
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
@@ -62,21 +63,21 @@ pub struct MemberSpec {
 }
 
 /// A member's live state: its queue and the current version's factory.
-pub struct ModelSlot {
-    pub name: String,
-    pub input: Input,
-    pub version: AtomicU32,
-    pub queue: ModelQueue,
+pub(crate) struct ModelSlot {
+    pub(crate) name: String,
+    pub(crate) input: Input,
+    pub(crate) version: AtomicU32,
+    pub(crate) queue: ModelQueue,
     /// Bumped when a new version is swapped in.
-    pub generation: AtomicU64,
+    pub(crate) generation: AtomicU64,
     factory: Mutex<Factory>,
-    pub workers: usize,
-    pub batch_cap: usize,
-    pub device: String,
+    pub(crate) workers: usize,
+    pub(crate) batch_cap: usize,
+    pub(crate) device: String,
 }
 
 impl ModelSlot {
-    pub fn factory(&self) -> Factory {
+    pub(crate) fn factory(&self) -> Factory {
         self.factory.lock().expect("factory lock").clone()
     }
 }
@@ -84,16 +85,16 @@ impl ModelSlot {
 /// Counters of the engine, read by the API and the tests.
 #[derive(Debug, Default)]
 pub struct Counters {
-    pub scored: AtomicU64,
-    pub partial: AtomicU64,
+    pub(crate) scored: AtomicU64,
+    pub(crate) partial: AtomicU64,
     pub superseded: AtomicU64,
-    pub dropped: AtomicU64,
-    pub insufficient: AtomicU64,
+    pub(crate) dropped: AtomicU64,
+    pub(crate) insufficient: AtomicU64,
     pub dropped_members: AtomicU64,
     pub late_members: AtomicU64,
     pub model_faults: AtomicU64,
     pub batches: AtomicU64,
-    pub batched_windows: AtomicU64,
+    pub(crate) batched_windows: AtomicU64,
 }
 
 /// A model's faults since start, as `/api/ensemble` and `/api/health` show them.
@@ -115,10 +116,10 @@ const FAULT_EVENT_EVERY: Duration = Duration::from_secs(60);
 
 /// Metrics sink: atomic counters plus the process-wide `metrics` recorder.
 #[derive(Debug, Default)]
-pub struct EngineMetrics {
-    pub counters: Counters,
+pub(crate) struct EngineMetrics {
+    pub(crate) counters: Counters,
     /// Faults per model name (bounded by the zoo's models).
-    pub per_model: Mutex<std::collections::BTreeMap<String, ModelFaults>>,
+    pub(crate) per_model: Mutex<std::collections::BTreeMap<String, ModelFaults>>,
 }
 
 impl EngineMetrics {
@@ -182,10 +183,10 @@ impl EngineMetrics {
 }
 
 /// State shared by workers, the deadline watcher and submitters of one served ensemble.
-pub struct Shared {
-    pub store: StoreHandle,
-    pub metrics: Arc<EngineMetrics>,
-    pub ensemble_id: i64,
+pub(crate) struct Shared {
+    pub(crate) store: StoreHandle,
+    pub(crate) metrics: Arc<EngineMetrics>,
+    pub(crate) ensemble_id: i64,
     slots: Vec<Arc<ModelSlot>>,
     /// Each member's weight, and how the members' probabilities combine.
     weights: Vec<f64>,
@@ -194,12 +195,12 @@ pub struct Shared {
 }
 
 impl Shared {
-    pub fn slot(&self, i: usize) -> Arc<ModelSlot> {
+    pub(crate) fn slot(&self, i: usize) -> Arc<ModelSlot> {
         self.slots[i].clone()
     }
 
     /// `(name, version)` of each member, in ensemble order.
-    pub fn member_names(&self) -> Vec<(String, u32)> {
+    pub(crate) fn member_names(&self) -> Vec<(String, u32)> {
         self.slots
             .iter()
             .map(|s| (s.name.clone(), s.version.load(Ordering::Relaxed)))
@@ -362,7 +363,7 @@ impl Engine {
     /// keeps serving; then new windows go to the new one at once, and the old one finishes
     /// the windows it holds (they commit under its ensemble id) and stops. On failure the
     /// current ensemble keeps serving.
-    pub fn switch(
+    pub(crate) fn switch(
         &self,
         members: Vec<MemberSpec>,
         store: StoreHandle,
@@ -379,7 +380,7 @@ impl Engine {
     }
 
     /// Id of the ensemble (members and plan) serving now.
-    pub fn ensemble_id(&self) -> i64 {
+    pub(crate) fn ensemble_id(&self) -> i64 {
         self.current().shared.ensemble_id
     }
 
@@ -427,7 +428,7 @@ impl Engine {
     }
 
     /// Device of member `name`.
-    pub fn device_of(&self, name: &str) -> Option<String> {
+    pub(crate) fn device_of(&self, name: &str) -> Option<String> {
         self.current()
             .shared
             .slots
@@ -438,7 +439,7 @@ impl Engine {
 
     /// Swaps in a new version of member `name` (already validated); workers switch between
     /// batches. Returns false when `name` is not a member.
-    pub fn reload(&self, name: &str, version: u32, factory: Factory) -> bool {
+    pub(crate) fn reload(&self, name: &str, version: u32, factory: Factory) -> bool {
         let g = self.current();
         let Some(slot) = g.shared.slots.iter().find(|s| s.name == name) else {
             return false;
@@ -449,12 +450,12 @@ impl Engine {
         true
     }
 
-    pub fn members(&self) -> Vec<(String, u32)> {
+    pub(crate) fn members(&self) -> Vec<(String, u32)> {
         self.current().shared.member_names()
     }
 
     /// The running plan: per member, device, workers and batch cap.
-    pub fn plan(&self) -> Vec<serde_json::Value> {
+    pub(crate) fn plan(&self) -> Vec<serde_json::Value> {
         self.current()
             .shared
             .slots
@@ -482,7 +483,7 @@ impl Engine {
             .collect()
     }
 
-    pub fn slo(&self) -> Duration {
+    pub(crate) fn slo(&self) -> Duration {
         Duration::from_millis(self.cfg.slo_ms)
     }
 

@@ -17,20 +17,20 @@ use crate::serving::engine::profile::Profile;
 
 /// One non-zero cell of the allocation matrix.
 #[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct Cell {
-    pub model: String,
-    pub device: String,
-    pub workers: usize,
-    pub batch_cap: usize,
+pub(crate) struct Cell {
+    pub(crate) model: String,
+    pub(crate) device: String,
+    pub(crate) workers: usize,
+    pub(crate) batch_cap: usize,
     /// Why this batch cap: `profile` (fitted latency within half the budget) or `config`.
-    pub batch_source: &'static str,
+    pub(crate) batch_source: &'static str,
 }
 
 /// Activation and workspace memory assumed per byte of weights when packing GPUs.
 const GPU_FOOTPRINT_FACTOR: u64 = 8;
 
 /// Places `members` (`(name, weight_bytes)`) on `devices` and picks batch caps.
-pub fn plan(
+pub(crate) fn plan(
     members: &[(String, u64)],
     devices: &[Accelerator],
     profiles: &HashMap<(String, String), Profile>,

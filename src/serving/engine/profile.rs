@@ -18,13 +18,13 @@ use crate::serving::store::StoreError;
 use crate::zoo::{Input, ZooModel};
 
 /// The burn release the profiles were measured with (part of their key).
-pub const BURN_VERSION: &str = "0.21";
+pub(crate) const BURN_VERSION: &str = "0.21";
 
 /// The `burn_version` column of a profile's key: the burn release and the inference path
 /// (`fast` or `plain`, [`crate::zoo::InferencePath`]; `fast+direct` when the CPU runs the
 /// direct kernel, [`crate::zoo::Kernel`]), so profiles of one path or kernel never stand in
 /// for another.
-pub fn engine_version() -> String {
+pub(crate) fn engine_version() -> String {
     use crate::zoo::{InferencePath, Kernel};
     let path = match (InferencePath::from_env(), Kernel::on_flex()) {
         (InferencePath::Fast, Kernel::Direct) => "fast+direct",
@@ -35,29 +35,29 @@ pub fn engine_version() -> String {
 
 /// One measured (model, device, batch) point.
 #[derive(Debug, Clone, Serialize)]
-pub struct Point {
-    pub batch: usize,
-    pub p50_ms: f64,
-    pub p95_ms: f64,
-    pub p99_ms: f64,
-    pub repeats: usize,
+pub(crate) struct Point {
+    pub(crate) batch: usize,
+    pub(crate) p50_ms: f64,
+    pub(crate) p95_ms: f64,
+    pub(crate) p99_ms: f64,
+    pub(crate) repeats: usize,
 }
 
 /// A model's profile on one device, with its fitted curve.
 #[derive(Debug, Clone, Serialize)]
-pub struct Profile {
-    pub model: String,
-    pub sha256: String,
-    pub device: String,
-    pub hardware: String,
-    pub points: Vec<Point>,
+pub(crate) struct Profile {
+    pub(crate) model: String,
+    pub(crate) sha256: String,
+    pub(crate) device: String,
+    pub(crate) hardware: String,
+    pub(crate) points: Vec<Point>,
     /// `[a, b, c]` of `p50(batch) = a*batch^2 + b*batch + c`, ms.
-    pub quadratic: [f64; 3],
+    pub(crate) quadratic: [f64; 3],
 }
 
 impl Profile {
     /// Fitted p50 latency (ms) at `batch`.
-    pub fn predict(&self, batch: usize) -> f64 {
+    pub(crate) fn predict(&self, batch: usize) -> f64 {
         let [a, b, c] = self.quadratic;
         let x = batch as f64;
         a * x * x + b * x + c
@@ -65,7 +65,7 @@ impl Profile {
 }
 
 /// A short description of this machine's CPU, the hardware part of a profile's key.
-pub fn hardware() -> String {
+pub(crate) fn hardware() -> String {
     let model = std::fs::read_to_string("/proc/cpuinfo")
         .ok()
         .and_then(|t| {
@@ -79,7 +79,7 @@ pub fn hardware() -> String {
 }
 
 /// Least-squares fit of `y = a x^2 + b x + c` (a line or a constant with fewer points).
-pub fn fit_quadratic(xs: &[f64], ys: &[f64]) -> [f64; 3] {
+pub(crate) fn fit_quadratic(xs: &[f64], ys: &[f64]) -> [f64; 3] {
     let n = xs.len();
     if n == 0 {
         return [0.0; 3];
@@ -127,20 +127,20 @@ fn solve3(m: [[f64; 3]; 3], v: [f64; 3]) -> Option<[f64; 3]> {
 
 /// Options of one profiling run.
 #[derive(Debug, Clone)]
-pub struct ProfileOptions {
+pub(crate) struct ProfileOptions {
     /// Largest batch size measured (powers of two up to it, and it).
-    pub max_batch: usize,
+    pub(crate) max_batch: usize,
     /// Warm-up runs per batch size.
-    pub warmup: usize,
+    pub(crate) warmup: usize,
     /// Timed runs per batch size at least...
-    pub min_repeats: usize,
+    pub(crate) min_repeats: usize,
     /// ...and at most, within `budget` per size.
-    pub max_repeats: usize,
-    pub budget: Duration,
+    pub(crate) max_repeats: usize,
+    pub(crate) budget: Duration,
 }
 
 /// Batch sizes profiled: 1, 2, 4, ... below `max`, then `max`.
-pub fn batch_sizes(max: usize) -> Vec<usize> {
+pub(crate) fn batch_sizes(max: usize) -> Vec<usize> {
     let mut v: Vec<usize> = std::iter::successors(Some(1usize), |b| Some(b * 2))
         .take_while(|&b| b < max)
         .collect();
@@ -149,7 +149,7 @@ pub fn batch_sizes(max: usize) -> Vec<usize> {
 }
 
 /// Profiles the model in `dir` on `dev`.
-pub fn profile_model(
+pub(crate) fn profile_model(
     dir: &Path,
     dev: &Accelerator,
     opts: &ProfileOptions,
@@ -214,7 +214,7 @@ pub fn profile_model(
 }
 
 /// Stores a profile (replacing earlier measurements with the same key).
-pub fn store_profile(db: &Path, p: &Profile) -> Result<(), StoreError> {
+pub(crate) fn store_profile(db: &Path, p: &Profile) -> Result<(), StoreError> {
     let err = |source| StoreError::Sqlite {
         path: db.to_owned(),
         source,
@@ -234,7 +234,11 @@ pub fn store_profile(db: &Path, p: &Profile) -> Result<(), StoreError> {
 }
 
 /// The stored profiles of a model (by checksum) on this hardware and burn version.
-pub fn load_profiles(db: &Path, model: &str, sha256: &str) -> Result<Vec<Profile>, StoreError> {
+pub(crate) fn load_profiles(
+    db: &Path,
+    model: &str,
+    sha256: &str,
+) -> Result<Vec<Profile>, StoreError> {
     let err = |source| StoreError::Sqlite {
         path: db.to_owned(),
         source,

@@ -41,7 +41,7 @@ struct Inner {
 
 /// What happened to a pushed job.
 #[derive(Debug, PartialEq, Eq)]
-pub enum Pushed {
+pub(crate) enum Pushed {
     Queued,
     /// Queued, and these older windows of the same bed were taken out of the queue.
     Superseded(Vec<Arc<WindowJob>>),
@@ -63,14 +63,14 @@ impl PartialEq for WindowJob {
 impl Eq for WindowJob {}
 
 /// A model's deadline queue.
-pub struct ModelQueue {
+pub(crate) struct ModelQueue {
     inner: Mutex<Inner>,
     ready: Condvar,
     capacity: usize,
 }
 
 impl ModelQueue {
-    pub fn new(capacity: usize) -> ModelQueue {
+    pub(crate) fn new(capacity: usize) -> ModelQueue {
         ModelQueue {
             inner: Mutex::new(Inner {
                 heap: BinaryHeap::new(),
@@ -85,7 +85,7 @@ impl ModelQueue {
     /// Queues `job`. A waiting window of the same bed whose deadline has already passed is
     /// stale: the newer one supersedes it (one that can still make its deadline stays, so a
     /// monitor replaying a backlog gets every window scored).
-    pub fn push(&self, job: Arc<WindowJob>) -> Pushed {
+    pub(crate) fn push(&self, job: Arc<WindowJob>) -> Pushed {
         let mut g = self.inner.lock().expect("queue lock");
         let bed = job.window.bed.clone();
         let now = Instant::now();
@@ -124,7 +124,7 @@ impl ModelQueue {
 
     /// Blocks until jobs are waiting (or the queue closes), then takes up to `max` of them,
     /// earliest deadline first, skipping windows that are already committed.
-    pub fn pop_batch(&self, max: usize) -> Option<Vec<Arc<WindowJob>>> {
+    pub(crate) fn pop_batch(&self, max: usize) -> Option<Vec<Arc<WindowJob>>> {
         let mut g = self.inner.lock().expect("queue lock");
         loop {
             let mut batch = Vec::new();
@@ -145,16 +145,12 @@ impl ModelQueue {
         }
     }
 
-    pub fn len(&self) -> usize {
+    pub(crate) fn len(&self) -> usize {
         self.inner.lock().expect("queue lock").heap.len()
     }
 
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
-
     /// Wakes every worker; they drain nothing more and stop.
-    pub fn close(&self) {
+    pub(crate) fn close(&self) {
         self.inner.lock().expect("queue lock").closed = true;
         self.ready.notify_all();
     }

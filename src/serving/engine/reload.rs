@@ -25,24 +25,24 @@ use crate::zoo::{self, MANIFEST_FILE, WEIGHTS_FILE, ZooModel};
 
 /// What the zoo looks like to the server, for `GET /api/models`.
 #[derive(Debug, Clone, Default, Serialize)]
-pub struct ZooStatus {
+pub(crate) struct ZooStatus {
     /// Valid models in the folder: name -> version.
-    pub available: BTreeMap<String, u32>,
+    pub(crate) available: BTreeMap<String, u32>,
     /// Refused folders and failed reloads, newest last (bounded).
-    pub failures: Vec<ZooFailure>,
+    pub(crate) failures: Vec<ZooFailure>,
     /// Folders in the zoo now that do not load, by name, with the reason: a model folder
     /// stays here until it loads or is removed (`/api/health` lists each as a problem).
-    pub refused: BTreeMap<String, String>,
+    pub(crate) refused: BTreeMap<String, String>,
     /// Members removed from the folder that keep serving from memory.
-    pub serving_removed: Vec<String>,
+    pub(crate) serving_removed: Vec<String>,
     /// Bumped on every change; the composer recomposes when it moves.
-    pub generation: u64,
+    pub(crate) generation: u64,
 }
 
 #[derive(Debug, Clone, Serialize)]
-pub struct ZooFailure {
-    pub at_ms: i64,
-    pub error: String,
+pub(crate) struct ZooFailure {
+    pub(crate) at_ms: i64,
+    pub(crate) error: String,
 }
 
 /// Fingerprint of a model folder: the bytes of its manifest and weights (a missing file reads
@@ -70,7 +70,7 @@ const MAX_FAILURES: usize = 50;
 
 /// Watches `dir` and keeps `engine` and the shared status up to date. The returned watcher
 /// must be kept alive; the thread stops when it is dropped.
-pub fn watch_zoo(
+pub(crate) fn watch_zoo(
     dir: PathBuf,
     engine: Engine,
     store: StoreHandle,

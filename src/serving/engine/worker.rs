@@ -24,7 +24,7 @@ pub trait InferModel {
 pub type Factory = Arc<dyn Fn() -> Result<Box<dyn InferModel>, EngineError> + Send + Sync>;
 
 /// A zoo model on a burn backend.
-pub struct ZooInfer<B: Backend>(pub ZooModel<B>);
+pub(crate) struct ZooInfer<B: Backend>(pub(crate) ZooModel<B>);
 
 impl<B: Backend> InferModel for ZooInfer<B> {
     fn version(&self) -> u32 {
@@ -39,9 +39,9 @@ impl<B: Backend> InferModel for ZooInfer<B> {
 /// spent spinning (not sleeping) so it occupies a core like a real model.
 #[derive(Debug, Clone)]
 pub struct FakeModel {
-    pub per_batch: Duration,
-    pub per_window: Duration,
-    pub version: u32,
+    pub(crate) per_batch: Duration,
+    pub(crate) per_window: Duration,
+    pub(crate) version: u32,
     /// Return NaN instead of 0 (fault tests).
     pub nan: bool,
     /// Panic instead of answering (fault tests).
@@ -77,7 +77,7 @@ impl InferModel for FakeModel {
 }
 
 /// Runs one worker until its queue closes. `member` indexes the ensemble.
-pub fn run(
+pub(crate) fn run(
     shared: Arc<Shared>,
     member: usize,
     batch_cap: usize,

@@ -53,16 +53,16 @@ pub enum DeviceError {
 
 /// A registered device, as `holmes device list` shows it (never its token).
 #[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct Device {
-    pub name: String,
+pub(crate) struct Device {
+    pub(crate) name: String,
     /// The only bed this device may send for (None: any bed, e.g. a gateway).
-    pub bed: Option<String>,
-    pub created_ms: i64,
-    pub revoked_ms: Option<i64>,
+    pub(crate) bed: Option<String>,
+    pub(crate) created_ms: i64,
+    pub(crate) revoked_ms: Option<i64>,
 }
 
 /// The `devices` table of one database.
-pub struct DeviceDb {
+pub(crate) struct DeviceDb {
     conn: Connection,
     path: PathBuf,
 }
@@ -73,7 +73,7 @@ fn token_hash(token: &str) -> String {
 
 impl DeviceDb {
     /// Opens (creating and migrating) the database.
-    pub fn open(path: &Path) -> Result<DeviceDb, DeviceError> {
+    pub(crate) fn open(path: &Path) -> Result<DeviceDb, DeviceError> {
         let mut conn = crate::serving::store::open(path)?;
         crate::serving::store::migrate(&mut conn, path)?;
         Ok(DeviceDb {
@@ -91,7 +91,7 @@ impl DeviceDb {
 
     /// Issues a token for a new device (or one whose token was revoked: its row is replaced).
     /// Returns the token; only its hash is stored.
-    pub fn add(&self, name: &str, bed: Option<&str>) -> Result<String, DeviceError> {
+    pub(crate) fn add(&self, name: &str, bed: Option<&str>) -> Result<String, DeviceError> {
         if name.is_empty()
             || name.len() > 128
             || !name
@@ -123,7 +123,7 @@ impl DeviceDb {
     }
 
     /// Revokes a device's token.
-    pub fn revoke(&self, name: &str) -> Result<(), DeviceError> {
+    pub(crate) fn revoke(&self, name: &str) -> Result<(), DeviceError> {
         let revoked: Option<Option<i64>> = self
             .conn
             .query_row(
@@ -172,7 +172,7 @@ impl DeviceDb {
     }
 
     /// Every device, by name.
-    pub fn list(&self) -> Result<Vec<Device>, DeviceError> {
+    pub(crate) fn list(&self) -> Result<Vec<Device>, DeviceError> {
         Ok(self.rows()?.into_iter().map(|(_, d)| d).collect())
     }
 }
@@ -180,7 +180,7 @@ impl DeviceDb {
 /// Why a hello's token was not accepted (logged; the monitor only hears "token not
 /// accepted").
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Refusal {
+pub(crate) enum Refusal {
     UnknownToken,
     Revoked,
     /// The token belongs to another device name than the hello's.
@@ -192,7 +192,7 @@ pub enum Refusal {
 }
 
 impl Refusal {
-    pub fn as_str(&self) -> &'static str {
+    pub(crate) fn as_str(&self) -> &'static str {
         match self {
             Refusal::UnknownToken => "unknown token",
             Refusal::Revoked => "device revoked",
@@ -222,13 +222,13 @@ struct AuthInner {
 
 /// The daemon's check of hello tokens. Cheap to clone.
 #[derive(Clone)]
-pub struct DeviceAuth {
+pub(crate) struct DeviceAuth {
     inner: Arc<AuthInner>,
 }
 
 impl DeviceAuth {
     /// Opens the devices table and reads it. Blocking.
-    pub fn open(db: &Path, cfg: &AuthConfig) -> Result<DeviceAuth, DeviceError> {
+    pub(crate) fn open(db: &Path, cfg: &AuthConfig) -> Result<DeviceAuth, DeviceError> {
         let read_at = Instant::now();
         let db = DeviceDb::open(db)?;
         let by_hash = db.rows()?.into_iter().collect();
@@ -278,7 +278,7 @@ impl DeviceAuth {
     }
 
     /// The beds bound to active devices, as last read.
-    pub fn bound_beds(&self) -> HashSet<String> {
+    pub(crate) fn bound_beds(&self) -> HashSet<String> {
         let k = self.inner.known.read().expect("devices lock");
         k.by_hash
             .values()
@@ -291,7 +291,12 @@ impl DeviceAuth {
     /// bed or to this one. Says what the registration means for the ward: a bound device's
     /// bed is reserved; a gateway (bound to no bed) has a cap of beds. Always Ok, claiming
     /// nothing, when `auth.require_device_tokens` is off.
-    pub async fn admit(&self, device: &str, bed: &str, token: &str) -> Result<Claim, Refusal> {
+    pub(crate) async fn admit(
+        &self,
+        device: &str,
+        bed: &str,
+        token: &str,
+    ) -> Result<Claim, Refusal> {
         if !self.inner.required {
             return Ok(Claim::default());
         }
@@ -329,7 +334,12 @@ impl DeviceAuth {
     /// then re-reads the table every `auth.devices_refresh_secs`, telling it again and closing
     /// (4001) the connections of devices that are no longer active. Nothing to do when tokens
     /// are not required (bindings are then not enforced either).
-    pub fn spawn_watch(&self, ward: Ward, shutdown: CancellationToken, tracker: &TaskTracker) {
+    pub(crate) fn spawn_watch(
+        &self,
+        ward: Ward,
+        shutdown: CancellationToken,
+        tracker: &TaskTracker,
+    ) {
         if !self.inner.required {
             return;
         }

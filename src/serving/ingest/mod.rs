@@ -4,7 +4,7 @@
 //! answers bad frames with an error (the connection carries on) and fatal problems with a
 //! close code.
 
-pub mod devices;
+pub(crate) mod devices;
 mod replies;
 
 use std::collections::HashMap;
@@ -36,14 +36,14 @@ const MAX_VITALS: usize = 32;
 /// What ingest reads of the configuration (its own section and the lead-name roles), and the
 /// audit log it records the ward's refusals in.
 #[derive(Debug, Clone)]
-pub struct IngestSettings {
-    pub ingest: IngestConfig,
-    pub leads: LeadsConfig,
-    pub audit: AuditLog,
+pub(crate) struct IngestSettings {
+    pub(crate) ingest: IngestConfig,
+    pub(crate) leads: LeadsConfig,
+    pub(crate) audit: AuditLog,
 }
 
 /// Lead name to role slot, per the `[leads]` config (case-insensitive, first match wins).
-pub fn lead_slot(cfg: &IngestSettings, lead: &str) -> Option<usize> {
+pub(crate) fn lead_slot(cfg: &IngestSettings, lead: &str) -> Option<usize> {
     let m = |names: &[String]| names.iter().any(|n| n.eq_ignore_ascii_case(lead));
     if m(&cfg.leads.primary) {
         Some(0)
@@ -74,7 +74,7 @@ async fn send(socket: &mut WebSocket, m: ServerMsg) -> Result<(), ()> {
 }
 
 /// Serves one monitor connection until it closes, is superseded, or the server stops.
-pub async fn connection(
+pub(crate) async fn connection(
     mut socket: WebSocket,
     cfg: IngestSettings,
     ward: Ward,

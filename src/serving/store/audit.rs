@@ -28,11 +28,11 @@ pub enum AuditError {
 }
 
 /// The actor of actions the appliance takes by itself (zoo hot reload, the composer).
-pub const SYSTEM: &str = "system";
+pub(crate) const SYSTEM: &str = "system";
 
 /// What was done. The stored name is [`Action::as_str`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Action {
+pub(crate) enum Action {
     /// A user signed in to the dashboard.
     SignIn,
     /// A sign-in failed (unknown user or wrong password); the name tried is in the detail.
@@ -61,7 +61,7 @@ pub enum Action {
 }
 
 impl Action {
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             Action::SignIn => "sign_in",
             Action::SignInRefused => "sign_in_refused",
@@ -85,17 +85,17 @@ impl Action {
 /// its own (the store writer's queue is for scores and may drop under load; audit rows must
 /// not).
 #[derive(Debug, Clone)]
-pub struct AuditLog {
+pub(crate) struct AuditLog {
     db: PathBuf,
 }
 
 impl AuditLog {
-    pub fn new(db: &Path) -> AuditLog {
+    pub(crate) fn new(db: &Path) -> AuditLog {
         AuditLog { db: db.to_owned() }
     }
 
     /// Appends one row now. Blocking: for the command line and threads of our own.
-    pub fn write(
+    pub(crate) fn write(
         &self,
         actor: Option<&str>,
         action: Action,
@@ -116,7 +116,7 @@ impl AuditLog {
     /// Appends one row without blocking an async worker: inside a tokio runtime the write
     /// runs on the blocking pool, elsewhere on the calling thread. A failure is logged (the
     /// action itself has already happened).
-    pub fn record(&self, actor: Option<&str>, action: Action, detail: serde_json::Value) {
+    pub(crate) fn record(&self, actor: Option<&str>, action: Action, detail: serde_json::Value) {
         let (log, actor) = (self.clone(), actor.map(str::to_owned));
         let write = move || {
             if let Err(e) = log.write(actor.as_deref(), action, &detail) {

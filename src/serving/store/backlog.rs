@@ -119,13 +119,13 @@ pub(super) fn is_storage_fault(e: &rusqlite::Error) -> bool {
 
 /// The storage fault in progress, as `/api/health` shows it.
 #[derive(Debug, Clone, Serialize)]
-pub struct StorageFault {
+pub(crate) struct StorageFault {
     /// Unix ms when the first write of this episode failed.
-    pub since_ms: i64,
+    pub(crate) since_ms: i64,
     /// The latest error.
-    pub error: String,
+    pub(crate) error: String,
     /// Failed retries in this episode.
-    pub retries: u64,
+    pub(crate) retries: u64,
 }
 
 #[cfg(test)]

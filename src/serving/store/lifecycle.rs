@@ -17,12 +17,12 @@ use crate::core::time::now_ms;
 
 /// The previous run, when it did not shut down cleanly.
 #[derive(Debug, Clone, PartialEq)]
-pub struct UncleanShutdown {
-    pub previous_start_ms: i64,
+pub(crate) struct UncleanShutdown {
+    pub(crate) previous_start_ms: i64,
     /// The last score committed by that run (its start when none was).
-    pub last_commit_ms: i64,
+    pub(crate) last_commit_ms: i64,
     /// Beds scored by that run.
-    pub beds: usize,
+    pub(crate) beds: usize,
 }
 
 fn insert(c: &Connection, bed: &str, kind: EventKind, at: i64, detail: &serde_json::Value) {
@@ -36,7 +36,7 @@ fn insert(c: &Connection, bed: &str, kind: EventKind, at: i64, detail: &serde_js
 }
 
 /// Records this start; returns the previous run's unclean end, if it had one.
-pub fn record_start(c: &Connection) -> rusqlite::Result<Option<UncleanShutdown>> {
+pub(crate) fn record_start(c: &Connection) -> rusqlite::Result<Option<UncleanShutdown>> {
     let now = now_ms();
     let last: Option<(String, i64)> = c
         .query_row(
@@ -99,7 +99,7 @@ pub fn record_start(c: &Connection) -> rusqlite::Result<Option<UncleanShutdown>>
 }
 
 /// The stop row, written inside the writer's last transaction.
-pub fn record_stop(tx: &Connection) -> rusqlite::Result<()> {
+pub(crate) fn record_stop(tx: &Connection) -> rusqlite::Result<()> {
     tx.execute(
         "INSERT INTO events (bed, at_ms, kind, detail) VALUES (?1, ?2, ?3, ?4)",
         params![
@@ -114,7 +114,7 @@ pub fn record_stop(tx: &Connection) -> rusqlite::Result<()> {
 
 /// Moves every WAL frame into the database and truncates the log to zero bytes, so a stopped
 /// appliance leaves one self-contained database file.
-pub fn checkpoint(c: &Connection) {
+pub(crate) fn checkpoint(c: &Connection) {
     let r = c.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |r| {
         Ok((
             r.get::<_, i64>(0)?,

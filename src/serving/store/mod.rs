@@ -14,6 +14,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use rusqlite::{Connection, OptionalExtension, params};
+use serde::Serialize;
 use serde_json::json;
 
 use crate::config::StorageConfig;
@@ -159,7 +160,7 @@ const MIGRATIONS: &[&str] = &[
 ];
 
 /// The schema version this build migrates to (`PRAGMA user_version`).
-pub const SCHEMA_VERSION: i64 = MIGRATIONS.len() as i64;
+pub(crate) const SCHEMA_VERSION: i64 = MIGRATIONS.len() as i64;
 
 enum Cmd {
     /// Commit what is queued and stop.
@@ -172,60 +173,77 @@ enum Cmd {
 /// Health of the writer, shared with `/health/ready` and `/api/health`.
 #[derive(Debug, Default)]
 pub struct StoreHealth {
-    pub writable: AtomicBool,
+    pub(crate) writable: AtomicBool,
     pub committed_scores: AtomicU64,
-    pub dropped_commands: AtomicU64,
+    pub(crate) dropped_commands: AtomicU64,
     /// Turns of the writer's loop (at least one a second when idle): the watchdog's sign of
     /// life.
-    pub heartbeats: AtomicU64,
-    pub last_error: Mutex<Option<String>>,
+    pub(crate) heartbeats: AtomicU64,
+    pub(crate) last_error: Mutex<Option<String>>,
     /// The storage fault in progress, if any.
-    pub fault: Mutex<Option<StorageFault>>,
+    pub(crate) fault: Mutex<Option<StorageFault>>,
     /// Storage fault episodes since start.
-    pub fault_episodes: AtomicU64,
+    pub(crate) fault_episodes: AtomicU64,
     /// Transactions that failed (first tries and retries).
-    pub failed_transactions: AtomicU64,
+    pub(crate) failed_transactions: AtomicU64,
     /// Rows waiting in memory for the database.
-    pub backlog_rows: AtomicUsize,
+    pub(crate) backlog_rows: AtomicUsize,
     /// The backlog's capacity (`storage.backlog_rows`).
-    pub backlog_capacity: AtomicUsize,
+    pub(crate) backlog_capacity: AtomicUsize,
     /// Rows dropped from a full backlog (oldest first), since start.
-    pub backlog_dropped_rows: AtomicU64,
+    pub(crate) backlog_dropped_rows: AtomicU64,
     /// Rows the database refused for a reason other than storage (never retried).
-    pub rejected_rows: AtomicU64,
+    pub(crate) rejected_rows: AtomicU64,
     /// End-to-end latency of the latest scored windows (bounded), for the composer's watch
     /// on the budget.
-    pub recent: Mutex<RecentLatency>,
+    pub(crate) recent: Mutex<RecentLatency>,
 }
 
 /// The latest end-to-end latencies (ms) with their commit instants, at most [`RECENT_MAX`].
 #[derive(Debug, Default)]
-pub struct RecentLatency(std::collections::VecDeque<(Instant, f32)>);
+pub(crate) struct RecentLatency(std::collections::VecDeque<(Instant, f32)>);
 
-pub const RECENT_MAX: usize = 4096;
+pub(crate) const RECENT_MAX: usize = 4096;
+
+/// The storage part of `/api/health`: a snapshot of [`StoreHealth`].
+#[derive(Debug, Clone, Serialize)]
+pub(crate) struct StorageView {
+    writable: bool,
+    /// The storage fault in progress (null when none).
+    fault: Option<StorageFault>,
+    fault_episodes: u64,
+    failed_transactions: u64,
+    backlog_rows: usize,
+    backlog_capacity: usize,
+    backlog_dropped_rows: u64,
+    rejected_rows: u64,
+    dropped_commands: u64,
+    committed_scores: u64,
+    last_error: Option<String>,
+}
 
 impl StoreHealth {
     /// The storage part of `/api/health`.
-    pub fn view(&self) -> serde_json::Value {
+    pub(crate) fn view(&self) -> StorageView {
         let n = |a: &AtomicU64| a.load(Ordering::Relaxed);
-        json!({
-            "writable": self.writable.load(Ordering::Relaxed),
-            "fault": *self.fault.lock().expect("lock"),
-            "fault_episodes": n(&self.fault_episodes),
-            "failed_transactions": n(&self.failed_transactions),
-            "backlog_rows": self.backlog_rows.load(Ordering::Relaxed),
-            "backlog_capacity": self.backlog_capacity.load(Ordering::Relaxed),
-            "backlog_dropped_rows": n(&self.backlog_dropped_rows),
-            "rejected_rows": n(&self.rejected_rows),
-            "dropped_commands": n(&self.dropped_commands),
-            "committed_scores": n(&self.committed_scores),
-            "last_error": *self.last_error.lock().expect("lock"),
-        })
+        StorageView {
+            writable: self.writable.load(Ordering::Relaxed),
+            fault: self.fault.lock().expect("lock").clone(),
+            fault_episodes: n(&self.fault_episodes),
+            failed_transactions: n(&self.failed_transactions),
+            backlog_rows: self.backlog_rows.load(Ordering::Relaxed),
+            backlog_capacity: self.backlog_capacity.load(Ordering::Relaxed),
+            backlog_dropped_rows: n(&self.backlog_dropped_rows),
+            rejected_rows: n(&self.rejected_rows),
+            dropped_commands: n(&self.dropped_commands),
+            committed_scores: n(&self.committed_scores),
+            last_error: self.last_error.lock().expect("lock").clone(),
+        }
     }
 }
 
 impl RecentLatency {
-    pub fn push(&mut self, at: Instant, ms: f32) {
+    pub(crate) fn push(&mut self, at: Instant, ms: f32) {
         if self.0.len() == RECENT_MAX {
             self.0.pop_front();
         }
@@ -233,7 +251,7 @@ impl RecentLatency {
     }
 
     /// p50, p95 and p99 (ms) and the count of the latencies committed within `span`.
-    pub fn percentiles(&self, span: Duration) -> Option<([f64; 3], usize)> {
+    pub(crate) fn percentiles(&self, span: Duration) -> Option<([f64; 3], usize)> {
         let now = Instant::now();
         let mut v: Vec<f64> = self
             .0
@@ -251,7 +269,7 @@ impl RecentLatency {
     }
 
     /// p95 (ms) and count of the latencies committed within `span` before now.
-    pub fn p95(&self, span: Duration) -> Option<(f64, usize)> {
+    pub(crate) fn p95(&self, span: Duration) -> Option<(f64, usize)> {
         self.percentiles(span).map(|(q, n)| (q[1], n))
     }
 }
@@ -283,7 +301,7 @@ pub(crate) fn open(path: &Path) -> Result<Connection, StoreError> {
 }
 
 /// Brings the schema up to date.
-pub fn migrate(c: &mut Connection, path: &Path) -> Result<(), StoreError> {
+pub(crate) fn migrate(c: &mut Connection, path: &Path) -> Result<(), StoreError> {
     let err = |source| StoreError::Sqlite {
         path: path.to_owned(),
         source,
@@ -356,7 +374,10 @@ fn register(c: &Connection, ensemble: &ServedEnsemble<'_>) -> rusqlite::Result<i
 
 /// Records an ensemble while the daemon runs (its own short connection; WAL lets it write
 /// beside the writer thread). Returns the ensemble's id.
-pub fn register_ensemble(path: &Path, ensemble: &ServedEnsemble<'_>) -> Result<i64, StoreError> {
+pub(crate) fn register_ensemble(
+    path: &Path,
+    ensemble: &ServedEnsemble<'_>,
+) -> Result<i64, StoreError> {
     let c = open(path)?;
     register(&c, ensemble).map_err(|source| StoreError::Sqlite {
         path: path.to_owned(),
@@ -428,7 +449,7 @@ pub fn start(
 impl StoreHandle {
     /// Scores from now on, as the writer takes them: committed, or held in the backlog while
     /// the database cannot be written (so the live ward keeps moving through a storage fault).
-    pub fn subscribe(&self) -> tokio::sync::broadcast::Receiver<Arc<ScoreRecord>> {
+    pub(crate) fn subscribe(&self) -> tokio::sync::broadcast::Receiver<Arc<ScoreRecord>> {
         self.committed.subscribe()
     }
 
@@ -464,25 +485,25 @@ impl StoreHandle {
         let _ = self.tx.send(Cmd::Close);
     }
 
-    pub fn score(&self, r: ScoreRecord) {
+    pub(crate) fn score(&self, r: ScoreRecord) {
         self.send(Cmd::Score(Arc::new(r)));
     }
 
-    pub fn event(&self, e: Event) {
+    pub(crate) fn event(&self, e: Event) {
         self.send(Cmd::Event(e, now_ms()));
     }
 
-    pub fn bed_seen(&self, bed: &str, device: &str) {
+    pub(crate) fn bed_seen(&self, bed: &str, device: &str) {
         self.send(Cmd::BedSeen(bed.to_owned(), device.to_owned(), now_ms()));
     }
 }
 
 pub mod audit;
 mod backlog;
-pub mod lifecycle;
+pub(crate) mod lifecycle;
 mod reader;
 mod writer;
-pub use backlog::StorageFault;
+pub(crate) use backlog::StorageFault;
 use backlog::{Backlog, Backoff};
 pub use reader::{ScoreRow, StoreReader};
 use writer::Writer;
@@ -505,5 +526,44 @@ mod tests {
         c.pragma_update(None, "user_version", 99).unwrap();
         let e = migrate(&mut c, &p).unwrap_err().to_string();
         assert!(e.contains("h.db") && e.contains("newer"), "{e}");
+    }
+
+    #[test]
+    fn storage_view_shows_the_fault_and_the_backlog() {
+        let h = StoreHealth::default();
+        assert_eq!(
+            serde_json::to_value(h.view()).unwrap(),
+            json!({"writable": false, "fault": null, "fault_episodes": 0,
+                   "failed_transactions": 0, "backlog_rows": 0, "backlog_capacity": 0,
+                   "backlog_dropped_rows": 0, "rejected_rows": 0, "dropped_commands": 0,
+                   "committed_scores": 0, "last_error": null})
+        );
+        h.writable.store(true, Ordering::Relaxed);
+        *h.fault.lock().unwrap() = Some(StorageFault {
+            since_ms: 5,
+            error: "disk full".into(),
+            retries: 2,
+        });
+        *h.last_error.lock().unwrap() = Some("disk full".into());
+        for (a, v) in [
+            (&h.fault_episodes, 1),
+            (&h.failed_transactions, 3),
+            (&h.backlog_dropped_rows, 4),
+            (&h.rejected_rows, 5),
+            (&h.dropped_commands, 6),
+            (&h.committed_scores, 7),
+        ] {
+            a.store(v, Ordering::Relaxed);
+        }
+        h.backlog_rows.store(8, Ordering::Relaxed);
+        h.backlog_capacity.store(9, Ordering::Relaxed);
+        assert_eq!(
+            serde_json::to_value(h.view()).unwrap(),
+            json!({"writable": true,
+                   "fault": {"since_ms": 5, "error": "disk full", "retries": 2},
+                   "fault_episodes": 1, "failed_transactions": 3, "backlog_rows": 8,
+                   "backlog_capacity": 9, "backlog_dropped_rows": 4, "rejected_rows": 5,
+                   "dropped_commands": 6, "committed_scores": 7, "last_error": "disk full"})
+        );
     }
 }

@@ -12,15 +12,15 @@ use super::{StoreError, open};
 /// A stored score, as the API returns it.
 #[derive(Debug, Clone, Serialize)]
 pub struct ScoreRow {
-    pub bed: String,
+    pub(crate) bed: String,
     pub window_index: i64,
-    pub window_start_ms: i64,
-    pub window_end_ms: i64,
+    pub(crate) window_start_ms: i64,
+    pub(crate) window_end_ms: i64,
     pub status: String,
     pub score: Option<f64>,
     pub members: serde_json::Value,
-    pub ensemble_id: Option<i64>,
-    pub quality: serde_json::Value,
+    pub(crate) ensemble_id: Option<i64>,
+    pub(crate) quality: serde_json::Value,
     pub latency_ms: f64,
     pub committed_ms: i64,
     /// Members that missed this window (partial scores).
@@ -76,7 +76,9 @@ impl StoreReader {
 
     /// Per bed, the device time (ms) at which its latest stored window ends: where a restarted
     /// daemon's ward resumes, so a monitor resending its buffer is not scored twice.
-    pub fn scored_until(&self) -> Result<std::collections::HashMap<String, i64>, StoreError> {
+    pub(crate) fn scored_until(
+        &self,
+    ) -> Result<std::collections::HashMap<String, i64>, StoreError> {
         let c = self.conn.lock().expect("lock");
         let mut st = c
             .prepare("SELECT bed, max(window_end_ms) FROM scores GROUP BY bed")
@@ -89,7 +91,7 @@ impl StoreReader {
 
     /// Whether the database holds anything of `bed`: its hello, scores or events (a bed an
     /// earlier run served is known before its monitor reconnects).
-    pub fn knows_bed(&self, bed: &str) -> Result<bool, StoreError> {
+    pub(crate) fn knows_bed(&self, bed: &str) -> Result<bool, StoreError> {
         let c = self.conn.lock().expect("lock");
         c.query_row(
             "SELECT EXISTS (SELECT 1 FROM beds WHERE bed = ?1)
@@ -102,7 +104,7 @@ impl StoreReader {
     }
 
     /// The newest score of every bed.
-    pub fn latest_scores(&self) -> Result<Vec<ScoreRow>, StoreError> {
+    pub(crate) fn latest_scores(&self) -> Result<Vec<ScoreRow>, StoreError> {
         let c = self.conn.lock().expect("lock");
         let sql = format!(
             "SELECT {SCORE_COLS} FROM scores WHERE id IN (SELECT max(id) FROM scores GROUP BY bed)"

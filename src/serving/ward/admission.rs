@@ -19,12 +19,12 @@ use std::time::Instant;
 /// A bed the ward holds, as the policy sees it.
 #[derive(Debug, Clone)]
 pub(super) struct Held {
-    pub bed: String,
+    pub(crate) bed: String,
     /// The device that attached to it last.
-    pub device: String,
-    pub reserved: bool,
+    pub(crate) device: String,
+    pub(crate) reserved: bool,
     /// None: a monitor is connected, or data arrived within `ward.lost_secs`.
-    pub idle: Option<Idle>,
+    pub(crate) idle: Option<Idle>,
 }
 
 /// Why, and since when, a held bed may give up its place.
@@ -48,10 +48,10 @@ impl Idle {
 /// A hello for a new bed, as the policy sees it.
 #[derive(Debug, Clone, Copy)]
 pub(super) struct Newcomer<'a> {
-    pub device: &'a str,
-    pub reserved: bool,
+    pub(crate) device: &'a str,
+    pub(crate) reserved: bool,
     /// Most beds its device may hold (a gateway's cap), if any.
-    pub device_cap: Option<usize>,
+    pub(crate) device_cap: Option<usize>,
 }
 
 /// Why a new bed gets no place.

@@ -15,45 +15,45 @@ use crate::core::window::{ClosedWindow, LeadSlot, MAX_LEADS, WindowQuality};
 
 /// Timeline parameters of a bed.
 #[derive(Debug, Clone)]
-pub struct BedParams {
+pub(crate) struct BedParams {
     /// ECG samples per second (the appliance's rate).
-    pub fs: i64,
-    pub window: i64,
-    pub hop: i64,
+    pub(crate) fs: i64,
+    pub(crate) window: i64,
+    pub(crate) hop: i64,
     /// Window ends sit at `phase + k * hop`.
-    pub phase: i64,
-    pub grace: Duration,
+    pub(crate) phase: i64,
+    pub(crate) grace: Duration,
     /// Samples buffered per lead.
-    pub capacity: usize,
+    pub(crate) capacity: usize,
     /// Silent windows stop being closed this long after the last data.
-    pub lost_after: Duration,
-    pub min_coverage: f64,
-    pub max_lead_off_fraction: f64,
-    pub min_vitals_coverage: f64,
+    pub(crate) lost_after: Duration,
+    pub(crate) min_coverage: f64,
+    pub(crate) max_lead_off_fraction: f64,
+    pub(crate) min_vitals_coverage: f64,
     /// Device time (ms) up to which an earlier run of the daemon stored this bed's windows:
     /// windows ending at or before it are passed over, not scored again (a monitor resends
     /// its buffer to a restarted daemon, which welcomes it from sequence 0).
-    pub scored_until_ms: Option<i64>,
+    pub(crate) scored_until_ms: Option<i64>,
 }
 
 /// A samples frame after ingest validation: lead slots resolved, bad samples already `None`.
 #[derive(Debug, Clone)]
-pub struct SampleFrame {
-    pub seq: u64,
-    pub t_ms: i64,
-    pub n: usize,
-    pub leads: [Option<Vec<Option<f32>>>; MAX_LEADS],
-    pub lead_off: [bool; MAX_LEADS],
-    pub arrived: Instant,
+pub(crate) struct SampleFrame {
+    pub(crate) seq: u64,
+    pub(crate) t_ms: i64,
+    pub(crate) n: usize,
+    pub(crate) leads: [Option<Vec<Option<f32>>>; MAX_LEADS],
+    pub(crate) lead_off: [bool; MAX_LEADS],
+    pub(crate) arrived: Instant,
 }
 
 /// What a frame did, for the connection to answer and the store to record.
 #[derive(Debug, Default)]
-pub struct Outcome {
-    pub duplicate: bool,
-    pub too_late: bool,
-    pub events: Vec<Event>,
-    pub windows: Vec<ClosedWindow>,
+pub(crate) struct Outcome {
+    pub(crate) duplicate: bool,
+    pub(crate) too_late: bool,
+    pub(crate) events: Vec<Event>,
+    pub(crate) windows: Vec<ClosedWindow>,
 }
 
 /// Recently seen sequence numbers (a sliding bitmap).
@@ -136,8 +136,8 @@ impl VitalRing {
 
 /// The bed's aggregator.
 #[derive(Debug)]
-pub struct BedState {
-    pub bed: Arc<str>,
+pub(crate) struct BedState {
+    pub(crate) bed: Arc<str>,
     p: BedParams,
     leads: Vec<Ring>,
     /// Lead slots the current connection announced.
@@ -165,7 +165,7 @@ pub struct BedState {
 }
 
 impl BedState {
-    pub fn new(bed: Arc<str>, p: BedParams) -> BedState {
+    pub(crate) fn new(bed: Arc<str>, p: BedParams) -> BedState {
         let first_end = first_boundary(p.window, p.phase, p.hop);
         BedState {
             bed,
@@ -192,11 +192,11 @@ impl BedState {
 
     /// The last `samples` positions of each announced lead (None where nothing arrived),
     /// ending at the newest sample, and the timeline position of the end.
-    pub fn fs(&self) -> i64 {
+    pub(crate) fn fs(&self) -> i64 {
         self.p.fs
     }
 
-    pub fn strip(&self, samples: i64) -> (i64, Vec<Option<Vec<Option<f32>>>>) {
+    pub(crate) fn strip(&self, samples: i64) -> (i64, Vec<Option<Vec<Option<f32>>>>) {
         let end = self.high_water;
         let start = (end - samples).max(0);
         let leads = (0..MAX_LEADS)
@@ -206,7 +206,7 @@ impl BedState {
     }
 
     /// A connection attached, announcing these lead slots and vitals.
-    pub fn attach(&mut self, present: [bool; MAX_LEADS], vitals: &[String]) {
+    pub(crate) fn attach(&mut self, present: [bool; MAX_LEADS], vitals: &[String]) {
         self.present = present;
         let cap = (self.p.capacity as i64 / self.p.fs).max(2) as usize;
         for v in vitals {
@@ -219,20 +219,16 @@ impl BedState {
     }
 
     /// The monitor left on purpose.
-    pub fn bye(&mut self) {
+    pub(crate) fn bye(&mut self) {
         self.idle = true;
     }
 
-    pub fn next_samples_seq(&self) -> u64 {
+    pub(crate) fn next_samples_seq(&self) -> u64 {
         self.next_seq
     }
 
-    pub fn next_vitals_seq(&self) -> u64 {
+    pub(crate) fn next_vitals_seq(&self) -> u64 {
         self.next_vitals_seq
-    }
-
-    pub fn last_arrival(&self) -> Option<Instant> {
-        self.last_arrival
     }
 
     /// Timeline position of device time `t_ms`.
@@ -256,7 +252,7 @@ impl BedState {
     }
 
     /// Takes a samples frame.
-    pub fn on_samples(&mut self, f: SampleFrame) -> Outcome {
+    pub(crate) fn on_samples(&mut self, f: SampleFrame) -> Outcome {
         let mut out = Outcome::default();
         let n = f.n as i64;
         let tol = (n / 2).max(3);
@@ -393,7 +389,7 @@ impl BedState {
     }
 
     /// Takes a vitals frame: `(name, value)` with flagged or absent readings as `None`.
-    pub fn on_vitals(
+    pub(crate) fn on_vitals(
         &mut self,
         seq: u64,
         t_ms: i64,
@@ -423,14 +419,14 @@ impl BedState {
     }
 
     /// Periodic check: closes windows whose grace period ran out.
-    pub fn on_tick(&mut self, now: Instant) -> Vec<ClosedWindow> {
+    pub(crate) fn on_tick(&mut self, now: Instant) -> Vec<ClosedWindow> {
         self.try_close(now)
     }
 
     /// Shutdown: closes every window that is due without waiting out its grace for missing
     /// samples (recorded with the gap), so nothing the bed accepted waits for a tick that
     /// will not come.
-    pub fn on_shutdown(&mut self, now: Instant) -> Vec<ClosedWindow> {
+    pub(crate) fn on_shutdown(&mut self, now: Instant) -> Vec<ClosedWindow> {
         let grace = std::mem::replace(&mut self.p.grace, Duration::ZERO);
         let closed = self.try_close(now);
         self.p.grace = grace;

@@ -14,7 +14,7 @@ mod registry;
 mod ring;
 mod task;
 
-pub use bed::{BedParams, BedState, Outcome, SampleFrame};
-pub use registry::{Attach, AttachError, BedStatus, BedView, Claim, Ward, WardSettings, WardSink};
+pub(crate) use bed::SampleFrame;
+pub(crate) use registry::{BedStatus, BedView, Claim, Ward, WardSettings, WardSink};
 pub(crate) use task::count_dropped_reply;
-pub use task::{BedCmd, Strip};
+pub(crate) use task::{BedCmd, Strip};

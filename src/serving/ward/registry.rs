@@ -28,7 +28,7 @@ use crate::core::window::{ClosedWindow, MAX_LEADS, SAMPLE_RATE_HZ};
 use crate::protocol::{ServerMsg, close};
 
 /// Where the ward's output goes. None of these may block: a bed's task calls them.
-pub trait WardSink: Send + Sync + 'static {
+pub(crate) trait WardSink: Send + Sync + 'static {
     /// A closed window, to be scored.
     fn window(&self, w: ClosedWindow);
     /// A technical event of a bed (gap, reconnect, ...).
@@ -40,17 +40,17 @@ pub trait WardSink: Send + Sync + 'static {
 /// What the ward reads of the configuration: its own section, the quality floor, and the
 /// depth of each bed's command queue.
 #[derive(Debug, Clone)]
-pub struct WardSettings {
-    pub ward: WardConfig,
-    pub quality: QualityConfig,
+pub(crate) struct WardSettings {
+    pub(crate) ward: WardConfig,
+    pub(crate) quality: QualityConfig,
     /// Commands queued from a connection to its bed's aggregator (`ingest.bed_queue`).
-    pub bed_queue: usize,
+    pub(crate) bed_queue: usize,
 }
 
 /// Live status of a bed, as `/api/beds` shows it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
-pub enum BedStatus {
+pub(crate) enum BedStatus {
     Live,
     Stale,
     Lost,
@@ -58,19 +58,19 @@ pub enum BedStatus {
 
 /// What the registry knows of a bed without asking its task.
 #[derive(Debug, Clone, Serialize)]
-pub struct BedView {
-    pub bed: String,
-    pub status: BedStatus,
-    pub connected: bool,
-    pub device: Option<String>,
+pub(crate) struct BedView {
+    pub(crate) bed: String,
+    pub(crate) status: BedStatus,
+    pub(crate) connected: bool,
+    pub(crate) device: Option<String>,
     /// Seconds since the last frame, if any arrived.
-    pub data_age_secs: Option<f64>,
-    pub frames: u64,
-    pub gaps: u64,
-    pub duplicates: u64,
-    pub windows_closed: u64,
+    pub(crate) data_age_secs: Option<f64>,
+    pub(crate) frames: u64,
+    pub(crate) gaps: u64,
+    pub(crate) duplicates: u64,
+    pub(crate) windows_closed: u64,
     /// Replies (acks, per-frame errors) dropped because the bed's monitor did not read them.
-    pub replies_dropped: u64,
+    pub(crate) replies_dropped: u64,
 }
 
 struct Conn {
@@ -94,33 +94,33 @@ struct BedEntry {
 /// What the device's registration says of a hello, for the ward's admission policy
 /// ([`admission`](super::admission)).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct Claim {
+pub(crate) struct Claim {
     /// The device is registered for this very bed: the bed's place is reserved.
-    pub bound: bool,
+    pub(crate) bound: bool,
     /// Most beds the device may hold at once (a gateway's cap); None: no cap.
-    pub max_beds: Option<usize>,
+    pub(crate) max_beds: Option<usize>,
 }
 
 /// Why a hello was refused: a close code and a reason for the monitor.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{reason}")]
-pub struct AttachError {
-    pub code: u16,
-    pub reason: String,
+pub(crate) struct AttachError {
+    pub(crate) code: u16,
+    pub(crate) reason: String,
 }
 
 /// A connection's grip on its bed.
 #[derive(Debug)]
-pub struct Attach {
-    pub conn: u64,
-    pub tx: mpsc::Sender<BedCmd>,
+pub(crate) struct Attach {
+    pub(crate) conn: u64,
+    pub(crate) tx: mpsc::Sender<BedCmd>,
     /// Fires when a newer connection of the same device takes the bed over.
-    pub kicked: oneshot::Receiver<(u16, String)>,
+    pub(crate) kicked: oneshot::Receiver<(u16, String)>,
     /// Replies to the bed's monitors dropped because they were not read (the bed's task and
     /// the connection both count here).
-    pub replies_dropped: Arc<AtomicU64>,
-    pub next_samples_seq: u64,
-    pub next_vitals_seq: u64,
+    pub(crate) replies_dropped: Arc<AtomicU64>,
+    pub(crate) next_samples_seq: u64,
+    pub(crate) next_vitals_seq: u64,
 }
 
 struct Inner {
@@ -141,7 +141,7 @@ struct Inner {
 
 /// Handle to the bed registry. Cheap to clone.
 #[derive(Clone)]
-pub struct Ward {
+pub(crate) struct Ward {
     inner: Arc<Inner>,
 }
 
@@ -149,7 +149,7 @@ const GOLDEN: f64 = 0.618_033_988_749_894_9;
 impl Ward {
     /// A ward handing its output to `sink`; `scored_until` holds, per bed, where an earlier
     /// run's stored windows end (device ms).
-    pub fn new(
+    pub(crate) fn new(
         cfg: WardSettings,
         sink: Arc<dyn WardSink>,
         scored_until: HashMap<String, i64>,
@@ -173,17 +173,17 @@ impl Ward {
 
     /// The beds bound to registered devices now (after each read of the devices table): their
     /// places are reserved.
-    pub fn set_bound_beds(&self, beds: HashSet<String>) {
+    pub(crate) fn set_bound_beds(&self, beds: HashSet<String>) {
         *self.inner.bound.lock().expect("lock") = beds;
     }
 
     /// Window length, seconds (told to each monitor in its welcome).
-    pub fn window_secs(&self) -> u32 {
+    pub(crate) fn window_secs(&self) -> u32 {
         self.inner.cfg.ward.window_secs
     }
 
     /// Seconds between a bed's window closings.
-    pub fn hop_secs(&self) -> u32 {
+    pub(crate) fn hop_secs(&self) -> u32 {
         self.inner.cfg.ward.hop_secs
     }
 
@@ -232,7 +232,7 @@ impl Ward {
     /// Admits a hello whose token [`DeviceAuth`](crate::serving::ingest::devices::DeviceAuth)
     /// accepted: bed policy, a place in the ward ([`admission`](super::admission)), one device
     /// per bed. Spawns the bed's task on first sight and attaches the connection to it.
-    pub async fn attach(
+    pub(crate) async fn attach(
         &self,
         bed: &str,
         device: &str,
@@ -403,7 +403,7 @@ impl Ward {
     }
 
     /// A connection ended.
-    pub async fn detach(&self, bed: &str, conn: u64) {
+    pub(crate) async fn detach(&self, bed: &str, conn: u64) {
         let tx = {
             let mut beds = self.inner.beds.lock().expect("lock");
             let Some(e) = beds.get_mut(bed) else { return };
@@ -417,7 +417,7 @@ impl Ward {
     }
 
     /// The last `secs` seconds of a bed's ECG (None: unknown bed).
-    pub async fn strip(&self, bed: &str, secs: f64) -> Option<Strip> {
+    pub(crate) async fn strip(&self, bed: &str, secs: f64) -> Option<Strip> {
         let tx = {
             let beds = self.inner.beds.lock().expect("lock");
             beds.get(bed)?.tx.clone()
@@ -429,7 +429,7 @@ impl Ward {
 
     /// Closes (with `code`) the connections of every device for which `gone` holds; returns
     /// how many each such device had.
-    pub fn kick_devices(
+    pub(crate) fn kick_devices(
         &self,
         gone: impl Fn(&str) -> bool,
         code: u16,
@@ -449,13 +449,13 @@ impl Ward {
     }
 
     /// Beds with a monitor connected now.
-    pub fn connected_beds(&self) -> usize {
+    pub(crate) fn connected_beds(&self) -> usize {
         let beds = self.inner.beds.lock().expect("lock");
         beds.values().filter(|e| e.conn.is_some()).count()
     }
 
     /// Every bed's status, sorted by bed.
-    pub fn views(&self) -> Vec<BedView> {
+    pub(crate) fn views(&self) -> Vec<BedView> {
         let w = &self.inner.cfg.ward;
         let now = Instant::now();
         let beds = self.inner.beds.lock().expect("lock");

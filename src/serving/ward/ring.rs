@@ -4,7 +4,7 @@
 
 /// One channel's samples by absolute timeline position.
 #[derive(Debug, Clone)]
-pub struct Ring {
+pub(crate) struct Ring {
     values: Vec<f32>,
     /// Position each slot was last written for (truncated to 32 bits, +1 so 0 means never).
     tags: Vec<u32>,
@@ -13,7 +13,7 @@ pub struct Ring {
 }
 
 impl Ring {
-    pub fn new(capacity: usize) -> Ring {
+    pub(crate) fn new(capacity: usize) -> Ring {
         Ring {
             values: vec![0.0; capacity],
             tags: vec![0; capacity],
@@ -30,7 +30,7 @@ impl Ring {
     }
 
     /// Stores `value` at `pos` (or marks it missing when `None`), with its lead-off flag.
-    pub fn put(&mut self, pos: i64, value: Option<f32>, lead_off: bool) {
+    pub(crate) fn put(&mut self, pos: i64, value: Option<f32>, lead_off: bool) {
         let s = self.slot(pos);
         match value {
             Some(v) => {
@@ -43,20 +43,20 @@ impl Ring {
     }
 
     /// The value at `pos`, if it arrived and has not been overwritten.
-    pub fn get(&self, pos: i64) -> Option<f32> {
+    pub(crate) fn get(&self, pos: i64) -> Option<f32> {
         let s = self.slot(pos);
         (self.tags[s] == Ring::tag(pos)).then_some(self.values[s])
     }
 
     /// Whether `pos` was written as lead-off (only meaningful for arrived positions).
-    pub fn lead_off(&self, pos: i64) -> bool {
+    pub(crate) fn lead_off(&self, pos: i64) -> bool {
         let s = self.slot(pos);
         self.tags[s] == Ring::tag(pos) && self.off[s]
     }
 
     /// Copies `[start, end)` out with holes filled by linear interpolation (held flat at the
     /// ends); returns the samples, the arrived count and the lead-off count.
-    pub fn window(&self, start: i64, end: i64) -> (Vec<f32>, usize, usize) {
+    pub(crate) fn window(&self, start: i64, end: i64) -> (Vec<f32>, usize, usize) {
         let n = (end - start).max(0) as usize;
         let got: Vec<Option<f32>> = (start..end).map(|p| self.get(p)).collect();
         let arrived = got.iter().filter(|v| v.is_some()).count();
@@ -67,7 +67,7 @@ impl Ring {
 
 /// Linear interpolation across holes; flat extension before the first and after the last
 /// value; all zeros when nothing arrived.
-pub fn fill_holes(x: &[Option<f32>]) -> Vec<f32> {
+pub(crate) fn fill_holes(x: &[Option<f32>]) -> Vec<f32> {
     let mut out = vec![0.0f32; x.len()];
     let mut last: Option<(usize, f32)> = None;
     for (i, v) in x.iter().enumerate() {

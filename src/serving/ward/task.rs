@@ -22,7 +22,7 @@ use crate::protocol::{ErrorCode, ServerMsg};
 
 /// Commands to a bed's task.
 #[derive(Debug)]
-pub enum BedCmd {
+pub(crate) enum BedCmd {
     Attach {
         conn: u64,
         present: [bool; MAX_LEADS],
@@ -51,11 +51,11 @@ pub enum BedCmd {
 /// The last seconds of a bed's ECG per lead slot (None: the lead is not announced; a None
 /// sample did not arrive).
 #[derive(Debug, Clone, Serialize)]
-pub struct Strip {
-    pub fs: i64,
+pub(crate) struct Strip {
+    pub(crate) fs: i64,
     /// Samples since the bed's timeline origin at the strip's end.
-    pub end_pos: i64,
-    pub leads: Vec<Option<Vec<Option<f32>>>>,
+    pub(crate) end_pos: i64,
+    pub(crate) leads: Vec<Option<Vec<Option<f32>>>>,
 }
 
 /// What the registry reads of a bed without asking its task.

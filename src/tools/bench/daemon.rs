@@ -19,16 +19,16 @@ use super::prom::Scrape;
 use crate::config::Config;
 
 /// A running `holmes serve` child.
-pub struct Daemon {
+pub(crate) struct Daemon {
     child: Child,
-    pub addr: std::net::SocketAddr,
+    pub(crate) addr: std::net::SocketAddr,
     http: Client<HttpConnector, Empty<Bytes>>,
 }
 
 impl Daemon {
     /// Writes `cfg` into `dir`, starts the daemon on a free loopback port and waits (up to
     /// `ready_within`) until its API answers, i.e. its models are loaded and warm.
-    pub async fn start(
+    pub(crate) async fn start(
         mut cfg: Config,
         dir: &Path,
         ready_within: Duration,
@@ -71,12 +71,12 @@ impl Daemon {
         }
     }
 
-    pub fn pid(&self) -> u32 {
+    pub(crate) fn pid(&self) -> u32 {
         self.child.id()
     }
 
     /// GET `path` from the daemon; the body as text.
-    pub async fn get(&self, path: &str) -> Result<String, BenchError> {
+    pub(crate) async fn get(&self, path: &str) -> Result<String, BenchError> {
         let uri: axum::http::Uri = format!("http://{}{path}", self.addr)
             .parse()
             .map_err(|e: axum::http::uri::InvalidUri| BenchError::Http(e.to_string()))?;
@@ -99,23 +99,23 @@ impl Daemon {
     }
 
     /// The daemon's metrics now.
-    pub async fn scrape(&self) -> Result<Scrape, BenchError> {
+    pub(crate) async fn scrape(&self) -> Result<Scrape, BenchError> {
         Ok(Scrape::parse(&self.get("/metrics").await?))
     }
 
     /// CPU seconds (user + system) the daemon has used so far.
-    pub fn cpu_seconds(&self) -> f64 {
+    pub(crate) fn cpu_seconds(&self) -> f64 {
         proc_cpu_seconds(self.pid())
     }
 
     /// (current, peak) resident memory in MB.
-    pub fn rss_mb(&self) -> (f64, f64) {
+    pub(crate) fn rss_mb(&self) -> (f64, f64) {
         let mb = |key| status_kb(self.pid(), key) / 1024.0;
         (mb("VmRSS:"), mb("VmHWM:"))
     }
 
     /// SIGTERM, then waits for the daemon's graceful exit (SIGKILL after `within`).
-    pub async fn stop(mut self, within: Duration) -> Result<(), BenchError> {
+    pub(crate) async fn stop(mut self, within: Duration) -> Result<(), BenchError> {
         let pid = nix::unistd::Pid::from_raw(self.pid() as i32);
         let _ = nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM);
         let t0 = Instant::now();
@@ -142,7 +142,7 @@ impl Drop for Daemon {
 }
 
 /// A `kB` field of `/proc/<pid>/status` (`VmRSS:`, `VmHWM:`); 0 when unreadable.
-pub fn status_kb(pid: u32, key: &str) -> f64 {
+pub(crate) fn status_kb(pid: u32, key: &str) -> f64 {
     std::fs::read_to_string(format!("/proc/{pid}/status"))
         .ok()
         .and_then(|s| {
@@ -154,7 +154,7 @@ pub fn status_kb(pid: u32, key: &str) -> f64 {
 }
 
 /// utime + stime of a process, seconds (clock ticks are 100 Hz on Linux).
-pub fn proc_cpu_seconds(pid: u32) -> f64 {
+pub(crate) fn proc_cpu_seconds(pid: u32) -> f64 {
     std::fs::read_to_string(format!("/proc/{pid}/stat"))
         .ok()
         .and_then(|s| {

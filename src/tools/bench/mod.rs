@@ -9,8 +9,8 @@
 //! Neighbours: [`sim`](crate::tools::sim) plays the monitors in this process, [`daemon`] runs the
 //! server, [`prom`] reads its metrics, the composer picks the members for `--composed`.
 
-pub mod daemon;
-pub mod prom;
+pub(crate) mod daemon;
+pub(crate) mod prom;
 
 use std::time::{Duration, Instant};
 
@@ -22,7 +22,7 @@ use crate::tools::sim::{SimOptions, Source};
 use daemon::Daemon;
 
 #[derive(Debug, thiserror::Error)]
-pub enum BenchError {
+pub(crate) enum BenchError {
     #[error(transparent)]
     Io(#[from] std::io::Error),
     #[error("writing the report: {0}")]
@@ -50,7 +50,7 @@ pub enum BenchError {
 /// What the load does.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
-pub enum Scenario {
+pub(crate) enum Scenario {
     /// Every bed streams for the whole run; window closings spread over the hop.
     Steady,
     /// As steady, but every bed's windows close at the same moment (the worst-case burst).
@@ -67,25 +67,25 @@ pub enum Scenario {
 
 /// What `holmes bench` asks for (the command line's flags).
 #[derive(Debug, Clone)]
-pub struct BenchArgs {
+pub(crate) struct BenchArgs {
     /// Simulated beds: one run per count, or the start of a capacity search.
-    pub beds: Vec<usize>,
-    pub scenario: Scenario,
+    pub(crate) beds: Vec<usize>,
+    pub(crate) scenario: Scenario,
     /// Ensemble members (empty: the config's).
-    pub members: Vec<String>,
+    pub(crate) members: Vec<String>,
     /// Serve the ensemble the composer picks for each bed count instead of fixed members.
-    pub composed: bool,
+    pub(crate) composed: bool,
     /// Every model in the zoo as a member (the memory test).
-    pub whole_zoo: bool,
+    pub(crate) whole_zoo: bool,
     /// Wall-clock seconds of load per run.
-    pub duration: f64,
+    pub(crate) duration: f64,
     /// Replay PhysioNet records instead of synthetic ECG.
-    pub records: bool,
+    pub(crate) records: bool,
     /// Signal seconds per wall second.
-    pub speed: f64,
+    pub(crate) speed: f64,
     /// Find the most beds within the budget: double until a run fails, then bisect.
-    pub capacity: bool,
-    pub json: bool,
+    pub(crate) capacity: bool,
+    pub(crate) json: bool,
 }
 
 impl std::str::FromStr for Scenario {
@@ -110,74 +110,74 @@ impl std::str::FromStr for Scenario {
 
 /// One run's plan.
 #[derive(Debug, Clone)]
-pub struct BenchOptions {
-    pub scenario: Scenario,
-    pub beds: usize,
+pub(crate) struct BenchOptions {
+    pub(crate) scenario: Scenario,
+    pub(crate) beds: usize,
     /// Ensemble members (zoo model names).
-    pub members: Vec<String>,
+    pub(crate) members: Vec<String>,
     /// The composer's validation ROC-AUC for these members, when it picked them.
-    pub val_roc_auc: Option<f64>,
+    pub(crate) val_roc_auc: Option<f64>,
     /// Wall-clock length of the load.
-    pub duration: Duration,
-    pub source: Source,
+    pub(crate) duration: Duration,
+    pub(crate) source: Source,
     /// Signal seconds per wall second (1 for a real load; more only for smoke tests).
-    pub speed: f64,
+    pub(crate) speed: f64,
 }
 
 /// What a run measured.
 #[derive(Debug, Clone, Serialize)]
-pub struct BenchReport {
-    pub scenario: Scenario,
-    pub beds: usize,
-    pub members: Vec<String>,
-    pub val_roc_auc: Option<f64>,
+pub(crate) struct BenchReport {
+    pub(crate) scenario: Scenario,
+    pub(crate) beds: usize,
+    pub(crate) members: Vec<String>,
+    pub(crate) val_roc_auc: Option<f64>,
     /// Wall-clock seconds of load (rates and CPU are over this span).
-    pub seconds: f64,
+    pub(crate) seconds: f64,
     /// Frames the monitors sent, and frames the daemon accepted into beds.
-    pub frames_sent: u64,
-    pub frames_ingested: u64,
-    pub frames_per_sec: f64,
-    pub samples_per_sec: f64,
+    pub(crate) frames_sent: u64,
+    pub(crate) frames_ingested: u64,
+    pub(crate) frames_per_sec: f64,
+    pub(crate) samples_per_sec: f64,
     /// Largest delay of a monitor's frame behind its schedule (ms): the load generator or
     /// the daemon's back-pressure falling behind.
-    pub max_send_lag_ms: f64,
+    pub(crate) max_send_lag_ms: f64,
     /// Gaps the ward recorded (samples that never arrived).
-    pub gaps: u64,
+    pub(crate) gaps: u64,
     /// Connections beyond each monitor's first.
-    pub reconnects: u64,
-    pub windows_closed: u64,
-    pub windows: usize,
-    pub scored: usize,
-    pub partial: usize,
-    pub superseded: usize,
-    pub dropped: usize,
-    pub insufficient: usize,
-    pub latency_ms_p50: f64,
-    pub latency_ms_p95: f64,
-    pub latency_ms_p99: f64,
-    pub latency_ms_max: f64,
+    pub(crate) reconnects: u64,
+    pub(crate) windows_closed: u64,
+    pub(crate) windows: usize,
+    pub(crate) scored: usize,
+    pub(crate) partial: usize,
+    pub(crate) superseded: usize,
+    pub(crate) dropped: usize,
+    pub(crate) insufficient: usize,
+    pub(crate) latency_ms_p50: f64,
+    pub(crate) latency_ms_p95: f64,
+    pub(crate) latency_ms_p99: f64,
+    pub(crate) latency_ms_max: f64,
     /// Mean wait in model queues and mean batch compute, ms (from the daemon's metrics).
-    pub queue_ms_mean: f64,
-    pub compute_ms_mean: f64,
+    pub(crate) queue_ms_mean: f64,
+    pub(crate) compute_ms_mean: f64,
     /// SQLite commit latency per write transaction, ms.
-    pub commit_ms_p50: f64,
-    pub commit_ms_p95: f64,
-    pub commit_ms_p99: f64,
-    pub commits: u64,
+    pub(crate) commit_ms_p50: f64,
+    pub(crate) commit_ms_p95: f64,
+    pub(crate) commit_ms_p99: f64,
+    pub(crate) commits: u64,
     /// Daemon CPU seconds per wall second over the load (2.0 = both cores of this machine).
-    pub daemon_cpu_cores: f64,
+    pub(crate) daemon_cpu_cores: f64,
     /// Largest resident memory sampled during the load, and the peak since start (MB).
-    pub daemon_rss_mb: f64,
-    pub daemon_peak_rss_mb: f64,
-    pub slo_ms: u64,
+    pub(crate) daemon_rss_mb: f64,
+    pub(crate) daemon_peak_rss_mb: f64,
+    pub(crate) slo_ms: u64,
     /// p95 within the budget, nothing superseded or dropped, nothing lost on the way in.
-    pub within_budget: bool,
+    pub(crate) within_budget: bool,
     /// The stage that dominates: `ingest`, `inference` or `sqlite`.
-    pub bottleneck: &'static str,
+    pub(crate) bottleneck: &'static str,
 }
 
 /// `holmes bench`.
-pub fn main(cfg: Config, args: BenchArgs) -> Result<(), BenchError> {
+pub(crate) fn main(cfg: Config, args: BenchArgs) -> Result<(), BenchError> {
     raise_open_files();
     let source = if args.records {
         Source::Records(crate::training::dataset::default_data_dir())
@@ -308,7 +308,7 @@ fn raise_open_files() {
 
 /// Runs one benchmark with `base` as the configuration (database, beds and members are set
 /// here; the composer is off so the members measured are the ones given).
-pub async fn run(mut base: Config, opts: BenchOptions) -> Result<BenchReport, BenchError> {
+pub(crate) async fn run(mut base: Config, opts: BenchOptions) -> Result<BenchReport, BenchError> {
     let dir = tempfile::tempdir()?;
     base.storage.db = dir.path().join("bench.db");
     base.ensemble.members = opts.members.clone();
@@ -441,7 +441,7 @@ impl BenchReport {
         };
     }
 
-    pub fn to_text(&self) -> String {
+    pub(crate) fn to_text(&self) -> String {
         format!(
             "{scenario:?} {beds} beds, {n} members{auc}: {windows} windows ({scored} scored, {partial} partial, \
              {superseded} superseded, {dropped} dropped); latency p50 {p50:.1} / p95 {p95:.1} / p99 {p99:.1} / \

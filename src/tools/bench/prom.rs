@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 /// One scrape: every sample by metric name, summed over label sets; histogram buckets by
 /// their upper bound.
 #[derive(Debug, Clone, Default)]
-pub struct Scrape {
+pub(crate) struct Scrape {
     values: BTreeMap<String, f64>,
     buckets: BTreeMap<String, BTreeMap<Bound, f64>>,
 }
@@ -30,7 +30,7 @@ impl Ord for Bound {
 }
 
 impl Scrape {
-    pub fn parse(text: &str) -> Scrape {
+    pub(crate) fn parse(text: &str) -> Scrape {
         let mut s = Scrape::default();
         for line in text
             .lines()
@@ -72,12 +72,12 @@ impl Scrape {
     }
 
     /// A counter (or a histogram's `_sum`/`_count`), summed over labels; 0 when absent.
-    pub fn value(&self, name: &str) -> f64 {
+    pub(crate) fn value(&self, name: &str) -> f64 {
         self.values.get(name).copied().unwrap_or(0.0)
     }
 
     /// What happened between `earlier` and this scrape.
-    pub fn since(&self, earlier: &Scrape) -> Scrape {
+    pub(crate) fn since(&self, earlier: &Scrape) -> Scrape {
         let mut d = self.clone();
         for (k, v) in &mut d.values {
             *v -= earlier.value(k);
@@ -93,7 +93,7 @@ impl Scrape {
     }
 
     /// Mean of a histogram, in its unit; NaN when it saw nothing.
-    pub fn mean(&self, histogram: &str) -> f64 {
+    pub(crate) fn mean(&self, histogram: &str) -> f64 {
         let n = self.value(&format!("{histogram}_count"));
         if n > 0.0 {
             self.value(&format!("{histogram}_sum")) / n
@@ -104,7 +104,7 @@ impl Scrape {
 
     /// Quantile `q` of a histogram by linear interpolation within its cumulative buckets
     /// (as Prometheus' `histogram_quantile`); NaN when it saw nothing.
-    pub fn quantile(&self, histogram: &str, q: f64) -> f64 {
+    pub(crate) fn quantile(&self, histogram: &str, q: f64) -> f64 {
         let Some(b) = self.buckets.get(histogram) else {
             return f64::NAN;
         };

@@ -155,11 +155,9 @@ mod tests {
             key: "cudb/cu99".into(),
             group: "cudb/cu99".into(),
             leads: vec![lead],
-            lead_names: vec!["ECG".into()],
             episodes,
             noise: vec![Vec::new()],
             beats: Vec::new(),
-            beats_annotated: false,
         }
     }
 

@@ -22,7 +22,7 @@ use crate::signal::heart_rate::heart_rate_at;
 use crate::training::dataset::{self, Database, RecordData};
 
 /// Samples per frame (100 ms at 250 Hz).
-pub const FRAME_SAMPLES: usize = 25;
+pub(crate) const FRAME_SAMPLES: usize = 25;
 
 #[derive(Debug, thiserror::Error)]
 pub enum SimError {
@@ -85,7 +85,7 @@ impl SimOptions {
     /// `beds` monitors of `source` against `url` for a day, in real time, without faults:
     /// token `demo`, beds `bed-1`, `bed-2`, ..., each its own device; every record, seed 1,
     /// all at once. Set the fields that differ.
-    pub fn new(url: String, beds: usize, source: Source) -> SimOptions {
+    pub(crate) fn new(url: String, beds: usize, source: Source) -> SimOptions {
         SimOptions {
             url,
             beds,
@@ -111,12 +111,12 @@ pub struct SimReport {
     pub frames_sent: AtomicU64,
     pub connects: AtomicU64,
     pub errors_received: AtomicU64,
-    pub closes_received: AtomicU64,
+    pub(crate) closes_received: AtomicU64,
     /// Largest delay of a frame behind its 100 ms schedule, microseconds (a sender that
     /// cannot keep up, or a server pushing back).
-    pub max_lag_us: AtomicU64,
+    pub(crate) max_lag_us: AtomicU64,
     /// Connections dropped on purpose by a reconnect storm.
-    pub storm_drops: AtomicU64,
+    pub(crate) storm_drops: AtomicU64,
 }
 
 enum Signal {

@@ -23,54 +23,45 @@
 use crate::training::wfdb::Annotation;
 
 /// Half-open sample interval `[start, end)`.
-pub type Span = (i64, i64);
+pub(crate) type Span = (i64, i64);
 
 /// Rhythm labels of ventricular fibrillation or flutter.
 const VF_RHYTHMS: [&str; 3] = ["(VFL", "(VF", "(VFIB"];
 /// Consecutive ventricular beats that make a VT run.
-pub const VT_MIN_BEATS: usize = 5;
+pub(crate) const VT_MIN_BEATS: usize = 5;
 /// Mean rate a run must exceed to be VT (beats/min).
-pub const VT_MIN_RATE_BPM: f64 = 100.0;
+pub(crate) const VT_MIN_RATE_BPM: f64 = 100.0;
 /// A rhythm-labelled episode counts as visible this long after its labelled onset.
-pub const RHYTHM_CONFIRM_SECS: f64 = 2.0;
+pub(crate) const RHYTHM_CONFIRM_SECS: f64 = 2.0;
 /// A window stays positive this long after an episode ends.
-pub const LABEL_GRACE_SECS: f64 = 3.0;
+pub(crate) const LABEL_GRACE_SECS: f64 = 3.0;
 /// Beat labels that extend a ventricular run (WFDB `rxr`).
 const VENTRICULAR_BEATS: [&str; 4] = ["V", "E", "r", "F"];
 
 /// VT or VF/VFL.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize)]
 #[serde(rename_all = "lowercase")]
-pub enum EpisodeKind {
+pub(crate) enum EpisodeKind {
     Vt,
     Vf,
 }
 
-impl EpisodeKind {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            EpisodeKind::Vt => "vt",
-            EpisodeKind::Vf => "vf",
-        }
-    }
-}
-
 /// One reference episode of ventricular tachyarrhythmia (samples at the record's rate).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
-pub struct Episode {
-    pub kind: EpisodeKind,
+pub(crate) struct Episode {
+    pub(crate) kind: EpisodeKind,
     /// First sample: the run's first beat, or the rhythm label.
-    pub onset: i64,
+    pub(crate) onset: i64,
     /// From here on the episode can be called: the run's fifth beat, or
     /// [`RHYTHM_CONFIRM_SECS`] after a rhythm label (never past `end`).
-    pub confirmed: i64,
+    pub(crate) confirmed: i64,
     /// One past the last sample.
-    pub end: i64,
+    pub(crate) end: i64,
 }
 
 /// The label of a window by its end.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Label {
+pub(crate) enum Label {
     Negative,
     Positive,
     /// Between an episode's onset and its confirmation: left out.
@@ -79,7 +70,7 @@ pub enum Label {
 
 /// The label of a window ending at sample `end` (exclusive) of a record with `episodes`;
 /// `grace` samples after an episode's end still count as positive.
-pub fn label_at(episodes: &[Episode], end: i64, grace: i64) -> Label {
+pub(crate) fn label_at(episodes: &[Episode], end: i64, grace: i64) -> Label {
     let mut unsure = false;
     for e in episodes {
         if e.confirmed < end && end <= e.end + grace {
@@ -97,7 +88,7 @@ pub fn label_at(episodes: &[Episode], end: i64, grace: i64) -> Label {
 /// Reference episodes of a record, sorted by onset; episodes of one kind that overlap are
 /// merged. `beat_runs`: VT comes from ventricular beat runs (else from `(VT` rhythm labels);
 /// `fs`: the annotations' sampling rate.
-pub fn episodes(ann: &[Annotation], len: i64, beat_runs: bool, fs: f64) -> Vec<Episode> {
+pub(crate) fn episodes(ann: &[Annotation], len: i64, beat_runs: bool, fs: f64) -> Vec<Episode> {
     let confirm = (RHYTHM_CONFIRM_SECS * fs).round() as i64;
     let rhythm = |start: i64, end: i64, kind| Episode {
         kind,
@@ -225,7 +216,7 @@ const QRS_SYMBOLS: [&str; 17] = [
 ];
 
 /// Noise-marked intervals for each of `leads` signals.
-pub fn noise_spans(ann: &[Annotation], leads: usize, len: i64) -> Vec<Vec<Span>> {
+pub(crate) fn noise_spans(ann: &[Annotation], leads: usize, len: i64) -> Vec<Vec<Span>> {
     let mut out = vec![Vec::new(); leads];
     let mut since: Vec<Option<i64>> = vec![None; leads];
     let mut noise_rhythm: Option<i64> = None;
@@ -272,7 +263,7 @@ pub fn noise_spans(ann: &[Annotation], leads: usize, len: i64) -> Vec<Vec<Span>>
 }
 
 /// Sample indices of annotated QRS complexes, or `None` if the file annotates no beats.
-pub fn annotated_beats(ann: &[Annotation]) -> Option<Vec<i64>> {
+pub(crate) fn annotated_beats(ann: &[Annotation]) -> Option<Vec<i64>> {
     let beats: Vec<i64> = ann
         .iter()
         .filter(|a| QRS_SYMBOLS.contains(&a.symbol()))
@@ -282,7 +273,7 @@ pub fn annotated_beats(ann: &[Annotation]) -> Option<Vec<i64>> {
 }
 
 /// Sorts, clips to `[0, len)` and merges overlapping spans.
-pub fn merge(mut spans: Vec<Span>, len: i64) -> Vec<Span> {
+pub(crate) fn merge(mut spans: Vec<Span>, len: i64) -> Vec<Span> {
     spans.retain_mut(|s| {
         s.0 = s.0.clamp(0, len);
         s.1 = s.1.clamp(0, len);
@@ -300,7 +291,7 @@ pub fn merge(mut spans: Vec<Span>, len: i64) -> Vec<Span> {
 }
 
 /// Samples of `[start, end)` covered by `spans` (sorted, merged).
-pub fn overlap(spans: &[Span], start: i64, end: i64) -> i64 {
+pub(crate) fn overlap(spans: &[Span], start: i64, end: i64) -> i64 {
     spans
         .iter()
         .map(|&(s, e)| (e.min(end) - s.max(start)).max(0))
@@ -308,7 +299,7 @@ pub fn overlap(spans: &[Span], start: i64, end: i64) -> i64 {
 }
 
 /// Rescales annotation sample indices from `from_hz` to `to_hz` (rounded to nearest).
-pub fn rescale(ann: &mut [Annotation], from_hz: f64, to_hz: f64) {
+pub(crate) fn rescale(ann: &mut [Annotation], from_hz: f64, to_hz: f64) {
     if from_hz == to_hz {
         return;
     }

@@ -10,14 +10,15 @@ mod labels;
 mod split;
 mod windows;
 
-pub use augment::{Augment, NoiseBank, STRESS_CLEAN_SECS, STRESS_PERIOD_SECS, qrs_peak_to_peak};
-pub use labels::{Episode, EpisodeKind, LABEL_GRACE_SECS, Label, Span};
+pub(crate) use augment::{Augment, NoiseBank, qrs_peak_to_peak};
+pub(crate) use labels::{Episode, EpisodeKind, LABEL_GRACE_SECS, Label, Span};
 
 use augment::NoiseKind;
-pub use labels::label_at;
+pub(crate) use labels::label_at;
 use labels::overlap;
 pub use split::{Split, SplitName};
-pub use windows::{Dataset, Window, WindowSpec};
+pub(crate) use windows::Window;
+pub use windows::{Dataset, WindowSpec};
 
 use std::path::{Path, PathBuf};
 
@@ -62,7 +63,7 @@ pub enum Database {
 }
 
 impl Database {
-    pub const ALL: [Database; 5] = [
+    pub(crate) const ALL: [Database; 5] = [
         Database::Vfdb,
         Database::Cudb,
         Database::Mitdb,
@@ -83,7 +84,7 @@ impl Database {
 
     /// The database labels ventricular beats, so VT comes from beat runs (else from `(VT`
     /// rhythm labels: vfdb has no beat labels, cudb labels every beat `N`).
-    pub fn labels_ventricular_beats(self) -> bool {
+    pub(crate) fn labels_ventricular_beats(self) -> bool {
         matches!(self, Database::Mitdb | Database::Svdb | Database::Nstdb)
     }
 
@@ -99,36 +100,28 @@ pub struct RecordData {
     /// Key `db/name`, e.g. `mitdb/201`.
     pub key: String,
     /// Patient group: records of one patient share it (mitdb 201 and 202).
-    pub group: String,
+    pub(crate) group: String,
     /// ECG signals in mV at 250 Hz: `leads[0]` primary, `leads[1]` secondary.
-    pub leads: Vec<Vec<f32>>,
-    /// Header descriptions of the leads (e.g. `MLII`, `V1`, or `ECG` when unnamed).
-    pub lead_names: Vec<String>,
+    pub(crate) leads: Vec<Vec<f32>>,
     /// Reference VT and VF episodes (samples at 250 Hz), sorted by onset.
-    pub episodes: Vec<Episode>,
+    pub(crate) episodes: Vec<Episode>,
     /// Noise-marked intervals per lead.
-    pub noise: Vec<Vec<Span>>,
+    pub(crate) noise: Vec<Vec<Span>>,
     /// QRS sample indices at 250 Hz.
-    pub beats: Vec<i64>,
-    /// True when `beats` come from reference annotations, false when from the detector.
-    pub beats_annotated: bool,
+    pub(crate) beats: Vec<i64>,
 }
 
 impl RecordData {
     /// Samples per lead.
-    pub fn len(&self) -> usize {
+    pub(crate) fn len(&self) -> usize {
         self.leads.first().map_or(0, Vec::len)
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
     }
 }
 
 /// Group of a record key: records in one group stay in one part of the split. mitdb 201 and
 /// 202 are one patient; mitdb 118, 119 and nstdb's noisy copies of them are one group, since
 /// the copies hold the same patients and the same stretches of recorded noise.
-pub fn group_of(key: &str) -> String {
+pub(crate) fn group_of(key: &str) -> String {
     match key {
         "mitdb/201" | "mitdb/202" => "mitdb/201+202".to_owned(),
         "mitdb/118" | "mitdb/119" => NST_GROUP.to_owned(),
@@ -171,19 +164,16 @@ pub fn record_keys(data: &Path) -> Result<Vec<(Database, String)>, DatasetError>
 #[derive(Debug, Clone)]
 pub struct Signals {
     /// ECG signals in mV: `leads[0]` primary, `leads[1]` secondary.
-    pub leads: Vec<Vec<f32>>,
-    pub lead_names: Vec<String>,
+    pub(crate) leads: Vec<Vec<f32>>,
     /// QRS sample indices at 250 Hz.
-    pub beats: Vec<i64>,
-    /// True when `beats` come from reference annotations, false when from the detector.
-    pub beats_annotated: bool,
+    pub(crate) beats: Vec<i64>,
     /// Reference annotations (empty when the record has no `.atr`).
-    pub annotations: Vec<wfdb::Annotation>,
+    pub(crate) annotations: Vec<wfdb::Annotation>,
 }
 
 /// Reads record `name` in `dir`: signals resampled to 250 Hz, beats from the `.atr` file
 /// when it annotates them, from the QRS detector otherwise (or when there is no `.atr`).
-pub fn read_signals(dir: &Path, name: &str) -> Result<Signals, DatasetError> {
+pub(crate) fn read_signals(dir: &Path, name: &str) -> Result<Signals, DatasetError> {
     let rec = Record::open(dir, name)?;
     let key = dir.join(name).display().to_string();
     let fs = rec.header.fs;
@@ -208,24 +198,21 @@ pub fn read_signals(dir: &Path, name: &str) -> Result<Signals, DatasetError> {
         Vec::new()
     };
     labels::rescale(&mut annotations, fs, SAMPLE_RATE_HZ as f64);
-    let (beats, beats_annotated) = match labels::annotated_beats(&annotations) {
-        Some(b) => (b, true),
-        None => (detect_qrs(&leads[0], SAMPLE_RATE_HZ as f64), false),
-    };
+    let beats = labels::annotated_beats(&annotations)
+        .unwrap_or_else(|| detect_qrs(&leads[0], SAMPLE_RATE_HZ as f64));
     Ok(Signals {
-        lead_names: rec.header.signals[..nleads]
-            .iter()
-            .map(|s| s.description.clone())
-            .collect(),
         leads,
         beats,
-        beats_annotated,
         annotations,
     })
 }
 
 /// Loads one record of a database: signals to 250 Hz mV, annotations to intervals and beats.
-pub fn load_record(data: &Path, db: Database, name: &str) -> Result<RecordData, DatasetError> {
+pub(crate) fn load_record(
+    data: &Path,
+    db: Database,
+    name: &str,
+) -> Result<RecordData, DatasetError> {
     let dir = data.join(db.name());
     let key = format!("{}/{name}", db.name());
     if !dir.join(format!("{name}.atr")).exists() {
@@ -246,9 +233,7 @@ pub fn load_record(data: &Path, db: Database, name: &str) -> Result<RecordData, 
             SAMPLE_RATE_HZ as f64,
         ),
         noise: labels::noise_spans(&s.annotations, s.leads.len(), len),
-        lead_names: s.lead_names,
         beats: s.beats,
-        beats_annotated: s.beats_annotated,
         leads: s.leads,
         key,
     })

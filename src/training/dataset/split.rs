@@ -122,7 +122,7 @@ impl Split {
     }
 
     /// Windows and positive windows per split and database, as a text table.
-    pub fn summary(&self, ds: &Dataset) -> String {
+    pub(crate) fn summary(&self, ds: &Dataset) -> String {
         let mut counts: BTreeMap<(SplitName, Database), [usize; 3]> = BTreeMap::new();
         let first = ds.spec.first_end_secs as usize * crate::core::window::SAMPLE_RATE_HZ;
         for w in &ds.windows {
@@ -157,7 +157,7 @@ impl Split {
 
     /// Reads a split file as it is (a split made under other grouping rules may tear a group
     /// apart; [`Split::generate`] mends that).
-    pub fn read_unchecked(path: &Path) -> Result<Split, DatasetError> {
+    pub(crate) fn read_unchecked(path: &Path) -> Result<Split, DatasetError> {
         let text = std::fs::read_to_string(path).map_err(|source| DatasetError::Io {
             path: path.to_owned(),
             source,
@@ -169,7 +169,7 @@ impl Split {
     }
 
     /// Writes the split with a header comment.
-    pub fn write(&self, path: &Path) -> Result<(), DatasetError> {
+    pub(crate) fn write(&self, path: &Path) -> Result<(), DatasetError> {
         let body = toml::to_string(self).expect("a split serialises");
         let text = format!(
             "# Patient-wise split of vfdb, cudb, mitdb, svdb and nstdb records (mitdb 201 and 202\n\

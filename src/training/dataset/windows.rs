@@ -16,15 +16,15 @@ use super::{
 #[serde(deny_unknown_fields)]
 pub struct WindowSpec {
     /// Seconds between window ends on the grid.
-    pub hop_secs: u32,
+    pub(crate) hop_secs: u32,
     /// The first end, in seconds from the record start: the longest window a model reads, so
     /// every model scores every window.
-    pub first_end_secs: u32,
+    pub(crate) first_end_secs: u32,
     /// Besides the grid, ends this many seconds apart inside every episode's positive time
     /// (from one second after its confirmation), so that short runs are represented.
-    pub episode_hop_secs: u32,
+    pub(crate) episode_hop_secs: u32,
     /// A lead counts as absent in a window when more than this fraction is noise-marked.
-    pub max_noise_fraction: f32,
+    pub(crate) max_noise_fraction: f32,
 }
 
 impl Default for WindowSpec {
@@ -45,7 +45,7 @@ pub struct Window {
     pub record: usize,
     /// One past the last sample (at 250 Hz).
     pub end: usize,
-    pub label: Label,
+    pub(crate) label: Label,
 }
 
 impl Window {
@@ -57,13 +57,13 @@ impl Window {
 /// Records and the windows of their evaluation grid (unsure ends left out).
 #[derive(Debug, Clone)]
 pub struct Dataset {
-    pub spec: WindowSpec,
+    pub(crate) spec: WindowSpec,
     pub records: Vec<RecordData>,
     pub windows: Vec<Window>,
 }
 
 /// Samples a window stays positive after an episode ends.
-pub fn grace_samples() -> i64 {
+pub(crate) fn grace_samples() -> i64 {
     (LABEL_GRACE_SECS * SAMPLE_RATE_HZ as f64).round() as i64
 }
 
@@ -101,7 +101,7 @@ impl Dataset {
     }
 
     /// Stable id `db/record/end_sample`, the key of stored predictions.
-    pub fn id(&self, w: &Window) -> String {
+    pub(crate) fn id(&self, w: &Window) -> String {
         format!("{}/{}", self.records[w.record].key, w.end)
     }
 
@@ -117,7 +117,7 @@ impl Dataset {
 
     /// Lead slot `lead` is present and at most [`WindowSpec::max_noise_fraction`] of the last
     /// `samples` before the end is noise-marked.
-    pub fn lead_usable(&self, w: &Window, lead: usize, samples: usize) -> bool {
+    pub(crate) fn lead_usable(&self, w: &Window, lead: usize, samples: usize) -> bool {
         let r = &self.records[w.record];
         if lead >= MAX_LEADS || w.end < samples {
             return false;
@@ -152,7 +152,7 @@ impl Dataset {
     }
 
     /// Indices of the grid windows whose record is in `name` of `split`.
-    pub fn indices(&self, split: &Split, name: SplitName) -> Vec<usize> {
+    pub(crate) fn indices(&self, split: &Split, name: SplitName) -> Vec<usize> {
         (0..self.windows.len())
             .filter(|&i| split.of(&self.records[self.windows[i].record].key) == Some(name))
             .collect()
@@ -160,7 +160,13 @@ impl Dataset {
 
     /// A denser set of windows for training: ends every `hop` samples from `first` samples
     /// into each record of `name` (unsure ends left out).
-    pub fn dense(&self, split: &Split, name: SplitName, first: usize, hop: usize) -> Vec<Window> {
+    pub(crate) fn dense(
+        &self,
+        split: &Split,
+        name: SplitName,
+        first: usize,
+        hop: usize,
+    ) -> Vec<Window> {
         let grace = grace_samples();
         self.records
             .iter()

@@ -33,16 +33,16 @@ use super::{ModelPlan, TrainConfig, TrainError};
 type Train = Autodiff<Flex>;
 
 /// What fitting produced: the network and what the manifest records of it.
-pub struct Fitted {
-    pub net: Net<Flex>,
-    pub feature_scaling: Option<FeatureScaling>,
-    pub epochs: usize,
-    pub best_epoch: usize,
-    pub prior_logit_offset: f32,
-    pub seconds: f64,
-    pub windows: Vec<(SplitName, usize, usize)>,
-    pub metrics: Vec<(SplitName, SplitMetrics)>,
-    pub predictions: Vec<(SplitName, Predictions)>,
+pub(crate) struct Fitted {
+    pub(crate) net: Net<Flex>,
+    pub(crate) feature_scaling: Option<FeatureScaling>,
+    pub(crate) epochs: usize,
+    pub(crate) best_epoch: usize,
+    pub(crate) prior_logit_offset: f32,
+    pub(crate) seconds: f64,
+    pub(crate) windows: Vec<(SplitName, usize, usize)>,
+    pub(crate) metrics: Vec<(SplitName, SplitMetrics)>,
+    pub(crate) predictions: Vec<(SplitName, Predictions)>,
 }
 
 /// The window end a model can first read: its own length, in samples at 250 Hz.
@@ -213,13 +213,13 @@ fn cap(w: Vec<Window>, cap: Option<usize>) -> Vec<Window> {
 }
 
 /// The noise banks fitting draws from: train for augmentation, validation for early stopping.
-pub struct Banks {
-    pub train: NoiseBank,
-    pub validation: NoiseBank,
+pub(crate) struct Banks {
+    pub(crate) train: NoiseBank,
+    pub(crate) validation: NoiseBank,
 }
 
 /// Trains `plan` on the data set's train split and evaluates it on validation and test.
-pub fn fit(
+pub(crate) fn fit(
     plan: &ModelPlan,
     ds: &Dataset,
     split: &Split,

@@ -24,7 +24,7 @@ use crate::zoo::{
 
 /// What can go wrong training.
 #[derive(Debug, thiserror::Error)]
-pub enum TrainError {
+pub(crate) enum TrainError {
     #[error(transparent)]
     Dataset(#[from] DatasetError),
     #[error(transparent)]
@@ -41,52 +41,52 @@ pub enum TrainError {
 
 /// One model to train.
 #[derive(Debug, Clone, PartialEq)]
-pub struct ModelPlan {
-    pub name: String,
-    pub input: Input,
-    pub architecture: Architecture,
+pub(crate) struct ModelPlan {
+    pub(crate) name: String,
+    pub(crate) input: Input,
+    pub(crate) architecture: Architecture,
 }
 
 /// Optimisation settings for one model family.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
-pub struct Hyper {
-    pub batch_size: usize,
-    pub learning_rate: f64,
-    pub max_epochs: usize,
+pub(crate) struct Hyper {
+    pub(crate) batch_size: usize,
+    pub(crate) learning_rate: f64,
+    pub(crate) max_epochs: usize,
     /// Epochs without a better validation ROC-AUC before stopping.
-    pub patience: usize,
+    pub(crate) patience: usize,
     /// Windows drawn per epoch (half positive).
-    pub examples_per_epoch: usize,
+    pub(crate) examples_per_epoch: usize,
     /// Stop a model after this many seconds (keeping its best epoch so far).
-    pub max_seconds: Option<f64>,
+    pub(crate) max_seconds: Option<f64>,
 }
 
 /// Everything that shapes a training run.
 #[derive(Debug, Clone, PartialEq)]
-pub struct TrainConfig {
-    pub ecg: Hyper,
-    pub vitals: Hyper,
-    pub seed: u64,
+pub(crate) struct TrainConfig {
+    pub(crate) ecg: Hyper,
+    pub(crate) vitals: Hyper,
+    pub(crate) seed: u64,
     /// Cap on training windows per epoch (quick mode).
-    pub max_windows_per_epoch: Option<usize>,
+    pub(crate) max_windows_per_epoch: Option<usize>,
     /// Cap on validation and test windows evaluated (quick mode).
-    pub max_eval_windows: Option<usize>,
+    pub(crate) max_eval_windows: Option<usize>,
     /// Early stopping watches all validation positives and this many negatives per positive
     /// (a fixed draw); the manifest's metrics use every validation window.
-    pub early_stop_negatives_per_positive: usize,
+    pub(crate) early_stop_negatives_per_positive: usize,
     /// Windows per inference batch when evaluating.
-    pub eval_batch: usize,
+    pub(crate) eval_batch: usize,
     /// The evaluation grid (validation and test predictions).
-    pub window: WindowSpec,
+    pub(crate) window: WindowSpec,
     /// Training window ends are this many samples apart.
-    pub train_hop_samples: usize,
+    pub(crate) train_hop_samples: usize,
     /// How training windows are corrupted.
-    pub augment: Augment,
+    pub(crate) augment: Augment,
 }
 
 impl TrainConfig {
     /// The settings of a full training run (the zoo that replaces the committed one).
-    pub fn full() -> TrainConfig {
+    pub(crate) fn full() -> TrainConfig {
         TrainConfig {
             ecg: Hyper {
                 batch_size: 32,
@@ -116,7 +116,7 @@ impl TrainConfig {
     }
 
     /// A few minutes end to end: two epochs on a handful of windows.
-    pub fn quick() -> TrainConfig {
+    pub(crate) fn quick() -> TrainConfig {
         let mut c = TrainConfig::full();
         c.ecg.max_epochs = 2;
         c.vitals.max_epochs = 5;
@@ -125,7 +125,7 @@ impl TrainConfig {
         c
     }
 
-    pub fn for_architecture(&self, a: &Architecture) -> Hyper {
+    pub(crate) fn for_architecture(&self, a: &Architecture) -> Hyper {
         match a {
             Architecture::ResNeXt1d(_) => self.ecg,
             Architecture::Vitals(_) => self.vitals,
@@ -135,12 +135,12 @@ impl TrainConfig {
 
 /// Observation windows of the ECG models (seconds), as HOLMES varies the window as well as
 /// the network.
-pub const ECG_WINDOWS_SECS: [usize; 3] = [5, 10, 30];
+pub(crate) const ECG_WINDOWS_SECS: [usize; 3] = [5, 10, 30];
 
 /// The zoo: ECG models on three observation windows x two lead roles x three network sizes,
 /// and two vitals models, cheapest first so an interrupted run has the most models. `quick`
 /// plans a tiny zoo.
-pub fn zoo_plan(quick: bool) -> Vec<ModelPlan> {
+pub(crate) fn zoo_plan(quick: bool) -> Vec<ModelPlan> {
     let ecg = |lead: Lead, secs: usize, width, depth| ModelPlan {
         name: format!("ecg-{}-{secs}s-w{width}-d{depth}", lead.as_str()),
         input: Input::Ecg {
@@ -194,22 +194,22 @@ fn macs(p: &ModelPlan) -> u64 {
 
 /// Options of `holmes train`.
 #[derive(Debug, Clone)]
-pub struct TrainOptions {
+pub(crate) struct TrainOptions {
     /// PhysioNet folder holding vfdb/, cudb/, mitdb/, svdb/ and nstdb/ (its noise records too).
-    pub data: PathBuf,
+    pub(crate) data: PathBuf,
     /// Zoo folder to write.
-    pub out: PathBuf,
+    pub(crate) out: PathBuf,
     /// The committed split.
-    pub split: PathBuf,
-    pub quick: bool,
+    pub(crate) split: PathBuf,
+    pub(crate) quick: bool,
     /// Train only models whose names contain one of these.
-    pub only: Vec<String>,
+    pub(crate) only: Vec<String>,
     /// Retrain models that already exist.
-    pub force: bool,
+    pub(crate) force: bool,
 }
 
 /// Trains the planned zoo; returns the names of models trained and kept.
-pub fn run(opts: &TrainOptions) -> Result<(Vec<String>, Vec<String>), TrainError> {
+pub(crate) fn run(opts: &TrainOptions) -> Result<(Vec<String>, Vec<String>), TrainError> {
     let cfg = if opts.quick {
         TrainConfig::quick()
     } else {

@@ -12,14 +12,14 @@ use super::WfdbError;
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Annotation {
     /// Sample index (at the record's sampling frequency).
-    pub sample: i64,
+    pub(crate) sample: i64,
     /// Annotation code (0..=49, 0 being NOTQRS), see [`symbol_of`].
-    pub code: u8,
+    pub(crate) code: u8,
     /// Subtype; for `~` noise annotations a bit mask of noisy (bits 0-3) and unreadable
     /// (bits 4-7) signals, with -1 meaning every signal unreadable.
     pub subtype: i8,
-    pub chan: u8,
-    pub num: i8,
+    pub(crate) chan: u8,
+    pub(crate) num: i8,
     /// Auxiliary string, e.g. a rhythm such as `(VT` on a `+` annotation.
     pub aux: Option<String>,
 }

@@ -8,21 +8,21 @@ use super::WfdbError;
 #[derive(Debug, Clone, PartialEq)]
 pub struct SignalSpec {
     /// Signal file name, relative to the header's folder.
-    pub file: String,
+    pub(crate) file: String,
     /// Storage format (212 or 16 are readable).
-    pub format: u32,
+    pub(crate) format: u32,
     /// Bytes to skip at the start of the signal file before the first sample.
-    pub byte_offset: u64,
+    pub(crate) byte_offset: u64,
     /// ADC units per physical unit.
     pub gain: f64,
     /// ADC value that corresponds to 0 physical units.
-    pub baseline: i32,
+    pub(crate) baseline: i32,
     /// Physical unit, `mV` when the header names none.
-    pub units: String,
+    pub(crate) units: String,
     /// ADC resolution in bits (0 when not given).
-    pub adc_resolution: u32,
+    pub(crate) adc_resolution: u32,
     /// ADC value at the midpoint of the ADC range.
-    pub adc_zero: i32,
+    pub(crate) adc_zero: i32,
     /// First sample value, as the header records it (for a sanity check).
     pub initial_value: Option<i32>,
     /// 16-bit checksum of all samples, as the header records it.
@@ -35,15 +35,15 @@ pub struct SignalSpec {
 #[derive(Debug, Clone, PartialEq)]
 pub struct Header {
     /// Path of the `.hea` file this was read from.
-    pub path: PathBuf,
-    pub record: String,
+    pub(crate) path: PathBuf,
+    pub(crate) record: String,
     /// Samples per second per signal.
     pub fs: f64,
     /// Samples per signal (0 when the header does not say).
-    pub samples: usize,
+    pub(crate) samples: usize,
     pub signals: Vec<SignalSpec>,
     /// `#` comment lines, without the `#`.
-    pub comments: Vec<String>,
+    pub(crate) comments: Vec<String>,
 }
 
 /// WFDB's default gain when a header gives none or 0.
@@ -53,7 +53,7 @@ const DEFAULT_FS: f64 = 250.0;
 
 impl Header {
     /// Reads and parses `path`.
-    pub fn read(path: &Path) -> Result<Header, WfdbError> {
+    pub(crate) fn read(path: &Path) -> Result<Header, WfdbError> {
         let text = std::fs::read_to_string(path).map_err(|source| WfdbError::Io {
             path: path.to_owned(),
             source,
@@ -62,7 +62,7 @@ impl Header {
     }
 
     /// Parses header text; `path` only names the file in errors.
-    pub fn parse(path: &Path, text: &str) -> Result<Header, WfdbError> {
+    pub(crate) fn parse(path: &Path, text: &str) -> Result<Header, WfdbError> {
         let err = |line: usize, reason: String| WfdbError::Header {
             path: path.to_owned(),
             line,

@@ -10,8 +10,9 @@ mod annotation;
 mod header;
 mod signal;
 
-pub use annotation::{Annotation, read_annotations, symbol_of};
-pub use header::{Header, SignalSpec};
+pub(crate) use annotation::Annotation;
+pub use annotation::read_annotations;
+pub(crate) use header::Header;
 pub use signal::Record;
 
 use std::path::PathBuf;
