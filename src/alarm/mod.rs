@@ -4,7 +4,8 @@
 //! [`alarm_episodes`]) so that all three raise and clear at the same hops; none of them uses it
 //! yet (the dashboard still runs its own on/off hysteresis). [`matching`] says when an
 //! alarm is in time for a reference episode and when it is false (for the threshold search and
-//! the evaluation alike); [`threshold`] picks the rule on a validation split. Technical alarms
+//! the evaluation alike); [`threshold`] picks the rule on a validation split, and [`rules`]
+//! keeps the rules so chosen with the zoo, one per ensemble, hop and window. Technical alarms
 //! (lead off, stale, lost) are not here. It uses nothing of the application: scores and times
 //! in, changes out.
 //!
@@ -32,6 +33,7 @@
 //! clears only on `k` low scores after the signal returns.
 
 pub mod matching;
+pub mod rules;
 pub mod threshold;
 
 use std::collections::VecDeque;

@@ -56,6 +56,10 @@ pub struct EvaluateArgs {
     /// Report folder: evaluation.json and the SVG figures.
     #[arg(long)]
     report: Option<PathBuf>,
+    /// Keep the ensemble's rule chosen on validation in the zoo's alarm_rules.json, for the
+    /// daemon to serve this ensemble, hop and window with.
+    #[arg(long, conflicts_with = "rule")]
+    save_rule: bool,
     /// Print the evaluation as JSON instead of tables.
     #[arg(long)]
     json: bool,
@@ -105,6 +109,16 @@ pub fn run(a: EvaluateArgs) -> Result<()> {
     let e = evaluate::evaluate(&opts).context("evaluation failed")?;
     if let Some(dir) = &a.report {
         report::write_folder(&e, dir)?;
+    }
+    if a.save_rule {
+        evaluate::save_rule(&e, &cfg.ensemble.models_dir)?;
+        eprintln!(
+            "alarm rule saved to {}",
+            cfg.ensemble
+                .models_dir
+                .join(crate::alarm::rules::RULES_FILE)
+                .display()
+        );
     }
     if a.json {
         println!("{}", serde_json::to_string_pretty(&e)?);

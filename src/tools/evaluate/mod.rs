@@ -30,6 +30,7 @@ use std::path::PathBuf;
 use serde::Serialize;
 
 use crate::alarm::matching::{AlarmTiming, timing};
+use crate::alarm::rules::{MemberRef, RuleBook, RulesError, ValidatedRule, ValidationFigures};
 use crate::alarm::{
     AlarmError, AlarmRule, MatchOptions, ThresholdChoice, ThresholdSearch, ValidationRecord,
     alarm_episodes, choose_threshold,
@@ -57,6 +58,10 @@ pub enum EvaluateError {
     Episodes(#[from] EpisodeError),
     #[error(transparent)]
     Classical(#[from] ClassicalError),
+    #[error(transparent)]
+    Rules(#[from] RulesError),
+    #[error("no rule was chosen on validation (a rule was given), so none can be saved")]
+    NothingToSave,
     #[error("the split has no records of part {0} in the data folder")]
     EmptyPart(&'static str),
     #[error(
@@ -154,7 +159,8 @@ pub struct Evaluation {
     pub part: &'static str,
     pub records: Vec<String>,
     pub validation_records: Vec<String>,
-    pub members: Vec<String>,
+    /// The ensemble's members with their weights' SHA-256.
+    pub members: Vec<MemberRef>,
     pub window_secs: u32,
     pub hop_secs: u32,
     pub matching: MatchOptions,
@@ -312,13 +318,50 @@ pub fn evaluate(opts: &EvaluateOptions) -> Result<Evaluation, EvaluateError> {
         part: opts.part.as_str(),
         records: recs.iter().map(|r| r.key.clone()).collect(),
         validation_records,
-        members: opts.members.clone(),
+        members: ens
+            .members
+            .iter()
+            .map(|m| MemberRef {
+                name: m.manifest.name.clone(),
+                sha256: m.manifest.weights.sha256.clone(),
+            })
+            .collect(),
         window_secs: window,
         hop_secs: hop,
         matching,
         target_sensitivity: opts.target_sensitivity,
         detectors,
     })
+}
+
+/// Keeps the ensemble's rule chosen on validation in the zoo's rules file
+/// ([`RuleBook`]), for the daemon to serve this ensemble with at this hop and window.
+pub fn save_rule(e: &Evaluation, models_dir: &std::path::Path) -> Result<(), EvaluateError> {
+    let d = e
+        .detectors
+        .iter()
+        .find(|d| d.detector == "ensemble")
+        .expect("the ensemble is always evaluated");
+    let c = d
+        .chosen_on_validation
+        .as_ref()
+        .ok_or(EvaluateError::NothingToSave)?;
+    let mut book = RuleBook::load(models_dir)?;
+    book.insert(ValidatedRule {
+        members: e.members.clone(),
+        hop_secs: e.hop_secs,
+        window_secs: e.window_secs,
+        rule: c.rule,
+        validation: ValidationFigures {
+            records: e.validation_records.len(),
+            target_sensitivity: e.target_sensitivity,
+            episodes: c.episodes,
+            detected: c.detected,
+            false_alarms_per_hour: c.false_alarms_per_hour,
+        },
+    });
+    book.save(models_dir)?;
+    Ok(())
 }
 
 /// The records of `part` present under the data folder, in key order (or the

@@ -23,7 +23,11 @@ pub fn text(e: &Evaluation) -> String {
             .map_or(0.0, |c| c.summary.monitored_ms as f64 / 3.6e6),
         e.window_secs,
         e.hop_secs,
-        e.members.join(", ")
+        e.members
+            .iter()
+            .map(|m| m.name.as_str())
+            .collect::<Vec<_>>()
+            .join(", ")
     );
     for d in &e.detectors {
         let r = d.rule;

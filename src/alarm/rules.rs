@@ -1,0 +1,237 @@
+//! The alarm rules validated for ensembles, kept with the zoo: `<zoo>/alarm_rules.json`,
+//! written by `holmes evaluate --save-rule` after choosing a rule on the validation split
+//! ([`choose_threshold`](super::choose_threshold)). A rule belongs to one ensemble (its members
+//! by name *and* weights: a retrained member invalidates it), one hop and one window, so a new
+//! zoo or ensemble brings its own; the daemon looks up the rule of the ensemble it serves and
+//! says when it has none.
+
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+use super::AlarmRule;
+
+/// The file's name in the zoo folder.
+pub const RULES_FILE: &str = "alarm_rules.json";
+/// The file format this code writes and reads.
+const FORMAT: u32 = 1;
+
+/// Why the rules file could not be read or written.
+#[derive(Debug, thiserror::Error)]
+pub enum RulesError {
+    #[error("{path}: {source}")]
+    Io {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("{path}: {source}")]
+    Parse {
+        path: PathBuf,
+        #[source]
+        source: serde_json::Error,
+    },
+    #[error("{path}: format {found}, this version reads format {FORMAT}")]
+    Format { path: PathBuf, found: u32 },
+    #[error("rule for {members}: {source}")]
+    Invalid {
+        members: String,
+        #[source]
+        source: super::AlarmError,
+    },
+}
+
+/// A member as a rule names it.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct MemberRef {
+    pub name: String,
+    /// SHA-256 of the member's weights (its manifest's `weights.sha256`).
+    pub sha256: String,
+}
+
+/// What a rule reached on the validation records it was chosen on.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ValidationFigures {
+    pub records: usize,
+    pub target_sensitivity: f64,
+    pub episodes: usize,
+    pub detected: usize,
+    pub false_alarms_per_hour: Option<f64>,
+}
+
+/// One ensemble's validated rule.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ValidatedRule {
+    /// The ensemble's members, sorted by name.
+    pub members: Vec<MemberRef>,
+    /// The hop and window the scores were replayed at, s.
+    pub hop_secs: u32,
+    pub window_secs: u32,
+    pub rule: AlarmRule,
+    pub validation: ValidationFigures,
+}
+
+/// The rules file.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RuleBook {
+    pub format: u32,
+    pub rules: Vec<ValidatedRule>,
+}
+
+impl RuleBook {
+    /// Reads `<dir>/alarm_rules.json`; no file is an empty book.
+    pub fn load(dir: &Path) -> Result<RuleBook, RulesError> {
+        let path = dir.join(RULES_FILE);
+        let text = match std::fs::read_to_string(&path) {
+            Ok(t) => t,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                return Ok(RuleBook {
+                    format: FORMAT,
+                    rules: Vec::new(),
+                });
+            }
+            Err(source) => return Err(RulesError::Io { path, source }),
+        };
+        let book: RuleBook = serde_json::from_str(&text).map_err(|source| RulesError::Parse {
+            path: path.clone(),
+            source,
+        })?;
+        if book.format != FORMAT {
+            return Err(RulesError::Format {
+                path,
+                found: book.format,
+            });
+        }
+        for r in &book.rules {
+            r.rule.validate().map_err(|source| RulesError::Invalid {
+                members: names(&r.members),
+                source,
+            })?;
+        }
+        Ok(book)
+    }
+
+    /// Writes the book to `<dir>/alarm_rules.json` (through a temporary file and a rename, so a
+    /// reader never sees half a file).
+    pub fn save(&self, dir: &Path) -> Result<(), RulesError> {
+        let path = dir.join(RULES_FILE);
+        let tmp = dir.join(format!("{RULES_FILE}.tmp"));
+        let text = serde_json::to_string_pretty(self).expect("rules serialise") + "\n";
+        let io = |source| RulesError::Io {
+            path: path.clone(),
+            source,
+        };
+        std::fs::write(&tmp, text).map_err(io)?;
+        std::fs::rename(&tmp, &path).map_err(io)
+    }
+
+    /// Adds `rule`, replacing one for the same members, hop and window.
+    pub fn insert(&mut self, mut rule: ValidatedRule) {
+        rule.members.sort();
+        self.format = FORMAT;
+        self.rules.retain(|r| {
+            !(r.members == rule.members
+                && r.hop_secs == rule.hop_secs
+                && r.window_secs == rule.window_secs)
+        });
+        self.rules.push(rule);
+    }
+
+    /// The rule validated for exactly these members (by name and weights) at this hop and
+    /// window.
+    pub fn lookup(
+        &self,
+        members: &[MemberRef],
+        hop_secs: u32,
+        window_secs: u32,
+    ) -> Option<&ValidatedRule> {
+        let mut want = members.to_vec();
+        want.sort();
+        self.rules
+            .iter()
+            .find(|r| r.members == want && r.hop_secs == hop_secs && r.window_secs == window_secs)
+    }
+}
+
+fn names(m: &[MemberRef]) -> String {
+    m.iter()
+        .map(|m| m.name.as_str())
+        .collect::<Vec<_>>()
+        .join("+")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn member(name: &str, sha: &str) -> MemberRef {
+        MemberRef {
+            name: name.into(),
+            sha256: sha.into(),
+        }
+    }
+
+    fn validated(members: Vec<MemberRef>, hop: u32, on: f32) -> ValidatedRule {
+        ValidatedRule {
+            members,
+            hop_secs: hop,
+            window_secs: 30,
+            rule: AlarmRule {
+                on,
+                off: on / 2.0,
+                k: 2,
+                n: 3,
+            },
+            validation: ValidationFigures {
+                records: 44,
+                target_sensitivity: 0.95,
+                episodes: 40,
+                detected: 39,
+                false_alarms_per_hour: Some(0.5),
+            },
+        }
+    }
+
+    #[test]
+    fn rules_are_found_by_members_weights_hop_and_window() {
+        let dir = tempfile::tempdir().unwrap();
+        assert!(RuleBook::load(dir.path()).unwrap().rules.is_empty());
+        let mut book = RuleBook::default();
+        book.insert(validated(vec![member("b", "2"), member("a", "1")], 5, 0.6));
+        book.insert(validated(vec![member("a", "1")], 5, 0.7));
+        // The same ensemble again replaces its rule.
+        book.insert(validated(vec![member("a", "1"), member("b", "2")], 5, 0.8));
+        book.save(dir.path()).unwrap();
+        let book = RuleBook::load(dir.path()).unwrap();
+        assert_eq!(book.rules.len(), 2);
+        let ab = [member("a", "1"), member("b", "2")];
+        assert_eq!(book.lookup(&ab, 5, 30).unwrap().rule.on, 0.8);
+        // Another hop, window, or retrained member has no rule.
+        assert!(book.lookup(&ab, 2, 30).is_none());
+        assert!(book.lookup(&ab, 5, 10).is_none());
+        assert!(
+            book.lookup(&[member("a", "1"), member("b", "3")], 5, 30)
+                .is_none()
+        );
+    }
+
+    #[test]
+    fn a_bad_file_is_refused_with_its_path() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join(RULES_FILE);
+        std::fs::write(&path, r#"{"format": 9, "rules": []}"#).unwrap();
+        let e = RuleBook::load(dir.path()).unwrap_err().to_string();
+        assert!(e.contains("format 9") && e.contains(RULES_FILE), "{e}");
+        let mut book = RuleBook::default();
+        let mut bad = validated(vec![member("a", "1")], 5, 0.6);
+        bad.rule.off = 0.9;
+        book.insert(bad);
+        book.save(dir.path()).unwrap();
+        let e = RuleBook::load(dir.path()).unwrap_err().to_string();
+        assert!(e.contains("rule for a"), "{e}");
+    }
+}
