@@ -128,6 +128,17 @@ impl NoiseBank {
         beats: &[i64],
         snr_db: f32,
     ) -> Vec<(usize, usize)> {
+        self.stress_from(leads, beats, snr_db, STRESS_CLEAN_SECS * SAMPLE_RATE_HZ)
+    }
+
+    /// [`stress`](Self::stress) with the first noisy stretch starting at sample `from`.
+    pub fn stress_from(
+        &self,
+        leads: &mut [Vec<f32>],
+        beats: &[i64],
+        snr_db: f32,
+        from: usize,
+    ) -> Vec<(usize, usize)> {
         let hz = SAMPLE_RATE_HZ;
         let em: Vec<&Channel> = self
             .channels
@@ -138,7 +149,7 @@ impl NoiseBank {
             return Vec::new();
         };
         let period = STRESS_PERIOD_SECS * hz;
-        let spans: Vec<(usize, usize)> = (STRESS_CLEAN_SECS * hz..len)
+        let spans: Vec<(usize, usize)> = (from..len)
             .step_by(2 * period)
             .map(|a| (a, (a + period).min(len)))
             .collect();
