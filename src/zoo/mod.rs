@@ -2,13 +2,15 @@
 //! `weights.mpk`), loading with validation, and input preprocessing shared with serving.
 //! ECG models also carry a fast inference form (`fast`: the direct convolutions of `direct` on
 //! flex, the GEMM convolutions of `conv_gemm` elsewhere), which serving runs; the
-//! training-form modules stay its reference.
+//! training-form modules stay its reference. [`LeadSets`] says which lead sets a monitor
+//! can send (lead II alone, V alone, both) a set of members scores.
 //!
 //! [`train`](crate::training::train) writes models here; the engine and the composer read them.
 
 mod conv_gemm;
 mod direct;
 mod fast;
+mod lead_sets;
 mod listing;
 mod manifest;
 mod model;
@@ -24,6 +26,7 @@ pub use fast::{
     FAST_KERNEL_ENV, FastResNeXt1d, FoldedBlock, INFERENCE_PATH_ENV, InferencePath, Kernel,
     LayoutPlan, plan_layout,
 };
+pub use lead_sets::LeadSets;
 pub use listing::{ZooListing, list};
 pub use manifest::{
     Architecture, FeatureScaling, Input, Lead, MANIFEST_FILE, MANIFEST_FORMAT, Manifest,
