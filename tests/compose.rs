@@ -1,6 +1,6 @@
 //! `holmes compose` on a small copy of the zoo: every method at three budgets, HOLMES at or
-//! above every baseline, the gap to the exact optimum, the report files (JSON, Markdown, the
-//! SVG figure) and the accuracy-constrained dual.
+//! above every baseline, every choice covering both leads, the gap to the exact optimum, the
+//! report files (JSON, Markdown, the SVG figure) and the accuracy-constrained dual.
 
 mod common;
 
@@ -87,6 +87,8 @@ fn compose_all_methods_on_a_small_zoo() {
     );
     let rows = report["rows"].as_array().unwrap();
     assert_eq!(report["latency"], "des");
+    let all = serde_json::json!({"primary_only": true, "secondary_only": true, "both": true});
+    assert_eq!(report["lead_sets"], all, "the zoo covers every lead set");
     let budgets: std::collections::BTreeSet<u64> =
         rows.iter().map(|r| f(&r["budget_ms"]).to_bits()).collect();
     assert_eq!(budgets.len(), 3, "three budgets");
@@ -104,12 +106,21 @@ fn compose_all_methods_on_a_small_zoo() {
             for (i, s) in t.iter().enumerate() {
                 assert_eq!(s["call"].as_u64().unwrap(), i as u64 + 1);
                 assert_eq!(s["members"].as_str().unwrap().len(), n);
+                // Feasible: within the budget and covering the lead sets.
+                let leads = s["members"].as_str().unwrap().char_indices();
+                let covers = ["ecg-primary", "ecg-secondary"].iter().all(|l| {
+                    leads.clone().any(|(i, c)| {
+                        c == '1' && report["models"][i].as_str().unwrap().starts_with(l)
+                    })
+                });
+                assert_eq!(s["covers_leads"].as_bool().unwrap(), covers, "{s}");
                 assert_eq!(
                     s["feasible"].as_bool().unwrap(),
-                    f(&s["latency_ms"]) <= f(&r["budget_ms"])
+                    covers && f(&s["latency_ms"]) <= f(&r["budget_ms"])
                 );
             }
             if !r["members"].as_array().unwrap().is_empty() {
+                assert_eq!(r["lead_sets"], all, "{r}");
                 // The searches return the best they profiled; the greedy baselines their
                 // last feasible ensemble, which may be worse than one seen on the way.
                 let best = f(&t.last().unwrap()["best_accuracy"]);
@@ -219,6 +230,7 @@ fn the_dual_finds_the_fastest_ensemble_reaching_an_accuracy_floor() {
             continue; // a baseline that never reached the floor
         }
         assert!(f(&r["val_roc_auc"]) >= 0.95, "{r}");
+        assert_eq!(r["lead_sets"]["secondary_only"], true, "{r}");
         assert!(
             f(&r["latency_ms"]) >= f(&exact["latency_ms"]) - 1e-9,
             "nothing beats the exact optimum: {r}"

@@ -1,7 +1,8 @@
 //! The ward dashboard in a real browser (headless Chromium through chromedriver, installed by
 //! `.ci/run` from Debian's packages), with the server fed by the simulator: sign-in, tiles for
 //! every bed updating without a reload, a disconnected bed turning stale then lost, a risk
-//! alarm acknowledged by a signed-in nurse, and screenshots of the ward and a bed view.
+//! alarm acknowledged by a signed-in nurse, the lead sets covered on the system view, and
+//! screenshots of the ward, a bed view and the system view.
 
 mod common;
 
@@ -305,6 +306,15 @@ async fn the_ward_page_lives_in_a_real_browser() {
     })
     .await;
     std::fs::write(out.join("bed.png"), c.screenshot().await.unwrap()).unwrap();
+    // The system view says which lead sets the serving ensemble covers: all three here.
+    c.goto(&format!("{page}#/system")).await.unwrap();
+    until(15, "the lead sets covered", || async {
+        text(&c, "#lead-sets")
+            .await
+            .filter(|t| t == "II only ✓, V only ✓, both ✓")
+    })
+    .await;
+    std::fs::write(out.join("system.png"), c.screenshot().await.unwrap()).unwrap();
     println!("screenshots in {}", out.display());
     c.close().await.unwrap();
     long.abort();

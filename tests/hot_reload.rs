@@ -167,6 +167,12 @@ async fn health_lists_the_zoo_folders_that_do_not_load() {
 
     let h = app.health().await;
     assert_eq!(h["status"], "degraded", "{h}");
+    // The configured members cover every lead set (so no problem of that kind below).
+    assert_eq!(
+        h["lead_sets"],
+        serde_json::json!({"primary_only": true, "secondary_only": true, "both": true}),
+        "{h}"
+    );
     let problems: Vec<&str> = h["problems"]
         .as_array()
         .unwrap()

@@ -1,6 +1,7 @@
 //! Recomposition while serving: the daemon composes a plan at start-up (none stored), and a
 //! model copied into the zoo leads to a new plan, switched in while a monitor keeps streaming
-//! and scores keep arriving; a restart finds the stored plan and serves it at once.
+//! and scores keep arriving, each plan covering the lead sets its zoo can (as `/api/health`
+//! says); a restart finds the stored plan and serves it at once.
 
 mod common;
 
@@ -57,6 +58,25 @@ async fn a_zoo_change_leads_to_a_new_plan_while_scores_keep_arriving() {
     .await;
     let v1 = first["composed_plan"]["version"].as_i64().unwrap();
     assert_eq!(zoo_of(&first).len(), 2, "{first}");
+    // The zoo has no secondary-lead model: the plan covers what it can (the primary lead, so
+    // not the vitals model alone) and health says which beds get no score.
+    let primary = serde_json::json!({"primary_only": true, "secondary_only": false, "both": true});
+    assert_eq!(
+        first["composed_plan"]["rungs"][0]["lead_sets"], primary,
+        "{first}"
+    );
+    let h = app.health().await;
+    assert_eq!(h["lead_sets"], primary, "{h}");
+    assert_eq!(h["status"], "degraded", "{h}");
+    assert!(
+        h["problems"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|p| p.as_str().unwrap().starts_with("leads:")
+                && p.as_str().unwrap().contains("lead V only")),
+        "{h}"
+    );
 
     let mut m = Monitor::connect(&app.ws_url(), "bed-c", "dev-c").await;
     let mut next = 0u64;
@@ -85,6 +105,22 @@ async fn a_zoo_change_leads_to_a_new_plan_while_scores_keep_arriving() {
     }
     assert!(!second.is_null(), "no new plan after the zoo changed");
     assert_eq!(zoo_of(&second).len(), 3, "{second}");
+    // Now both leads can be covered, so the plan must: a primary and a secondary member.
+    let all = serde_json::json!({"primary_only": true, "secondary_only": true, "both": true});
+    let rung = &second["composed_plan"]["rungs"][0];
+    assert_eq!(rung["lead_sets"], all, "{second}");
+    let members = rung["members"].as_array().unwrap();
+    for lead in ["ecg-primary-", "ecg-secondary-"] {
+        assert!(
+            members
+                .iter()
+                .any(|m| m.as_str().unwrap().starts_with(lead)),
+            "{second}"
+        );
+    }
+    let h = app.health().await;
+    assert_eq!(h["lead_sets"], all, "{h}");
+    assert!(!h["problems"].to_string().contains("leads:"), "{h}");
     assert!(
         zoo_of(&second)
             .iter()
@@ -145,7 +181,13 @@ async fn a_zoo_change_leads_to_a_new_plan_while_scores_keep_arriving() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_p95_breach_steps_down_the_ladder_at_once() {
     let zoo = tempfile::tempdir().unwrap();
-    for m in ["ecg-primary-w8-d8", "vitals-hr-logreg"] {
+    // Every rung covers the primary lead, so the cheap rung is the cheap ECG model (about a
+    // twentieth of the other's work), not the vitals model alone.
+    for m in [
+        "ecg-primary-w8-d2",
+        "ecg-primary-w64-d4",
+        "vitals-hr-logreg",
+    ] {
         common::copy_model(m, zoo.path());
     }
     let zdir = zoo.path().to_owned();
@@ -156,10 +198,10 @@ async fn a_p95_breach_steps_down_the_ladder_at_once() {
         c.composer.enabled = true;
         c.composer.method = "exact".into();
         c.composer.budget_fraction = 1.0;
-        // Rung 0 fits both models in 3 s (even on a loaded machine); the one rung below fits
-        // only the vitals model.
+        // Rung 0 fits every model in 3 s (even on a loaded machine); the one rung below, 24 ms,
+        // fits the small ECG model (about 5 ms here) and not the large one (about 110 ms).
         c.engine.slo_ms = 3000;
-        c.composer.ladder = vec![0.001];
+        c.composer.ladder = vec![0.008];
         c.composer.p95_min_windows = 2;
         // A slow store: every commit waits 4 s for company, past the 3 s budget.
         c.storage.flush_ms = 4000;
@@ -168,7 +210,18 @@ async fn a_p95_breach_steps_down_the_ladder_at_once() {
     let first = wait_plan(&app, "the start-up plan", |v| v["source"] == "plan").await;
     let rungs = first["composed_plan"]["rungs"].as_array().unwrap();
     assert_eq!(rungs.len(), 2, "{first}");
-    assert_eq!(rungs[1]["members"], serde_json::json!(["vitals-hr-logreg"]));
+    let cheap = rungs[1]["members"].clone();
+    assert!(
+        cheap
+            .as_array()
+            .unwrap()
+            .contains(&"ecg-primary-w8-d2".into())
+            && !cheap
+                .as_array()
+                .unwrap()
+                .contains(&"ecg-primary-w64-d4".into()),
+        "{first}"
+    );
     assert_eq!(first["rung"], 0);
 
     let mut m = Monitor::connect(&app.ws_url(), "bed-l", "dev-l").await;
@@ -188,7 +241,7 @@ async fn a_p95_breach_steps_down_the_ladder_at_once() {
         if let Some(sw) = down {
             // The cheaper rung served at once, before any recomposition.
             assert_eq!(sw["rung"], 1, "{sw}");
-            assert_eq!(sw["members"], serde_json::json!(["vitals-hr-logreg"]));
+            assert_eq!(sw["members"], cheap);
             stepped = v;
             break;
         }

@@ -303,6 +303,7 @@ async function showSystem() {
     add("Storage", s.fault ? `FAULT since ${fmtTime(s.fault.since_ms)} (${s.fault.error}), ${s.fault.retries} retries, ${s.backlog_rows} rows waiting`
       : `writable, ${s.committed_scores} scores committed`);
     add("Storage backlog", `${s.backlog_rows} of ${s.backlog_capacity} rows; ${s.backlog_dropped_rows} dropped, ${s.fault_episodes} fault episodes since start`);
+    if (h.lead_sets) kv.append(el("strong", { text: "Lead sets covered" }), leadSets(h.lead_sets));
   }
   add("Model faults", e.members.map((m) => `${m.name}: ${m.faults}`).join(", "));
   if (models.ok) {
@@ -319,6 +320,17 @@ async function showSystem() {
         msg.textContent = r.ok ? " recomposing…" : ` ${(r.body && r.body.error) || "refused"}`;
       } }), msg));
   }
+}
+
+// Which lead sets a monitor can send the serving ensemble scores, with a warning when one
+// is not covered (a bed whose monitor sends only that gets no score).
+function leadSets(ls) {
+  const sets = [["II only", ls.primary_only], ["V only", ls.secondary_only], ["both", ls.both]];
+  const text = sets.map(([name, ok]) => `${name} ${ok ? "✓" : "✗"}`).join(", ");
+  const missing = sets.filter(([, ok]) => !ok).map(([name]) => name);
+  if (!missing.length) return el("span", { id: "lead-sets", text });
+  return el("span", { id: "lead-sets", class: "warn",
+    text: `${text} — beds whose monitor sends ${missing.join(" or ")} get no score` });
 }
 
 // ---- routing ----

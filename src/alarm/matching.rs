@@ -78,6 +78,18 @@ pub fn is_false_alarm(alarm: (i64, i64), episodes: &[(i64, i64)], opts: MatchOpt
         .any(|&(s, e)| overlaps((s - g, e + g), alarm))
 }
 
+/// Whether `alarm`, which shares time with some reference episode, stays on more than
+/// `linger_ms` after the end of the last episode it shares time with: an alarm that keeps
+/// sounding once the rhythm is over (one that never clears, at worst).
+pub fn outlasts(alarm: (i64, i64), episodes: &[(i64, i64)], linger_ms: i64) -> bool {
+    episodes
+        .iter()
+        .filter(|&&e| overlaps(e, alarm))
+        .map(|&(_, end)| end)
+        .max()
+        .is_some_and(|end| alarm.1 > end + linger_ms)
+}
+
 /// `count` false alarms over `monitored_ms` as a rate per monitored hour (`None` for no time).
 pub fn per_hour(count: usize, monitored_ms: i64) -> Option<f64> {
     (monitored_ms > 0).then(|| count as f64 / (monitored_ms as f64 / 3_600_000.0))
@@ -144,5 +156,22 @@ mod tests {
         );
         assert!(is_false_alarm((45_000, 60_000), &eps, OPTS));
         assert!(is_false_alarm((0, 1), &[], OPTS));
+    }
+
+    #[test]
+    fn an_alarm_outlasts_the_episodes_it_covers() {
+        let eps = [(10_000, 20_000), (30_000, 40_000)];
+        assert!(
+            !outlasts((12_000, 25_000), &eps, 5_000),
+            "5 s after the end"
+        );
+        assert!(outlasts((12_000, 25_001), &eps, 5_000));
+        // Measured from the last episode it covers.
+        assert!(!outlasts((12_000, 44_000), &eps, 5_000));
+        assert!(outlasts((12_000, 46_000), &eps, 5_000));
+        assert!(
+            !outlasts((0, 100_000), &[], 0),
+            "covering nothing: not lingering (false)"
+        );
     }
 }

@@ -1,17 +1,20 @@
 //! Choosing an [`AlarmRule`] on the validation split: the on-threshold and persistence that
-//! reach a target episode sensitivity with the fewest false alarms. `holmes evaluate` (and
-//! whatever builds a plan) hands it each validation record's score series and reference
-//! episodes; the chosen rule is to be stored with the plan.
+//! reach a target episode sensitivity with the fewest false alarms. `holmes evaluate` hands it
+//! each validation record's score series and reference episodes; the chosen rule is kept with
+//! the zoo ([`rules`](super::rules)).
 //!
-//! An episode counts as detected when an alarm is **raised for it** (the time-to-alarm outcome
-//! [`AlarmTiming::Raised`]), not merely when an alarm overlaps it as EC57 counts: otherwise a
-//! low threshold whose alarm never clears would overlap every episode with no false alarm and
-//! win. False alarms are [`is_false_alarm`]'s. Both come from [`matching`](super::matching),
-//! as the evaluation's do.
+//! An episode counts as detected when an alarm is raised for it or is already on at its onset
+//! (the nurse is alerted either way; [`AlarmTiming`]). A rule pays a false alarm for every
+//! alarm that shares no time with a reference episode widened by the grace
+//! ([`is_false_alarm`]) **and** for every alarm that outlasts the episodes it covers by more
+//! than the grace plus `n` hops (the least a k-of-n rule takes to clear; [`outlasts`]):
+//! otherwise a low threshold whose alarm never clears would cover every episode of a record
+//! with a single "true" alarm and win. Both come from [`matching`](super::matching), as the
+//! evaluation's do.
 
 use serde::Serialize;
 
-use super::matching::{AlarmTiming, MatchOptions, is_false_alarm, per_hour, timing};
+use super::matching::{AlarmTiming, MatchOptions, is_false_alarm, outlasts, per_hour, timing};
 use super::{AlarmError, AlarmRule, alarm_episodes};
 
 /// One validation record as the search sees it.
@@ -150,16 +153,15 @@ fn tally(
         detected += rec
             .episodes
             .iter()
-            .filter(|&&e| {
-                matches!(
-                    timing(e, &alarms, search.matching),
-                    AlarmTiming::Raised { .. }
-                )
-            })
+            .filter(|&&e| timing(e, &alarms, search.matching) != AlarmTiming::Missed)
             .count();
+        let linger = search.matching.grace_ms + rule.n as i64 * search.hop_ms;
         false_alarms += alarms
             .iter()
-            .filter(|&&a| is_false_alarm(a, rec.episodes, search.matching))
+            .filter(|&&a| {
+                is_false_alarm(a, rec.episodes, search.matching)
+                    || outlasts(a, rec.episodes, linger)
+            })
             .count();
     }
     Ok((detected, false_alarms))
@@ -226,8 +228,8 @@ mod tests {
         let recs = records();
         let v = validation(&recs);
         // Thresholds 0.2 to 0.5 raise for both episodes and for both artefacts; 0.1's alarm,
-        // on from 0 s, is already on at each onset and raises for neither. The tie among 0.2
-        // to 0.5 goes to the highest.
+        // on from 0 s, is already on at each onset and outlasts each episode: as many false
+        // alarms. The tie among 0.1 to 0.5 goes to the highest.
         let c = choose_threshold(&v, &search(1.0, vec![(1, 1)])).unwrap();
         assert_eq!(
             c.rule,
@@ -276,14 +278,15 @@ mod tests {
     }
 
     #[test]
-    fn an_alarm_that_never_clears_detects_nothing() {
+    fn an_alarm_that_never_clears_costs_a_false_alarm() {
         let recs = records();
         let v = validation(&recs);
         let mut q = search(0.0, vec![(1, 1)]);
         q.on_grid = vec![0.1];
         let c = choose_threshold(&v, &q).unwrap();
-        // One alarm per record, over both episodes: no false alarm, but raised for neither.
-        assert_eq!((c.detected, c.false_alarms), (0, 0));
+        // One alarm per record from 0 s, already on at each onset (detected), still on 9 s
+        // (A) and 14 s (B) after its episode ended: a false alarm each.
+        assert_eq!((c.detected, c.false_alarms), (2, 2));
     }
 
     #[test]

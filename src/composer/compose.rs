@@ -10,6 +10,7 @@ use std::time::Instant;
 use serde::Serialize;
 
 pub(crate) use super::latency::{Estimator, LatencyModel, latency_estimate};
+use super::profiler::split_covering;
 use super::search::{self, Bits, Goal, Profiler, Step};
 
 use crate::config::HolmesParams;
@@ -17,7 +18,7 @@ use crate::core::metrics::{
     AtThreshold, at_threshold, ensemble_mean, pr_auc, roc_auc, youden_threshold,
 };
 use crate::serving::engine::profile::Profile;
-use crate::zoo::{self, Predictions};
+use crate::zoo::{self, LeadSets, Predictions};
 
 /// Why the zoo could not be loaded for composing.
 #[derive(Debug, thiserror::Error)]
@@ -34,6 +35,8 @@ pub(crate) enum ComposeError {
 #[derive(Debug, Clone)]
 pub(crate) struct Entry {
     pub(crate) name: String,
+    /// The lead sets it scores (none for a vitals model).
+    pub(crate) leads: LeadSets,
     pub(crate) validation: Predictions,
     pub(crate) test: Predictions,
     /// Service time of one window on the CPU (p95 at batch 1), ms.
@@ -156,6 +159,7 @@ pub(crate) fn load_zoo(
             .map_or(0.0, |x| x.p95_ms);
         out.push(Entry {
             name: mf.name.clone(),
+            leads: LeadSets::of_input(&mf.input),
             validation: mf
                 .predictions
                 .get("validation")
@@ -183,6 +187,37 @@ pub(crate) fn accuracy(entries: &[Entry], b: &[bool], test: bool) -> (f64, f64) 
     )
 }
 
+/// The lead sets ensemble `b` scores.
+pub(crate) fn lead_sets(entries: &[Entry], b: &[bool]) -> LeadSets {
+    entries
+        .iter()
+        .zip(b)
+        .filter(|x| *x.1)
+        .map(|(e, _)| e.leads)
+        .collect()
+}
+
+/// The lead sets the zoo can cover at all, each model at once: what every plan must cover.
+pub(crate) fn zoo_lead_sets(entries: &[Entry]) -> LeadSets {
+    entries.iter().map(|e| e.leads).collect()
+}
+
+/// The fastest ensemble covering what the zoo covers: the fastest model for each lead set not
+/// yet covered (by batch-1 latency, as the members share the CPU); the fastest model alone when
+/// the zoo covers no lead set.
+pub(crate) fn fastest_covering(entries: &[Entry]) -> Bits {
+    let mut order: Vec<usize> = (0..entries.len()).collect();
+    order.sort_by(|&a, &b| entries[a].latency_ms.total_cmp(&entries[b].latency_ms));
+    let leads: Vec<LeadSets> = entries.iter().map(|e| e.leads).collect();
+    let (mut chosen, _) = split_covering(&leads, &order);
+    if chosen.is_empty() {
+        chosen.extend(order.first());
+    }
+    let mut b = vec![false; entries.len()];
+    chosen.into_iter().for_each(|i| b[i] = true);
+    b
+}
+
 /// A method's distance to the exact search's answer for the same goal.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
 pub(crate) struct Gap {
@@ -202,6 +237,8 @@ pub(crate) struct Row {
     /// The latency budget; infinite (`null` in JSON) for the dual.
     pub(crate) budget_ms: f64,
     pub(crate) members: Vec<String>,
+    /// The lead sets the chosen ensemble scores.
+    pub(crate) lead_sets: LeadSets,
     pub(crate) val_roc_auc: f64,
     pub(crate) val_pr_auc: f64,
     pub(crate) test_roc_auc: f64,
@@ -260,7 +297,8 @@ pub(crate) fn run_with(
 }
 
 /// Runs `method` for `goal` with the given latency profiler; `on_call(calls, accuracy,
-/// latency)` hears of each profiler call. The chosen ensemble is scored on validation and
+/// latency)` hears of each profiler call. Every method must cover the lead sets the zoo
+/// covers ([`Profiler::covering`]). The chosen ensemble is scored on validation and
 /// test: ROC-AUC, PR-AUC, and F1 and accuracy at the validation ensemble's Youden threshold
 /// (the same threshold on test). No feasible ensemble gives an empty one, scored 0.
 pub(crate) fn run_goal(
@@ -275,7 +313,9 @@ pub(crate) fn run_goal(
     let t = Instant::now();
     let val = SplitIndex::new(entries.iter().map(|e| &e.validation));
     let test = SplitIndex::new(entries.iter().map(|e| &e.test));
-    let mut prof = Profiler::new(|b: &[bool]| val.score(b).0, &mut *latency).on_call(on_call);
+    let mut prof = Profiler::new(|b: &[bool]| val.score(b).0, &mut *latency)
+        .covering(entries.iter().map(|e| e.leads).collect())
+        .on_call(on_call);
     let mut complete = true;
     let chosen: Option<Bits> = match method {
         "rd" => search::rd(&mut prof, n, goal, params.seed),
@@ -336,6 +376,7 @@ pub(crate) fn run_goal(
             .filter(|x| *x.1)
             .map(|(e, _)| e.name.clone())
             .collect(),
+        lead_sets: lead_sets(entries, &b),
         val_roc_auc: vr,
         val_pr_auc: vp,
         test_roc_auc: tr,
@@ -373,10 +414,13 @@ pub(crate) fn set_gaps(rows: &mut [Row]) {
     }
 }
 
-/// Budgets that cover the range of `n` models under the latency estimate `latency`: twice the
-/// fastest ECG-sized model (models under 1 ms, the vitals models, fit in any budget), half of
-/// everything at once, and their geometric mean.
-pub(crate) fn default_budgets_by(n: usize, latency: &dyn Fn(&[bool]) -> f64) -> Vec<f64> {
+/// Budgets that cover the zoo's range under the latency estimate `latency`: twice the fastest
+/// ECG-sized model (models under 1 ms, the vitals models, fit in any budget) or, when it is
+/// slower, the fastest ensemble covering the lead sets, so that something is feasible; half of
+/// everything at once (at least twice the first); and their geometric mean. `covering` is the
+/// zoo's fastest ensemble covering the lead sets, one bit per model.
+pub(crate) fn default_budgets_by(covering: &[bool], latency: &dyn Fn(&[bool]) -> f64) -> Vec<f64> {
+    let n = covering.len();
     let singles: Vec<f64> = (0..n)
         .map(|i| {
             let mut b = vec![false; n];
@@ -406,7 +450,11 @@ pub(crate) fn default_budgets_by(n: usize, latency: &dyn Fn(&[bool]) -> f64) -> 
             }
         }
     }
-    let (lo, hi) = (2.0 * single, (all / 2.0).max(4.0 * single));
+    let lo = match latency(covering) {
+        l if l.is_finite() => l.max(2.0 * single),
+        _ => 2.0 * single,
+    };
+    let hi = (all / 2.0).max(2.0 * lo);
     vec![lo, (lo * hi).sqrt(), hi]
 }
 
@@ -423,6 +471,7 @@ mod tests {
         };
         let e = |name: &str, v: Predictions| Entry {
             name: name.into(),
+            leads: LeadSets::default(),
             validation: v.clone(),
             test: v,
             latency_ms: 1.0,
@@ -459,6 +508,7 @@ mod tests {
             };
             Entry {
                 name: name.into(),
+                leads: LeadSets::default(),
                 validation: p.clone(),
                 test: p,
                 latency_ms,
@@ -532,6 +582,55 @@ mod tests {
             "LF took c first, then b, and stopped: {:?}",
             lf.members
         );
+    }
+
+    #[test]
+    fn every_method_composes_an_ensemble_that_covers_both_leads() {
+        // a and b read the secondary lead, c the primary one (and ranks badly).
+        let mut entries = small_zoo();
+        let lead = |l| {
+            LeadSets::of_input(&crate::zoo::Input::Ecg {
+                lead: l,
+                samples: 2500,
+                sample_rate_hz: 250,
+                bandpass: false,
+            })
+        };
+        entries[0].leads = lead(crate::zoo::Lead::Secondary);
+        entries[1].leads = lead(crate::zoo::Lead::Secondary);
+        entries[2].leads = lead(crate::zoo::Lead::Primary);
+        let lat = |b: &[bool]| -> f64 {
+            b.iter()
+                .zip(&small_zoo())
+                .filter(|x| *x.0)
+                .map(|x| x.1.latency_ms)
+                .sum()
+        };
+        let params = HolmesParams::default();
+        for m in crate::config::METHODS {
+            let row = run_goal(
+                &entries,
+                m,
+                Goal::from(15.0),
+                &params,
+                &mut { lat },
+                &mut |_, _, _| {},
+            );
+            assert!(
+                row.members.contains(&"c".to_owned()),
+                "{m}: {:?}",
+                row.members
+            );
+            assert_eq!(row.lead_sets, LeadSets::ALL, "{m}");
+            assert!(row.trajectory.iter().all(|s| !s.feasible || s.covers_leads));
+        }
+        // Nothing fits: the fallback is the fastest model of each lead.
+        assert_eq!(fastest_covering(&entries), vec![false, true, true]);
+        assert_eq!(zoo_lead_sets(&entries), LeadSets::ALL);
+        // A zoo that covers no lead set (vitals only): the fastest model alone.
+        let vitals = small_zoo();
+        assert_eq!(fastest_covering(&vitals), vec![false, false, true]);
+        assert_eq!(zoo_lead_sets(&vitals), LeadSets::default());
     }
 
     #[test]

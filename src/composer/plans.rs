@@ -11,9 +11,11 @@ use serde::{Deserialize, Serialize};
 
 use crate::core::time::now_ms;
 use crate::serving::store::{self, StoreError};
+use crate::zoo::LeadSets;
 
-/// Format of a plan's JSON body.
-pub(crate) const PLAN_FORMAT: u32 = 1;
+/// Format of a plan's JSON body: 2 records each rung's lead sets (plans of format 1 were
+/// composed without the lead constraint and are composed again).
+pub(crate) const PLAN_FORMAT: u32 = 2;
 
 /// What a plan was composed for; a plan is valid while its key matches the daemon's.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -51,6 +53,8 @@ impl PlanInputs {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub(crate) struct Rung {
     pub(crate) members: Vec<String>,
+    /// The lead sets its members score: all three unless the zoo cannot cover one.
+    pub(crate) lead_sets: LeadSets,
     pub(crate) budget_ms: f64,
     pub(crate) val_roc_auc: f64,
     /// Estimated end-to-end latency, ms.
@@ -137,6 +141,7 @@ mod tests {
             inputs: inputs.clone(),
             rungs: vec![Rung {
                 members: vec!["a".into()],
+                lead_sets: LeadSets::ALL,
                 budget_ms: 140.0,
                 val_roc_auc: 0.9,
                 latency_ms: 3.0,
@@ -152,6 +157,14 @@ mod tests {
         assert_eq!(found.version, v2);
         assert_eq!(found.rungs, p.rungs);
         let other = PlanInputs { beds: 32, ..inputs };
+        assert!(latest(&db, &other.key()).unwrap().is_none());
+        // A plan of format 1 (composed without the lead constraint) is composed again.
+        let mut old = Plan {
+            format: 1,
+            inputs: other.clone(),
+            ..p
+        };
+        save(&db, &mut old, "format 1").unwrap();
         assert!(latest(&db, &other.key()).unwrap().is_none());
     }
 }

@@ -1,6 +1,8 @@
 //! The profilers as a search sees them: an ensemble in, its accuracy and latency out, each
 //! new ensemble counted (a profiler call is the search budget's unit), cached and recorded in
-//! call order. Also the [`Goal`] a search optimises, which decides feasibility and the best.
+//! call order. Also the [`Goal`] a search optimises, which with the lead coverage the
+//! [`Profiler`] may be given decides feasibility and the best: every search reads
+//! feasibility here.
 //!
 //! [`search`](super::search) drives a [`Profiler`]; [`compose`](super::compose) builds one from
 //! the validation predictions and a latency estimator; [`report`](super::report) reads its
@@ -12,6 +14,7 @@ use std::collections::HashMap;
 use serde::{Deserialize, Serialize};
 
 use super::search::Bits;
+use crate::zoo::LeadSets;
 
 /// A profiler: an ensemble in, a number out.
 pub(crate) type ProfileFn<'a> = Box<dyn FnMut(&[bool]) -> f64 + 'a>;
@@ -73,6 +76,19 @@ impl std::fmt::Display for Goal {
     }
 }
 
+/// Splits `order` into the models that each cover a lead set the ones before them do not
+/// (`leads[i]` is what model `i` scores) and the rest, both in `order`'s order. The first part
+/// covers everything the models of `order` cover.
+pub(crate) fn split_covering(leads: &[LeadSets], order: &[usize]) -> (Vec<usize>, Vec<usize>) {
+    let mut covered = LeadSets::default();
+    order.iter().copied().partition(|&i| {
+        let with: LeadSets = [covered, leads[i]].into_iter().collect();
+        let adds = with != covered;
+        covered = with;
+        adds
+    })
+}
+
 /// One profiler call of a search, as the report shows it (HOLMES figures 6 and 11).
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub(crate) struct Step {
@@ -83,14 +99,17 @@ pub(crate) struct Step {
     pub(crate) accuracy: f64,
     /// `null` in JSON when unbounded (the beds outrun the service).
     pub(crate) latency_ms: f64,
-    /// Whether it meets the goal's constraint.
+    /// Whether it covers every lead set the zoo covers (see [`Profiler::covering`]).
+    pub(crate) covers_leads: bool,
+    /// Whether it meets the goal's constraint and covers the lead sets.
     pub(crate) feasible: bool,
     /// Accuracy and latency of the best feasible ensemble profiled up to this call.
     pub(crate) best_accuracy: Option<f64>,
     pub(crate) best_latency_ms: Option<f64>,
 }
 
-/// The two profilers with call counting and caching (a profiler call is the budget unit).
+/// The two profilers with call counting and caching (a profiler call is the budget unit),
+/// and the lead-coverage constraint when one is set.
 pub(crate) struct Profiler<'a> {
     pub(crate) accuracy: ProfileFn<'a>,
     pub(crate) latency: ProfileFn<'a>,
@@ -98,6 +117,10 @@ pub(crate) struct Profiler<'a> {
     /// Every ensemble profiled, in order.
     pub(crate) profiled: Vec<(Bits, f64, f64)>,
     on_call: Option<CallHook<'a>>,
+    /// Per model, the lead sets it scores (empty: no constraint).
+    leads: Vec<LeadSets>,
+    /// What a feasible ensemble must cover: everything the zoo covers.
+    required: LeadSets,
 }
 
 impl<'a> Profiler<'a> {
@@ -111,7 +134,49 @@ impl<'a> Profiler<'a> {
             cache: HashMap::new(),
             profiled: Vec::new(),
             on_call: None,
+            leads: Vec::new(),
+            required: LeadSets::default(),
         }
+    }
+
+    /// Makes lead coverage a hard constraint: `leads[i]` is what model `i` scores, and an
+    /// ensemble is feasible only if it covers every lead set the whole zoo covers (all three
+    /// when the zoo has a primary-lead and a secondary-lead model). A zoo that cannot cover a
+    /// lead set at all is not held to it, so composing still works.
+    pub(crate) fn covering(mut self, leads: Vec<LeadSets>) -> Self {
+        self.required = leads.iter().copied().collect();
+        self.leads = leads;
+        self
+    }
+
+    /// Whether ensemble `b` covers the lead sets required (always, without a constraint).
+    pub(crate) fn covers(&self, b: &[bool]) -> bool {
+        let have: LeadSets = self
+            .leads
+            .iter()
+            .zip(b)
+            .filter(|x| *x.1)
+            .map(|x| *x.0)
+            .collect();
+        have.covers(self.required)
+    }
+
+    /// Whether ensemble `b` with this accuracy and latency meets the goal and covers the lead
+    /// sets: the feasibility every search reads.
+    pub(crate) fn feasible(&self, goal: Goal, b: &[bool], accuracy: f64, latency: f64) -> bool {
+        goal.feasible(accuracy, latency) && self.covers(b)
+    }
+
+    /// `order` with, first, each model that covers a lead set the ones before it do not (in
+    /// `order`'s order), then the rest: a greedy search adding models in this order covers the
+    /// required lead sets as early as it can. Unchanged without a constraint.
+    pub(crate) fn coverage_first(&self, order: &[usize]) -> Vec<usize> {
+        if self.leads.is_empty() {
+            return order.to_vec();
+        }
+        let (mut first, rest) = split_covering(&self.leads, order);
+        first.extend(rest);
+        first
     }
 
     /// Calls `f(calls, accuracy, latency)` after each new profile (a progress bar).
@@ -143,7 +208,7 @@ impl<'a> Profiler<'a> {
         let goal = goal.into();
         self.profiled
             .iter()
-            .filter(|(_, a, l)| goal.feasible(*a, *l))
+            .filter(|(b, a, l)| self.feasible(goal, b, *a, *l))
             .max_by(|a, b| goal.compare((a.1, a.2), (b.1, b.2)))
             .cloned()
     }
@@ -156,7 +221,8 @@ impl<'a> Profiler<'a> {
             .iter()
             .enumerate()
             .map(|(i, (b, a, l))| {
-                let feasible = goal.feasible(*a, *l);
+                let covers_leads = self.covers(b);
+                let feasible = covers_leads && goal.feasible(*a, *l);
                 if feasible && best.is_none_or(|x| goal.compare((*a, *l), x) == Ordering::Greater) {
                     best = Some((*a, *l));
                 }
@@ -165,6 +231,7 @@ impl<'a> Profiler<'a> {
                     members: b.iter().map(|&x| if x { '1' } else { '0' }).collect(),
                     accuracy: *a,
                     latency_ms: *l,
+                    covers_leads,
                     feasible,
                     best_accuracy: best.map(|x| x.0),
                     best_latency_ms: best.map(|x| x.1),

@@ -21,6 +21,7 @@ use super::plot;
 use super::search::Goal;
 use crate::config::Config;
 use crate::config::HolmesParams;
+use crate::zoo::LeadSets;
 
 /// What `holmes compose` asks for (the command line's flags).
 #[derive(Debug, Clone)]
@@ -117,6 +118,8 @@ pub(crate) struct Report {
     pub(crate) estimator: Estimator,
     pub(crate) calls: usize,
     pub(crate) threshold_note: &'static str,
+    /// The lead sets the zoo covers, which every feasible ensemble must cover.
+    pub(crate) lead_sets: LeadSets,
     pub(crate) goals: Vec<Goal>,
     pub(crate) rows: Vec<Row>,
     pub(crate) estimator_errors: Vec<EstimatorError>,
@@ -183,7 +186,8 @@ pub(crate) fn run(cfg: &Config, args: &ComposeArgs) -> Result<Report, ReportErro
     } else if !args.budget_ms.is_empty() {
         args.budget_ms.iter().map(|&b| Goal::from(b)).collect()
     } else if args.method == "all" {
-        compose::default_budgets_by(entries.len(), &|b: &[bool]| model.estimate(b))
+        let covering = compose::fastest_covering(&entries);
+        compose::default_budgets_by(&covering, &|b: &[bool]| model.estimate(b))
             .into_iter()
             .map(Goal::from)
             .collect()
@@ -303,6 +307,7 @@ pub(crate) fn run(cfg: &Config, args: &ComposeArgs) -> Result<Report, ReportErro
         estimator: args.estimator,
         calls: args.calls,
         threshold_note: THRESHOLD_NOTE,
+        lead_sets: compose::zoo_lead_sets(&entries),
         goals,
         rows,
         estimator_errors,
@@ -549,6 +554,13 @@ pub(crate) fn text(r: &Report) -> String {
         latency_words(r)
     );
     let _ = writeln!(s, "{}.", THRESHOLD_NOTE);
+    let _ = match r.lead_sets.missing().join(", ") {
+        m if m.is_empty() => writeln!(s, "Every ensemble covers lead II only, V only and both."),
+        m => writeln!(
+            s,
+            "Every ensemble covers what the zoo covers; none scores {m}."
+        ),
+    };
     let rows: Vec<Vec<String>> = r.rows.iter().map(cells).collect();
     aligned(&mut s, &HEADER, &rows, &[0, 1]);
     let gaps = gap_lines(r);

@@ -4,9 +4,12 @@
 //! uncertainty-aware acquisition as an option (our extension).
 //!
 //! Every method solves either problem of [`Goal`]: the paper's (highest accuracy within a
-//! latency budget) or its dual of appendix A.6 (lowest latency reaching an accuracy floor). The
-//! [`Profiler`] counts, caches and records every call; [`compose`](super::compose) supplies the
-//! accuracy and latency profilers and [`report`](super::report) reads the record.
+//! latency budget) or its dual of appendix A.6 (lowest latency reaching an accuracy floor).
+//! Either way an ensemble must also cover the lead sets the [`Profiler`] requires (our
+//! extension: every bed gets a score whatever leads its monitor sends); each method reads
+//! feasibility from it ([`Profiler::feasible`]). The [`Profiler`] counts, caches and records
+//! every call; [`compose`](super::compose) supplies the accuracy and latency profilers and the
+//! members' lead sets, and [`report`](super::report) reads the record.
 
 use std::cmp::Ordering;
 use std::collections::HashSet;
@@ -143,7 +146,9 @@ impl Forest {
 
 /// Adds models in `order` one at a time (RD, AF, LF): while the ensemble stays within the
 /// budget, returning the last feasible ensemble; in the dual, until it reaches the accuracy
-/// floor, returning the first that does.
+/// floor, returning the first feasible one. Under the lead constraint the order is made
+/// [coverage-first](Profiler::coverage_first), so the ensemble covers the lead sets as soon
+/// as it can and ensembles before that are passed over.
 pub(crate) fn greedy(
     prof: &mut Profiler<'_>,
     order: &[usize],
@@ -153,15 +158,16 @@ pub(crate) fn greedy(
     let goal = goal.into();
     let mut cur = vec![false; n];
     let mut best = None;
-    for &i in order {
+    for i in prof.coverage_first(order) {
         cur[i] = true;
         let (a, l) = prof.profile(&cur);
-        let feasible = goal.feasible(a, l);
+        let feasible = prof.feasible(goal, &cur, a, l);
         match goal {
-            Goal::MaxAccuracy { .. } if !feasible => break,
-            Goal::MaxAccuracy { .. } => best = Some(cur.clone()),
+            // Over the budget: a larger ensemble is no faster.
+            Goal::MaxAccuracy { .. } if !goal.feasible(a, l) => break,
+            Goal::MaxAccuracy { .. } if feasible => best = Some(cur.clone()),
             Goal::MinLatency { .. } if feasible => return Some(cur),
-            Goal::MinLatency { .. } => {}
+            Goal::MaxAccuracy { .. } | Goal::MinLatency { .. } => {}
         }
     }
     best
@@ -286,6 +292,8 @@ pub(crate) fn holmes(
         if cands.is_empty() {
             break;
         }
+        // Lead coverage is known exactly, not predicted.
+        let covers: Vec<bool> = cands.iter().map(|c| prof.covers(c)).collect();
         // (predicted feasible, score, index): feasible first, then by score.
         let scored: Vec<(bool, f64, usize)> = match (
             Forest::fit(&xs, &acc, params.trees, params.seed + iter * 1000),
@@ -297,12 +305,15 @@ pub(crate) fn holmes(
                 let ucb = |i: usize| pa[i].0 + params.explore * pa[i].1;
                 (0..cands.len())
                     .map(|i| match goal {
-                        // Hard constraint: predicted-infeasible candidates score 0.
-                        Goal::MaxAccuracy { budget_ms } if pl[i].0 <= budget_ms => {
+                        // Hard constraints: predicted-infeasible candidates, and those missing
+                        // a lead set, score 0.
+                        Goal::MaxAccuracy { budget_ms } if covers[i] && pl[i].0 <= budget_ms => {
                             (true, ucb(i), i)
                         }
                         Goal::MaxAccuracy { .. } => (false, 0.0, i),
-                        Goal::MinLatency { min_accuracy } if ucb(i) >= min_accuracy => {
+                        Goal::MinLatency { min_accuracy }
+                            if covers[i] && ucb(i) >= min_accuracy =>
+                        {
                             (true, -(pl[i].0 - params.explore * pl[i].1), i)
                         }
                         Goal::MinLatency { .. } => (false, ucb(i), i),
@@ -310,7 +321,7 @@ pub(crate) fn holmes(
                     .collect()
             }
             _ => (0..cands.len())
-                .map(|i| (true, rng.random::<f64>(), i))
+                .map(|i| (covers[i], rng.random::<f64>(), i))
                 .collect(),
         };
         let mut order = scored;
@@ -329,7 +340,9 @@ pub(crate) fn holmes(
 /// The exact optimum by branch and bound over ensembles, ordered by model index; a branch is
 /// cut when adding models can only raise the latency above the budget (latency must grow with
 /// the ensemble, which holds for the profilers here: members share the CPU). In the dual a
-/// branch is cut once it reaches the accuracy floor or is already slower than the best found.
+/// branch is cut once it is feasible (reaches the accuracy floor and covers the lead sets) or
+/// is already slower than the best found. Lead coverage cuts no branch (adding a model can
+/// only add lead sets); it decides which ensembles may be the best.
 /// Feasible only for small zoos: `max_nodes` bounds the work and `None` says it was not enough.
 pub(crate) fn exact(
     prof: &mut Profiler<'_>,
@@ -358,7 +371,7 @@ pub(crate) fn exact(
             if l > budget {
                 continue;
             }
-            if best.as_ref().is_none_or(|x| a > x.1) {
+            if prof.covers(&b) && best.as_ref().is_none_or(|x| a > x.1) {
                 best = Some((b.clone(), a));
             }
             stack.push((b, i + 1));
@@ -391,7 +404,7 @@ fn exact_min_latency(
             if best.as_ref().is_some_and(|x| l > x.2) {
                 continue;
             }
-            if a >= min_accuracy {
+            if prof.feasible(goal, &b, a, l) {
                 if best
                     .as_ref()
                     .is_none_or(|x| goal.compare((a, l), (x.1, x.2)) == Ordering::Greater)
@@ -409,6 +422,7 @@ fn exact_min_latency(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::zoo::LeadSets;
 
     #[test]
     fn genetic_operators_never_emit_duplicates_or_empty_ensembles() {
@@ -548,6 +562,99 @@ mod tests {
             acc_of(&gain, &without_last) < floor,
             "AF stopped at the floor"
         );
+    }
+
+    /// Six models of equal latency: three secondary-lead ones that rank well, two primary-lead
+    /// ones that rank badly and a vitals one in between.
+    fn two_lead_zoo() -> (Vec<LeadSets>, Vec<f64>, Vec<f64>) {
+        let (p, s) = (
+            LeadSets {
+                primary_only: true,
+                secondary_only: false,
+                both: true,
+            },
+            LeadSets {
+                primary_only: false,
+                secondary_only: true,
+                both: true,
+            },
+        );
+        let leads = vec![s, s, s, p, p, LeadSets::default()];
+        (leads, vec![1.0; 6], vec![0.9, 0.8, 0.7, 0.2, 0.1, 0.5])
+    }
+
+    fn bits(members: &[usize]) -> Bits {
+        (0..6).map(|i| members.contains(&i)).collect()
+    }
+
+    #[test]
+    fn every_method_covers_both_leads_when_the_best_ensemble_would_not() {
+        let (leads, lat, gain) = two_lead_zoo();
+        let params = HolmesParams {
+            budget_calls: 63,
+            candidates: 100,
+            ..HolmesParams::default()
+        };
+        let free = || Profiler::new(|b: &[bool]| acc_of(&gain, b), |b: &[bool]| lat_of(&lat, b));
+        let bound = || free().covering(leads.clone());
+        // Three models fit. Unconstrained, the best three are the secondary-lead ones: a
+        // monitor sending lead II alone would get no score.
+        let budget = 3.0;
+        let unconstrained = exact(&mut free(), 6, budget, 1000).unwrap().unwrap();
+        assert_eq!(unconstrained, bits(&[0, 1, 2]));
+        let mut p = bound();
+        assert!(!p.covers(&unconstrained) && !p.covers(&bits(&[0, 1, 5])));
+        // Constrained, the best covering ensemble trades the third for the best primary one.
+        let best = bits(&[0, 1, 3]);
+        assert_eq!(exact(&mut p, 6, budget, 1000).unwrap().unwrap(), best);
+        let t = p.trajectory(budget);
+        let step = t.iter().find(|s| s.members == "111000").unwrap();
+        assert!(!step.covers_leads && !step.feasible, "{step:?}");
+        assert_eq!(holmes(&mut bound(), 6, budget, &params).0.unwrap(), best);
+        // AF and LF put the best (fastest) secondary and primary models first.
+        assert_eq!(af(&mut bound(), 6, budget).unwrap(), best);
+        assert_eq!(lf(&mut bound(), 6, budget).unwrap(), best);
+        for seed in 0..8 {
+            let r = rd(&mut bound(), 6, budget, seed).unwrap();
+            let n = npo(&mut bound(), 6, budget, 40, seed).unwrap();
+            for b in [r, n] {
+                assert!(bound().covers(&b) && lat_of(&lat, &b) <= budget, "{b:?}");
+            }
+        }
+        // One model fits: nothing covers both leads, so nothing is feasible.
+        assert_eq!(exact(&mut bound(), 6, 1.0, 1000).unwrap(), None);
+        assert_eq!(af(&mut bound(), 6, 1.0), None);
+        assert_eq!(holmes(&mut bound(), 6, 1.0, &params).0, None);
+
+        // The dual: the fastest ensemble reaching the floor is a pair of secondary-lead models
+        // unconstrained; constrained, the only covering pair that reaches it.
+        let goal = Goal::MinLatency {
+            min_accuracy: 1.0 - (-1.05f64).exp(),
+        };
+        assert_eq!(
+            exact(&mut free(), 6, goal, 1000).unwrap().unwrap(),
+            bits(&[0, 1])
+        );
+        let pair = bits(&[0, 3]);
+        assert_eq!(exact(&mut bound(), 6, goal, 1000).unwrap().unwrap(), pair);
+        assert_eq!(holmes(&mut bound(), 6, goal, &params).0.unwrap(), pair);
+        assert_eq!(af(&mut bound(), 6, goal).unwrap(), pair);
+    }
+
+    #[test]
+    fn a_zoo_without_a_lead_is_held_only_to_the_lead_sets_it_covers() {
+        // Secondary-lead models and a vitals model that ranks best: composing still works, and
+        // the ensemble must hold a secondary-lead model.
+        let (mut leads, lat, _) = two_lead_zoo();
+        leads.truncate(3);
+        leads.push(LeadSets::default());
+        let (lat, gain) = (&lat[..4], [0.3, 0.2, 0.1, 0.9]);
+        let acc = |b: &[bool]| acc_of(&gain, b);
+        let mut p = Profiler::new(acc, |b: &[bool]| lat_of(lat, b)).covering(leads);
+        assert!(!p.covers(&[false, false, false, true]));
+        assert!(p.covers(&[false, false, true, false]));
+        let b = exact(&mut p, 4, 2.0, 1000).unwrap().unwrap();
+        assert_eq!(b, vec![true, false, false, true]);
     }
 
     #[test]

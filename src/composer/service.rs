@@ -145,8 +145,9 @@ pub(crate) fn stored_plan(cfg: &Config, devices: &[Accelerator]) -> Option<Plan>
     }
 }
 
-/// Composes a plan for `beds` beds: rung 0 within the budget, then one rung per ladder step.
-/// Blocking (profiles models without a stored profile, then searches).
+/// Composes a plan for `beds` beds: rung 0 within the budget, then one rung per ladder step,
+/// each covering every lead set the zoo can cover (the searches' constraint). Blocking
+/// (profiles models without a stored profile, then searches).
 pub(crate) fn compose_plan(
     cfg: &Config,
     beds: usize,
@@ -166,6 +167,11 @@ pub(crate) fn compose_plan(
     }
     let hop = cfg.ward.hop_secs as f64;
     let params = cfg.composer.search;
+    let coverable = compose::zoo_lead_sets(&entries);
+    if !coverable.is_full() {
+        let missing = coverable.missing().join(", ");
+        tracing::warn!(%missing, "The zoo has no model for some lead sets: beds whose monitor sends only those get no score");
+    }
     let mut rungs: Vec<Rung> = Vec::new();
     let mut calls = 0;
     for f in std::iter::once(1.0).chain(cfg.composer.ladder.iter().copied()) {
@@ -177,23 +183,29 @@ pub(crate) fn compose_plan(
         }
         rungs.push(Rung {
             members: row.members,
+            lead_sets: row.lead_sets,
             budget_ms: budget,
             val_roc_auc: row.val_roc_auc,
             latency_ms: row.latency_ms,
         });
     }
     if rungs.is_empty() {
-        // Nothing fits: serve the fastest model rather than nothing, and say so.
-        let (i, e) = entries
+        // Nothing fits: serve the fastest covering ensemble rather than nothing, and say so.
+        let b = compose::fastest_covering(&entries);
+        let members: Vec<String> = entries
             .iter()
-            .enumerate()
-            .min_by(|a, b| a.1.latency_ms.total_cmp(&b.1.latency_ms))
-            .expect("the zoo is not empty");
-        let mut b = vec![false; entries.len()];
-        b[i] = true;
-        tracing::warn!(model = %e.name, budget_ms = inputs.budget_ms, "No ensemble fits the budget; serving the fastest model");
+            .zip(&b)
+            .filter(|x| *x.1)
+            .map(|(e, _)| e.name.clone())
+            .collect();
+        tracing::warn!(
+            ?members,
+            budget_ms = inputs.budget_ms,
+            "No ensemble covering the lead sets fits the budget; serving the fastest one"
+        );
         rungs.push(Rung {
-            members: vec![e.name.clone()],
+            members,
+            lead_sets: compose::lead_sets(&entries, &b),
             budget_ms: inputs.budget_ms,
             val_roc_auc: compose::accuracy(&entries, &b, false).0,
             latency_ms: compose::latency_estimate(&entries, &b, beds, hop),

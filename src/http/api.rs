@@ -22,6 +22,7 @@ use crate::serving::engine::profile::Profile;
 use crate::serving::engine::reload::ZooStatus;
 use crate::serving::store::{ScoreRow, StorageView};
 use crate::serving::ward::{BedStatus, BedView};
+use crate::zoo::LeadSets;
 
 pub(super) async fn ws_monitor(
     ws: WebSocketUpgrade,
@@ -346,13 +347,17 @@ pub(super) struct Health {
     storage: StorageView,
     models: Vec<MemberView>,
     model_faults: u64,
+    /// The lead sets the serving ensemble scores (a monitor sending only a lead set it does
+    /// not cover gets no score).
+    lead_sets: LeadSets,
     beds_connected: usize,
     stream_clients: usize,
 }
 
 /// Everything an operator needs at a glance: storage (fault, backlog), models (faults, zoo
-/// folders that do not load), connections. `status` is `ok`, or `degraded` with the reasons;
-/// the answer is always 200 (readiness for a load balancer is `/health/ready`).
+/// folders that do not load, lead sets the serving ensemble covers), connections. `status` is
+/// `ok`, or `degraded` with the reasons; the answer is always 200 (readiness for a load
+/// balancer is `/health/ready`).
 pub(super) async fn health(State(s): State<AppState>) -> Json<Health> {
     let storage = s.store_health.view();
     let models = members_with_faults(&s);
@@ -365,6 +370,13 @@ pub(super) async fn health(State(s): State<AppState>) -> Json<Health> {
     }
     if models.iter().any(|m| m.faults > 0) {
         problems.push("models: a member has failed on some windows".into());
+    }
+    let lead_sets = s.engine.lead_sets();
+    if !lead_sets.is_full() {
+        problems.push(format!(
+            "leads: the ensemble scores no bed whose monitor sends {}",
+            lead_sets.missing().join(" or ")
+        ));
     }
     let refused = s.zoo.lock().expect("zoo status lock").refused.clone();
     for (name, why) in refused {
@@ -380,6 +392,7 @@ pub(super) async fn health(State(s): State<AppState>) -> Json<Health> {
         storage,
         models,
         model_faults: s.engine.counters().model_faults.load(Ordering::Relaxed),
+        lead_sets,
         beds_connected: s.ward.connected_beds(),
         stream_clients: s.dashboard.board.stream_clients(),
     })

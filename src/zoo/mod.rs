@@ -2,13 +2,15 @@
 //! `weights.mpk`), loading with validation, and input preprocessing shared with serving.
 //! ECG models also carry a fast inference form (`fast`: the direct convolutions of `direct` on
 //! flex, the GEMM convolutions of `conv_gemm` elsewhere), which serving runs; the
-//! training-form modules stay its reference.
+//! training-form modules stay its reference. [`LeadSets`] says which lead sets a monitor
+//! can send (lead II alone, V alone, both) a set of members scores.
 //!
 //! [`train`](crate::training::train) writes models here; the engine and the composer read them.
 
 mod conv_gemm;
 mod direct;
 mod fast;
+mod lead_sets;
 mod listing;
 mod manifest;
 mod model;
@@ -19,6 +21,7 @@ mod vitals;
 pub(crate) use conv_gemm::{FoldedWeights, same_padding};
 pub(crate) use fast::{FastResNeXt1d, FoldedBlock};
 pub use fast::{InferencePath, Kernel};
+pub use lead_sets::LeadSets;
 pub(crate) use listing::list;
 pub(crate) use manifest::{
     Architecture, FeatureScaling, MANIFEST_FORMAT, Predictions, SplitMetrics, Training, WeightsRef,

@@ -34,7 +34,7 @@ use crate::config::{Combine, EngineConfig};
 use crate::core::score::ScoreStatus;
 use crate::core::window::ClosedWindow;
 use crate::serving::store::StoreHandle;
-use crate::zoo::Input;
+use crate::zoo::{Input, LeadSets};
 use job::{Slot, Timing, WindowJob};
 use queue::{ModelQueue, Pushed};
 
@@ -452,6 +452,16 @@ impl Engine {
 
     pub(crate) fn members(&self) -> Vec<(String, u32)> {
         self.current().shared.member_names()
+    }
+
+    /// The lead sets the ensemble serving now scores.
+    pub(crate) fn lead_sets(&self) -> LeadSets {
+        self.current()
+            .shared
+            .slots
+            .iter()
+            .map(|s| LeadSets::of_input(&s.input))
+            .collect()
     }
 
     /// The running plan: per member, device, workers and batch cap.
