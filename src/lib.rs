@@ -11,7 +11,7 @@
 //! - [`config`]: the TOML configuration, pure data, one section per subsystem.
 //! - [`alarm`]: the risk alarm rule (threshold, persistence, hysteresis), how alarms match
 //!   reference episodes, and the rule's choice on validation; sans-IO, for the dashboard,
-//!   `holmes score` and `holmes evaluate` to share (used so far by evaluate's matcher).
+//!   `holmes score` and `holmes evaluate` to share (used by `holmes evaluate` so far).
 //! - [`protocol`]: the monitor wire format.
 //! - [`signal`]: ECG signal processing: QRS detection and heart rate, resampling, synthetic ECG,
 //!   signal-quality indices, a classical VT/VF detector.

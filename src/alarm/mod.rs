@@ -1,8 +1,9 @@
 //! The risk alarm rule: when a bed's score series raises a VT/VF risk alarm and when that alarm
 //! clears. One sans-IO state machine ([`AlarmState`]), fed one observation per hop, meant
 //! for the dashboard (live), `holmes score` and `holmes evaluate` (replayed through
-//! [`alarm_episodes`]) so that all three raise and clear at the same hops; none of them uses it
-//! yet (the dashboard still runs its own on/off hysteresis). [`matching`] says when an
+//! [`alarm_episodes`]) so that all three raise and clear at the same hops; `holmes evaluate`
+//! uses it, the dashboard still runs its own on/off hysteresis and `holmes score` prints scores
+//! only. [`matching`] says when an
 //! alarm is in time for a reference episode and when it is false (for the threshold search and
 //! the evaluation alike); [`threshold`] picks the rule on a validation split, and [`rules`]
 //! keeps the rules so chosen with the zoo, one per ensemble, hop and window. Technical alarms

@@ -1,6 +1,6 @@
 //! A classical VT/VF detector of the kind bedside monitors run, on one ECG lead at 250 Hz: the
 //! baseline for `holmes evaluate` to report beside the zoo, through the same alarm rule and
-//! episode matcher, so that its table says what the models add (not yet run on records).
+//! episode matcher, so that its table says what the models add.
 //!
 //! - **VT**: a run of at least 5 consecutive wide beats (QRS over 120 ms) at over 100/min: the
 //!   rule of the PhysioNet/CinC Challenge 2015 and of several monitors' defaults (5 beats,

@@ -8,8 +8,8 @@
 //! 2. The **alarm rule** of each detector is chosen on the validation part (clean records):
 //!    the on-threshold and persistence that reach the target episode sensitivity with the
 //!    fewest false alarms ([`choose_threshold`]), unless a rule is given.
-//! 3. The rule runs over the reported part's score series ([`alarm_episodes`], the dashboard's
-//!    state machine), and the alarms are compared with the reference episodes
+//! 3. The rule runs over the reported part's score series ([`alarm_episodes`], the
+//!    alarm module's state machine), and the alarms are compared with the reference episodes
 //!    ([`episodes`]): EC57 episode and duration sensitivity and positive predictivity, time to
 //!    alarm (all episodes, VT, VF), false alarms per monitored hour, a per-record table; and
 //!    window ROC-AUC / PR-AUC over the hops (windows between an episode's onset and its

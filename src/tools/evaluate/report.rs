@@ -5,6 +5,7 @@
 use std::fmt::Write;
 use std::path::Path;
 
+use super::episodes::time_to_alarm;
 use super::{Condition, EvaluateError, Evaluation};
 use crate::alarm::matching::AlarmTiming;
 
@@ -96,16 +97,8 @@ pub fn text(e: &Evaluation) -> String {
         );
         for r in &c.records {
             let x = &r.comparison;
-            let mut delays: Vec<f64> = x
-                .timings
-                .iter()
-                .filter_map(|t| match t.timing {
-                    AlarmTiming::Raised { delay_ms } => Some(delay_ms as f64 / 1000.0),
-                    _ => None,
-                })
-                .collect();
-            delays.sort_by(f64::total_cmp);
-            let median = (!delays.is_empty()).then(|| delays[delays.len() / 2]);
+            let timings: Vec<AlarmTiming> = x.timings.iter().map(|t| t.timing).collect();
+            let median = time_to_alarm(&timings).median_s;
             let _ = writeln!(
                 s,
                 "  {:<14} {:>6.2} {:>5} {:>5} {:>5} {:>5} {:>8} {:>7}",
