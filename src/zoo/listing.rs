@@ -1,5 +1,7 @@
 //! `holmes zoo list`: the table of models with their metrics, the refused folders with their
-//! reasons, and the validation/test ROC-AUC of the mean-probability ensemble of all models.
+//! reasons, and the validation/test ROC-AUC of two mean-probability ensembles: of all models,
+//! and of the best three by validation ROC-AUC (chosen on validation, so its test figure is an
+//! honest one beside the best single model's).
 
 use std::fmt::Write as _;
 use std::path::Path;
@@ -27,10 +29,11 @@ pub(crate) struct ModelRow {
     pub(crate) train_seconds: f64,
 }
 
-/// The ensemble of every listed model.
+/// A mean-probability ensemble of listed models.
 #[derive(Debug, Clone, Serialize)]
 pub(crate) struct EnsembleRow {
-    pub(crate) members: usize,
+    /// Its members, by name.
+    pub(crate) members: Vec<String>,
     pub(crate) val_roc_auc: f64,
     pub(crate) val_pr_auc: f64,
     pub(crate) test_roc_auc: f64,
@@ -47,14 +50,17 @@ pub(crate) struct Refused {
 #[derive(Debug, Clone, Serialize)]
 pub(crate) struct ZooListing {
     pub(crate) models: Vec<ModelRow>,
+    /// Every model.
     pub(crate) ensemble: Option<EnsembleRow>,
+    /// The best three by validation ROC-AUC.
+    pub(crate) best3: Option<EnsembleRow>,
     pub(crate) refused: Vec<Refused>,
 }
 
 /// Loads (and so validates) every model under `dir` and tabulates them.
 pub(crate) fn list<B: Backend>(dir: &Path, device: &B::Device) -> Result<ZooListing, ZooError> {
     let (models, bad) = load_dir::<B>(dir, device)?;
-    let rows = models
+    let rows: Vec<ModelRow> = models
         .iter()
         .map(|m| {
             let mf = &m.manifest;
@@ -82,10 +88,11 @@ pub(crate) fn list<B: Backend>(dir: &Path, device: &B::Device) -> Result<ZooList
             }
         })
         .collect();
-    let ensemble = (!models.is_empty()).then(|| {
+    let mean_of = |chosen: &[usize]| {
         let split = |s: &str| {
-            ensemble_mean(models.iter().filter_map(|m| {
-                m.manifest
+            ensemble_mean(chosen.iter().filter_map(|&i| {
+                models[i]
+                    .manifest
                     .predictions
                     .get(s)
                     .map(|p| (&p.ids[..], &p.labels[..], &p.probs[..]))
@@ -94,16 +101,27 @@ pub(crate) fn list<B: Backend>(dir: &Path, device: &B::Device) -> Result<ZooList
         let (vl, vs) = split("validation");
         let (tl, ts) = split("test");
         EnsembleRow {
-            members: models.len(),
+            members: chosen
+                .iter()
+                .map(|&i| models[i].manifest.name.clone())
+                .collect(),
             val_roc_auc: roc_auc(&vl, &vs),
             val_pr_auc: pr_auc(&vl, &vs),
             test_roc_auc: roc_auc(&tl, &ts),
             test_pr_auc: pr_auc(&tl, &ts),
         }
-    });
+    };
+    let all: Vec<usize> = (0..models.len()).collect();
+    let ensemble = (!models.is_empty()).then(|| mean_of(&all));
+    let mut by_val: Vec<usize> = (0..rows.len())
+        .filter(|&i| rows[i].val_roc_auc.is_finite())
+        .collect();
+    by_val.sort_by(|&a, &b| rows[b].val_roc_auc.total_cmp(&rows[a].val_roc_auc));
+    let best3 = (by_val.len() > 3).then(|| mean_of(&by_val[..3]));
     Ok(ZooListing {
         models: rows,
         ensemble,
+        best3,
         refused: bad
             .into_iter()
             .map(|e| Refused {
@@ -156,8 +174,24 @@ impl ZooListing {
                 s,
                 "\nmean-probability ensemble of all {} models: validation ROC-AUC {:.4} (PR-AUC {:.4}), \
                  test ROC-AUC {:.4} (PR-AUC {:.4})",
-                e.members, e.val_roc_auc, e.val_pr_auc, e.test_roc_auc, e.test_pr_auc
+                e.members.len(),
+                e.val_roc_auc,
+                e.val_pr_auc,
+                e.test_roc_auc,
+                e.test_pr_auc
             );
+            if let Some(b) = &self.best3 {
+                let _ = writeln!(
+                    s,
+                    "mean-probability ensemble of the best 3 by validation ROC-AUC ({}): \
+                     validation ROC-AUC {:.4} (PR-AUC {:.4}), test ROC-AUC {:.4} (PR-AUC {:.4})",
+                    b.members.join(", "),
+                    b.val_roc_auc,
+                    b.val_pr_auc,
+                    b.test_roc_auc,
+                    b.test_pr_auc
+                );
+            }
         } else {
             let _ = writeln!(s, "\nno usable models");
         }
