@@ -13,9 +13,9 @@ fn small_zoo() -> (tempfile::TempDir, std::path::PathBuf) {
     let dir = tempfile::tempdir().unwrap();
     let zoo = dir.path().join("models");
     for m in [
-        "ecg-primary-w8-d2",
-        "ecg-secondary-w8-d2",
-        "ecg-primary-w8-d8",
+        "ecg-primary-5s-w8-d2",
+        "ecg-secondary-5s-w8-d2",
+        "ecg-primary-10s-w8-d2",
         "vitals-hr-mlp",
         "vitals-hr-logreg",
     ] {
@@ -246,7 +246,7 @@ fn the_dual_finds_the_fastest_ensemble_reaching_an_accuracy_floor() {
 #[test]
 fn measured_latency_runs_the_real_engine_and_is_cached_by_architecture() {
     let dir = common::root().join("models");
-    let names = ["ecg-primary-w8-d2", "ecg-secondary-w8-d2", "vitals-hr-mlp"];
+    let names = ["ecg-primary-5s-w8-d2", "ecg-secondary-5s-w8-d2", "vitals-hr-mlp"];
     let manifests: Vec<holmes::zoo::Manifest> = names
         .iter()
         .map(|n| {

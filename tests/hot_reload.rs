@@ -9,7 +9,7 @@ use common::{App, Monitor, spawn_app};
 use serde_json::Value;
 
 const T0: i64 = 1_700_000_000_000;
-const MEMBERS: [&str; 3] = ["ecg-primary-w8-d2", "ecg-secondary-w8-d2", "vitals-hr-mlp"];
+const MEMBERS: [&str; 3] = ["ecg-primary-5s-w8-d2", "ecg-secondary-5s-w8-d2", "vitals-hr-mlp"];
 
 async fn wait_json(app: &App, path: &str, what: &str, pred: impl Fn(&Value) -> bool) -> Value {
     let until = std::time::Instant::now() + Duration::from_secs(20);
@@ -63,16 +63,16 @@ async fn models_are_added_refused_changed_and_removed_while_scoring() {
     assert_eq!(first["status"], "scored");
 
     // Added: a new model shows up in the zoo.
-    common::copy_model("ecg-primary-w8-d4", zoo.path());
+    common::copy_model("ecg-primary-10s-w8-d2", zoo.path());
     wait_json(&app, "/api/models", "the added model", |v| {
-        v["zoo"]["available"]["ecg-primary-w8-d4"] == 1
+        v["zoo"]["available"]["ecg-primary-10s-w8-d2"] == 1
     })
     .await;
     one_more_window(&app, &mut m, &mut next, &mut scored).await;
 
     // Corrupted: refused and reported; the old version keeps serving.
     std::fs::write(
-        zoo.path().join("ecg-secondary-w8-d2/weights.mpk"),
+        zoo.path().join("ecg-secondary-5s-w8-d2/weights.mpk"),
         b"garbage",
     )
     .unwrap();
@@ -89,12 +89,12 @@ async fn models_are_added_refused_changed_and_removed_while_scoring() {
     );
     let row = one_more_window(&app, &mut m, &mut next, &mut scored).await;
     assert!(
-        member(&row, "ecg-secondary-w8-d2")["prob"].is_number(),
+        member(&row, "ecg-secondary-5s-w8-d2")["prob"].is_number(),
         "{row}"
     );
 
     // Changed: a new version of a member is swapped in; later scores name it.
-    let mf = zoo.path().join("ecg-primary-w8-d2/manifest.json");
+    let mf = zoo.path().join("ecg-primary-5s-w8-d2/manifest.json");
     let mut j: Value = serde_json::from_str(&std::fs::read_to_string(&mf).unwrap()).unwrap();
     j["version"] = Value::from(7);
     std::fs::write(&mf, serde_json::to_string_pretty(&j).unwrap()).unwrap();
@@ -103,11 +103,11 @@ async fn models_are_added_refused_changed_and_removed_while_scoring() {
             .as_array()
             .unwrap()
             .iter()
-            .any(|s| s[0] == "ecg-primary-w8-d2" && s[1] == 7)
+            .any(|s| s[0] == "ecg-primary-5s-w8-d2" && s[1] == 7)
     })
     .await;
     let row = one_more_window(&app, &mut m, &mut next, &mut scored).await;
-    assert_eq!(member(&row, "ecg-primary-w8-d2")["version"], 7, "{row}");
+    assert_eq!(member(&row, "ecg-primary-5s-w8-d2")["version"], 7, "{row}");
 
     // Removed: reported; the member keeps serving from memory.
     std::fs::remove_dir_all(zoo.path().join("vitals-hr-mlp")).unwrap();
@@ -145,19 +145,19 @@ async fn health_lists_the_zoo_folders_that_do_not_load() {
     // Beside the members, three folders that do not load: corrupt weights, a manifest that is
     // not JSON, a folder without its weights file.
     for m in [
-        "ecg-primary-w8-d4",
-        "ecg-primary-w16-d2",
+        "ecg-primary-10s-w8-d2",
+        "ecg-primary-30s-w8-d2",
         "vitals-hr-logreg",
     ] {
         common::copy_model(m, zoo.path());
     }
-    let weights = zoo.path().join("ecg-primary-w8-d4").join("weights.mpk");
+    let weights = zoo.path().join("ecg-primary-10s-w8-d2").join("weights.mpk");
     let mut bytes = std::fs::read(&weights).unwrap();
     let n = bytes.len();
     bytes[n / 2] ^= 0xff;
     std::fs::write(&weights, bytes).unwrap();
     std::fs::write(
-        zoo.path().join("ecg-primary-w16-d2").join("manifest.json"),
+        zoo.path().join("ecg-primary-30s-w8-d2").join("manifest.json"),
         "{ not json",
     )
     .unwrap();
@@ -181,8 +181,8 @@ async fn health_lists_the_zoo_folders_that_do_not_load() {
         .collect();
     assert_eq!(problems.len(), 3, "{h}");
     for (folder, why) in [
-        ("ecg-primary-w8-d4", "checksum"),
-        ("ecg-primary-w16-d2", "manifest"),
+        ("ecg-primary-10s-w8-d2", "checksum"),
+        ("ecg-primary-30s-w8-d2", "manifest"),
         ("vitals-hr-logreg", "weights.mpk"),
     ] {
         assert!(
@@ -197,8 +197,8 @@ async fn health_lists_the_zoo_folders_that_do_not_load() {
     assert_eq!(status, 200, "{ready}");
 
     // Mended folders leave the list; a removed one too.
-    common::copy_model("ecg-primary-w8-d4", zoo.path());
-    std::fs::remove_dir_all(zoo.path().join("ecg-primary-w16-d2")).unwrap();
+    common::copy_model("ecg-primary-10s-w8-d2", zoo.path());
+    std::fs::remove_dir_all(zoo.path().join("ecg-primary-30s-w8-d2")).unwrap();
     let h = app
         .wait_health(20.0, "one problem left", |h| {
             h["problems"].as_array().is_some_and(|p| p.len() == 1)

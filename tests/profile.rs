@@ -12,7 +12,7 @@ async fn profiles_are_stored_and_served() {
         .args([
             "profile",
             "--models",
-            "ecg-primary-w8-d2",
+            "ecg-primary-5s-w8-d2",
             "--models",
             "vitals-hr-mlp",
             "--max-batch",
@@ -38,7 +38,7 @@ async fn profiles_are_stored_and_served() {
     let db2 = db.clone();
     let app = common::spawn_app(move |c| c.storage.db = db2).await;
     let (_, v) = app.get("/api/models").await;
-    let p = &v["profiles"]["ecg-primary-w8-d2"][0];
+    let p = &v["profiles"]["ecg-primary-5s-w8-d2"][0];
     assert_eq!(p["device"], "cpu", "{v}");
     let batches: Vec<u64> = p["points"]
         .as_array()
@@ -57,7 +57,7 @@ async fn profiles_are_stored_and_served() {
     );
     // A member that was not profiled has no profile yet.
     assert!(
-        v["profiles"]["ecg-secondary-w8-d2"]
+        v["profiles"]["ecg-secondary-5s-w8-d2"]
             .as_array()
             .unwrap()
             .is_empty()

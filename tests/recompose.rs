@@ -37,7 +37,7 @@ fn zoo_of(v: &Value) -> Vec<String> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_zoo_change_leads_to_a_new_plan_while_scores_keep_arriving() {
     let zoo = tempfile::tempdir().unwrap();
-    for m in ["ecg-primary-w8-d2", "vitals-hr-logreg"] {
+    for m in ["ecg-primary-5s-w8-d2", "vitals-hr-logreg"] {
         common::copy_model(m, zoo.path());
     }
     let (zdir, data) = (zoo.path().to_owned(), tempfile::tempdir().unwrap());
@@ -86,7 +86,7 @@ async fn a_zoo_change_leads_to_a_new_plan_while_scores_keep_arriving() {
     assert_eq!(before[0]["status"], "scored", "{}", before[0]);
 
     // A model is added: a new plan is composed for the new zoo and served, scores go on.
-    common::copy_model("ecg-secondary-w8-d2", zoo.path());
+    common::copy_model("ecg-secondary-5s-w8-d2", zoo.path());
     let mut second = Value::Null;
     let mut scored = before.len();
     for _ in 0..40 {
@@ -124,7 +124,7 @@ async fn a_zoo_change_leads_to_a_new_plan_while_scores_keep_arriving() {
     assert!(
         zoo_of(&second)
             .iter()
-            .any(|z| z.starts_with("ecg-secondary-w8-d2@")),
+            .any(|z| z.starts_with("ecg-secondary-5s-w8-d2@")),
         "{second}"
     );
     // Scores made after the switch carry the new plan's ensemble.
@@ -184,8 +184,8 @@ async fn a_p95_breach_steps_down_the_ladder_at_once() {
     // Every rung covers the primary lead, so the cheap rung is the cheap ECG model (about a
     // twentieth of the other's work), not the vitals model alone.
     for m in [
-        "ecg-primary-w8-d2",
-        "ecg-primary-w64-d4",
+        "ecg-primary-5s-w8-d2",
+        "ecg-primary-30s-w32-d4",
         "vitals-hr-logreg",
     ] {
         common::copy_model(m, zoo.path());
@@ -215,11 +215,11 @@ async fn a_p95_breach_steps_down_the_ladder_at_once() {
         cheap
             .as_array()
             .unwrap()
-            .contains(&"ecg-primary-w8-d2".into())
+            .contains(&"ecg-primary-5s-w8-d2".into())
             && !cheap
                 .as_array()
                 .unwrap()
-                .contains(&"ecg-primary-w64-d4".into()),
+                .contains(&"ecg-primary-30s-w32-d4".into()),
         "{first}"
     );
     assert_eq!(first["rung"], 0);
@@ -260,7 +260,7 @@ async fn a_p95_breach_steps_down_the_ladder_at_once() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_engineer_asks_for_a_recomposition() {
     let zoo = tempfile::tempdir().unwrap();
-    for m in ["ecg-primary-w8-d2", "vitals-hr-logreg"] {
+    for m in ["ecg-primary-5s-w8-d2", "vitals-hr-logreg"] {
         common::copy_model(m, zoo.path());
     }
     let data = tempfile::tempdir().unwrap();
@@ -373,7 +373,7 @@ mod reqwest_like {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn connected_beds_crossing_a_step_lead_to_a_plan_for_them() {
     let zoo = tempfile::tempdir().unwrap();
-    for m in ["ecg-primary-w8-d2", "vitals-hr-logreg"] {
+    for m in ["ecg-primary-5s-w8-d2", "vitals-hr-logreg"] {
         common::copy_model(m, zoo.path());
     }
     let zdir = zoo.path().to_owned();

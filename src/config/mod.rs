@@ -218,7 +218,7 @@ mod tests {
     #[test]
     fn embedded_defaults_parse() {
         let c = Config::default();
-        assert_eq!((c.ward.window_secs, c.ward.hop_secs), (30, 30));
+        assert_eq!((c.ward.window_secs, c.ward.hop_secs), (30, 5));
         // Secure by default: registered devices only, plain HTTP on loopback only.
         assert!(c.auth.require_device_tokens);
         assert!(!c.server.allow_plain_http_on_network && c.server.tls.is_none());

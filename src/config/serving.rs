@@ -212,7 +212,7 @@ pub struct EngineConfig {
     pub combine: Combine,
     /// Device for models without a pin: `auto` (first GPU, else the CPU), `cpu` or `cuda:N`.
     pub device: String,
-    /// Per-model device pins, e.g. `{ "ecg-primary-w64-d4" = "cuda:0" }`.
+    /// Per-model device pins, e.g. `{ "ecg-primary-30s-w32-d4" = "cuda:0" }`.
     #[serde(default)]
     pub pin: BTreeMap<String, String>,
 }
