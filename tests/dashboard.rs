@@ -91,6 +91,7 @@ fn sim(url: &str, prefix: &str, beds: usize, secs: f64) -> SimOptions {
         source: Source::Synthetic,
         duration: Duration::from_secs_f64(secs),
         speed: 10.0,
+        start_secs: 0.0,
         token: "t".into(),
         device: None,
         ca: None,
