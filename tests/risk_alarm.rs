@@ -214,7 +214,15 @@ async fn a_real_vt_episode_raises_a_risk_alarm_within_the_target_time() {
     // Watched until the alarm or 60 s past the onset (to measure a late one).
     let watch_ms = 60_000;
     let signal_secs = window + 10.0 + watch_ms as f64 / 1000.0 + 10.0;
-    let app = spawn_app(|c| c.ward.hop_secs = 2).await;
+    // HOLMES_TEST_MEMBERS=a,b,c serves other members of models/ (to try a new zoo).
+    let members = std::env::var("HOLMES_TEST_MEMBERS").ok();
+    let app = spawn_app(|c| {
+        c.ward.hop_secs = 2;
+        if let Some(m) = members {
+            c.ensemble.members = m.split(',').map(str::to_owned).collect();
+        }
+    })
+    .await;
     let rule = app.health().await["alarm_rule"].clone();
     let (_, models) = app.get("/api/models").await;
     let served: Vec<String> = models["models"]
