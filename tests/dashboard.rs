@@ -92,6 +92,7 @@ fn sim(url: &str, prefix: &str, beds: usize, secs: f64) -> SimOptions {
         source: Source::Synthetic,
         duration: Duration::from_secs_f64(secs),
         speed: 10.0,
+        start_secs: 0.0,
         token: "t".into(),
         device: None,
         ca: None,
@@ -223,6 +224,20 @@ async fn the_ward_page_lives_in_a_real_browser() {
         .unwrap();
     assert_eq!(marker, serde_json::json!(42), "the page reloaded");
 
+    // A risk alarm shows its onset and its age in seconds, which ticks.
+    let age =
+        |t: &str| -> Option<i64> { t.rsplit(" · ").next()?.strip_suffix(" s")?.parse().ok() };
+    let first = until(10, "the risk alarm's onset and age", || async {
+        text(&c, ".alarm.risk .alarm-onset")
+            .await
+            .filter(|t| t.starts_with("onset ") && age(t).is_some())
+    })
+    .await;
+    until(10, "the alarm's age ticking", || async {
+        let now = text(&c, ".alarm.risk .alarm-onset").await?;
+        (age(&now)? > age(&first)?).then_some(())
+    })
+    .await;
     // A risk alarm, acknowledged by the signed-in nurse.
     let ack = until(30, "a risk alarm with an acknowledge button", || async {
         c.find(Locator::Css(".alarm.risk button.ack")).await.ok()
@@ -238,7 +253,14 @@ async fn the_ward_page_lives_in_a_real_browser() {
         .unwrap()
         .parse()
         .unwrap();
-    ack.click().await.unwrap();
+    // The alarm bar is redrawn with every snapshot: click a fresh button if that one went.
+    if ack.click().await.is_err() {
+        until(10, "a click on acknowledge", || async {
+            let b = c.find(Locator::Css(".alarm.risk button.ack")).await.ok()?;
+            b.click().await.ok()
+        })
+        .await;
+    }
     until(10, "the acknowledgement", || async {
         text(&c, &format!(".alarm[data-alarm='{alarm_id}'] .acked-by"))
             .await

@@ -20,6 +20,7 @@ async fn offline_scores_equal_live_scores() {
         source: Source::Records(data.clone()),
         duration: Duration::from_secs(3),
         speed: 30.0,
+        start_secs: 0.0,
         token: "t".into(),
         device: None,
         ca: None,

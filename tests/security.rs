@@ -272,6 +272,7 @@ async fn tls_carries_the_monitor_socket_and_the_api() {
         source: holmes::tools::sim::Source::Synthetic,
         duration: Duration::from_secs(2),
         speed: 10.0,
+        start_secs: 0.0,
         token: "t".into(),
         device: None,
         ca: Some(cert.clone()),

@@ -15,6 +15,7 @@ fn opts(url: String, beds: usize, faults: Faults) -> SimOptions {
         source: Source::Synthetic,
         duration: Duration::from_secs(4),
         speed: 25.0,
+        start_secs: 0.0,
         token: "t".into(),
         device: None,
         ca: None,

@@ -3,7 +3,7 @@
 "use strict";
 
 const $ = (id) => document.getElementById(id);
-const state = { snapshot: null, me: null, route: "ward", bed: null, source: null, health: null };
+const state = { snapshot: null, me: null, route: "ward", bed: null, source: null, health: null, skewMs: 0 };
 
 function el(tag, attrs, ...kids) {
   const e = document.createElement(tag);
@@ -26,6 +26,27 @@ function fmtAge(secs) {
   if (secs < 2) return "data now";
   if (secs < 120) return `data ${Math.round(secs)} s ago`;
   return `data ${Math.round(secs / 60)} min ago`;
+}
+
+// The server's clock now, from the latest snapshot (alarm ages are counted on it, so a page
+// whose computer's clock is off still shows them right).
+function serverNow() {
+  return Date.now() + state.skewMs;
+}
+
+function alarmAge(raisedMs) {
+  return Math.max(0, Math.round((serverNow() - raisedMs) / 1000));
+}
+
+// "onset 12:00:05 · 7 s": the risk alarm's onset (the bed's clock) and its age, ticking.
+function onsetText(onsetMs, raisedMs) {
+  return `onset ${fmtTime(onsetMs)} · ${alarmAge(raisedMs)} s`;
+}
+
+function tickAges() {
+  for (const e of document.querySelectorAll("[data-raised-ms]")) {
+    e.textContent = onsetText(Number(e.dataset.onsetMs), Number(e.dataset.raisedMs));
+  }
 }
 
 async function api(path, opts) {
@@ -72,6 +93,7 @@ function connect() {
   state.source = s;
   s.addEventListener("ward", (ev) => {
     state.snapshot = JSON.parse(ev.data);
+    state.skewMs = state.snapshot.generated_ms - Date.now();
     $("conn").textContent = "live";
     $("conn").className = "conn live";
     $("ward-locked").hidden = true;
@@ -142,6 +164,10 @@ function tile(b, threshold) {
   }
   for (const a of b.alarms || []) flags.append(el("span", { text: `alarm: ${a.replace("_", " ")}` }));
   t.append(flags);
+  if (b.risk_alarm_onset_ms !== null && b.risk_alarm_onset_ms !== undefined) {
+    t.append(el("div", { class: "alarm-onset", "data-onset-ms": String(b.risk_alarm_onset_ms), "data-raised-ms": String(b.risk_alarm_raised_ms),
+      text: onsetText(b.risk_alarm_onset_ms, b.risk_alarm_raised_ms) }));
+  }
   return t;
 }
 
@@ -155,7 +181,12 @@ function renderAlarms() {
     const silenced = a.silenced_until_ms && a.silenced_until_ms > Date.now();
     const row = el("div", { class: `alarm ${a.technical ? "technical" : "risk"}${a.acked_by ? " acked" : ""}`, "data-alarm": String(a.id), "data-kind": a.kind });
     const what = a.technical ? `Technical: ${a.kind.replace("_", " ")}` : `Risk ${Math.round((a.value || 0) * 100)}%`;
-    row.append(el("strong", { text: a.bed }), el("span", { text: what }), el("span", { text: `since ${fmtTime(a.raised_ms)}` }));
+    row.append(el("strong", { text: a.bed }), el("span", { text: what }));
+    if (a.onset_ms !== null && a.onset_ms !== undefined) {
+      row.append(el("span", { class: "alarm-onset", "data-onset-ms": String(a.onset_ms), "data-raised-ms": String(a.raised_ms), text: onsetText(a.onset_ms, a.raised_ms) }));
+    } else {
+      row.append(el("span", { text: `since ${fmtTime(a.raised_ms)}` }));
+    }
     if (a.acked_by) row.append(el("span", { class: "acked-by", text: `acknowledged by ${a.acked_by} at ${fmtTime(a.acked_ms)}` }));
     if (silenced) row.append(el("span", { text: `silenced by ${a.silenced_by} until ${fmtTime(a.silenced_until_ms)}` }));
     if (signedIn && !a.acked_by) {
@@ -189,7 +220,31 @@ function render() {
 
 // ---- bed view ----
 
-function drawStrip(canvas, samples, fs) {
+// Where on a strip the risk alarm fired: "inside" (drawn as a red line with a flag), "before"
+// (the strip starts after it; said at the left edge), or null (no risk alarm).
+function markOf(samples, fs, endMs, onsetMs) {
+  if (onsetMs === null || onsetMs === undefined || endMs === undefined) return null;
+  const at = samples.length - ((endMs - onsetMs) * fs) / 1000;
+  if (at < 0) return { where: "before", secs: Math.round(-at / fs) };
+  return { where: "inside", at: Math.min(at, samples.length) };
+}
+
+function drawMark(canvas, g, samples, mark) {
+  if (!mark) return;
+  const w = canvas.width, h = canvas.height;
+  g.strokeStyle = "#ff4d4d"; g.fillStyle = "#ff4d4d"; g.lineWidth = 2; g.font = "12px sans-serif";
+  canvas.dataset.alarmMark = mark.where;
+  if (mark.where === "inside") {
+    const x = Math.min(w - 1, (mark.at / samples.length) * w);
+    g.beginPath(); g.moveTo(x, 0); g.lineTo(x, h); g.stroke();
+    g.fillRect(x, 2, 8, 8);
+    g.fillText("alarm", Math.max(2, Math.min(x + 10, w - 40)), 11);
+  } else {
+    g.fillText(`alarm fired ${mark.secs} s before this strip`, 6, 14);
+  }
+}
+
+function drawStrip(canvas, samples, fs, mark) {
   const w = (canvas.width = canvas.clientWidth || 800);
   const h = (canvas.height = 140);
   const g = canvas.getContext("2d");
@@ -197,7 +252,7 @@ function drawStrip(canvas, samples, fs) {
   g.strokeStyle = "#1f3a2a";
   for (let s = 0; s <= samples.length; s += fs) { const x = (s / samples.length) * w; g.beginPath(); g.moveTo(x, 0); g.lineTo(x, h); g.stroke(); }
   const vals = samples.filter((v) => v !== null);
-  if (!vals.length) return;
+  if (!vals.length) { drawMark(canvas, g, samples, mark); return; }
   const lo = Math.min(...vals), hi = Math.max(...vals), span = Math.max(0.5, hi - lo);
   g.strokeStyle = "#7CFC9A"; g.lineWidth = 1.5; g.beginPath();
   let pen = false;
@@ -208,6 +263,7 @@ function drawStrip(canvas, samples, fs) {
     pen = true;
   });
   g.stroke();
+  drawMark(canvas, g, samples, mark);
 }
 
 function row(tbody, cells) {
@@ -217,13 +273,20 @@ function row(tbody, cells) {
 async function showBed(bed) {
   const enc = encodeURIComponent(bed);
   $("bed-title").textContent = bed;
+  const known = state.snapshot && state.snapshot.beds.find((b) => b.bed === bed);
+  // Ten seconds of ECG, or up to 30 so that a recent risk alarm's onset is on the strip.
+  let secs = 10;
+  if (known && known.risk_alarm_onset_ms && known.latest) {
+    secs = Math.min(30, Math.max(10, Math.ceil((known.latest.window_end_ms - known.risk_alarm_onset_ms) / 1000) + 4));
+  }
   const [strip, scores, alarms, events] = await Promise.all([
-    api(`/api/beds/${enc}/strip?secs=10`), api(`/api/beds/${enc}/scores?limit=200&since=${Date.now() - 4 * 3600e3}`),
+    api(`/api/beds/${enc}/strip?secs=${secs}`), api(`/api/beds/${enc}/scores?limit=200&since=${Date.now() - 4 * 3600e3}`),
     api(`/api/beds/${enc}/alarms`), api(`/api/beds/${enc}/events`),
   ]);
   if (state.route !== "bed" || state.bed !== bed) return;
   const tileData = state.snapshot && state.snapshot.beds.find((b) => b.bed === bed);
   $("bed-state").textContent = tileData ? `${tileData.status} · ${fmtAge(tileData.data_age_secs)}` : "";
+  const onset = tileData ? tileData.risk_alarm_onset_ms : null;
   const strips = $("strips");
   strips.replaceChildren();
   if (strip.ok) {
@@ -231,7 +294,7 @@ async function showBed(bed) {
       if (!lead) return;
       const c = el("canvas", { class: "strip", "aria-label": `lead slot ${i + 1}` });
       strips.append(el("div", { text: ["Primary lead", "Secondary lead", "Third lead"][i] }), c);
-      drawStrip(c, lead, strip.body.strip.fs);
+      drawStrip(c, lead, strip.body.strip.fs, markOf(lead, strip.body.strip.fs, strip.body.strip.end_ms, onset));
     });
   }
   const sb = $("bed-scores").tBodies[0];
@@ -302,6 +365,14 @@ async function showSystem() {
     add("Health", h.status === "ok" ? "ok" : `degraded: ${h.problems.join("; ")}`);
     add("Storage", s.fault ? `FAULT since ${fmtTime(s.fault.since_ms)} (${s.fault.error}), ${s.fault.retries} retries, ${s.backlog_rows} rows waiting`
       : `writable, ${s.committed_scores} scores committed`);
+    const r = h.alarm_rule;
+    if (r) {
+      add("Risk alarm rule", `on ≥ ${r.on.toFixed(2)}, off < ${r.off.toFixed(2)}, ${r.k} of ${r.n} hops of ${r.hop_secs} s` +
+        (r.validated ? " (validated for this ensemble)" : ""));
+      if (!r.validated) {
+        kv.append(el("strong", { text: "" }), el("span", { class: "rule-note", text: "Not validated for this ensemble: the configured fallback (risk_alarm_on/off, no persistence) serves. Run holmes evaluate --save-rule for this ensemble." }));
+      }
+    }
     add("Storage backlog", `${s.backlog_rows} of ${s.backlog_capacity} rows; ${s.backlog_dropped_rows} dropped, ${s.fault_episodes} fault episodes since start`);
     if (h.lead_sets) kv.append(el("strong", { text: "Lead sets covered" }), leadSets(h.lead_sets));
   }
@@ -353,7 +424,7 @@ setInterval(() => {
   if (state.route === "bed") showBed(state.bed);
   if (state.route === "system") showSystem();
 }, 5000);
-setInterval(() => { $("clock").textContent = new Date().toLocaleTimeString(); }, 1000);
+setInterval(() => { $("clock").textContent = new Date().toLocaleTimeString(); tickAges(); }, 1000);
 setInterval(refreshHealth, 5000);
 route();
 refreshMe();

@@ -1,9 +1,8 @@
 //! The risk alarm rule: when a bed's score series raises a VT/VF risk alarm and when that alarm
-//! clears. One sans-IO state machine ([`AlarmState`]), fed one observation per hop, meant
-//! for the dashboard (live), `holmes score` and `holmes evaluate` (replayed through
-//! [`alarm_episodes`]) so that all three raise and clear at the same hops; `holmes evaluate`
-//! uses it, the dashboard still runs its own on/off hysteresis and `holmes score` prints scores
-//! only. [`matching`] says when an
+//! clears. One sans-IO state machine ([`AlarmState`]), fed one observation per hop: the
+//! dashboard runs one per bed (live, with the rule validated for the serving ensemble, see
+//! `dashboard::rule`), `holmes evaluate` replays scores through it ([`alarm_episodes`]), so
+//! both raise and clear at the same hops. [`matching`] says when an
 //! alarm is in time for a reference episode and when it is false (for the threshold search and
 //! the evaluation alike); [`threshold`] picks the rule on a validation split, and [`rules`]
 //! keeps the rules so chosen with the zoo, one per ensemble, hop and window. Technical alarms
@@ -140,6 +139,21 @@ impl AlarmState {
             last_ms: None,
             raised_ms: None,
         })
+    }
+
+    /// A bed whose alarm, raised at `raised_ms`, carries over from an earlier rule (the
+    /// served rule changed while it was active): it stays active and clears under this rule;
+    /// no score counts toward it yet, since the earlier scores were judged by another rule.
+    pub fn carried(rule: AlarmRule, hop_ms: i64, raised_ms: i64) -> Result<AlarmState, AlarmError> {
+        let mut s = AlarmState::new(rule, hop_ms)?;
+        s.raised_ms = Some(raised_ms);
+        s.last_ms = Some(raised_ms);
+        Ok(s)
+    }
+
+    /// The rule this state applies.
+    pub fn rule(&self) -> AlarmRule {
+        self.rule
     }
 
     /// The hop ending at `t_ms` with its score (`None`: no score this hop; a NaN counts as
@@ -401,6 +415,24 @@ mod tests {
             s.observe(4 * HOP + HOP / 3, Some(0.9)),
             Some(AlarmChange::Raised {
                 onset_ms: 4 * HOP + HOP / 3
+            })
+        );
+    }
+
+    #[test]
+    fn a_carried_alarm_stays_active_and_clears_under_the_new_rule() {
+        let mut s = AlarmState::carried(rule(0.8, 0.4, 2, 3), HOP, 5 * HOP).unwrap();
+        assert_eq!(s.active_since(), Some(5 * HOP));
+        assert_eq!(s.rule(), rule(0.8, 0.4, 2, 3));
+        // Not a fresh raise, and an older hop is ignored.
+        assert_eq!(s.observe(5 * HOP, Some(0.1)), None);
+        assert_eq!(s.observe(6 * HOP, Some(0.9)), None);
+        assert_eq!(s.observe(7 * HOP, Some(0.3)), None);
+        assert_eq!(
+            s.observe(8 * HOP, Some(0.3)),
+            Some(AlarmChange::Cleared {
+                at_ms: 8 * HOP,
+                raised_ms: 5 * HOP
             })
         );
     }

@@ -246,10 +246,16 @@ pub async fn start(cfg: Config, listener: TcpListener) -> Result<Running, Server
             reader: reader.clone(),
             serving: serving_rx.clone(),
             db: cfg.storage.db.clone(),
+            rules: crate::dashboard::board::RuleSource {
+                models_dir: cfg.ensemble.models_dir.clone(),
+                hop_secs: cfg.ward.hop_secs,
+                window_secs: cfg.ward.window_secs,
+            },
         },
         shutdown.child_token(),
         &tracker,
-    );
+    )
+    .await;
     let state = AppState {
         dashboard: DashboardState::new(
             cfg.dashboard.clone(),

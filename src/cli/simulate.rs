@@ -28,6 +28,9 @@ pub struct SimulateArgs {
     /// Signal seconds per wall-clock second.
     #[arg(long, default_value_t = 1.0)]
     pub(crate) speed: f64,
+    /// Start each record this many signal seconds in (e.g. shortly before an episode).
+    #[arg(long, default_value_t = 0.0)]
+    pub(crate) start_secs: f64,
     /// Device token presented in the hello (from `holmes device add`).
     #[arg(long, default_value = "demo")]
     pub(crate) token: String,
@@ -62,6 +65,7 @@ pub(crate) fn run(a: SimulateArgs) -> Result<()> {
     let mut opts = SimOptions::new(a.url, a.beds, source);
     opts.duration = std::time::Duration::from_secs_f64(a.duration);
     opts.speed = a.speed;
+    opts.start_secs = a.start_secs;
     opts.token = a.token;
     opts.device = a.device;
     opts.ca = a.ca;

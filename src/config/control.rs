@@ -131,9 +131,13 @@ impl Default for HolmesParams {
 pub struct DashboardConfig {
     /// Open the read-only ward view and the read API without signing in.
     pub public_ward_view: bool,
-    /// A bed's risk alarm is raised when its score reaches this...
+    /// Only the fallback: the risk alarm serves the rule validated for the serving ensemble
+    /// (the zoo's `alarm_rules.json`, written by `holmes evaluate --save-rule`). For an
+    /// ensemble without one, a bed's risk alarm is raised when a window's score reaches this
+    /// (no persistence), and the rule is shown as not validated...
     pub risk_alarm_on: f64,
-    /// ...and clears when the score falls below this (hysteresis).
+    /// ...and clears when a window's score falls below this (hysteresis). Fallback only, as
+    /// `risk_alarm_on`.
     pub risk_alarm_off: f64,
     /// A lead-off alarm is raised when more than this fraction of a window was lead-off.
     pub(crate) lead_off_alarm: f64,

@@ -52,9 +52,9 @@ pub struct AuthConfig {
 #[serde(deny_unknown_fields)]
 pub struct WardConfig {
     /// Window length, seconds of the bed's sample timeline.
-    pub(crate) window_secs: u32,
+    pub window_secs: u32,
     /// Seconds between window closings per bed.
-    pub(crate) hop_secs: u32,
+    pub hop_secs: u32,
     /// Wall-clock seconds a due window waits for missing samples before closing with a gap.
     pub grace_secs: f64,
     /// Beds known in advance, in phase order.

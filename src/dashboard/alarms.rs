@@ -1,8 +1,15 @@
-//! Alarms: a risk alarm per bed when its score crosses the configured threshold (with
-//! hysteresis), kept apart from technical alarms (lead off, stale, lost). Nurses acknowledge
-//! or silence them for a while (both recorded with who and when); an alarm clears itself when
-//! its condition resolves. [`Alarms`] is the pure state machine the [`board`](super::board)
-//! drives; [`AlarmDb`] persists every transition for the per-bed history.
+//! Alarms: a risk alarm per bed raised and cleared by the alarm rule serving now
+//! ([`crate::alarm::AlarmState`], one per bed, fed each committed window at its end on the
+//! bed's timeline; the rule from [`rule`](super::rule)), kept apart from technical alarms (lead
+//! off, stale, lost). Nurses acknowledge or silence them for a while (both recorded with who
+//! and when); an alarm clears itself when its condition resolves. [`Alarms`] is the pure state
+//! machine the [`board`](super::board) drives; [`AlarmDb`] persists every transition for the
+//! per-bed history.
+//!
+//! When the served rule changes (another ensemble serves), an active risk alarm stays active
+//! and clears under the new rule ([`AlarmState::carried`]); the other beds start a fresh count,
+//! since scores of the old ensemble are no evidence under the new ensemble's rule. A new
+//! ensemble served with the same rule changes nothing.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -10,6 +17,8 @@ use std::path::{Path, PathBuf};
 use rusqlite::{Connection, OptionalExtension, params};
 use serde::Serialize;
 
+use super::rule::ServedRule;
+use crate::alarm::{AlarmChange, AlarmState};
 use crate::serving::ward::BedStatus;
 
 #[derive(Debug, thiserror::Error)]
@@ -65,7 +74,11 @@ pub(crate) struct Alarm {
     pub(crate) bed: String,
     pub(crate) kind: AlarmKind,
     pub(crate) technical: bool,
+    /// When the ward raised it (the server's clock, ms since the epoch).
     pub(crate) raised_ms: i64,
+    /// Risk alarms: the end of the window at which the rule was met, on the bed's timeline
+    /// (the monitor's clock, as the ECG strip's `end_ms`); `None` for technical alarms.
+    pub(crate) onset_ms: Option<i64>,
     /// The score (risk) or lead-off fraction (lead off) that raised it.
     pub(crate) value: Option<f64>,
     pub(crate) acked_by: Option<String>,
@@ -99,11 +112,10 @@ pub(crate) enum Transition {
     Changed(Alarm),
 }
 
-/// Thresholds of the alarms.
+/// Thresholds of the technical alarms and the longest silence (the risk alarm's rule is a
+/// [`ServedRule`]).
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Thresholds {
-    pub(crate) risk_on: f64,
-    pub(crate) risk_off: f64,
     pub(crate) lead_off: f64,
     pub(crate) max_silence_secs: u64,
 }
@@ -112,18 +124,50 @@ pub(crate) struct Thresholds {
 #[derive(Debug)]
 pub(crate) struct Alarms {
     t: Thresholds,
+    rule: ServedRule,
+    /// Each bed's risk alarm rule state, made at the bed's first window.
+    risk: HashMap<String, AlarmState>,
     next_id: i64,
     active: HashMap<(String, AlarmKind), Alarm>,
 }
 
 impl Alarms {
     /// `last_id`: the highest alarm id already stored.
-    pub(crate) fn new(t: Thresholds, last_id: i64) -> Alarms {
+    pub(crate) fn new(t: Thresholds, rule: ServedRule, last_id: i64) -> Alarms {
         Alarms {
             t,
+            rule,
+            risk: HashMap::new(),
             next_id: last_id + 1,
             active: HashMap::new(),
         }
+    }
+
+    /// The risk alarm rule serving now.
+    pub(crate) fn rule(&self) -> ServedRule {
+        self.rule
+    }
+
+    /// Serves `rule` from now on; `false` when it is the rule already serving (nothing
+    /// changes). See the module's doc for what happens to the beds' alarms.
+    pub(crate) fn set_rule(&mut self, rule: ServedRule) -> bool {
+        if rule == self.rule {
+            return false;
+        }
+        self.rule = rule;
+        let carried: Vec<(String, i64)> = self
+            .active
+            .values()
+            .filter(|a| a.kind == AlarmKind::Risk)
+            .map(|a| (a.bed.clone(), a.onset_ms.unwrap_or(i64::MIN)))
+            .collect();
+        self.risk.clear();
+        for (bed, onset) in carried {
+            let s = AlarmState::carried(rule.rule, rule.hop_ms(), onset)
+                .expect("a served rule is validated");
+            self.risk.insert(bed, s);
+        }
+        true
     }
 
     /// Active alarms, risk first, then oldest first.
@@ -139,6 +183,7 @@ impl Alarms {
         kind: AlarmKind,
         on: bool,
         value: Option<f64>,
+        onset_ms: Option<i64>,
         now: i64,
     ) -> Option<Transition> {
         let key = (bed.to_owned(), kind);
@@ -150,6 +195,7 @@ impl Alarms {
                     kind,
                     technical: kind.technical(),
                     raised_ms: now,
+                    onset_ms,
                     value,
                     acked_by: None,
                     acked_ms: None,
@@ -171,29 +217,42 @@ impl Alarms {
         }
     }
 
-    /// A bed's new score and the primary lead's lead-off fraction in that window.
+    /// A bed's committed window ending at `end_ms` (the bed's timeline) with its score
+    /// (`None`: not scored, e.g. insufficient signal or partial without a score) and the
+    /// primary lead's lead-off fraction in that window.
     pub(crate) fn on_score(
         &mut self,
         bed: &str,
-        score: Option<f64>,
+        end_ms: i64,
+        score: Option<f32>,
         lead_off: Option<f64>,
         now: i64,
     ) -> Vec<Transition> {
         let mut out = Vec::new();
-        if let Some(s) = score {
-            let active = self.active.contains_key(&(bed.to_owned(), AlarmKind::Risk));
-            // Hysteresis: raise at risk_on, clear only below risk_off.
-            let on = if active {
-                s >= self.t.risk_off
-            } else {
-                s >= self.t.risk_on
-            };
-            out.extend(self.set(bed, AlarmKind::Risk, on, Some(s), now));
+        let rule = self.rule;
+        let state = self.risk.entry(bed.to_owned()).or_insert_with(|| {
+            AlarmState::new(rule.rule, rule.hop_ms()).expect("a served rule is validated")
+        });
+        match state.observe(end_ms, score) {
+            Some(AlarmChange::Raised { onset_ms }) => {
+                let value = score.map(f64::from);
+                out.extend(self.set(bed, AlarmKind::Risk, true, value, Some(onset_ms), now));
+            }
+            Some(AlarmChange::Cleared { .. }) => {
+                out.extend(self.set(bed, AlarmKind::Risk, false, None, None, now));
+            }
+            None => {}
         }
         if let Some(f) = lead_off {
-            out.extend(self.set(bed, AlarmKind::LeadOff, f > self.t.lead_off, Some(f), now));
+            let on = f > self.t.lead_off;
+            out.extend(self.set(bed, AlarmKind::LeadOff, on, Some(f), None, now));
         }
         out
+    }
+
+    /// The active risk alarm of `bed`, if any.
+    pub(crate) fn risk_of(&self, bed: &str) -> Option<&Alarm> {
+        self.active.get(&(bed.to_owned(), AlarmKind::Risk))
     }
 
     /// A bed's data status: stale and lost are technical alarms (lost replaces stale).
@@ -204,8 +263,8 @@ impl Alarms {
             BedStatus::Lost => (false, true),
         };
         let mut out = Vec::new();
-        out.extend(self.set(bed, AlarmKind::Stale, stale, None, now));
-        out.extend(self.set(bed, AlarmKind::Lost, lost, None, now));
+        out.extend(self.set(bed, AlarmKind::Stale, stale, None, None, now));
+        out.extend(self.set(bed, AlarmKind::Lost, lost, None, None, now));
         out
     }
 
@@ -361,44 +420,140 @@ impl AlarmDb {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::alarm::AlarmRule;
 
+    const HOP: i64 = 2_000;
+
+    fn served(on: f32, off: f32, k: u32, n: u32, validated: bool) -> ServedRule {
+        ServedRule {
+            rule: AlarmRule { on, off, k, n },
+            validated,
+            hop_secs: (HOP / 1000) as u32,
+        }
+    }
+
+    /// Today's fallback: 0.7 / 0.5, no persistence.
     fn alarms() -> Alarms {
+        with_rule(served(0.7, 0.5, 1, 1, false))
+    }
+
+    fn with_rule(rule: ServedRule) -> Alarms {
         Alarms::new(
             Thresholds {
-                risk_on: 0.7,
-                risk_off: 0.5,
                 lead_off: 0.5,
                 max_silence_secs: 600,
             },
+            rule,
             0,
         )
     }
 
+    /// Feeds `scores` to `bed` one hop apart from hop `from`; returns the risk transitions as
+    /// `(hop, raised?)`.
+    fn feed(a: &mut Alarms, bed: &str, from: i64, scores: &[Option<f32>]) -> Vec<(i64, bool)> {
+        let mut out = Vec::new();
+        for (i, &s) in scores.iter().enumerate() {
+            let hop = from + i as i64;
+            for t in a.on_score(bed, hop * HOP, s, None, 1_000 + hop) {
+                match t {
+                    Transition::Raised(x) if x.kind == AlarmKind::Risk => out.push((hop, true)),
+                    Transition::Changed(x) if x.kind == AlarmKind::Risk => {
+                        assert!(x.cleared_ms.is_some());
+                        out.push((hop, false))
+                    }
+                    _ => {}
+                }
+            }
+        }
+        out
+    }
+
     #[test]
-    fn risk_alarm_has_hysteresis_and_clears_itself() {
+    fn risk_alarm_crosses_with_hysteresis_and_clears_itself() {
         let mut a = alarms();
-        assert!(a.on_score("b1", Some(0.69), None, 1).is_empty());
-        let t = a.on_score("b1", Some(0.71), None, 2);
-        assert!(
-            matches!(&t[..], [Transition::Raised(x)] if x.kind == AlarmKind::Risk && x.id == 1)
-        );
+        assert!(a.on_score("b1", HOP, Some(0.69), None, 1).is_empty());
+        let t = a.on_score("b1", 2 * HOP, Some(0.71), None, 2);
+        assert!(matches!(&t[..], [Transition::Raised(x)]
+            if x.kind == AlarmKind::Risk && x.id == 1 && x.onset_ms == Some(2 * HOP)
+                && x.raised_ms == 2 && x.value == Some(0.71_f32 as f64)));
         // Between the thresholds: stays raised.
-        assert!(a.on_score("b1", Some(0.6), None, 3).is_empty());
+        assert!(a.on_score("b1", 3 * HOP, Some(0.6), None, 3).is_empty());
         assert_eq!(a.active().len(), 1);
-        let t = a.on_score("b1", Some(0.4), None, 4);
+        assert_eq!(a.risk_of("b1").unwrap().onset_ms, Some(2 * HOP));
+        let t = a.on_score("b1", 4 * HOP, Some(0.4), None, 4);
         assert!(matches!(&t[..], [Transition::Changed(x)] if x.cleared_ms == Some(4)));
         assert!(a.active().is_empty());
+        assert!(a.risk_of("b1").is_none());
+    }
+
+    #[test]
+    fn a_validated_rule_needs_k_of_n_high_windows_and_k_low_ones_to_clear() {
+        let mut a = with_rule(served(0.6, 0.3, 2, 3, true));
+        // One high window alone does not alarm; high, low, high does (2 of the last 3).
+        let got = feed(
+            &mut a,
+            "b1",
+            0,
+            &[Some(0.9), Some(0.1), Some(0.1), Some(0.9)],
+        );
+        assert!(got.is_empty(), "{got:?}");
+        let got = feed(&mut a, "b1", 4, &[Some(0.1), Some(0.9)]);
+        assert_eq!(got, [(5, true)]);
+        assert_eq!(a.risk_of("b1").unwrap().onset_ms, Some(5 * HOP));
+        // One low window, then one between off and on, then a second low: clears.
+        let got = feed(&mut a, "b1", 6, &[Some(0.1), Some(0.5), Some(0.2)]);
+        assert_eq!(got, [(8, false)]);
+        // Beds are apart.
+        assert!(feed(&mut a, "b2", 0, &[Some(0.9)]).is_empty());
+    }
+
+    #[test]
+    fn unscored_windows_neither_raise_nor_clear() {
+        let mut a = with_rule(served(0.6, 0.3, 2, 3, true));
+        // High, none, high: 2 of the last 3 hops.
+        assert_eq!(
+            feed(&mut a, "b1", 0, &[Some(0.9), None, Some(0.9)]),
+            [(2, true)]
+        );
+        // Any number of unscored windows keep the alarm.
+        assert!(feed(&mut a, "b1", 3, &[None; 20]).is_empty());
+        assert!(a.risk_of("b1").is_some());
+        // A late window of an earlier hop is ignored.
+        assert!(a.on_score("b1", HOP, Some(0.0), None, 9).is_empty());
+        assert_eq!(
+            feed(&mut a, "b1", 23, &[Some(0.1), Some(0.1)]),
+            [(24, false)]
+        );
+    }
+
+    #[test]
+    fn a_rule_change_keeps_an_active_alarm_and_restarts_the_counts() {
+        let mut a = with_rule(served(0.6, 0.3, 2, 3, true));
+        feed(&mut a, "b1", 0, &[Some(0.9), Some(0.9)]);
+        feed(&mut a, "b2", 0, &[Some(0.9)]);
+        assert!(!a.set_rule(served(0.6, 0.3, 2, 3, true)), "same rule");
+        assert!(a.set_rule(served(0.8, 0.5, 3, 3, false)));
+        assert!(!a.rule().validated);
+        // b1's alarm stays (no second raise), and clears on 3 low windows under the new rule.
+        let id = a.risk_of("b1").unwrap().id;
+        assert_eq!(feed(&mut a, "b1", 2, &[Some(0.4), Some(0.4)]), []);
+        assert_eq!(a.risk_of("b1").unwrap().id, id);
+        assert_eq!(feed(&mut a, "b1", 4, &[Some(0.4)]), [(4, false)]);
+        // b2's high window under the old rule no longer counts: 3 new ones are needed.
+        assert_eq!(feed(&mut a, "b2", 1, &[Some(0.9), Some(0.9)]), []);
+        assert_eq!(feed(&mut a, "b2", 3, &[Some(0.9)]), [(3, true)]);
     }
 
     #[test]
     fn technical_alarms_are_apart_and_lost_replaces_stale() {
         let mut a = alarms();
-        a.on_score("b1", Some(0.9), Some(0.8), 1);
+        a.on_score("b1", HOP, Some(0.9), Some(0.8), 1);
         let kinds: Vec<_> = a.active().iter().map(|x| (x.kind, x.technical)).collect();
         assert_eq!(
             kinds,
             [(AlarmKind::Risk, false), (AlarmKind::LeadOff, true)]
         );
+        assert_eq!(a.active()[1].onset_ms, None);
         a.on_status("b1", BedStatus::Stale, 2);
         a.on_status("b1", BedStatus::Lost, 3);
         let tech: Vec<_> = a
@@ -415,7 +570,7 @@ mod tests {
     #[test]
     fn acknowledge_and_silence_record_who_and_when() {
         let mut a = alarms();
-        a.on_score("b1", Some(0.9), None, 1);
+        a.on_score("b1", HOP, Some(0.9), None, 1);
         let id = a.active()[0].id;
         a.acknowledge(id, "nina", 5).unwrap();
         assert!(matches!(
@@ -442,11 +597,11 @@ mod tests {
         crate::serving::store::migrate(&mut c, &path).unwrap();
         let db = AlarmDb::open(&path).unwrap();
         let mut a = alarms();
-        for t in a.on_score("b1", Some(0.9), None, 1) {
+        for t in a.on_score("b1", HOP, Some(0.875), None, 1) {
             db.apply(&t).unwrap();
         }
         db.apply(&a.acknowledge(1, "nina", 5).unwrap()).unwrap();
-        for t in a.on_score("b1", Some(0.9), Some(0.8), 7) {
+        for t in a.on_score("b1", 2 * HOP, Some(0.875), Some(0.8), 7) {
             db.apply(&t).unwrap();
         }
         let rows = serde_json::to_value(db.history("b1", 10).unwrap()).unwrap();
@@ -456,7 +611,7 @@ mod tests {
                 {"id": 2, "kind": "lead_off", "raised_ms": 7, "value": 0.8, "cleared_ms": null,
                  "acked_by": null, "acked_ms": null, "silenced_by": null, "silenced_ms": null,
                  "silenced_until_ms": null},
-                {"id": 1, "kind": "risk", "raised_ms": 1, "value": 0.9, "cleared_ms": null,
+                {"id": 1, "kind": "risk", "raised_ms": 1, "value": 0.875, "cleared_ms": null,
                  "acked_by": "nina", "acked_ms": 5, "silenced_by": null, "silenced_ms": null,
                  "silenced_until_ms": null},
             ])

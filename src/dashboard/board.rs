@@ -5,6 +5,12 @@
 //! snapshot every second through a `watch` channel. Every page reads the latest snapshot, so
 //! a slow or stuck client never holds back ingest or scoring. Alarm actions arrive as
 //! commands and are persisted by [`AlarmDb`](super::alarms::AlarmDb) off the async workers.
+//!
+//! The risk alarm rule follows the serving ensemble: at start-up and whenever the composer
+//! publishes other members, the board looks the ensemble up in the zoo's rule book
+//! ([`rule::choose`]) and serves what it finds, or the configured fallback, marked not
+//! validated and logged once at warn. The choice is published on a `watch` channel
+//! ([`Board::alarm_rule`], read by `/api/health`).
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::{Arc, Mutex};
@@ -16,6 +22,8 @@ use tokio::sync::{broadcast, mpsc, oneshot, watch};
 use tokio_util::sync::CancellationToken;
 
 use super::alarms::{Alarm, AlarmDb, AlarmError, Alarms, Thresholds, Transition};
+use super::rule::{self, ServedRule};
+use crate::alarm::rules::{MemberRef, RuleBook};
 use crate::composer::service::Serving;
 use crate::config::DashboardConfig;
 use crate::core::score::ScoreRecord;
@@ -38,6 +46,11 @@ pub(crate) struct Tile {
     pub(crate) trend: Vec<(i64, f32)>,
     /// Active alarm kinds on this bed.
     pub(crate) alarms: Vec<&'static str>,
+    /// The active risk alarm's onset: the end of the window at which the rule was met, on the
+    /// bed's timeline (the monitor's clock, as the ECG strip's `end_ms`).
+    pub(crate) risk_alarm_onset_ms: Option<i64>,
+    /// When the ward raised that alarm (the server's clock: its age is counted from this).
+    pub(crate) risk_alarm_raised_ms: Option<i64>,
 }
 
 /// A bed's latest committed window.
@@ -46,8 +59,8 @@ pub(crate) struct Latest {
     pub(crate) window_end_ms: i64,
     pub(crate) status: &'static str,
     pub(crate) score: Option<f32>,
-    /// `low`, `elevated` (at or above the clearing threshold) or `high` (at or above the alarm
-    /// threshold).
+    /// `low`, `elevated` (at or above the serving rule's `off`) or `high` (at or above its
+    /// `on`).
     pub(crate) band: &'static str,
     pub(crate) partial: bool,
     pub(crate) missing: Vec<String>,
@@ -61,6 +74,7 @@ pub(crate) struct Latest {
 #[derive(Debug, Clone, Default, Serialize)]
 pub(crate) struct Snapshot {
     pub(crate) generated_ms: i64,
+    /// The serving rule's on-threshold (the tiles' trend line).
     pub(crate) risk_alarm_on: f64,
     pub(crate) beds: Vec<Tile>,
     pub(crate) alarms: Vec<Alarm>,
@@ -85,6 +99,9 @@ pub(crate) enum AlarmCmd {
 #[derive(Clone)]
 pub(crate) struct Board {
     snapshot: watch::Receiver<Arc<Snapshot>>,
+    /// The risk alarm rule serving now; the board's task holds the sender and changes it when
+    /// another ensemble serves.
+    rule: watch::Receiver<ServedRule>,
     cmd: mpsc::Sender<AlarmCmd>,
     /// One permit per open `/api/stream` client (`dashboard.max_stream_clients`).
     clients: Arc<tokio::sync::Semaphore>,
@@ -94,6 +111,11 @@ pub(crate) struct Board {
 impl Board {
     pub(crate) fn snapshot(&self) -> Arc<Snapshot> {
         self.snapshot.borrow().clone()
+    }
+
+    /// The risk alarm rule serving now.
+    pub(crate) fn alarm_rule(&self) -> ServedRule {
+        *self.rule.borrow()
     }
 
     pub(crate) fn subscribe(&self) -> watch::Receiver<Arc<Snapshot>> {
@@ -161,10 +183,71 @@ pub(crate) struct Sources {
     pub(crate) serving: watch::Receiver<Serving>,
     /// The database, for the alarms table.
     pub(crate) db: std::path::PathBuf,
+    /// Where the risk alarm rules are looked up.
+    pub(crate) rules: RuleSource,
 }
 
-/// Starts the board task.
-pub(crate) fn start(
+/// The zoo's rule book and the ward's hop and window a rule must match.
+#[derive(Debug, Clone)]
+pub(crate) struct RuleSource {
+    pub(crate) models_dir: std::path::PathBuf,
+    pub(crate) hop_secs: u32,
+    pub(crate) window_secs: u32,
+}
+
+impl RuleSource {
+    /// The rule for `members` (read from the zoo's book now, so a rule saved while the daemon
+    /// runs serves at the next switch): the book's, or the fallback, with a warning.
+    async fn choose(
+        &self,
+        cfg: &DashboardConfig,
+        models: Vec<crate::serving::engine::ensemble::ModelInfo>,
+    ) -> ServedRule {
+        let fallback = ServedRule::fallback(cfg, self.hop_secs);
+        let dir = self.models_dir.clone();
+        let book = match tokio::task::spawn_blocking(move || RuleBook::load(&dir)).await {
+            Ok(Ok(b)) => b,
+            Ok(Err(e)) => {
+                tracing::error!(error = %e, "Cannot read the zoo's alarm rules");
+                RuleBook::default()
+            }
+            Err(e) => {
+                tracing::error!(error = %e, "Reading the zoo's alarm rules failed");
+                RuleBook::default()
+            }
+        };
+        let chosen = rule::choose(&book, &models, self.hop_secs, self.window_secs, fallback);
+        let members = models
+            .iter()
+            .map(|m| m.name.as_str())
+            .collect::<Vec<_>>()
+            .join("+");
+        let r = chosen.rule;
+        if chosen.validated {
+            tracing::info!(
+                members,
+                on = r.on,
+                off = r.off,
+                k = r.k,
+                n = r.n,
+                "Risk alarm rule validated for the serving ensemble"
+            );
+        } else {
+            tracing::warn!(
+                members,
+                hop_secs = self.hop_secs,
+                window_secs = self.window_secs,
+                on = r.on,
+                off = r.off,
+                "No alarm rule validated for the serving ensemble; serving the configured fallback (risk_alarm_on/off, no persistence)"
+            );
+        }
+        chosen
+    }
+}
+
+/// Starts the board task, serving the risk alarm rule of the ensemble serving now.
+pub(crate) async fn start(
     cfg: DashboardConfig,
     src: Sources,
     shutdown: CancellationToken,
@@ -174,37 +257,61 @@ pub(crate) fn start(
     let (cmd_tx, cmd_rx) = mpsc::channel(64);
     let scores = src.store.subscribe();
     let max_clients = cfg.max_stream_clients;
+    let models = src.serving.borrow().models.clone();
+    let served = rule::sorted_members(&models);
+    let first = src.rules.choose(&cfg, models).await;
+    let (rule_tx, rule) = watch::channel(first);
     tracker.spawn(run(
         cfg,
-        src.ward,
+        src,
         scores,
-        src.reader,
-        src.serving,
-        src.db,
-        tx,
+        Outputs {
+            snapshot: tx,
+            rule: rule_tx,
+            served,
+        },
         cmd_rx,
         shutdown,
     ));
     Board {
         snapshot,
+        rule,
         cmd: cmd_tx,
         clients: Arc::new(tokio::sync::Semaphore::new(max_clients)),
         max_clients,
     }
 }
 
-#[allow(clippy::too_many_arguments)]
+/// What the board's task publishes.
+struct Outputs {
+    snapshot: watch::Sender<Arc<Snapshot>>,
+    rule: watch::Sender<ServedRule>,
+    /// The members whose rule `rule` holds.
+    served: Vec<MemberRef>,
+}
+
 async fn run(
     cfg: DashboardConfig,
-    ward: Ward,
+    src: Sources,
     mut scores: broadcast::Receiver<Arc<ScoreRecord>>,
-    reader: StoreReader,
-    serving: watch::Receiver<Serving>,
-    db: std::path::PathBuf,
-    out: watch::Sender<Arc<Snapshot>>,
+    outputs: Outputs,
     mut cmds: mpsc::Receiver<AlarmCmd>,
     shutdown: CancellationToken,
 ) {
+    let Sources {
+        ward,
+        reader,
+        mut serving,
+        db,
+        rules,
+        ..
+    } = src;
+    let Outputs {
+        snapshot: out,
+        rule: rule_tx,
+        served: mut served_members,
+    } = outputs;
+    let mut serving_open = true;
     let span_ms = (cfg.trend_hours * 3.6e6) as i64;
     // Alarm persistence and the trends' first fill run on the blocking pool.
     let since = now_ms() - span_ms;
@@ -241,13 +348,13 @@ async fn run(
         }
     };
     let adb = Arc::new(Mutex::new(adb));
+    let first_rule = *rule_tx.borrow();
     let mut alarms = Alarms::new(
         Thresholds {
-            risk_on: cfg.risk_alarm_on,
-            risk_off: cfg.risk_alarm_off,
             lead_off: cfg.lead_off_alarm,
             max_silence_secs: cfg.max_silence_secs,
         },
+        first_rule,
         last_id,
     );
     // Automatic transitions (raised, cleared, expired); user actions are stored where they are
@@ -279,7 +386,7 @@ async fn run(
                 Ok(s) => {
                     let rung = serving.borrow().rung;
                     let lead_off = s.quality.leads[0].map(|l| l.lead_off_secs / ((s.end_ms - s.start_ms) as f64 / 1000.0).max(1.0));
-                    let latest = latest_of(&s, rung > 0, &cfg);
+                    let latest = latest_of(&s, rung > 0, alarms.rule());
                     let b = beds.entry(s.bed.to_string()).or_insert_with(|| BedBoard { latest: None, trend: VecDeque::new() });
                     if let Some(v) = s.score {
                         b.trend.push_back((s.end_ms, v));
@@ -288,13 +395,26 @@ async fn run(
                         }
                     }
                     b.latest = Some(latest);
-                    persist(alarms.on_score(&s.bed, s.score.map(f64::from), lead_off, now_ms()));
+                    persist(alarms.on_score(&s.bed, s.end_ms, s.score, lead_off, now_ms()));
                 }
                 Err(broadcast::error::RecvError::Lagged(n)) => {
                     tracing::warn!(skipped = n, "The dashboard fell behind the scores");
                 }
                 Err(broadcast::error::RecvError::Closed) => break,
             },
+            r = serving.changed(), if serving_open => {
+                // Without a composer nothing publishes: the start-up rule serves for good.
+                serving_open = r.is_ok();
+                let now_members = rule::sorted_members(&serving.borrow().models);
+                if serving_open && now_members != served_members {
+                    served_members = now_members;
+                    let models = serving.borrow().models.clone();
+                    let chosen = rules.choose(&cfg, models).await;
+                    if alarms.set_rule(chosen) {
+                        rule_tx.send_replace(chosen);
+                    }
+                }
+            }
             Some(c) = cmds.recv() => {
                 let now = now_ms();
                 let (res, reply, action, user) = match c {
@@ -341,12 +461,12 @@ async fn run(
     }
 }
 
-fn latest_of(s: &ScoreRecord, degraded: bool, cfg: &DashboardConfig) -> Latest {
+fn latest_of(s: &ScoreRecord, degraded: bool, rule: ServedRule) -> Latest {
     let secs = ((s.end_ms - s.start_ms) as f64 / 1000.0).max(1.0);
-    let band = match s.score.map(f64::from) {
+    let band = match s.score {
         None => "none",
-        Some(v) if v >= cfg.risk_alarm_on => "high",
-        Some(v) if v >= cfg.risk_alarm_off => "elevated",
+        Some(v) if v >= rule.rule.on => "high",
+        Some(v) if v >= rule.rule.off => "elevated",
         Some(_) => "low",
     };
     Latest {
@@ -392,7 +512,10 @@ fn snapshot(
         .into_iter()
         .map(|v| {
             let b = beds.get(&v.bed);
+            let risk = alarms.risk_of(&v.bed);
             Tile {
+                risk_alarm_onset_ms: risk.and_then(|a| a.onset_ms),
+                risk_alarm_raised_ms: risk.map(|a| a.raised_ms),
                 label: cfg
                     .labels
                     .get(&v.bed)
@@ -418,7 +541,7 @@ fn snapshot(
     }
     Snapshot {
         generated_ms: now_ms(),
-        risk_alarm_on: cfg.risk_alarm_on,
+        risk_alarm_on: f64::from(alarms.rule().rule.on),
         beds: tiles,
         alarms: active,
     }

@@ -389,7 +389,7 @@ async fn me(State(s): State<DashboardState>, headers: HeaderMap) -> Json<MeView>
     Json(MeView {
         user: user_of(&s, &headers).await,
         public_ward_view: s.cfg.public_ward_view,
-        risk_alarm_on: s.cfg.risk_alarm_on,
+        risk_alarm_on: f64::from(s.board.alarm_rule().rule.on),
         max_silence_secs: s.cfg.max_silence_secs,
     })
 }

@@ -17,6 +17,7 @@ use crate::composer::plans::Plan;
 use crate::composer::service::Switch;
 use crate::config::Combine;
 use crate::core::event::Origin;
+use crate::dashboard::rule::ServedRule;
 use crate::serving::engine::ensemble::ModelInfo;
 use crate::serving::engine::profile::Profile;
 use crate::serving::engine::reload::ZooStatus;
@@ -41,12 +42,19 @@ pub(super) async fn ws_monitor(
         })
 }
 
-/// A bed as `/api/beds` lists it: the ward's view and its latest stored score.
+/// A bed as `/api/beds` lists it: the ward's view, its latest stored score and its active
+/// risk alarm, if any.
 #[derive(Debug, Serialize)]
 pub(super) struct BedSummary {
     #[serde(flatten)]
     view: BedView,
     latest: Option<ScoreRow>,
+    /// The active risk alarm's onset: the end of the window at which the rule was met, on the
+    /// bed's timeline (the monitor's clock; `window_end_ms` and the ECG strip's `end_ms` are
+    /// on it too). `null`: no risk alarm.
+    risk_alarm_onset_ms: Option<i64>,
+    /// When the ward raised that alarm (the server's clock, ms since the epoch).
+    risk_alarm_raised_ms: Option<i64>,
 }
 
 #[derive(Debug, Serialize)]
@@ -60,13 +68,26 @@ pub(super) async fn beds(State(s): State<AppState>) -> Result<Json<Beds>, ApiErr
     let reader = s.reader.clone();
     let latest = tokio::task::spawn_blocking(move || reader.latest_scores()).await??;
     let mut latest: HashMap<String, _> = latest.into_iter().map(|r| (r.bed.clone(), r)).collect();
+    let snap = s.dashboard.board.snapshot();
+    let risk = |bed: &str| {
+        snap.alarms
+            .iter()
+            .find(|a| a.bed == bed && a.onset_ms.is_some())
+            .map(|a| (a.onset_ms, Some(a.raised_ms)))
+            .unwrap_or((None, None))
+    };
     let mut beds: Vec<BedSummary> = s
         .ward
         .views()
         .into_iter()
-        .map(|view| BedSummary {
-            latest: latest.remove(&view.bed),
-            view,
+        .map(|view| {
+            let (onset, raised) = risk(&view.bed);
+            BedSummary {
+                latest: latest.remove(&view.bed),
+                risk_alarm_onset_ms: onset,
+                risk_alarm_raised_ms: raised,
+                view,
+            }
         })
         .collect();
     beds.extend(latest.into_iter().map(|(bed, row)| BedSummary {
@@ -83,6 +104,8 @@ pub(super) async fn beds(State(s): State<AppState>) -> Result<Json<Beds>, ApiErr
             replies_dropped: 0,
         },
         latest: Some(row),
+        risk_alarm_onset_ms: None,
+        risk_alarm_raised_ms: None,
     }));
     beds.sort_by(|a, b| a.view.bed.cmp(&b.view.bed));
     Ok(Json(Beds { beds }))
@@ -352,6 +375,9 @@ pub(super) struct Health {
     lead_sets: LeadSets,
     beds_connected: usize,
     stream_clients: usize,
+    /// The risk alarm rule serving now: validated for the serving ensemble, or the configured
+    /// fallback (`validated: false`).
+    alarm_rule: ServedRule,
 }
 
 /// Everything an operator needs at a glance: storage (fault, backlog), models (faults, zoo
@@ -395,6 +421,7 @@ pub(super) async fn health(State(s): State<AppState>) -> Json<Health> {
         lead_sets,
         beds_connected: s.ward.connected_beds(),
         stream_clients: s.dashboard.board.stream_clients(),
+        alarm_rule: s.dashboard.board.alarm_rule(),
     })
 }
 

@@ -196,13 +196,15 @@ impl BedState {
         self.p.fs
     }
 
-    pub(crate) fn strip(&self, samples: i64) -> (i64, Vec<Option<Vec<Option<f32>>>>) {
+    /// The last `samples` of each lead slot, with the strip's end as a timeline position and as
+    /// device time (ms).
+    pub(crate) fn strip(&self, samples: i64) -> (i64, i64, Vec<Option<Vec<Option<f32>>>>) {
         let end = self.high_water;
         let start = (end - samples).max(0);
         let leads = (0..MAX_LEADS)
             .map(|l| self.present[l].then(|| (start..end).map(|p| self.leads[l].get(p)).collect()))
             .collect();
-        (end, leads)
+        (end, self.ms_of(end), leads)
     }
 
     /// A connection attached, announcing these lead slots and vitals.

@@ -55,6 +55,9 @@ pub(crate) struct Strip {
     pub(crate) fs: i64,
     /// Samples since the bed's timeline origin at the strip's end.
     pub(crate) end_pos: i64,
+    /// The strip's end on the bed's timeline (the monitor's clock, ms), the time base of
+    /// window ends and of a risk alarm's onset.
+    pub(crate) end_ms: i64,
     pub(crate) leads: Vec<Option<Vec<Option<f32>>>>,
 }
 
@@ -179,8 +182,13 @@ impl BedTask {
             BedCmd::Bye => self.state.bye(),
             BedCmd::Strip { secs, reply } => {
                 let fs = self.state.fs();
-                let (end_pos, leads) = self.state.strip((secs * fs as f64) as i64);
-                let _ = reply.send(Strip { fs, end_pos, leads });
+                let (end_pos, end_ms, leads) = self.state.strip((secs * fs as f64) as i64);
+                let _ = reply.send(Strip {
+                    fs,
+                    end_pos,
+                    end_ms,
+                    leads,
+                });
             }
             BedCmd::Samples(f) => {
                 let (seq, arrived) = (f.seq, f.arrived);

@@ -345,6 +345,7 @@ pub(crate) async fn run(mut base: Config, opts: BenchOptions) -> Result<BenchRep
     let sim = SimOptions {
         duration: opts.duration,
         speed: opts.speed,
+        start_secs: 0.0,
         token,
         device: Some("bench".into()),
         seed: 11,

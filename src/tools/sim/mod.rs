@@ -61,6 +61,9 @@ pub struct SimOptions {
     pub duration: Duration,
     /// Signal seconds per wall-clock second.
     pub speed: f64,
+    /// Where in each record replay starts, signal seconds from its beginning (records only;
+    /// past the end it wraps around).
+    pub start_secs: f64,
     pub token: String,
     /// Device name of every hello (None: `sim-<bed>` per bed).
     pub device: Option<String>,
@@ -92,6 +95,7 @@ impl SimOptions {
             source,
             duration: Duration::from_secs(86_400),
             speed: 1.0,
+            start_secs: 0.0,
             token: "demo".into(),
             device: None,
             ca: None,
@@ -168,6 +172,14 @@ impl Signal {
         }
     }
 
+    /// Where replay starts, samples into the record.
+    fn start(&self) -> usize {
+        match self {
+            Signal::Record { pos, .. } => *pos,
+            Signal::Synthetic { .. } => 0,
+        }
+    }
+
     fn has_secondary(&self) -> bool {
         match self {
             Signal::Record { rec, .. } => rec.leads.len() > 1,
@@ -211,9 +223,10 @@ pub async fn run(opts: SimOptions) -> Result<Arc<SimReport>, SimError> {
                 .expect("record loading does not panic")?;
             let loaded: Vec<Arc<RecordData>> = loaded.into_iter().map(Arc::new).collect();
             (0..opts.beds)
-                .map(|i| Signal::Record {
-                    rec: loaded[i % loaded.len()].clone(),
-                    pos: 0,
+                .map(|i| {
+                    let rec = loaded[i % loaded.len()].clone();
+                    let pos = (opts.start_secs.max(0.0) * 250.0) as usize % rec.len().max(1);
+                    Signal::Record { rec, pos }
                 })
                 .collect()
         }
@@ -286,7 +299,7 @@ async fn monitor(m: Monitor, mut sig: Signal) {
     let mut vseq: u64 = 0;
     let mut sent: VecDeque<(u64, String)> = VecDeque::new();
     let mut backoff = Duration::from_millis(200);
-    let start_pos = 0usize;
+    let start_pos = sig.start();
     let mut ecg = vec![json!({"lead": "II", "hz": 250})];
     if sig.has_secondary() {
         ecg.push(json!({"lead": "V", "hz": 250}));

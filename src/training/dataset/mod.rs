@@ -112,6 +112,22 @@ pub struct RecordData {
 }
 
 impl RecordData {
+    /// The reference VT and VF episodes as `(kind, onset, end)`, kind `vt` or `vf`, times in
+    /// seconds from the record's start.
+    pub fn episodes_secs(&self) -> Vec<(&'static str, f64, f64)> {
+        self.episodes
+            .iter()
+            .map(|e| {
+                let kind = match e.kind {
+                    EpisodeKind::Vt => "vt",
+                    EpisodeKind::Vf => "vf",
+                };
+                let fs = SAMPLE_RATE_HZ as f64;
+                (kind, e.onset as f64 / fs, e.end as f64 / fs)
+            })
+            .collect()
+    }
+
     /// Samples per lead.
     pub(crate) fn len(&self) -> usize {
         self.leads.first().map_or(0, Vec::len)

@@ -1,0 +1,152 @@
+//! Which risk alarm rule the ward serves: the rule chosen on validation for the serving
+//! ensemble (its members by name and weights, the ward's hop and window), read from the zoo's
+//! [`RuleBook`]; when the book has none, a fallback from `[dashboard] risk_alarm_on/off` with
+//! no persistence (k = n = 1), served but marked not validated. The [`board`](super::board)
+//! chooses again at start-up and whenever the composer publishes another ensemble; `/api/health`
+//! and the system page show the choice.
+
+use serde::Serialize;
+
+use crate::alarm::AlarmRule;
+use crate::alarm::rules::{MemberRef, RuleBook};
+use crate::config::DashboardConfig;
+use crate::serving::engine::ensemble::ModelInfo;
+
+/// The rule serving now, as `/api/health` shows it.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub(crate) struct ServedRule {
+    #[serde(flatten)]
+    pub(crate) rule: AlarmRule,
+    /// Chosen on validation for the serving ensemble at this hop and window; `false`: the
+    /// configured fallback.
+    pub(crate) validated: bool,
+    /// The hop the rule counts in (`ward.hop_secs`).
+    pub(crate) hop_secs: u32,
+}
+
+impl ServedRule {
+    /// The configured thresholds, no persistence: what serves when the zoo has no rule for
+    /// the ensemble.
+    pub(crate) fn fallback(cfg: &DashboardConfig, hop_secs: u32) -> ServedRule {
+        ServedRule {
+            rule: AlarmRule {
+                on: cfg.risk_alarm_on as f32,
+                off: cfg.risk_alarm_off as f32,
+                k: 1,
+                n: 1,
+            },
+            validated: false,
+            hop_secs,
+        }
+    }
+
+    /// The hop in ms, for [`AlarmState`](crate::alarm::AlarmState).
+    pub(crate) fn hop_ms(&self) -> i64 {
+        i64::from(self.hop_secs) * 1000
+    }
+}
+
+/// The serving members as rules name them.
+pub(crate) fn members_of(models: &[ModelInfo]) -> Vec<MemberRef> {
+    models
+        .iter()
+        .map(|m| MemberRef {
+            name: m.name.clone(),
+            sha256: m.sha256.clone(),
+        })
+        .collect()
+}
+
+/// The serving members as rules name them, sorted (a change of these is a change of
+/// ensemble, and maybe of rule).
+pub(crate) fn sorted_members(models: &[ModelInfo]) -> Vec<MemberRef> {
+    let mut m = members_of(models);
+    m.sort();
+    m
+}
+
+/// The rule for `models` at this hop and window: the book's, or `fallback` (not validated).
+pub(crate) fn choose(
+    book: &RuleBook,
+    models: &[ModelInfo],
+    hop_secs: u32,
+    window_secs: u32,
+    fallback: ServedRule,
+) -> ServedRule {
+    match book.lookup(&members_of(models), hop_secs, window_secs) {
+        Some(v) => ServedRule {
+            rule: v.rule,
+            validated: true,
+            hop_secs,
+        },
+        None => fallback,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::alarm::rules::{ValidatedRule, ValidationFigures};
+
+    fn model(name: &str, sha: &str) -> ModelInfo {
+        ModelInfo {
+            name: name.into(),
+            version: 1,
+            input: "ecg II".into(),
+            parameters: 1,
+            macs_per_window: 1,
+            sha256: sha.into(),
+            val_roc_auc: None,
+            test_roc_auc: None,
+        }
+    }
+
+    #[test]
+    fn the_books_rule_serves_validated_else_the_fallback() {
+        let rule = AlarmRule {
+            on: 0.6,
+            off: 0.3,
+            k: 2,
+            n: 3,
+        };
+        let mut book = RuleBook::default();
+        book.insert(ValidatedRule {
+            members: members_of(&[model("b", "2"), model("a", "1")]),
+            hop_secs: 2,
+            window_secs: 10,
+            rule,
+            validation: ValidationFigures {
+                records: 1,
+                target_sensitivity: 0.95,
+                episodes: 1,
+                detected: 1,
+                false_alarms_per_hour: None,
+            },
+        });
+        let fb = ServedRule::fallback(&DashboardConfig::default(), 2);
+        assert_eq!(
+            fb.rule,
+            AlarmRule {
+                on: 0.7,
+                off: 0.5,
+                k: 1,
+                n: 1
+            }
+        );
+        assert!(!fb.validated);
+        let ab = [model("a", "1"), model("b", "2")];
+        let got = choose(&book, &ab, 2, 10, fb);
+        assert_eq!((got.rule, got.validated, got.hop_secs), (rule, true, 2));
+        // Another hop, or a retrained member (other weights): the fallback.
+        assert_eq!(choose(&book, &ab, 5, 10, fb), fb);
+        assert_eq!(
+            choose(&book, &[model("a", "1"), model("b", "9")], 2, 10, fb),
+            fb
+        );
+        let json = serde_json::to_value(got).unwrap();
+        assert_eq!(
+            json,
+            serde_json::json!({"on": 0.6_f32, "off": 0.3_f32, "k": 2, "n": 3, "validated": true, "hop_secs": 2})
+        );
+    }
+}
