@@ -9,6 +9,7 @@ use common::{App, Monitor, spawn_app};
 use serde_json::Value;
 
 const T0: i64 = 1_700_000_000_000;
+/// The served members (not the defaults: a small, cheap ensemble of both leads and vitals).
 const MEMBERS: [&str; 3] = ["ecg-primary-5s-w8-d2", "ecg-secondary-5s-w8-d2", "vitals-hr-mlp"];
 
 async fn wait_json(app: &App, path: &str, what: &str, pred: impl Fn(&Value) -> bool) -> Value {
@@ -54,6 +55,7 @@ async fn models_are_added_refused_changed_and_removed_while_scoring() {
     let zdir = zoo.path().to_owned();
     let app = spawn_app(move |c| {
         c.ensemble.models_dir = zdir;
+        c.ensemble.members = MEMBERS.map(String::from).to_vec();
         c.ward.beds = vec!["bed-z".into()];
     })
     .await;
@@ -163,7 +165,11 @@ async fn health_lists_the_zoo_folders_that_do_not_load() {
     .unwrap();
     std::fs::remove_file(zoo.path().join("vitals-hr-logreg").join("weights.mpk")).unwrap();
     let zdir = zoo.path().to_owned();
-    let app = spawn_app(move |c| c.ensemble.models_dir = zdir).await;
+    let app = spawn_app(move |c| {
+        c.ensemble.models_dir = zdir;
+        c.ensemble.members = MEMBERS.map(String::from).to_vec();
+    })
+    .await;
 
     let h = app.health().await;
     assert_eq!(h["status"], "degraded", "{h}");

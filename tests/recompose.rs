@@ -181,10 +181,11 @@ async fn a_zoo_change_leads_to_a_new_plan_while_scores_keep_arriving() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_p95_breach_steps_down_the_ladder_at_once() {
     let zoo = tempfile::tempdir().unwrap();
-    // Every rung covers the primary lead, so the cheap rung is the cheap ECG model (about a
-    // twentieth of the other's work), not the vitals model alone.
+    // Every rung covers the primary lead, so the cheap rung is the cheap ECG model (a 34th of
+    // the other's work), not the vitals model alone. Together the two rank validation windows
+    // better than either alone (ROC-AUC 0.9855 against 0.9840 and 0.9797), so rung 0 holds both.
     for m in [
-        "ecg-primary-5s-w8-d2",
+        "ecg-primary-10s-w8-d2",
         "ecg-primary-30s-w32-d4",
         "vitals-hr-logreg",
     ] {
@@ -198,10 +199,12 @@ async fn a_p95_breach_steps_down_the_ladder_at_once() {
         c.composer.enabled = true;
         c.composer.method = "exact".into();
         c.composer.budget_fraction = 1.0;
-        // Rung 0 fits every model in 3 s (even on a loaded machine); the one rung below, 24 ms,
-        // fits the small ECG model (about 5 ms here) and not the large one (about 110 ms).
+        // Rung 0 fits every model in 3 s (even on a loaded machine). The steps below reach
+        // from 1.5 s to 9 ms, so that however loaded the machine profiling the models is, some
+        // step fits the small ECG model without the large one, and every smaller step that
+        // fits anything is that same ensemble: two distinct rungs.
         c.engine.slo_ms = 3000;
-        c.composer.ladder = vec![0.008];
+        c.composer.ladder = vec![0.5, 0.2, 0.1, 0.05, 0.03, 0.01, 0.003];
         c.composer.p95_min_windows = 2;
         // A slow store: every commit waits 4 s for company, past the 3 s budget.
         c.storage.flush_ms = 4000;
@@ -215,7 +218,7 @@ async fn a_p95_breach_steps_down_the_ladder_at_once() {
         cheap
             .as_array()
             .unwrap()
-            .contains(&"ecg-primary-5s-w8-d2".into())
+            .contains(&"ecg-primary-10s-w8-d2".into())
             && !cheap
                 .as_array()
                 .unwrap()

@@ -79,8 +79,9 @@ async fn check_onset(app: &common::App, b: &Value, on: f64) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_fallback_rule_serves_not_validated_and_the_onset_is_a_window_end() {
     // Every score reaches 0: the fallback rule (k = n = 1) raises at the first scored window.
+    // The zoo's rules are for other hops than 3 s, so the fallback serves.
     let app = spawn_app(|c| {
-        c.ward.hop_secs = 5;
+        c.ward.hop_secs = 3;
         c.dashboard.risk_alarm_on = 0.0;
         c.dashboard.risk_alarm_off = 0.0;
     })
@@ -88,7 +89,7 @@ async fn the_fallback_rule_serves_not_validated_and_the_onset_is_a_window_end() 
     let h = app.health().await;
     assert_eq!(
         h["alarm_rule"],
-        json!({"on": 0.0, "off": 0.0, "k": 1, "n": 1, "validated": false, "hop_secs": 5}),
+        json!({"on": 0.0, "off": 0.0, "k": 1, "n": 1, "validated": false, "hop_secs": 3}),
         "{h}"
     );
     let run = tokio::spawn(holmes::tools::sim::run(sim(

@@ -96,7 +96,7 @@ impl RuleBook {
             }
             Err(source) => return Err(RulesError::Io { path, source }),
         };
-        let book: RuleBook = serde_json::from_str(&text).map_err(|source| RulesError::Parse {
+        let mut book: RuleBook = serde_json::from_str(&text).map_err(|source| RulesError::Parse {
             path: path.clone(),
             source,
         })?;
@@ -106,11 +106,13 @@ impl RuleBook {
                 found: book.format,
             });
         }
-        for r in &book.rules {
+        for r in &mut book.rules {
             r.rule.validate().map_err(|source| RulesError::Invalid {
                 members: names(&r.members),
                 source,
             })?;
+            // A hand-edited file may list an ensemble's members in any order.
+            r.members.sort();
         }
         Ok(book)
     }
@@ -217,6 +219,18 @@ mod tests {
             book.lookup(&[member("a", "1"), member("b", "3")], 5, 30)
                 .is_none()
         );
+    }
+
+    #[test]
+    fn a_hand_written_file_may_list_members_in_any_order() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut rule = validated(vec![member("b", "2"), member("a", "1")], 5, 0.6);
+        rule.members = vec![member("b", "2"), member("a", "1")];
+        let text = serde_json::json!({"format": FORMAT, "rules": [rule]}).to_string();
+        std::fs::write(dir.path().join(RULES_FILE), text).unwrap();
+        let book = RuleBook::load(dir.path()).unwrap();
+        let got = book.lookup(&[member("b", "2"), member("a", "1")], 5, 30);
+        assert_eq!(got.map(|r| r.rule.on), Some(0.6));
     }
 
     #[test]

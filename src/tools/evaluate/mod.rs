@@ -22,6 +22,8 @@
 
 pub mod episodes;
 mod replay;
+#[cfg(test)]
+mod noise_check;
 pub mod report;
 
 use std::collections::BTreeMap;
