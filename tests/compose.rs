@@ -246,7 +246,11 @@ fn the_dual_finds_the_fastest_ensemble_reaching_an_accuracy_floor() {
 #[test]
 fn measured_latency_runs_the_real_engine_and_is_cached_by_architecture() {
     let dir = common::root().join("models");
-    let names = ["ecg-primary-5s-w8-d2", "ecg-secondary-5s-w8-d2", "vitals-hr-mlp"];
+    let names = [
+        "ecg-primary-5s-w8-d2",
+        "ecg-secondary-5s-w8-d2",
+        "vitals-hr-mlp",
+    ];
     let manifests: Vec<holmes::zoo::Manifest> = names
         .iter()
         .map(|n| {

@@ -10,7 +10,11 @@ use serde_json::Value;
 
 const T0: i64 = 1_700_000_000_000;
 /// The served members (not the defaults: a small, cheap ensemble of both leads and vitals).
-const MEMBERS: [&str; 3] = ["ecg-primary-5s-w8-d2", "ecg-secondary-5s-w8-d2", "vitals-hr-mlp"];
+const MEMBERS: [&str; 3] = [
+    "ecg-primary-5s-w8-d2",
+    "ecg-secondary-5s-w8-d2",
+    "vitals-hr-mlp",
+];
 
 async fn wait_json(app: &App, path: &str, what: &str, pred: impl Fn(&Value) -> bool) -> Value {
     let until = std::time::Instant::now() + Duration::from_secs(20);
@@ -159,7 +163,9 @@ async fn health_lists_the_zoo_folders_that_do_not_load() {
     bytes[n / 2] ^= 0xff;
     std::fs::write(&weights, bytes).unwrap();
     std::fs::write(
-        zoo.path().join("ecg-primary-30s-w8-d2").join("manifest.json"),
+        zoo.path()
+            .join("ecg-primary-30s-w8-d2")
+            .join("manifest.json"),
         "{ not json",
     )
     .unwrap();

@@ -39,9 +39,13 @@ async fn profiles_are_stored_and_served() {
     let app = common::spawn_app(move |c| {
         c.storage.db = db2;
         // Profiles are shown for the serving members: these two and one not profiled.
-        c.ensemble.members = ["ecg-primary-5s-w8-d2", "ecg-secondary-5s-w8-d2", "vitals-hr-mlp"]
-            .map(String::from)
-            .to_vec();
+        c.ensemble.members = [
+            "ecg-primary-5s-w8-d2",
+            "ecg-secondary-5s-w8-d2",
+            "vitals-hr-mlp",
+        ]
+        .map(String::from)
+        .to_vec();
     })
     .await;
     let (_, v) = app.get("/api/models").await;

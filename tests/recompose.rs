@@ -404,3 +404,71 @@ async fn connected_beds_crossing_a_step_lead_to_a_plan_for_them() {
     );
     app.stop().await;
 }
+
+/// The zoo brings alarm rules validated for two of its ensembles: the composer serves the one
+/// with the fewer validation false alarms (it fits the budget), and the ward's risk alarm runs
+/// that ensemble's rule, marked validated.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_composer_serves_a_validated_ensemble_with_its_rule() {
+    let zoo = tempfile::tempdir().unwrap();
+    let names = [
+        "ecg-primary-5s-w8-d2",
+        "ecg-secondary-5s-w8-d2",
+        "ecg-primary-5s-w16-d4",
+        "ecg-secondary-5s-w16-d4",
+        "vitals-hr-logreg",
+    ];
+    for m in names {
+        common::copy_model(m, zoo.path());
+    }
+    let sha = |m: &str| -> String {
+        let t = std::fs::read_to_string(zoo.path().join(m).join("manifest.json")).unwrap();
+        let v: Value = serde_json::from_str(&t).unwrap();
+        v["weights"]["sha256"].as_str().unwrap().to_owned()
+    };
+    let rule = |members: &[&str], on: f64, fa: f64| {
+        serde_json::json!({
+            "members": members.iter().map(|m| serde_json::json!({"name": m, "sha256": sha(m)})).collect::<Vec<_>>(),
+            "hop_secs": 5, "window_secs": 30,
+            "rule": {"on": on, "off": on / 2.0, "k": 1, "n": 1},
+            "validation": {"records": 44, "target_sensitivity": 0.95, "episodes": 88,
+                           "detected": 84, "false_alarms_per_hour": fa}})
+    };
+    let book = serde_json::json!({"format": 1, "rules": [
+        rule(&names[..2], 0.25, 3.0),
+        rule(&names[2..4], 0.5, 1.0),
+    ]});
+    std::fs::write(zoo.path().join("alarm_rules.json"), book.to_string()).unwrap();
+    let zdir = zoo.path().to_owned();
+    let app = spawn_app(move |c| {
+        c.ensemble.models_dir = zdir;
+        c.ensemble.members = vec!["vitals-hr-logreg".into()];
+        c.ward.hop_secs = 5;
+        c.composer.enabled = true;
+    })
+    .await;
+    let plan = wait_plan(&app, "the start-up plan", |v| v["source"] == "plan").await;
+    let mut served: Vec<String> = plan["members"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["name"].as_str().unwrap().to_owned())
+        .collect();
+    served.sort();
+    assert_eq!(
+        served,
+        ["ecg-primary-5s-w16-d4", "ecg-secondary-5s-w16-d4"],
+        "{plan}"
+    );
+    let h = app
+        .wait_health(20.0, "the validated rule", |h| {
+            h["alarm_rule"]["validated"] == true
+        })
+        .await;
+    assert_eq!(
+        h["alarm_rule"],
+        serde_json::json!({"on": 0.5, "off": 0.25, "k": 1, "n": 1, "validated": true, "hop_secs": 5}),
+        "{h}"
+    );
+    app.stop().await;
+}

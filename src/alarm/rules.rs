@@ -96,10 +96,11 @@ impl RuleBook {
             }
             Err(source) => return Err(RulesError::Io { path, source }),
         };
-        let mut book: RuleBook = serde_json::from_str(&text).map_err(|source| RulesError::Parse {
-            path: path.clone(),
-            source,
-        })?;
+        let mut book: RuleBook =
+            serde_json::from_str(&text).map_err(|source| RulesError::Parse {
+                path: path.clone(),
+                source,
+            })?;
         if book.format != FORMAT {
             return Err(RulesError::Format {
                 path,

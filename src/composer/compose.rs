@@ -35,6 +35,8 @@ pub(crate) enum ComposeError {
 #[derive(Debug, Clone)]
 pub(crate) struct Entry {
     pub(crate) name: String,
+    /// The weights' SHA-256 (how the zoo's alarm rules name a member).
+    pub(crate) sha256: String,
     /// The lead sets it scores (none for a vitals model).
     pub(crate) leads: LeadSets,
     pub(crate) validation: Predictions,
@@ -159,6 +161,7 @@ pub(crate) fn load_zoo(
             .map_or(0.0, |x| x.p95_ms);
         out.push(Entry {
             name: mf.name.clone(),
+            sha256: mf.weights.sha256.clone(),
             leads: LeadSets::of_input(&mf.input),
             validation: mf
                 .predictions
@@ -471,6 +474,7 @@ mod tests {
         };
         let e = |name: &str, v: Predictions| Entry {
             name: name.into(),
+            sha256: String::new(),
             leads: LeadSets::default(),
             validation: v.clone(),
             test: v,
@@ -508,6 +512,7 @@ mod tests {
             };
             Entry {
                 name: name.into(),
+                sha256: String::new(),
                 leads: LeadSets::default(),
                 validation: p.clone(),
                 test: p,

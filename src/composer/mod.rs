@@ -20,3 +20,4 @@ pub(crate) mod profiler;
 pub(crate) mod report;
 pub(crate) mod search;
 pub(crate) mod service;
+pub(crate) mod validated;

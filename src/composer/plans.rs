@@ -32,18 +32,30 @@ pub(crate) struct PlanInputs {
     pub(crate) method: String,
     /// Measured / estimated latency of the plan that served before (1: none measured).
     pub(crate) calibration: f64,
+    /// The ward's hop and window, s (the latency estimate and the alarm rules depend on them).
+    #[serde(default)]
+    pub(crate) hop_secs: u32,
+    #[serde(default)]
+    pub(crate) window_secs: u32,
+    /// SHA-256 of the zoo's `alarm_rules.json` when the composer prefers validated ensembles
+    /// (empty otherwise, or without the file): a new rule can change the plan.
+    #[serde(default)]
+    pub(crate) rules: String,
 }
 
 impl PlanInputs {
     /// The lookup key: everything but the calibration and the derived budget.
     pub(crate) fn key(&self) -> String {
         let text = format!(
-            "{}|{}|{}|{}|{}",
+            "{}|{}|{}|{}|{}|{}|{}|{}",
             self.zoo.join(","),
             self.beds,
             self.hardware,
             self.slo_ms,
-            self.method
+            self.method,
+            self.hop_secs,
+            self.window_secs,
+            self.rules
         );
         crate::core::hash::sha256_hex(text.as_bytes())
     }
@@ -134,6 +146,9 @@ mod tests {
             budget_ms: 140.0,
             method: "holmes".into(),
             calibration: 1.0,
+            hop_secs: 5,
+            window_secs: 30,
+            rules: String::new(),
         };
         let mut p = Plan {
             format: PLAN_FORMAT,
@@ -156,8 +171,22 @@ mod tests {
         let found = latest(&db, &inputs.key()).unwrap().unwrap();
         assert_eq!(found.version, v2);
         assert_eq!(found.rungs, p.rungs);
-        let other = PlanInputs { beds: 32, ..inputs };
+        let other = PlanInputs {
+            beds: 32,
+            ..inputs.clone()
+        };
         assert!(latest(&db, &other.key()).unwrap().is_none());
+        // Another hop or another rules file: another key.
+        let other = PlanInputs {
+            hop_secs: 2,
+            ..inputs.clone()
+        };
+        assert_ne!(other.key(), inputs.key());
+        let other = PlanInputs {
+            rules: "ab".into(),
+            ..inputs.clone()
+        };
+        assert_ne!(other.key(), inputs.key());
         // A plan of format 1 (composed without the lead constraint) is composed again.
         let mut old = Plan {
             format: 1,

@@ -19,8 +19,9 @@ use serde_json::json;
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
-use super::compose;
 use super::plans::{self, PLAN_FORMAT, Plan, PlanInputs, Rung};
+use super::{compose, validated};
+use crate::alarm::rules::{RULES_FILE, RuleBook};
 use crate::config::Config;
 use crate::core::event::{Event, EventKind, Origin};
 use crate::core::time::now_ms;
@@ -122,6 +123,15 @@ fn inputs(cfg: &Config, beds: usize, hardware: &str, calibration: f64) -> PlanIn
         budget_ms: cfg.engine.slo_ms as f64 * c.budget_fraction / calibration.max(1.0),
         method: c.method.clone(),
         calibration,
+        hop_secs: cfg.ward.hop_secs,
+        window_secs: cfg.ward.window_secs,
+        rules: if c.prefer_validated {
+            std::fs::read(cfg.ensemble.models_dir.join(RULES_FILE))
+                .map(|b| crate::core::hash::sha256_hex(&b))
+                .unwrap_or_default()
+        } else {
+            String::new()
+        },
     }
 }
 
@@ -172,32 +182,52 @@ pub(crate) fn compose_plan(
         let missing = coverable.missing().join(", ");
         tracing::warn!(%missing, "The zoo has no model for some lead sets: beds whose monitor sends only those get no score");
     }
+    let candidates = if cfg.composer.prefer_validated {
+        match RuleBook::load(&cfg.ensemble.models_dir) {
+            Ok(book) => {
+                validated::candidates(&entries, &book, cfg.ward.hop_secs, cfg.ward.window_secs)
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "The zoo's alarm rules do not read; composing without them");
+                Vec::new()
+            }
+        }
+    } else {
+        Vec::new()
+    };
     let mut rungs: Vec<Rung> = Vec::new();
     let mut calls = 0;
     for f in std::iter::once(1.0).chain(cfg.composer.ladder.iter().copied()) {
         let budget = inputs.budget_ms * f;
-        let row = compose::run(&entries, &inputs.method, budget, beds, hop, &params);
-        calls += row.profiler_calls;
-        if row.members.is_empty() || rungs.iter().any(|r| r.members == row.members) {
+        let rung = match validated::choose(&entries, &candidates, budget, beds, hop) {
+            Some(c) => Rung {
+                members: names_of(&entries, &c.bits),
+                lead_sets: compose::lead_sets(&entries, &c.bits),
+                budget_ms: budget,
+                val_roc_auc: c.val_roc_auc,
+                latency_ms: c.latency_ms,
+            },
+            None => {
+                let row = compose::run(&entries, &inputs.method, budget, beds, hop, &params);
+                calls += row.profiler_calls;
+                Rung {
+                    members: row.members,
+                    lead_sets: row.lead_sets,
+                    budget_ms: budget,
+                    val_roc_auc: row.val_roc_auc,
+                    latency_ms: row.latency_ms,
+                }
+            }
+        };
+        if rung.members.is_empty() || rungs.iter().any(|r| r.members == rung.members) {
             continue;
         }
-        rungs.push(Rung {
-            members: row.members,
-            lead_sets: row.lead_sets,
-            budget_ms: budget,
-            val_roc_auc: row.val_roc_auc,
-            latency_ms: row.latency_ms,
-        });
+        rungs.push(rung);
     }
     if rungs.is_empty() {
         // Nothing fits: serve the fastest covering ensemble rather than nothing, and say so.
         let b = compose::fastest_covering(&entries);
-        let members: Vec<String> = entries
-            .iter()
-            .zip(&b)
-            .filter(|x| *x.1)
-            .map(|(e, _)| e.name.clone())
-            .collect();
+        let members = names_of(&entries, &b);
         tracing::warn!(
             ?members,
             budget_ms = inputs.budget_ms,
@@ -220,6 +250,16 @@ pub(crate) fn compose_plan(
         seconds: t.elapsed().as_secs_f64(),
         created_ms: now_ms(),
     })
+}
+
+/// The names of the entries `b` chooses, in zoo order.
+fn names_of(entries: &[compose::Entry], b: &[bool]) -> Vec<String> {
+    entries
+        .iter()
+        .zip(b)
+        .filter(|x| *x.1)
+        .map(|(e, _)| e.name.clone())
+        .collect()
 }
 
 /// Everything the actor works with.

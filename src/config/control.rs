@@ -16,6 +16,9 @@ pub struct ComposerConfig {
     pub enabled: bool,
     /// Search method: holmes, holmes-ucb, exact, rd, af, lf or npo.
     pub method: String,
+    /// Serve an ensemble the zoo's `alarm_rules.json` validates (with its own alarm rule) when
+    /// one fits the budget: the fewest validation false alarms; the search otherwise.
+    pub prefer_validated: bool,
     /// HOLMES's search parameters (N profiler calls, M candidates, K profiled per round, p, q,
     /// mutation degree, trees, exploration, seed); the paper's defaults.
     pub(crate) search: HolmesParams,
@@ -42,6 +45,7 @@ impl Default for ComposerConfig {
         ComposerConfig {
             enabled: true,
             method: "holmes".into(),
+            prefer_validated: true,
             search: HolmesParams::default(),
             budget_fraction: 0.7,
             ladder: vec![0.5, 0.25, 0.1],

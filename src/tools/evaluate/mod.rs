@@ -21,9 +21,9 @@
 //! [`report`] prints the tables and writes the report folder (JSON and SVG figures).
 
 pub mod episodes;
-mod replay;
 #[cfg(test)]
 mod noise_check;
+mod replay;
 pub mod report;
 
 use std::collections::BTreeMap;

@@ -95,7 +95,10 @@ fn the_served_zoo_holds_under_6_db_electrode_motion() {
         .filter(|(db, n)| split.of(&format!("{}/{n}", db.name())) == Some(SplitName::Test))
         .collect();
     let recs = dataset::load_keys(&data, &keys).unwrap();
-    let bank = NoiseBank::load(&data, &[SplitName::Test]).unwrap().pop().unwrap();
+    let bank = NoiseBank::load(&data, &[SplitName::Test])
+        .unwrap()
+        .pop()
+        .unwrap();
     let det = Detectors {
         ensemble: Some(&s.ens),
         classical: false,
@@ -133,7 +136,11 @@ fn the_served_zoo_holds_under_6_db_electrode_motion() {
         noisy.len(),
         s.rule.on
     );
-    assert!(share >= 0.95, "{}: only {share:.3} below the threshold", sinus.key);
+    assert!(
+        share >= 0.95,
+        "{}: only {share:.3} below the threshold",
+        sinus.key
+    );
 
     // A VT episode (else VF) of a test record, at least 6 s long and 60 s into its record,
     // under the same noise from a minute before its onset.
@@ -159,8 +166,12 @@ fn the_served_zoo_holds_under_6_db_electrode_motion() {
     let mut leads = part.leads.clone();
     bank.stress_from(&mut leads, &part.beats, SNR_DB, 0);
     let r = replay(&part, &leads, s.window, s.hop, det).unwrap();
-    let series: Vec<(i64, Option<f32>)> =
-        r.ends_ms.iter().copied().zip(r.ensemble.iter().copied()).collect();
+    let series: Vec<(i64, Option<f32>)> = r
+        .ends_ms
+        .iter()
+        .copied()
+        .zip(r.ensemble.iter().copied())
+        .collect();
     let alarms = alarm_episodes(s.rule, hop_ms, &series).unwrap();
     let onset_ms = 60_000;
     let end_ms = ms((ep.end as usize).min(b) - a);

@@ -1,0 +1,217 @@
+//! Composing among validated ensembles. The zoo's `alarm_rules.json` (written by `holmes
+//! evaluate --save-rule`) holds, per ensemble, hop and window, the alarm rule chosen on the
+//! validation part and the validation figures it reached. An ensemble the search invents has
+//! no such rule: the ward would alarm on the configured fallback, marked "not validated". So
+//! when the book holds ensembles of this zoo (same names and weights) for the ward's hop and
+//! window, and `composer.prefer_validated` is on, the composer serves one of them: among those
+//! covering every lead set the zoo covers whose estimated latency fits the rung's budget, one
+//! whose rule reached its target episode sensitivity on validation before one that fell
+//! short, then the fewest false alarms per hour on validation, then the higher validation
+//! ROC-AUC, then the cheaper. When none fits a rung, the search composes that rung as it
+//! would without rules.
+
+use super::compose::{Entry, latency_estimate, lead_sets, zoo_lead_sets};
+use super::search::Bits;
+use crate::alarm::rules::RuleBook;
+use crate::core::metrics::{ensemble_mean, roc_auc};
+
+/// An ensemble of the zoo the rule book validates.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct Candidate {
+    /// Its members, as a choice over the zoo's entries.
+    pub(crate) bits: Bits,
+    /// Whether its rule reached the target episode sensitivity on validation.
+    pub(crate) reached: bool,
+    /// False alarms per monitored hour on validation at its rule (infinite when not recorded).
+    pub(crate) false_alarms_per_hour: f64,
+    /// Validation ROC-AUC of its mean probability, on the manifests' windows.
+    pub(crate) val_roc_auc: f64,
+}
+
+/// What [`choose`] picked for one budget.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct Chosen {
+    pub(crate) bits: Bits,
+    pub(crate) latency_ms: f64,
+    pub(crate) val_roc_auc: f64,
+}
+
+/// The book's ensembles at this hop and window whose members are all in `entries` with the
+/// same weights.
+pub(crate) fn candidates(
+    entries: &[Entry],
+    book: &RuleBook,
+    hop_secs: u32,
+    window_secs: u32,
+) -> Vec<Candidate> {
+    book.rules
+        .iter()
+        .filter(|r| r.hop_secs == hop_secs && r.window_secs == window_secs)
+        .filter_map(|r| {
+            let mut bits = vec![false; entries.len()];
+            for m in &r.members {
+                let i = entries
+                    .iter()
+                    .position(|e| e.name == m.name && e.sha256 == m.sha256)?;
+                bits[i] = true;
+            }
+            let (l, s) = ensemble_mean(entries.iter().zip(&bits).filter(|x| *x.1).map(|(e, _)| {
+                let p = &e.validation;
+                (&p.ids[..], &p.labels[..], &p.probs[..])
+            }));
+            let auc = roc_auc(&l, &s);
+            let v = &r.validation;
+            Some(Candidate {
+                bits,
+                reached: v.episodes > 0
+                    && v.detected as f64 >= v.target_sensitivity * v.episodes as f64 - 1e-9,
+                false_alarms_per_hour: r.validation.false_alarms_per_hour.unwrap_or(f64::INFINITY),
+                val_roc_auc: if auc.is_nan() { 0.0 } else { auc },
+            })
+        })
+        .collect()
+}
+
+/// The candidate to serve within `budget_ms` for `beds` beds at a hop of `hop_s`, if any fits.
+pub(crate) fn choose(
+    entries: &[Entry],
+    candidates: &[Candidate],
+    budget_ms: f64,
+    beds: usize,
+    hop_s: f64,
+) -> Option<Chosen> {
+    let required = zoo_lead_sets(entries);
+    candidates
+        .iter()
+        .filter(|c| lead_sets(entries, &c.bits).covers(required))
+        .map(|c| (c, latency_estimate(entries, &c.bits, beds, hop_s)))
+        .filter(|&(_, lat)| lat <= budget_ms)
+        .min_by(|(a, la), (b, lb)| {
+            b.reached
+                .cmp(&a.reached)
+                .then(a.false_alarms_per_hour.total_cmp(&b.false_alarms_per_hour))
+                .then(b.val_roc_auc.total_cmp(&a.val_roc_auc))
+                .then(la.total_cmp(lb))
+        })
+        .map(|(c, lat)| Chosen {
+            bits: c.bits.clone(),
+            latency_ms: lat,
+            val_roc_auc: c.val_roc_auc,
+        })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::alarm::AlarmRule;
+    use crate::alarm::rules::{MemberRef, ValidatedRule, ValidationFigures};
+    use crate::zoo::{Lead, LeadSets, Predictions};
+
+    fn entry(name: &str, lead: Option<Lead>, latency_ms: f64) -> Entry {
+        let leads = match lead {
+            Some(Lead::Primary) => LeadSets {
+                primary_only: true,
+                secondary_only: false,
+                both: true,
+            },
+            Some(Lead::Secondary) => LeadSets {
+                primary_only: false,
+                secondary_only: true,
+                both: true,
+            },
+            _ => LeadSets::default(),
+        };
+        Entry {
+            name: name.into(),
+            sha256: format!("sha-{name}"),
+            leads,
+            validation: Predictions {
+                ids: vec!["w1".into(), "w2".into()],
+                labels: vec![0, 1],
+                probs: vec![0.2, 0.8],
+            },
+            test: Predictions::default(),
+            latency_ms,
+            profile: None,
+        }
+    }
+
+    fn rule(names: &[&str], hop: u32, fa: Option<f64>) -> ValidatedRule {
+        ValidatedRule {
+            members: names
+                .iter()
+                .map(|n| MemberRef {
+                    name: (*n).into(),
+                    sha256: format!("sha-{n}"),
+                })
+                .collect(),
+            hop_secs: hop,
+            window_secs: 30,
+            rule: AlarmRule {
+                on: 0.5,
+                off: 0.25,
+                k: 1,
+                n: 1,
+            },
+            validation: ValidationFigures {
+                records: 4,
+                target_sensitivity: 0.95,
+                episodes: 10,
+                detected: 10,
+                false_alarms_per_hour: fa,
+            },
+        }
+    }
+
+    #[test]
+    fn the_fewest_false_alarms_that_fit_and_cover_serve() {
+        let entries = vec![
+            entry("p-small", Some(Lead::Primary), 1.0),
+            entry("s-small", Some(Lead::Secondary), 1.0),
+            entry("p-big", Some(Lead::Primary), 50.0),
+            entry("s-big", Some(Lead::Secondary), 50.0),
+        ];
+        let mut book = RuleBook::default();
+        book.insert(rule(&["p-small", "s-small"], 5, Some(3.0)));
+        book.insert(rule(&["p-big", "s-big"], 5, Some(1.0)));
+        // Covers only the primary lead: never served while the zoo covers both.
+        book.insert(rule(&["p-small"], 5, Some(0.1)));
+        // Another hop, and a member whose weights changed: not candidates.
+        book.insert(rule(&["p-small", "s-small"], 2, Some(0.0)));
+        let mut stale = rule(&["p-big", "s-small"], 5, Some(0.0));
+        stale.members[0].sha256 = "other".into();
+        book.insert(stale);
+
+        let c = candidates(&entries, &book, 5, 30);
+        assert_eq!(c.len(), 3, "{c:?}");
+        let big = [false, false, true, true];
+        let small = [true, true, false, false];
+        // A generous budget: the quieter big pair.
+        let got = choose(&entries, &c, 1e9, 16, 5.0).unwrap();
+        assert_eq!(got.bits, big);
+        assert!(got.latency_ms > 0.0 && got.val_roc_auc > 0.99);
+        // A budget only the small pair fits.
+        let small_lat = latency_estimate(&entries, &small, 16, 5.0);
+        let big_lat = latency_estimate(&entries, &big, 16, 5.0);
+        assert!(small_lat < big_lat);
+        let got = choose(&entries, &c, small_lat, 16, 5.0).unwrap();
+        assert_eq!(got.bits, small);
+        // Nothing fits: none.
+        assert_eq!(choose(&entries, &c, small_lat / 2.0, 16, 5.0), None);
+        // A rule that fell short of its target sensitivity ranks after one that reached it,
+        // however few its false alarms.
+        let mut book = RuleBook::default();
+        let mut short = rule(&["p-big", "s-big"], 5, Some(0.5));
+        short.validation.detected = 9;
+        book.insert(short);
+        book.insert(rule(&["p-small", "s-small"], 5, Some(3.0)));
+        let c = candidates(&entries, &book, 5, 30);
+        assert_eq!(choose(&entries, &c, 1e9, 16, 5.0).unwrap().bits, small);
+        // No rule recorded a false-alarm rate: it ranks after any that did.
+        let mut book = RuleBook::default();
+        book.insert(rule(&["p-big", "s-big"], 5, None));
+        book.insert(rule(&["p-small", "s-small"], 5, Some(9.0)));
+        let c = candidates(&entries, &book, 5, 30);
+        assert_eq!(choose(&entries, &c, 1e9, 16, 5.0).unwrap().bits, small);
+    }
+}
