@@ -59,6 +59,11 @@ pub struct EvaluateArgs {
     /// last 10 s; leads all, any, or one of two).
     #[arg(long, value_name = "choose|GATE")]
     sqi_gate: Option<String>,
+    /// Also evaluate a logistic regression stacked on the ensemble's score and both leads'
+    /// signal-quality indices, fitted on the train part's replayed hops (which it replays
+    /// too), its rule chosen on validation: the indices as model inputs.
+    #[arg(long)]
+    sqi_stack: bool,
     /// Only the N shortest records of each part (a smoke check).
     #[arg(long)]
     max_records: Option<usize>,
@@ -122,6 +127,7 @@ pub fn run(a: EvaluateArgs) -> Result<()> {
         classical: !a.no_classical,
         max_records: a.max_records,
         sqi_gate,
+        sqi_stack: a.sqi_stack,
     };
     let e = evaluate::evaluate(&opts).context("evaluation failed")?;
     if let Some(dir) = &a.report {

@@ -24,6 +24,10 @@
 //!    [`SqiGate::candidates`] as the one with the fewest false alarms at the target
 //!    ([`gate_search`]).
 //!
+//! 6. With `--sqi-stack`, two more: a logistic regression on the ensemble's score and both
+//!    leads' indices, fitted on the train part's replayed hops ([`stack`]), its rule chosen on
+//!    validation; and, as its control, the same regression on the score alone (a monotone
+//!    recalibration, which moves only where the threshold grid falls).
 //!
 //! [`report`] prints the tables and writes the report folder (JSON and SVG figures).
 
@@ -32,6 +36,7 @@ mod gate;
 mod gate_search;
 mod replay;
 pub mod report;
+mod stack;
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -57,6 +62,7 @@ use replay::{Detectors, Replay, replay};
 pub use gate::{GateParseError, SqiGate};
 pub use gate_search::GateTrial;
 use gate_search::{choose_gate, gate_trials_on};
+pub use stack::Stack;
 
 /// Why an evaluation could not run.
 #[derive(Debug, thiserror::Error)]
@@ -116,6 +122,9 @@ pub struct EvaluateOptions {
     pub max_records: Option<usize>,
     /// Also evaluate the ensemble behind a signal-quality gate.
     pub sqi_gate: Option<GateChoice>,
+    /// Also evaluate a logistic regression stacked on the ensemble's score and the indices,
+    /// fitted on the train part.
+    pub sqi_stack: bool,
 }
 
 /// Which signal-quality gate to evaluate.
@@ -194,6 +203,9 @@ pub struct Evaluation {
     pub detectors: Vec<DetectorResult>,
     /// The gates tried on validation when `--sqi-gate` chooses one (no gate first).
     pub gate_trials: Vec<GateTrial>,
+    /// The stacked regressions, when asked: on the score alone, then with the indices.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub stacks: Vec<Stack>,
 }
 
 /// Candidate persistences `(k, n)` the rule search tries.
@@ -218,19 +230,21 @@ pub fn evaluate(opts: &EvaluateOptions) -> Result<Evaluation, EvaluateError> {
     let det = Detectors {
         ensemble: Some(&ens),
         classical: opts.classical,
-        sqi: opts.sqi_gate.is_some(),
+        sqi: opts.sqi_gate.is_some() || opts.sqi_stack,
     };
     let matching = MatchOptions::default();
 
     // The rules: given, or chosen on the clean validation records.
     let choose_gate_here = opts.sqi_gate == Some(GateChoice::Choose);
-    let needs_validation = opts.rule.is_none() || opts.classical || choose_gate_here;
+    let needs_validation =
+        opts.rule.is_none() || opts.classical || choose_gate_here || opts.sqi_stack;
     let (validation_records, mut val_replays) = if needs_validation {
         let recs = load_part(opts, &split, SplitName::Validation)?;
         let det = Detectors {
-            ensemble: (opts.rule.is_none() || choose_gate_here).then_some(&ens),
+            ensemble: (opts.rule.is_none() || choose_gate_here || opts.sqi_stack).then_some(&ens),
             classical: opts.classical,
-            sqi: opts.sqi_gate.is_some() && (opts.rule.is_none() || choose_gate_here),
+            sqi: (opts.sqi_gate.is_some() && (opts.rule.is_none() || choose_gate_here))
+                || opts.sqi_stack,
         };
         let reps = recs
             .iter()
@@ -287,6 +301,37 @@ pub fn evaluate(opts: &EvaluateOptions) -> Result<Evaluation, EvaluateError> {
             Some((g, opts.rule.is_none().then(|| t.choice.clone())))
         }
     };
+    // The stack, fitted on the train part, its rule chosen on validation.
+    let mut stacks = if opts.sqi_stack {
+        let recs = load_part(opts, &split, SplitName::Train)?;
+        let det = Detectors {
+            ensemble: Some(&ens),
+            classical: false,
+            sqi: true,
+        };
+        let reps = recs
+            .iter()
+            .map(|r| replay(r, &r.leads, win, hop_n, det))
+            .collect::<Result<Vec<_>, _>>()?;
+        let mut out = Vec::new();
+        for with_sqi in [false, true] {
+            let stack = Stack::fit(&reps, with_sqi);
+            tracing::info!(
+                with_sqi,
+                hops = stack.hops,
+                weights = ?stack.weights,
+                "Stack fitted on the train part"
+            );
+            for r in &mut val_replays {
+                r.stacked = stack.scores(r);
+            }
+            let choice = choose_rule(&val_replays, Replay::stacked_scores, &search)?;
+            out.push((stack, choice, Vec::new()));
+        }
+        out
+    } else {
+        Vec::new()
+    };
     drop(val_replays);
 
     // The reported part: clean, then each noise level.
@@ -335,6 +380,19 @@ pub fn evaluate(opts: &EvaluateOptions) -> Result<Evaluation, EvaluateError> {
                 matching,
             )?);
         }
+        for (stack, choice, conditions) in &mut stacks {
+            for r in &mut reps {
+                r.stacked = stack.scores(r);
+            }
+            conditions.push(condition(
+                &reps,
+                Replay::stacked_scores,
+                choice.rule,
+                hop_ms,
+                snr,
+                matching,
+            )?);
+        }
         if let Some(c) = &cls_choice {
             cls_conditions.push(condition(
                 &reps,
@@ -373,6 +431,23 @@ pub fn evaluate(opts: &EvaluateOptions) -> Result<Evaluation, EvaluateError> {
             conditions: gated_conditions,
         });
     }
+    let stacks = stacks
+        .into_iter()
+        .map(|(stack, choice, conditions)| {
+            detectors.push(DetectorResult {
+                detector: if stack.with_sqi {
+                    "stacked (score+sqi)"
+                } else {
+                    "stacked (score)"
+                },
+                gate: None,
+                rule: choice.rule,
+                chosen_on_validation: Some(choice),
+                conditions,
+            });
+            stack
+        })
+        .collect();
     Ok(Evaluation {
         part: opts.part.as_str(),
         records: recs.iter().map(|r| r.key.clone()).collect(),
@@ -391,6 +466,7 @@ pub fn evaluate(opts: &EvaluateOptions) -> Result<Evaluation, EvaluateError> {
         target_sensitivity: opts.target_sensitivity,
         detectors,
         gate_trials,
+        stacks,
     })
 }
 

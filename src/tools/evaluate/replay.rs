@@ -42,6 +42,8 @@ pub(crate) struct Replay {
     /// The ensemble's scores under the signal-quality gate being judged (empty until one is
     /// applied).
     pub gated: Vec<Option<f32>>,
+    /// The stacked regression's scores (empty unless `--sqi-stack`).
+    pub stacked: Vec<Option<f32>>,
     /// Each hop's window label by its end.
     pub labels: Vec<Label>,
     /// Reference episodes `[onset, end)` in ms, overlapping ones of either kind merged, clipped
@@ -65,6 +67,10 @@ impl Replay {
 
     pub fn gated_scores(&self) -> &[Option<f32>] {
         &self.gated
+    }
+
+    pub fn stacked_scores(&self) -> &[Option<f32>] {
+        &self.stacked
     }
 }
 
@@ -152,6 +158,7 @@ pub(crate) fn replay(
         classical,
         sqi,
         gated: Vec::new(),
+        stacked: Vec::new(),
         labels,
         reference,
         by_kind,
