@@ -61,7 +61,8 @@ pub struct EvaluateArgs {
     sqi_gate: Option<String>,
     /// Also evaluate a logistic regression stacked on the ensemble's score and both leads'
     /// signal-quality indices, fitted on the train part's replayed hops (which it replays
-    /// too), its rule chosen on validation: the indices as model inputs.
+    /// too), its rule chosen on validation: the indices as model inputs; beside it, the same
+    /// regression on the score alone as a control.
     #[arg(long)]
     sqi_stack: bool,
     /// Only the N shortest records of each part (a smoke check).
