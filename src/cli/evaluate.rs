@@ -7,7 +7,7 @@ use anyhow::{Context, Result, bail};
 
 use crate::alarm::AlarmRule;
 use crate::config::Config;
-use crate::tools::evaluate::{self, EvaluateOptions, report};
+use crate::tools::evaluate::{self, EvaluateOptions, GateChoice, report};
 use crate::training::dataset::{self, SplitName};
 
 #[derive(Debug, clap::Args)]
@@ -50,6 +50,21 @@ pub struct EvaluateArgs {
     /// Skip the classical baseline detector.
     #[arg(long)]
     no_classical: bool,
+    /// Also evaluate the ensemble behind a signal-quality gate, on which a hop whose ECG is
+    /// unreadable cannot raise the alarm (nor clear one: its score is dropped, as a lead-off
+    /// hop's). `choose` tries a grid of gates on the validation part, each with its own rule
+    /// chosen for the target, and keeps the one with the fewest false alarms; or give one as
+    /// bounds on a lead's indices, all of which make the lead unreadable, and which leads must
+    /// be: `bsqi<0.7,kurtosis>3,leads=all` (indices bsqi, flat, kurtosis, psqi on each lead's
+    /// last 10 s; leads all, any, or one of two).
+    #[arg(long, value_name = "choose|GATE")]
+    sqi_gate: Option<String>,
+    /// Also evaluate a logistic regression stacked on the ensemble's score and both leads'
+    /// signal-quality indices, fitted on the train part's replayed hops (which it replays
+    /// too), its rule chosen on validation: the indices as model inputs; beside it, the same
+    /// regression on the score alone as a control.
+    #[arg(long)]
+    sqi_stack: bool,
     /// Only the N shortest records of each part (a smoke check).
     #[arg(long)]
     max_records: Option<usize>,
@@ -88,6 +103,13 @@ pub fn run(a: EvaluateArgs) -> Result<()> {
             Some(r)
         }
     };
+    let sqi_gate = match a.sqi_gate.as_deref() {
+        None => None,
+        Some("choose") => Some(GateChoice::Choose),
+        Some(g) => Some(GateChoice::Given(
+            g.parse().with_context(|| format!("--sqi-gate {g:?}"))?,
+        )),
+    };
     let opts = EvaluateOptions {
         data: a.data.unwrap_or_else(dataset::default_data_dir),
         split: a.split,
@@ -105,6 +127,8 @@ pub fn run(a: EvaluateArgs) -> Result<()> {
         noise_db: if a.no_noise { Vec::new() } else { a.noise_db },
         classical: !a.no_classical,
         max_records: a.max_records,
+        sqi_gate,
+        sqi_stack: a.sqi_stack,
     };
     let e = evaluate::evaluate(&opts).context("evaluation failed")?;
     if let Some(dir) = &a.report {

@@ -18,13 +18,27 @@
 //!    (`em`, a stretch of time no model trained or was chosen on) added to every lead as `nst`
 //!    does, at each SNR asked.
 //!
+//! 5. With `--sqi-gate`, a third detector: the ensemble behind a **signal-quality gate**
+//!    ([`gate`]) that keeps hops with unreadable ECG from raising the alarm, its own rule chosen
+//!    on validation as the ensemble's is; the gate is given, or chosen on validation among
+//!    [`SqiGate::candidates`] as the one with the fewest false alarms at the target
+//!    ([`gate_search`]).
+//!
+//! 6. With `--sqi-stack`, two more: a logistic regression on the ensemble's score and both
+//!    leads' indices, fitted on the train part's replayed hops ([`stack`]), its rule chosen on
+//!    validation; and, as its control, the same regression on the score alone (a monotone
+//!    recalibration, which moves only where the threshold grid falls).
+//!
 //! [`report`] prints the tables and writes the report folder (JSON and SVG figures).
 
 pub mod episodes;
+mod gate;
+mod gate_search;
 #[cfg(test)]
 mod noise_check;
 mod replay;
 pub mod report;
+mod stack;
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -46,6 +60,11 @@ use crate::training::dataset::{
 };
 use episodes::{EpisodeError, RecordComparison, Summary, TimeToAlarm, compare_record};
 use replay::{Detectors, Replay, replay};
+
+pub use gate::{GateParseError, SqiGate};
+pub use gate_search::GateTrial;
+use gate_search::{choose_gate, gate_trials_on};
+pub use stack::Stack;
 
 /// Why an evaluation could not run.
 #[derive(Debug, thiserror::Error)]
@@ -103,6 +122,19 @@ pub struct EvaluateOptions {
     pub classical: bool,
     /// Keep only the this many shortest records of each part (a smoke check).
     pub max_records: Option<usize>,
+    /// Also evaluate the ensemble behind a signal-quality gate.
+    pub sqi_gate: Option<GateChoice>,
+    /// Also evaluate a logistic regression stacked on the ensemble's score and the indices,
+    /// fitted on the train part.
+    pub sqi_stack: bool,
+}
+
+/// Which signal-quality gate to evaluate.
+#[derive(Debug, Clone, PartialEq)]
+pub enum GateChoice {
+    /// The one of [`SqiGate::candidates`] with the fewest validation false alarms at the target.
+    Choose,
+    Given(SqiGate),
 }
 
 /// Window-level discrimination over the replayed hops.
@@ -145,8 +177,11 @@ pub struct Condition {
 /// One detector's evaluation.
 #[derive(Debug, Clone, Serialize)]
 pub struct DetectorResult {
-    /// `ensemble` or `classical`.
+    /// `ensemble`, `classical` or `ensemble+gate`.
     pub detector: &'static str,
+    /// The signal-quality gate in front of the rule (`ensemble+gate` only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub gate: Option<SqiGate>,
     pub rule: AlarmRule,
     /// How the rule was chosen, with what it reached on the validation records; `None` when
     /// the rule was given.
@@ -168,6 +203,11 @@ pub struct Evaluation {
     pub matching: MatchOptions,
     pub target_sensitivity: f64,
     pub detectors: Vec<DetectorResult>,
+    /// The gates tried on validation when `--sqi-gate` chooses one (no gate first).
+    pub gate_trials: Vec<GateTrial>,
+    /// The stacked regressions, when asked: on the score alone, then with the indices.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub stacks: Vec<Stack>,
 }
 
 /// Candidate persistences `(k, n)` the rule search tries.
@@ -192,16 +232,21 @@ pub fn evaluate(opts: &EvaluateOptions) -> Result<Evaluation, EvaluateError> {
     let det = Detectors {
         ensemble: Some(&ens),
         classical: opts.classical,
+        sqi: opts.sqi_gate.is_some() || opts.sqi_stack,
     };
     let matching = MatchOptions::default();
 
     // The rules: given, or chosen on the clean validation records.
-    let needs_validation = opts.rule.is_none() || opts.classical;
-    let (validation_records, val_replays) = if needs_validation {
+    let choose_gate_here = opts.sqi_gate == Some(GateChoice::Choose);
+    let needs_validation =
+        opts.rule.is_none() || opts.classical || choose_gate_here || opts.sqi_stack;
+    let (validation_records, mut val_replays) = if needs_validation {
         let recs = load_part(opts, &split, SplitName::Validation)?;
         let det = Detectors {
-            ensemble: opts.rule.is_none().then_some(&ens),
+            ensemble: (opts.rule.is_none() || choose_gate_here || opts.sqi_stack).then_some(&ens),
             classical: opts.classical,
+            sqi: (opts.sqi_gate.is_some() && (opts.rule.is_none() || choose_gate_here))
+                || opts.sqi_stack,
         };
         let reps = recs
             .iter()
@@ -219,40 +264,75 @@ pub fn evaluate(opts: &EvaluateOptions) -> Result<Evaluation, EvaluateError> {
         hop_ms,
         matching,
     };
-    let choose = |pick: fn(&Replay) -> &[Option<f32>]| {
-        let series: Vec<Vec<(i64, Option<f32>)>> = val_replays
-            .iter()
-            .map(|r| {
-                r.ends_ms
-                    .iter()
-                    .copied()
-                    .zip(pick(r).iter().copied())
-                    .collect()
-            })
-            .collect();
-        let records: Vec<ValidationRecord<'_>> = val_replays
-            .iter()
-            .zip(&series)
-            .map(|(r, s)| ValidationRecord {
-                scores: s,
-                episodes: &r.reference,
-                monitored_ms: r.monitored_ms,
-            })
-            .collect();
-        choose_threshold(&records, &search)
-    };
     let ens_choice = match opts.rule {
         Some(_) => None,
-        None => Some(choose(Replay::ensemble_scores)?),
+        None => Some(choose_rule(&val_replays, Replay::ensemble_scores, &search)?),
     };
     let ens_rule = opts
         .rule
         .or(ens_choice.as_ref().map(|c| c.rule))
         .expect("given or chosen");
     let cls_choice = if opts.classical {
-        Some(choose(Replay::classical_scores)?)
+        Some(choose_rule(
+            &val_replays,
+            Replay::classical_scores,
+            &search,
+        )?)
     } else {
         None
+    };
+    // The gate, given or chosen, and the rule behind it (given, or chosen for it).
+    let mut gate_trials = Vec::new();
+    let gated: Option<(SqiGate, Option<ThresholdChoice>)> = match &opts.sqi_gate {
+        None => None,
+        Some(GateChoice::Given(g)) => {
+            let choice = match opts.rule {
+                Some(_) => None,
+                None => {
+                    apply_gate(&mut val_replays, g);
+                    Some(choose_rule(&val_replays, Replay::gated_scores, &search)?)
+                }
+            };
+            Some((g.clone(), choice))
+        }
+        Some(GateChoice::Choose) => {
+            gate_trials = gate_trials_on(&mut val_replays, &search, opts.rule)?;
+            let best = choose_gate(&gate_trials).expect("candidates are not empty");
+            let t = &gate_trials[best];
+            let g = t.gate.clone().expect("a gate, not the baseline");
+            Some((g, opts.rule.is_none().then(|| t.choice.clone())))
+        }
+    };
+    // The stack, fitted on the train part, its rule chosen on validation.
+    let mut stacks = if opts.sqi_stack {
+        let recs = load_part(opts, &split, SplitName::Train)?;
+        let det = Detectors {
+            ensemble: Some(&ens),
+            classical: false,
+            sqi: true,
+        };
+        let reps = recs
+            .iter()
+            .map(|r| replay(r, &r.leads, win, hop_n, det))
+            .collect::<Result<Vec<_>, _>>()?;
+        let mut out = Vec::new();
+        for with_sqi in [false, true] {
+            let stack = Stack::fit(&reps, with_sqi);
+            tracing::info!(
+                with_sqi,
+                hops = stack.hops,
+                weights = ?stack.weights,
+                "Stack fitted on the train part"
+            );
+            for r in &mut val_replays {
+                r.stacked = stack.scores(r);
+            }
+            let choice = choose_rule(&val_replays, Replay::stacked_scores, &search)?;
+            out.push((stack, choice, Vec::new()));
+        }
+        out
+    } else {
+        Vec::new()
     };
     drop(val_replays);
 
@@ -266,6 +346,7 @@ pub fn evaluate(opts: &EvaluateOptions) -> Result<Evaluation, EvaluateError> {
     };
     let mut ens_conditions = Vec::new();
     let mut cls_conditions = Vec::new();
+    let mut gated_conditions = Vec::new();
     let levels = std::iter::once(None).chain(opts.noise_db.iter().map(|&d| Some(d)));
     for snr in levels {
         let mut reps = Vec::with_capacity(recs.len());
@@ -289,6 +370,31 @@ pub fn evaluate(opts: &EvaluateOptions) -> Result<Evaluation, EvaluateError> {
             snr,
             matching,
         )?);
+        if let Some((g, choice)) = &gated {
+            apply_gate(&mut reps, g);
+            let rule = choice.as_ref().map_or(ens_rule, |c| c.rule);
+            gated_conditions.push(condition(
+                &reps,
+                Replay::gated_scores,
+                rule,
+                hop_ms,
+                snr,
+                matching,
+            )?);
+        }
+        for (stack, choice, conditions) in &mut stacks {
+            for r in &mut reps {
+                r.stacked = stack.scores(r);
+            }
+            conditions.push(condition(
+                &reps,
+                Replay::stacked_scores,
+                choice.rule,
+                hop_ms,
+                snr,
+                matching,
+            )?);
+        }
         if let Some(c) = &cls_choice {
             cls_conditions.push(condition(
                 &reps,
@@ -304,6 +410,7 @@ pub fn evaluate(opts: &EvaluateOptions) -> Result<Evaluation, EvaluateError> {
 
     let mut detectors = vec![DetectorResult {
         detector: "ensemble",
+        gate: None,
         rule: ens_rule,
         chosen_on_validation: ens_choice,
         conditions: ens_conditions,
@@ -311,11 +418,38 @@ pub fn evaluate(opts: &EvaluateOptions) -> Result<Evaluation, EvaluateError> {
     if let Some(c) = cls_choice {
         detectors.push(DetectorResult {
             detector: "classical",
+            gate: None,
             rule: c.rule,
             chosen_on_validation: Some(c),
             conditions: cls_conditions,
         });
     }
+    if let Some((g, choice)) = gated {
+        detectors.push(DetectorResult {
+            detector: "ensemble+gate",
+            gate: Some(g),
+            rule: choice.as_ref().map_or(ens_rule, |c| c.rule),
+            chosen_on_validation: choice,
+            conditions: gated_conditions,
+        });
+    }
+    let stacks = stacks
+        .into_iter()
+        .map(|(stack, choice, conditions)| {
+            detectors.push(DetectorResult {
+                detector: if stack.with_sqi {
+                    "stacked (score+sqi)"
+                } else {
+                    "stacked (score)"
+                },
+                gate: None,
+                rule: choice.rule,
+                chosen_on_validation: Some(choice),
+                conditions,
+            });
+            stack
+        })
+        .collect();
     Ok(Evaluation {
         part: opts.part.as_str(),
         records: recs.iter().map(|r| r.key.clone()).collect(),
@@ -333,7 +467,44 @@ pub fn evaluate(opts: &EvaluateOptions) -> Result<Evaluation, EvaluateError> {
         matching,
         target_sensitivity: opts.target_sensitivity,
         detectors,
+        gate_trials,
+        stacks,
     })
+}
+
+/// The rule of one detector's scores (`pick`) chosen on the replayed validation records.
+pub(crate) fn choose_rule(
+    reps: &[Replay],
+    pick: fn(&Replay) -> &[Option<f32>],
+    search: &ThresholdSearch,
+) -> Result<ThresholdChoice, AlarmError> {
+    let series: Vec<Vec<(i64, Option<f32>)>> = reps
+        .iter()
+        .map(|r| {
+            r.ends_ms
+                .iter()
+                .copied()
+                .zip(pick(r).iter().copied())
+                .collect()
+        })
+        .collect();
+    let records: Vec<ValidationRecord<'_>> = reps
+        .iter()
+        .zip(&series)
+        .map(|(r, s)| ValidationRecord {
+            scores: s,
+            episodes: &r.reference,
+            monitored_ms: r.monitored_ms,
+        })
+        .collect();
+    choose_threshold(&records, search)
+}
+
+/// Sets each replay's gated series to its ensemble scores under `gate`.
+pub(crate) fn apply_gate(reps: &mut [Replay], gate: &SqiGate) {
+    for r in reps {
+        r.gated = gate.apply(&r.ensemble, &r.sqi);
+    }
 }
 
 /// Keeps the ensemble's rule chosen on validation in the zoo's rules file
@@ -390,7 +561,7 @@ fn load_part(
 }
 
 /// One detector's figures over the replayed records of one condition.
-fn condition(
+pub(crate) fn condition(
     reps: &[Replay],
     pick: fn(&Replay) -> &[Option<f32>],
     rule: AlarmRule,

@@ -1,14 +1,18 @@
 //! One record replayed as the daemon would see it: windows of the ward's length ending at
 //! every hop, scored by the serving ensemble through its own input selection and combination
 //! ([`Ensemble::score_batch`]), and by the classical detector on the primary lead; beside the
-//! scores, each hop's window label and the record's reference episodes on the same timeline.
+//! scores, each hop's window label, each lead's signal-quality indices when a gate is to be
+//! judged ([`gate`](super::gate)), and the record's reference episodes on the same timeline.
 
 use crate::core::window::SAMPLE_RATE_HZ;
 use crate::serving::engine::ensemble::{Ensemble, OFFLINE_BATCH};
 use crate::signal::classical::{ClassicalError, baseline_scores};
 use crate::signal::heart_rate::detect_qrs;
+use crate::signal::quality::{WindowSqi, window_sqi};
 use crate::tools::score::record_window;
 use crate::training::dataset::{EpisodeKind, LABEL_GRACE_SECS, Label, RecordData, label_at};
+
+use super::gate::SQI_WINDOW_SECS;
 
 /// Milliseconds per sample at 250 Hz.
 const MS_PER_SAMPLE: i64 = 1000 / SAMPLE_RATE_HZ as i64;
@@ -18,6 +22,8 @@ const MS_PER_SAMPLE: i64 = 1000 / SAMPLE_RATE_HZ as i64;
 pub(crate) struct Detectors<'a> {
     pub ensemble: Option<&'a Ensemble>,
     pub classical: bool,
+    /// Also compute each hop's signal-quality indices.
+    pub sqi: bool,
 }
 
 /// A record's replay.
@@ -30,6 +36,14 @@ pub(crate) struct Replay {
     pub ensemble: Vec<Option<f32>>,
     /// The classical detector's score at each hop (empty when not replayed).
     pub classical: Vec<Option<f32>>,
+    /// Each hop's signal-quality indices by lead, on the window's last
+    /// [`SQI_WINDOW_SECS`] (empty when not asked).
+    pub sqi: Vec<Vec<Option<WindowSqi>>>,
+    /// The ensemble's scores under the signal-quality gate being judged (empty until one is
+    /// applied).
+    pub gated: Vec<Option<f32>>,
+    /// The stacked regression's scores (empty unless `--sqi-stack`).
+    pub stacked: Vec<Option<f32>>,
     /// Each hop's window label by its end.
     pub labels: Vec<Label>,
     /// Reference episodes `[onset, end)` in ms, overlapping ones of either kind merged, clipped
@@ -49,6 +63,14 @@ impl Replay {
 
     pub fn classical_scores(&self) -> &[Option<f32>] {
         &self.classical
+    }
+
+    pub fn gated_scores(&self) -> &[Option<f32>] {
+        &self.gated
+    }
+
+    pub fn stacked_scores(&self) -> &[Option<f32>] {
+        &self.stacked
     }
 }
 
@@ -91,6 +113,20 @@ pub(crate) fn replay(
         Vec::new()
     };
 
+    let sqi = if det.sqi {
+        let span = (SQI_WINDOW_SECS * SAMPLE_RATE_HZ).min(window);
+        ends.iter()
+            .map(|&e| {
+                leads
+                    .iter()
+                    .map(|l| Some(window_sqi(&l[e - span..e], SAMPLE_RATE_HZ as f64)))
+                    .collect()
+            })
+            .collect()
+    } else {
+        Vec::new()
+    };
+
     let grace = (LABEL_GRACE_SECS * SAMPLE_RATE_HZ as f64).round() as i64;
     let labels = ends
         .iter()
@@ -120,6 +156,9 @@ pub(crate) fn replay(
         ends_ms,
         ensemble,
         classical,
+        sqi,
+        gated: Vec::new(),
+        stacked: Vec::new(),
         labels,
         reference,
         by_kind,
@@ -186,6 +225,7 @@ mod tests {
         let det = Detectors {
             ensemble: None,
             classical: true,
+            sqi: true,
         };
         let r = replay(&rec, &rec.leads, 30 * hz, 5 * hz, det).unwrap();
         assert_eq!(r.ends_ms.first(), Some(&30_000));
@@ -193,6 +233,8 @@ mod tests {
         assert_eq!(r.ends_ms.len(), 19);
         assert_eq!(r.classical.len(), 19);
         assert!(r.ensemble.is_empty());
+        assert_eq!(r.sqi.len(), 19);
+        assert_eq!(r.sqi[0].len(), 1);
         // The VF under way at the first window starts with it; VT into VF is one episode.
         assert_eq!(r.reference, vec![(30_000, 40_000), (60_000, 90_000)]);
         assert_eq!(r.by_kind.len(), 3);

@@ -37,6 +37,9 @@ pub fn text(e: &Evaluation) -> String {
             "\n{}: alarm at >= {:.2} in {} of {} hops, clear below {:.2}",
             d.detector, r.on, r.k, r.n, r.off
         );
+        if let Some(g) = &d.gate {
+            let _ = write!(s, ", gated where {g}");
+        }
         match &d.chosen_on_validation {
             Some(c) => {
                 let _ = writeln!(
@@ -89,6 +92,7 @@ pub fn text(e: &Evaluation) -> String {
             }
         }
     }
+    gate_trials(&mut s, e);
     if let Some(c) = e.detectors.first().and_then(|d| d.conditions.first()) {
         let _ = writeln!(
             s,
@@ -114,6 +118,50 @@ pub fn text(e: &Evaluation) -> String {
         }
     }
     s
+}
+
+/// The gates tried on validation: each one's rule, what it reached and what it silenced.
+fn gate_trials(s: &mut String, e: &Evaluation) {
+    if e.gate_trials.is_empty() {
+        return;
+    }
+    let _ = writeln!(
+        s,
+        "\nsignal-quality gates tried on validation (share of positive / negative hops gated; VT and VF detected, median time to alarm):\n  {:<40} {:>5} {:>3} {:>3} {:>5}/{:<5} {:>4} {:>6} {:>6} {:>6} {:>6} {:>8} {:>8}",
+        "gate", "on", "k", "n", "det", "epis", "FA", "FA/h", "pos", "neg", "", "VT", "VF"
+    );
+    for t in &e.gate_trials {
+        let c = &t.choice;
+        let kind = |k: &str| {
+            t.by_kind.get(k).map_or("-".to_owned(), |x| {
+                format!(
+                    "{}/{} {}",
+                    x.raised + x.already_on,
+                    x.episodes,
+                    opt(x.median_s, 0)
+                )
+            })
+        };
+        let _ = writeln!(
+            s,
+            "  {:<40} {:>5.2} {:>3} {:>3} {:>5}/{:<5} {:>4} {:>6} {:>6.3} {:>6.3} {:>6} {:>8} {:>8}",
+            t.gate
+                .as_ref()
+                .map_or("(none)".to_owned(), ToString::to_string),
+            c.rule.on,
+            c.rule.k,
+            c.rule.n,
+            c.detected,
+            c.episodes,
+            c.false_alarms,
+            opt(c.false_alarms_per_hour, 2),
+            t.gated_positive,
+            t.gated_negative,
+            "",
+            kind("vt"),
+            kind("vf")
+        );
+    }
 }
 
 fn line(s: &mut String, c: &Condition) {
