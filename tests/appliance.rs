@@ -44,11 +44,11 @@ fn text(o: &Output) -> String {
     )
 }
 
-/// A zoo of the three default members in `dir`.
+/// A zoo of the members the test configuration serves, in `dir`.
 fn small_zoo(dir: &Path) -> PathBuf {
     let zoo = dir.join("zoo");
-    for m in Config::default().ensemble.members {
-        common::copy_model(&m, &zoo);
+    for m in common::TEST_MEMBERS {
+        common::copy_model(m, &zoo);
     }
     zoo
 }
@@ -64,8 +64,9 @@ fn validate_passes_a_good_config_and_names_each_problem() {
     let o = validate(&["--config", good.to_str().unwrap()]);
     assert!(o.status.success(), "{}", text(&o));
     let out = text(&o);
+    let n = common::TEST_MEMBERS.len();
     assert!(
-        out.contains("3 model(s)") && out.contains("will be created"),
+        out.contains(&format!("{n} model(s)")) && out.contains("will be created"),
         "{out}"
     );
     assert!(
@@ -74,6 +75,8 @@ fn validate_passes_a_good_config_and_names_each_problem() {
     );
 
     let body = std::fs::read_to_string(&good).unwrap();
+    // A served member, to be named in errors.
+    let member = common::TEST_MEMBERS[0];
     let fails = |name: &str, toml: String, expect: &[&str]| {
         let p = dir.path().join(name);
         std::fs::write(&p, toml).unwrap();
@@ -96,12 +99,12 @@ fn validate_passes_a_good_config_and_names_each_problem() {
     );
     fails(
         "member.toml",
-        body.replace("\"vitals-hr-mlp\"", "\"no-such-model\""),
+        body.replace(&format!("\"{member}\""), "\"no-such-model\""),
         &["ensemble.members: no-such-model is not in the zoo"],
     );
 
     // A corrupt weights file: the model and the member are both named.
-    let weights = zoo.join("vitals-hr-mlp").join("weights.mpk");
+    let weights = zoo.join(&member).join("weights.mpk");
     let mut bytes = std::fs::read(&weights).unwrap();
     let n = bytes.len();
     bytes[n / 2] ^= 0xff;
@@ -110,11 +113,11 @@ fn validate_passes_a_good_config_and_names_each_problem() {
     let out = text(&o);
     assert!(!o.status.success(), "{out}");
     assert!(
-        out.contains("model vitals-hr-mlp") && out.contains("checksum mismatch"),
+        out.contains(&format!("model {member}")) && out.contains("checksum mismatch"),
         "{out}"
     );
     assert!(
-        out.contains("ensemble.members: vitals-hr-mlp is in") && out.contains("does not load"),
+        out.contains(&format!("ensemble.members: {member} is in")) && out.contains("does not load"),
         "{out}"
     );
     // --models overrides the config's zoo: the committed one is whole.
@@ -310,7 +313,8 @@ fn readiness_follows_warm_models_and_an_answering_port_and_the_watchdog_is_fed()
             // At READY the port answers and the ensemble is loaded: no wait, no retry.
             let (status, body) = d.get("/health/ready").expect("the port answers at READY");
             assert_eq!(status, 200, "{body}");
-            assert!(body.contains("\"models_loaded\":3"), "{body}");
+            let n = common::TEST_MEMBERS.len();
+            assert!(body.contains(&format!("\"models_loaded\":{n}")), "{body}");
             assert!(msg.contains("STATUS=Serving on"), "{msg}");
             break;
         }
@@ -382,7 +386,8 @@ async fn sigterm_while_windows_are_in_flight() {
         v["type"] == "ack" && v["samples_seq"].as_u64().is_some_and(|s| s >= 949)
     })
     .await;
-    // Three windows are complete in the server: SIGTERM while they may still be scoring.
+    // 95 s of signal: the windows ending every hop from the first whole window on are
+    // complete in the server. SIGTERM while they may still be scoring.
     d.signal(libc::SIGTERM);
     let close = m.closed(15.0).await;
     assert_eq!(close.as_ref().map(|c| c.0), Some(1001), "{close:?}");
@@ -405,7 +410,13 @@ async fn sigterm_while_windows_are_in_flight() {
         .collect::<Result<_, _>>()
         .unwrap();
     let indexes: Vec<i64> = rows.iter().map(|r| r.0).collect();
-    assert_eq!(indexes, [0, 1, 2], "{rows:?}");
+    let ward = Config::default().ward;
+    let windows = (95 - ward.window_secs) / ward.hop_secs + 1;
+    assert_eq!(
+        indexes,
+        (0..i64::from(windows)).collect::<Vec<_>>(),
+        "{rows:?}"
+    );
     assert_eq!(
         count(
             &c,

@@ -42,7 +42,8 @@ async fn every_bed_gets_a_score_every_hop() {
             .iter()
             .map(|r| r["window_end_ms"].as_i64().unwrap())
             .collect();
-        assert_eq!(ends[1] - ends[0], 30_000, "one window per hop");
+        let hop_ms = i64::from(holmes::config::Config::default().ward.hop_secs) * 1000;
+        assert_eq!(ends[1] - ends[0], hop_ms, "one window per hop");
     }
     // Window phases are spread: the three beds do not share window ends.
     let (_, beds) = app.get("/api/beds").await;
@@ -317,7 +318,13 @@ async fn binary_frames_are_scored_like_json() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn gaps_late_frames_and_lead_off_are_recorded() {
-    let app = spawn_app(|c| c.ward.beds = vec!["bed-g".into()]).await;
+    // A 30-s hop: frame 200 (at 20 s) is then in no window after the first, so once that
+    // one closed it is too late (at a shorter hop the next window would still take it).
+    let app = spawn_app(|c| {
+        c.ward.beds = vec!["bed-g".into()];
+        c.ward.hop_secs = 30;
+    })
+    .await;
     let mut m = Monitor::connect(&app.ws_url(), "bed-g", "dev-g").await;
     m.stream(T0, 0..100).await;
     m.stream(T0, 105..150).await; // frames 100..105 are missing for now
@@ -367,7 +374,10 @@ async fn history_is_readable_after_a_restart_before_the_monitor_returns() {
     let app = spawn_app(move |c| c.storage.db = db1).await;
     let mut m = Monitor::connect(&app.ws_url(), "dur-2", "dev-d").await;
     m.stream(T0, 0..950).await;
-    let before = app.wait_scores("dur-2", 60.0, |r| r.len() >= 2).await;
+    // Every window of the 95 s streamed, so that none lands after `before` is read.
+    let ward = holmes::config::Config::default().ward;
+    let all = ((95 - ward.window_secs) / ward.hop_secs + 1) as usize;
+    let before = app.wait_scores("dur-2", 60.0, |r| r.len() >= all).await;
     drop(m);
     app.stop().await;
 

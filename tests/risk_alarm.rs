@@ -153,6 +153,7 @@ async fn the_rule_validated_for_the_serving_ensemble_serves() {
     let app = spawn_app(move |c| {
         c.ward.hop_secs = 5;
         c.ensemble.models_dir = dir;
+        c.ensemble.members = members;
     })
     .await;
     let h = app.health().await;
@@ -220,9 +221,10 @@ async fn a_real_vt_episode_raises_a_risk_alarm_within_the_target_time() {
     let members = std::env::var("HOLMES_TEST_MEMBERS").ok();
     let hop_ms = i64::from(holmes::config::Config::default().ward.hop_secs) * 1000;
     let app = spawn_app(|c| {
-        if let Some(m) = members {
-            c.ensemble.members = m.split(',').map(str::to_owned).collect();
-        }
+        c.ensemble.members = match members {
+            Some(m) => m.split(',').map(str::to_owned).collect(),
+            None => holmes::config::Config::default().ensemble.members,
+        };
     })
     .await;
     let rule = app.health().await["alarm_rule"].clone();

@@ -81,6 +81,8 @@ fn one_scored_window_per_hop(rows: &[Value], want: &[i64]) {
 async fn stuck_dashboard_clients_never_slow_ingest_or_scoring() {
     let app = spawn_app(|c| {
         c.ward.beds = BEDS.iter().map(|b| b.to_string()).collect();
+        // One window per 30 s of stream keeps the counting plain; the hop is not the subject.
+        c.ward.hop_secs = 30;
         c.dashboard.max_stream_clients = STUCK + 1;
         // A window cut by the pause between phases waits for its samples, as a window held up
         // by a slow link would.
@@ -170,6 +172,8 @@ async fn a_monitor_that_never_reads_its_replies_is_still_read_and_scored() {
 
     let app = spawn_app(|c| {
         c.ward.beds = vec!["deaf".into()];
+        // One window per 30 s of stream keeps the counting plain; the hop is not the subject.
+        c.ward.hop_secs = 30;
         // This test is about replies, not the message rate.
         c.ingest.max_messages_per_sec = 100_000;
     })

@@ -1,8 +1,9 @@
 //! The risk alarm rule: when a bed's score series raises a VT/VF risk alarm and when that alarm
 //! clears. One sans-IO state machine ([`AlarmState`]), fed one observation per hop: the
 //! dashboard runs one per bed (live, with the rule validated for the serving ensemble, see
-//! `dashboard::rule`), `holmes evaluate` replays scores through it ([`alarm_episodes`]), so
-//! both raise and clear at the same hops. [`matching`] says when an
+//! `dashboard::rule`), `holmes evaluate` replays scores through it ([`alarm_episodes`]) and
+//! `holmes score` marks each window with it, so all three raise and clear at the same hops.
+//! [`matching`] says when an
 //! alarm is in time for a reference episode and when it is false (for the threshold search and
 //! the evaluation alike); [`threshold`] picks the rule on a validation split, and [`rules`]
 //! keeps the rules so chosen with the zoo, one per ensemble, hop and window. Technical alarms
@@ -98,6 +99,27 @@ impl AlarmRule {
             });
         }
         Ok(())
+    }
+}
+
+impl std::str::FromStr for AlarmRule {
+    type Err = String;
+
+    /// `on,off,k,n`, e.g. `0.6,0.3,2,3`, checked as [`AlarmRule::validate`] does.
+    fn from_str(s: &str) -> Result<AlarmRule, String> {
+        let v: Vec<&str> = s.split(',').map(str::trim).collect();
+        let [on, off, k, n] = v[..] else {
+            return Err(format!("{s:?}: on,off,k,n (e.g. 0.6,0.3,2,3)"));
+        };
+        let bad = |what: &str| format!("{s:?}: {what} is not a number");
+        let r = AlarmRule {
+            on: on.parse().map_err(|_| bad("on"))?,
+            off: off.parse().map_err(|_| bad("off"))?,
+            k: k.parse().map_err(|_| bad("k"))?,
+            n: n.parse().map_err(|_| bad("n"))?,
+        };
+        r.validate().map_err(|e| format!("{s:?}: {e}"))?;
+        Ok(r)
     }
 }
 
@@ -244,6 +266,23 @@ pub fn alarm_episodes(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_rule_reads_from_on_off_k_n() {
+        let r: AlarmRule = "0.6, 0.3,2,3".parse().unwrap();
+        assert_eq!(
+            r,
+            AlarmRule {
+                on: 0.6,
+                off: 0.3,
+                k: 2,
+                n: 3
+            }
+        );
+        for bad in ["0.6,0.3,2", "0.3,0.6,1,1", "x,0.3,1,1", "0.6,0.3,3,2"] {
+            assert!(bad.parse::<AlarmRule>().is_err(), "{bad}");
+        }
+    }
 
     const HOP: i64 = 2_000;
 

@@ -3,7 +3,7 @@
 
 use std::path::PathBuf;
 
-use anyhow::{Context, Result, bail};
+use anyhow::{Context, Result};
 
 use crate::alarm::AlarmRule;
 use crate::config::Config;
@@ -88,20 +88,10 @@ pub fn run(a: EvaluateArgs) -> Result<()> {
         .with_context(|| format!("--part {:?}: one of train, validation, test", a.part))?;
     let rule = match &a.rule {
         None => None,
-        Some(s) => {
-            let v: Vec<&str> = s.split(',').map(str::trim).collect();
-            let [on, off, k, n] = v[..] else {
-                bail!("--rule {s:?}: on,off,k,n (e.g. 0.6,0.3,2,3)");
-            };
-            let r = AlarmRule {
-                on: on.parse().context("--rule: on")?,
-                off: off.parse().context("--rule: off")?,
-                k: k.parse().context("--rule: k")?,
-                n: n.parse().context("--rule: n")?,
-            };
-            r.validate()?;
-            Some(r)
-        }
+        Some(s) => Some(
+            s.parse::<AlarmRule>()
+                .map_err(|e| anyhow::anyhow!("--rule {e}"))?,
+        ),
     };
     let sqi_gate = match a.sqi_gate.as_deref() {
         None => None,

@@ -21,6 +21,10 @@ pub struct ScoreArgs {
     /// Config file for the ensemble and windows [default: embedded defaults].
     #[arg(long)]
     config: Option<PathBuf>,
+    /// The risk alarm rule as `on,off,k,n` [default: the one the zoo's alarm_rules.json holds
+    /// for the ensemble, hop and window, as the ward serves it; else the config's fallback].
+    #[arg(long)]
+    rule: Option<String>,
     #[arg(long)]
     json: bool,
 }
@@ -31,6 +35,7 @@ pub fn run(a: ScoreArgs) -> Result<()> {
         from,
         to,
         config,
+        rule,
         json,
     } = a;
     let cfg = Config::load(config.as_deref())?;
@@ -46,7 +51,38 @@ pub fn run(a: ScoreArgs) -> Result<()> {
         &cfg.ensemble.members,
         cfg.ward.window_secs,
     )?;
-    let rows = crate::tools::score::score_signals(
+    let hop_ms = i64::from(cfg.ward.hop_secs) * 1000;
+    let (rule, why) = match rule {
+        Some(s) => (
+            s.parse::<crate::alarm::AlarmRule>()
+                .map_err(|e| anyhow::anyhow!("--rule {e}"))?,
+            "given with --rule",
+        ),
+        None => {
+            use crate::dashboard::rule::{ServedRule, choose};
+            let book = crate::alarm::rules::RuleBook::load(&cfg.ensemble.models_dir)?;
+            let models: Vec<_> = ens
+                .members
+                .iter()
+                .map(|m| crate::serving::engine::ensemble::ModelInfo::of(&m.manifest))
+                .collect();
+            let fallback = ServedRule::fallback(&cfg.dashboard, cfg.ward.hop_secs);
+            let served = choose(
+                &book,
+                &models,
+                cfg.ward.hop_secs,
+                cfg.ward.window_secs,
+                fallback,
+            );
+            let why = if served.validated {
+                "validated for this ensemble, hop and window (the zoo's alarm_rules.json)"
+            } else {
+                "NOT validated: the config's fallback (no rule for this ensemble, hop and window)"
+            };
+            (served.rule, why)
+        }
+    };
+    let mut rows = crate::tools::score::score_signals(
         &ens,
         &signals,
         cfg.ward.window_secs,
@@ -54,12 +90,19 @@ pub fn run(a: ScoreArgs) -> Result<()> {
         from,
         to,
     );
+    crate::tools::score::mark_alarms(&mut rows, rule, hop_ms)?;
+    let said = format!(
+        "risk alarm: on >= {} in {} of {} hops, clear below {}; {why}",
+        rule.on, rule.k, rule.n, rule.off
+    );
     if json {
+        eprintln!("{said}");
         println!("{}", serde_json::to_string_pretty(&rows)?);
     } else {
+        println!("{said}");
         println!(
-            "{:>8} {:>8}  {:<20} {:>6}  members",
-            "from_s", "to_s", "status", "risk"
+            "{:>8} {:>8}  {:<20} {:>6}  {:<7}  members",
+            "from_s", "to_s", "status", "risk", "alarm"
         );
         for r in rows {
             let members: Vec<String> = r
@@ -74,11 +117,12 @@ pub fn run(a: ScoreArgs) -> Result<()> {
                 })
                 .collect();
             println!(
-                "{:>8.1} {:>8.1}  {:<20} {:>6}  {}",
+                "{:>8.1} {:>8.1}  {:<20} {:>6}  {:<7}  {}",
                 r.start_secs,
                 r.end_secs,
                 r.status.as_str(),
                 r.score.map_or("-".into(), |s| format!("{s:.3}")),
+                r.alarm,
                 members.join(" ")
             );
         }

@@ -1,10 +1,12 @@
 //! `holmes score`: a recording scored window by window through the daemon's own scoring path:
 //! the same window type, the serving ensemble as the engine loads it, its input selection and
-//! its combination ([`Ensemble::score_batch`]). [`record_window`] cuts the windows, for
-//! `holmes evaluate` too.
+//! its combination ([`Ensemble::score_batch`]), then the ward's risk alarm rule over the scores
+//! ([`mark_alarms`], the same [`AlarmState`] the dashboard runs per bed). [`record_window`] cuts
+//! the windows, for `holmes evaluate` too.
 
 use std::sync::Arc;
 
+use crate::alarm::{AlarmChange, AlarmError, AlarmRule, AlarmState};
 use crate::core::score::{MemberScore, ScoreStatus};
 use crate::core::window::{ClosedWindow, LeadSlot, MAX_LEADS, SAMPLE_RATE_HZ, WindowQuality};
 use crate::serving::engine::ensemble::{Ensemble, OFFLINE_BATCH};
@@ -18,6 +20,28 @@ pub struct OfflineScore {
     pub status: ScoreStatus,
     pub score: Option<f32>,
     pub members: Vec<MemberScore>,
+    /// The risk alarm after this window: `off`, `raised` (here), `on` or `cleared` (here).
+    pub alarm: &'static str,
+}
+
+/// Runs `rule` over the rows' scores as the ward does, one observation per hop (`hop_ms`, the
+/// rows' spacing), and marks each row with the alarm's state after it.
+pub fn mark_alarms(
+    rows: &mut [OfflineScore],
+    rule: AlarmRule,
+    hop_ms: i64,
+) -> Result<(), AlarmError> {
+    let mut state = AlarmState::new(rule, hop_ms)?;
+    for r in rows {
+        let t_ms = (r.end_secs * 1000.0).round() as i64;
+        r.alarm = match state.observe(t_ms, r.score) {
+            Some(AlarmChange::Raised { .. }) => "raised",
+            Some(AlarmChange::Cleared { .. }) => "cleared",
+            None if state.is_active() => "on",
+            None => "off",
+        };
+    }
+    Ok(())
 }
 
 /// The window `[end - len, end)` (samples at 250 Hz) of a recording as the ward would close it
@@ -96,8 +120,44 @@ pub fn score_signals(
                 status,
                 score,
                 members,
+                alarm: "off",
             });
         }
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn row(end_secs: f64, score: Option<f32>) -> OfflineScore {
+        OfflineScore {
+            start_secs: end_secs - 30.0,
+            end_secs,
+            status: ScoreStatus::Scored,
+            score,
+            members: Vec::new(),
+            alarm: "off",
+        }
+    }
+
+    #[test]
+    fn alarms_are_marked_as_the_ward_raises_and_clears_them() {
+        let scores = [0.1, 0.7, 0.8, 0.4, 0.2, 0.1];
+        let mut rows: Vec<OfflineScore> = scores
+            .iter()
+            .enumerate()
+            .map(|(i, &s)| row(30.0 + 5.0 * i as f64, Some(s)))
+            .collect();
+        let rule = AlarmRule {
+            on: 0.6,
+            off: 0.3,
+            k: 1,
+            n: 1,
+        };
+        mark_alarms(&mut rows, rule, 5000).unwrap();
+        let marks: Vec<&str> = rows.iter().map(|r| r.alarm).collect();
+        assert_eq!(marks, ["off", "raised", "on", "on", "cleared", "off"]);
+    }
 }

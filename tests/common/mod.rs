@@ -39,6 +39,13 @@ pub struct App {
     pub dir: tempfile::TempDir,
 }
 
+/// The members tests serve unless they say otherwise.
+pub const TEST_MEMBERS: [&str; 3] = [
+    "ecg-primary-5s-w8-d2",
+    "ecg-secondary-5s-w8-d2",
+    "vitals-hr-mlp",
+];
+
 /// Test configuration: the embedded defaults, a scratch database, short timers.
 pub fn test_config(dir: &Path) -> Config {
     let mut c = Config::default();
@@ -49,8 +56,11 @@ pub fn test_config(dir: &Path) -> Config {
     // These tests check what is scored, not how fast: a loaded CI machine (debug build, tests
     // in parallel) must not turn windows partial. Deadlines are tested in tests/engine.rs.
     c.engine.slo_ms = 20_000;
-    // The configured members serve unless a test turns the composer on.
+    // The configured members serve unless a test turns the composer on: the smallest models of
+    // both leads and the vitals model (cheap in a debug build at the 5-s hop, and every kind of
+    // member), not the defaults; tests about the defaults set them.
     c.composer.enabled = false;
+    c.ensemble.members = TEST_MEMBERS.map(String::from).to_vec();
     // The API is read without signing in (the dashboard tests sign in where they need to).
     c.dashboard.public_ward_view = true;
     // Monitors present any token (tests/security.rs issues real device tokens).
