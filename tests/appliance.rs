@@ -104,7 +104,7 @@ fn validate_passes_a_good_config_and_names_each_problem() {
     );
 
     // A corrupt weights file: the model and the member are both named.
-    let weights = zoo.join(&member).join("weights.mpk");
+    let weights = zoo.join(member).join("weights.mpk");
     let mut bytes = std::fs::read(&weights).unwrap();
     let n = bytes.len();
     bytes[n / 2] ^= 0xff;
