@@ -367,7 +367,7 @@ fn sigterm_closes_monitors_going_away_and_stores_every_accepted_window() {
 async fn sigterm_while_windows_are_in_flight() {
     let dir = tempfile::tempdir().unwrap();
     let config = daemon_config(dir.path(), |c| {
-        // One configured bed has phase 0: its windows end at 30, 60 and 90 s of signal.
+        // One configured bed has phase 0: its windows end at 30 s of signal and every hop after.
         c.ward.beds = vec!["bed-x".into()];
         c.service.shutdown_timeout_secs = 15.0;
     });

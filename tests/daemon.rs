@@ -51,7 +51,10 @@ async fn every_bed_gets_a_score_every_hop() {
         .as_array()
         .unwrap()
         .iter()
-        .map(|b| b["latest"]["window_end_ms"].as_i64().unwrap() % 30_000)
+        .map(|b| {
+            let hop_ms = i64::from(holmes::config::Config::default().ward.hop_secs) * 1000;
+            b["latest"]["window_end_ms"].as_i64().unwrap() % hop_ms
+        })
         .collect();
     assert_eq!(ends.len(), 3, "{beds}");
     let (status, ready) = app.get("/health/ready").await;
@@ -371,7 +374,12 @@ async fn history_is_readable_after_a_restart_before_the_monitor_returns() {
     let keep = tempfile::tempdir().unwrap();
     let db = keep.path().join("holmes.db");
     let db1 = db.clone();
-    let app = spawn_app(move |c| c.storage.db = db1).await;
+    // Unstaggered (phase 0): the bed's windows end at 30 s and every hop after.
+    let app = spawn_app(move |c| {
+        c.storage.db = db1;
+        c.ward.stagger = false;
+    })
+    .await;
     let mut m = Monitor::connect(&app.ws_url(), "dur-2", "dev-d").await;
     m.stream(T0, 0..950).await;
     // Every window of the 95 s streamed, so that none lands after `before` is read.
@@ -382,7 +390,11 @@ async fn history_is_readable_after_a_restart_before_the_monitor_returns() {
     app.stop().await;
 
     // A new daemon on the same database; the monitor has not reconnected.
-    let app = spawn_app(move |c| c.storage.db = db).await;
+    let app = spawn_app(move |c| {
+        c.storage.db = db;
+        c.ward.stagger = false;
+    })
+    .await;
     let (status, beds) = app.get("/api/beds").await;
     assert_eq!(status, 200, "{beds}");
     let listed = beds["beds"].as_array().unwrap();

@@ -149,11 +149,11 @@ async fn the_rule_validated_for_the_serving_ensemble_serves() {
         serde_json::to_string_pretty(&book).unwrap(),
     )
     .unwrap();
-    let dir = zoo.path().to_owned();
+    let (dir, served) = (zoo.path().to_owned(), members.clone());
     let app = spawn_app(move |c| {
         c.ward.hop_secs = 5;
         c.ensemble.models_dir = dir;
-        c.ensemble.members = members;
+        c.ensemble.members = served;
     })
     .await;
     let h = app.health().await;
@@ -165,6 +165,24 @@ async fn the_rule_validated_for_the_serving_ensemble_serves() {
     // The page's threshold line follows the served rule.
     let (_, me) = app.get("/api/me").await;
     assert_eq!(me["risk_alarm_on"].as_f64(), Some(0.55_f32 as f64));
+
+    // A member retrained in place (here: given another model's weights of the same shape) is
+    // hot-swapped; the rule was validated for the old weights, so the fallback serves.
+    let (a, b) = (zoo.path().join(&members[0]), zoo.path().join(&members[1]));
+    std::fs::copy(b.join("weights.mpk"), a.join("weights.mpk")).unwrap();
+    let mut mf: Value =
+        serde_json::from_str(&std::fs::read_to_string(a.join("manifest.json")).unwrap()).unwrap();
+    let other: Value =
+        serde_json::from_str(&std::fs::read_to_string(b.join("manifest.json")).unwrap()).unwrap();
+    mf["weights"] = other["weights"].clone();
+    mf["version"] = Value::from(2);
+    std::fs::write(a.join("manifest.json"), mf.to_string()).unwrap();
+    let h = app
+        .wait_health(30.0, "the fallback after the retrained member", |h| {
+            h["alarm_rule"]["validated"] == false
+        })
+        .await;
+    assert_eq!(h["alarm_rule"]["on"], 0.7, "{h}");
     app.stop().await;
 }
 
@@ -290,7 +308,8 @@ async fn a_real_vt_episode_raises_a_risk_alarm_within_the_target_time() {
         tokio::time::sleep(Duration::from_millis(100)).await;
     };
     run.abort();
-    // The alarm that covers the onset: raised before it and still active, or the first after.
+    // The first alarm raised from a hop before the onset on (its window then holds the
+    // onset); an alarm already on through the onset would not count here.
     let in_time = onsets
         .iter()
         .map(|&o| o - episode_ms)

@@ -63,10 +63,22 @@ async fn offline_scores_equal_live_scores() {
         offline.len() as u32,
         (60 - ward.window_secs) / ward.hop_secs + 1
     );
+    // The same windows: one hop apart in both, from the first (the live ends are on the
+    // device's clock, the offline ones on the record's).
+    let (l0, o0) = (
+        live[0]["window_end_ms"].as_i64().unwrap(),
+        offline[0]["end_secs"].as_f64().unwrap(),
+    );
+    assert_eq!(o0, f64::from(ward.window_secs));
     for (l, o) in live.iter().zip(&offline) {
         assert_eq!(
             l["window_end_ms"].as_i64().unwrap() - l["window_start_ms"].as_i64().unwrap(),
             30_000
+        );
+        assert_eq!(
+            l["window_end_ms"].as_i64().unwrap() - l0,
+            ((o["end_secs"].as_f64().unwrap() - o0) * 1000.0).round() as i64,
+            "{l} / {o}"
         );
         let (ls, os) = (l["score"].as_f64().unwrap(), o["score"].as_f64().unwrap());
         assert!(

@@ -112,9 +112,21 @@ impl RuleBook {
                 members: names(&r.members),
                 source,
             })?;
-            // A hand-edited file may list an ensemble's members in any order.
+            // A hand-edited file may list an ensemble's members in any order, or twice.
             r.members.sort();
+            r.members.dedup();
         }
+        // One rule per ensemble, hop and window: the last one listed, as `insert` keeps.
+        let mut rules: Vec<ValidatedRule> = Vec::with_capacity(book.rules.len());
+        for r in std::mem::take(&mut book.rules) {
+            rules.retain(|x| {
+                !(x.members == r.members
+                    && x.hop_secs == r.hop_secs
+                    && x.window_secs == r.window_secs)
+            });
+            rules.push(r);
+        }
+        book.rules = rules;
         Ok(book)
     }
 
@@ -232,6 +244,19 @@ mod tests {
         let book = RuleBook::load(dir.path()).unwrap();
         let got = book.lookup(&[member("b", "2"), member("a", "1")], 5, 30);
         assert_eq!(got.map(|r| r.rule.on), Some(0.6));
+        // The same ensemble twice (one member listed twice): the last one listed stands.
+        let mut again = validated(
+            vec![member("a", "1"), member("b", "2"), member("a", "1")],
+            5,
+            0.8,
+        );
+        again.members = vec![member("a", "1"), member("b", "2"), member("a", "1")];
+        let text = serde_json::json!({"format": FORMAT, "rules": [rule, again]}).to_string();
+        std::fs::write(dir.path().join(RULES_FILE), text).unwrap();
+        let book = RuleBook::load(dir.path()).unwrap();
+        assert_eq!(book.rules.len(), 1);
+        let got = book.lookup(&[member("a", "1"), member("b", "2")], 5, 30);
+        assert_eq!(got.map(|r| r.rule.on), Some(0.8));
     }
 
     #[test]

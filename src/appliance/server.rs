@@ -164,6 +164,7 @@ pub async fn start(cfg: Config, listener: TcpListener) -> Result<Running, Server
 
     let zoo_status = Arc::new(std::sync::Mutex::new(ZooStatus::default()));
     let (zoo_gen_tx, zoo_generation) = tokio::sync::watch::channel(0u64);
+    let board_zoo_generation = zoo_generation.clone();
     let watcher = {
         let (dir, eng, st, status) = (
             cfg.ensemble.models_dir.clone(),
@@ -251,6 +252,7 @@ pub async fn start(cfg: Config, listener: TcpListener) -> Result<Running, Server
                 hop_secs: cfg.ward.hop_secs,
                 window_secs: cfg.ward.window_secs,
             },
+            zoo_generation: board_zoo_generation,
         },
         shutdown.child_token(),
         &tracker,

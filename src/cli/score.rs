@@ -22,7 +22,7 @@ pub struct ScoreArgs {
     #[arg(long)]
     config: Option<PathBuf>,
     /// The risk alarm rule as `on,off,k,n` [default: the one the zoo's alarm_rules.json holds
-    /// for the ensemble, hop and window, as the ward serves it; else the config's fallback].
+    /// for the configured members, hop and window; else the config's fallback].
     #[arg(long)]
     rule: Option<String>,
     #[arg(long)]

@@ -71,7 +71,7 @@ pub struct WardConfig {
     pub(crate) buffer_secs: u32,
     /// Spread the beds' window closings evenly over the hop (false: every bed's windows
     /// close together, the worst-case burst; for benchmarks).
-    pub(crate) stagger: bool,
+    pub stagger: bool,
     /// Hand closed windows to the engine (false: ingest only; windows close and are counted
     /// but nothing is scored; for capacity tests, never on a ward).
     pub(crate) scoring: bool,

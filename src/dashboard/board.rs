@@ -185,6 +185,9 @@ pub(crate) struct Sources {
     pub(crate) db: std::path::PathBuf,
     /// Where the risk alarm rules are looked up.
     pub(crate) rules: RuleSource,
+    /// Bumped by the zoo watcher at every change of the zoo (a member retrained in place is
+    /// hot-swapped without a switch of ensemble): the rule is looked up again.
+    pub(crate) zoo_generation: watch::Receiver<u64>,
 }
 
 /// The zoo's rule book and the ward's hop and window a rule must match.
@@ -205,15 +208,20 @@ impl RuleSource {
     ) -> ServedRule {
         let fallback = ServedRule::fallback(cfg, self.hop_secs);
         let dir = self.models_dir.clone();
-        let book = match tokio::task::spawn_blocking(move || RuleBook::load(&dir)).await {
-            Ok(Ok(b)) => b,
-            Ok(Err(e)) => {
+        let read = tokio::task::spawn_blocking(move || {
+            let models = with_current_weights(&dir, models);
+            (RuleBook::load(&dir), models)
+        })
+        .await;
+        let (book, models) = match read {
+            Ok((Ok(b), m)) => (b, m),
+            Ok((Err(e), m)) => {
                 tracing::error!(error = %e, "Cannot read the zoo's alarm rules");
-                RuleBook::default()
+                (RuleBook::default(), m)
             }
             Err(e) => {
                 tracing::error!(error = %e, "Reading the zoo's alarm rules failed");
-                RuleBook::default()
+                return fallback;
             }
         };
         let chosen = rule::choose(&book, &models, self.hop_secs, self.window_secs, fallback);
@@ -282,6 +290,26 @@ pub(crate) async fn start(
     }
 }
 
+/// `models` with each weights hash as the zoo's manifest says now: the watcher hot-swaps a
+/// member whose folder changed and loads, so a retrained member serves other weights than the
+/// ensemble was published with. A manifest that does not read leaves the hash as it was (the
+/// engine then keeps serving the loaded weights).
+fn with_current_weights(
+    dir: &std::path::Path,
+    mut models: Vec<crate::serving::engine::ensemble::ModelInfo>,
+) -> Vec<crate::serving::engine::ensemble::ModelInfo> {
+    for m in &mut models {
+        let path = dir.join(&m.name).join(crate::zoo::MANIFEST_FILE);
+        let now = std::fs::read_to_string(&path)
+            .ok()
+            .and_then(|t| serde_json::from_str::<crate::zoo::Manifest>(&t).ok());
+        if let Some(mf) = now {
+            m.sha256 = mf.weights.sha256;
+        }
+    }
+    models
+}
+
 /// What the board's task publishes.
 struct Outputs {
     snapshot: watch::Sender<Arc<Snapshot>>,
@@ -304,8 +332,10 @@ async fn run(
         mut serving,
         db,
         rules,
+        mut zoo_generation,
         ..
     } = src;
+    let mut zoo_open = true;
     let Outputs {
         snapshot: out,
         rule: rule_tx,
@@ -402,6 +432,17 @@ async fn run(
                 }
                 Err(broadcast::error::RecvError::Closed) => break,
             },
+            r = zoo_generation.changed(), if zoo_open => {
+                // A member may have been retrained in place: its rule may no longer hold.
+                zoo_open = r.is_ok();
+                if zoo_open {
+                    let models = serving.borrow().models.clone();
+                    let chosen = rules.choose(&cfg, models).await;
+                    if alarms.set_rule(chosen) {
+                        rule_tx.send_replace(chosen);
+                    }
+                }
+            }
             r = serving.changed(), if serving_open => {
                 // Without a composer nothing publishes: the start-up rule serves for good.
                 serving_open = r.is_ok();
