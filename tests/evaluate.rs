@@ -9,17 +9,9 @@ use std::process::Command;
 
 use serde_json::Value;
 
-fn as_u64(v: &Value, what: &str) -> u64 {
-    v.as_u64()
-        .unwrap_or_else(|| panic!("{what} is not a count: {v}"))
-}
-
-#[test]
-fn evaluate_json_adds_up_on_a_subset() {
-    let Some(data) = common::data_dir("evaluate_json_adds_up_on_a_subset") else {
-        return;
-    };
-    let report = tempfile::tempdir().unwrap();
+/// `holmes evaluate --json` on the two shortest records of each part, one noise level (6 dB),
+/// at a 5-s hop, with `extra` arguments: what it printed.
+fn evaluate_json(data: &std::path::Path, extra: &[&str]) -> Value {
     let o = Command::new(env!("CARGO_BIN_EXE_holmes"))
         .current_dir(common::root())
         .args([
@@ -31,9 +23,8 @@ fn evaluate_json_adds_up_on_a_subset() {
             "6",
         ])
         .args(["--hop-secs", "5", "--data"])
-        .arg(&data)
-        .arg("--report")
-        .arg(report.path())
+        .arg(data)
+        .args(extra)
         .output()
         .unwrap();
     assert!(
@@ -41,7 +32,22 @@ fn evaluate_json_adds_up_on_a_subset() {
         "evaluate failed: {}",
         String::from_utf8_lossy(&o.stderr)
     );
-    let e: Value = serde_json::from_slice(&o.stdout).expect("--json prints JSON");
+    serde_json::from_slice(&o.stdout).expect("--json prints JSON")
+}
+
+fn as_u64(v: &Value, what: &str) -> u64 {
+    v.as_u64()
+        .unwrap_or_else(|| panic!("{what} is not a count: {v}"))
+}
+
+#[test]
+fn evaluate_json_adds_up_on_a_subset() {
+    let Some(data) = common::data_dir("evaluate_json_adds_up_on_a_subset") else {
+        return;
+    };
+    let report = tempfile::tempdir().unwrap();
+    let report_dir = report.path().to_str().unwrap();
+    let e = evaluate_json(&data, &["--report", report_dir]);
     let kept: Value = serde_json::from_str(
         &std::fs::read_to_string(report.path().join("evaluation.json")).unwrap(),
     )
@@ -89,27 +95,10 @@ fn the_sqi_gate_and_stack_are_evaluated_beside_the_ensemble() {
     else {
         return;
     };
-    let o = Command::new(env!("CARGO_BIN_EXE_holmes"))
-        .current_dir(common::root())
-        .args([
-            "evaluate",
-            "--json",
-            "--max-records",
-            "2",
-            "--noise-db",
-            "6",
-        ])
-        .args(["--no-classical", "--sqi-gate", "choose", "--sqi-stack"])
-        .args(["--hop-secs", "5", "--data"])
-        .arg(&data)
-        .output()
-        .unwrap();
-    assert!(
-        o.status.success(),
-        "evaluate failed: {}",
-        String::from_utf8_lossy(&o.stderr)
+    let e = evaluate_json(
+        &data,
+        &["--no-classical", "--sqi-gate", "choose", "--sqi-stack"],
     );
-    let e: Value = serde_json::from_slice(&o.stdout).expect("--json prints JSON");
     let detectors = e["detectors"].as_array().unwrap();
     let names: Vec<&str> = detectors
         .iter()

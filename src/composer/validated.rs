@@ -10,10 +10,9 @@
 //! ROC-AUC, then the cheaper. When none fits a rung, the search composes that rung as it
 //! would without rules.
 
-use super::compose::{Entry, latency_estimate, lead_sets, zoo_lead_sets};
+use super::compose::{Entry, accuracy, latency_estimate, lead_sets, zoo_lead_sets};
 use super::search::Bits;
 use crate::alarm::rules::RuleBook;
-use crate::core::metrics::{ensemble_mean, roc_auc};
 
 /// An ensemble of the zoo the rule book validates.
 #[derive(Debug, Clone, PartialEq)]
@@ -55,18 +54,13 @@ pub(crate) fn candidates(
                     .position(|e| e.name == m.name && e.sha256 == m.sha256)?;
                 bits[i] = true;
             }
-            let (l, s) = ensemble_mean(entries.iter().zip(&bits).filter(|x| *x.1).map(|(e, _)| {
-                let p = &e.validation;
-                (&p.ids[..], &p.labels[..], &p.probs[..])
-            }));
-            let auc = roc_auc(&l, &s);
             let v = &r.validation;
             Some(Candidate {
+                val_roc_auc: accuracy(entries, &bits, false).0,
                 bits,
                 reached: v.episodes > 0
                     && v.detected as f64 >= v.target_sensitivity * v.episodes as f64 - 1e-9,
-                false_alarms_per_hour: r.validation.false_alarms_per_hour.unwrap_or(f64::INFINITY),
-                val_roc_auc: if auc.is_nan() { 0.0 } else { auc },
+                false_alarms_per_hour: v.false_alarms_per_hour.unwrap_or(f64::INFINITY),
             })
         })
         .collect()

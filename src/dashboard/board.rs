@@ -310,6 +310,20 @@ fn with_current_weights(
     models
 }
 
+/// Looks the risk alarm rule up again for `models` and serves it when it changed.
+async fn reselect(
+    rules: &RuleSource,
+    cfg: &DashboardConfig,
+    models: Vec<crate::serving::engine::ensemble::ModelInfo>,
+    alarms: &mut Alarms,
+    rule_tx: &watch::Sender<ServedRule>,
+) {
+    let chosen = rules.choose(cfg, models).await;
+    if alarms.set_rule(chosen) {
+        rule_tx.send_replace(chosen);
+    }
+}
+
 /// What the board's task publishes.
 struct Outputs {
     snapshot: watch::Sender<Arc<Snapshot>>,
@@ -437,10 +451,7 @@ async fn run(
                 zoo_open = r.is_ok();
                 if zoo_open {
                     let models = serving.borrow().models.clone();
-                    let chosen = rules.choose(&cfg, models).await;
-                    if alarms.set_rule(chosen) {
-                        rule_tx.send_replace(chosen);
-                    }
+                    reselect(&rules, &cfg, models, &mut alarms, &rule_tx).await;
                 }
             }
             r = serving.changed(), if serving_open => {
@@ -450,10 +461,7 @@ async fn run(
                 if serving_open && now_members != served_members {
                     served_members = now_members;
                     let models = serving.borrow().models.clone();
-                    let chosen = rules.choose(&cfg, models).await;
-                    if alarms.set_rule(chosen) {
-                        rule_tx.send_replace(chosen);
-                    }
+                    reselect(&rules, &cfg, models, &mut alarms, &rule_tx).await;
                 }
             }
             Some(c) = cmds.recv() => {

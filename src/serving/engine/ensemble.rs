@@ -73,6 +73,17 @@ pub struct Ensemble {
 }
 
 impl Ensemble {
+    /// Its members as the zoo's alarm rules name them (name and weights' SHA-256).
+    pub(crate) fn member_refs(&self) -> Vec<crate::alarm::rules::MemberRef> {
+        self.members
+            .iter()
+            .map(|m| crate::alarm::rules::MemberRef {
+                name: m.manifest.name.clone(),
+                sha256: m.manifest.weights.sha256.clone(),
+            })
+            .collect()
+    }
+
     /// Loads the named members from the zoo folder for windows of `window_secs`; a missing or
     /// broken member, or one reading more than the window holds, is an error naming it.
     pub fn load(dir: &Path, names: &[String], window_secs: u32) -> Result<Ensemble, EnsembleError> {

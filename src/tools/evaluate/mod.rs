@@ -454,14 +454,7 @@ pub fn evaluate(opts: &EvaluateOptions) -> Result<Evaluation, EvaluateError> {
         part: opts.part.as_str(),
         records: recs.iter().map(|r| r.key.clone()).collect(),
         validation_records,
-        members: ens
-            .members
-            .iter()
-            .map(|m| MemberRef {
-                name: m.manifest.name.clone(),
-                sha256: m.manifest.weights.sha256.clone(),
-            })
-            .collect(),
+        members: ens.member_refs(),
         window_secs: window,
         hop_secs: hop,
         matching,

@@ -7,7 +7,7 @@ use std::path::Path;
 
 use super::replay::{Detectors, replay};
 use crate::alarm::matching::{AlarmTiming, MatchOptions, timing};
-use crate::alarm::rules::{MemberRef, RuleBook};
+use crate::alarm::rules::RuleBook;
 use crate::alarm::{AlarmRule, alarm_episodes};
 use crate::config::Config;
 use crate::core::window::SAMPLE_RATE_HZ;
@@ -30,14 +30,7 @@ fn served(root: &Path) -> Served {
     let dir = root.join(&cfg.ensemble.models_dir);
     let ens = Ensemble::load(&dir, &cfg.ensemble.members, cfg.ward.window_secs)
         .expect("the configured ensemble loads");
-    let members: Vec<MemberRef> = ens
-        .members
-        .iter()
-        .map(|m| MemberRef {
-            name: m.manifest.name.clone(),
-            sha256: m.manifest.weights.sha256.clone(),
-        })
-        .collect();
+    let members = ens.member_refs();
     let book = RuleBook::load(&dir).expect("the zoo's alarm rules read");
     let rule = book
         .lookup(&members, cfg.ward.hop_secs, cfg.ward.window_secs)
