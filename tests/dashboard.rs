@@ -327,6 +327,34 @@ async fn the_ward_page_lives_in_a_real_browser() {
         (!rows.is_empty()).then_some(())
     })
     .await;
+    // The strip marks where the bed's risk alarm fired (on the strip, or before it when the
+    // onset is older than the strip), and the alarm history names its onset and rule.
+    until(15, "the alarm's mark on the strip", || async {
+        let strip = c.find(Locator::Css("#strips canvas.strip")).await.ok()?;
+        let mark = strip.attr("data-alarm-mark").await.ok()??;
+        (mark == "inside" || mark == "before").then_some(())
+    })
+    .await;
+    until(
+        15,
+        "the risk alarm's onset and rule in the history",
+        || async {
+            let rows = c
+                .find_all(Locator::Css("#bed-alarms tbody tr"))
+                .await
+                .ok()?;
+            for r in rows {
+                let t = r.text().await.ok()?;
+                if t.contains("risk") && t.contains("in 1 of 1, not validated") {
+                    let cells = r.find_all(Locator::Css("td")).await.ok()?;
+                    let onset = cells.get(2)?.text().await.ok()?;
+                    return (!onset.is_empty()).then_some(());
+                }
+            }
+            None
+        },
+    )
+    .await;
     std::fs::write(out.join("bed.png"), c.screenshot().await.unwrap()).unwrap();
     // The system view says which lead sets the serving ensemble covers: all three here.
     c.goto(&format!("{page}#/system")).await.unwrap();

@@ -74,6 +74,22 @@ async fn check_onset(app: &common::App, b: &Value, on: f64) {
         .collect();
     assert_eq!(risk.len(), 1, "{alarms}");
     assert_eq!(risk[0]["onset_ms"].as_i64(), Some(onset));
+    // The bed's stored history keeps the onset and the rule that raised it.
+    let until = Instant::now() + Duration::from_secs(10);
+    loop {
+        let (_, h) = app.get("/api/beds/bed-1/alarms").await;
+        let stored = h["alarms"]
+            .as_array()
+            .and_then(|v| v.iter().find(|a| a["kind"] == "risk").cloned());
+        if let Some(a) = stored {
+            assert_eq!(a["onset_ms"].as_i64(), Some(onset), "{a}");
+            assert_eq!(a["rule"], risk[0]["rule"], "{a}");
+            assert!((a["rule"]["on"].as_f64().unwrap() - on).abs() < 1e-6, "{a}");
+            break;
+        }
+        assert!(Instant::now() < until, "no stored risk alarm: {h}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -306,7 +306,8 @@ async function showBed(bed) {
   const ab = $("bed-alarms").tBodies[0];
   ab.replaceChildren();
   for (const a of (alarms.body && alarms.body.alarms) || []) {
-    row(ab, [fmtTime(a.raised_ms), a.kind, a.value === null ? "" : a.value.toFixed(2),
+    const rule = a.rule ? `≥ ${a.rule.on} in ${a.rule.k} of ${a.rule.n}, ${a.rule.validated ? "validated" : "not validated"}` : "";
+    row(ab, [fmtTime(a.raised_ms), a.kind, a.onset_ms == null ? "" : fmtTime(a.onset_ms), rule, a.value === null ? "" : a.value.toFixed(2),
       a.acked_by ? `${a.acked_by} ${fmtTime(a.acked_ms)}` : "", a.silenced_by ? `${a.silenced_by} ${fmtTime(a.silenced_ms)}` : "", fmtTime(a.cleared_ms)]);
   }
   const eb = $("bed-events").tBodies[0];

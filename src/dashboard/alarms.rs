@@ -81,6 +81,9 @@ pub(crate) struct Alarm {
     pub(crate) onset_ms: Option<i64>,
     /// The score (risk) or lead-off fraction (lead off) that raised it.
     pub(crate) value: Option<f64>,
+    /// Risk alarms: the rule that raised it (thresholds, persistence, validated or the
+    /// fallback); `None` for technical alarms.
+    pub(crate) rule: Option<ServedRule>,
     pub(crate) acked_by: Option<String>,
     pub(crate) acked_ms: Option<i64>,
     pub(crate) silenced_by: Option<String>,
@@ -96,6 +99,10 @@ pub(crate) struct AlarmRow {
     id: i64,
     kind: String,
     raised_ms: i64,
+    /// Risk alarms: the onset on the bed's timeline (see [`Alarm::onset_ms`]).
+    onset_ms: Option<i64>,
+    /// Risk alarms: the rule that raised it, as [`Alarm::rule`].
+    rule: Option<serde_json::Value>,
     value: Option<f64>,
     cleared_ms: Option<i64>,
     acked_by: Option<String>,
@@ -197,6 +204,7 @@ impl Alarms {
                     raised_ms: now,
                     onset_ms,
                     value,
+                    rule: (kind == AlarmKind::Risk).then_some(self.rule),
                     acked_by: None,
                     acked_ms: None,
                     silenced_by: None,
@@ -362,11 +370,14 @@ impl AlarmDb {
         let a = match t {
             Transition::Raised(a) | Transition::Changed(a) => a,
         };
+        let rule = a
+            .rule
+            .map(|r| serde_json::to_string(&r).expect("a rule serialises"));
         self.conn
             .execute(
                 "INSERT INTO alarms (id, bed, kind, raised_ms, value, cleared_ms, acked_by, acked_ms,
-                                     silenced_by, silenced_ms, silenced_until_ms)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)
+                                     silenced_by, silenced_ms, silenced_until_ms, onset_ms, rule)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)
                  ON CONFLICT (id) DO UPDATE SET cleared_ms = ?6, acked_by = ?7, acked_ms = ?8,
                      silenced_by = ?9, silenced_ms = ?10, silenced_until_ms = ?11",
                 params![
@@ -380,7 +391,9 @@ impl AlarmDb {
                     a.acked_ms,
                     a.silenced_by,
                     a.silenced_ms,
-                    a.silenced_until_ms
+                    a.silenced_until_ms,
+                    a.onset_ms,
+                    rule
                 ],
             )
             .map_err(|e| self.err(e))?;
@@ -393,7 +406,7 @@ impl AlarmDb {
             .conn
             .prepare(
                 "SELECT id, kind, raised_ms, value, cleared_ms, acked_by, acked_ms, silenced_by,
-                        silenced_ms, silenced_until_ms
+                        silenced_ms, silenced_until_ms, onset_ms, rule
                  FROM alarms WHERE bed = ?1 ORDER BY raised_ms DESC, id DESC LIMIT ?2",
             )
             .map_err(|e| self.err(e))?;
@@ -410,6 +423,10 @@ impl AlarmDb {
                     silenced_by: r.get(7)?,
                     silenced_ms: r.get(8)?,
                     silenced_until_ms: r.get(9)?,
+                    onset_ms: r.get(10)?,
+                    rule: r
+                        .get::<_, Option<String>>(11)?
+                        .and_then(|t| serde_json::from_str(&t).ok()),
                 })
             })
             .map_err(|e| self.err(e))?;
@@ -590,7 +607,7 @@ mod tests {
     }
 
     #[test]
-    fn history_lists_a_beds_alarms_newest_first() {
+    fn history_lists_a_beds_alarms_newest_first_with_a_risk_alarms_onset_and_rule() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("alarms.db");
         let mut c = crate::serving::store::open(&path).unwrap();
@@ -608,12 +625,13 @@ mod tests {
         assert_eq!(
             rows,
             serde_json::json!([
-                {"id": 2, "kind": "lead_off", "raised_ms": 7, "value": 0.8, "cleared_ms": null,
-                 "acked_by": null, "acked_ms": null, "silenced_by": null, "silenced_ms": null,
-                 "silenced_until_ms": null},
-                {"id": 1, "kind": "risk", "raised_ms": 1, "value": 0.875, "cleared_ms": null,
-                 "acked_by": "nina", "acked_ms": 5, "silenced_by": null, "silenced_ms": null,
-                 "silenced_until_ms": null},
+                {"id": 2, "kind": "lead_off", "raised_ms": 7, "onset_ms": null, "rule": null,
+                 "value": 0.8, "cleared_ms": null, "acked_by": null, "acked_ms": null,
+                 "silenced_by": null, "silenced_ms": null, "silenced_until_ms": null},
+                {"id": 1, "kind": "risk", "raised_ms": 1, "onset_ms": HOP,
+                 "rule": {"on": 0.7, "off": 0.5, "k": 1, "n": 1, "validated": false, "hop_secs": 2},
+                 "value": 0.875, "cleared_ms": null, "acked_by": "nina", "acked_ms": 5,
+                 "silenced_by": null, "silenced_ms": null, "silenced_until_ms": null},
             ])
         );
         assert!(db.history("b2", 10).unwrap().is_empty());

@@ -157,6 +157,9 @@ const MIGRATIONS: &[&str] = &[
         created_ms INTEGER NOT NULL,
         revoked_ms INTEGER
     );",
+    // 8: a risk alarm's onset on the bed's timeline and the rule it was raised under.
+    "ALTER TABLE alarms ADD COLUMN onset_ms INTEGER;
+    ALTER TABLE alarms ADD COLUMN rule TEXT;",
 ];
 
 /// The schema version this build migrates to (`PRAGMA user_version`).
