@@ -149,6 +149,7 @@ async fn the_ward_page_lives_in_a_real_browser() {
         // Every score crosses this threshold, so each bed raises a risk alarm.
         c.dashboard.risk_alarm_on = 0.0;
         c.dashboard.risk_alarm_off = 0.0;
+        c.dashboard.derive_risk_alarm = false;
         c.ward.stale_secs = 3.0;
         c.ward.lost_secs = 8.0;
     })

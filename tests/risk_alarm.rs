@@ -1,5 +1,5 @@
 //! The ward's risk alarm end to end: the rule served for the ensemble (validated from the zoo's
-//! `alarm_rules.json`, or the configured fallback) in `/api/health`, the alarm's onset in
+//! `alarm_rules.json`, derived from the zoo's validated ensembles, or the configured fallback) in `/api/health`, the alarm's onset in
 //! `/api/beds`, and issue 16's check: a real VT episode replayed by the simulator raises a risk
 //! alarm within the target time of its onset on the signal timeline.
 
@@ -132,6 +132,34 @@ async fn the_fallback_rule_serves_not_validated_and_the_onset_is_a_window_end() 
         .await;
     assert!(snap["beds"][0]["risk_alarm_raised_ms"].is_i64(), "{snap}");
     let _ = run.await;
+    app.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_ensemble_without_a_rule_serves_one_derived_from_the_zoos_validated_ones() {
+    // The tests' members (common::TEST_MEMBERS) have no rule in models/alarm_rules.json; the
+    // zoo's validated ensembles at this hop and window give one, marked derived.
+    let app = spawn_app(|c| c.ward.hop_secs = 5).await;
+    let h = app.health().await;
+    let r = &h["alarm_rule"];
+    assert_eq!(r["validated"], false, "{h}");
+    assert_eq!(r["derived"], true, "{h}");
+    let (on, off) = (r["on"].as_f64().unwrap(), r["off"].as_f64().unwrap());
+    // The validated thresholds of this zoo lie far below the fallback's 0.7.
+    assert!(0.0 < off && off < on && on < 0.5, "{h}");
+    // Without derivation, the configured fallback.
+    app.stop().await;
+    let app = spawn_app(|c| {
+        c.ward.hop_secs = 5;
+        c.dashboard.derive_risk_alarm = false;
+    })
+    .await;
+    let h = app.health().await;
+    assert_eq!(
+        h["alarm_rule"],
+        json!({"on": 0.7, "off": 0.5, "k": 1, "n": 1, "validated": false, "hop_secs": 5}),
+        "{h}"
+    );
     app.stop().await;
 }
 

@@ -306,7 +306,7 @@ async function showBed(bed) {
   const ab = $("bed-alarms").tBodies[0];
   ab.replaceChildren();
   for (const a of (alarms.body && alarms.body.alarms) || []) {
-    const rule = a.rule ? `≥ ${a.rule.on} in ${a.rule.k} of ${a.rule.n}, ${a.rule.validated ? "validated" : "not validated"}` : "";
+    const rule = a.rule ? `≥ ${a.rule.on} in ${a.rule.k} of ${a.rule.n}, ${a.rule.validated ? "validated" : a.rule.derived ? "derived, not validated" : "not validated"}` : "";
     row(ab, [fmtTime(a.raised_ms), a.kind, a.onset_ms == null ? "" : fmtTime(a.onset_ms), rule, a.value === null ? "" : a.value.toFixed(2),
       a.acked_by ? `${a.acked_by} ${fmtTime(a.acked_ms)}` : "", a.silenced_by ? `${a.silenced_by} ${fmtTime(a.silenced_ms)}` : "", fmtTime(a.cleared_ms)]);
   }
@@ -371,7 +371,10 @@ async function showSystem() {
       add("Risk alarm rule", `on ≥ ${r.on.toFixed(2)}, off < ${r.off.toFixed(2)}, ${r.k} of ${r.n} hops of ${r.hop_secs} s` +
         (r.validated ? " (validated for this ensemble)" : ""));
       if (!r.validated) {
-        kv.append(el("strong", { text: "" }), el("span", { class: "rule-note", text: "Not validated for this ensemble: the configured fallback (risk_alarm_on/off, no persistence) serves. Run holmes evaluate --save-rule for this ensemble." }));
+        const why = r.derived
+          ? "Not validated for this ensemble: derived from the rules validated for the zoo's other ensembles (same share of positive validation windows)."
+          : "Not validated for this ensemble: the configured fallback (risk_alarm_on/off, no persistence) serves.";
+        kv.append(el("strong", { text: "" }), el("span", { class: "rule-note", text: `${why} Run holmes evaluate --save-rule for this ensemble.` }));
       }
     }
     add("Storage backlog", `${s.backlog_rows} of ${s.backlog_capacity} rows; ${s.backlog_dropped_rows} dropped, ${s.fault_episodes} fault episodes since start`);

@@ -22,7 +22,8 @@ pub struct ScoreArgs {
     #[arg(long)]
     config: Option<PathBuf>,
     /// The risk alarm rule as `on,off,k,n` [default: the one the zoo's alarm_rules.json holds
-    /// for the configured members, hop and window; else the config's fallback].
+    /// for the configured members, hop and window; else one derived from the zoo's validated
+    /// ensembles; else the config's fallback].
     #[arg(long)]
     rule: Option<String>,
     #[arg(long)]
@@ -59,8 +60,13 @@ pub fn run(a: ScoreArgs) -> Result<()> {
             "given with --rule",
         ),
         None => {
-            use crate::dashboard::rule::{ServedRule, choose};
+            use crate::dashboard::rule::{ServedRule, basis, choose};
             let book = crate::alarm::rules::RuleBook::load(&cfg.ensemble.models_dir)?;
+            let zoo = if cfg.dashboard.derive_risk_alarm {
+                crate::composer::derived::read_zoo(&cfg.ensemble.models_dir)
+            } else {
+                Vec::new()
+            };
             let models: Vec<_> = ens
                 .members
                 .iter()
@@ -69,16 +75,13 @@ pub fn run(a: ScoreArgs) -> Result<()> {
             let fallback = ServedRule::fallback(&cfg.dashboard, cfg.ward.hop_secs);
             let served = choose(
                 &book,
+                &zoo,
                 &models,
                 cfg.ward.hop_secs,
                 cfg.ward.window_secs,
                 fallback,
             );
-            let why = if served.validated {
-                "validated for this ensemble, hop and window (the zoo's alarm_rules.json)"
-            } else {
-                "NOT validated: the config's fallback (no rule for this ensemble, hop and window)"
-            };
+            let why = basis(&served);
             (served.rule, why)
         }
     };

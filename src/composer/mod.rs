@@ -7,9 +7,12 @@
 //! predictions ([`metrics`](crate::core::metrics)), latency from stored model profiles
 //! ([`profile`](crate::serving::engine::profile)) through one of two estimators, the [`netcalc`] queueing bound
 //! or the [`des`] discrete-event simulation, or measured through the engine ([`measure`]).
-//! [`report`] runs `holmes compose` and writes its table, JSON and [`plot`].
+//! [`report`] runs `holmes compose` and writes its table, JSON and [`plot`]. [`validated`]
+//! serves the rule book's ensembles first; [`derived`] gives an ensemble without a rule one
+//! transferred from them.
 
 pub(crate) mod compose;
+pub(crate) mod derived;
 pub(crate) mod des;
 pub(crate) mod latency;
 pub mod measure;

@@ -143,6 +143,11 @@ pub struct DashboardConfig {
     /// ...and clears when a window's score falls below this (hysteresis). Fallback only, as
     /// `risk_alarm_on`.
     pub risk_alarm_off: f64,
+    /// For an ensemble without a validated rule, first derive one from the rules the zoo
+    /// validated for its other ensembles at the ward's hop and window (the same share of
+    /// positive validation windows at or above the threshold; shown as derived, not
+    /// validated); the two thresholds above serve only when nothing can be derived.
+    pub derive_risk_alarm: bool,
     /// A lead-off alarm is raised when more than this fraction of a window was lead-off.
     pub(crate) lead_off_alarm: f64,
     /// Longest silence a user may set on an alarm, seconds.
@@ -178,6 +183,7 @@ impl Default for DashboardConfig {
             public_ward_view: false,
             risk_alarm_on: 0.7,
             risk_alarm_off: 0.5,
+            derive_risk_alarm: true,
             lead_off_alarm: 0.5,
             max_silence_secs: 600,
             session_hours: 12.0,

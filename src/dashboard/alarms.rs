@@ -445,6 +445,7 @@ mod tests {
         ServedRule {
             rule: AlarmRule { on, off, k, n },
             validated,
+            derived: false,
             hop_secs: (HOP / 1000) as u32,
         }
     }

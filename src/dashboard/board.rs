@@ -207,24 +207,36 @@ impl RuleSource {
         models: Vec<crate::serving::engine::ensemble::ModelInfo>,
     ) -> ServedRule {
         let fallback = ServedRule::fallback(cfg, self.hop_secs);
-        let dir = self.models_dir.clone();
+        let (dir, derive) = (self.models_dir.clone(), cfg.derive_risk_alarm);
         let read = tokio::task::spawn_blocking(move || {
             let models = with_current_weights(&dir, models);
-            (RuleBook::load(&dir), models)
+            let zoo = if derive {
+                crate::composer::derived::read_zoo(&dir)
+            } else {
+                Vec::new()
+            };
+            (RuleBook::load(&dir), zoo, models)
         })
         .await;
-        let (book, models) = match read {
-            Ok((Ok(b), m)) => (b, m),
-            Ok((Err(e), m)) => {
+        let (book, zoo, models) = match read {
+            Ok((Ok(b), z, m)) => (b, z, m),
+            Ok((Err(e), z, m)) => {
                 tracing::error!(error = %e, "Cannot read the zoo's alarm rules");
-                (RuleBook::default(), m)
+                (RuleBook::default(), z, m)
             }
             Err(e) => {
                 tracing::error!(error = %e, "Reading the zoo's alarm rules failed");
                 return fallback;
             }
         };
-        let chosen = rule::choose(&book, &models, self.hop_secs, self.window_secs, fallback);
+        let chosen = rule::choose(
+            &book,
+            &zoo,
+            &models,
+            self.hop_secs,
+            self.window_secs,
+            fallback,
+        );
         let members = models
             .iter()
             .map(|m| m.name.as_str())
@@ -240,6 +252,17 @@ impl RuleSource {
                 n = r.n,
                 "Risk alarm rule validated for the serving ensemble"
             );
+        } else if chosen.derived {
+            tracing::warn!(
+                members,
+                hop_secs = self.hop_secs,
+                window_secs = self.window_secs,
+                on = r.on,
+                off = r.off,
+                k = r.k,
+                n = r.n,
+                "No alarm rule validated for the serving ensemble; serving one derived from the zoo's validated ensembles"
+            );
         } else {
             tracing::warn!(
                 members,
@@ -247,7 +270,7 @@ impl RuleSource {
                 window_secs = self.window_secs,
                 on = r.on,
                 off = r.off,
-                "No alarm rule validated for the serving ensemble; serving the configured fallback (risk_alarm_on/off, no persistence)"
+                "No alarm rule validated for the serving ensemble, none to derive from; serving the configured fallback (risk_alarm_on/off, no persistence)"
             );
         }
         chosen

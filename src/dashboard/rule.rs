@@ -1,7 +1,9 @@
 //! Which risk alarm rule the ward serves: the rule chosen on validation for the serving
 //! ensemble (its members by name and weights, the ward's hop and window), read from the zoo's
-//! [`RuleBook`]; when the book has none, a fallback from `[dashboard] risk_alarm_on/off` with
-//! no persistence (k = n = 1), served but marked not validated. The [`board`](super::board)
+//! [`RuleBook`]; when the book has none, one derived from the book's validated ensembles of this
+//! zoo at the window level ([`derived_rule`]), marked not validated but derived; when nothing
+//! can be derived (no rule of this zoo for the hop and window), a fallback from `[dashboard]
+//! risk_alarm_on/off` with no persistence (k = n = 1), served but marked not validated. The [`board`](super::board)
 //! chooses again at start-up and whenever the composer publishes another ensemble; `/api/health`
 //! and the system page show the choice.
 
@@ -9,6 +11,7 @@ use serde::Serialize;
 
 use crate::alarm::AlarmRule;
 use crate::alarm::rules::{MemberRef, RuleBook};
+use crate::composer::derived::{ZooMember, derived_rule};
 use crate::config::DashboardConfig;
 use crate::serving::engine::ensemble::ModelInfo;
 
@@ -20,6 +23,10 @@ pub(crate) struct ServedRule {
     /// Chosen on validation for the serving ensemble at this hop and window; `false`: the
     /// configured fallback.
     pub(crate) validated: bool,
+    /// Not validated but derived from the rules validated for other ensembles of this zoo
+    /// ([`derived_rule`]); shown only when true.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub(crate) derived: bool,
     /// The hop the rule counts in (`ward.hop_secs`).
     pub(crate) hop_secs: u32,
 }
@@ -36,6 +43,7 @@ impl ServedRule {
                 n: 1,
             },
             validated: false,
+            derived: false,
             hop_secs,
         }
     }
@@ -65,21 +73,45 @@ pub(crate) fn sorted_members(models: &[ModelInfo]) -> Vec<MemberRef> {
     m
 }
 
-/// The rule for `models` at this hop and window: the book's, or `fallback` (not validated).
+/// The rule for `models` at this hop and window: the book's (validated); else one derived from
+/// the book's validated ensembles of this zoo ([`derived_rule`], not validated); else
+/// `fallback`. `zoo`: the zoo's members with their validation predictions.
 pub(crate) fn choose(
     book: &RuleBook,
+    zoo: &[ZooMember],
     models: &[ModelInfo],
     hop_secs: u32,
     window_secs: u32,
     fallback: ServedRule,
 ) -> ServedRule {
-    match book.lookup(&members_of(models), hop_secs, window_secs) {
-        Some(v) => ServedRule {
+    let members = members_of(models);
+    if let Some(v) = book.lookup(&members, hop_secs, window_secs) {
+        return ServedRule {
             rule: v.rule,
             validated: true,
+            derived: false,
+            hop_secs,
+        };
+    }
+    match derived_rule(zoo, book, &members, hop_secs, window_secs) {
+        Some(rule) => ServedRule {
+            rule,
+            validated: false,
+            derived: true,
             hop_secs,
         },
         None => fallback,
+    }
+}
+
+/// Why a rule serves, in words for the log and `holmes score`.
+pub(crate) fn basis(r: &ServedRule) -> &'static str {
+    if r.validated {
+        "validated for this ensemble, hop and window (the zoo's alarm_rules.json)"
+    } else if r.derived {
+        "NOT validated: derived from the rules validated for other ensembles of this zoo (same share of positive validation windows)"
+    } else {
+        "NOT validated: the config's fallback (no rule for this ensemble, hop and window, and none to derive from)"
     }
 }
 
@@ -135,14 +167,43 @@ mod tests {
         );
         assert!(!fb.validated);
         let ab = [model("a", "1"), model("b", "2")];
-        let got = choose(&book, &ab, 2, 10, fb);
+        // No zoo predictions to derive from: the book's rule or the fallback.
+        let got = choose(&book, &[], &ab, 2, 10, fb);
         assert_eq!((got.rule, got.validated, got.hop_secs), (rule, true, 2));
         // Another hop, or a retrained member (other weights): the fallback.
-        assert_eq!(choose(&book, &ab, 5, 10, fb), fb);
+        assert_eq!(choose(&book, &[], &ab, 5, 10, fb), fb);
         assert_eq!(
-            choose(&book, &[model("a", "1"), model("b", "9")], 2, 10, fb),
+            choose(&book, &[], &[model("a", "1"), model("b", "9")], 2, 10, fb),
             fb
         );
+        // With the zoo's predictions, a member without a rule gets one derived from a+b's.
+        let preds = |probs: &[f32]| crate::zoo::Predictions {
+            ids: vec!["w1".into(), "w2".into(), "w3".into()],
+            labels: vec![1, 1, 0],
+            probs: probs.to_vec(),
+        };
+        let zoo: Vec<ZooMember> = [
+            ("a", "1", [0.9, 0.7, 0.1]),
+            ("b", "2", [0.8, 0.5, 0.2]),
+            ("c", "3", [0.5, 0.3, 0.1]),
+        ]
+        .iter()
+        .map(|(n, s, p)| ZooMember {
+            member: MemberRef {
+                name: (*n).into(),
+                sha256: (*s).into(),
+            },
+            validation: preds(p),
+        })
+        .collect();
+        let c = choose(&book, &zoo, &[model("c", "3")], 2, 10, fb);
+        // a+b keep both positives (means 0.85 and 0.6) at 0.6: c keeps both at its 0.3.
+        assert!(!c.validated && c.derived, "{c:?}");
+        assert_eq!((c.rule.on, c.rule.k, c.rule.n), (0.3, 2, 3));
+        assert!((c.rule.off - 0.15).abs() < 1e-6, "{c:?}");
+        assert_eq!(choose(&book, &zoo, &ab, 2, 10, fb), got);
+        assert_eq!(choose(&book, &zoo, &[model("c", "3")], 5, 10, fb), fb);
+        assert_eq!(serde_json::to_value(c).unwrap()["derived"], true);
         let json = serde_json::to_value(got).unwrap();
         assert_eq!(
             json,

@@ -1,0 +1,224 @@
+//! A risk alarm rule for an ensemble the zoo's rule book has none for (a ladder rung the search
+//! composed, a hand-picked member list), transferred from the book's validated ensembles at
+//! the window level, so such an ensemble does not alarm on the configured fallback (0.7, far
+//! above the thresholds validation chooses, 0.02-0.10 on this zoo).
+//!
+//! Each validated ensemble of this zoo at the ward's hop and window keeps some share of the
+//! positive validation windows at or above its on-threshold (its mean probability over the
+//! manifests' validation windows). The derived rule takes the median of those shares (and the
+//! off/on ratio and persistence of the ensemble that has it) and sets its on-threshold where
+//! the new ensemble keeps the same share of its positive validation windows. It is not an
+//! event-level validation: the ward serves it marked not validated, as derived.
+
+use super::compose::SplitIndex;
+use crate::alarm::AlarmRule;
+use crate::alarm::rules::{MemberRef, RuleBook};
+use crate::zoo::Predictions;
+
+/// A zoo member as a derivation reads it: its name and weights, and its validation
+/// predictions (from its manifest).
+#[derive(Debug, Clone)]
+pub(crate) struct ZooMember {
+    pub(crate) member: MemberRef,
+    pub(crate) validation: Predictions,
+}
+
+/// The zoo's members with their validation predictions, from the manifests in `dir` (a folder
+/// whose manifest does not read is left out). Blocking.
+pub(crate) fn read_zoo(dir: &std::path::Path) -> Vec<ZooMember> {
+    crate::zoo::model_dirs(dir)
+        .unwrap_or_default()
+        .into_iter()
+        .filter_map(|d| {
+            let text = std::fs::read_to_string(d.join(crate::zoo::MANIFEST_FILE)).ok()?;
+            let mf: crate::zoo::Manifest = serde_json::from_str(&text).ok()?;
+            Some(ZooMember {
+                member: MemberRef {
+                    name: mf.name.clone(),
+                    sha256: mf.weights.sha256.clone(),
+                },
+                validation: mf
+                    .predictions
+                    .get("validation")
+                    .cloned()
+                    .unwrap_or_default(),
+            })
+        })
+        .collect()
+}
+
+/// The lowest on-threshold derived: a rule at 0 would alarm on every window.
+const MIN_ON: f32 = 1e-3;
+
+/// The members' positions in `zoo` as a choice, or `None` when one is missing or has other
+/// weights.
+fn bits_of(zoo: &[ZooMember], members: &[MemberRef]) -> Option<Vec<bool>> {
+    let mut bits = vec![false; zoo.len()];
+    for m in members {
+        bits[zoo.iter().position(|z| &z.member == m)?] = true;
+    }
+    Some(bits)
+}
+
+/// Positive windows' scores of ensemble `bits`, highest first.
+fn positives(index: &SplitIndex, bits: &[bool]) -> Vec<f32> {
+    let (labels, scores) = index.ensemble(bits);
+    let mut p: Vec<f32> = labels
+        .iter()
+        .zip(&scores)
+        .filter(|(l, _)| **l)
+        .map(|(_, &s)| s)
+        .collect();
+    p.sort_by(|a, b| b.total_cmp(a));
+    p
+}
+
+/// The rule derived for `members` at this hop and window, or `None` when the book holds no
+/// validated ensemble of this zoo there, or the members' windows hold no positive.
+pub(crate) fn derived_rule(
+    zoo: &[ZooMember],
+    book: &RuleBook,
+    members: &[MemberRef],
+    hop_secs: u32,
+    window_secs: u32,
+) -> Option<AlarmRule> {
+    let target = bits_of(zoo, members)?;
+    let index = SplitIndex::new(zoo.iter().map(|z| &z.validation));
+    let mut refs: Vec<(f64, AlarmRule)> = book
+        .rules
+        .iter()
+        .filter(|r| r.hop_secs == hop_secs && r.window_secs == window_secs)
+        .filter_map(|r| {
+            let pos = positives(&index, &bits_of(zoo, &r.members)?);
+            (!pos.is_empty()).then(|| {
+                let kept = pos.iter().filter(|&&s| s >= r.rule.on).count();
+                (kept as f64 / pos.len() as f64, r.rule)
+            })
+        })
+        .collect();
+    if refs.is_empty() {
+        return None;
+    }
+    refs.sort_by(|a, b| a.0.total_cmp(&b.0));
+    let (share, like) = refs[refs.len() / 2];
+    let pos = positives(&index, &target);
+    if pos.is_empty() {
+        return None;
+    }
+    let kept = ((share * pos.len() as f64).ceil() as usize).clamp(1, pos.len());
+    let on = pos[kept - 1].clamp(MIN_ON, 1.0);
+    let rule = AlarmRule {
+        on,
+        off: on * (like.off / like.on.max(f32::MIN_POSITIVE)).clamp(0.0, 1.0),
+        k: like.k,
+        n: like.n,
+    };
+    rule.validate().ok().map(|()| rule)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::alarm::rules::{ValidatedRule, ValidationFigures};
+
+    fn member(name: &str, ids: &[&str], labels: &[u8], probs: &[f32]) -> ZooMember {
+        ZooMember {
+            member: MemberRef {
+                name: name.into(),
+                sha256: format!("sha-{name}"),
+            },
+            validation: Predictions {
+                ids: ids.iter().map(|s| s.to_string()).collect(),
+                labels: labels.to_vec(),
+                probs: probs.to_vec(),
+            },
+        }
+    }
+
+    fn validated(members: &[&ZooMember], rule: AlarmRule) -> ValidatedRule {
+        ValidatedRule {
+            members: members.iter().map(|m| m.member.clone()).collect(),
+            hop_secs: 5,
+            window_secs: 30,
+            rule,
+            validation: ValidationFigures {
+                records: 1,
+                target_sensitivity: 0.95,
+                episodes: 1,
+                detected: 1,
+                false_alarms_per_hour: Some(1.0),
+            },
+        }
+    }
+
+    #[test]
+    fn the_on_threshold_keeps_the_validated_share_of_positive_windows() {
+        let ids = ["w1", "w2", "w3", "w4", "w5", "w6"];
+        let labels = [1, 1, 1, 1, 0, 0];
+        // "a" is validated at 0.25: it keeps 3 of its 4 positive windows (0.9, 0.6, 0.3).
+        let a = member("a", &ids, &labels, &[0.9, 0.6, 0.3, 0.1, 0.05, 0.2]);
+        // "b" scores lower: keeping 3 of 4 positives needs its third-highest, 0.15.
+        let b = member("b", &ids, &labels, &[0.5, 0.4, 0.15, 0.02, 0.01, 0.1]);
+        let like = AlarmRule {
+            on: 0.25,
+            off: 0.125,
+            k: 2,
+            n: 3,
+        };
+        let mut book = RuleBook::default();
+        book.insert(validated(&[&a], like));
+        let zoo = [a.clone(), b.clone()];
+        let got = derived_rule(&zoo, &book, std::slice::from_ref(&b.member), 5, 30).unwrap();
+        assert_eq!(got.on, 0.15);
+        assert!((got.off - 0.075).abs() < 1e-6, "{got:?}");
+        assert_eq!((got.k, got.n), (2, 3));
+        // Its own ensemble gets its own threshold back (the share is met at it).
+        let own = derived_rule(&zoo, &book, std::slice::from_ref(&a.member), 5, 30).unwrap();
+        assert_eq!(own.on, 0.3);
+        // Another hop or window, a member the zoo lacks, other weights: nothing derived.
+        assert!(derived_rule(&zoo, &book, std::slice::from_ref(&b.member), 2, 30).is_none());
+        assert!(derived_rule(&zoo, &book, std::slice::from_ref(&b.member), 5, 10).is_none());
+        let stranger = MemberRef {
+            name: "b".into(),
+            sha256: "other".into(),
+        };
+        assert!(derived_rule(&zoo, &book, &[stranger], 5, 30).is_none());
+        assert!(
+            derived_rule(
+                &zoo,
+                &RuleBook::default(),
+                std::slice::from_ref(&b.member),
+                5,
+                30
+            )
+            .is_none()
+        );
+    }
+
+    #[test]
+    fn the_median_reference_sets_the_share() {
+        let ids: Vec<String> = (0..10).map(|i| format!("w{i}")).collect();
+        let ids: Vec<&str> = ids.iter().map(String::as_str).collect();
+        let labels = [1u8; 10];
+        let probs: Vec<f32> = (0..10).map(|i| 1.0 - i as f32 / 10.0).collect();
+        let a = member("a", &ids, &labels, &probs);
+        let b = member("b", &ids, &labels, &probs);
+        let c = member("c", &ids, &labels, &probs);
+        let rule = |on: f32| AlarmRule {
+            on,
+            off: on / 2.0,
+            k: 1,
+            n: 1,
+        };
+        let mut book = RuleBook::default();
+        // Shares kept: a 0.2 (on 0.85), b 0.5 (on 0.55), c 0.9 (on 0.15).
+        book.insert(validated(&[&a], rule(0.85)));
+        book.insert(validated(&[&b], rule(0.55)));
+        book.insert(validated(&[&c], rule(0.15)));
+        let zoo = [a.clone(), b.clone(), c.clone()];
+        let both = [a.member.clone(), c.member.clone()];
+        let got = derived_rule(&zoo, &book, &both, 5, 30).unwrap();
+        // The median share, 0.5: the fifth-highest of a+c's (identical) scores.
+        assert!((got.on - 0.6).abs() < 1e-6, "{got:?}");
+    }
+}
