@@ -51,6 +51,8 @@ fn rig(slo_ms: u64, queue_capacity: usize, members: Vec<MemberSpec>) -> Rig {
     let cfg = StorageConfig {
         db: dir.path().join("e.db"),
         retention_days: 1,
+        thin_after_days: 0,
+        thin_keep_secs: 30,
         batch_rows: 64,
         flush_ms: 5,
         backlog_rows: 10_000,

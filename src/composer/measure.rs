@@ -102,6 +102,8 @@ impl Measurer {
         let scfg = StorageConfig {
             db: self.db.path().join(format!("m{}.db", self.cache.len())),
             retention_days: 1,
+            thin_after_days: 0,
+            thin_keep_secs: 30,
             batch_rows: 64,
             flush_ms: 0,
             backlog_rows: 10_000,

@@ -157,6 +157,9 @@ impl Config {
         if st.retry_min_ms == 0 || st.retry_max_ms < st.retry_min_ms {
             return Err("storage: 0 < retry_min_ms <= retry_max_ms".into());
         }
+        if st.thin_after_days > 0 && st.thin_keep_secs == 0 {
+            return Err("storage.thin_keep_secs must be positive when thinning is on".into());
+        }
         let i = &self.ingest;
         if !(i.hello_timeout_secs > 0.0 && i.idle_timeout_secs > 0.0) || i.max_messages_per_sec == 0
         {

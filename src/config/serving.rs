@@ -132,6 +132,10 @@ pub struct EnsembleConfig {
     pub members: Vec<String>,
 }
 
+fn default_thin_keep_secs() -> u32 {
+    30
+}
+
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct StorageConfig {
@@ -139,6 +143,13 @@ pub struct StorageConfig {
     pub db: PathBuf,
     /// Days of scores and events kept.
     pub retention_days: u32,
+    /// Scores older than this many days are thinned to one window per bed per
+    /// `thin_keep_secs` (a risk alarm's onset window stays); 0: never thinned.
+    #[serde(default)]
+    pub thin_after_days: u32,
+    /// After thinning, one window per bed is kept per this many seconds of its timeline.
+    #[serde(default = "default_thin_keep_secs")]
+    pub thin_keep_secs: u32,
     /// Most rows per write transaction.
     pub batch_rows: usize,
     /// Longest wait (ms) for more rows once the queued ones are taken (0: none).

@@ -1,6 +1,6 @@
 //! SQLite storage: one writer thread taking commands from a bounded channel and committing
 //! them in batched transactions (WAL mode), schema migrations keyed by `PRAGMA user_version`,
-//! retention, and read queries for the API. When SQLite cannot write, rows wait in the
+//! [`retention`] (expiry, and thinning of old scores), and read queries for the API. When SQLite cannot write, rows wait in the
 //! writer's bounded [`backlog`] and are written in order once it recovers.
 //!
 //! Fed through [`StoreHandle`]: the ward's events and hellos (through the daemon's ward sink),
@@ -424,7 +424,8 @@ pub fn start(
         rx,
         batch_rows: cfg.batch_rows,
         flush: Duration::from_millis(cfg.flush_ms),
-        retention_ms: cfg.retention_days as i64 * 86_400_000,
+        retention: retention::Policy::of(cfg),
+        sweeper: retention::Sweeper::default(),
         health: health.clone(),
         committed: committed.clone(),
         backlog: Backlog::new(cfg.backlog_rows),
@@ -505,6 +506,7 @@ pub mod audit;
 mod backlog;
 pub(crate) mod lifecycle;
 mod reader;
+mod retention;
 mod writer;
 pub(crate) use backlog::StorageFault;
 use backlog::{Backlog, Backoff};

@@ -11,7 +11,6 @@ use std::time::{Duration, Instant};
 
 use rusqlite::{Connection, params};
 
-use crate::core::event::Origin;
 
 use super::backlog::{self, Backlog, Backoff, StorageFault};
 use super::{Cmd, ScoreRecord, StoreHealth, lifecycle, now_ms};
@@ -22,7 +21,8 @@ pub(super) struct Writer {
     pub(super) rx: Receiver<Cmd>,
     pub(super) batch_rows: usize,
     pub(super) flush: Duration,
-    pub(super) retention_ms: i64,
+    pub(super) retention: super::retention::Policy,
+    pub(super) sweeper: super::retention::Sweeper,
     pub(super) health: Arc<StoreHealth>,
     pub(super) committed: tokio::sync::broadcast::Sender<Arc<ScoreRecord>>,
     /// Rows of failed transactions, oldest first; non-empty only during a storage fault.
@@ -353,18 +353,14 @@ impl Writer {
             return;
         }
         *last = Instant::now();
-        let cutoff = now_ms() - self.retention_ms;
-        let r = self
-            .conn
-            .execute("DELETE FROM scores WHERE committed_ms < ?1", [cutoff])
-            .and_then(|_| {
-                self.conn.execute(
-                    "DELETE FROM events WHERE at_ms < ?1 AND bed <> ?2",
-                    params![cutoff, Origin::Server.as_str()],
-                )
-            });
-        if let Err(e) = r {
-            tracing::warn!(error = %e, "Retention sweep failed");
+        match self.sweeper.sweep(&self.conn, self.retention, now_ms()) {
+            Ok(s) => tracing::debug!(
+                expired_scores = s.expired_scores,
+                expired_events = s.expired_events,
+                thinned_scores = s.thinned_scores,
+                "Retention sweep"
+            ),
+            Err(e) => tracing::warn!(error = %e, "Retention sweep failed"),
         }
     }
 }
