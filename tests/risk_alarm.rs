@@ -227,6 +227,31 @@ async fn the_rule_validated_for_the_serving_ensemble_serves() {
         })
         .await;
     assert_eq!(h["alarm_rule"]["on"], 0.7, "{h}");
+
+    // A rule validated for the retrained ensemble, saved while the daemon runs, serves
+    // without a restart (the watcher sees the rules file change).
+    let mut refs2 = refs.clone();
+    refs2[0]["sha256"] = Value::from(sha256_of(&a));
+    let book = json!({"format": 1, "rules": [
+        {"members": refs2, "hop_secs": 5, "window_secs": defaults.ward.window_secs,
+         "rule": {"on": 0.45, "off": 0.2, "k": 1, "n": 2},
+         "validation": {"records": 1, "target_sensitivity": 0.95, "episodes": 1,
+                        "detected": 1, "false_alarms_per_hour": null}}]});
+    std::fs::write(
+        zoo.path().join("alarm_rules.json"),
+        serde_json::to_string_pretty(&book).unwrap(),
+    )
+    .unwrap();
+    let h = app
+        .wait_health(30.0, "the rule saved while serving", |h| {
+            h["alarm_rule"]["validated"] == true
+        })
+        .await;
+    assert_eq!(
+        h["alarm_rule"],
+        json!({"on": 0.45, "off": 0.2, "k": 1, "n": 2, "validated": true, "hop_secs": 5}),
+        "{h}"
+    );
     app.stop().await;
 }
 

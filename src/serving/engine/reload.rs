@@ -3,7 +3,9 @@
 //! members, swapped into the engine atomically (workers switch between batches, so windows in
 //! flight finish on the old version). A model that fails validation is reported and the old
 //! version keeps serving; a removed member keeps serving from memory until the ensemble changes.
-//! Every change bumps a zoo generation that the composer watches.
+//! The zoo's alarm rules file is watched too (a rule saved by `holmes evaluate --save-rule`
+//! while the daemon runs). Every change bumps a zoo generation that the composer (which
+//! prefers validated ensembles) and the dashboard (which serves their rules) watch.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -54,6 +56,11 @@ fn fingerprint(dir: &Path) -> String {
     zoo::sha256_hex(&bytes)
 }
 
+/// Fingerprint of the zoo's alarm rules file (an absent file reads as empty).
+fn rules_fingerprint(dir: &Path) -> String {
+    zoo::sha256_hex(&std::fs::read(dir.join(crate::alarm::rules::RULES_FILE)).unwrap_or_default())
+}
+
 /// The model folders in `dir` by name, with their fingerprints.
 fn folders(dir: &Path) -> BTreeMap<String, String> {
     zoo::model_dirs(dir)
@@ -90,7 +97,10 @@ pub(crate) fn watch_zoo(
         let _ = tx.send(ev);
     })?;
     watcher.watch(&dir, RecursiveMode::Recursive)?;
-    let mut seen = folders(&dir);
+    let mut seen = Seen {
+        folders: folders(&dir),
+        rules: rules_fingerprint(&dir),
+    };
     let sinks = Sinks { store, audit };
     scan(&dir, &engine, &sinks, &status, &generation, &mut seen, true);
     std::thread::Builder::new()
@@ -120,6 +130,12 @@ fn is_read_only(kind: &notify::EventKind) -> bool {
     matches!(kind, notify::EventKind::Access(a) if !matches!(a, AccessKind::Close(AccessMode::Write)))
 }
 
+/// What the last scan saw: each model folder's fingerprint, and the rules file's.
+struct Seen {
+    folders: BTreeMap<String, String>,
+    rules: String,
+}
+
 /// Where the watcher reports changes: technical events (the `zoo` bed) and the audit log.
 struct Sinks {
     store: StoreHandle,
@@ -132,18 +148,30 @@ fn scan(
     store: &Sinks,
     status: &Mutex<ZooStatus>,
     generation: &watch::Sender<u64>,
-    seen: &mut BTreeMap<String, String>,
+    seen: &mut Seen,
     initial: bool,
 ) {
     let members: Vec<(String, u32)> = engine.members();
     let now = folders(dir);
     let mut changed = false;
+    let rules = rules_fingerprint(dir);
+    if rules != seen.rules && !initial {
+        changed = true;
+        tracing::info!("The zoo's alarm rules changed");
+        event(
+            store,
+            crate::alarm::rules::RULES_FILE,
+            "rules_changed",
+            json!({}),
+        );
+    }
+    seen.rules = rules;
     let mut available = BTreeMap::new();
     let mut refused = BTreeMap::new();
     let mut failures = Vec::new();
     for (name, fp) in &now {
         let folder = dir.join(name);
-        let is_new = seen.get(name) != Some(fp);
+        let is_new = seen.folders.get(name) != Some(fp);
         match ZooModel::<Flex>::load(&folder, &Default::default()) {
             Ok(m) => {
                 available.insert(name.clone(), m.manifest.version);
@@ -186,6 +214,7 @@ fn scan(
         }
     }
     let removed: Vec<String> = seen
+        .folders
         .keys()
         .filter(|n| !now.contains_key(*n))
         .cloned()
@@ -211,7 +240,7 @@ fn scan(
         let _ = generation.send(st.generation);
     }
     drop(st);
-    *seen = now;
+    seen.folders = now;
 }
 
 /// Records a change as a technical event and in the audit log (this thread is ours, so the
@@ -220,6 +249,7 @@ fn event(sinks: &Sinks, model: &str, what: &str, detail: serde_json::Value) {
     let action = match what {
         "loaded" => Action::ModelLoaded,
         "refused" => Action::ModelRefused,
+        "rules_changed" => Action::AlarmRulesChanged,
         _ => Action::ModelRemoved,
     };
     let detail = json!({"model": model, "change": what, "detail": detail});

@@ -56,6 +56,8 @@ pub(crate) enum Action {
     /// The zoo watcher refused a model folder (it failed validation).
     ModelRefused,
     ModelRemoved,
+    /// The zoo's alarm rules file (`alarm_rules.json`) was written, replaced or removed.
+    AlarmRulesChanged,
     /// The composer switched the served ensemble (a new plan, or a rung of the ladder).
     PlanSwitched,
 }
@@ -76,6 +78,7 @@ impl Action {
             Action::ModelLoaded => "model_loaded",
             Action::ModelRefused => "model_refused",
             Action::ModelRemoved => "model_removed",
+            Action::AlarmRulesChanged => "alarm_rules_changed",
             Action::PlanSwitched => "plan_switched",
         }
     }

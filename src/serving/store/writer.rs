@@ -11,7 +11,6 @@ use std::time::{Duration, Instant};
 
 use rusqlite::{Connection, params};
 
-
 use super::backlog::{self, Backlog, Backoff, StorageFault};
 use super::{Cmd, ScoreRecord, StoreHealth, lifecycle, now_ms};
 
