@@ -252,6 +252,27 @@ async fn the_rule_validated_for_the_serving_ensemble_serves() {
         json!({"on": 0.45, "off": 0.2, "k": 1, "n": 2, "validated": true, "hop_secs": 5}),
         "{h}"
     );
+
+    // A rules file that no longer reads (a hand edit gone wrong) keeps the rule serving.
+    let generation = |m: &Value| m["zoo"]["generation"].as_u64().unwrap();
+    let (_, before) = app.get("/api/models").await;
+    std::fs::write(zoo.path().join("alarm_rules.json"), "{ not json").unwrap();
+    let until = Instant::now() + Duration::from_secs(30);
+    loop {
+        let (_, m) = app.get("/api/models").await;
+        if generation(&m) > generation(&before) {
+            break;
+        }
+        assert!(
+            Instant::now() < until,
+            "the watcher never saw the rules file: {m}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let h = app.health().await;
+    assert_eq!(h["alarm_rule"]["on"].as_f64(), Some(0.45), "{h}");
+    assert_eq!(h["alarm_rule"]["validated"], true, "{h}");
     app.stop().await;
 }
 

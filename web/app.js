@@ -306,7 +306,7 @@ async function showBed(bed) {
   const ab = $("bed-alarms").tBodies[0];
   ab.replaceChildren();
   for (const a of (alarms.body && alarms.body.alarms) || []) {
-    const rule = a.rule ? `≥ ${a.rule.on} in ${a.rule.k} of ${a.rule.n}, ${a.rule.validated ? "validated" : a.rule.derived ? "derived, not validated" : "not validated"}` : "";
+    const rule = a.rule ? `≥ ${Number(a.rule.on.toPrecision(2))} in ${a.rule.k} of ${a.rule.n}, ${a.rule.validated ? "validated" : a.rule.derived ? "derived, not validated" : "not validated"}` : "";
     row(ab, [fmtTime(a.raised_ms), a.kind, a.onset_ms == null ? "" : fmtTime(a.onset_ms), rule, a.value === null ? "" : a.value.toFixed(2),
       a.acked_by ? `${a.acked_by} ${fmtTime(a.acked_ms)}` : "", a.silenced_by ? `${a.silenced_by} ${fmtTime(a.silenced_ms)}` : "", fmtTime(a.cleared_ms)]);
   }
@@ -368,7 +368,8 @@ async function showSystem() {
       : `writable, ${s.committed_scores} scores committed`);
     const r = h.alarm_rule;
     if (r) {
-      add("Risk alarm rule", `on ≥ ${r.on.toFixed(2)}, off < ${r.off.toFixed(2)}, ${r.k} of ${r.n} hops of ${r.hop_secs} s` +
+      const th = (x) => (x < 0.1 ? x.toPrecision(2) : x.toFixed(2));
+      add("Risk alarm rule", `on ≥ ${th(r.on)}, off < ${th(r.off)}, ${r.k} of ${r.n} hops of ${r.hop_secs} s` +
         (r.validated ? " (validated for this ensemble)" : ""));
       if (!r.validated) {
         const why = r.derived

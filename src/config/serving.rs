@@ -132,6 +132,10 @@ pub struct EnsembleConfig {
     pub members: Vec<String>,
 }
 
+fn default_thin_after_days() -> u32 {
+    2
+}
+
 fn default_thin_keep_secs() -> u32 {
     30
 }
@@ -144,8 +148,8 @@ pub struct StorageConfig {
     /// Days of scores and events kept.
     pub retention_days: u32,
     /// Scores older than this many days are thinned to one window per bed per
-    /// `thin_keep_secs` (a risk alarm's onset window stays); 0: never thinned.
-    #[serde(default)]
+    /// `thin_keep_secs` (a risk alarm's onset window stays); 0: never thinned. 2 when absent.
+    #[serde(default = "default_thin_after_days")]
     pub thin_after_days: u32,
     /// After thinning, one window per bed is kept per this many seconds of its timeline.
     #[serde(default = "default_thin_keep_secs")]

@@ -199,44 +199,46 @@ pub(crate) struct RuleSource {
 }
 
 impl RuleSource {
-    /// The rule for `members` (read from the zoo's book now, so a rule saved while the daemon
-    /// runs serves at the next switch): the book's, or the fallback, with a warning.
+    /// The rule for `models` (read from the zoo's book now, so a rule saved while the daemon
+    /// runs serves at once): the book's, else one derived from the zoo's validated ensembles
+    /// (the manifests are read only then), else the fallback, with a warning. When the book
+    /// cannot be read, `current` (the rule serving now) stays, else the fallback serves.
     async fn choose(
         &self,
         cfg: &DashboardConfig,
         models: Vec<crate::serving::engine::ensemble::ModelInfo>,
+        current: Option<ServedRule>,
     ) -> ServedRule {
         let fallback = ServedRule::fallback(cfg, self.hop_secs);
         let (dir, derive) = (self.models_dir.clone(), cfg.derive_risk_alarm);
+        let (hop, window) = (self.hop_secs, self.window_secs);
         let read = tokio::task::spawn_blocking(move || {
             let models = with_current_weights(&dir, models);
-            let zoo = if derive {
+            let book = RuleBook::load(&dir)?;
+            let missing = book
+                .lookup(&rule::members_of(&models), hop, window)
+                .is_none();
+            let zoo = if derive && missing {
                 crate::composer::derived::read_zoo(&dir)
             } else {
                 Vec::new()
             };
-            (RuleBook::load(&dir), zoo, models)
+            let chosen = rule::choose(&book, &zoo, &models, hop, window, fallback);
+            Ok::<_, crate::alarm::rules::RulesError>((chosen, models))
         })
         .await;
-        let (book, zoo, models) = match read {
-            Ok((Ok(b), z, m)) => (b, z, m),
-            Ok((Err(e), z, m)) => {
-                tracing::error!(error = %e, "Cannot read the zoo's alarm rules");
-                (RuleBook::default(), z, m)
+        let kept = current.unwrap_or(fallback);
+        let (chosen, models) = match read {
+            Ok(Ok(x)) => x,
+            Ok(Err(e)) => {
+                tracing::error!(error = %e, on = kept.rule.on, validated = kept.validated, "Cannot read the zoo's alarm rules; the rule serving now stays");
+                return kept;
             }
             Err(e) => {
-                tracing::error!(error = %e, "Reading the zoo's alarm rules failed");
-                return fallback;
+                tracing::error!(error = %e, "Reading the zoo's alarm rules failed; the rule serving now stays");
+                return kept;
             }
         };
-        let chosen = rule::choose(
-            &book,
-            &zoo,
-            &models,
-            self.hop_secs,
-            self.window_secs,
-            fallback,
-        );
         let members = models
             .iter()
             .map(|m| m.name.as_str())
@@ -290,7 +292,7 @@ pub(crate) async fn start(
     let max_clients = cfg.max_stream_clients;
     let models = src.serving.borrow().models.clone();
     let served = rule::sorted_members(&models);
-    let first = src.rules.choose(&cfg, models).await;
+    let first = src.rules.choose(&cfg, models, None).await;
     let (rule_tx, rule) = watch::channel(first);
     tracker.spawn(run(
         cfg,
@@ -341,7 +343,7 @@ async fn reselect(
     alarms: &mut Alarms,
     rule_tx: &watch::Sender<ServedRule>,
 ) {
-    let chosen = rules.choose(cfg, models).await;
+    let chosen = rules.choose(cfg, models, Some(alarms.rule())).await;
     if alarms.set_rule(chosen) {
         rule_tx.send_replace(chosen);
     }

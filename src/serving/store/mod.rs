@@ -160,6 +160,12 @@ const MIGRATIONS: &[&str] = &[
     // 8: a risk alarm's onset on the bed's timeline and the rule it was raised under.
     "ALTER TABLE alarms ADD COLUMN onset_ms INTEGER;
     ALTER TABLE alarms ADD COLUMN rule TEXT;",
+    // 9: thinning looks up alarm onsets by bed and window end, and keeps its progress.
+    "CREATE INDEX alarms_onset ON alarms (bed, onset_ms) WHERE onset_ms IS NOT NULL;
+    CREATE TABLE store_meta (
+        key TEXT PRIMARY KEY,
+        value INTEGER NOT NULL
+    );",
 ];
 
 /// The schema version this build migrates to (`PRAGMA user_version`).
@@ -425,7 +431,6 @@ pub fn start(
         batch_rows: cfg.batch_rows,
         flush: Duration::from_millis(cfg.flush_ms),
         retention: retention::Policy::of(cfg),
-        sweeper: retention::Sweeper::default(),
         health: health.clone(),
         committed: committed.clone(),
         backlog: Backlog::new(cfg.backlog_rows),

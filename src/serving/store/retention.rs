@@ -1,11 +1,16 @@
 //! What the store keeps of its history, swept hourly by the writer: scores and events older
 //! than `retention_days` are deleted; scores older than `thin_after_days` are thinned to one
-//! window per bed per `thin_keep_secs` of its timeline (the first of each span), except a
-//! window at which a risk alarm was raised (its onset), which stays as long as the alarm's
-//! row. At the 5-s hop a bed commits 17,280 windows a day, six times the rows of the former
-//! 30-s hop; thinned at 30 s, history past the first days costs what it did then.
+//! window per bed per `thin_keep_secs` of its timeline (the first scored one of each span,
+//! else the first), except a window at which a risk alarm was raised (its onset), which stays
+//! until it expires. At the 5-s hop a bed commits 17,280 windows a day, six times the rows of
+//! the former 30-s hop; thinned at 30 s, history past the first days costs what it did then.
+//!
+//! Thinning walks forward through commit time an hour per statement (each its own
+//! transaction, so the dashboard's own writes get the lock in between), at most a day per
+//! sweep, and keeps how far it got in `store_meta`, so a restart does not read the history
+//! again and the first sweep after an upgrade does not take the whole history at once.
 
-use rusqlite::{Connection, params};
+use rusqlite::{Connection, OptionalExtension, params};
 
 use crate::config::StorageConfig;
 use crate::core::event::Origin;
@@ -41,52 +46,63 @@ pub(super) struct Swept {
     pub(super) thinned_scores: usize,
 }
 
-/// The sweep's state: where thinning has got to (scores committed before it are thinned).
-#[derive(Debug, Default)]
-pub(super) struct Sweeper {
-    thinned_until_ms: Option<i64>,
-}
+/// Commit time thinned per statement, ms.
+const CHUNK_MS: i64 = 3_600_000;
+/// Statements per sweep at most: a day of history an hour.
+const MAX_CHUNKS: usize = 24;
+/// `store_meta` key of thinning's progress: scores committed before it are thinned.
+const THINNED_UNTIL: &str = "thinned_until_ms";
 
-impl Sweeper {
-    /// Deletes what `policy` no longer keeps as of `now_ms`. Thinning takes the scores
-    /// committed since the previous sweep's thinning cutoff (all of them at the first sweep),
-    /// so each sweep reads an hour of rows, not the whole history.
-    pub(super) fn sweep(
-        &mut self,
-        conn: &Connection,
-        policy: Policy,
-        now_ms: i64,
-    ) -> rusqlite::Result<Swept> {
-        let cutoff = now_ms - policy.keep_ms;
-        let mut swept = Swept {
-            expired_scores: conn.execute("DELETE FROM scores WHERE committed_ms < ?1", [cutoff])?,
-            expired_events: conn.execute(
-                "DELETE FROM events WHERE at_ms < ?1 AND bed <> ?2",
-                params![cutoff, Origin::Server.as_str()],
-            )?,
-            thinned_scores: 0,
-        };
-        if let Some(after) = policy.thin_after_ms {
-            let until = now_ms - after;
-            let from = self.thinned_until_ms.unwrap_or(cutoff).max(cutoff);
-            if from < until {
-                swept.thinned_scores = conn.execute(
-                    "DELETE FROM scores
-                     WHERE committed_ms >= ?1 AND committed_ms < ?2
-                       AND id NOT IN (
-                           SELECT min(id) FROM scores
-                           WHERE committed_ms >= ?1 AND committed_ms < ?2
-                           GROUP BY bed, window_end_ms / ?3)
-                       AND NOT EXISTS (
-                           SELECT 1 FROM alarms a
-                           WHERE a.bed = scores.bed AND a.onset_ms = scores.window_end_ms)",
-                    params![from, until, policy.thin_span_ms],
-                )?;
-            }
-            self.thinned_until_ms = Some(until.max(from));
+/// Deletes what `policy` no longer keeps as of `now_ms`.
+pub(super) fn sweep(conn: &Connection, policy: Policy, now_ms: i64) -> rusqlite::Result<Swept> {
+    let cutoff = now_ms - policy.keep_ms;
+    let mut swept = Swept {
+        expired_scores: conn.execute("DELETE FROM scores WHERE committed_ms < ?1", [cutoff])?,
+        expired_events: conn.execute(
+            "DELETE FROM events WHERE at_ms < ?1 AND bed <> ?2",
+            params![cutoff, Origin::Server.as_str()],
+        )?,
+        thinned_scores: 0,
+    };
+    let Some(after) = policy.thin_after_ms else {
+        return Ok(swept);
+    };
+    let until = now_ms - after;
+    let mut from: i64 = conn
+        .query_row(
+            "SELECT value FROM store_meta WHERE key = ?1",
+            [THINNED_UNTIL],
+            |r| r.get(0),
+        )
+        .optional()?
+        .unwrap_or(cutoff)
+        .max(cutoff);
+    for _ in 0..MAX_CHUNKS {
+        if from >= until {
+            break;
         }
-        Ok(swept)
+        let to = (from + CHUNK_MS).min(until);
+        swept.thinned_scores += conn.execute(
+            "DELETE FROM scores
+             WHERE committed_ms >= ?1 AND committed_ms < ?2
+               AND id NOT IN (
+                   SELECT coalesce(min(CASE WHEN score IS NOT NULL THEN id END), min(id))
+                   FROM scores
+                   WHERE committed_ms >= ?1 AND committed_ms < ?2
+                   GROUP BY bed, window_end_ms / ?3)
+               AND NOT EXISTS (
+                   SELECT 1 FROM alarms a
+                   WHERE a.bed = scores.bed AND a.onset_ms = scores.window_end_ms)",
+            params![from, to, policy.thin_span_ms],
+        )?;
+        conn.execute(
+            "INSERT INTO store_meta (key, value) VALUES (?1, ?2)
+             ON CONFLICT (key) DO UPDATE SET value = ?2",
+            params![THINNED_UNTIL, to],
+        )?;
+        from = to;
     }
+    Ok(swept)
 }
 
 #[cfg(test)]
@@ -147,6 +163,16 @@ mod tests {
         for k in 0..12 {
             score(&c, "b", now - 10 * DAY + k * 5_000);
         }
+        // Bed d's first window of each span went unscored: a scored one stays instead.
+        for k in 0..12 {
+            score(&c, "d", now - 10 * DAY + k * 5_000);
+        }
+        c.execute(
+            "UPDATE scores SET score = NULL, status = 'insufficient_signal' WHERE bed = 'd'
+             AND window_end_ms IN (?1, ?2)",
+            params![now - 10 * DAY, now - 10 * DAY + 30_000],
+        )
+        .unwrap();
         // A risk alarm raised at a window that thinning would drop.
         let onset = now - 10 * DAY + 35_000;
         c.execute(
@@ -154,31 +180,43 @@ mod tests {
             [onset],
         )
         .unwrap();
-        let mut s = Sweeper::default();
-        let got = s.sweep(&c, policy, now).unwrap();
+        let first = sweep(&c, policy, now).unwrap();
+        // A day of history a sweep: the first reaches the oldest day only.
+        assert_eq!((first.expired_scores, first.thinned_scores), (12, 0));
+        let thinned: usize = (0..40)
+            .map(|_| sweep(&c, policy, now).unwrap().thinned_scores)
+            .sum();
+        let got = Swept {
+            thinned_scores: thinned,
+            ..first
+        };
         assert_eq!(got.expired_scores, 12);
         // 12 windows in two 30-s spans per bed: 2 kept each, bed a also its alarm's onset.
-        assert_eq!(got.thinned_scores, (12 - 3) + (12 - 2));
+        assert_eq!(got.thinned_scores, (12 - 3) + (12 - 2) + (12 - 2));
         let old = now - 10 * DAY;
         assert_eq!(
             ends(&c, "a", old, old + DAY),
             vec![old, old + 30_000, onset]
         );
         assert_eq!(ends(&c, "b", old, old + DAY), vec![old, old + 30_000]);
+        assert_eq!(
+            ends(&c, "d", old, old + DAY),
+            vec![old + 5_000, old + 35_000]
+        );
         // Recent windows are all there.
         assert_eq!(ends(&c, "a", now - DAY, now).len(), 12);
-        // The next sweep reads only what crossed the thinning age since.
-        let again = s.sweep(&c, policy, now + HOUR).unwrap();
-        assert_eq!(again, Swept::default());
+        // Progress is kept in the database: rows committed before it (here: put there after
+        // the fact) are not read again, by this or a restarted writer.
+        for k in 0..12 {
+            score(&c, "c", old + k * 5_000);
+        }
+        assert_eq!(sweep(&c, policy, now + HOUR).unwrap(), Swept::default());
+        assert_eq!(ends(&c, "c", old, old + DAY).len(), 12);
         // Without thinning, only expiry.
-        let mut plain = Sweeper::default();
         let p = Policy {
             thin_after_ms: None,
             ..policy
         };
-        assert_eq!(
-            plain.sweep(&c, p, now + 2 * HOUR).unwrap(),
-            Swept::default()
-        );
+        assert_eq!(sweep(&c, p, now + 2 * HOUR).unwrap(), Swept::default());
     }
 }

@@ -21,7 +21,6 @@ pub(super) struct Writer {
     pub(super) batch_rows: usize,
     pub(super) flush: Duration,
     pub(super) retention: super::retention::Policy,
-    pub(super) sweeper: super::retention::Sweeper,
     pub(super) health: Arc<StoreHealth>,
     pub(super) committed: tokio::sync::broadcast::Sender<Arc<ScoreRecord>>,
     /// Rows of failed transactions, oldest first; non-empty only during a storage fault.
@@ -352,7 +351,7 @@ impl Writer {
             return;
         }
         *last = Instant::now();
-        match self.sweeper.sweep(&self.conn, self.retention, now_ms()) {
+        match super::retention::sweep(&self.conn, self.retention, now_ms()) {
             Ok(s) => tracing::debug!(
                 expired_scores = s.expired_scores,
                 expired_events = s.expired_events,
