@@ -155,6 +155,21 @@ fn check_condition(c: &Value) {
         .map(|r| as_u64(&r["false_alarms"], "FA"))
         .sum();
     assert_eq!(as_u64(&s["false_alarms"], "FA"), fa);
+    // Every false alarm has exactly one cause, per record and in all.
+    let causes = |c: &Value| -> u64 {
+        ["noise_marked", "before_episode", "after_episode", "other"]
+            .iter()
+            .map(|k| as_u64(&c[*k], k))
+            .sum()
+    };
+    for r in records {
+        assert_eq!(
+            causes(&r["false_alarm_causes"]),
+            as_u64(&r["false_alarms"], "FA"),
+            "{r}"
+        );
+    }
+    assert_eq!(causes(&c["false_alarm_causes"]), fa);
     assert!(s["monitored_ms"].as_i64().unwrap() >= 0);
     if let Some(r) = s["false_alarms_per_hour"].as_f64() {
         assert!(r >= 0.0);

@@ -11,7 +11,9 @@
 //! 3. The rule runs over the reported part's score series ([`alarm_episodes`], the
 //!    alarm module's state machine), and the alarms are compared with the reference episodes
 //!    ([`episodes`]): EC57 episode and duration sensitivity and positive predictivity, time to
-//!    alarm (all episodes, VT, VF), false alarms per monitored hour, a per-record table; and
+//!    alarm (all episodes, VT, VF), false alarms per monitored hour and what the reference says
+//!    at each ([`causes`]: noise-marked, just before or after an episode, other), a per-record
+//!    table; and
 //!    window ROC-AUC / PR-AUC over the hops (windows between an episode's onset and its
 //!    confirmation left out, as in training).
 //! 4. The same under the **noise stress test**: the test part's electrode-motion noise
@@ -31,6 +33,7 @@
 //!
 //! [`report`] prints the tables and writes the report folder (JSON and SVG figures).
 
+mod causes;
 pub mod episodes;
 mod gate;
 mod gate_search;
@@ -61,6 +64,7 @@ use crate::training::dataset::{
 use episodes::{EpisodeError, RecordComparison, Summary, TimeToAlarm, compare_record};
 use replay::{Detectors, Replay, replay};
 
+pub use causes::FalseAlarmCauses;
 pub use gate::{GateParseError, SqiGate};
 pub use gate_search::GateTrial;
 use gate_search::{choose_gate, gate_trials_on};
@@ -160,6 +164,8 @@ pub struct RecordRow {
     pub record: String,
     #[serde(flatten)]
     pub comparison: RecordComparison,
+    /// What the reference says at each false alarm.
+    pub false_alarm_causes: FalseAlarmCauses,
 }
 
 /// A detector's results under one condition (clean, or one noise level).
@@ -169,6 +175,8 @@ pub struct Condition {
     pub snr_db: Option<f32>,
     pub windows: WindowMetrics,
     pub summary: Summary,
+    /// The false alarms of all records by what the reference says at each.
+    pub false_alarm_causes: FalseAlarmCauses,
     /// Time to alarm by episode kind (`vt`, `vf`).
     pub by_kind: BTreeMap<&'static str, TimeToAlarm>,
     pub records: Vec<RecordRow>,
@@ -593,10 +601,15 @@ pub(crate) fn condition(
         records.push(RecordRow {
             record: r.key.clone(),
             comparison: compare_record(&r.reference, &alarms, r.monitored_ms, matching)?,
+            false_alarm_causes: causes::classify(&alarms, &r.reference, &r.noise_ms, matching),
         });
     }
     let finite = |x: f64| x.is_finite().then_some(x);
     let comparisons: Vec<RecordComparison> = records.iter().map(|r| r.comparison.clone()).collect();
+    let mut false_alarm_causes = FalseAlarmCauses::default();
+    for r in &records {
+        false_alarm_causes.add(&r.false_alarm_causes);
+    }
     Ok(Condition {
         snr_db,
         windows: WindowMetrics {
@@ -608,6 +621,7 @@ pub(crate) fn condition(
             roc_curve: report::roc_curve(&labels, &scores),
         },
         summary: episodes::summarize(&comparisons),
+        false_alarm_causes,
         by_kind: kinds
             .into_iter()
             .map(|(k, t)| (k, episodes::time_to_alarm(&t)))

@@ -54,6 +54,8 @@ pub(crate) struct Replay {
     pub by_kind: Vec<(EpisodeKind, (i64, i64))>,
     /// Monitored time outside the reference episodes, ms.
     pub monitored_ms: i64,
+    /// Stretches the annotators marked as noise on any lead, `[start, end)` in ms, merged.
+    pub noise_ms: Vec<(i64, i64)>,
 }
 
 impl Replay {
@@ -151,6 +153,13 @@ pub(crate) fn replay(
         .collect();
     let reference = merge(by_kind.iter().map(|&(_, iv)| iv).collect());
     let in_episodes: i64 = reference.iter().map(|(a, b)| b - a).sum();
+    let noise_ms = merge(
+        rec.noise
+            .iter()
+            .flatten()
+            .map(|&(a, b)| (a * MS_PER_SAMPLE, b * MS_PER_SAMPLE))
+            .collect(),
+    );
     Ok(Replay {
         key: rec.key.clone(),
         ends_ms,
@@ -163,6 +172,7 @@ pub(crate) fn replay(
         reference,
         by_kind,
         monitored_ms: (span_end - span_start - in_episodes).max(0),
+        noise_ms,
     })
 }
 

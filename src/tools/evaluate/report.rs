@@ -91,6 +91,19 @@ pub fn text(e: &Evaluation) -> String {
                 );
             }
         }
+        for c in &d.conditions {
+            let f = &c.false_alarm_causes;
+            let _ = writeln!(
+                s,
+                "  {} false alarms: {} = noise-marked {}, before an episode {}, after one {}, other {}",
+                c.snr_db.map_or("clean".into(), |db| format!("em {db} dB")),
+                f.total(),
+                f.noise_marked,
+                f.before_episode,
+                f.after_episode,
+                f.other
+            );
+        }
     }
     gate_trials(&mut s, e);
     if let Some(c) = e.detectors.first().and_then(|d| d.conditions.first()) {

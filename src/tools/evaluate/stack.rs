@@ -257,6 +257,7 @@ mod tests {
             reference: Vec::new(),
             by_kind: Vec::new(),
             monitored_ms: 0,
+            noise_ms: Vec::new(),
         }
     }
 

@@ -1,0 +1,128 @@
+//! What the reference says about each false alarm, so a clinical engineer sees what the
+//! alarms a ward would get are made of, not only how many: raised on a stretch the annotators
+//! marked as noise (vfdb's `(NOISE` rhythm, the `~` signal-quality marks of the beat-labelled
+//! databases), shortly before a reference episode's onset (the rhythm already turning, or an
+//! onset annotated late), shortly after one ended (post-episode rhythm, shocks), or none of
+//! these. First match in that order; the annotations' word, not a judgement of the signal.
+
+use serde::Serialize;
+
+use crate::alarm::matching::{MatchOptions, is_false_alarm, overlaps};
+
+/// The stretch before a raise that counts as the signal that raised it, ms: the window of the
+/// shorter members plus a hop.
+pub const LOOKBACK_MS: i64 = 10_000;
+/// How close to an episode a raise counts as before or after it, ms.
+pub const NEAR_EPISODE_MS: i64 = 30_000;
+
+/// False alarms by what the reference says at their raise.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct FalseAlarmCauses {
+    /// The [`LOOKBACK_MS`] before the raise overlap a noise-marked stretch.
+    pub noise_marked: usize,
+    /// A reference episode begins within [`NEAR_EPISODE_MS`] after the raise.
+    pub before_episode: usize,
+    /// A reference episode ended within [`NEAR_EPISODE_MS`] before the raise.
+    pub after_episode: usize,
+    /// None of the above: rhythm the reference calls neither noise nor near an episode.
+    pub other: usize,
+}
+
+impl FalseAlarmCauses {
+    pub fn total(&self) -> usize {
+        self.noise_marked + self.before_episode + self.after_episode + self.other
+    }
+
+    pub fn add(&mut self, o: &FalseAlarmCauses) {
+        self.noise_marked += o.noise_marked;
+        self.before_episode += o.before_episode;
+        self.after_episode += o.after_episode;
+        self.other += o.other;
+    }
+}
+
+/// Classifies the false alarms among `alarms` (those [`is_false_alarm`] counts) by the
+/// `reference` episodes and the `noise` stretches (all `[start, end)` in ms).
+pub fn classify(
+    alarms: &[(i64, i64)],
+    reference: &[(i64, i64)],
+    noise: &[(i64, i64)],
+    opts: MatchOptions,
+) -> FalseAlarmCauses {
+    let mut out = FalseAlarmCauses::default();
+    for &a in alarms
+        .iter()
+        .filter(|&&a| is_false_alarm(a, reference, opts))
+    {
+        let raise = a.0;
+        let seen = (raise - LOOKBACK_MS, raise);
+        if noise.iter().any(|&n| overlaps(n, seen)) {
+            out.noise_marked += 1;
+        } else if reference
+            .iter()
+            .any(|&(on, _)| on >= raise && on - raise <= NEAR_EPISODE_MS)
+        {
+            out.before_episode += 1;
+        } else if reference
+            .iter()
+            .any(|&(_, end)| end <= raise && raise - end <= NEAR_EPISODE_MS)
+        {
+            out.after_episode += 1;
+        } else {
+            out.other += 1;
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const S: i64 = 1000;
+    const OPTS: MatchOptions = MatchOptions {
+        onset_tolerance_ms: 1_000,
+        grace_ms: 10_000,
+    };
+
+    #[test]
+    fn each_false_alarm_gets_the_first_cause_that_fits() {
+        let reference = [(100 * S, 160 * S), (600 * S, 700 * S)];
+        let noise = [(300 * S, 320 * S)];
+        let alarms = [
+            // True: overlaps the first episode.
+            (90 * S, 120 * S),
+            // After the first episode's end plus the grace, within 30 s of it.
+            (185 * S, 190 * S),
+            // Raised 5 s after a noise stretch ended: noise-marked.
+            (325 * S, 330 * S),
+            // 20 s before the second episode's onset (and cleared before it).
+            (580 * S, 585 * S),
+            // Far from everything.
+            (450 * S, 455 * S),
+            (900 * S, 905 * S),
+        ];
+        let got = classify(&alarms, &reference, &noise, OPTS);
+        assert_eq!(
+            got,
+            FalseAlarmCauses {
+                noise_marked: 1,
+                before_episode: 1,
+                after_episode: 1,
+                other: 2,
+            }
+        );
+        assert_eq!(got.total(), 5);
+        // Noise comes first: the same alarm near an episode and after noise is noise-marked.
+        let both = classify(
+            &[(575 * S, 578 * S)],
+            &reference,
+            &[(570 * S, 573 * S)],
+            OPTS,
+        );
+        assert_eq!(both.noise_marked, 1);
+        // A raise 11 s after the noise ended is no longer noise-marked.
+        let late = classify(&[(331 * S, 335 * S)], &reference, &noise, OPTS);
+        assert_eq!((late.noise_marked, late.other), (0, 1));
+    }
+}
