@@ -273,6 +273,16 @@ async fn the_rule_validated_for_the_serving_ensemble_serves() {
     let h = app.health().await;
     assert_eq!(h["alarm_rule"]["on"].as_f64(), Some(0.45), "{h}");
     assert_eq!(h["alarm_rule"]["validated"], true, "{h}");
+    // ...and says so among the health problems.
+    assert_eq!(h["status"], "degraded", "{h}");
+    assert!(
+        h["problems"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|p| p.as_str().unwrap().contains("alarm rules do not read")),
+        "{h}"
+    );
     app.stop().await;
 }
 

@@ -404,9 +404,17 @@ pub(super) async fn health(State(s): State<AppState>) -> Json<Health> {
             lead_sets.missing().join(" or ")
         ));
     }
-    let refused = s.zoo.lock().expect("zoo status lock").refused.clone();
+    let (refused, rules_error) = {
+        let z = s.zoo.lock().expect("zoo status lock");
+        (z.refused.clone(), z.rules_error.clone())
+    };
     for (name, why) in refused {
         problems.push(format!("zoo: model folder {name} does not load: {why}"));
+    }
+    if let Some(e) = rules_error {
+        problems.push(format!(
+            "zoo: the alarm rules do not read ({e}); the risk alarm rule serving stays"
+        ));
     }
     Json(Health {
         status: if problems.is_empty() {

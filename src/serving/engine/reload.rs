@@ -39,6 +39,9 @@ pub(crate) struct ZooStatus {
     pub(crate) serving_removed: Vec<String>,
     /// Bumped on every change; the composer recomposes when it moves.
     pub(crate) generation: u64,
+    /// Why the zoo's alarm rules file does not read, when it does not (the rule serving
+    /// stays; `/api/health` lists it as a problem).
+    pub(crate) rules_error: Option<String>,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -166,6 +169,12 @@ fn scan(
         );
     }
     seen.rules = rules;
+    let rules_error = crate::alarm::rules::RuleBook::load(dir)
+        .err()
+        .map(|e| e.to_string());
+    if let Some(e) = &rules_error {
+        tracing::error!(error = %e, "The zoo's alarm rules do not read");
+    }
     let mut available = BTreeMap::new();
     let mut refused = BTreeMap::new();
     let mut failures = Vec::new();
@@ -227,6 +236,7 @@ fn scan(
     let mut st = status.lock().expect("zoo status lock");
     st.available = available;
     st.refused = refused;
+    st.rules_error = rules_error;
     st.failures.extend(failures);
     let excess = st.failures.len().saturating_sub(MAX_FAILURES);
     st.failures.drain(..excess);
