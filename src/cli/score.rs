@@ -60,27 +60,21 @@ pub fn run(a: ScoreArgs) -> Result<()> {
             "given with --rule",
         ),
         None => {
-            use crate::dashboard::rule::{ServedRule, basis, choose};
-            let book = crate::alarm::rules::RuleBook::load(&cfg.ensemble.models_dir)?;
-            let zoo = if cfg.dashboard.derive_risk_alarm {
-                crate::composer::derived::read_zoo(&cfg.ensemble.models_dir)
-            } else {
-                Vec::new()
-            };
+            use crate::dashboard::rule::{ServedRule, basis, choose_in};
             let models: Vec<_> = ens
                 .members
                 .iter()
                 .map(|m| crate::serving::engine::ensemble::ModelInfo::of(&m.manifest))
                 .collect();
             let fallback = ServedRule::fallback(&cfg.dashboard, cfg.ward.hop_secs);
-            let served = choose(
-                &book,
-                &zoo,
+            let served = choose_in(
+                &cfg.ensemble.models_dir,
+                cfg.dashboard.derive_risk_alarm,
                 &models,
                 cfg.ward.hop_secs,
                 cfg.ward.window_secs,
                 fallback,
-            );
+            )?;
             let why = basis(&served);
             (served.rule, why)
         }

@@ -23,7 +23,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::alarms::{Alarm, AlarmDb, AlarmError, Alarms, Thresholds, Transition};
 use super::rule::{self, ServedRule};
-use crate::alarm::rules::{MemberRef, RuleBook};
+use crate::alarm::rules::MemberRef;
 use crate::composer::service::Serving;
 use crate::config::DashboardConfig;
 use crate::core::score::ScoreRecord;
@@ -214,16 +214,7 @@ impl RuleSource {
         let (hop, window) = (self.hop_secs, self.window_secs);
         let read = tokio::task::spawn_blocking(move || {
             let models = with_current_weights(&dir, models);
-            let book = RuleBook::load(&dir)?;
-            let missing = book
-                .lookup(&rule::members_of(&models), hop, window)
-                .is_none();
-            let zoo = if derive && missing {
-                crate::composer::derived::read_zoo(&dir)
-            } else {
-                Vec::new()
-            };
-            let chosen = rule::choose(&book, &zoo, &models, hop, window, fallback);
+            let chosen = rule::choose_in(&dir, derive, &models, hop, window, fallback)?;
             Ok::<_, crate::alarm::rules::RulesError>((chosen, models))
         })
         .await;
@@ -245,6 +236,8 @@ impl RuleSource {
             .collect::<Vec<_>>()
             .join("+");
         let r = chosen.rule;
+        let (hop_secs, window_secs) = (self.hop_secs, self.window_secs);
+        let basis = rule::basis(&chosen);
         if chosen.validated {
             tracing::info!(
                 members,
@@ -252,27 +245,20 @@ impl RuleSource {
                 off = r.off,
                 k = r.k,
                 n = r.n,
-                "Risk alarm rule validated for the serving ensemble"
-            );
-        } else if chosen.derived {
-            tracing::warn!(
-                members,
-                hop_secs = self.hop_secs,
-                window_secs = self.window_secs,
-                on = r.on,
-                off = r.off,
-                k = r.k,
-                n = r.n,
-                "No alarm rule validated for the serving ensemble; serving one derived from the zoo's validated ensembles"
+                basis,
+                "Risk alarm rule"
             );
         } else {
             tracing::warn!(
                 members,
-                hop_secs = self.hop_secs,
-                window_secs = self.window_secs,
+                hop_secs,
+                window_secs,
                 on = r.on,
                 off = r.off,
-                "No alarm rule validated for the serving ensemble, none to derive from; serving the configured fallback (risk_alarm_on/off, no persistence)"
+                k = r.k,
+                n = r.n,
+                basis,
+                "Risk alarm rule"
             );
         }
         chosen

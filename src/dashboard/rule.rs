@@ -10,8 +10,8 @@
 use serde::Serialize;
 
 use crate::alarm::AlarmRule;
-use crate::alarm::rules::{MemberRef, RuleBook};
-use crate::composer::derived::{ZooMember, derived_rule};
+use crate::alarm::rules::{MemberRef, RuleBook, RulesError};
+use crate::composer::derived::{ZooMember, derived_rule, read_zoo};
 use crate::config::DashboardConfig;
 use crate::serving::engine::ensemble::ModelInfo;
 
@@ -102,6 +102,29 @@ pub(crate) fn choose(
         },
         None => fallback,
     }
+}
+
+/// [`choose`] with the zoo folder `dir` read for it: its rule book, and the manifests'
+/// validation predictions only when the book has no rule for `models` and `derive` is on.
+/// Blocking.
+pub(crate) fn choose_in(
+    dir: &std::path::Path,
+    derive: bool,
+    models: &[ModelInfo],
+    hop_secs: u32,
+    window_secs: u32,
+    fallback: ServedRule,
+) -> Result<ServedRule, RulesError> {
+    let book = RuleBook::load(dir)?;
+    let missing = book
+        .lookup(&members_of(models), hop_secs, window_secs)
+        .is_none();
+    let zoo = if derive && missing {
+        read_zoo(dir)
+    } else {
+        Vec::new()
+    };
+    Ok(choose(&book, &zoo, models, hop_secs, window_secs, fallback))
 }
 
 /// Why a rule serves, in words for the log and `holmes score`.

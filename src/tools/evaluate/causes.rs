@@ -80,6 +80,7 @@ mod tests {
     use super::*;
 
     const S: i64 = 1000;
+    /// 1 s of onset tolerance, 10 s of grace.
     const OPTS: MatchOptions = MatchOptions {
         onset_tolerance_ms: 1_000,
         grace_ms: 10_000,
