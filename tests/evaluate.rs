@@ -157,10 +157,16 @@ fn check_condition(c: &Value) {
     assert_eq!(as_u64(&s["false_alarms"], "FA"), fa);
     // Every false alarm has exactly one cause, per record and in all.
     let causes = |c: &Value| -> u64 {
-        ["noise_marked", "before_episode", "after_episode", "other"]
-            .iter()
-            .map(|k| as_u64(&c[*k], k))
-            .sum()
+        [
+            "noise_marked",
+            "ectopy",
+            "before_episode",
+            "after_episode",
+            "other",
+        ]
+        .iter()
+        .map(|k| as_u64(&c[*k], k))
+        .sum()
     };
     for r in records {
         assert_eq!(

@@ -42,7 +42,9 @@ use std::collections::VecDeque;
 use serde::{Deserialize, Serialize};
 
 pub use matching::MatchOptions;
-pub use threshold::{ThresholdChoice, ThresholdSearch, ValidationRecord, choose_threshold};
+pub use threshold::{
+    DelayLimits, ThresholdChoice, ThresholdSearch, ValidationRecord, choose_threshold,
+};
 
 /// Longest persistence, in hops: at a hop of a few seconds, more hops than this look back
 /// about a minute or longer, which no time-to-alarm target of seconds survives.

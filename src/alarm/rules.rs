@@ -10,6 +10,7 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 
 use super::AlarmRule;
+use super::threshold::DelayLimits;
 
 /// The file's name in the zoo folder.
 pub const RULES_FILE: &str = "alarm_rules.json";
@@ -59,6 +60,29 @@ pub struct ValidationFigures {
     pub episodes: usize,
     pub detected: usize,
     pub false_alarms_per_hour: Option<f64>,
+    /// The time-to-alarm bounds the rule was chosen within (absent: none, or a rule saved
+    /// before rules were bounded).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub delay_limits: Option<DelayLimits>,
+    /// Whether the search reached its target (sensitivity within the bounds); absent in rules
+    /// saved before it was recorded, where `detected` against the target tells.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub met_target: Option<bool>,
+    /// Median and p90 time to alarm of the raised validation episodes, ms.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub median_delay_ms: Option<i64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub p90_delay_ms: Option<i64>,
+}
+
+impl ValidationFigures {
+    /// Whether the rule reached its target on validation: as recorded, or for an older rule,
+    /// its detected episodes against the target sensitivity.
+    pub fn reached(&self) -> bool {
+        let by_count = self.episodes > 0
+            && self.detected as f64 >= self.target_sensitivity * self.episodes as f64 - 1e-9;
+        self.met_target.unwrap_or(by_count)
+    }
 }
 
 /// One ensemble's validated rule.
@@ -207,6 +231,10 @@ mod tests {
                 episodes: 40,
                 detected: 39,
                 false_alarms_per_hour: Some(0.5),
+                delay_limits: None,
+                met_target: None,
+                median_delay_ms: None,
+                p90_delay_ms: None,
             },
         }
     }

@@ -11,8 +11,15 @@
 //! otherwise a low threshold whose alarm never clears would cover every episode of a record
 //! with a single "true" alarm and win. Both come from [`matching`](super::matching), as the
 //! evaluation's do.
+//!
+//! A search may also bound the time to alarm ([`DelayLimits`]): a rule whose median or p90
+//! delay from onset to raise exceeds them has not reached the target, however many episodes it
+//! catches. Without the bound, persistence buys false alarms with seconds of delay, and the
+//! search, which minimises false alarms, takes that trade as far as the grid goes.
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
+
+use crate::core::stats::percentile;
 
 use super::matching::{AlarmTiming, MatchOptions, is_false_alarm, outlasts, per_hour, timing};
 use super::{AlarmError, AlarmRule, alarm_episodes};
@@ -44,6 +51,27 @@ pub struct ThresholdSearch {
     pub hop_ms: i64,
     /// When an alarm is in time for an episode, and when it is false.
     pub matching: MatchOptions,
+    /// Bounds on the time to alarm over the episodes an alarm was raised for; `None`: any.
+    pub delay_limits: Option<DelayLimits>,
+}
+
+/// Bounds on the time to alarm a rule must keep on the validation records (nearest-rank
+/// quantiles of the raised episodes' delays, as `holmes evaluate` reports them).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DelayLimits {
+    /// Median delay from onset to raise, at most, ms.
+    pub median_ms: i64,
+    /// 90th percentile of the delay, at most, ms.
+    pub p90_ms: i64,
+}
+
+impl DelayLimits {
+    /// Issue 16's targets, which EC13-tested monitors meet: median 6 s, p90 10 s.
+    pub const BEDSIDE: DelayLimits = DelayLimits {
+        median_ms: 6_000,
+        p90_ms: 10_000,
+    };
 }
 
 impl ThresholdSearch {
@@ -57,8 +85,8 @@ impl ThresholdSearch {
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct ThresholdChoice {
     pub rule: AlarmRule,
-    /// Whether the target sensitivity was reached; when no candidate reaches it, the most
-    /// sensitive candidate is chosen.
+    /// Whether the target sensitivity was reached within the delay limits; when no candidate
+    /// reaches it, the most sensitive candidate is chosen.
     pub met_target: bool,
     /// Reference episodes, and those an alarm was raised for.
     pub episodes: usize,
@@ -70,9 +98,13 @@ pub struct ThresholdChoice {
     pub monitored_hours: f64,
     /// `None` without monitored time.
     pub false_alarms_per_hour: Option<f64>,
+    /// Median and p90 time to alarm of the raised episodes, ms; `None` when none was raised.
+    pub median_delay_ms: Option<i64>,
+    pub p90_delay_ms: Option<i64>,
 }
 
-/// Picks the rule that reaches `search.target_sensitivity` with the fewest false alarms.
+/// Picks the rule that reaches `search.target_sensitivity`, within `search.delay_limits`, with
+/// the fewest false alarms.
 /// Ties go to more detected episodes, then the smaller `k` (it raises sooner), then the smaller
 /// `n`, then the higher on-threshold; the search is deterministic. Every candidate replays
 /// every record, so its cost is candidates × hops.
@@ -98,17 +130,19 @@ pub fn choose_threshold(
     // Lower is better: candidates that reach the target first, and among them the fewest
     // false alarms; among those that do not, the most detected. Then the tie-breaks; the
     // on-threshold, a float, is compared last and apart.
-    let rank = |detected: usize, false_alarms: usize, rule: &AlarmRule| {
+    let rank = |met: bool, detected: usize, false_alarms: usize, rule: &AlarmRule| {
         let (d, f) = (detected as i64, false_alarms as i64);
-        let primary = if detected >= needed {
-            (0, f, -d)
-        } else {
-            (1, -d, f)
-        };
+        let primary = if met { (0, f, -d) } else { (1, -d, f) };
         (primary, rule.k, rule.n)
     };
-    // (rank, rule, detected, false alarms) of the best candidate so far.
-    let mut best: Option<(_, AlarmRule, usize, usize)> = None;
+    let in_time = |t: &Tally| match search.delay_limits {
+        None => true,
+        Some(l) => {
+            t.median_ms.is_none_or(|m| m <= l.median_ms) && t.p90_ms.is_none_or(|p| p <= l.p90_ms)
+        }
+    };
+    // (rank, rule, tally) of the best candidate so far.
+    let mut best: Option<(_, AlarmRule, Tally)> = None;
     for &(k, n) in &search.persistence {
         for &on in &search.on_grid {
             let rule = AlarmRule {
@@ -118,43 +152,69 @@ pub fn choose_threshold(
                 n,
             };
             rule.validate()?;
-            let (detected, false_alarms) = tally(rule, records, search)?;
-            let key = rank(detected, false_alarms, &rule);
+            let t = tally(rule, records, search)?;
+            let met = t.detected >= needed && in_time(&t);
+            let key = rank(met, t.detected, t.false_alarms, &rule);
             let better = best
                 .as_ref()
                 .is_none_or(|(b_key, b, ..)| key < *b_key || (key == *b_key && on > b.on));
             if better {
-                best = Some((key, rule, detected, false_alarms));
+                best = Some((key, rule, t));
             }
         }
     }
-    let (_, rule, detected, false_alarms) = best.expect("at least one candidate");
+    let (key, rule, t) = best.expect("at least one candidate");
+    let Tally {
+        detected,
+        false_alarms,
+        median_ms,
+        p90_ms,
+    } = t;
     Ok(ThresholdChoice {
         rule,
-        met_target: detected >= needed,
+        met_target: key.0.0 == 0,
         episodes,
         detected,
         sensitivity: (episodes > 0).then(|| detected as f64 / episodes as f64),
         false_alarms,
         monitored_hours: monitored_ms as f64 / 3_600_000.0,
         false_alarms_per_hour: per_hour(false_alarms, monitored_ms),
+        median_delay_ms: median_ms,
+        p90_delay_ms: p90_ms,
     })
 }
 
-/// Episodes an alarm was raised for, and false alarms, of one rule over all records.
+/// What one rule does over all records.
+#[derive(Debug, Clone, Copy)]
+struct Tally {
+    /// Episodes an alarm was raised for or was on at.
+    detected: usize,
+    false_alarms: usize,
+    /// Time to alarm of the raised episodes, ms.
+    median_ms: Option<i64>,
+    p90_ms: Option<i64>,
+}
+
+/// Episodes an alarm was raised for, false alarms and delays of one rule over all records.
 fn tally(
     rule: AlarmRule,
     records: &[ValidationRecord<'_>],
     search: &ThresholdSearch,
-) -> Result<(usize, usize), AlarmError> {
+) -> Result<Tally, AlarmError> {
     let (mut detected, mut false_alarms) = (0, 0);
+    let mut delays: Vec<f64> = Vec::new();
     for rec in records {
         let alarms = alarm_episodes(rule, search.hop_ms, rec.scores)?;
-        detected += rec
-            .episodes
-            .iter()
-            .filter(|&&e| timing(e, &alarms, search.matching) != AlarmTiming::Missed)
-            .count();
+        for &e in rec.episodes {
+            match timing(e, &alarms, search.matching) {
+                AlarmTiming::Missed => {}
+                AlarmTiming::AlreadyOn => detected += 1,
+                AlarmTiming::Raised { delay_ms } => {
+                    detected += 1;
+                    delays.push(delay_ms as f64);
+                }
+            }
+        }
         let linger = search.matching.grace_ms + rule.n as i64 * search.hop_ms;
         false_alarms += alarms
             .iter()
@@ -164,7 +224,14 @@ fn tally(
             })
             .count();
     }
-    Ok((detected, false_alarms))
+    delays.sort_by(f64::total_cmp);
+    let q = |q: f64| (!delays.is_empty()).then(|| percentile(&delays, q) as i64);
+    Ok(Tally {
+        detected,
+        false_alarms,
+        median_ms: q(0.5),
+        p90_ms: q(0.9),
+    })
 }
 
 #[cfg(test)]
@@ -195,6 +262,7 @@ mod tests {
                 onset_tolerance_ms: 1_000,
                 grace_ms: 0,
             },
+            delay_limits: None,
         }
     }
 
@@ -275,6 +343,47 @@ mod tests {
             }
         );
         assert_eq!((c.detected, c.false_alarms), (2, 0));
+    }
+
+    #[test]
+    fn a_delay_limit_refuses_the_slow_persistence() {
+        let recs = records();
+        let v = validation(&recs);
+        // Unbounded, 3 of 3 wins (no false alarm) at 2 s after each onset.
+        let mut q = search(1.0, vec![(1, 1), (3, 3)]);
+        let c = choose_threshold(&v, &q).unwrap();
+        assert_eq!(
+            (c.rule.k, c.median_delay_ms, c.p90_delay_ms),
+            (3, Some(2_000), Some(2_000))
+        );
+        // A 1-s bound on the median leaves the immediate 1-of-1 rules and their false alarms.
+        q.delay_limits = Some(DelayLimits {
+            median_ms: 1_000,
+            p90_ms: 10_000,
+        });
+        let c = choose_threshold(&v, &q).unwrap();
+        assert!(c.met_target);
+        assert_eq!((c.rule.k, c.rule.n), (1, 1));
+        assert_eq!(
+            (c.detected, c.false_alarms, c.median_delay_ms),
+            (2, 2, Some(0))
+        );
+        // Bounding the p90 alike has the same effect; a bound no raised alarm meets misses the
+        // target and falls back to the most sensitive rule. (0.1's alarm, on before either
+        // onset, raises for neither: it is left out, as an episode alerted already is in time.)
+        q.on_grid.retain(|&on| on > 0.15);
+        q.delay_limits = Some(DelayLimits {
+            median_ms: 10_000,
+            p90_ms: 1_000,
+        });
+        assert_eq!(choose_threshold(&v, &q).unwrap().rule.k, 1);
+        q.delay_limits = Some(DelayLimits {
+            median_ms: -1,
+            p90_ms: -1,
+        });
+        let c = choose_threshold(&v, &q).unwrap();
+        assert!(!c.met_target);
+        assert_eq!(c.detected, 2);
     }
 
     #[test]

@@ -5,7 +5,7 @@ use std::path::PathBuf;
 
 use anyhow::{Context, Result};
 
-use crate::alarm::AlarmRule;
+use crate::alarm::{AlarmRule, DelayLimits};
 use crate::config::Config;
 use crate::tools::evaluate::{self, EvaluateOptions, GateChoice, report};
 use crate::training::dataset::{self, SplitName};
@@ -36,6 +36,10 @@ pub struct EvaluateArgs {
     /// Episode sensitivity the alarm rules are chosen for on the validation part.
     #[arg(long, default_value_t = 0.95)]
     target_sensitivity: f64,
+    /// Choose rules without bounding their time to alarm (by default a rule must also keep a
+    /// median of 6 s and a p90 of 10 s from onset to alarm on the validation part).
+    #[arg(long)]
+    any_delay: bool,
     /// Electrode-motion SNRs of the noise stress test, dB (comma-separated).
     #[arg(
         long,
@@ -114,6 +118,7 @@ pub fn run(a: EvaluateArgs) -> Result<()> {
         hop_secs: a.hop_secs.unwrap_or(cfg.ward.hop_secs),
         rule,
         target_sensitivity: a.target_sensitivity,
+        delay_limits: (!a.any_delay).then_some(DelayLimits::BEDSIDE),
         noise_db: if a.no_noise { Vec::new() } else { a.noise_db },
         classical: !a.no_classical,
         max_records: a.max_records,

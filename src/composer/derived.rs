@@ -147,6 +147,10 @@ mod tests {
                 episodes: 1,
                 detected: 1,
                 false_alarms_per_hour: Some(1.0),
+                delay_limits: None,
+                met_target: None,
+                median_delay_ms: None,
+                p90_delay_ms: None,
             },
         }
     }

@@ -58,8 +58,7 @@ pub(crate) fn candidates(
             Some(Candidate {
                 val_roc_auc: accuracy(entries, &bits, false).0,
                 bits,
-                reached: v.episodes > 0
-                    && v.detected as f64 >= v.target_sensitivity * v.episodes as f64 - 1e-9,
+                reached: v.reached(),
                 false_alarms_per_hour: v.false_alarms_per_hour.unwrap_or(f64::INFINITY),
             })
         })
@@ -153,6 +152,10 @@ mod tests {
                 episodes: 10,
                 detected: 10,
                 false_alarms_per_hour: fa,
+                delay_limits: None,
+                met_target: None,
+                median_delay_ms: None,
+                p90_delay_ms: None,
             },
         }
     }

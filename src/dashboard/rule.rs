@@ -176,6 +176,10 @@ mod tests {
                 episodes: 1,
                 detected: 1,
                 false_alarms_per_hour: None,
+                delay_limits: None,
+                met_target: None,
+                median_delay_ms: None,
+                p90_delay_ms: None,
             },
         });
         let fb = ServedRule::fallback(&DashboardConfig::default(), 2);

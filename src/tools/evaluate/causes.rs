@@ -1,7 +1,8 @@
 //! What the reference says about each false alarm, so a clinical engineer sees what the
 //! alarms a ward would get are made of, not only how many: raised on a stretch the annotators
 //! marked as noise (vfdb's `(NOISE` rhythm, the `~` signal-quality marks of the beat-labelled
-//! databases), shortly before a reference episode's onset (the rhythm already turning, or an
+//! databases), on ventricular ectopy short of a run (two or more ventricular beats, or a
+//! bigeminy, trigeminy, high-grade ectopy or idioventricular label), shortly before a reference episode's onset (the rhythm already turning, or an
 //! onset annotated late), shortly after one ended (post-episode rhythm, shocks), or none of
 //! these. First match in that order; the annotations' word, not a judgement of the signal.
 
@@ -20,6 +21,9 @@ pub const NEAR_EPISODE_MS: i64 = 30_000;
 pub struct FalseAlarmCauses {
     /// The [`LOOKBACK_MS`] before the raise overlap a noise-marked stretch.
     pub noise_marked: usize,
+    /// The [`LOOKBACK_MS`] before the raise hold two or more ventricular beats, or overlap an
+    /// ectopic rhythm label.
+    pub ectopy: usize,
     /// A reference episode begins within [`NEAR_EPISODE_MS`] after the raise.
     pub before_episode: usize,
     /// A reference episode ended within [`NEAR_EPISODE_MS`] before the raise.
@@ -30,11 +34,12 @@ pub struct FalseAlarmCauses {
 
 impl FalseAlarmCauses {
     pub fn total(&self) -> usize {
-        self.noise_marked + self.before_episode + self.after_episode + self.other
+        self.noise_marked + self.ectopy + self.before_episode + self.after_episode + self.other
     }
 
     pub fn add(&mut self, o: &FalseAlarmCauses) {
         self.noise_marked += o.noise_marked;
+        self.ectopy += o.ectopy;
         self.before_episode += o.before_episode;
         self.after_episode += o.after_episode;
         self.other += o.other;
@@ -42,11 +47,13 @@ impl FalseAlarmCauses {
 }
 
 /// Classifies the false alarms among `alarms` (those [`is_false_alarm`] counts) by the
-/// `reference` episodes and the `noise` stretches (all `[start, end)` in ms).
+/// `reference` episodes, the `noise` stretches and the `ectopy` marks (one-ms marks at
+/// ventricular beats, longer spans for ectopic rhythm labels; all `[start, end)` in ms).
 pub fn classify(
     alarms: &[(i64, i64)],
     reference: &[(i64, i64)],
     noise: &[(i64, i64)],
+    ectopy: &[(i64, i64)],
     opts: MatchOptions,
 ) -> FalseAlarmCauses {
     let mut out = FalseAlarmCauses::default();
@@ -58,6 +65,8 @@ pub fn classify(
         let seen = (raise - LOOKBACK_MS, raise);
         if noise.iter().any(|&n| overlaps(n, seen)) {
             out.noise_marked += 1;
+        } else if ectopic(ectopy, seen) {
+            out.ectopy += 1;
         } else if reference
             .iter()
             .any(|&(on, _)| on >= raise && on - raise <= NEAR_EPISODE_MS)
@@ -73,6 +82,17 @@ pub fn classify(
         }
     }
     out
+}
+
+/// Two or more ventricular beats in `seen`, or an ectopic rhythm label over it (a span longer
+/// than a beat's mark counts as two).
+fn ectopic(ectopy: &[(i64, i64)], seen: (i64, i64)) -> bool {
+    ectopy
+        .iter()
+        .filter(|&&e| overlaps(e, seen))
+        .map(|&(a, b)| if b - a > 1 { 2 } else { 1 })
+        .sum::<usize>()
+        >= 2
 }
 
 #[cfg(test)]
@@ -103,27 +123,44 @@ mod tests {
             (450 * S, 455 * S),
             (900 * S, 905 * S),
         ];
-        let got = classify(&alarms, &reference, &noise, OPTS);
+        // Two ventricular beats before the raise at 900 s, one before the raise at 450 s.
+        let ectopy = [
+            (445 * S, 445 * S + 1),
+            (893 * S, 893 * S + 1),
+            (897 * S, 897 * S + 1),
+        ];
+        let got = classify(&alarms, &reference, &noise, &ectopy, OPTS);
         assert_eq!(
             got,
             FalseAlarmCauses {
                 noise_marked: 1,
+                ectopy: 1,
                 before_episode: 1,
                 after_episode: 1,
-                other: 2,
+                other: 1,
             }
         );
         assert_eq!(got.total(), 5);
+        // A bigeminy label over the lookback is ectopy by itself.
+        let label = classify(
+            &[(450 * S, 455 * S)],
+            &reference,
+            &noise,
+            &[(0, 449 * S)],
+            OPTS,
+        );
+        assert_eq!(label.ectopy, 1);
         // Noise comes first: the same alarm near an episode and after noise is noise-marked.
         let both = classify(
             &[(575 * S, 578 * S)],
             &reference,
             &[(570 * S, 573 * S)],
+            &[],
             OPTS,
         );
         assert_eq!(both.noise_marked, 1);
         // A raise 11 s after the noise ended is no longer noise-marked.
-        let late = classify(&[(331 * S, 335 * S)], &reference, &noise, OPTS);
+        let late = classify(&[(331 * S, 335 * S)], &reference, &noise, &[], OPTS);
         assert_eq!((late.noise_marked, late.other), (0, 1));
     }
 }

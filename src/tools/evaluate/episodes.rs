@@ -495,6 +495,7 @@ mod tests {
             persistence: vec![(2, 3)],
             hop_ms: 2 * S,
             matching: OPTS,
+            delay_limits: None,
         };
         let monitored_ms = 1_200 * S - 55 * S;
         let choice = crate::alarm::choose_threshold(

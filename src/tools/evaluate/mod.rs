@@ -51,8 +51,8 @@ use serde::Serialize;
 use crate::alarm::matching::{AlarmTiming, timing};
 use crate::alarm::rules::{MemberRef, RuleBook, RulesError, ValidatedRule, ValidationFigures};
 use crate::alarm::{
-    AlarmError, AlarmRule, MatchOptions, ThresholdChoice, ThresholdSearch, ValidationRecord,
-    alarm_episodes, choose_threshold,
+    AlarmError, AlarmRule, DelayLimits, MatchOptions, ThresholdChoice, ThresholdSearch,
+    ValidationRecord, alarm_episodes, choose_threshold,
 };
 use crate::core::metrics::{pr_auc, roc_auc};
 use crate::core::window::SAMPLE_RATE_HZ;
@@ -120,6 +120,8 @@ pub struct EvaluateOptions {
     pub rule: Option<AlarmRule>,
     /// The episode sensitivity the rule is chosen for.
     pub target_sensitivity: f64,
+    /// The time to alarm the rule must keep on validation; `None`: any.
+    pub delay_limits: Option<DelayLimits>,
     /// Electrode-motion SNRs of the noise stress test, dB (none: no stress test).
     pub noise_db: Vec<f32>,
     /// Also evaluate the classical detector.
@@ -210,6 +212,8 @@ pub struct Evaluation {
     pub hop_secs: u32,
     pub matching: MatchOptions,
     pub target_sensitivity: f64,
+    /// The time to alarm the rules had to keep on validation, if bounded.
+    pub delay_limits: Option<DelayLimits>,
     pub detectors: Vec<DetectorResult>,
     /// The gates tried on validation when `--sqi-gate` chooses one (no gate first).
     pub gate_trials: Vec<GateTrial>,
@@ -271,6 +275,7 @@ pub fn evaluate(opts: &EvaluateOptions) -> Result<Evaluation, EvaluateError> {
         persistence: PERSISTENCE.to_vec(),
         hop_ms,
         matching,
+        delay_limits: opts.delay_limits,
     };
     let ens_choice = match opts.rule {
         Some(_) => None,
@@ -467,6 +472,7 @@ pub fn evaluate(opts: &EvaluateOptions) -> Result<Evaluation, EvaluateError> {
         hop_secs: hop,
         matching,
         target_sensitivity: opts.target_sensitivity,
+        delay_limits: opts.delay_limits,
         detectors,
         gate_trials,
         stacks,
@@ -532,6 +538,10 @@ pub fn save_rule(e: &Evaluation, models_dir: &std::path::Path) -> Result<(), Eva
             episodes: c.episodes,
             detected: c.detected,
             false_alarms_per_hour: c.false_alarms_per_hour,
+            delay_limits: e.delay_limits,
+            met_target: Some(c.met_target),
+            median_delay_ms: c.median_delay_ms,
+            p90_delay_ms: c.p90_delay_ms,
         },
     });
     book.save(models_dir)?;
@@ -601,7 +611,13 @@ pub(crate) fn condition(
         records.push(RecordRow {
             record: r.key.clone(),
             comparison: compare_record(&r.reference, &alarms, r.monitored_ms, matching)?,
-            false_alarm_causes: causes::classify(&alarms, &r.reference, &r.noise_ms, matching),
+            false_alarm_causes: causes::classify(
+                &alarms,
+                &r.reference,
+                &r.noise_ms,
+                &r.ectopy_ms,
+                matching,
+            ),
         });
     }
     let finite = |x: f64| x.is_finite().then_some(x);

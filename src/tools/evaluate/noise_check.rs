@@ -13,7 +13,7 @@ use crate::config::Config;
 use crate::core::window::SAMPLE_RATE_HZ;
 use crate::serving::engine::ensemble::Ensemble;
 use crate::training::dataset::{
-    self, Database, EpisodeKind, NoiseBank, RecordData, Split, SplitName,
+    self, Database, EpisodeKind, NoiseBank, RecordData, Span, Split, SplitName,
 };
 
 const SNR_DB: f32 = 6.0;
@@ -60,6 +60,15 @@ fn cut(rec: &RecordData, a: usize, b: usize) -> RecordData {
             e
         })
         .collect();
+    let shift = |spans: &[Span]| -> Vec<Span> {
+        spans
+            .iter()
+            .filter(|&&(s, e)| e > a as i64 && s < b as i64)
+            .map(|&(s, e)| ((s - a as i64).max(0), (e - a as i64).min((b - a) as i64)))
+            .collect()
+    };
+    r.noise = rec.noise.iter().map(|v| shift(v)).collect();
+    r.ectopy = shift(&rec.ectopy);
     r.beats = rec
         .beats
         .iter()

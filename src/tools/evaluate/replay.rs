@@ -56,6 +56,9 @@ pub(crate) struct Replay {
     pub monitored_ms: i64,
     /// Stretches the annotators marked as noise on any lead, `[start, end)` in ms, merged.
     pub noise_ms: Vec<(i64, i64)>,
+    /// Annotated ventricular ectopy, ms: a 1-ms mark per ventricular beat, spans for ectopic
+    /// rhythm labels (not merged: beats are counted).
+    pub ectopy_ms: Vec<(i64, i64)>,
 }
 
 impl Replay {
@@ -160,6 +163,14 @@ pub(crate) fn replay(
             .map(|&(a, b)| (a * MS_PER_SAMPLE, b * MS_PER_SAMPLE))
             .collect(),
     );
+    let ectopy_ms = rec
+        .ectopy
+        .iter()
+        .map(|&(a, b)| {
+            let (a, b) = (a * MS_PER_SAMPLE, b * MS_PER_SAMPLE);
+            (a, if b - a == MS_PER_SAMPLE { a + 1 } else { b })
+        })
+        .collect();
     Ok(Replay {
         key: rec.key.clone(),
         ends_ms,
@@ -173,6 +184,7 @@ pub(crate) fn replay(
         by_kind,
         monitored_ms: (span_end - span_start - in_episodes).max(0),
         noise_ms,
+        ectopy_ms,
     })
 }
 
@@ -207,6 +219,7 @@ mod tests {
             episodes,
             noise: vec![Vec::new()],
             beats: Vec::new(),
+            ectopy: Vec::new(),
         }
     }
 

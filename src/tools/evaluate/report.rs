@@ -42,13 +42,26 @@ pub fn text(e: &Evaluation) -> String {
         }
         match &d.chosen_on_validation {
             Some(c) => {
+                let bound = match e.delay_limits {
+                    Some(l) => format!(
+                        " within a time to alarm of {:.0} s median, {:.0} s p90",
+                        l.median_ms as f64 / 1000.0,
+                        l.p90_ms as f64 / 1000.0
+                    ),
+                    None => String::new(),
+                };
+                let secs = |ms: Option<i64>| opt(ms.map(|m| m as f64 / 1000.0), 1);
                 let _ = writeln!(
                     s,
-                    " (chosen on {} validation records for episode Se {:.2}: reached {}, FA/h {})",
+                    " (chosen on {} validation records for episode Se {:.2}{bound}: reached {}, \
+                     FA/h {}, time to alarm {} / {} s{})",
                     e.validation_records.len(),
                     e.target_sensitivity,
                     opt(c.sensitivity, 3),
-                    opt(c.false_alarms_per_hour, 2)
+                    opt(c.false_alarms_per_hour, 2),
+                    secs(c.median_delay_ms),
+                    secs(c.p90_delay_ms),
+                    if c.met_target { "" } else { "; target not met" }
                 );
             }
             None => {
@@ -95,10 +108,12 @@ pub fn text(e: &Evaluation) -> String {
             let f = &c.false_alarm_causes;
             let _ = writeln!(
                 s,
-                "  {} false alarms: {} = noise-marked {}, before an episode {}, after one {}, other {}",
+                "  {} false alarms: {} = noise-marked {}, ventricular ectopy {}, before an episode {}, \
+                 after one {}, other {}",
                 c.snr_db.map_or("clean".into(), |db| format!("em {db} dB")),
                 f.total(),
                 f.noise_marked,
+                f.ectopy,
                 f.before_episode,
                 f.after_episode,
                 f.other

@@ -258,6 +258,7 @@ mod tests {
             by_kind: Vec::new(),
             monitored_ms: 0,
             noise_ms: Vec::new(),
+            ectopy_ms: Vec::new(),
         }
     }
 

@@ -262,6 +262,31 @@ pub(crate) fn noise_spans(ann: &[Annotation], leads: usize, len: i64) -> Vec<Vec
     out.into_iter().map(|v| merge(v, len)).collect()
 }
 
+/// Rhythm labels of repeated ventricular ectopy short of VT: bigeminy, trigeminy, high-grade
+/// ventricular ectopic activity, idioventricular and ventricular escape rhythm.
+const ECTOPIC_RHYTHMS: [&str; 5] = ["(B", "(T", "(HGEA", "(IVR", "(VER"];
+
+/// Where the annotations show ventricular ectopy: one sample-long span at each ventricular
+/// beat (`V`, `E`, `r`, `F`) and the intervals of [`ECTOPIC_RHYTHMS`] labels, sorted by start
+/// and not merged (a caller counts beats). The windows they end in are the hard negatives of
+/// a VT detector: single PVCs, couplets and bigeminy look like the start of a run.
+pub(crate) fn ectopy_spans(ann: &[Annotation], len: i64) -> Vec<Span> {
+    let mut out: Vec<Span> = ann
+        .iter()
+        .filter(|a| VENTRICULAR_BEATS.contains(&a.symbol()))
+        .map(|a| (a.sample, a.sample + 1))
+        .chain(
+            rhythm_spans(ann, len)
+                .into_iter()
+                .filter(|(_, _, l)| ECTOPIC_RHYTHMS.contains(l))
+                .map(|(a, b, _)| (a, b)),
+        )
+        .filter(|&(a, b)| b > a && a < len)
+        .collect();
+    out.sort_unstable();
+    out
+}
+
 /// Sample indices of annotated QRS complexes, or `None` if the file annotates no beats.
 pub(crate) fn annotated_beats(ann: &[Annotation]) -> Option<Vec<i64>> {
     let beats: Vec<i64> = ann
@@ -449,5 +474,18 @@ mod tests {
         assert_eq!(label_at(&e, 1401, 750), Label::Positive);
         assert_eq!(label_at(&e, 2750, 750), Label::Positive);
         assert_eq!(label_at(&e, 2751, 750), Label::Negative);
+    }
+
+    #[test]
+    fn ectopy_is_ventricular_beats_and_ectopic_rhythms() {
+        let mut a = beats(0, 100, "NVNVNN");
+        a.push(ann(700, 28, Some("(B"), 0));
+        a.push(ann(900, 28, Some("(N"), 0));
+        a.push(ann(950, 28, Some("(HGEA"), 0));
+        a.sort_by_key(|x| x.sample);
+        assert_eq!(
+            ectopy_spans(&a, 1_000),
+            vec![(100, 101), (300, 301), (700, 900), (950, 1_000)]
+        );
     }
 }

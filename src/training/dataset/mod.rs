@@ -109,6 +109,9 @@ pub struct RecordData {
     pub(crate) noise: Vec<Vec<Span>>,
     /// QRS sample indices at 250 Hz.
     pub(crate) beats: Vec<i64>,
+    /// Annotated ventricular ectopy short of VT ([`labels::ectopy_spans`]): training's hard
+    /// negatives.
+    pub(crate) ectopy: Vec<Span>,
 }
 
 impl RecordData {
@@ -249,6 +252,7 @@ pub(crate) fn load_record(
             SAMPLE_RATE_HZ as f64,
         ),
         noise: labels::noise_spans(&s.annotations, s.leads.len(), len),
+        ectopy: labels::ectopy_spans(&s.annotations, len),
         beats: s.beats,
         leads: s.leads,
         key,
