@@ -6,7 +6,8 @@
 //! Each validated ensemble of this zoo at the ward's hop and window keeps some share of the
 //! positive validation windows at or above its on-threshold (its mean probability over the
 //! manifests' validation windows). The derived rule takes the median of those shares (and the
-//! off/on ratio and persistence of the ensemble that has it) and sets its on-threshold where
+//! off/on ratio and persistence of the ensemble that has it, the more sensitive of the middle
+//! two for an even count) and sets its on-threshold where
 //! the new ensemble keeps the same share of its positive validation windows. It is not an
 //! event-level validation: the ward serves it marked not validated, as derived.
 
@@ -100,7 +101,15 @@ pub(crate) fn derived_rule(
         return None;
     }
     refs.sort_by(|a, b| a.0.total_cmp(&b.0));
-    let (share, like) = refs[refs.len() / 2];
+    // The median share (the two middle ones' mean for an even count); the off/on ratio and
+    // persistence of the upper middle reference, the more sensitive of the two.
+    let mid = refs.len() / 2;
+    let (upper, like) = refs[mid];
+    let share = if refs.len().is_multiple_of(2) {
+        (refs[mid - 1].0 + upper) / 2.0
+    } else {
+        upper
+    };
     let pos = positives(&index, &target);
     if pos.is_empty() {
         return None;
@@ -224,5 +233,12 @@ mod tests {
         let got = derived_rule(&zoo, &book, &both, 5, 30).unwrap();
         // The median share, 0.5: the fifth-highest of a+c's (identical) scores.
         assert!((got.on - 0.6).abs() < 1e-6, "{got:?}");
+        // With a fourth reference keeping 0.8 (on 0.25), the median is the middle two's mean,
+        // (0.5 + 0.8) / 2 = 0.65: seven of ten windows kept, on at the seventh-highest.
+        let d = member("d", &ids, &labels, &probs);
+        book.insert(validated(&[&d], rule(0.25)));
+        let zoo = [a.clone(), b, c.clone(), d];
+        let got = derived_rule(&zoo, &book, &both, 5, 30).unwrap();
+        assert!((got.on - 0.4).abs() < 1e-6, "{got:?}");
     }
 }
