@@ -207,7 +207,8 @@ pub(crate) fn check_transport(
 pub enum Combine {
     /// Mean probability (HOLMES eq. 5).
     Mean,
-    /// Weighted mean, weights per member from the ensemble definition.
+    /// Weighted mean by each member's weight. Every member weighs 1 today (no ensemble
+    /// definition carries weights), so it equals the mean.
     WeightedMean,
 }
 
