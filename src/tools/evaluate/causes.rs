@@ -9,6 +9,7 @@
 use serde::Serialize;
 
 use crate::alarm::matching::{MatchOptions, is_false_alarm, overlaps};
+use crate::core::window::SAMPLE_RATE_HZ;
 
 /// The stretch before a raise that counts as the signal that raised it, ms: the window of the
 /// shorter members plus a hop.
@@ -47,8 +48,9 @@ impl FalseAlarmCauses {
 }
 
 /// Classifies the false alarms among `alarms` (those [`is_false_alarm`] counts) by the
-/// `reference` episodes, the `noise` stretches and the `ectopy` marks (one-ms marks at
-/// ventricular beats, longer spans for ectopic rhythm labels; all `[start, end)` in ms).
+/// `reference` episodes, the `noise` stretches and the `ectopy` marks (a mark of at most
+/// [`BEAT_MARK_MS`] per ventricular beat, longer spans for ectopic rhythm labels; all
+/// `[start, end)` in ms).
 pub fn classify(
     alarms: &[(i64, i64)],
     reference: &[(i64, i64)],
@@ -84,13 +86,16 @@ pub fn classify(
     out
 }
 
+/// The longest ectopy mark that is one beat (a sample), ms.
+const BEAT_MARK_MS: i64 = 1000 / SAMPLE_RATE_HZ as i64;
+
 /// Two or more ventricular beats in `seen`, or an ectopic rhythm label over it (a span longer
 /// than a beat's mark counts as two).
 fn ectopic(ectopy: &[(i64, i64)], seen: (i64, i64)) -> bool {
     ectopy
         .iter()
         .filter(|&&e| overlaps(e, seen))
-        .map(|&(a, b)| if b - a > 1 { 2 } else { 1 })
+        .map(|&(a, b)| if b - a > BEAT_MARK_MS { 2 } else { 1 })
         .sum::<usize>()
         >= 2
 }
@@ -100,14 +105,11 @@ mod tests {
     use super::*;
 
     const S: i64 = 1000;
-    /// 1 s of onset tolerance, 10 s of grace.
-    const OPTS: MatchOptions = MatchOptions {
-        onset_tolerance_ms: 1_000,
-        grace_ms: 10_000,
-    };
 
     #[test]
     fn each_false_alarm_gets_the_first_cause_that_fits() {
+        // 1 s of onset tolerance, 10 s of grace.
+        let opts = MatchOptions::default();
         let reference = [(100 * S, 160 * S), (600 * S, 700 * S)];
         let noise = [(300 * S, 320 * S)];
         let alarms = [
@@ -129,7 +131,7 @@ mod tests {
             (893 * S, 893 * S + 1),
             (897 * S, 897 * S + 1),
         ];
-        let got = classify(&alarms, &reference, &noise, &ectopy, OPTS);
+        let got = classify(&alarms, &reference, &noise, &ectopy, opts);
         assert_eq!(
             got,
             FalseAlarmCauses {
@@ -147,7 +149,7 @@ mod tests {
             &reference,
             &noise,
             &[(0, 449 * S)],
-            OPTS,
+            opts,
         );
         assert_eq!(label.ectopy, 1);
         // Noise comes first: the same alarm near an episode and after noise is noise-marked.
@@ -156,11 +158,11 @@ mod tests {
             &reference,
             &[(570 * S, 573 * S)],
             &[],
-            OPTS,
+            opts,
         );
         assert_eq!(both.noise_marked, 1);
         // A raise 11 s after the noise ended is no longer noise-marked.
-        let late = classify(&[(331 * S, 335 * S)], &reference, &noise, &[], OPTS);
+        let late = classify(&[(331 * S, 335 * S)], &reference, &noise, &[], opts);
         assert_eq!((late.noise_marked, late.other), (0, 1));
     }
 }

@@ -7,14 +7,14 @@
 //!    ([`baseline_scores`](crate::signal::classical::baseline_scores)) on the primary lead.
 //! 2. The **alarm rule** of each detector is chosen on the validation part (clean records):
 //!    the on-threshold and persistence that reach the target episode sensitivity with the
-//!    fewest false alarms ([`choose_threshold`]), unless a rule is given.
+//!    fewest false alarms, within a median and p90 time to alarm ([`choose_threshold`],
+//!    `DelayLimits`), unless a rule is given.
 //! 3. The rule runs over the reported part's score series ([`alarm_episodes`], the
 //!    alarm module's state machine), and the alarms are compared with the reference episodes
 //!    ([`episodes`]): EC57 episode and duration sensitivity and positive predictivity, time to
 //!    alarm (all episodes, VT, VF), false alarms per monitored hour and what the reference says
-//!    at each ([`causes`]: noise-marked, just before or after an episode, other), a per-record
-//!    table; and
-//!    window ROC-AUC / PR-AUC over the hops (windows between an episode's onset and its
+//!    at each ([`causes`]: noise-marked, ventricular ectopy, just before or after an episode,
+//!    other), a per-record table; and window ROC-AUC / PR-AUC over the hops (windows between an episode's onset and its
 //!    confirmation left out, as in training).
 //! 4. The same under the **noise stress test**: the test part's electrode-motion noise
 //!    (`em`, a stretch of time no model trained or was chosen on) added to every lead as `nst`

@@ -56,8 +56,8 @@ pub(crate) struct Replay {
     pub monitored_ms: i64,
     /// Stretches the annotators marked as noise on any lead, `[start, end)` in ms, merged.
     pub noise_ms: Vec<(i64, i64)>,
-    /// Annotated ventricular ectopy, ms: a 1-ms mark per ventricular beat, spans for ectopic
-    /// rhythm labels (not merged: beats are counted).
+    /// Annotated ventricular ectopy, `[start, end)` in ms: a one-sample mark per ventricular
+    /// beat, longer spans for ectopic rhythm labels (not merged: beats are counted).
     pub ectopy_ms: Vec<(i64, i64)>,
 }
 
@@ -166,10 +166,7 @@ pub(crate) fn replay(
     let ectopy_ms = rec
         .ectopy
         .iter()
-        .map(|&(a, b)| {
-            let (a, b) = (a * MS_PER_SAMPLE, b * MS_PER_SAMPLE);
-            (a, if b - a == MS_PER_SAMPLE { a + 1 } else { b })
-        })
+        .map(|&(a, b)| (a * MS_PER_SAMPLE, b * MS_PER_SAMPLE))
         .collect();
     Ok(Replay {
         key: rec.key.clone(),
