@@ -185,12 +185,7 @@ async fn health_lists_the_zoo_folders_that_do_not_load() {
         serde_json::json!({"primary_only": true, "secondary_only": true, "both": true}),
         "{h}"
     );
-    let problems: Vec<&str> = h["problems"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|p| p.as_str().unwrap())
-        .collect();
+    let problems = common::problems(&h);
     assert_eq!(problems.len(), 3, "{h}");
     for (folder, why) in [
         ("ecg-primary-10s-w8-d2", "checksum"),

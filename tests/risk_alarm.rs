@@ -276,11 +276,9 @@ async fn the_rule_validated_for_the_serving_ensemble_serves() {
     // ...and says so among the health problems.
     assert_eq!(h["status"], "degraded", "{h}");
     assert!(
-        h["problems"]
-            .as_array()
-            .unwrap()
+        common::problems(&h)
             .iter()
-            .any(|p| p.as_str().unwrap().contains("alarm rules do not read")),
+            .any(|p| p.contains("alarm rules do not read")),
         "{h}"
     );
     app.stop().await;

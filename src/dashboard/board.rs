@@ -238,28 +238,27 @@ impl RuleSource {
         let r = chosen.rule;
         let (hop_secs, window_secs) = (self.hop_secs, self.window_secs);
         let basis = rule::basis(&chosen);
+        // One message either way: info for a validated rule, warn for a derived or fallback one.
+        macro_rules! served {
+            ($level:expr) => {
+                tracing::event!(
+                    $level,
+                    members,
+                    hop_secs,
+                    window_secs,
+                    on = r.on,
+                    off = r.off,
+                    k = r.k,
+                    n = r.n,
+                    basis,
+                    "Risk alarm rule"
+                )
+            };
+        }
         if chosen.validated {
-            tracing::info!(
-                members,
-                on = r.on,
-                off = r.off,
-                k = r.k,
-                n = r.n,
-                basis,
-                "Risk alarm rule"
-            );
+            served!(tracing::Level::INFO);
         } else {
-            tracing::warn!(
-                members,
-                hop_secs,
-                window_secs,
-                on = r.on,
-                off = r.off,
-                k = r.k,
-                n = r.n,
-                basis,
-                "Risk alarm rule"
-            );
+            served!(tracing::Level::WARN);
         }
         chosen
     }

@@ -285,6 +285,19 @@ pub fn copy_model(name: &str, to: &Path) {
     }
 }
 
+/// `/api/health`'s problems, as strings (panics if the body has no list of them).
+pub fn problems(h: &Value) -> Vec<&str> {
+    h["problems"]
+        .as_array()
+        .unwrap_or_else(|| panic!("no problems list in {h}"))
+        .iter()
+        .map(|p| {
+            p.as_str()
+                .unwrap_or_else(|| panic!("a problem is not a string: {h}"))
+        })
+        .collect()
+}
+
 impl App {
     /// `/api/health`'s body.
     pub async fn health(&self) -> Value {
