@@ -69,6 +69,12 @@ pub struct EvaluateArgs {
     /// regression on the score alone as a control.
     #[arg(long)]
     sqi_stack: bool,
+    /// Also evaluate the ensemble beside a count of ventricular beats: a beat classifier
+    /// fitted on the train part's annotated beats (which it reads), and the larger of the
+    /// ensemble's score and the beat run's (a run of five scores 1), its rule chosen on
+    /// validation.
+    #[arg(long)]
+    beats: bool,
     /// Only the N shortest records of each part (a smoke check).
     #[arg(long)]
     max_records: Option<usize>,
@@ -124,6 +130,7 @@ pub fn run(a: EvaluateArgs) -> Result<()> {
         max_records: a.max_records,
         sqi_gate,
         sqi_stack: a.sqi_stack,
+        beats: a.beats,
     };
     let e = evaluate::evaluate(&opts).context("evaluation failed")?;
     if let Some(dir) = &a.report {

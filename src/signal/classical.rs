@@ -145,7 +145,7 @@ fn longest_run(beats: &[i64], wide: &[bool], max_rr: i64) -> usize {
 }
 
 /// Central slope of `x` per sample (0 at the ends): baseline wander barely moves it.
-fn slope(x: &[f32]) -> Vec<f32> {
+pub(crate) fn slope(x: &[f32]) -> Vec<f32> {
     let mut d = vec![0.0; x.len()];
     for i in 1..x.len().saturating_sub(1) {
         d[i] = (x[i + 1] - x[i - 1]) / 2.0;
@@ -157,7 +157,7 @@ fn slope(x: &[f32]) -> Vec<f32> {
 /// slope falls below [`QUIET_SLOPE_SHARE`] of the steepest slope near the beat and stays there
 /// for [`QUIET_SECS`], searched up to [`WIDTH_SEARCH_SECS`] on either side (the search's length
 /// when no quiet stretch is found, as in VF or noise: wide).
-fn qrs_width_secs(slope: &[f32], b: usize, fs: f64) -> f64 {
+pub(crate) fn qrs_width_secs(slope: &[f32], b: usize, fs: f64) -> f64 {
     let n = slope.len();
     let search = (WIDTH_SEARCH_SECS * fs) as usize;
     let quiet = ((QUIET_SECS * fs) as usize).max(1);

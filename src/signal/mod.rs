@@ -3,6 +3,7 @@
 //! synthetic ECG ([`ecgsyn`]) for demos, profiling and tests, a classical VT/VF detector
 //! ([`classical`], the baseline of `holmes evaluate`) and signal-quality indices ([`quality`]).
 
+pub(crate) mod beats;
 pub mod classical;
 pub mod ecgsyn;
 pub(crate) mod heart_rate;

@@ -33,6 +33,7 @@
 //!
 //! [`report`] prints the tables and writes the report folder (JSON and SVG figures).
 
+mod beats;
 mod causes;
 pub mod episodes;
 mod gate;
@@ -64,6 +65,7 @@ use crate::training::dataset::{
 use episodes::{EpisodeError, RecordComparison, Summary, TimeToAlarm, compare_record};
 use replay::{Detectors, Replay, replay};
 
+pub use beats::BeatReport;
 pub use causes::FalseAlarmCauses;
 pub use gate::{GateParseError, SqiGate};
 pub use gate_search::GateTrial;
@@ -133,6 +135,9 @@ pub struct EvaluateOptions {
     /// Also evaluate a logistic regression stacked on the ensemble's score and the indices,
     /// fitted on the train part.
     pub sqi_stack: bool,
+    /// Also evaluate the ensemble beside a count of ventricular beats, its beat classifier
+    /// fitted on the train part.
+    pub beats: bool,
 }
 
 /// Which signal-quality gate to evaluate.
@@ -220,6 +225,9 @@ pub struct Evaluation {
     /// The stacked regressions, when asked: on the score alone, then with the indices.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub stacks: Vec<Stack>,
+    /// The beat classifier, when asked.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub beats: Option<BeatReport>,
 }
 
 /// Candidate persistences `(k, n)` the rule search tries.
@@ -241,32 +249,45 @@ pub fn evaluate(opts: &EvaluateOptions) -> Result<Evaluation, EvaluateError> {
     let fs = SAMPLE_RATE_HZ;
     let (win, hop_n) = (window as usize * fs, hop as usize * fs);
     let hop_ms = hop as i64 * 1000;
+    let classifier = if opts.beats {
+        Some(beats::fit(opts, &split, win)?)
+    } else {
+        None
+    };
     let det = Detectors {
         ensemble: Some(&ens),
         classical: opts.classical,
         sqi: opts.sqi_gate.is_some() || opts.sqi_stack,
+        beats: classifier.as_ref().map(|c| &c.0),
     };
     let matching = MatchOptions::default();
 
     // The rules: given, or chosen on the clean validation records.
     let choose_gate_here = opts.sqi_gate == Some(GateChoice::Choose);
     let needs_validation =
-        opts.rule.is_none() || opts.classical || choose_gate_here || opts.sqi_stack;
-    let (validation_records, mut val_replays) = if needs_validation {
+        opts.rule.is_none() || opts.classical || choose_gate_here || opts.sqi_stack || opts.beats;
+    let (validation_records, mut val_replays, beat_report) = if needs_validation {
         let recs = load_part(opts, &split, SplitName::Validation)?;
         let det = Detectors {
-            ensemble: (opts.rule.is_none() || choose_gate_here || opts.sqi_stack).then_some(&ens),
+            ensemble: (opts.rule.is_none() || choose_gate_here || opts.sqi_stack || opts.beats)
+                .then_some(&ens),
             classical: opts.classical,
             sqi: (opts.sqi_gate.is_some() && (opts.rule.is_none() || choose_gate_here))
                 || opts.sqi_stack,
+            beats: det.beats,
         };
         let reps = recs
             .iter()
             .map(|r| replay(r, &r.leads, win, hop_n, det))
             .collect::<Result<Vec<_>, _>>()?;
-        (recs.iter().map(|r| r.key.clone()).collect(), reps)
+        let beat_report = classifier.as_ref().map(|(c, train)| BeatReport {
+            classifier: c.clone(),
+            train: *train,
+            validation: beats::judge(c, &recs, win),
+        });
+        (recs.iter().map(|r| r.key.clone()).collect(), reps, beat_report)
     } else {
-        (Vec::new(), Vec::new())
+        (Vec::new(), Vec::new(), None)
     };
     let search = ThresholdSearch {
         target_sensitivity: opts.target_sensitivity,
@@ -285,6 +306,15 @@ pub fn evaluate(opts: &EvaluateOptions) -> Result<Evaluation, EvaluateError> {
         .rule
         .or(ens_choice.as_ref().map(|c| c.rule))
         .expect("given or chosen");
+    let beats_choice = if opts.beats {
+        Some(choose_rule(
+            &val_replays,
+            Replay::with_beats_scores,
+            &search,
+        )?)
+    } else {
+        None
+    };
     let cls_choice = if opts.classical {
         Some(choose_rule(
             &val_replays,
@@ -323,6 +353,7 @@ pub fn evaluate(opts: &EvaluateOptions) -> Result<Evaluation, EvaluateError> {
             ensemble: Some(&ens),
             classical: false,
             sqi: true,
+            beats: None,
         };
         let reps = recs
             .iter()
@@ -334,7 +365,7 @@ pub fn evaluate(opts: &EvaluateOptions) -> Result<Evaluation, EvaluateError> {
             tracing::info!(
                 with_sqi,
                 hops = stack.hops,
-                weights = ?stack.weights,
+                weights = ?stack.model.weights,
                 "Stack fitted on the train part"
             );
             for r in &mut val_replays {
@@ -360,6 +391,7 @@ pub fn evaluate(opts: &EvaluateOptions) -> Result<Evaluation, EvaluateError> {
     let mut ens_conditions = Vec::new();
     let mut cls_conditions = Vec::new();
     let mut gated_conditions = Vec::new();
+    let mut beats_conditions = Vec::new();
     let levels = std::iter::once(None).chain(opts.noise_db.iter().map(|&d| Some(d)));
     for snr in levels {
         let mut reps = Vec::with_capacity(recs.len());
@@ -408,6 +440,16 @@ pub fn evaluate(opts: &EvaluateOptions) -> Result<Evaluation, EvaluateError> {
                 matching,
             )?);
         }
+        if let Some(c) = &beats_choice {
+            beats_conditions.push(condition(
+                &reps,
+                Replay::with_beats_scores,
+                c.rule,
+                hop_ms,
+                snr,
+                matching,
+            )?);
+        }
         if let Some(c) = &cls_choice {
             cls_conditions.push(condition(
                 &reps,
@@ -435,6 +477,15 @@ pub fn evaluate(opts: &EvaluateOptions) -> Result<Evaluation, EvaluateError> {
             rule: c.rule,
             chosen_on_validation: Some(c),
             conditions: cls_conditions,
+        });
+    }
+    if let Some(c) = beats_choice {
+        detectors.push(DetectorResult {
+            detector: "ensemble+beats",
+            gate: None,
+            rule: c.rule,
+            chosen_on_validation: Some(c),
+            conditions: beats_conditions,
         });
     }
     if let Some((g, choice)) = gated {
@@ -476,6 +527,7 @@ pub fn evaluate(opts: &EvaluateOptions) -> Result<Evaluation, EvaluateError> {
         detectors,
         gate_trials,
         stacks,
+        beats: beat_report,
     })
 }
 

@@ -105,6 +105,7 @@ fn the_served_zoo_holds_under_6_db_electrode_motion() {
         ensemble: Some(&s.ens),
         classical: false,
         sqi: false,
+        beats: None,
     };
     let hop_ms = (s.hop * 1000 / SAMPLE_RATE_HZ) as i64;
 

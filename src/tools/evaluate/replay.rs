@@ -6,6 +6,7 @@
 
 use crate::core::window::SAMPLE_RATE_HZ;
 use crate::serving::engine::ensemble::{Ensemble, OFFLINE_BATCH};
+use crate::signal::beats::{BeatClassifier, describe, run_score};
 use crate::signal::classical::{ClassicalError, baseline_scores};
 use crate::signal::heart_rate::detect_qrs;
 use crate::signal::quality::{WindowSqi, window_sqi};
@@ -24,6 +25,8 @@ pub(crate) struct Detectors<'a> {
     pub classical: bool,
     /// Also compute each hop's signal-quality indices.
     pub sqi: bool,
+    /// Also count each hop's run of ventricular beats with this classifier.
+    pub beats: Option<&'a BeatClassifier>,
 }
 
 /// A record's replay.
@@ -44,6 +47,12 @@ pub(crate) struct Replay {
     pub gated: Vec<Option<f32>>,
     /// The stacked regression's scores (empty unless `--sqi-stack`).
     pub stacked: Vec<Option<f32>>,
+    /// Each hop's run of ventricular beats as a score ([`run_score`]; empty unless a beat
+    /// classifier is replayed).
+    pub beat_runs: Vec<Option<f32>>,
+    /// The larger of the ensemble's score and the beat run's (empty unless both are
+    /// replayed).
+    pub with_beats: Vec<Option<f32>>,
     /// Each hop's window label by its end.
     pub labels: Vec<Label>,
     /// Reference episodes `[onset, end)` in ms, overlapping ones of either kind merged, clipped
@@ -76,6 +85,14 @@ impl Replay {
 
     pub fn stacked_scores(&self) -> &[Option<f32>] {
         &self.stacked
+    }
+
+    pub fn beat_run_scores(&self) -> &[Option<f32>] {
+        &self.beat_runs
+    }
+
+    pub fn with_beats_scores(&self) -> &[Option<f32>] {
+        &self.with_beats
     }
 }
 
@@ -133,6 +150,29 @@ pub(crate) fn replay(
     };
 
     let grace = (LABEL_GRACE_SECS * SAMPLE_RATE_HZ as f64).round() as i64;
+    let beat_runs: Vec<Option<f32>> = match det.beats {
+        Some(c) => ends
+            .iter()
+            .map(|&e| {
+                let w: Vec<&[f32]> = leads.iter().map(|l| &l[e - window..e]).collect();
+                let run = c.recent_run(&describe(&w), window, grace as usize);
+                Some(run_score(run))
+            })
+            .collect(),
+        None => Vec::new(),
+    };
+    let with_beats = if beat_runs.is_empty() || ensemble.is_empty() {
+        Vec::new()
+    } else {
+        ensemble
+            .iter()
+            .zip(&beat_runs)
+            .map(|(e, b)| match (e, b) {
+                (Some(e), Some(b)) => Some(e.max(*b)),
+                (e, b) => e.or(*b),
+            })
+            .collect()
+    };
     let labels = ends
         .iter()
         .map(|&e| label_at(&rec.episodes, e as i64, grace))
@@ -176,6 +216,8 @@ pub(crate) fn replay(
         sqi,
         gated: Vec::new(),
         stacked: Vec::new(),
+        beat_runs,
+        with_beats,
         labels,
         reference,
         by_kind,
@@ -246,6 +288,7 @@ mod tests {
             ensemble: None,
             classical: true,
             sqi: true,
+            beats: None,
         };
         let r = replay(&rec, &rec.leads, 30 * hz, 5 * hz, det).unwrap();
         assert_eq!(r.ends_ms.first(), Some(&30_000));

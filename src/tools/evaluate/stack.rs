@@ -6,11 +6,12 @@
 //! The same regression on the score alone is the control: a monotone map of the score, it
 //! changes alarms only through where the rule's threshold grid falls on it.
 //!
-//! The fit is Newton's method (iteratively reweighted least squares) on standardised
+//! The fit is [`Logistic`]: Newton's method on standardised
 //! features with a small ridge penalty; a dozen features need no more.
 
 use serde::Serialize;
 
+use crate::core::logistic::Logistic;
 use crate::signal::quality::WindowSqi;
 use crate::training::dataset::Label;
 
@@ -18,8 +19,6 @@ use super::replay::Replay;
 
 /// Features per hop: the ensemble's logit, then four indices of each of two leads.
 const FEATURES: usize = 1 + 2 * 4;
-/// Newton steps; the fit converges in fewer.
-const NEWTON_STEPS: usize = 25;
 /// Ridge penalty on the standardised weights (not the intercept), per hop.
 const RIDGE: f64 = 1e-4;
 /// Scores are clamped this far from 0 and 1 before the logit.
@@ -32,10 +31,9 @@ pub struct Stack {
     pub with_sqi: bool,
     /// Feature names, in order.
     pub features: Vec<&'static str>,
-    pub mean: Vec<f64>,
-    pub std: Vec<f64>,
-    /// Intercept first, then one weight per standardised feature.
-    pub weights: Vec<f64>,
+    /// The regression over those features.
+    #[serde(flatten)]
+    pub model: Logistic,
     /// Train hops fitted on, and the positives among them.
     pub hops: usize,
     pub positives: usize,
@@ -78,66 +76,8 @@ impl Stack {
                 }
             }
         }
-        let n = xs.len().max(1) as f64;
-        let mut mean = vec![0.0; used];
-        let mut std = vec![0.0; used];
-        for x in &xs {
-            for j in 0..used {
-                mean[j] += x[j] / n;
-            }
-        }
-        for x in &xs {
-            for j in 0..used {
-                std[j] += (x[j] - mean[j]).powi(2) / n;
-            }
-        }
-        for v in &mut std {
-            *v = v.sqrt().max(1e-9);
-        }
-        // Design rows: 1, then the standardised features.
-        let d = used + 1;
-        let rows: Vec<Vec<f64>> = xs
-            .iter()
-            .map(|x| {
-                std::iter::once(1.0)
-                    .chain((0..used).map(|j| (x[j] - mean[j]) / std[j]))
-                    .collect()
-            })
-            .collect();
-        let mut w = vec![0.0; d];
-        for _ in 0..NEWTON_STEPS {
-            // Gradient and Hessian of the penalised negative log-likelihood.
-            let mut g = vec![0.0; d];
-            let mut h = vec![vec![0.0; d]; d];
-            for (row, &y) in rows.iter().zip(&ys) {
-                let z: f64 = row.iter().zip(&w).map(|(a, b)| a * b).sum();
-                let p = 1.0 / (1.0 + (-z).exp());
-                let v = (p * (1.0 - p)).max(1e-12);
-                for a in 0..d {
-                    g[a] += (p - y) * row[a];
-                    for b in 0..=a {
-                        h[a][b] += v * row[a] * row[b];
-                    }
-                }
-            }
-            for a in 0..d {
-                let lower: Vec<f64> = h[a][..a].to_vec();
-                for (b, v) in lower.into_iter().enumerate() {
-                    h[b][a] = v;
-                }
-                if a > 0 {
-                    g[a] += RIDGE * n * w[a];
-                    h[a][a] += RIDGE * n;
-                }
-            }
-            let Some(step) = solve(h, g) else { break };
-            for (wa, sa) in w.iter_mut().zip(&step) {
-                *wa -= sa;
-            }
-            if step.iter().map(|s| s.abs()).fold(0.0, f64::max) < 1e-8 {
-                break;
-            }
-        }
+        let used_xs: Vec<&[f64]> = xs.iter().map(|x| &x[..used]).collect();
+        let model = Logistic::fit(&used_xs, &ys, RIDGE);
         Stack {
             with_sqi,
             features: [
@@ -152,9 +92,7 @@ impl Stack {
                 "psqi 2",
             ][..used]
                 .to_vec(),
-            mean,
-            std,
-            weights: w,
+            model,
             hops: ys.len(),
             positives: ys.iter().filter(|&&y| y > 0.5).count(),
         }
@@ -167,58 +105,15 @@ impl Stack {
             .zip(&r.sqi)
             .map(|(&s, q)| {
                 let x = features(s, q)?;
-                let z = self.weights[0]
-                    + (0..self.mean.len())
-                        .map(|j| self.weights[j + 1] * (x[j] - self.mean[j]) / self.std[j])
-                        .sum::<f64>();
-                Some((1.0 / (1.0 + (-z).exp())) as f32)
+                Some(self.model.probability(&x[..self.model.mean.len()]) as f32)
             })
             .collect()
     }
 }
 
-/// Solves `a x = b` by Gaussian elimination with partial pivoting; `None` when singular.
-fn solve(mut a: Vec<Vec<f64>>, mut b: Vec<f64>) -> Option<Vec<f64>> {
-    let n = b.len();
-    for c in 0..n {
-        let p = (c..n).max_by(|&i, &j| a[i][c].abs().total_cmp(&a[j][c].abs()))?;
-        if a[p][c].abs() < 1e-12 {
-            return None;
-        }
-        a.swap(c, p);
-        b.swap(c, p);
-        let (top, rest) = a.split_at_mut(c + 1);
-        let pivot = &top[c];
-        for (r, row) in rest.iter_mut().enumerate() {
-            let f = row[c] / pivot[c];
-            for (x, p) in row[c..].iter_mut().zip(&pivot[c..]) {
-                *x -= f * p;
-            }
-            b[c + 1 + r] -= f * b[c];
-        }
-    }
-    let mut x = vec![0.0; n];
-    for c in (0..n).rev() {
-        let s: f64 = (c + 1..n).map(|k| a[c][k] * x[k]).sum();
-        x[c] = (b[c] - s) / a[c][c];
-    }
-    Some(x)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn gaussian_elimination_solves_a_small_system() {
-        let a = vec![vec![2.0, 1.0], vec![1.0, 3.0]];
-        let x = solve(a, vec![3.0, 5.0]).unwrap();
-        assert!(
-            (x[0] - 0.8).abs() < 1e-12 && (x[1] - 1.4).abs() < 1e-12,
-            "{x:?}"
-        );
-        assert!(solve(vec![vec![1.0, 2.0], vec![2.0, 4.0]], vec![1.0, 2.0]).is_none());
-    }
 
     /// A replay of `n` hops: positives score 0.6 and negatives 0.4 (no separation by
     /// score), but positives have a low bSQI on the first lead.
@@ -245,6 +140,8 @@ mod tests {
                 .collect(),
             gated: Vec::new(),
             stacked: Vec::new(),
+            beat_runs: Vec::new(),
+            with_beats: Vec::new(),
             labels: (0..n)
                 .map(|i| {
                     if pos(i) {
@@ -268,8 +165,8 @@ mod tests {
         let with = Stack::fit(std::slice::from_ref(&r), true);
         let without = Stack::fit(std::slice::from_ref(&r), false);
         assert_eq!((with.hops, with.positives), (600, 200));
-        assert_eq!(without.weights.len(), 2);
-        assert_eq!(with.weights.len(), FEATURES + 1);
+        assert_eq!(without.model.weights.len(), 2);
+        assert_eq!(with.model.weights.len(), FEATURES + 1);
         let auc = |s: &Stack| {
             let v = s.scores(&r);
             let (mut pos, mut neg) = (Vec::new(), Vec::new());
@@ -288,9 +185,9 @@ mod tests {
         assert!(auc(&with) > 0.99, "the first lead's bSQI separates");
         assert!(auc(&without) < 0.6, "the score does not");
         assert!(
-            with.weights[2] < 0.0,
+            with.model.weights[2] < 0.0,
             "low bSQI, higher risk: {:?}",
-            with.weights
+            with.model.weights
         );
     }
 
