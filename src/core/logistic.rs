@@ -100,7 +100,12 @@ impl Logistic {
     /// `P(y = 1 | x)`; `x` has as many features as the rows fitted on.
     pub fn probability(&self, x: &[f64]) -> f64 {
         debug_assert_eq!(x.len(), self.mean.len());
-        let z: f64 = self.row(x).iter().zip(&self.weights).map(|(a, b)| a * b).sum();
+        let z: f64 = self
+            .row(x)
+            .iter()
+            .zip(&self.weights)
+            .map(|(a, b)| a * b)
+            .sum();
         1.0 / (1.0 + (-z).exp())
     }
 }

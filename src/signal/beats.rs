@@ -1,6 +1,7 @@
 //! Beats counted one by one: each QRS that [`detect_qrs`] finds in a window, described against
 //! the window's own dominant beat, classified ventricular or not by a logistic regression
-//! ([`BeatClassifier`], fitted on annotated beats), and the run of ventricular beats a VT alarm
+//! ([`BeatClassifier`], a small perceptron fitted on annotated beats), and the run of
+//! ventricular beats a VT alarm
 //! counts (at least [`VT_MIN_BEATS`] in a row, faster than 100/min, the rule of the label).
 //!
 //! A window's networks are asked whether a window ends in VT; this module asks the question the
@@ -11,21 +12,27 @@
 //! The features of a beat compare it with the window's **template**, the per-sample median of
 //! all its beats' QRS stretches (the dominant rhythm, which outnumbers a short run): shape
 //! (correlation and residual on both leads), size, steepest slope, QRS width, and prematurity
-//! (the interval from the previous beat against the window's median interval). Nothing after a
-//! beat's own QRS enters its features, so a run is counted as it happens.
+//! (the interval from the previous beat against the window's median interval); then the QRS
+//! stretch itself and its difference from the template, on both leads, at 125 Hz and in units
+//! of the template's size. Nothing after a beat's own QRS enters its features, so a run is
+//! counted as it happens.
 
 use serde::{Deserialize, Serialize};
 
-use crate::core::logistic::Logistic;
 use crate::core::window::SAMPLE_RATE_HZ;
 
 use super::classical::{VT_MIN_BEATS, qrs_width_secs, slope};
 use super::heart_rate::{detect_qrs, sub_moving_mean};
 
-/// Features per beat.
-pub(crate) const FEATURES: usize = 10;
-/// Their names, in order.
-pub(crate) const FEATURE_NAMES: [&str; FEATURES] = [
+/// Measured features per beat, named by [`MEASURES`].
+const MEASURED: usize = 10;
+/// Samples of each shape vector: the QRS stretch at half rate.
+const SHAPE: usize = (PRE + POST).div_ceil(2);
+/// Inputs per beat: the measured features, then four shape vectors (the stretch and its
+/// difference from the template, on each lead).
+pub(crate) const FEATURES: usize = MEASURED + 4 * SHAPE;
+/// The measured features, in order.
+const MEASURES: [&str; MEASURED] = [
     "correlation with the template",
     "ln(1 + residual / template rms)",
     "ln(peak-to-peak / template's)",
@@ -52,17 +59,23 @@ const R_AFTER: usize = SAMPLE_RATE_HZ / 20;
 const BASELINE: usize = SAMPLE_RATE_HZ * 3 / 5;
 /// Fewest beats a window needs for a template.
 const MIN_BEATS: usize = 3;
-/// A VT run's beats follow each other faster than this (100/min), samples.
+/// A VT run's beats follow each other faster than this (100/min) on average, samples.
 const MAX_RUN_RR: usize = SAMPLE_RATE_HZ * 60 / 100;
-/// A beat is called ventricular at and above this probability.
+/// A beat is called ventricular at and above this probability when the figures of a
+/// classifier are reported.
 pub(crate) const VENTRICULAR_AT: f64 = 0.5;
+/// Probabilities at which a beat may be called ventricular when runs are counted: the run
+/// level of a window ([`BeatClassifier::run_level`]) is the highest of them at which it holds
+/// a VT run, and an alarm rule chooses one on validation.
+pub(crate) const CALL_GRID: [f32; 8] = [0.5, 0.6, 0.7, 0.8, 0.9, 0.95, 0.98, 0.99];
 
 /// One beat of a window: where its R peak is, and its features.
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) struct Beat {
     /// The R peak, samples from the window's start.
     pub sample: usize,
-    pub features: [f64; FEATURES],
+    /// [`FEATURES`] inputs.
+    pub features: Vec<f32>,
 }
 
 /// Finds the beats of a window and describes them: `leads[0]` is the primary lead (beats are
@@ -121,74 +134,184 @@ pub(crate) fn describe(leads: &[&[f32]]) -> Vec<Beat> {
                 _ => (c0, e0),
             };
             let rr_before = if k == 0 { median_rr } else { rr[k - 1] };
+            let measured = [
+                c0,
+                e0,
+                ratio_ln(ptp(s0), t_ptp),
+                qrs_width_secs(&sl, r, fs),
+                rr_before / median_rr,
+                ratio_ln(steepest(s0), t_slope),
+                c1,
+                e1,
+                rr_before / fs,
+                ratio_ln(area(s0), t_area),
+            ];
+            let mut features: Vec<f32> = measured.iter().map(|&v| v as f32).collect();
+            let s1 = segs1.as_ref().map_or(s0, |s| &s[k]);
+            let t1 = t1.as_ref().unwrap_or(&t0);
+            for (s, t) in [(s0, &t0), (s1, t1)] {
+                let scale = ptp(t).max(1e-3);
+                features.extend(s.iter().step_by(2).map(|v| (v / scale) as f32));
+                features.extend(
+                    s.iter()
+                        .zip(t.iter())
+                        .step_by(2)
+                        .map(|(v, u)| ((v - u) / scale) as f32),
+                );
+            }
+            debug_assert_eq!(features.len(), FEATURES);
             Beat {
                 sample: r,
-                features: [
-                    c0,
-                    e0,
-                    ratio_ln(ptp(s0), t_ptp),
-                    qrs_width_secs(&sl, r, fs),
-                    rr_before / median_rr,
-                    ratio_ln(steepest(s0), t_slope),
-                    c1,
-                    e1,
-                    rr_before / fs,
-                    ratio_ln(area(s0), t_area),
-                ],
+                features,
             }
         })
         .collect()
 }
 
-/// A beat classifier: the probability that a beat is ventricular, from its features.
+/// One fully connected layer: `y = x W + b`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Dense {
+    pub inputs: usize,
+    pub outputs: usize,
+    /// `inputs x outputs`, row-major (one row per input).
+    pub weight: Vec<f32>,
+    pub bias: Vec<f32>,
+}
+
+impl Dense {
+    fn forward(&self, x: &[f32]) -> Vec<f32> {
+        let mut y = self.bias.clone();
+        for (xi, row) in x.iter().zip(self.weight.chunks_exact(self.outputs)) {
+            for (yj, w) in y.iter_mut().zip(row) {
+                *yj += xi * w;
+            }
+        }
+        y
+    }
+}
+
+/// A beat classifier: the probability that a beat is ventricular, from its features, by a
+/// perceptron with rectified hidden layers and one output logit.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct BeatClassifier {
-    /// The regression over [`FEATURE_NAMES`].
-    pub model: Logistic,
+    /// Names of the measured features (the shape vectors follow them).
+    pub measures: Vec<String>,
+    /// Each input's mean and standard deviation over the beats fitted on.
+    pub mean: Vec<f32>,
+    pub std: Vec<f32>,
+    /// The layers, input first; all but the last are followed by a ReLU.
+    pub layers: Vec<Dense>,
+}
+
+/// Why a beat classifier cannot be used.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum BeatsError {
+    #[error("the beat classifier reads {got} inputs, the beats have {need}")]
+    Inputs { got: usize, need: usize },
+    #[error("the beat classifier's layer {layer} does not fit the one before")]
+    Layers { layer: usize },
 }
 
 impl BeatClassifier {
+    /// Names of the measured features, in order.
+    pub(crate) fn measure_names() -> Vec<String> {
+        MEASURES.iter().map(|s| s.to_string()).collect()
+    }
+
+    /// Checks that the layers chain from [`FEATURES`] inputs to one output.
+    pub fn check(&self) -> Result<(), BeatsError> {
+        let need = FEATURES;
+        if self.mean.len() != need || self.std.len() != need {
+            return Err(BeatsError::Inputs {
+                got: self.mean.len(),
+                need,
+            });
+        }
+        let mut width = need;
+        for (k, l) in self.layers.iter().enumerate() {
+            if l.inputs != width
+                || l.weight.len() != l.inputs * l.outputs
+                || l.bias.len() != l.outputs
+            {
+                return Err(BeatsError::Layers { layer: k });
+            }
+            width = l.outputs;
+        }
+        if width != 1 {
+            return Err(BeatsError::Layers {
+                layer: self.layers.len(),
+            });
+        }
+        Ok(())
+    }
+
+    /// The logit that a beat with inputs `x` is ventricular.
+    pub(crate) fn logit(&self, x: &[f32]) -> f32 {
+        let mut h: Vec<f32> = x
+            .iter()
+            .zip(self.mean.iter().zip(&self.std))
+            .map(|(v, (m, s))| (v - m) / s)
+            .collect();
+        let last = self.layers.len().saturating_sub(1);
+        for (k, l) in self.layers.iter().enumerate() {
+            h = l.forward(&h);
+            if k < last {
+                h.iter_mut().for_each(|v| *v = v.max(0.0));
+            }
+        }
+        h.first().copied().unwrap_or(0.0)
+    }
+
     /// The probability that `beat` is ventricular.
     pub(crate) fn probability(&self, beat: &Beat) -> f64 {
-        self.model.probability(&beat.features)
+        1.0 / (1.0 + (-self.logit(&beat.features) as f64).exp())
     }
 
-    /// The run of ventricular beats a window of `len` samples ends in: the most consecutive
-    /// beats called ventricular, each within [`MAX_RUN_RR`] of the one before, among runs
-    /// whose last beat lies within the window's last `recent` samples (a run under way, or
-    /// one that has just ended).
-    pub(crate) fn recent_run(&self, beats: &[Beat], len: usize, recent: usize) -> usize {
-        let called: Vec<bool> = beats
+    /// The highest probability of [`CALL_GRID`] at which the window of `len` samples holds a
+    /// VT run of at least [`VT_MIN_BEATS`] ([`recent_run`]), or 0 where it holds none.
+    pub(crate) fn run_level(&self, beats: &[Beat], len: usize, recent: usize) -> f32 {
+        let p: Vec<f64> = beats.iter().map(|b| self.probability(b)).collect();
+        CALL_GRID
             .iter()
-            .map(|b| self.probability(b) >= VENTRICULAR_AT)
-            .collect();
-        recent_run(beats, &called, len, recent)
+            .rev()
+            .find(|&&g| {
+                let called: Vec<bool> = p.iter().map(|&v| v >= g as f64).collect();
+                recent_run(beats, &called, len, recent) >= VT_MIN_BEATS
+            })
+            .copied()
+            .unwrap_or(0.0)
     }
 }
 
-/// [`BeatClassifier::recent_run`] on beats already called.
+/// The run of ventricular beats a window of `len` samples ends in: the most consecutive beats
+/// `called` ventricular, faster than 100/min on average, among runs whose last beat lies within
+/// the window's last `recent` samples (a run under way, or one that has just ended); 1 when
+/// there is only a slow run or a lone beat, 0 when none is called. As the label counts a run, the
+/// consecutive called beats whose mean interval is under [`MAX_RUN_RR`] (one slow interval
+/// inside a fast run does not break it).
 fn recent_run(beats: &[Beat], called: &[bool], len: usize, recent: usize) -> usize {
     let since = len.saturating_sub(recent);
-    let (mut run, mut best) = (0usize, 0usize);
-    for (k, b) in beats.iter().enumerate() {
-        run = match (called[k], run) {
-            (false, _) => 0,
-            (true, 0) => 1,
-            // The first beat of a run may follow a slow one; its followers must be fast.
-            (true, r) if b.sample - beats[k - 1].sample < MAX_RUN_RR => r + 1,
-            (true, _) => 1,
-        };
-        if b.sample >= since {
-            best = best.max(run);
+    let mut best = 0usize;
+    let mut k = 0;
+    while k < beats.len() {
+        if !called[k] {
+            k += 1;
+            continue;
         }
+        let first = k;
+        while k + 1 < beats.len() && called[k + 1] {
+            k += 1;
+        }
+        let (n, span) = (k - first + 1, beats[k].sample - beats[first].sample);
+        let fast = n >= 2 && span < MAX_RUN_RR * (n - 1);
+        if beats[k].sample >= since {
+            best = best.max(if fast { n } else { 1 });
+        }
+        k += 1;
     }
     best
-}
-
-/// The run's score for the alarm rule: its share of [`VT_MIN_BEATS`], 1 for a VT run.
-pub(crate) fn run_score(run: usize) -> f32 {
-    run.min(VT_MIN_BEATS) as f32 / VT_MIN_BEATS as f32
 }
 
 fn median(v: &[f64]) -> f64 {
@@ -252,7 +375,9 @@ fn ptp(s: &[f64]) -> f64 {
 }
 
 fn steepest(s: &[f64]) -> f64 {
-    s.windows(2).map(|p| (p[1] - p[0]).abs()).fold(0.0, f64::max)
+    s.windows(2)
+        .map(|p| (p[1] - p[0]).abs())
+        .fold(0.0, f64::max)
 }
 
 fn area(s: &[f64]) -> f64 {
@@ -270,11 +395,12 @@ fn ratio_ln(a: f64, b: f64) -> f64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::signal::test_signals::ectopic_train;
 
     fn beat_at(sample: usize) -> Beat {
         Beat {
             sample,
-            features: [0.0; FEATURES],
+            features: vec![0.0; FEATURES],
         }
     }
 
@@ -286,37 +412,24 @@ mod tests {
         called[2..7].iter_mut().for_each(|c| *c = true);
         // The run's last beat is at 700; the window is 1,100 samples long.
         assert_eq!(recent_run(&beats, &called, 1_100, 500), 5);
-        assert_eq!(recent_run(&beats, &called, 1_100, 300), 0, "ended too long ago");
-        // A slow follower breaks the run.
+        assert_eq!(
+            recent_run(&beats, &called, 1_100, 300),
+            0,
+            "ended too long ago"
+        );
+        // One slow interval inside a fast run does not break it; a slow run is no run.
         let mut slow = beats.clone();
         for b in &mut slow[5..] {
-            b.sample += MAX_RUN_RR;
+            b.sample += 100;
         }
-        assert_eq!(recent_run(&slow, &called, 2_000, 2_000), 3);
-        assert_eq!(run_score(4), 0.8);
-        assert_eq!(run_score(9), 1.0);
-    }
-
-    /// A lead of narrow beats every `rr` samples, with wide inverted beats at `wide`.
-    fn lead(len: usize, rr: usize, wide: &[usize]) -> Vec<f32> {
-        let mut x = vec![0.0f32; len];
-        for (k, at) in (rr..len - rr).step_by(rr).enumerate() {
-            let (half, amp) = if wide.contains(&k) {
-                (20usize, -1.2f32)
-            } else {
-                (5, 1.0)
-            };
-            for i in 0..2 * half {
-                let phase = i as f32 / (2 * half) as f32 * std::f32::consts::PI;
-                x[at - half + i] += amp * phase.sin();
-            }
-        }
-        x
+        assert_eq!(recent_run(&slow, &called, 2_000, 2_000), 5);
+        let spaced: Vec<Beat> = (0..10).map(|k| beat_at(100 + k * 2 * MAX_RUN_RR)).collect();
+        assert_eq!(recent_run(&spaced, &called, 10_000, 10_000), 1);
     }
 
     #[test]
     fn a_wide_inverted_beat_stands_apart_from_the_template() {
-        let x = lead(5_000, 200, &[10]);
+        let (x, _) = ectopic_train(5_000, 200, &[10]);
         let beats = describe(&[&x]);
         assert!(beats.len() >= 20, "{}", beats.len());
         let odd = beats

@@ -11,4 +11,4 @@ pub mod quality;
 pub(crate) mod resample;
 mod spectrum;
 #[cfg(test)]
-mod test_signals;
+pub(crate) mod test_signals;

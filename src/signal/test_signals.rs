@@ -1,6 +1,7 @@
 //! Synthetic leads at 250 Hz for the tests of the detectors and quality indices: sinus rhythm
 //! from [`ecgsyn`](super::ecgsyn), and by hand a run of fast wide complexes (monomorphic VT), a
-//! sine-like fibrillation wave (VF) and seeded white noise.
+//! sine-like fibrillation wave (VF), seeded white noise, and a train of narrow beats with wide
+//! inverted ones among them (ventricular ectopy).
 
 use std::f64::consts::PI;
 
@@ -64,4 +65,24 @@ pub(crate) fn noise(seed: u64, amp: f32, secs: f64) -> Vec<f32> {
     (0..samples(secs))
         .map(|_| rng.random_range(-amp..amp))
         .collect()
+}
+
+/// Narrow upright beats every `rr` samples over `len` samples (the first `rr` in), with the
+/// beats numbered in `wide` wide and inverted instead; returns the lead and the beats' centres.
+pub(crate) fn ectopic_train(len: usize, rr: usize, wide: &[usize]) -> (Vec<f32>, Vec<usize>) {
+    let mut x = vec![0.0f32; len];
+    let mut centres = Vec::new();
+    for (k, at) in (rr..len - rr).step_by(rr).enumerate() {
+        let (half, amp) = if wide.contains(&k) {
+            (20usize, -2.5f32)
+        } else {
+            (5, 1.0)
+        };
+        for i in 0..2 * half {
+            let phase = i as f32 / (2 * half) as f32 * std::f32::consts::PI;
+            x[at - half + i] += amp * phase.sin();
+        }
+        centres.push(at);
+    }
+    (x, centres)
 }

@@ -1,18 +1,24 @@
 //! Counting beats beside the ensemble (`holmes evaluate --beats`): a [`BeatClassifier`] fitted
-//! on the **train** part's annotated beats, its hop-by-hop run of ventricular beats replayed
-//! with the ensemble, and the larger of the two scores as one more series whose alarm rule is
-//! chosen on validation as the ensemble's is. A run of [`VT_MIN_BEATS`] scores 1, so any rule
-//! raises on it; below its `on` threshold, the series is the ensemble's.
+//! on the **train** part's annotated beats, its hop-by-hop run level replayed with the
+//! ensemble, and a **beat rule** ([`BeatRule`]): at a hop whose window holds a run of
+//! [`VT_MIN_BEATS`] beats called ventricular at the rule's probability, where the two QRS
+//! detectors agree well enough, the ensemble's score is raised to 1, so any alarm rule raises
+//! on it; elsewhere the series is the ensemble's. The beat rule and the alarm rule are chosen
+//! together on validation: each beat rule of [`BeatRule::candidates`] gets its alarm rule as the
+//! ensemble's does, and the pair with the fewest false alarms at the target is kept.
 //!
 //! [`VT_MIN_BEATS`]: crate::signal::classical::VT_MIN_BEATS
 
 use serde::Serialize;
 
-use crate::signal::beats::BeatClassifier;
+use crate::alarm::{ThresholdChoice, ThresholdSearch};
+use crate::core::window::SAMPLE_RATE_HZ;
+use crate::signal::beats::{BeatClassifier, CALL_GRID};
 use crate::training::beats::{BeatFigures, BeatRows};
-use crate::training::dataset::{RecordData, Split, SplitName};
+use crate::training::dataset::{Split, SplitName};
 
-use super::{EvaluateError, EvaluateOptions, load_part};
+use super::replay::Replay;
+use super::{EvaluateError, EvaluateOptions, choose_rule, load_part};
 
 /// Beats for the fit are taken from windows this far apart, s: each beat lies in two windows
 /// of 30 s, against two templates.
@@ -26,46 +32,132 @@ pub struct BeatReport {
     pub train: BeatFigures,
     /// ...and on the validation part's.
     pub validation: BeatFigures,
+    /// The beat rule chosen on validation.
+    pub rule: Option<BeatRule>,
 }
 
-/// Fits the classifier on the train part's beats in windows of `window` samples.
+/// Fits the classifier on the train part's beats in windows of `window` samples, choosing its
+/// epoch on the validation part's.
 pub(crate) fn fit(
     opts: &EvaluateOptions,
     split: &Split,
     window: usize,
-) -> Result<(BeatClassifier, BeatFigures), EvaluateError> {
-    let recs = load_part(opts, split, SplitName::Train)?;
-    let hop = FIT_HOP_SECS * crate::core::window::SAMPLE_RATE_HZ;
-    let mut rows = BeatRows::default();
-    for r in &recs {
-        rows.add_record(r, window, hop);
-    }
-    let c = rows.fit();
-    let figures = rows.judge(&c);
+) -> Result<BeatReport, EvaluateError> {
+    let rows = |part| -> Result<BeatRows, EvaluateError> {
+        let mut rows = BeatRows::default();
+        for r in &load_part(opts, split, part)? {
+            rows.add_record(r, window, FIT_HOP_SECS * SAMPLE_RATE_HZ);
+        }
+        Ok(rows)
+    };
+    let (train, validation) = (rows(SplitName::Train)?, rows(SplitName::Validation)?);
+    let classifier = train.fit(&validation);
+    let report = BeatReport {
+        train: train.judge(&classifier),
+        validation: validation.judge(&classifier),
+        classifier,
+        rule: None,
+    };
     tracing::info!(
-        beats = rows.ys.len(),
-        ventricular = rows.ys.iter().filter(|&&y| y).count(),
-        sensitivity = figures.sensitivity(),
-        positive_predictivity = figures.positive_predictivity(),
-        weights = ?c.model.weights,
+        beats = train.ys.len(),
+        ventricular = train.ys.iter().filter(|&&y| y).count(),
+        train_sensitivity = report.train.sensitivity(),
+        train_positive_predictivity = report.train.positive_predictivity(),
+        validation_sensitivity = report.validation.sensitivity(),
+        validation_positive_predictivity = report.validation.positive_predictivity(),
         "Beat classifier fitted on the train part"
     );
-    Ok((c, figures))
+    Ok(report)
 }
 
-/// How `c` calls the beats of `recs` (windows of `window` samples).
-pub(crate) fn judge(c: &BeatClassifier, recs: &[RecordData], window: usize) -> BeatFigures {
-    let hop = FIT_HOP_SECS * crate::core::window::SAMPLE_RATE_HZ;
-    let mut rows = BeatRows::default();
-    for r in recs {
-        rows.add_record(r, window, hop);
+/// When a window's beats make a VT run.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct BeatRule {
+    /// A beat is called ventricular at and above this probability.
+    pub call_at: f32,
+    /// The primary lead's bSQI over the window's last 10 s must reach this.
+    pub min_bsqi: f32,
+}
+
+impl BeatRule {
+    /// The beat rules tried: every call probability of [`CALL_GRID`], ungated and behind two
+    /// bSQI gates.
+    pub fn candidates() -> Vec<BeatRule> {
+        [0.0, 0.5, 0.8]
+            .into_iter()
+            .flat_map(|min_bsqi| {
+                CALL_GRID
+                    .iter()
+                    .map(move |&call_at| BeatRule { call_at, min_bsqi })
+            })
+            .collect()
     }
-    let f = rows.judge(c);
-    tracing::info!(
-        beats = rows.ys.len(),
-        sensitivity = f.sensitivity(),
-        positive_predictivity = f.positive_predictivity(),
-        "Beat classifier on the validation part"
-    );
-    f
+
+    fn sees_run(&self, (level, bsqi): (f32, f32)) -> bool {
+        level > 0.0 && level >= self.call_at && bsqi >= self.min_bsqi
+    }
+}
+
+/// Sets each replay's `with_beats` series under `rule`.
+pub(crate) fn apply(reps: &mut [Replay], rule: BeatRule) {
+    for r in reps {
+        r.with_beats = r
+            .ensemble
+            .iter()
+            .zip(&r.beat_runs)
+            .map(|(&e, &b)| if rule.sees_run(b) { Some(1.0) } else { e })
+            .collect();
+    }
+}
+
+/// A beat rule tried on validation, with the alarm rule chosen for it.
+#[derive(Debug, Clone, Serialize)]
+pub struct BeatTrial {
+    pub beat_rule: BeatRule,
+    pub choice: ThresholdChoice,
+}
+
+/// Chooses the beat rule and its alarm rule on the validation replays: the pair that meets
+/// the target with the fewest false alarms (else the most sensitive), ties to the stricter
+/// call. Leaves the chosen rule applied.
+pub(crate) fn choose(
+    val: &mut [Replay],
+    search: &ThresholdSearch,
+) -> Result<(BeatRule, ThresholdChoice, Vec<BeatTrial>), EvaluateError> {
+    let mut trials = Vec::new();
+    for beat_rule in BeatRule::candidates() {
+        apply(val, beat_rule);
+        let choice = choose_rule(val, Replay::with_beats_scores, search)?;
+        tracing::info!(
+            call_at = beat_rule.call_at,
+            min_bsqi = beat_rule.min_bsqi,
+            on = choice.rule.on,
+            met = choice.met_target,
+            detected = choice.detected,
+            false_alarms = choice.false_alarms,
+            "Beat rule tried on validation"
+        );
+        trials.push(BeatTrial { beat_rule, choice });
+    }
+    let key = |t: &BeatTrial| {
+        let c = &t.choice;
+        if c.met_target {
+            (0, c.false_alarms as i64, -(c.detected as i64))
+        } else {
+            (1, -(c.detected as i64), c.false_alarms as i64)
+        }
+    };
+    let best = trials
+        .iter()
+        .enumerate()
+        .min_by(|(i, a), (j, b)| {
+            key(a)
+                .cmp(&key(b))
+                .then(b.beat_rule.call_at.total_cmp(&a.beat_rule.call_at))
+                .then(i.cmp(j))
+        })
+        .map(|(_, t)| t.clone())
+        .expect("candidates are not empty");
+    apply(val, best.beat_rule);
+    Ok((best.beat_rule, best.choice, trials))
 }

@@ -65,7 +65,7 @@ use crate::training::dataset::{
 use episodes::{EpisodeError, RecordComparison, Summary, TimeToAlarm, compare_record};
 use replay::{Detectors, Replay, replay};
 
-pub use beats::BeatReport;
+pub use beats::{BeatReport, BeatRule, BeatTrial};
 pub use causes::FalseAlarmCauses;
 pub use gate::{GateParseError, SqiGate};
 pub use gate_search::GateTrial;
@@ -225,9 +225,12 @@ pub struct Evaluation {
     /// The stacked regressions, when asked: on the score alone, then with the indices.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub stacks: Vec<Stack>,
-    /// The beat classifier, when asked.
+    /// The beat classifier and its beat rule, when asked.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub beats: Option<BeatReport>,
+    /// The beat rules tried on validation, each with its alarm rule.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub beat_trials: Vec<BeatTrial>,
 }
 
 /// Candidate persistences `(k, n)` the rule search tries.
@@ -249,7 +252,7 @@ pub fn evaluate(opts: &EvaluateOptions) -> Result<Evaluation, EvaluateError> {
     let fs = SAMPLE_RATE_HZ;
     let (win, hop_n) = (window as usize * fs, hop as usize * fs);
     let hop_ms = hop as i64 * 1000;
-    let classifier = if opts.beats {
+    let mut classifier = if opts.beats {
         Some(beats::fit(opts, &split, win)?)
     } else {
         None
@@ -258,7 +261,7 @@ pub fn evaluate(opts: &EvaluateOptions) -> Result<Evaluation, EvaluateError> {
         ensemble: Some(&ens),
         classical: opts.classical,
         sqi: opts.sqi_gate.is_some() || opts.sqi_stack,
-        beats: classifier.as_ref().map(|c| &c.0),
+        beats: classifier.as_ref().map(|c| &c.classifier),
     };
     let matching = MatchOptions::default();
 
@@ -266,7 +269,7 @@ pub fn evaluate(opts: &EvaluateOptions) -> Result<Evaluation, EvaluateError> {
     let choose_gate_here = opts.sqi_gate == Some(GateChoice::Choose);
     let needs_validation =
         opts.rule.is_none() || opts.classical || choose_gate_here || opts.sqi_stack || opts.beats;
-    let (validation_records, mut val_replays, beat_report) = if needs_validation {
+    let (validation_records, mut val_replays) = if needs_validation {
         let recs = load_part(opts, &split, SplitName::Validation)?;
         let det = Detectors {
             ensemble: (opts.rule.is_none() || choose_gate_here || opts.sqi_stack || opts.beats)
@@ -280,14 +283,9 @@ pub fn evaluate(opts: &EvaluateOptions) -> Result<Evaluation, EvaluateError> {
             .iter()
             .map(|r| replay(r, &r.leads, win, hop_n, det))
             .collect::<Result<Vec<_>, _>>()?;
-        let beat_report = classifier.as_ref().map(|(c, train)| BeatReport {
-            classifier: c.clone(),
-            train: *train,
-            validation: beats::judge(c, &recs, win),
-        });
-        (recs.iter().map(|r| r.key.clone()).collect(), reps, beat_report)
+        (recs.iter().map(|r| r.key.clone()).collect(), reps)
     } else {
-        (Vec::new(), Vec::new(), None)
+        (Vec::new(), Vec::new())
     };
     let search = ThresholdSearch {
         target_sensitivity: opts.target_sensitivity,
@@ -307,11 +305,7 @@ pub fn evaluate(opts: &EvaluateOptions) -> Result<Evaluation, EvaluateError> {
         .or(ens_choice.as_ref().map(|c| c.rule))
         .expect("given or chosen");
     let beats_choice = if opts.beats {
-        Some(choose_rule(
-            &val_replays,
-            Replay::with_beats_scores,
-            &search,
-        )?)
+        Some(beats::choose(&mut val_replays, &search)?)
     } else {
         None
     };
@@ -440,7 +434,8 @@ pub fn evaluate(opts: &EvaluateOptions) -> Result<Evaluation, EvaluateError> {
                 matching,
             )?);
         }
-        if let Some(c) = &beats_choice {
+        if let Some((beat_rule, c, _)) = &beats_choice {
+            beats::apply(&mut reps, *beat_rule);
             beats_conditions.push(condition(
                 &reps,
                 Replay::with_beats_scores,
@@ -479,15 +474,22 @@ pub fn evaluate(opts: &EvaluateOptions) -> Result<Evaluation, EvaluateError> {
             conditions: cls_conditions,
         });
     }
-    if let Some(c) = beats_choice {
-        detectors.push(DetectorResult {
-            detector: "ensemble+beats",
-            gate: None,
-            rule: c.rule,
-            chosen_on_validation: Some(c),
-            conditions: beats_conditions,
-        });
-    }
+    let beat_trials = match beats_choice {
+        Some((beat_rule, c, trials)) => {
+            detectors.push(DetectorResult {
+                detector: "ensemble+beats",
+                gate: None,
+                rule: c.rule,
+                chosen_on_validation: Some(c),
+                conditions: beats_conditions,
+            });
+            if let Some(r) = &mut classifier {
+                r.rule = Some(beat_rule);
+            }
+            trials
+        }
+        None => Vec::new(),
+    };
     if let Some((g, choice)) = gated {
         detectors.push(DetectorResult {
             detector: "ensemble+gate",
@@ -527,7 +529,8 @@ pub fn evaluate(opts: &EvaluateOptions) -> Result<Evaluation, EvaluateError> {
         detectors,
         gate_trials,
         stacks,
-        beats: beat_report,
+        beats: classifier,
+        beat_trials,
     })
 }
 

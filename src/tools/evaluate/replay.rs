@@ -6,10 +6,10 @@
 
 use crate::core::window::SAMPLE_RATE_HZ;
 use crate::serving::engine::ensemble::{Ensemble, OFFLINE_BATCH};
-use crate::signal::beats::{BeatClassifier, describe, run_score};
+use crate::signal::beats::{BeatClassifier, describe};
 use crate::signal::classical::{ClassicalError, baseline_scores};
 use crate::signal::heart_rate::detect_qrs;
-use crate::signal::quality::{WindowSqi, window_sqi};
+use crate::signal::quality::{WindowSqi, bsqi, detect_qrs_length, window_sqi};
 use crate::tools::score::record_window;
 use crate::training::dataset::{EpisodeKind, LABEL_GRACE_SECS, Label, RecordData, label_at};
 
@@ -47,11 +47,12 @@ pub(crate) struct Replay {
     pub gated: Vec<Option<f32>>,
     /// The stacked regression's scores (empty unless `--sqi-stack`).
     pub stacked: Vec<Option<f32>>,
-    /// Each hop's run of ventricular beats as a score ([`run_score`]; empty unless a beat
+    /// Each hop's run level ([`BeatClassifier::run_level`]) and the agreement of the two QRS
+    /// detectors on the primary lead's last [`SQI_WINDOW_SECS`] (empty unless a beat
     /// classifier is replayed).
-    pub beat_runs: Vec<Option<f32>>,
-    /// The larger of the ensemble's score and the beat run's (empty unless both are
-    /// replayed).
+    pub beat_runs: Vec<(f32, f32)>,
+    /// The ensemble's score raised to 1 where a beat rule sees a VT run
+    /// ([`beats::apply`](super::beats::apply); empty until one is applied).
     pub with_beats: Vec<Option<f32>>,
     /// Each hop's window label by its end.
     pub labels: Vec<Label>,
@@ -85,10 +86,6 @@ impl Replay {
 
     pub fn stacked_scores(&self) -> &[Option<f32>] {
         &self.stacked
-    }
-
-    pub fn beat_run_scores(&self) -> &[Option<f32>] {
-        &self.beat_runs
     }
 
     pub fn with_beats_scores(&self) -> &[Option<f32>] {
@@ -150,28 +147,24 @@ pub(crate) fn replay(
     };
 
     let grace = (LABEL_GRACE_SECS * SAMPLE_RATE_HZ as f64).round() as i64;
-    let beat_runs: Vec<Option<f32>> = match det.beats {
-        Some(c) => ends
-            .iter()
-            .map(|&e| {
-                let w: Vec<&[f32]> = leads.iter().map(|l| &l[e - window..e]).collect();
-                let run = c.recent_run(&describe(&w), window, grace as usize);
-                Some(run_score(run))
-            })
-            .collect(),
+    let beat_runs: Vec<(f32, f32)> = match det.beats {
+        Some(c) => {
+            let span = (SQI_WINDOW_SECS * SAMPLE_RATE_HZ).min(window);
+            ends.iter()
+                .map(|&e| {
+                    let w: Vec<&[f32]> = leads.iter().map(|l| &l[e - window..e]).collect();
+                    // A run that ended since the last hop, or within the label's grace before it.
+                    let level = c.run_level(&describe(&w), window, hop + grace as usize);
+                    let last = &leads[0][e - span..e];
+                    let fs = SAMPLE_RATE_HZ as f64;
+                    (
+                        level,
+                        bsqi(&detect_qrs(last, fs), &detect_qrs_length(last, fs), fs),
+                    )
+                })
+                .collect()
+        }
         None => Vec::new(),
-    };
-    let with_beats = if beat_runs.is_empty() || ensemble.is_empty() {
-        Vec::new()
-    } else {
-        ensemble
-            .iter()
-            .zip(&beat_runs)
-            .map(|(e, b)| match (e, b) {
-                (Some(e), Some(b)) => Some(e.max(*b)),
-                (e, b) => e.or(*b),
-            })
-            .collect()
     };
     let labels = ends
         .iter()
@@ -217,7 +210,7 @@ pub(crate) fn replay(
         gated: Vec::new(),
         stacked: Vec::new(),
         beat_runs,
-        with_beats,
+        with_beats: Vec::new(),
         labels,
         reference,
         by_kind,
