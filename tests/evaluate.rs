@@ -134,6 +134,46 @@ fn the_sqi_gate_and_stack_are_evaluated_beside_the_ensemble() {
     assert_eq!(e["stacks"].as_array().unwrap().len(), 2);
 }
 
+#[test]
+fn the_beat_count_is_evaluated_beside_the_ensemble() {
+    let Some(data) = common::data_dir("the_beat_count_is_evaluated_beside_the_ensemble") else {
+        return;
+    };
+    let e = evaluate_json(&data, &["--no-classical", "--beats"]);
+    let detectors = e["detectors"].as_array().unwrap();
+    let names: Vec<&str> = detectors
+        .iter()
+        .map(|d| d["detector"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["ensemble", "ensemble+beats"]);
+    for d in detectors {
+        for c in d["conditions"].as_array().unwrap() {
+            check_condition(c);
+        }
+    }
+    // The classifier's calls add up to the beats judged, on both parts.
+    let beats = &e["beats"];
+    for part in ["train", "validation"] {
+        let f = &beats[part];
+        let total: u64 = [
+            "true_positive",
+            "false_negative",
+            "false_positive",
+            "true_negative",
+        ]
+        .iter()
+        .map(|k| as_u64(&f[*k], k))
+        .sum();
+        assert!(total > 100, "{part}: {f}");
+    }
+    // The beat rule served is one of those tried, each tried with its own alarm rule.
+    let trials = e["beat_trials"].as_array().unwrap();
+    assert_eq!(trials.len(), 24);
+    assert!(trials.iter().any(|t| t["beat_rule"] == beats["rule"]));
+    let layers = beats["classifier"]["layers"].as_array().unwrap();
+    assert_eq!(layers.last().unwrap()["outputs"], 1);
+}
+
 fn check_condition(c: &Value) {
     let w = &c["windows"];
     assert!(as_u64(&w["positives"], "positives") <= as_u64(&w["windows"], "windows"));

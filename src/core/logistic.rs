@@ -165,7 +165,11 @@ mod tests {
             for j in 0..200 {
                 let b = ((i * 37 + j * 11) % 101) as f64 / 101.0;
                 xs.push(vec![a, b]);
-                ys.push(if (j as f64 + 0.5) / 200.0 < p { 1.0 } else { 0.0 });
+                ys.push(if (j as f64 + 0.5) / 200.0 < p {
+                    1.0
+                } else {
+                    0.0
+                });
             }
         }
         let m = Logistic::fit(&xs, &ys, 1e-6);

@@ -15,10 +15,10 @@ use crate::alarm::{ThresholdChoice, ThresholdSearch};
 use crate::core::window::SAMPLE_RATE_HZ;
 use crate::signal::beats::{BeatClassifier, CALL_GRID};
 use crate::training::beats::{BeatFigures, BeatRows};
-use crate::training::dataset::{Split, SplitName};
+use crate::training::dataset::{Database, Split, SplitName};
 
 use super::replay::Replay;
-use super::{EvaluateError, EvaluateOptions, choose_rule, load_part};
+use super::{EvaluateError, EvaluateOptions, choose_rule, load_part_of};
 
 /// Beats for the fit are taken from windows this far apart, s: each beat lies in two windows
 /// of 30 s, against two templates.
@@ -37,7 +37,8 @@ pub struct BeatReport {
 }
 
 /// Fits the classifier on the train part's beats in windows of `window` samples, choosing its
-/// epoch on the validation part's.
+/// epoch on the validation part's (records of the databases that label ventricular beats;
+/// `--max-records` keeps the shortest of those).
 pub(crate) fn fit(
     opts: &EvaluateOptions,
     split: &Split,
@@ -45,8 +46,12 @@ pub(crate) fn fit(
 ) -> Result<BeatReport, EvaluateError> {
     let rows = |part| -> Result<BeatRows, EvaluateError> {
         let mut rows = BeatRows::default();
-        for r in &load_part(opts, split, part)? {
+        let labelled = |db: Database| db.labels_ventricular_beats();
+        for r in &load_part_of(opts, split, part, labelled)? {
             rows.add_record(r, window, FIT_HOP_SECS * SAMPLE_RATE_HZ);
+        }
+        if !rows.ys.iter().any(|&y| y) || rows.ys.iter().all(|&y| y) {
+            return Err(EvaluateError::NoBeats(part.as_str()));
         }
         Ok(rows)
     };
@@ -160,4 +165,39 @@ pub(crate) fn choose(
         .expect("candidates are not empty");
     apply(val, best.beat_rule);
     Ok((best.beat_rule, best.choice, trials))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_beat_rule_raises_the_score_only_where_it_sees_a_run() {
+        let rule = BeatRule {
+            call_at: 0.8,
+            min_bsqi: 0.5,
+        };
+        // (run level, bSQI): a run at 0.9 in readable signal; at 0.6 only; in noise; none.
+        assert!(rule.sees_run((0.9, 0.9)));
+        assert!(
+            !rule.sees_run((0.6, 0.9)),
+            "called only below the rule's probability"
+        );
+        assert!(!rule.sees_run((0.9, 0.3)), "the detectors disagree");
+        assert!(!rule.sees_run((0.0, 1.0)));
+        let ungated = BeatRule {
+            call_at: 0.5,
+            min_bsqi: 0.0,
+        };
+        assert!(ungated.sees_run((0.5, 0.0)));
+        assert!(!ungated.sees_run((0.0, 0.0)), "no run at any probability");
+    }
+
+    #[test]
+    fn every_call_probability_is_tried_behind_each_gate() {
+        let c = BeatRule::candidates();
+        assert_eq!(c.len(), 3 * CALL_GRID.len());
+        assert!(c.iter().any(|r| r.min_bsqi == 0.0 && r.call_at == 0.5));
+        assert!(c.iter().any(|r| r.min_bsqi == 0.8 && r.call_at == 0.99));
+    }
 }

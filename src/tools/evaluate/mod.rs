@@ -9,7 +9,7 @@
 //!    the on-threshold and persistence that reach the target episode sensitivity with the
 //!    fewest false alarms, within a median and p90 time to alarm ([`choose_threshold`],
 //!    `DelayLimits`), unless a rule is given.
-//! 3. The rule runs over the reported part's score series ([`alarm_episodes`], the
+//! 3. The rule runs over the reported part's score series ([`condition`], with the
 //!    alarm module's state machine), and the alarms are compared with the reference episodes
 //!    ([`episodes`]): EC57 episode and duration sensitivity and positive predictivity, time to
 //!    alarm (all episodes, VT, VF), false alarms per monitored hour and what the reference says
@@ -31,10 +31,17 @@
 //!    validation; and, as its control, the same regression on the score alone (a monotone
 //!    recalibration, which moves only where the threshold grid falls).
 //!
+//! 7. With `--beats`, the ensemble beside a **count of ventricular beats** ([`beats`]): a beat
+//!    classifier fitted on the train part's annotated beats, and a beat rule (the probability
+//!    at which a beat is called ventricular, and a bSQI gate) chosen on validation together
+//!    with the alarm rule; where the window ends in a run of five called beats faster than
+//!    100/min, the ensemble's score is raised to 1.
+//!
 //! [`report`] prints the tables and writes the report folder (JSON and SVG figures).
 
 mod beats;
 mod causes;
+mod condition;
 pub mod episodes;
 mod gate;
 mod gate_search;
@@ -49,21 +56,21 @@ use std::path::PathBuf;
 
 use serde::Serialize;
 
-use crate::alarm::matching::{AlarmTiming, timing};
 use crate::alarm::rules::{MemberRef, RuleBook, RulesError, ValidatedRule, ValidationFigures};
 use crate::alarm::{
     AlarmError, AlarmRule, DelayLimits, MatchOptions, ThresholdChoice, ThresholdSearch,
-    ValidationRecord, alarm_episodes, choose_threshold,
+    ValidationRecord, choose_threshold,
 };
-use crate::core::metrics::{pr_auc, roc_auc};
 use crate::core::window::SAMPLE_RATE_HZ;
 use crate::serving::engine::ensemble::{Ensemble, EnsembleError};
 use crate::signal::classical::ClassicalError;
 use crate::training::dataset::{
-    self, Database, DatasetError, EpisodeKind, Label, NoiseBank, RecordData, Split, SplitName,
+    self, Database, DatasetError, NoiseBank, RecordData, Split, SplitName,
 };
-use episodes::{EpisodeError, RecordComparison, Summary, TimeToAlarm, compare_record};
+use episodes::{EpisodeError, RecordComparison, Summary, TimeToAlarm};
 use replay::{Detectors, Replay, replay};
+
+pub(crate) use condition::condition;
 
 pub use beats::{BeatReport, BeatRule, BeatTrial};
 pub use causes::FalseAlarmCauses;
@@ -91,6 +98,10 @@ pub enum EvaluateError {
     NothingToSave,
     #[error("the split has no records of part {0} in the data folder")]
     EmptyPart(&'static str),
+    #[error(
+        "the {0} part has no annotated ventricular and other beats to fit the beat classifier on"
+    )]
+    NoBeats(&'static str),
     #[error(
         "hop of {hop} s and window of {window} s: both must be positive, the hop at most the window"
     )]
@@ -610,9 +621,19 @@ fn load_part(
     split: &Split,
     part: SplitName,
 ) -> Result<Vec<RecordData>, EvaluateError> {
+    load_part_of(opts, split, part, |_| true)
+}
+
+/// [`load_part`] of the databases `keep` keeps.
+fn load_part_of(
+    opts: &EvaluateOptions,
+    split: &Split,
+    part: SplitName,
+    keep: fn(Database) -> bool,
+) -> Result<Vec<RecordData>, EvaluateError> {
     let keys: Vec<(Database, String)> = dataset::record_keys(&opts.data)?
         .into_iter()
-        .filter(|(db, name)| split.of(&format!("{}/{name}", db.name())) == Some(part))
+        .filter(|(db, name)| keep(*db) && split.of(&format!("{}/{name}", db.name())) == Some(part))
         .collect();
     if keys.is_empty() {
         return Err(EvaluateError::EmptyPart(part.as_str()));
@@ -624,79 +645,4 @@ fn load_part(
         recs.sort_by(|a, b| a.key.cmp(&b.key));
     }
     Ok(recs)
-}
-
-/// One detector's figures over the replayed records of one condition.
-pub(crate) fn condition(
-    reps: &[Replay],
-    pick: fn(&Replay) -> &[Option<f32>],
-    rule: AlarmRule,
-    hop_ms: i64,
-    snr_db: Option<f32>,
-    matching: MatchOptions,
-) -> Result<Condition, EvaluateError> {
-    let (mut labels, mut scores, mut unscored) = (Vec::new(), Vec::new(), 0);
-    let mut records = Vec::with_capacity(reps.len());
-    let mut kinds: BTreeMap<&'static str, Vec<AlarmTiming>> = BTreeMap::new();
-    for r in reps {
-        let s = pick(r);
-        for (&l, &v) in r.labels.iter().zip(s) {
-            match (l, v) {
-                (Label::Unsure, _) => {}
-                (_, None) => unscored += 1,
-                (l, Some(v)) => {
-                    labels.push(l == Label::Positive);
-                    scores.push(v);
-                }
-            }
-        }
-        let series: Vec<(i64, Option<f32>)> =
-            r.ends_ms.iter().copied().zip(s.iter().copied()).collect();
-        let alarms = alarm_episodes(rule, hop_ms, &series)?;
-        for &(kind, iv) in &r.by_kind {
-            let name = match kind {
-                EpisodeKind::Vt => "vt",
-                EpisodeKind::Vf => "vf",
-            };
-            kinds
-                .entry(name)
-                .or_default()
-                .push(timing(iv, &alarms, matching));
-        }
-        records.push(RecordRow {
-            record: r.key.clone(),
-            comparison: compare_record(&r.reference, &alarms, r.monitored_ms, matching)?,
-            false_alarm_causes: causes::classify(
-                &alarms,
-                &r.reference,
-                &r.noise_ms,
-                &r.ectopy_ms,
-                matching,
-            ),
-        });
-    }
-    let finite = |x: f64| x.is_finite().then_some(x);
-    let comparisons: Vec<RecordComparison> = records.iter().map(|r| r.comparison.clone()).collect();
-    let mut false_alarm_causes = FalseAlarmCauses::default();
-    for r in &records {
-        false_alarm_causes.add(&r.false_alarm_causes);
-    }
-    Ok(Condition {
-        snr_db,
-        windows: WindowMetrics {
-            windows: labels.len(),
-            positives: labels.iter().filter(|&&l| l).count(),
-            unscored,
-            roc_auc: finite(roc_auc(&labels, &scores)),
-            pr_auc: finite(pr_auc(&labels, &scores)),
-            roc_curve: report::roc_curve(&labels, &scores),
-        },
-        summary: episodes::summarize(&comparisons),
-        false_alarm_causes,
-        by_kind: kinds
-            .into_iter()
-            .map(|(k, t)| (k, episodes::time_to_alarm(&t)))
-            .collect(),
-        records,
-    })
 }

@@ -1,0 +1,90 @@
+//! One detector's figures over the replayed records of one condition (clean, or a noise
+//! level): its alarm rule run over each record's score series, the alarms matched with the
+//! reference episodes, window ROC-AUC / PR-AUC over the labelled hops, time to alarm by kind,
+//! and what the annotations say at each false alarm.
+
+use std::collections::BTreeMap;
+
+use crate::alarm::matching::{AlarmTiming, timing};
+use crate::alarm::{AlarmRule, MatchOptions, alarm_episodes};
+use crate::core::metrics::{pr_auc, roc_auc};
+use crate::training::dataset::{EpisodeKind, Label};
+
+use super::episodes::{self, RecordComparison, compare_record};
+use super::replay::Replay;
+use super::{Condition, EvaluateError, FalseAlarmCauses, RecordRow, WindowMetrics, causes, report};
+
+/// One detector's figures over the replayed records of one condition.
+pub(crate) fn condition(
+    reps: &[Replay],
+    pick: fn(&Replay) -> &[Option<f32>],
+    rule: AlarmRule,
+    hop_ms: i64,
+    snr_db: Option<f32>,
+    matching: MatchOptions,
+) -> Result<Condition, EvaluateError> {
+    let (mut labels, mut scores, mut unscored) = (Vec::new(), Vec::new(), 0);
+    let mut records = Vec::with_capacity(reps.len());
+    let mut kinds: BTreeMap<&'static str, Vec<AlarmTiming>> = BTreeMap::new();
+    for r in reps {
+        let s = pick(r);
+        for (&l, &v) in r.labels.iter().zip(s) {
+            match (l, v) {
+                (Label::Unsure, _) => {}
+                (_, None) => unscored += 1,
+                (l, Some(v)) => {
+                    labels.push(l == Label::Positive);
+                    scores.push(v);
+                }
+            }
+        }
+        let series: Vec<(i64, Option<f32>)> =
+            r.ends_ms.iter().copied().zip(s.iter().copied()).collect();
+        let alarms = alarm_episodes(rule, hop_ms, &series)?;
+        for &(kind, iv) in &r.by_kind {
+            let name = match kind {
+                EpisodeKind::Vt => "vt",
+                EpisodeKind::Vf => "vf",
+            };
+            kinds
+                .entry(name)
+                .or_default()
+                .push(timing(iv, &alarms, matching));
+        }
+        records.push(RecordRow {
+            record: r.key.clone(),
+            comparison: compare_record(&r.reference, &alarms, r.monitored_ms, matching)?,
+            false_alarm_causes: causes::classify(
+                &alarms,
+                &r.reference,
+                &r.noise_ms,
+                &r.ectopy_ms,
+                matching,
+            ),
+        });
+    }
+    let finite = |x: f64| x.is_finite().then_some(x);
+    let comparisons: Vec<RecordComparison> = records.iter().map(|r| r.comparison.clone()).collect();
+    let mut false_alarm_causes = FalseAlarmCauses::default();
+    for r in &records {
+        false_alarm_causes.add(&r.false_alarm_causes);
+    }
+    Ok(Condition {
+        snr_db,
+        windows: WindowMetrics {
+            windows: labels.len(),
+            positives: labels.iter().filter(|&&l| l).count(),
+            unscored,
+            roc_auc: finite(roc_auc(&labels, &scores)),
+            pr_auc: finite(pr_auc(&labels, &scores)),
+            roc_curve: report::roc_curve(&labels, &scores),
+        },
+        summary: episodes::summarize(&comparisons),
+        false_alarm_causes,
+        by_kind: kinds
+            .into_iter()
+            .map(|(k, t)| (k, episodes::time_to_alarm(&t)))
+            .collect(),
+        records,
+    })
+}
