@@ -77,7 +77,7 @@ fn rig(slo_ms: u64, queue_capacity: usize, members: Vec<MemberSpec>) -> Rig {
         device: "cpu".into(),
         pin: Default::default(),
     };
-    let engine = Engine::start(&ecfg, members, store.clone(), id).unwrap();
+    let engine = Engine::start(&ecfg, members, store.clone(), id, None).unwrap();
     let reader = StoreReader::open(&cfg.db).unwrap();
     Rig {
         engine,

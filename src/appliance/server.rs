@@ -22,6 +22,7 @@ use crate::serving::engine::{Engine, EngineError, accelerator};
 use crate::serving::ingest::IngestSettings;
 use crate::serving::store::{self, ServedEnsemble, StoreError, StoreHandle, StoreReader};
 use crate::serving::ward::{Ward, WardSettings, WardSink};
+use crate::signal::beats::BeatCounter;
 
 #[derive(Debug, thiserror::Error)]
 pub enum ServerError {
@@ -39,6 +40,25 @@ pub enum ServerError {
     Tls(#[from] crate::http::tls::TlsError),
     #[error(transparent)]
     Devices(#[from] crate::serving::ingest::devices::DeviceError),
+    #[error("beat counter: {0}")]
+    Beats(#[from] crate::signal::beats::BeatsError),
+}
+
+/// The zoo's beat counter, when the config counts beats and the zoo holds one. Blocking.
+fn load_beats(cfg: &Config) -> Result<Option<BeatCounter>, ServerError> {
+    if !cfg.ensemble.count_beats {
+        return Ok(None);
+    }
+    let c = BeatCounter::load(&cfg.ensemble.models_dir, cfg.ward.hop_secs)?;
+    match &c {
+        Some(c) => tracing::info!(
+            call_at = c.file.rule.call_at,
+            min_bsqi = c.file.rule.min_bsqi,
+            "Counting beats beside the members"
+        ),
+        None => tracing::info!("The zoo holds no beat counter; scores come from the members alone"),
+    }
+    Ok(c)
 }
 
 /// A running daemon.
@@ -103,24 +123,27 @@ pub async fn start(cfg: Config, listener: TcpListener) -> Result<Running, Server
     // The plan stored by the composer for this zoo, bed count and hardware, if any; else the
     // configured members (the composer then composes in the background).
     let (c2, d2) = (cfg.clone(), devices.clone());
-    let (start_plan, prepared) = tokio::task::spawn_blocking(move || {
+    let (start_plan, prepared, beats) = tokio::task::spawn_blocking(move || {
+        let beats = load_beats(&c2)?;
         let sources = ensemble::Sources {
             models_dir: &c2.ensemble.models_dir,
             db: &c2.storage.db,
             engine: &c2.engine,
             window_secs: c2.ward.window_secs,
+            beats: beats.as_ref(),
         };
         let stored = crate::composer::service::stored_plan(&c2, &d2);
         if let Some(p) = &stored {
             match ensemble::prepare(sources, &p.rungs[0].members, &d2, p.inputs.beds) {
-                Ok(prep) => return Ok((stored, prep)),
+                Ok(prep) => return Ok((stored, prep, beats)),
                 Err(e) => {
                     tracing::warn!(error = %e, "The stored plan cannot be served; starting with the configured members")
                 }
             }
         }
         let beds = crate::composer::service::initial_beds(&c2);
-        ensemble::prepare(sources, &c2.ensemble.members, &d2, beds).map(|p| (None, p))
+        let prep = ensemble::prepare(sources, &c2.ensemble.members, &d2, beds)?;
+        Ok::<_, ServerError>((None, prep, beats))
     })
     .await
     .expect("model loading does not panic")?;
@@ -157,10 +180,11 @@ pub async fn start(cfg: Config, listener: TcpListener) -> Result<Running, Server
     .expect("opening the database does not panic")?;
 
     let (engine_cfg, store2) = (cfg.engine.clone(), store.clone());
-    let engine =
-        tokio::task::spawn_blocking(move || Engine::start(&engine_cfg, specs, store2, ensemble_id))
-            .await
-            .expect("engine start-up does not panic")?;
+    let engine = tokio::task::spawn_blocking(move || {
+        Engine::start(&engine_cfg, specs, store2, ensemble_id, beats)
+    })
+    .await
+    .expect("engine start-up does not panic")?;
 
     let zoo_status = Arc::new(std::sync::Mutex::new(ZooStatus::default()));
     let (zoo_gen_tx, zoo_generation) = tokio::sync::watch::channel(0u64);

@@ -131,6 +131,7 @@ pub fn run(a: EvaluateArgs) -> Result<()> {
         sqi_gate,
         sqi_stack: a.sqi_stack,
         beats: a.beats,
+        count_beats: cfg.ensemble.count_beats,
     };
     let e = evaluate::evaluate(&opts).context("evaluation failed")?;
     if let Some(dir) = &a.report {

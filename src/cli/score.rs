@@ -47,11 +47,17 @@ pub fn run(a: ScoreArgs) -> Result<()> {
         .to_string_lossy()
         .into_owned();
     let signals = dataset::read_signals(dir, &name)?;
+    let beats = if cfg.ensemble.count_beats {
+        crate::signal::beats::BeatCounter::load(&cfg.ensemble.models_dir, cfg.ward.hop_secs)?
+    } else {
+        None
+    };
     let ens = crate::serving::engine::ensemble::Ensemble::load(
         &cfg.ensemble.models_dir,
         &cfg.ensemble.members,
         cfg.ward.window_secs,
-    )?;
+    )?
+    .with_beats(beats);
     let hop_ms = i64::from(cfg.ward.hop_secs) * 1000;
     let (rule, why) = match rule {
         Some(s) => (
@@ -61,10 +67,12 @@ pub fn run(a: ScoreArgs) -> Result<()> {
         ),
         None => {
             use crate::dashboard::rule::{ServedRule, basis, choose_in};
+            use crate::serving::engine::ensemble::ModelInfo;
             let models: Vec<_> = ens
                 .members
                 .iter()
-                .map(|m| crate::serving::engine::ensemble::ModelInfo::of(&m.manifest))
+                .map(|m| ModelInfo::of(&m.manifest))
+                .chain(ens.beats.as_ref().map(ModelInfo::of_beats))
                 .collect();
             let fallback = ServedRule::fallback(&cfg.dashboard, cfg.ward.hop_secs);
             let served = choose_in(

@@ -133,7 +133,7 @@ impl Measurer {
             .collect();
         let mut ecfg = self.cfg.engine.clone();
         ecfg.slo_ms = 60_000;
-        let engine = Engine::start(&ecfg, specs, st.clone(), id)?;
+        let engine = Engine::start(&ecfg, specs, st.clone(), id, None)?;
         let mut g = crate::signal::ecgsyn::EcgSyn::new(3, 80.0);
         let ecg: std::sync::Arc<[f32]> = (0..7500)
             .map(|_| g.next_sample())

@@ -458,12 +458,14 @@ pub(crate) async fn apply(
         cx.store.clone(),
     );
     let (beds, version, m2) = (plan.inputs.beds, plan.version, members.clone());
+    let beats = engine.beats();
     let (models, id) = tokio::task::spawn_blocking(move || {
         let sources = ensemble::Sources {
             models_dir: &cfg.ensemble.models_dir,
             db: &cfg.storage.db,
             engine: &cfg.engine,
             window_secs: cfg.ward.window_secs,
+            beats: beats.as_deref(),
         };
         let p = ensemble::prepare(sources, &m2, &devices, beds)
             .map_err(|e| ComposerError::Switch(e.to_string()))?;

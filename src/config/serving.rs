@@ -130,6 +130,14 @@ pub struct EnsembleConfig {
     pub models_dir: PathBuf,
     /// Member model names.
     pub members: Vec<String>,
+    /// Count ventricular beats beside the members when the zoo holds a beat counter
+    /// (`beats.json`): a window whose beats end in a VT run scores 1. True when absent.
+    #[serde(default = "default_true")]
+    pub count_beats: bool,
+}
+
+fn default_true() -> bool {
+    true
 }
 
 fn default_thin_after_days() -> u32 {

@@ -17,12 +17,24 @@
 //! of the template's size. Nothing after a beat's own QRS enters its features, so a run is
 //! counted as it happens.
 
+use std::path::{Path, PathBuf};
+
 use serde::{Deserialize, Serialize};
 
-use crate::core::window::SAMPLE_RATE_HZ;
+use crate::core::window::{ClosedWindow, SAMPLE_RATE_HZ};
 
 use super::classical::{VT_MIN_BEATS, qrs_width_secs, slope};
 use super::heart_rate::{detect_qrs, sub_moving_mean};
+use super::quality::{bsqi, detect_qrs_length};
+
+/// The beat counter's file in the zoo folder: the classifier and the beat rule chosen with it
+/// (`holmes evaluate --beats --save-rule`).
+pub const BEATS_FILE: &str = "beats.json";
+/// A run that ended this long before the hop still counts, s: the label's grace (a window is
+/// positive while a VT run ended within its last 3 s).
+pub const RUN_GRACE_SECS: usize = 3;
+/// The bSQI gate reads the primary lead's last this many seconds.
+const GATE_SECS: usize = 10;
 
 /// Measured features per beat, named by [`MEASURES`].
 const MEASURED: usize = 10;
@@ -206,8 +218,26 @@ pub struct BeatClassifier {
 }
 
 /// Why a beat classifier cannot be used.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[derive(Debug, thiserror::Error)]
 pub enum BeatsError {
+    #[error("{path}: {source}")]
+    Io {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("{path}: {source}")]
+    Parse {
+        path: PathBuf,
+        #[source]
+        source: serde_json::Error,
+    },
+    #[error("{path}: {source}")]
+    Invalid {
+        path: PathBuf,
+        #[source]
+        source: Box<BeatsError>,
+    },
     #[error("the beat classifier reads {got} inputs, the beats have {need}")]
     Inputs { got: usize, need: usize },
     #[error("the beat classifier's layer {layer} does not fit the one before")]
@@ -312,6 +342,128 @@ fn recent_run(beats: &[Beat], called: &[bool], len: usize, recent: usize) -> usi
         k += 1;
     }
     best
+}
+
+/// When a window's beats make a VT run.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct BeatRule {
+    /// A beat is called ventricular at and above this probability (one of [`CALL_GRID`]).
+    pub call_at: f32,
+    /// The primary lead's bSQI over the window's last 10 s must reach this (0: no gate).
+    pub min_bsqi: f32,
+}
+
+impl BeatRule {
+    /// Whether a window of this run level and bSQI holds a VT run under the rule.
+    pub(crate) fn sees_run(&self, (level, bsqi): (f32, f32)) -> bool {
+        level > 0.0 && level >= self.call_at && bsqi >= self.min_bsqi
+    }
+}
+
+/// The run level of a window (`leads` as [`describe`] takes them) and its primary lead's bSQI
+/// over the last [`GATE_SECS`] (1 when `gate` is off, which skips the second detector): what
+/// a [`BeatRule`] judges. `hop` samples have passed since the last window.
+pub(crate) fn run_evidence(
+    c: &BeatClassifier,
+    leads: &[&[f32]],
+    hop: usize,
+    gate: bool,
+) -> (f32, f32) {
+    let Some(&first) = leads.first() else {
+        return (0.0, 0.0);
+    };
+    let len = first.len();
+    let level = c.run_level(&describe(leads), len, hop + RUN_GRACE_SECS * SAMPLE_RATE_HZ);
+    let agreement = if gate {
+        let last = &first[len.saturating_sub(GATE_SECS * SAMPLE_RATE_HZ)..];
+        let fs = SAMPLE_RATE_HZ as f64;
+        bsqi(&detect_qrs(last, fs), &detect_qrs_length(last, fs), fs)
+    } else {
+        1.0
+    };
+    (level, agreement)
+}
+
+/// What [`BEATS_FILE`] holds.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct BeatsFile {
+    pub classifier: BeatClassifier,
+    pub rule: BeatRule,
+}
+
+impl BeatsFile {
+    /// Writes `<dir>/beats.json` (through a temporary file and a rename).
+    pub fn save(&self, dir: &Path) -> Result<(), BeatsError> {
+        let path = dir.join(BEATS_FILE);
+        let tmp = dir.join(format!("{BEATS_FILE}.tmp"));
+        let text = serde_json::to_string(self).expect("the counter serialises") + "\n";
+        let io = |source| BeatsError::Io {
+            path: path.clone(),
+            source,
+        };
+        std::fs::write(&tmp, text).map_err(io)?;
+        std::fs::rename(&tmp, &path).map_err(io)
+    }
+}
+
+/// The beat counter a ward serves beside its ensemble: a window whose beats end in a VT run
+/// under the rule scores 1, whatever the members say.
+#[derive(Debug, Clone)]
+pub struct BeatCounter {
+    pub file: BeatsFile,
+    /// SHA-256 of the file: the counter's identity in the alarm rules.
+    pub sha256: String,
+    /// Samples between two windows of a bed (the ward's hop).
+    hop: usize,
+}
+
+impl BeatCounter {
+    /// Reads `<dir>/beats.json` for a ward of `hop_secs`; `None` when the zoo has none.
+    pub fn load(dir: &Path, hop_secs: u32) -> Result<Option<BeatCounter>, BeatsError> {
+        let path = dir.join(BEATS_FILE);
+        let bytes = match std::fs::read(&path) {
+            Ok(b) => b,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+            Err(source) => return Err(BeatsError::Io { path, source }),
+        };
+        let file: BeatsFile =
+            serde_json::from_slice(&bytes).map_err(|source| BeatsError::Parse {
+                path: path.clone(),
+                source,
+            })?;
+        file.classifier.check().map_err(|e| BeatsError::Invalid {
+            path: path.clone(),
+            source: Box::new(e),
+        })?;
+        Ok(Some(BeatCounter {
+            file,
+            sha256: crate::core::hash::sha256_hex(&bytes),
+            hop: hop_secs as usize * SAMPLE_RATE_HZ,
+        }))
+    }
+
+    /// Multiply-accumulates of the classifier per beat.
+    pub fn macs_per_beat(&self) -> u64 {
+        self.file
+            .classifier
+            .layers
+            .iter()
+            .map(|l| (l.inputs * l.outputs) as u64)
+            .sum()
+    }
+
+    /// The window's score with the counter: 1 where its beats end in a VT run under the rule,
+    /// else `score` (no score stays none: the counter raises a scored window, it does not
+    /// score one the members could not).
+    pub fn apply(&self, w: &ClosedWindow, score: Option<f32>) -> Option<f32> {
+        let s = score?;
+        let leads: Vec<&[f32]> = w.ecg.iter().flatten().map(|l| &l[..]).collect();
+        let rule = self.file.rule;
+        let evidence = run_evidence(&self.file.classifier, &leads, self.hop, rule.min_bsqi > 0.0);
+        Some(if rule.sees_run(evidence) { 1.0 } else { s })
+    }
 }
 
 fn median(v: &[f64]) -> f64 {

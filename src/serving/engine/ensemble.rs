@@ -3,8 +3,9 @@
 //! The daemon at start-up and the composer's switches both go through [`prepare`].
 //!
 //! [`Ensemble`] also scores a window in place, member by member, with the engine's own input
-//! selection ([`input_of_window`]) and combination ([`combine`]): offline scoring
-//! (`holmes score`) uses it.
+//! selection ([`input_of_window`]) and combination ([`combine`]), then the zoo's beat counter
+//! when it serves one ([`BeatCounter::apply`], as the engine's jobs do): offline scoring
+//! (`holmes score`, `holmes evaluate`) uses it.
 
 use std::collections::HashMap;
 use std::path::Path;
@@ -17,6 +18,7 @@ use super::{MemberSpec, input_of_window, plan};
 use crate::config::{Combine, EngineConfig};
 use crate::core::score::{MemberScore, ScoreStatus};
 use crate::core::window::ClosedWindow;
+use crate::signal::beats::BeatCounter;
 use crate::zoo::{Manifest, ZooError, ZooModel};
 
 #[derive(Debug, thiserror::Error)]
@@ -52,7 +54,25 @@ pub struct ModelInfo {
     pub test_roc_auc: Option<f64>,
 }
 
+/// The name the beat counter is served, listed and named in the alarm rules under.
+pub const BEATS_NAME: &str = "beats";
+
 impl ModelInfo {
+    /// The beat counter as a served model (it is part of the ensemble's identity).
+    pub fn of_beats(c: &BeatCounter) -> ModelInfo {
+        let layers = &c.file.classifier.layers;
+        ModelInfo {
+            name: BEATS_NAME.into(),
+            version: 1,
+            input: "ECG beats (both leads)".into(),
+            parameters: layers.iter().map(|l| l.weight.len() + l.bias.len()).sum(),
+            macs_per_window: c.macs_per_beat(),
+            sha256: c.sha256.clone(),
+            val_roc_auc: None,
+            test_roc_auc: None,
+        }
+    }
+
     pub fn of(mf: &Manifest) -> ModelInfo {
         ModelInfo {
             name: mf.name.clone(),
@@ -67,13 +87,16 @@ impl ModelInfo {
     }
 }
 
-/// The loaded members of an ensemble (on the CPU backend).
+/// The loaded members of an ensemble (on the CPU backend), and the beat counter served
+/// beside them, if any.
 pub struct Ensemble {
     pub members: Vec<ZooModel<Flex>>,
+    pub beats: Option<BeatCounter>,
 }
 
 impl Ensemble {
-    /// Its members as the zoo's alarm rules name them (name and weights' SHA-256).
+    /// Its members as the zoo's alarm rules name them (name and weights' SHA-256), the beat
+    /// counter last when it serves.
     pub(crate) fn member_refs(&self) -> Vec<crate::alarm::rules::MemberRef> {
         self.members
             .iter()
@@ -81,7 +104,16 @@ impl Ensemble {
                 name: m.manifest.name.clone(),
                 sha256: m.manifest.weights.sha256.clone(),
             })
+            .chain(self.beats.as_ref().map(|c| crate::alarm::rules::MemberRef {
+                name: BEATS_NAME.into(),
+                sha256: c.sha256.clone(),
+            }))
             .collect()
+    }
+
+    /// The same members with `beats` counting beside them (or none).
+    pub fn with_beats(self, beats: Option<BeatCounter>) -> Ensemble {
+        Ensemble { beats, ..self }
     }
 
     /// Loads the named members from the zoo folder for windows of `window_secs`; a missing or
@@ -117,7 +149,10 @@ impl Ensemble {
             }
             members.push(m);
         }
-        Ok(Ensemble { members })
+        Ok(Ensemble {
+            members,
+            beats: None,
+        })
     }
 
     /// Scores one window in place: each member whose input is usable predicts, and the
@@ -176,6 +211,11 @@ impl Ensemble {
                     None => (ScoreStatus::InsufficientSignal, None, members),
                 }
             })
+            .zip(ws)
+            .map(|((status, score, members), w)| match &self.beats {
+                Some(c) => (status, c.apply(w, score), members),
+                None => (status, score, members),
+            })
             .collect()
     }
 }
@@ -204,6 +244,7 @@ pub fn combine(how: Combine, present: &[(f64, f32)]) -> Option<f32> {
 /// An ensemble ready to serve: its members validated, placed by the planner and described
 /// for the store.
 pub struct Prepared {
+    /// The members, then the beat counter when one serves.
     pub models: Vec<ModelInfo>,
     pub specs: Vec<MemberSpec>,
     /// `(name, version, sha256, input)` per member, for the store.
@@ -222,6 +263,8 @@ pub struct Sources<'a> {
     pub engine: &'a EngineConfig,
     /// The ward's window (`ward.window_secs`): no member may read more.
     pub window_secs: u32,
+    /// The beat counter served beside the members, listed with them.
+    pub beats: Option<&'a BeatCounter>,
 }
 
 /// Loads and validates the named members (a missing or broken one is an error naming it),
@@ -272,6 +315,12 @@ pub fn prepare(
             weight: 1.0,
             device: cell.device,
         })
+        .collect();
+    // The beat counter is listed with the members (the alarm rules name it), but is no model
+    // of the engine's queues: it runs where a window's score combines.
+    let models = models
+        .into_iter()
+        .chain(src.beats.map(ModelInfo::of_beats))
         .collect();
     Ok(Prepared {
         models,

@@ -255,6 +255,11 @@ impl WindowJob {
             });
         }
         let combined = super::ensemble::combine(shared.combine, &present);
+        // A counted VT run raises the score (superseded windows are not read).
+        let combined = match (&shared.beats, reason) {
+            (Some(c), r) if !matches!(r, Reason::Superseded) => c.apply(&self.window, combined),
+            _ => combined,
+        };
         let (status, score) = match reason {
             Reason::Superseded => (ScoreStatus::Superseded, None),
             _ if combined.is_some() && missing.is_empty() => (ScoreStatus::Scored, combined),

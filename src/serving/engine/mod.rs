@@ -34,6 +34,7 @@ use crate::config::{Combine, EngineConfig};
 use crate::core::score::ScoreStatus;
 use crate::core::window::ClosedWindow;
 use crate::serving::store::StoreHandle;
+use crate::signal::beats::BeatCounter;
 use crate::zoo::{Input, LeadSets};
 use job::{Slot, Timing, WindowJob};
 use queue::{ModelQueue, Pushed};
@@ -191,6 +192,8 @@ pub(crate) struct Shared {
     /// Each member's weight, and how the members' probabilities combine.
     weights: Vec<f64>,
     combine: Combine,
+    /// The beat counter applied to each combined score, if one serves.
+    pub(crate) beats: Option<Arc<BeatCounter>>,
     deadlines: deadline::Deadlines,
 }
 
@@ -227,6 +230,7 @@ impl Generation {
         store: StoreHandle,
         ensemble_id: i64,
         metrics: Arc<EngineMetrics>,
+        beats: Option<Arc<BeatCounter>>,
     ) -> Result<Generation, EngineError> {
         let weights = members.iter().map(|m| m.weight).collect();
         let slots = members
@@ -252,6 +256,7 @@ impl Generation {
             slots,
             weights,
             combine: cfg.combine,
+            beats,
             deadlines: deadline::Deadlines::default(),
         });
         let mut threads = Vec::new();
@@ -332,6 +337,8 @@ pub struct Engine {
     current: Arc<RwLock<Arc<Generation>>>,
     metrics: Arc<EngineMetrics>,
     cfg: Arc<EngineConfig>,
+    /// The beat counter every generation applies (it does not change with the members).
+    beats: Option<Arc<BeatCounter>>,
     /// Serialises switches (a switch loads models, outside the `current` lock).
     switching: Arc<Mutex<()>>,
 }
@@ -344,15 +351,30 @@ impl Engine {
         members: Vec<MemberSpec>,
         store: StoreHandle,
         ensemble_id: i64,
+        beats: Option<BeatCounter>,
     ) -> Result<Engine, EngineError> {
         let metrics = Arc::new(EngineMetrics::default());
-        let g = Generation::start(cfg, members, store, ensemble_id, metrics.clone())?;
+        let beats = beats.map(Arc::new);
+        let g = Generation::start(
+            cfg,
+            members,
+            store,
+            ensemble_id,
+            metrics.clone(),
+            beats.clone(),
+        )?;
         Ok(Engine {
             current: Arc::new(RwLock::new(Arc::new(g))),
             metrics,
             cfg: Arc::new(cfg.clone()),
+            beats,
             switching: Arc::new(Mutex::new(())),
         })
+    }
+
+    /// The beat counter applied to every window's score, if one serves.
+    pub(crate) fn beats(&self) -> Option<Arc<BeatCounter>> {
+        self.beats.clone()
     }
 
     fn current(&self) -> Arc<Generation> {
@@ -370,7 +392,14 @@ impl Engine {
         ensemble_id: i64,
     ) -> Result<(), EngineError> {
         let _one = self.switching.lock().expect("switch lock");
-        let g = Generation::start(&self.cfg, members, store, ensemble_id, self.metrics.clone())?;
+        let g = Generation::start(
+            &self.cfg,
+            members,
+            store,
+            ensemble_id,
+            self.metrics.clone(),
+            self.beats.clone(),
+        )?;
         let old = std::mem::replace(
             &mut *self.current.write().expect("engine lock"),
             Arc::new(g),

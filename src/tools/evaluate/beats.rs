@@ -4,7 +4,7 @@
 //! [`VT_MIN_BEATS`] beats called ventricular at the rule's probability, where the two QRS
 //! detectors agree well enough, the ensemble's score is raised to 1, so any alarm rule raises
 //! on it; elsewhere the series is the ensemble's. The beat rule and the alarm rule are chosen
-//! together on validation: each beat rule of [`BeatRule::candidates`] gets its alarm rule as the
+//! together on validation: each beat rule of [`candidates`] gets its alarm rule as the
 //! ensemble's does, and the pair with the fewest false alarms at the target is kept.
 //!
 //! [`VT_MIN_BEATS`]: crate::signal::classical::VT_MIN_BEATS
@@ -13,7 +13,7 @@ use serde::Serialize;
 
 use crate::alarm::{ThresholdChoice, ThresholdSearch};
 use crate::core::window::SAMPLE_RATE_HZ;
-use crate::signal::beats::{BeatClassifier, CALL_GRID};
+use crate::signal::beats::{BeatClassifier, BeatRule, CALL_GRID};
 use crate::training::beats::{BeatFigures, BeatRows};
 use crate::training::dataset::{Database, Split, SplitName};
 
@@ -75,32 +75,17 @@ pub(crate) fn fit(
     Ok(report)
 }
 
-/// When a window's beats make a VT run.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
-pub struct BeatRule {
-    /// A beat is called ventricular at and above this probability.
-    pub call_at: f32,
-    /// The primary lead's bSQI over the window's last 10 s must reach this.
-    pub min_bsqi: f32,
-}
-
-impl BeatRule {
-    /// The beat rules tried: every call probability of [`CALL_GRID`], ungated and behind two
-    /// bSQI gates.
-    pub fn candidates() -> Vec<BeatRule> {
-        [0.0, 0.5, 0.8]
-            .into_iter()
-            .flat_map(|min_bsqi| {
-                CALL_GRID
-                    .iter()
-                    .map(move |&call_at| BeatRule { call_at, min_bsqi })
-            })
-            .collect()
-    }
-
-    fn sees_run(&self, (level, bsqi): (f32, f32)) -> bool {
-        level > 0.0 && level >= self.call_at && bsqi >= self.min_bsqi
-    }
+/// The beat rules tried: every call probability of [`CALL_GRID`], ungated and behind two bSQI
+/// gates.
+pub fn candidates() -> Vec<BeatRule> {
+    [0.0, 0.5, 0.8]
+        .into_iter()
+        .flat_map(|min_bsqi| {
+            CALL_GRID
+                .iter()
+                .map(move |&call_at| BeatRule { call_at, min_bsqi })
+        })
+        .collect()
 }
 
 /// Sets each replay's `with_beats` series under `rule`.
@@ -130,7 +115,7 @@ pub(crate) fn choose(
     search: &ThresholdSearch,
 ) -> Result<(BeatRule, ThresholdChoice, Vec<BeatTrial>), EvaluateError> {
     let mut trials = Vec::new();
-    for beat_rule in BeatRule::candidates() {
+    for beat_rule in candidates() {
         apply(val, beat_rule);
         let choice = choose_rule(val, Replay::with_beats_scores, search)?;
         tracing::info!(
@@ -195,7 +180,7 @@ mod tests {
 
     #[test]
     fn every_call_probability_is_tried_behind_each_gate() {
-        let c = BeatRule::candidates();
+        let c = candidates();
         assert_eq!(c.len(), 3 * CALL_GRID.len());
         assert!(c.iter().any(|r| r.min_bsqi == 0.0 && r.call_at == 0.5));
         assert!(c.iter().any(|r| r.min_bsqi == 0.8 && r.call_at == 0.99));

@@ -62,7 +62,8 @@ use crate::alarm::{
     ValidationRecord, choose_threshold,
 };
 use crate::core::window::SAMPLE_RATE_HZ;
-use crate::serving::engine::ensemble::{Ensemble, EnsembleError};
+use crate::serving::engine::ensemble::{BEATS_NAME, Ensemble, EnsembleError};
+use crate::signal::beats::{BeatCounter, BeatsError, BeatsFile};
 use crate::signal::classical::ClassicalError;
 use crate::training::dataset::{
     self, Database, DatasetError, NoiseBank, RecordData, Split, SplitName,
@@ -72,7 +73,7 @@ use replay::{Detectors, Replay, replay};
 
 pub(crate) use condition::condition;
 
-pub use beats::{BeatReport, BeatRule, BeatTrial};
+pub use beats::{BeatReport, BeatTrial};
 pub use causes::FalseAlarmCauses;
 pub use gate::{GateParseError, SqiGate};
 pub use gate_search::GateTrial;
@@ -94,6 +95,8 @@ pub enum EvaluateError {
     Classical(#[from] ClassicalError),
     #[error(transparent)]
     Rules(#[from] RulesError),
+    #[error(transparent)]
+    Beats(#[from] BeatsError),
     #[error("no rule was chosen on validation (a rule was given), so none can be saved")]
     NothingToSave,
     #[error("the split has no records of part {0} in the data folder")]
@@ -147,8 +150,11 @@ pub struct EvaluateOptions {
     /// fitted on the train part.
     pub sqi_stack: bool,
     /// Also evaluate the ensemble beside a count of ventricular beats, its beat classifier
-    /// fitted on the train part.
+    /// fitted on the train part (the ensemble itself then scores without the zoo's counter).
     pub beats: bool,
+    /// Score with the zoo's beat counter, as the daemon does, when the zoo holds one
+    /// (`ensemble.count_beats`).
+    pub count_beats: bool,
 }
 
 /// Which signal-quality gate to evaluate.
@@ -258,7 +264,12 @@ pub fn evaluate(opts: &EvaluateOptions) -> Result<Evaluation, EvaluateError> {
     if hop == 0 || window == 0 || hop > window {
         return Err(EvaluateError::Timing { hop, window });
     }
-    let ens = Ensemble::load(&opts.models_dir, &opts.members, window)?;
+    let counter = if opts.count_beats && !opts.beats {
+        BeatCounter::load(&opts.models_dir, hop)?
+    } else {
+        None
+    };
+    let ens = Ensemble::load(&opts.models_dir, &opts.members, window)?.with_beats(counter);
     let split = Split::read(&opts.split)?;
     let fs = SAMPLE_RATE_HZ;
     let (win, hop_n) = (window as usize * fs, hop as usize * fs);
@@ -581,20 +592,42 @@ pub(crate) fn apply_gate(reps: &mut [Replay], gate: &SqiGate) {
 }
 
 /// Keeps the ensemble's rule chosen on validation in the zoo's rules file
-/// ([`RuleBook`]), for the daemon to serve this ensemble with at this hop and window.
+/// ([`RuleBook`]), for the daemon to serve this ensemble with at this hop and window. With a
+/// beat classifier fitted (`--beats`), it is the zoo's beat counter that is kept
+/// ([`BeatsFile`]: the classifier and its beat rule), and the rule chosen with it, for the
+/// members and the counter.
 pub fn save_rule(e: &Evaluation, models_dir: &std::path::Path) -> Result<(), EvaluateError> {
+    let (detector, mut members) = match &e.beats {
+        Some(b) => {
+            let rule = b.rule.ok_or(EvaluateError::NothingToSave)?;
+            BeatsFile {
+                classifier: b.classifier.clone(),
+                rule,
+            }
+            .save(models_dir)?;
+            let c = BeatCounter::load(models_dir, e.hop_secs)?.expect("just written");
+            let mut m = e.members.clone();
+            m.push(MemberRef {
+                name: BEATS_NAME.into(),
+                sha256: c.sha256,
+            });
+            ("ensemble+beats", m)
+        }
+        None => ("ensemble", e.members.clone()),
+    };
+    members.sort();
     let d = e
         .detectors
         .iter()
-        .find(|d| d.detector == "ensemble")
-        .expect("the ensemble is always evaluated");
+        .find(|d| d.detector == detector)
+        .expect("the ensemble is always evaluated, and with the beats when they were fitted");
     let c = d
         .chosen_on_validation
         .as_ref()
         .ok_or(EvaluateError::NothingToSave)?;
     let mut book = RuleBook::load(models_dir)?;
     book.insert(ValidatedRule {
-        members: e.members.clone(),
+        members,
         hop_secs: e.hop_secs,
         window_secs: e.window_secs,
         rule: c.rule,

@@ -12,6 +12,7 @@ use crate::alarm::{AlarmRule, alarm_episodes};
 use crate::config::Config;
 use crate::core::window::SAMPLE_RATE_HZ;
 use crate::serving::engine::ensemble::Ensemble;
+use crate::signal::beats::BeatCounter;
 use crate::training::dataset::{
     self, Database, EpisodeKind, NoiseBank, RecordData, Span, Split, SplitName,
 };
@@ -28,8 +29,10 @@ struct Served {
 fn served(root: &Path) -> Served {
     let cfg = Config::load(None).expect("embedded defaults");
     let dir = root.join(&cfg.ensemble.models_dir);
+    let beats = BeatCounter::load(&dir, cfg.ward.hop_secs).expect("the zoo's beat counter reads");
     let ens = Ensemble::load(&dir, &cfg.ensemble.members, cfg.ward.window_secs)
-        .expect("the configured ensemble loads");
+        .expect("the configured ensemble loads")
+        .with_beats(beats.filter(|_| cfg.ensemble.count_beats));
     let members = ens.member_refs();
     let book = RuleBook::load(&dir).expect("the zoo's alarm rules read");
     let rule = book

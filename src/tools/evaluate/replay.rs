@@ -6,10 +6,10 @@
 
 use crate::core::window::SAMPLE_RATE_HZ;
 use crate::serving::engine::ensemble::{Ensemble, OFFLINE_BATCH};
-use crate::signal::beats::{BeatClassifier, describe};
+use crate::signal::beats::{BeatClassifier, run_evidence};
 use crate::signal::classical::{ClassicalError, baseline_scores};
 use crate::signal::heart_rate::detect_qrs;
-use crate::signal::quality::{WindowSqi, bsqi, detect_qrs_length, window_sqi};
+use crate::signal::quality::{WindowSqi, window_sqi};
 use crate::tools::score::record_window;
 use crate::training::dataset::{EpisodeKind, LABEL_GRACE_SECS, Label, RecordData, label_at};
 
@@ -47,9 +47,8 @@ pub(crate) struct Replay {
     pub gated: Vec<Option<f32>>,
     /// The stacked regression's scores (empty unless `--sqi-stack`).
     pub stacked: Vec<Option<f32>>,
-    /// Each hop's run level ([`BeatClassifier::run_level`]) and the agreement of the two QRS
-    /// detectors on the primary lead's last [`SQI_WINDOW_SECS`] (empty unless a beat
-    /// classifier is replayed).
+    /// Each hop's run level and the agreement of the two QRS detectors on the primary lead's
+    /// last 10 s ([`run_evidence`]; empty unless a beat classifier is replayed).
     pub beat_runs: Vec<(f32, f32)>,
     /// The ensemble's score raised to 1 where a beat rule sees a VT run
     /// ([`beats::apply`](super::beats::apply); empty until one is applied).
@@ -148,22 +147,13 @@ pub(crate) fn replay(
 
     let grace = (LABEL_GRACE_SECS * SAMPLE_RATE_HZ as f64).round() as i64;
     let beat_runs: Vec<(f32, f32)> = match det.beats {
-        Some(c) => {
-            let span = (SQI_WINDOW_SECS * SAMPLE_RATE_HZ).min(window);
-            ends.iter()
-                .map(|&e| {
-                    let w: Vec<&[f32]> = leads.iter().map(|l| &l[e - window..e]).collect();
-                    // A run that ended since the last hop, or within the label's grace before it.
-                    let level = c.run_level(&describe(&w), window, hop + grace as usize);
-                    let last = &leads[0][e - span..e];
-                    let fs = SAMPLE_RATE_HZ as f64;
-                    (
-                        level,
-                        bsqi(&detect_qrs(last, fs), &detect_qrs_length(last, fs), fs),
-                    )
-                })
-                .collect()
-        }
+        Some(c) => ends
+            .iter()
+            .map(|&e| {
+                let w: Vec<&[f32]> = leads.iter().map(|l| &l[e - window..e]).collect();
+                run_evidence(c, &w, hop, true)
+            })
+            .collect(),
         None => Vec::new(),
     };
     let labels = ends
