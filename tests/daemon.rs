@@ -59,8 +59,16 @@ async fn every_bed_gets_a_score_every_hop() {
     assert_eq!(ends.len(), 3, "{beds}");
     let (status, ready) = app.get("/health/ready").await;
     assert_eq!(status, 200, "{ready}");
+    // The three members, and the zoo's beat counter listed after them.
     let (_, models) = app.get("/api/models").await;
-    assert_eq!(models["models"].as_array().unwrap().len(), 3);
+    let listed: Vec<&str> = models["models"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(listed.len(), 4, "{models}");
+    assert_eq!(listed[3], "beats", "{models}");
     let (_, ens) = app.get("/api/ensemble").await;
     assert_eq!(ens["members"].as_array().unwrap().len(), 3);
     assert!(ens["windows"]["scored"].as_u64().unwrap() >= 6, "{ens}");

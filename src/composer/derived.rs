@@ -9,11 +9,14 @@
 //! off/on ratio and persistence of the ensemble that has it, the more sensitive of the middle
 //! two for an even count) and sets its on-threshold where
 //! the new ensemble keeps the same share of its positive validation windows. It is not an
-//! event-level validation: the ward serves it marked not validated, as derived.
+//! event-level validation: the ward serves it marked not validated, as derived. An ensemble
+//! served with the zoo's beat counter borrows only from rules validated with the same counter
+//! (the shares are the members' alone; the counter raises scores beside them).
 
 use super::compose::SplitIndex;
 use crate::alarm::AlarmRule;
 use crate::alarm::rules::{MemberRef, RuleBook};
+use crate::serving::engine::ensemble::BEATS_NAME;
 use crate::zoo::Predictions;
 
 /// A zoo member as a derivation reads it: its name and weights, and its validation
@@ -53,6 +56,18 @@ const MIN_ON: f32 = 1e-3;
 
 /// The members' positions in `zoo` as a choice, or `None` when one is missing or has other
 /// weights.
+/// The beat counter among `members` (it has no validation predictions of its own), and the
+/// zoo's models.
+fn split_counter(members: &[MemberRef]) -> (Option<&MemberRef>, Vec<MemberRef>) {
+    let counter = members.iter().find(|m| m.name == BEATS_NAME);
+    let models = members
+        .iter()
+        .filter(|m| m.name != BEATS_NAME)
+        .cloned()
+        .collect();
+    (counter, models)
+}
+
 fn bits_of(zoo: &[ZooMember], members: &[MemberRef]) -> Option<Vec<bool>> {
     let mut bits = vec![false; zoo.len()];
     for m in members {
@@ -83,14 +98,20 @@ pub(crate) fn derived_rule(
     hop_secs: u32,
     window_secs: u32,
 ) -> Option<AlarmRule> {
-    let target = bits_of(zoo, members)?;
+    let (counter, models) = split_counter(members);
+    let target = bits_of(zoo, &models)?;
     let index = SplitIndex::new(zoo.iter().map(|z| &z.validation));
     let mut refs: Vec<(f64, AlarmRule)> = book
         .rules
         .iter()
         .filter(|r| r.hop_secs == hop_secs && r.window_secs == window_secs)
         .filter_map(|r| {
-            let pos = positives(&index, &bits_of(zoo, &r.members)?);
+            // Only ensembles with the same beat counter (or none) lend their rules.
+            let (theirs, their_models) = split_counter(&r.members);
+            if theirs != counter {
+                return None;
+            }
+            let pos = positives(&index, &bits_of(zoo, &their_models)?);
             (!pos.is_empty()).then(|| {
                 let kept = pos.iter().filter(|&&s| s >= r.rule.on).count();
                 (kept as f64 / pos.len() as f64, r.rule)

@@ -597,6 +597,89 @@ mod tests {
         assert_eq!(typical.features[0], typical.features[6]);
     }
 
+    /// A counter whose classifier calls a beat ventricular when it correlates poorly with the
+    /// template (logit 10 - 20 x correlation), under `rule`.
+    fn counter(rule: BeatRule) -> BeatCounter {
+        let mut weight = vec![0.0; FEATURES];
+        weight[0] = -20.0;
+        let file = BeatsFile {
+            classifier: BeatClassifier {
+                measures: BeatClassifier::measure_names(),
+                mean: vec![0.0; FEATURES],
+                std: vec![1.0; FEATURES],
+                layers: vec![Dense {
+                    inputs: FEATURES,
+                    outputs: 1,
+                    weight,
+                    bias: vec![10.0],
+                }],
+            },
+            rule,
+        };
+        let dir = std::env::temp_dir().join(format!("holmes-beats-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        file.save(&dir).unwrap();
+        let c = BeatCounter::load(&dir, 5)
+            .unwrap()
+            .expect("the file was written");
+        std::fs::remove_dir_all(&dir).unwrap();
+        assert_eq!(c.file, file);
+        c
+    }
+
+    fn window(lead: Vec<f32>) -> ClosedWindow {
+        use crate::core::window::WindowQuality;
+        ClosedWindow {
+            bed: "b".into(),
+            index: 0,
+            start_ms: 0,
+            end_ms: 30_000,
+            ecg: [Some(lead.into()), None, None],
+            heart_rate: None,
+            quality: WindowQuality {
+                leads: [None, None, None],
+                gap_samples: 0,
+                hr_coverage: 0.0,
+            },
+            last_sample_at: std::time::Instant::now(),
+        }
+    }
+
+    #[test]
+    fn the_counter_raises_a_window_ending_in_a_fast_run_and_nothing_else() {
+        let c = counter(BeatRule {
+            call_at: 0.9,
+            min_bsqi: 0.0,
+        });
+        // Beats every 0.56 s (107/min) over 30 s; the 46th to the 51st wide and inverted.
+        let run: Vec<usize> = (45..51).collect();
+        let (x, _) = ectopic_train(7_500, 140, &run);
+        assert_eq!(c.apply(&window(x.clone()), Some(0.1)), Some(1.0));
+        assert_eq!(
+            c.apply(&window(x), None),
+            None,
+            "it raises scores, it does not make them"
+        );
+        // Four wide beats are a salvo, not VT.
+        let (salvo, _) = ectopic_train(7_500, 140, &[45, 46, 47, 48]);
+        assert_eq!(c.apply(&window(salvo), Some(0.1)), Some(0.1));
+        // The same six wide beats long before the window's end have ended.
+        let early: Vec<usize> = (5..11).collect();
+        let (ended, _) = ectopic_train(7_500, 140, &early);
+        assert_eq!(c.apply(&window(ended), Some(0.1)), Some(0.1));
+    }
+
+    #[test]
+    fn a_zoo_without_a_counter_has_none_and_a_broken_one_is_refused() {
+        let dir = std::env::temp_dir().join(format!("holmes-beats-none-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        assert!(BeatCounter::load(&dir, 5).unwrap().is_none());
+        std::fs::write(dir.join(BEATS_FILE), "{\"classifier\": 1}").unwrap();
+        let e = BeatCounter::load(&dir, 5).unwrap_err();
+        assert!(e.to_string().contains("beats.json"), "{e}");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
     #[test]
     fn too_few_beats_give_no_template() {
         assert!(describe(&[&vec![0.0; 2_000]]).is_empty());
