@@ -1,8 +1,9 @@
 //! Beats counted one by one: each QRS that [`detect_qrs`] finds in a window, described against
-//! the window's own dominant beat, classified ventricular or not by a logistic regression
-//! ([`BeatClassifier`], a small perceptron fitted on annotated beats), and the run of
-//! ventricular beats a VT alarm
-//! counts (at least [`VT_MIN_BEATS`] in a row, faster than 100/min, the rule of the label).
+//! the window's own dominant beat, classified ventricular or not ([`BeatClassifier`], a small
+//! perceptron fitted on annotated beats), and the run of ventricular beats a VT alarm counts
+//! (at least [`VT_MIN_BEATS`] in a row, faster than 100/min, the rule of the label; one
+//! uncertain beat between two confident ones does not break it). [`BeatCounter`] is what the
+//! ward serves: the classifier and its [`BeatRule`] from the zoo's `beats.json`.
 //!
 //! A window's networks are asked whether a window ends in VT; this module asks the question the
 //! label itself asks, beat by beat, so that two or four ventricular beats (a couplet, a salvo)
@@ -300,19 +301,36 @@ impl BeatClassifier {
     }
 
     /// The highest probability of [`CALL_GRID`] at which the window of `len` samples holds a
-    /// VT run of at least [`VT_MIN_BEATS`] ([`recent_run`]), or 0 where it holds none.
+    /// VT run of at least [`VT_MIN_BEATS`] ([`run_level`]), or 0 where it holds none.
     pub(crate) fn run_level(&self, beats: &[Beat], len: usize, recent: usize) -> f32 {
         let p: Vec<f64> = beats.iter().map(|b| self.probability(b)).collect();
-        CALL_GRID
-            .iter()
-            .rev()
-            .find(|&&g| {
-                let called: Vec<bool> = p.iter().map(|&v| v >= g as f64).collect();
-                recent_run(beats, &called, len, recent) >= VT_MIN_BEATS
-            })
-            .copied()
-            .unwrap_or(0.0)
+        run_level(beats, &p, len, recent)
     }
+}
+
+/// [`BeatClassifier::run_level`] on the beats' probabilities `p`. At a grid probability `g`, a
+/// beat is called when it reaches `g`, or when it reaches [`VENTRICULAR_AT`] between two
+/// beats that reach `g` (one uncertain beat inside a run does not break it).
+fn run_level(beats: &[Beat], p: &[f64], len: usize, recent: usize) -> f32 {
+    CALL_GRID
+        .iter()
+        .rev()
+        .find(|&&g| {
+            let g = g as f64;
+            let called: Vec<bool> = (0..p.len())
+                .map(|k| {
+                    p[k] >= g
+                        || (p[k] >= VENTRICULAR_AT
+                            && k > 0
+                            && k + 1 < p.len()
+                            && p[k - 1] >= g
+                            && p[k + 1] >= g)
+                })
+                .collect();
+            recent_run(beats, &called, len, recent) >= VT_MIN_BEATS
+        })
+        .copied()
+        .unwrap_or(0.0)
 }
 
 /// The run of ventricular beats a window of `len` samples ends in: the most consecutive beats
@@ -577,6 +595,20 @@ mod tests {
         assert_eq!(recent_run(&slow, &called, 2_000, 2_000), 5);
         let spaced: Vec<Beat> = (0..10).map(|k| beat_at(100 + k * 2 * MAX_RUN_RR)).collect();
         assert_eq!(recent_run(&spaced, &called, 10_000, 10_000), 1);
+    }
+
+    #[test]
+    fn one_uncertain_beat_between_confident_ones_does_not_break_a_run() {
+        // Six fast beats: confident, but the third only 0.6.
+        let beats: Vec<Beat> = (0..6).map(|k| beat_at(100 + k * 100)).collect();
+        let p = [0.995, 0.995, 0.6, 0.995, 0.995, 0.995];
+        assert_eq!(run_level(&beats, &p, 700, 700), 0.99);
+        // Below VENTRICULAR_AT it breaks the run (two and three are no VT) ...
+        let q = [0.995, 0.995, 0.3, 0.995, 0.995, 0.995];
+        assert_eq!(run_level(&beats, &q, 700, 700), 0.0);
+        // ... and two uncertain beats in a row are not bridged at 0.99: the run holds at 0.6.
+        let r = [0.995, 0.995, 0.65, 0.65, 0.995, 0.995];
+        assert_eq!(run_level(&beats, &r, 700, 700), 0.6);
     }
 
     #[test]
