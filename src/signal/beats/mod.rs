@@ -18,24 +18,19 @@
 //! of the template's size. Nothing after a beat's own QRS enters its features, so a run is
 //! counted as it happens.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
 
-use crate::core::window::{ClosedWindow, SAMPLE_RATE_HZ};
+use crate::core::window::SAMPLE_RATE_HZ;
 
 use super::classical::{VT_MIN_BEATS, qrs_width_secs, slope};
 use super::heart_rate::{detect_qrs, sub_moving_mean};
-use super::quality::{bsqi, detect_qrs_length};
 
-/// The beat counter's file in the zoo folder: the classifier and the beat rule chosen with it
-/// (`holmes evaluate --beats --save-rule`).
-pub const BEATS_FILE: &str = "beats.json";
-/// A run that ended this long before the hop still counts, s: the label's grace (a window is
-/// positive while a VT run ended within its last 3 s).
-pub const RUN_GRACE_SECS: usize = 3;
-/// The bSQI gate reads the primary lead's last this many seconds.
-const GATE_SECS: usize = 10;
+mod counter;
+
+pub(crate) use counter::run_evidence;
+pub use counter::{BeatCounter, BeatRule, BeatsFile};
 
 /// Measured features per beat, named by [`MEASURES`].
 const MEASURED: usize = 10;
@@ -362,128 +357,6 @@ fn recent_run(beats: &[Beat], called: &[bool], len: usize, recent: usize) -> usi
     best
 }
 
-/// When a window's beats make a VT run.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct BeatRule {
-    /// A beat is called ventricular at and above this probability (one of [`CALL_GRID`]).
-    pub call_at: f32,
-    /// The primary lead's bSQI over the window's last 10 s must reach this (0: no gate).
-    pub min_bsqi: f32,
-}
-
-impl BeatRule {
-    /// Whether a window of this run level and bSQI holds a VT run under the rule.
-    pub(crate) fn sees_run(&self, (level, bsqi): (f32, f32)) -> bool {
-        level > 0.0 && level >= self.call_at && bsqi >= self.min_bsqi
-    }
-}
-
-/// The run level of a window (`leads` as [`describe`] takes them) and its primary lead's bSQI
-/// over the last [`GATE_SECS`] (1 when `gate` is off, which skips the second detector): what
-/// a [`BeatRule`] judges. `hop` samples have passed since the last window.
-pub(crate) fn run_evidence(
-    c: &BeatClassifier,
-    leads: &[&[f32]],
-    hop: usize,
-    gate: bool,
-) -> (f32, f32) {
-    let Some(&first) = leads.first() else {
-        return (0.0, 0.0);
-    };
-    let len = first.len();
-    let level = c.run_level(&describe(leads), len, hop + RUN_GRACE_SECS * SAMPLE_RATE_HZ);
-    let agreement = if gate {
-        let last = &first[len.saturating_sub(GATE_SECS * SAMPLE_RATE_HZ)..];
-        let fs = SAMPLE_RATE_HZ as f64;
-        bsqi(&detect_qrs(last, fs), &detect_qrs_length(last, fs), fs)
-    } else {
-        1.0
-    };
-    (level, agreement)
-}
-
-/// What [`BEATS_FILE`] holds.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct BeatsFile {
-    pub classifier: BeatClassifier,
-    pub rule: BeatRule,
-}
-
-impl BeatsFile {
-    /// Writes `<dir>/beats.json` (through a temporary file and a rename).
-    pub fn save(&self, dir: &Path) -> Result<(), BeatsError> {
-        let path = dir.join(BEATS_FILE);
-        let tmp = dir.join(format!("{BEATS_FILE}.tmp"));
-        let text = serde_json::to_string(self).expect("the counter serialises") + "\n";
-        let io = |source| BeatsError::Io {
-            path: path.clone(),
-            source,
-        };
-        std::fs::write(&tmp, text).map_err(io)?;
-        std::fs::rename(&tmp, &path).map_err(io)
-    }
-}
-
-/// The beat counter a ward serves beside its ensemble: a window whose beats end in a VT run
-/// under the rule scores 1, whatever the members say.
-#[derive(Debug, Clone)]
-pub struct BeatCounter {
-    pub file: BeatsFile,
-    /// SHA-256 of the file: the counter's identity in the alarm rules.
-    pub sha256: String,
-    /// Samples between two windows of a bed (the ward's hop).
-    hop: usize,
-}
-
-impl BeatCounter {
-    /// Reads `<dir>/beats.json` for a ward of `hop_secs`; `None` when the zoo has none.
-    pub fn load(dir: &Path, hop_secs: u32) -> Result<Option<BeatCounter>, BeatsError> {
-        let path = dir.join(BEATS_FILE);
-        let bytes = match std::fs::read(&path) {
-            Ok(b) => b,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-            Err(source) => return Err(BeatsError::Io { path, source }),
-        };
-        let file: BeatsFile =
-            serde_json::from_slice(&bytes).map_err(|source| BeatsError::Parse {
-                path: path.clone(),
-                source,
-            })?;
-        file.classifier.check().map_err(|e| BeatsError::Invalid {
-            path: path.clone(),
-            source: Box::new(e),
-        })?;
-        Ok(Some(BeatCounter {
-            file,
-            sha256: crate::core::hash::sha256_hex(&bytes),
-            hop: hop_secs as usize * SAMPLE_RATE_HZ,
-        }))
-    }
-
-    /// Multiply-accumulates of the classifier per beat.
-    pub fn macs_per_beat(&self) -> u64 {
-        self.file
-            .classifier
-            .layers
-            .iter()
-            .map(|l| (l.inputs * l.outputs) as u64)
-            .sum()
-    }
-
-    /// The window's score with the counter: 1 where its beats end in a VT run under the rule,
-    /// else `score` (no score stays none: the counter raises a scored window, it does not
-    /// score one the members could not).
-    pub fn apply(&self, w: &ClosedWindow, score: Option<f32>) -> Option<f32> {
-        let s = score?;
-        let leads: Vec<&[f32]> = w.ecg.iter().flatten().map(|l| &l[..]).collect();
-        let rule = self.file.rule;
-        let evidence = run_evidence(&self.file.classifier, &leads, self.hop, rule.min_bsqi > 0.0);
-        Some(if rule.sees_run(evidence) { 1.0 } else { s })
-    }
-}
-
 fn median(v: &[f64]) -> f64 {
     if v.is_empty() {
         return 0.0;
@@ -627,89 +500,6 @@ mod tests {
         assert!(typical.features[0] > 0.95, "{:?}", typical.features);
         // A lone lead stands in for the second.
         assert_eq!(typical.features[0], typical.features[6]);
-    }
-
-    /// A counter whose classifier calls a beat ventricular when it correlates poorly with the
-    /// template (logit 10 - 20 x correlation), under `rule`.
-    fn counter(rule: BeatRule) -> BeatCounter {
-        let mut weight = vec![0.0; FEATURES];
-        weight[0] = -20.0;
-        let file = BeatsFile {
-            classifier: BeatClassifier {
-                measures: BeatClassifier::measure_names(),
-                mean: vec![0.0; FEATURES],
-                std: vec![1.0; FEATURES],
-                layers: vec![Dense {
-                    inputs: FEATURES,
-                    outputs: 1,
-                    weight,
-                    bias: vec![10.0],
-                }],
-            },
-            rule,
-        };
-        let dir = std::env::temp_dir().join(format!("holmes-beats-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        file.save(&dir).unwrap();
-        let c = BeatCounter::load(&dir, 5)
-            .unwrap()
-            .expect("the file was written");
-        std::fs::remove_dir_all(&dir).unwrap();
-        assert_eq!(c.file, file);
-        c
-    }
-
-    fn window(lead: Vec<f32>) -> ClosedWindow {
-        use crate::core::window::WindowQuality;
-        ClosedWindow {
-            bed: "b".into(),
-            index: 0,
-            start_ms: 0,
-            end_ms: 30_000,
-            ecg: [Some(lead.into()), None, None],
-            heart_rate: None,
-            quality: WindowQuality {
-                leads: [None, None, None],
-                gap_samples: 0,
-                hr_coverage: 0.0,
-            },
-            last_sample_at: std::time::Instant::now(),
-        }
-    }
-
-    #[test]
-    fn the_counter_raises_a_window_ending_in_a_fast_run_and_nothing_else() {
-        let c = counter(BeatRule {
-            call_at: 0.9,
-            min_bsqi: 0.0,
-        });
-        // Beats every 0.56 s (107/min) over 30 s; the 46th to the 51st wide and inverted.
-        let run: Vec<usize> = (45..51).collect();
-        let (x, _) = ectopic_train(7_500, 140, &run);
-        assert_eq!(c.apply(&window(x.clone()), Some(0.1)), Some(1.0));
-        assert_eq!(
-            c.apply(&window(x), None),
-            None,
-            "it raises scores, it does not make them"
-        );
-        // Four wide beats are a salvo, not VT.
-        let (salvo, _) = ectopic_train(7_500, 140, &[45, 46, 47, 48]);
-        assert_eq!(c.apply(&window(salvo), Some(0.1)), Some(0.1));
-        // The same six wide beats long before the window's end have ended.
-        let early: Vec<usize> = (5..11).collect();
-        let (ended, _) = ectopic_train(7_500, 140, &early);
-        assert_eq!(c.apply(&window(ended), Some(0.1)), Some(0.1));
-    }
-
-    #[test]
-    fn a_zoo_without_a_counter_has_none_and_a_broken_one_is_refused() {
-        let dir = std::env::temp_dir().join(format!("holmes-beats-none-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        assert!(BeatCounter::load(&dir, 5).unwrap().is_none());
-        std::fs::write(dir.join(BEATS_FILE), "{\"classifier\": 1}").unwrap();
-        let e = BeatCounter::load(&dir, 5).unwrap_err();
-        assert!(e.to_string().contains("beats.json"), "{e}");
-        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]
