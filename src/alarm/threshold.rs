@@ -103,6 +103,19 @@ pub struct ThresholdChoice {
     pub p90_delay_ms: Option<i64>,
 }
 
+impl ThresholdChoice {
+    /// How two choices rank when a search picks among them (a gate, a beat rule), smallest
+    /// first: those that met the target by fewest false alarms then most episodes detected,
+    /// then those that did not, by most detected then fewest false alarms.
+    pub fn rank(&self) -> (u8, i64, i64) {
+        if self.met_target {
+            (0, self.false_alarms as i64, -(self.detected as i64))
+        } else {
+            (1, -(self.detected as i64), self.false_alarms as i64)
+        }
+    }
+}
+
 /// Picks the rule that reaches `search.target_sensitivity`, within `search.delay_limits`, with
 /// the fewest false alarms.
 /// Ties go to more detected episodes, then the smaller `k` (it raises sooner), then the smaller

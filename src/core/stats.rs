@@ -1,5 +1,5 @@
 //! Percentiles of measured times (the one definition used by profiles, the latency watch, the
-//! bench and the reports), and the largest difference between two outputs.
+//! bench and the reports), the median, and the largest difference between two outputs.
 
 /// The `q`-quantile (0..=1) of ascending `sorted` values, nearest rank (`NaN` when empty).
 pub(crate) fn percentile(sorted: &[f64], q: f64) -> f64 {
@@ -7,6 +7,21 @@ pub(crate) fn percentile(sorted: &[f64], q: f64) -> f64 {
         return f64::NAN;
     }
     sorted[((sorted.len() - 1) as f64 * q.clamp(0.0, 1.0)).round() as usize]
+}
+
+/// The median of `v` (the mean of the middle two for an even count; 0 when empty).
+pub(crate) fn median(v: &[f64]) -> f64 {
+    if v.is_empty() {
+        return 0.0;
+    }
+    let mut s = v.to_vec();
+    s.sort_by(f64::total_cmp);
+    let m = s.len() / 2;
+    if s.len() % 2 == 1 {
+        s[m]
+    } else {
+        (s[m - 1] + s[m]) / 2.0
+    }
 }
 
 /// Largest absolute difference (infinite when the lengths differ or a value is NaN).

@@ -19,7 +19,7 @@ use std::time::Instant;
 use burn::tensor::backend::Backend;
 use burn::tensor::{Tensor, TensorData};
 
-use crate::core::stats::max_abs_diff;
+use crate::core::stats::{max_abs_diff, median};
 use crate::zoo::{
     FastResNeXt1d, FoldedBlock, FoldedWeights, InferencePath, ResNeXt1d, ResNeXtArch, same_padding,
 };
@@ -343,17 +343,6 @@ pub(crate) fn synth_input(batch: usize) -> Vec<f32> {
             0.8 * (2.0 * std::f32::consts::PI * 1.2 * t).sin() + u
         })
         .collect()
-}
-
-fn median(v: &[f64]) -> f64 {
-    let mut s = v.to_vec();
-    s.sort_by(f64::total_cmp);
-    let m = s.len() / 2;
-    if s.len() % 2 == 1 {
-        s[m]
-    } else {
-        (s[m - 1] + s[m]) / 2.0
-    }
 }
 
 /// Burn-only timings of both paths for each configuration and batch: a markdown table with

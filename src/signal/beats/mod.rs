@@ -22,6 +22,7 @@ use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
 
+use crate::core::stats::median;
 use crate::core::window::SAMPLE_RATE_HZ;
 
 use super::classical::{VT_MIN_BEATS, qrs_width_secs, slope};
@@ -355,20 +356,6 @@ fn recent_run(beats: &[Beat], called: &[bool], len: usize, recent: usize) -> usi
         k += 1;
     }
     best
-}
-
-fn median(v: &[f64]) -> f64 {
-    if v.is_empty() {
-        return 0.0;
-    }
-    let mut s = v.to_vec();
-    s.sort_by(f64::total_cmp);
-    let m = s.len() / 2;
-    if s.len() % 2 == 1 {
-        s[m]
-    } else {
-        (s[m - 1] + s[m]) / 2.0
-    }
 }
 
 /// The per-sample median of equally long stretches.

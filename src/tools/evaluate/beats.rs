@@ -129,20 +129,13 @@ pub(crate) fn choose(
         );
         trials.push(BeatTrial { beat_rule, choice });
     }
-    let key = |t: &BeatTrial| {
-        let c = &t.choice;
-        if c.met_target {
-            (0, c.false_alarms as i64, -(c.detected as i64))
-        } else {
-            (1, -(c.detected as i64), c.false_alarms as i64)
-        }
-    };
     let best = trials
         .iter()
         .enumerate()
         .min_by(|(i, a), (j, b)| {
-            key(a)
-                .cmp(&key(b))
+            a.choice
+                .rank()
+                .cmp(&b.choice.rank())
                 .then(b.beat_rule.call_at.total_cmp(&a.beat_rule.call_at))
                 .then(i.cmp(j))
         })

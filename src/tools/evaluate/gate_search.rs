@@ -101,16 +101,9 @@ pub(crate) fn choose_gate(trials: &[GateTrial]) -> Option<usize> {
         .enumerate()
         .filter(|(_, t)| t.gate.is_some())
         .min_by(|(i, a), (j, b)| {
-            let key = |t: &GateTrial| {
-                let c = &t.choice;
-                if c.met_target {
-                    (0, c.false_alarms as i64, -(c.detected as i64))
-                } else {
-                    (1, -(c.detected as i64), c.false_alarms as i64)
-                }
-            };
-            key(a)
-                .cmp(&key(b))
+            a.choice
+                .rank()
+                .cmp(&b.choice.rank())
                 .then(a.gated_positive.total_cmp(&b.gated_positive))
                 .then(i.cmp(j))
         })
