@@ -124,7 +124,7 @@ impl Measurer {
                 name: m.name.clone(),
                 version: m.version,
                 input: m.input,
-                factory: accelerator::zoo_factory(&self.dir.join(&m.name), "cpu"),
+                factory: accelerator::zoo_factory(&self.dir.join(&m.name), "cpu", 0),
                 workers: 1,
                 batch_cap: 1,
                 weight: 1.0,

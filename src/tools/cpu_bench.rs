@@ -20,8 +20,10 @@ use burn::tensor::backend::Backend;
 use burn::tensor::{Tensor, TensorData};
 
 use crate::core::stats::{max_abs_diff, median};
+
 use crate::zoo::{
-    FastResNeXt1d, FoldedBlock, FoldedWeights, InferencePath, ResNeXt1d, ResNeXtArch, same_padding,
+    FastResNeXt1d, FoldedBlock, FoldedWeights, InferencePath, ResNeXt1d, ResNeXtArch, on_host,
+    same_padding,
 };
 
 /// `holmes bench-cpu` arguments.
@@ -296,10 +298,11 @@ impl<B: Backend> Reference<B> {
         let tag = format!("{}_{}", self.width, self.depth);
         let x = floats(&dir.join(format!("verify_{tag}_in.bin")))?;
         let want = floats(&dir.join(format!("verify_{tag}_ort.bin")))?;
-        let mut diffs = [0.0f32; 2];
+        let mut diffs = [f32::NAN; 2];
         for (d, path) in diffs
             .iter_mut()
             .zip([InferencePath::Fast, InferencePath::Plain])
+            .filter(|(_, p)| *p == InferencePath::for_backend::<B>() || on_host::<B>())
         {
             let got = self.logits(&x, path);
             *d = max_abs_diff(&got, &want);
@@ -363,24 +366,38 @@ pub(crate) fn table<B: Backend>(
         let (df, dp) = r.verify(dir)?;
         for &b in batches {
             let mut samples = [Vec::new(), Vec::new()];
-            let paths = [InferencePath::Plain, InferencePath::Fast];
-            for &p in &paths {
+            // A GPU runs the plain path only (`InferencePath::for_backend`).
+            let paths: &[InferencePath] = if on_host::<B>() {
+                &[InferencePath::Plain, InferencePath::Fast]
+            } else {
+                &[InferencePath::Plain]
+            };
+            for &p in paths {
                 r.time_runs(p, b, 2); // warm-up
             }
             // Interleave the two paths so drifting load hits both alike.
             for _ in 0..iters.div_ceil(2) {
-                for (s, &p) in samples.iter_mut().zip(&paths) {
+                for (s, &p) in samples.iter_mut().zip(paths) {
                     s.extend(r.time_runs(p, b, 2));
                 }
             }
             let mac = r.macs as f64 * b as f64;
-            let (tp, tf) = (median(&samples[0]), median(&samples[1]));
+            let tp = median(&samples[0]);
+            // "n/a" for the fast path where it does not run.
+            let fast = |f: &dyn Fn(f64) -> String| {
+                if samples[1].is_empty() {
+                    "n/a".to_owned()
+                } else {
+                    f(median(&samples[1]))
+                }
+            };
             out += &format!(
-                "| {w} | {d} | {b} | {:.1} | {tp:.2} | {tf:.2} | {:.2} | {:.2} | {:.2}x | {df:.1e} / {dp:.1e} |\n",
+                "| {w} | {d} | {b} | {:.1} | {tp:.2} | {} | {:.2} | {} | {} | {df:.1e} / {dp:.1e} |\n",
                 mac / 1e6,
+                fast(&|tf| format!("{tf:.2}")),
                 mac / tp / 1e6,
-                mac / tf / 1e6,
-                tp / tf,
+                fast(&|tf| format!("{:.2}", mac / tf / 1e6)),
+                fast(&|tf| format!("{:.2}x", tp / tf)),
             );
         }
     }

@@ -45,6 +45,20 @@ pub enum InferencePath {
 }
 
 impl InferencePath {
+    /// The path a model on backend `B` serves: on flex, the one [`from_env`](Self::from_env)
+    /// names; on a GPU backend the plain path, whatever the environment says. cubecl 0.10's
+    /// matmul refuses the GEMM form's overlapping `unfold` view (no kernel accepts its
+    /// layout), and the panic inside the device's stream poisons every later call on that
+    /// device, so the fast path cannot even be tried there (measured on an H100, BENCHMARKS,
+    /// "CUDA").
+    pub(crate) fn for_backend<B: Backend>() -> InferencePath {
+        if on_host::<B>() {
+            InferencePath::from_env()
+        } else {
+            InferencePath::Plain
+        }
+    }
+
     /// The path named by `HOLMES_INFERENCE` (`plain` or `fast`; fast when unset).
     pub(crate) fn from_env() -> InferencePath {
         match std::env::var(INFERENCE_PATH_ENV) {
@@ -126,7 +140,7 @@ impl Kernel {
 
 /// Whether `B` computes on host memory (flex), where the direct kernel can read tensors
 /// without a transfer.
-fn on_host<B: Backend>() -> bool {
+pub(crate) fn on_host<B: Backend>() -> bool {
     std::any::TypeId::of::<B>() == std::any::TypeId::of::<burn::backend::Flex>()
 }
 

@@ -19,7 +19,7 @@ mod resnext;
 mod vitals;
 
 pub(crate) use conv_gemm::{FoldedWeights, same_padding};
-pub(crate) use fast::{FastResNeXt1d, FoldedBlock};
+pub(crate) use fast::{FastResNeXt1d, FoldedBlock, on_host};
 pub use fast::{InferencePath, Kernel};
 pub use lead_sets::LeadSets;
 pub(crate) use listing::list;

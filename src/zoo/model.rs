@@ -136,7 +136,7 @@ impl<B: Backend> ZooModel<B> {
             fast: None,
             device: device.clone(),
         };
-        model.set_inference_path(InferencePath::from_env());
+        model.set_inference_path(InferencePath::for_backend::<B>());
         let probe = vec![0.0f32; model.manifest.input.samples()];
         if model.inference_path() == InferencePath::Fast && !model.fast_path_agrees(&probe) {
             // The plain path stays the reference: serve it rather than a fast path that

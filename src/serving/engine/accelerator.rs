@@ -117,8 +117,10 @@ fn probe_cuda() -> Result<Vec<Accelerator>, String> {
 }
 
 /// A factory that loads zoo model `dir` on device `device` (`cpu`, `cuda:N`), on the calling
-/// worker thread.
-pub(crate) fn zoo_factory(dir: &Path, device: &str) -> Factory {
+/// worker thread. On a GPU it then runs every batch size up to `warm_batches` once: burn-cuda
+/// tunes its kernels for each new shape on first use (hundreds of ms), which in service would
+/// fall on the first windows of each batch size and miss their deadline.
+pub(crate) fn zoo_factory(dir: &Path, device: &str, warm_batches: usize) -> Factory {
     let dir = dir.to_owned();
     let err = |dir: &Path, e: crate::zoo::ZooError| EngineError::Model {
         name: dir.display().to_string(),
@@ -132,10 +134,15 @@ pub(crate) fn zoo_factory(dir: &Path, device: &str) -> Factory {
         return Arc::new(move || {
             let d = burn::backend::cuda::CudaDevice::new(i);
             let m = ZooModel::<burn::backend::Cuda>::load(&dir, &d).map_err(|e| err(&dir, e))?;
+            let zeros = vec![0.0f32; m.manifest.input.samples()];
+            for b in 1..=warm_batches {
+                let inputs: Vec<&[f32]> = (0..b).map(|_| zeros.as_slice()).collect();
+                m.predict(&inputs).map_err(|e| err(&dir, e))?;
+            }
             Ok(Box::new(ZooInfer(m)) as Box<dyn InferModel>)
         });
     }
-    let _ = device;
+    let _ = (device, warm_batches);
     Arc::new(move || {
         let m = ZooModel::<burn::backend::Flex>::load(&dir, &Default::default())
             .map_err(|e| err(&dir, e))?;
@@ -151,5 +158,63 @@ mod tests {
     fn discovery_lists_the_cpu_last() {
         let d = discover();
         assert_eq!(d.last().unwrap().id, "cpu");
+    }
+
+    /// Every ECG model of the committed zoo gives the same probabilities on the GPU as on the
+    /// CPU, for a batch of rhythms (sinus, a wide fast run, fibrillation, noise): what the
+    /// engine serves does not depend on where a model runs.
+    #[cfg(feature = "cuda")]
+    #[test]
+    fn cuda_and_the_cpu_agree_on_every_ecg_model() {
+        use crate::signal::test_signals as ts;
+        if let Err(why) = probe_cuda() {
+            println!("SKIPPED cuda parity: {why}");
+            return;
+        }
+        // Relative to the crate's root, where cargo runs tests (and a test binary carried to a
+        // GPU machine is run).
+        let root = Path::new("models");
+        let mut dirs: Vec<_> = std::fs::read_dir(root)
+            .unwrap()
+            .filter_map(|e| e.ok().map(|e| e.path()))
+            .filter(|p| p.join("manifest.json").is_file())
+            .filter(|p| {
+                p.file_name()
+                    .is_some_and(|n| n.to_string_lossy().starts_with("ecg-"))
+            })
+            .collect();
+        dirs.sort();
+        assert!(!dirs.is_empty(), "no ECG models under {}", root.display());
+        let gpu = burn::backend::cuda::CudaDevice::new(0);
+        for dir in &dirs {
+            let cpu = ZooModel::<burn::backend::Flex>::load(dir, &Default::default()).unwrap();
+            let cuda = ZooModel::<burn::backend::Cuda>::load(dir, &gpu).unwrap();
+            let secs = cpu.manifest.input.secs();
+            let n = cpu.manifest.input.samples();
+            let windows: Vec<Vec<f32>> = vec![
+                ts::sinus(1, 72.0, secs),
+                ts::wide_run(180.0, 160.0, secs),
+                ts::fibrillation(2, secs),
+                ts::noise(3, 0.5, secs),
+            ]
+            .into_iter()
+            .map(|mut w| {
+                w.resize(n, 0.0);
+                w
+            })
+            .collect();
+            let refs: Vec<&[f32]> = windows.iter().map(Vec::as_slice).collect();
+            let a = cpu.predict(&refs).unwrap();
+            let b = cuda.predict(&refs).unwrap();
+            assert_eq!(a.len(), b.len());
+            for (x, y) in a.iter().zip(&b) {
+                assert!(
+                    (x - y).abs() < 1e-3,
+                    "{}: CPU {a:?} against CUDA {b:?}",
+                    dir.display()
+                );
+            }
+            println!("{}: CPU {a:?} CUDA {b:?}", dir.display());
+        }
     }
 }

@@ -309,7 +309,7 @@ pub fn prepare(
             name: m.name.clone(),
             version: m.version,
             input,
-            factory: accelerator::zoo_factory(&dir.join(&m.name), &cell.device),
+            factory: accelerator::zoo_factory(&dir.join(&m.name), &cell.device, cell.batch_cap),
             workers: cell.workers,
             batch_cap: cell.batch_cap,
             weight: 1.0,

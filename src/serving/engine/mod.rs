@@ -456,14 +456,14 @@ impl Engine {
         }
     }
 
-    /// Device of member `name`.
-    pub(crate) fn device_of(&self, name: &str) -> Option<String> {
+    /// Device and batch cap of member `name`.
+    pub(crate) fn placement_of(&self, name: &str) -> Option<(String, usize)> {
         self.current()
             .shared
             .slots
             .iter()
             .find(|s| s.name == name)
-            .map(|s| s.device.clone())
+            .map(|s| (s.device.clone(), s.batch_cap))
     }
 
     /// Swaps in a new version of member `name` (already validated); workers switch between

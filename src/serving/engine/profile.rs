@@ -20,15 +20,20 @@ use crate::zoo::{Input, ZooModel};
 /// The burn release the profiles were measured with (part of their key).
 pub(crate) const BURN_VERSION: &str = "0.21";
 
-/// The `burn_version` column of a profile's key: the burn release and the inference path
-/// (`fast` or `plain`, [`crate::zoo::InferencePath`]; `fast+direct` when the CPU runs the
-/// direct kernel, [`crate::zoo::Kernel`]), so profiles of one path or kernel never stand in
-/// for another.
-pub(crate) fn engine_version() -> String {
+/// The `burn_version` column of a profile's key on `device` (`cpu`, `cuda:N`): the burn
+/// release and the inference path (`fast` or `plain`, [`crate::zoo::InferencePath`];
+/// `fast+direct` when the CPU runs the direct kernel, [`crate::zoo::Kernel`]; a GPU always
+/// runs the plain path), so profiles of one path or kernel never stand in for another.
+pub(crate) fn engine_version(device: &str) -> String {
     use crate::zoo::{InferencePath, Kernel};
-    let path = match (InferencePath::from_env(), Kernel::on_flex()) {
-        (InferencePath::Fast, Kernel::Direct) => "fast+direct",
-        (p, _) => p.name(),
+    let path = match (
+        device == "cpu",
+        InferencePath::from_env(),
+        Kernel::on_flex(),
+    ) {
+        (false, ..) => "plain",
+        (true, InferencePath::Fast, Kernel::Direct) => "fast+direct",
+        (true, p, _) => p.name(),
     };
     format!("{BURN_VERSION}/{path}")
 }
@@ -154,7 +159,7 @@ pub(crate) fn profile_model(
     dev: &Accelerator,
     opts: &ProfileOptions,
 ) -> Result<Profile, crate::serving::engine::EngineError> {
-    let mut model = (accelerator::zoo_factory(dir, &dev.id))()?;
+    let mut model = (accelerator::zoo_factory(dir, &dev.id, 0))()?;
     let manifest = ZooModel::<burn::backend::Flex>::load(dir, &Default::default())
         .map_err(|e| crate::serving::engine::EngineError::Model {
             name: dir.display().to_string(),
@@ -226,7 +231,7 @@ pub(crate) fn store_profile(db: &Path, p: &Profile) -> Result<(), StoreError> {
         tx.execute(
             "INSERT OR REPLACE INTO profiles (hardware, device, model, sha256, burn_version, batch, p50_ms, p95_ms, p99_ms, repeats, measured_ms)
              VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
-            params![p.hardware, p.device, p.model, p.sha256, engine_version(), pt.batch as i64, pt.p50_ms, pt.p95_ms, pt.p99_ms, pt.repeats as i64, now_ms()],
+            params![p.hardware, p.device, p.model, p.sha256, engine_version(&p.device), pt.batch as i64, pt.p50_ms, pt.p95_ms, pt.p99_ms, pt.repeats as i64, now_ms()],
         )
         .map_err(err)?;
     }
@@ -248,14 +253,15 @@ pub(crate) fn load_profiles(
     let hw = hardware();
     let mut st = c
         .prepare(
-            "SELECT device, batch, p50_ms, p95_ms, p99_ms, repeats FROM profiles
-             WHERE hardware = ?1 AND model = ?2 AND sha256 = ?3 AND burn_version = ?4 ORDER BY device, batch",
+            "SELECT device, batch, p50_ms, p95_ms, p99_ms, repeats, burn_version FROM profiles
+             WHERE hardware = ?1 AND model = ?2 AND sha256 = ?3 ORDER BY device, batch",
         )
         .map_err(err)?;
     let rows = st
-        .query_map(params![hw, model, sha256, engine_version()], |r| {
+        .query_map(params![hw, model, sha256], |r| {
             Ok((
                 r.get::<_, String>(0)?,
+                r.get::<_, String>(6)?,
                 Point {
                     batch: r.get::<_, i64>(1)? as usize,
                     p50_ms: r.get(2)?,
@@ -269,7 +275,10 @@ pub(crate) fn load_profiles(
         .collect::<Result<Vec<_>, _>>()
         .map_err(err)?;
     let mut out: Vec<Profile> = Vec::new();
-    for (dev, pt) in rows {
+    for (dev, _, pt) in rows
+        .into_iter()
+        .filter(|(dev, version, _)| *version == engine_version(dev))
+    {
         match out.last_mut() {
             Some(p) if p.device == dev => p.points.push(pt),
             _ => out.push(Profile {

@@ -187,13 +187,13 @@ fn scan(
                 if is_new && !initial {
                     changed = true;
                     if members.iter().any(|(n, _)| n == name) {
+                        let (device, cap) = engine
+                            .placement_of(name)
+                            .unwrap_or_else(|| ("cpu".into(), 0));
                         engine.reload(
                             name,
                             m.manifest.version,
-                            super::accelerator::zoo_factory(
-                                &folder,
-                                &engine.device_of(name).unwrap_or_else(|| "cpu".into()),
-                            ),
+                            super::accelerator::zoo_factory(&folder, &device, cap),
                         );
                         tracing::info!(model = %name, version = m.manifest.version, "Ensemble member reloaded");
                     } else {
