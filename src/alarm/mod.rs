@@ -265,9 +265,47 @@ pub fn alarm_episodes(
     Ok(out)
 }
 
+/// The alarms of [`alarm_episodes`] as the detector annotates them: an alarm raised at a hop
+/// whose score came with the time its arrhythmia began (`onsets`: `(hop, onset)` in ms, the
+/// first beat of a VT run the beat counter found, as the dashboard gives the alarm's onset)
+/// starts there, no earlier than the previous alarm's end; the others start where they were
+/// raised. This is what EC57's episode comparison reads (an analyser's episode annotation
+/// marks where the rhythm began); the time to alarm stays the time raised.
+pub fn annotate_onsets(alarms: &[(i64, i64)], onsets: &[(i64, i64)]) -> Vec<(i64, i64)> {
+    let mut prev_end = i64::MIN;
+    alarms
+        .iter()
+        .map(|&(raised, end)| {
+            let onset = onsets
+                .iter()
+                .find(|&&(hop, _)| hop == raised)
+                .map_or(raised, |&(_, onset)| onset.clamp(prev_end, raised));
+            prev_end = end;
+            (onset, end)
+        })
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_alarm_raised_on_a_dated_run_starts_at_the_run() {
+        let alarms = [(10_000, 20_000), (25_000, 30_000), (40_000, 45_000)];
+        // The second alarm's run began at 12 s, inside the first alarm: it starts at the first
+        // one's end; the third's began at 37 s; a dated hop that raised nothing is ignored.
+        let onsets = [(25_000, 12_000), (35_000, 33_000), (40_000, 37_000)];
+        assert_eq!(
+            annotate_onsets(&alarms, &onsets),
+            vec![(10_000, 20_000), (20_000, 30_000), (37_000, 45_000)]
+        );
+        // An onset after the raise (not a run's start) does not move it.
+        assert_eq!(
+            annotate_onsets(&[(10_000, 20_000)], &[(10_000, 11_000)]),
+            vec![(10_000, 20_000)]
+        );
+    }
 
     #[test]
     fn a_rule_reads_from_on_off_k_n() {

@@ -110,7 +110,7 @@ pub fn run(a: ScoreArgs) -> Result<()> {
             "from_s", "to_s", "status", "risk", "alarm"
         );
         for r in rows {
-            let members: Vec<String> = r
+            let mut members: Vec<String> = r
                 .members
                 .iter()
                 .map(|m| {
@@ -121,6 +121,11 @@ pub fn run(a: ScoreArgs) -> Result<()> {
                     )
                 })
                 .collect();
+            match (r.run_level, r.run_onset_secs) {
+                (Some(_), Some(t)) => members.push(format!("beats=VT run from {t:.1} s")),
+                (Some(l), None) => members.push(format!("beats={l:.2}")),
+                _ => {}
+            }
             println!(
                 "{:>8.1} {:>8.1}  {:<20} {:>6}  {:<7}  {}",
                 r.start_secs,

@@ -58,6 +58,9 @@ pub(crate) struct ScoreRecord {
     pub(crate) end_ms: i64,
     pub(crate) status: ScoreStatus,
     pub(crate) score: Option<f32>,
+    /// Where the beat counter raised `score`: the first beat of its VT run, ms on the bed's
+    /// timeline.
+    pub(crate) run_onset_ms: Option<i64>,
     pub(crate) members: Vec<MemberScore>,
     /// Members that should have scored this window and did not (partial scores).
     pub(crate) missing: Vec<String>,

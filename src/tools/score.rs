@@ -20,6 +20,12 @@ pub struct OfflineScore {
     pub status: ScoreStatus,
     pub score: Option<f32>,
     pub members: Vec<MemberScore>,
+    /// The beat counter's run level: the highest probability its beats are called
+    /// ventricular at and still end in a VT run (0: none; absent without a counter).
+    pub run_level: Option<f32>,
+    /// Where the beat counter raised the score: its VT run's first beat, s from the record's
+    /// start.
+    pub run_onset_secs: Option<f64>,
     /// The risk alarm after this window: `off`, `raised` (here), `on` or `cleared` (here).
     pub alarm: &'static str,
 }
@@ -113,13 +119,15 @@ pub fn score_signals(
                 record_window(&s.leads, &s.beats, end, win, index)
             })
             .collect();
-        for ((status, score, members), &end) in ens.score_batch(&windows).into_iter().zip(chunk) {
+        for (o, &end) in ens.score_batch(&windows).into_iter().zip(chunk) {
             out.push(OfflineScore {
                 start_secs: (end - win) as f64 / fs as f64,
                 end_secs: end as f64 / fs as f64,
-                status,
-                score,
-                members,
+                status: o.status,
+                score: o.score,
+                members: o.members,
+                run_level: o.run_level,
+                run_onset_secs: o.run_onset_ms.map(|t| t as f64 / 1000.0),
                 alarm: "off",
             });
         }
@@ -138,6 +146,8 @@ mod tests {
             status: ScoreStatus::Scored,
             score,
             members: Vec::new(),
+            run_level: None,
+            run_onset_secs: None,
             alarm: "off",
         }
     }

@@ -18,7 +18,7 @@ use super::{MemberSpec, input_of_window, plan};
 use crate::config::{Combine, EngineConfig};
 use crate::core::score::{MemberScore, ScoreStatus};
 use crate::core::window::ClosedWindow;
-use crate::signal::beats::BeatCounter;
+use crate::signal::beats::{BeatCounter, Counted};
 use crate::zoo::{Manifest, ZooError, ZooModel};
 
 #[derive(Debug, thiserror::Error)]
@@ -206,15 +206,29 @@ impl Ensemble {
                         prob,
                     })
                     .collect();
-                match combine(Combine::Mean, &present) {
-                    Some(s) => (ScoreStatus::Scored, Some(s), members),
-                    None => (ScoreStatus::InsufficientSignal, None, members),
-                }
+                let score = combine(Combine::Mean, &present);
+                let status = match score {
+                    Some(_) => ScoreStatus::Scored,
+                    None => ScoreStatus::InsufficientSignal,
+                };
+                (status, score, members)
             })
             .zip(ws)
-            .map(|((status, score, members), w)| match &self.beats {
-                Some(c) => (status, c.apply(w, score), members),
-                None => (status, score, members),
+            .map(|((status, score, members), w)| {
+                let counted = match &self.beats {
+                    Some(c) => c.apply(w, score),
+                    None => Counted {
+                        score,
+                        ..Counted::default()
+                    },
+                };
+                WindowOutcome {
+                    status,
+                    score: counted.score,
+                    members,
+                    run_onset_ms: counted.run_onset_ms,
+                    run_level: counted.run_level,
+                }
             })
             .collect()
     }
@@ -223,8 +237,20 @@ impl Ensemble {
 /// Most windows one member predicts on at once offline.
 pub const OFFLINE_BATCH: usize = 64;
 
-/// A window's outcome offline: its status, the ensemble's score, and each member's.
-pub type WindowOutcome = (ScoreStatus, Option<f32>, Vec<MemberScore>);
+/// A window's outcome offline.
+#[derive(Debug, Clone)]
+pub struct WindowOutcome {
+    pub status: ScoreStatus,
+    /// The ensemble's score, after the beat counter.
+    pub score: Option<f32>,
+    /// Each member's.
+    pub members: Vec<MemberScore>,
+    /// Where the counter raised the score: the first beat of its VT run, ms on the window's
+    /// timeline.
+    pub run_onset_ms: Option<i64>,
+    /// The counter's run level ([`Counted::run_level`]).
+    pub run_level: Option<f32>,
+}
 
 /// The ensemble's score from its members' `(weight, probability)`: the mean probability
 /// (HOLMES eq. 5), or the weighted mean; `None` when no member scored.

@@ -256,9 +256,12 @@ impl WindowJob {
         }
         let combined = super::ensemble::combine(shared.combine, &present);
         // A counted VT run raises the score (superseded windows are not read).
-        let combined = match (&shared.beats, reason) {
-            (Some(c), r) if !matches!(r, Reason::Superseded) => c.apply(&self.window, combined),
-            _ => combined,
+        let (combined, run_onset_ms) = match (&shared.beats, reason) {
+            (Some(c), r) if !matches!(r, Reason::Superseded) => {
+                let counted = c.apply(&self.window, combined);
+                (counted.score, counted.run_onset_ms)
+            }
+            _ => (combined, None),
         };
         let (status, score) = match reason {
             Reason::Superseded => (ScoreStatus::Superseded, None),
@@ -280,6 +283,7 @@ impl WindowJob {
             end_ms: self.window.end_ms,
             status,
             score,
+            run_onset_ms: run_onset_ms.filter(|_| score.is_some()),
             members,
             missing,
             ensemble_id: shared.ensemble_id,

@@ -34,13 +34,41 @@ pub struct BeatRule {
 }
 
 impl BeatRule {
-    /// Whether a window of this run level and bSQI holds a VT run under the rule.
-    pub(crate) fn sees_run(&self, (level, bsqi): (f32, f32)) -> bool {
-        level > 0.0 && level >= self.call_at && bsqi >= self.min_bsqi
+    /// Whether a window of this evidence holds a VT run under the rule.
+    pub(crate) fn sees_run(&self, e: RunEvidence) -> bool {
+        e.level > 0.0 && e.level >= self.call_at && e.bsqi >= self.min_bsqi
     }
 }
 
-/// The run level of a window (`leads` as [`describe`] takes them) and its primary lead's bSQI
+/// What a [`BeatRule`] judges of a window: the run its beats end in and the agreement of two
+/// QRS detectors on its primary lead.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(crate) struct RunEvidence {
+    /// The highest call probability at which the window holds a VT run; 0 where none.
+    pub level: f32,
+    /// The primary lead's bSQI over its last [`GATE_SECS`] (1 when not measured).
+    pub bsqi: f32,
+    /// That run's first beat, samples before the window's end: where the run began, which a
+    /// risk alarm raised on it gives as its onset.
+    pub first_ago: Option<usize>,
+}
+
+impl RunEvidence {
+    /// No run, nothing readable.
+    pub(crate) const NONE: RunEvidence = RunEvidence {
+        level: 0.0,
+        bsqi: 0.0,
+        first_ago: None,
+    };
+
+    /// The run's onset in ms on the timeline of a window ending at `end_ms`.
+    pub(crate) fn onset_ms(&self, end_ms: i64) -> Option<i64> {
+        self.first_ago
+            .map(|n| end_ms - (n * 1000 / SAMPLE_RATE_HZ) as i64)
+    }
+}
+
+/// The run a window (`leads` as [`describe`] takes them) ends in and its primary lead's bSQI
 /// over the last [`GATE_SECS`] (1 when `gate` is off, which skips the second detector): what
 /// a [`BeatRule`] judges. `hop` samples have passed since the last window.
 pub(crate) fn run_evidence(
@@ -48,12 +76,12 @@ pub(crate) fn run_evidence(
     leads: &[&[f32]],
     hop: usize,
     gate: bool,
-) -> (f32, f32) {
+) -> RunEvidence {
     let Some(&first) = leads.first() else {
-        return (0.0, 0.0);
+        return RunEvidence::NONE;
     };
     let len = first.len();
-    let level = c.run_level(&describe(leads), len, hop + RUN_GRACE_SECS * SAMPLE_RATE_HZ);
+    let run = c.run_level(&describe(leads), len, hop + RUN_GRACE_SECS * SAMPLE_RATE_HZ);
     let agreement = if gate {
         let last = &first[len.saturating_sub(GATE_SECS * SAMPLE_RATE_HZ)..];
         let fs = SAMPLE_RATE_HZ as f64;
@@ -61,7 +89,11 @@ pub(crate) fn run_evidence(
     } else {
         1.0
     };
-    (level, agreement)
+    RunEvidence {
+        level: run.level,
+        bsqi: agreement,
+        first_ago: run.first.map(|f| len - f),
+    }
 }
 
 /// What [`BEATS_FILE`] holds.
@@ -135,14 +167,33 @@ impl BeatCounter {
 
     /// The window's score with the counter: 1 where its beats end in a VT run under the rule,
     /// else `score` (no score stays none: the counter raises a scored window, it does not
-    /// score one the members could not).
-    pub fn apply(&self, w: &ClosedWindow, score: Option<f32>) -> Option<f32> {
-        let s = score?;
+    /// score one the members could not); with the run's onset, ms on the window's timeline,
+    /// where it raised the score.
+    pub fn apply(&self, w: &ClosedWindow, score: Option<f32>) -> Counted {
+        let Some(s) = score else {
+            return Counted::default();
+        };
         let leads: Vec<&[f32]> = w.ecg.iter().flatten().map(|l| &l[..]).collect();
         let rule = self.file.rule;
         let evidence = run_evidence(&self.file.classifier, &leads, self.hop, rule.min_bsqi > 0.0);
-        Some(if rule.sees_run(evidence) { 1.0 } else { s })
+        let seen = rule.sees_run(evidence);
+        Counted {
+            score: Some(if seen { 1.0 } else { s }),
+            run_onset_ms: seen.then(|| evidence.onset_ms(w.end_ms)).flatten(),
+            run_level: Some(evidence.level),
+        }
     }
+}
+
+/// A window's score after the counter ([`BeatCounter::apply`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct Counted {
+    pub score: Option<f32>,
+    /// The first beat of the VT run that raised the score, ms on the window's timeline.
+    pub run_onset_ms: Option<i64>,
+    /// The highest call probability at which the window's beats end in a VT run (0: none);
+    /// `None` where the counter did not look (no counter, or no score to raise).
+    pub run_level: Option<f32>,
 }
 
 #[cfg(test)]
@@ -207,20 +258,35 @@ mod tests {
         });
         // Beats every 0.56 s (107/min) over 30 s; the 46th to the 51st wide and inverted.
         let run: Vec<usize> = (45..51).collect();
-        let (x, _) = ectopic_train(7_500, 140, &run);
-        assert_eq!(c.apply(&window(x.clone()), Some(0.1)), Some(1.0));
+        let (x, beats) = ectopic_train(7_500, 140, &run);
+        let counted = c.apply(&window(x.clone()), Some(0.1));
+        assert_eq!(counted.score, Some(1.0));
+        // The alarm's onset is the run's first wide beat (the window spans 0-30 s).
+        let onset = counted
+            .run_onset_ms
+            .expect("a raised window gives its run's onset");
+        let first_ms = (beats[45] * 1000 / SAMPLE_RATE_HZ) as i64;
+        assert!(
+            (onset - first_ms).abs() <= 100,
+            "onset {onset} ms, first wide beat {first_ms} ms"
+        );
         assert_eq!(
             c.apply(&window(x), None),
-            None,
+            Counted::default(),
             "it raises scores, it does not make them"
         );
+        let unraised = Counted {
+            score: Some(0.1),
+            run_onset_ms: None,
+            run_level: Some(0.0),
+        };
         // Four wide beats are a salvo, not VT.
         let (salvo, _) = ectopic_train(7_500, 140, &[45, 46, 47, 48]);
-        assert_eq!(c.apply(&window(salvo), Some(0.1)), Some(0.1));
+        assert_eq!(c.apply(&window(salvo), Some(0.1)), unraised);
         // The same six wide beats long before the window's end have ended.
         let early: Vec<usize> = (5..11).collect();
         let (ended, _) = ectopic_train(7_500, 140, &early);
-        assert_eq!(c.apply(&window(ended), Some(0.1)), Some(0.1));
+        assert_eq!(c.apply(&window(ended), Some(0.1)), unraised);
     }
 
     #[test]

@@ -30,8 +30,8 @@ use super::heart_rate::{detect_qrs, sub_moving_mean};
 
 mod counter;
 
-pub(crate) use counter::run_evidence;
-pub use counter::{BeatCounter, BeatRule, BeatsFile};
+pub use counter::{BeatCounter, BeatRule, BeatsFile, Counted};
+pub(crate) use counter::{RunEvidence, run_evidence};
 
 /// Measured features per beat, named by [`MEASURES`].
 const MEASURED: usize = 10;
@@ -296,37 +296,48 @@ impl BeatClassifier {
         1.0 / (1.0 + (-self.logit(&beat.features) as f64).exp())
     }
 
-    /// The highest probability of [`CALL_GRID`] at which the window of `len` samples holds a
-    /// VT run of at least [`VT_MIN_BEATS`] ([`run_level`]), or 0 where it holds none.
-    pub(crate) fn run_level(&self, beats: &[Beat], len: usize, recent: usize) -> f32 {
+    /// The VT run the window of `len` samples ends in ([`run_level`]).
+    pub(crate) fn run_level(&self, beats: &[Beat], len: usize, recent: usize) -> RunLevel {
         let p: Vec<f64> = beats.iter().map(|b| self.probability(b)).collect();
         run_level(beats, &p, len, recent)
     }
 }
 
+/// The VT run a window's beats end in.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(crate) struct RunLevel {
+    /// The highest probability of [`CALL_GRID`] at which the window holds a run of at least
+    /// [`VT_MIN_BEATS`] beats; 0 where it holds none.
+    pub level: f32,
+    /// That run's first beat, samples from the window's start (`None` where there is no run).
+    pub first: Option<usize>,
+}
+
 /// [`BeatClassifier::run_level`] on the beats' probabilities `p`. At a grid probability `g`, a
 /// beat is called when it reaches `g`, or when it reaches [`VENTRICULAR_AT`] between two
 /// beats that reach `g` (one uncertain beat inside a run does not break it).
-fn run_level(beats: &[Beat], p: &[f64], len: usize, recent: usize) -> f32 {
-    CALL_GRID
-        .iter()
-        .rev()
-        .find(|&&g| {
-            let g = g as f64;
-            let called: Vec<bool> = (0..p.len())
-                .map(|k| {
-                    p[k] >= g
-                        || (p[k] >= VENTRICULAR_AT
-                            && k > 0
-                            && k + 1 < p.len()
-                            && p[k - 1] >= g
-                            && p[k + 1] >= g)
-                })
-                .collect();
-            recent_run(beats, &called, len, recent) >= VT_MIN_BEATS
-        })
-        .copied()
-        .unwrap_or(0.0)
+fn run_level(beats: &[Beat], p: &[f64], len: usize, recent: usize) -> RunLevel {
+    for &g in CALL_GRID.iter().rev() {
+        let gf = g as f64;
+        let called: Vec<bool> = (0..p.len())
+            .map(|k| {
+                p[k] >= gf
+                    || (p[k] >= VENTRICULAR_AT
+                        && k > 0
+                        && k + 1 < p.len()
+                        && p[k - 1] >= gf
+                        && p[k + 1] >= gf)
+            })
+            .collect();
+        let (n, first) = recent_run(beats, &called, len, recent);
+        if n >= VT_MIN_BEATS {
+            return RunLevel { level: g, first };
+        }
+    }
+    RunLevel {
+        level: 0.0,
+        first: None,
+    }
 }
 
 /// The run of ventricular beats a window of `len` samples ends in: the most consecutive beats
@@ -334,10 +345,16 @@ fn run_level(beats: &[Beat], p: &[f64], len: usize, recent: usize) -> f32 {
 /// the window's last `recent` samples (a run under way, or one that has just ended); 1 when
 /// there is only a slow run or a lone beat, 0 when none is called. As the label counts a run, the
 /// consecutive called beats whose mean interval is under [`MAX_RUN_RR`] (one slow interval
-/// inside a fast run does not break it).
-fn recent_run(beats: &[Beat], called: &[bool], len: usize, recent: usize) -> usize {
+/// inside a fast run does not break it). Also returns the sample of that run's first beat
+/// where it is a fast run (the latest such run where two are as long).
+fn recent_run(
+    beats: &[Beat],
+    called: &[bool],
+    len: usize,
+    recent: usize,
+) -> (usize, Option<usize>) {
     let since = len.saturating_sub(recent);
-    let mut best = 0usize;
+    let (mut best, mut best_first) = (0usize, None);
     let mut k = 0;
     while k < beats.len() {
         if !called[k] {
@@ -351,11 +368,15 @@ fn recent_run(beats: &[Beat], called: &[bool], len: usize, recent: usize) -> usi
         let (n, span) = (k - first + 1, beats[k].sample - beats[first].sample);
         let fast = n >= 2 && span < MAX_RUN_RR * (n - 1);
         if beats[k].sample >= since {
-            best = best.max(if fast { n } else { 1 });
+            let count = if fast { n } else { 1 };
+            if count >= best {
+                best = count;
+                best_first = fast.then_some(beats[first].sample);
+            }
         }
         k += 1;
     }
-    best
+    (best, best_first)
 }
 
 /// The per-sample median of equally long stretches.
@@ -441,9 +462,9 @@ mod tests {
         let mut called = vec![false; 10];
         called[2..7].iter_mut().for_each(|c| *c = true);
         // The run's last beat is at 700; the window is 1,100 samples long.
-        assert_eq!(recent_run(&beats, &called, 1_100, 500), 5);
+        assert_eq!(recent_run(&beats, &called, 1_100, 500), (5, Some(300)));
         assert_eq!(
-            recent_run(&beats, &called, 1_100, 300),
+            recent_run(&beats, &called, 1_100, 300).0,
             0,
             "ended too long ago"
         );
@@ -452,9 +473,13 @@ mod tests {
         for b in &mut slow[5..] {
             b.sample += 100;
         }
-        assert_eq!(recent_run(&slow, &called, 2_000, 2_000), 5);
+        assert_eq!(recent_run(&slow, &called, 2_000, 2_000), (5, Some(300)));
         let spaced: Vec<Beat> = (0..10).map(|k| beat_at(100 + k * 2 * MAX_RUN_RR)).collect();
-        assert_eq!(recent_run(&spaced, &called, 10_000, 10_000), 1);
+        assert_eq!(
+            recent_run(&spaced, &called, 10_000, 10_000),
+            (1, None),
+            "a slow run has no onset"
+        );
     }
 
     #[test]
@@ -462,13 +487,14 @@ mod tests {
         // Six fast beats: confident, but the third only 0.6.
         let beats: Vec<Beat> = (0..6).map(|k| beat_at(100 + k * 100)).collect();
         let p = [0.995, 0.995, 0.6, 0.995, 0.995, 0.995];
-        assert_eq!(run_level(&beats, &p, 700, 700), 0.99);
+        let whole = run_level(&beats, &p, 700, 700);
+        assert_eq!((whole.level, whole.first), (0.99, Some(100)));
         // Below VENTRICULAR_AT it breaks the run (two and three are no VT) ...
         let q = [0.995, 0.995, 0.3, 0.995, 0.995, 0.995];
-        assert_eq!(run_level(&beats, &q, 700, 700), 0.0);
+        assert_eq!(run_level(&beats, &q, 700, 700).level, 0.0);
         // ... and two uncertain beats in a row are not bridged at 0.99: the run holds at 0.6.
         let r = [0.995, 0.995, 0.65, 0.65, 0.995, 0.995];
-        assert_eq!(run_level(&beats, &r, 700, 700), 0.6);
+        assert_eq!(run_level(&beats, &r, 700, 700).level, 0.6);
     }
 
     #[test]

@@ -88,15 +88,23 @@ pub fn candidates() -> Vec<BeatRule> {
         .collect()
 }
 
-/// Sets each replay's `with_beats` series under `rule`.
+/// Sets each replay's `with_beats` series under `rule`, and where it raised a score, the
+/// run's onset.
 pub(crate) fn apply(reps: &mut [Replay], rule: BeatRule) {
     for r in reps {
-        r.with_beats = r
+        (r.with_beats, r.with_beats_onsets) = r
             .ensemble
             .iter()
             .zip(&r.beat_runs)
-            .map(|(&e, &b)| if rule.sees_run(b) { Some(1.0) } else { e })
-            .collect();
+            .zip(&r.ends_ms)
+            .map(|((&e, &b), &end)| {
+                if rule.sees_run(b) {
+                    (Some(1.0), b.onset_ms(end))
+                } else {
+                    (e, None)
+                }
+            })
+            .unzip();
     }
 }
 
@@ -148,6 +156,7 @@ pub(crate) fn choose(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::signal::beats::RunEvidence;
 
     #[test]
     fn a_beat_rule_raises_the_score_only_where_it_sees_a_run() {
@@ -155,20 +164,25 @@ mod tests {
             call_at: 0.8,
             min_bsqi: 0.5,
         };
+        let e = |level, bsqi| RunEvidence {
+            level,
+            bsqi,
+            first_ago: (level > 0.0).then_some(1_500),
+        };
         // (run level, bSQI): a run at 0.9 in readable signal; at 0.6 only; in noise; none.
-        assert!(rule.sees_run((0.9, 0.9)));
+        assert!(rule.sees_run(e(0.9, 0.9)));
         assert!(
-            !rule.sees_run((0.6, 0.9)),
+            !rule.sees_run(e(0.6, 0.9)),
             "called only below the rule's probability"
         );
-        assert!(!rule.sees_run((0.9, 0.3)), "the detectors disagree");
-        assert!(!rule.sees_run((0.0, 1.0)));
+        assert!(!rule.sees_run(e(0.9, 0.3)), "the detectors disagree");
+        assert!(!rule.sees_run(e(0.0, 1.0)));
         let ungated = BeatRule {
             call_at: 0.5,
             min_bsqi: 0.0,
         };
-        assert!(ungated.sees_run((0.5, 0.0)));
-        assert!(!ungated.sees_run((0.0, 0.0)), "no run at any probability");
+        assert!(ungated.sees_run(e(0.5, 0.0)));
+        assert!(!ungated.sees_run(e(0.0, 0.0)), "no run at any probability");
     }
 
     #[test]

@@ -6,18 +6,21 @@
 use std::collections::BTreeMap;
 
 use crate::alarm::matching::{AlarmTiming, timing};
-use crate::alarm::{AlarmRule, MatchOptions, alarm_episodes};
+use crate::alarm::{AlarmRule, MatchOptions, alarm_episodes, annotate_onsets};
 use crate::core::metrics::{pr_auc, roc_auc};
 use crate::training::dataset::{EpisodeKind, Label};
 
-use super::episodes::{self, RecordComparison, compare_record};
+use super::episodes::{self, RecordComparison, compare_annotated};
 use super::replay::Replay;
 use super::{Condition, EvaluateError, FalseAlarmCauses, RecordRow, WindowMetrics, causes, report};
 
-/// One detector's figures over the replayed records of one condition.
+/// One detector's figures over the replayed records of one condition: its score series
+/// (`pick`) and where each hop's score came with an arrhythmia's onset (`onsets`, one per hop
+/// or none: the alarms raised there begin at it in the EC57 comparison).
 pub(crate) fn condition(
     reps: &[Replay],
     pick: fn(&Replay) -> &[Option<f32>],
+    onsets: fn(&Replay) -> &[Option<i64>],
     rule: AlarmRule,
     hop_ms: i64,
     snr_db: Option<f32>,
@@ -41,6 +44,13 @@ pub(crate) fn condition(
         let series: Vec<(i64, Option<f32>)> =
             r.ends_ms.iter().copied().zip(s.iter().copied()).collect();
         let alarms = alarm_episodes(rule, hop_ms, &series)?;
+        let dated: Vec<(i64, i64)> = r
+            .ends_ms
+            .iter()
+            .zip(onsets(r))
+            .filter_map(|(&t, o)| o.map(|o| (t, o)))
+            .collect();
+        let annotated = annotate_onsets(&alarms, &dated);
         for &(kind, iv) in &r.by_kind {
             let name = match kind {
                 EpisodeKind::Vt => "vt",
@@ -53,7 +63,13 @@ pub(crate) fn condition(
         }
         records.push(RecordRow {
             record: r.key.clone(),
-            comparison: compare_record(&r.reference, &alarms, r.monitored_ms, matching)?,
+            comparison: compare_annotated(
+                &r.reference,
+                &alarms,
+                &annotated,
+                r.monitored_ms,
+                matching,
+            )?,
             false_alarm_causes: causes::classify(
                 &alarms,
                 &r.reference,

@@ -124,23 +124,38 @@ pub struct RecordComparison {
 
 /// Compares a record's `alarms` with its `reference` episodes (both `[start, end)` in ms,
 /// ascending and disjoint; touching is allowed). `monitored_ms` is the record's monitored time
-/// outside the reference episodes.
+/// outside the reference episodes. The alarms are their own episodes in the EC57 comparison
+/// ([`compare_annotated`] where the detector annotates them otherwise).
 pub fn compare_record(
     reference: &[(i64, i64)],
     alarms: &[(i64, i64)],
     monitored_ms: i64,
     opts: MatchOptions,
 ) -> Result<RecordComparison, EpisodeError> {
+    compare_annotated(reference, alarms, alarms, monitored_ms, opts)
+}
+
+/// [`compare_record`] where the detector's episodes for the EC57 counts and durations are
+/// `annotated` (the alarms as [`annotate_onsets`](crate::alarm::annotate_onsets) dates them,
+/// one per alarm), while time to alarm and false alarms are judged on the `alarms` as raised.
+pub fn compare_annotated(
+    reference: &[(i64, i64)],
+    alarms: &[(i64, i64)],
+    annotated: &[(i64, i64)],
+    monitored_ms: i64,
+    opts: MatchOptions,
+) -> Result<RecordComparison, EpisodeError> {
     check("reference", reference)?;
     check("alarm", alarms)?;
+    check("annotated alarm", annotated)?;
     if monitored_ms < 0 {
         return Err(EpisodeError::Monitored(monitored_ms));
     }
     let tp_s = reference
         .iter()
-        .filter(|&&r| alarms.iter().any(|&a| overlaps(r, a)))
+        .filter(|&&r| annotated.iter().any(|&a| overlaps(r, a)))
         .count();
-    let tp_p = alarms
+    let tp_p = annotated
         .iter()
         .filter(|&&a| reference.iter().any(|&r| overlaps(r, a)))
         .count();
@@ -148,7 +163,7 @@ pub fn compare_record(
     let overlap_ms = reference
         .iter()
         .flat_map(|&(rs, re)| {
-            alarms
+            annotated
                 .iter()
                 .map(move |&(s, e)| (re.min(e) - rs.max(s)).max(0))
         })
@@ -157,9 +172,9 @@ pub fn compare_record(
         tp_s,
         fn_: reference.len() - tp_s,
         tp_p,
-        fp: alarms.len() - tp_p,
+        fp: annotated.len() - tp_p,
         reference_ms: reference.iter().map(|(s, e)| e - s).sum(),
-        alarm_ms: alarms.iter().map(|(s, e)| e - s).sum(),
+        alarm_ms: annotated.iter().map(|(s, e)| e - s).sum(),
         overlap_ms,
     };
     let false_alarms = alarms
@@ -416,6 +431,32 @@ mod tests {
             (t.median_s, t.p90_s, t.max_s),
             (Some(6.0), Some(9.0), Some(10.0))
         );
+    }
+
+    #[test]
+    fn an_annotated_alarm_counts_for_ec57_from_its_onset_and_times_from_its_raise() {
+        // A 2-s run at 100-102 s; the alarm raised at 105 s (the next hop) until 115 s, its
+        // run dated from 100.4 s.
+        let reference = [(100 * S, 102 * S)];
+        let raised = [(105 * S, 115 * S)];
+        let plain = compare_record(&reference, &raised, 1_800 * S, OPTS).unwrap();
+        assert_eq!(
+            (plain.counts.tp_s, plain.counts.fp),
+            (0, 1),
+            "no shared time"
+        );
+        let dated = [(100_400, 115 * S)];
+        let r = compare_annotated(&reference, &raised, &dated, 1_800 * S, OPTS).unwrap();
+        assert_eq!(
+            (r.counts.tp_s, r.counts.fn_, r.counts.tp_p, r.counts.fp),
+            (1, 0, 1, 0)
+        );
+        assert_eq!(r.counts.overlap_ms, 1_600);
+        assert_eq!(r.counts.alarm_ms, 14_600);
+        // Time to alarm and false alarms are the raised alarm's, in both.
+        assert_eq!(r.timings, plain.timings);
+        assert_eq!(r.timings[0].timing, AlarmTiming::Raised { delay_ms: 5 * S });
+        assert_eq!((r.false_alarms, plain.false_alarms), (0, 0));
     }
 
     #[test]

@@ -426,6 +426,7 @@ pub fn evaluate(opts: &EvaluateOptions) -> Result<Evaluation, EvaluateError> {
         ens_conditions.push(condition(
             &reps,
             Replay::ensemble_scores,
+            Replay::ensemble_run_onsets,
             ens_rule,
             hop_ms,
             snr,
@@ -437,6 +438,7 @@ pub fn evaluate(opts: &EvaluateOptions) -> Result<Evaluation, EvaluateError> {
             gated_conditions.push(condition(
                 &reps,
                 Replay::gated_scores,
+                Replay::no_onsets,
                 rule,
                 hop_ms,
                 snr,
@@ -450,6 +452,7 @@ pub fn evaluate(opts: &EvaluateOptions) -> Result<Evaluation, EvaluateError> {
             conditions.push(condition(
                 &reps,
                 Replay::stacked_scores,
+                Replay::no_onsets,
                 choice.rule,
                 hop_ms,
                 snr,
@@ -461,6 +464,7 @@ pub fn evaluate(opts: &EvaluateOptions) -> Result<Evaluation, EvaluateError> {
             beats_conditions.push(condition(
                 &reps,
                 Replay::with_beats_scores,
+                Replay::with_beats_run_onsets,
                 c.rule,
                 hop_ms,
                 snr,
@@ -471,6 +475,7 @@ pub fn evaluate(opts: &EvaluateOptions) -> Result<Evaluation, EvaluateError> {
             cls_conditions.push(condition(
                 &reps,
                 Replay::classical_scores,
+                Replay::no_onsets,
                 c.rule,
                 hop_ms,
                 snr,

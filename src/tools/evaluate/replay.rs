@@ -6,7 +6,7 @@
 
 use crate::core::window::SAMPLE_RATE_HZ;
 use crate::serving::engine::ensemble::{Ensemble, OFFLINE_BATCH};
-use crate::signal::beats::{BeatClassifier, run_evidence};
+use crate::signal::beats::{BeatClassifier, RunEvidence, run_evidence};
 use crate::signal::classical::{ClassicalError, baseline_scores};
 use crate::signal::heart_rate::detect_qrs;
 use crate::signal::quality::{WindowSqi, window_sqi};
@@ -37,6 +37,9 @@ pub(crate) struct Replay {
     pub ends_ms: Vec<i64>,
     /// The ensemble's score at each hop (`None`: no member had its input, or not replayed).
     pub ensemble: Vec<Option<f32>>,
+    /// Where the served ensemble's beat counter raised its score: the run's first beat, ms
+    /// (one per hop where the ensemble is replayed).
+    pub ensemble_onsets: Vec<Option<i64>>,
     /// The classical detector's score at each hop (empty when not replayed).
     pub classical: Vec<Option<f32>>,
     /// Each hop's signal-quality indices by lead, on the window's last
@@ -49,10 +52,12 @@ pub(crate) struct Replay {
     pub stacked: Vec<Option<f32>>,
     /// Each hop's run level and the agreement of the two QRS detectors on the primary lead's
     /// last 10 s ([`run_evidence`]; empty unless a beat classifier is replayed).
-    pub beat_runs: Vec<(f32, f32)>,
+    pub beat_runs: Vec<RunEvidence>,
     /// The ensemble's score raised to 1 where a beat rule sees a VT run
     /// ([`beats::apply`](super::beats::apply); empty until one is applied).
     pub with_beats: Vec<Option<f32>>,
+    /// Where the beat rule raised `with_beats`: the run's first beat, ms.
+    pub with_beats_onsets: Vec<Option<i64>>,
     /// Each hop's window label by its end.
     pub labels: Vec<Label>,
     /// Reference episodes `[onset, end)` in ms, overlapping ones of either kind merged, clipped
@@ -90,6 +95,19 @@ impl Replay {
     pub fn with_beats_scores(&self) -> &[Option<f32>] {
         &self.with_beats
     }
+
+    pub fn ensemble_run_onsets(&self) -> &[Option<i64>] {
+        &self.ensemble_onsets
+    }
+
+    pub fn with_beats_run_onsets(&self) -> &[Option<i64>] {
+        &self.with_beats_onsets
+    }
+
+    /// For detectors that date no alarm.
+    pub fn no_onsets(&self) -> &[Option<i64>] {
+        &[]
+    }
 }
 
 /// Replays `rec` (whose `leads` may carry added noise) with windows of `window` samples every
@@ -108,7 +126,7 @@ pub(crate) fn replay(
     let ends: Vec<usize> = (first..=len).step_by(hop).collect();
     let ends_ms: Vec<i64> = ends.iter().map(|&e| e as i64 * MS_PER_SAMPLE).collect();
 
-    let mut ensemble = Vec::new();
+    let (mut ensemble, mut ensemble_onsets) = (Vec::new(), Vec::new());
     if let Some(ens) = det.ensemble {
         let beats = detect_qrs(&leads[0], SAMPLE_RATE_HZ as f64);
         ensemble.reserve(ends.len());
@@ -120,7 +138,10 @@ pub(crate) fn replay(
                     record_window(leads, &beats, end, window, (k * OFFLINE_BATCH + i) as u64)
                 })
                 .collect();
-            ensemble.extend(ens.score_batch(&windows).into_iter().map(|o| o.1));
+            for o in ens.score_batch(&windows) {
+                ensemble.push(o.score);
+                ensemble_onsets.push(o.run_onset_ms);
+            }
         }
     }
     let classical = if det.classical {
@@ -146,7 +167,7 @@ pub(crate) fn replay(
     };
 
     let grace = (LABEL_GRACE_SECS * SAMPLE_RATE_HZ as f64).round() as i64;
-    let beat_runs: Vec<(f32, f32)> = match det.beats {
+    let beat_runs: Vec<RunEvidence> = match det.beats {
         Some(c) => ends
             .iter()
             .map(|&e| {
@@ -195,12 +216,14 @@ pub(crate) fn replay(
         key: rec.key.clone(),
         ends_ms,
         ensemble,
+        ensemble_onsets,
         classical,
         sqi,
         gated: Vec::new(),
         stacked: Vec::new(),
         beat_runs,
         with_beats: Vec::new(),
+        with_beats_onsets: Vec::new(),
         labels,
         reference,
         by_kind,

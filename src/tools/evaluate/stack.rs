@@ -134,6 +134,7 @@ mod tests {
             ensemble: (0..n)
                 .map(|i| Some(if i % 2 == 0 { 0.6 } else { 0.4 }))
                 .collect(),
+            ensemble_onsets: Vec::new(),
             classical: Vec::new(),
             sqi: (0..n)
                 .map(|i| vec![q(if pos(i) { 0.3 } else { 0.9 }), q(0.9)])
@@ -142,6 +143,7 @@ mod tests {
             stacked: Vec::new(),
             beat_runs: Vec::new(),
             with_beats: Vec::new(),
+            with_beats_onsets: Vec::new(),
             labels: (0..n)
                 .map(|i| {
                     if pos(i) {
