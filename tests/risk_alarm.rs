@@ -49,6 +49,12 @@ async fn bed(app: &common::App) -> Value {
 async fn check_onset(app: &common::App, b: &Value, on: f64) {
     let onset = b["risk_alarm_onset_ms"].as_i64().expect("an onset");
     assert!(b["risk_alarm_raised_ms"].as_i64().unwrap() > 0, "{b}");
+    // An alarm the beat counter raised says where its run began: inside the raising window.
+    if let Some(run) = b["risk_alarm_run_onset_ms"].as_i64() {
+        assert!(run <= onset && run >= onset - 30_000, "{b}");
+    } else {
+        assert!(b["risk_alarm_run_onset_ms"].is_null(), "{b}");
+    }
     assert!(
         onset <= b["latest"]["window_end_ms"].as_i64().unwrap(),
         "{b}"

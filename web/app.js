@@ -38,14 +38,26 @@ function alarmAge(raisedMs) {
   return Math.max(0, Math.round((serverNow() - raisedMs) / 1000));
 }
 
-// "onset 12:00:05 · 7 s": the risk alarm's onset (the bed's clock) and its age, ticking.
-function onsetText(onsetMs, raisedMs) {
-  return `onset ${fmtTime(onsetMs)} · ${alarmAge(raisedMs)} s`;
+// "onset 12:00:05 · 7 s": the risk alarm's onset (the bed's clock) and its age, ticking; an
+// alarm the beat counter raised also says where its VT run began ("onset 12:00:05 · VT run
+// from 12:00:02 · 7 s").
+function onsetText(onsetMs, raisedMs, runMs) {
+  const run = runMs === null || runMs === undefined || Number.isNaN(runMs) ? "" : ` · VT run from ${fmtTime(runMs)}`;
+  return `onset ${fmtTime(onsetMs)}${run} · ${alarmAge(raisedMs)} s`;
+}
+
+// The data attributes an onset element carries so that its age ticks.
+function onsetData(onsetMs, raisedMs, runMs) {
+  const d = { class: "alarm-onset", "data-onset-ms": String(onsetMs), "data-raised-ms": String(raisedMs) };
+  if (runMs !== null && runMs !== undefined) d["data-run-onset-ms"] = String(runMs);
+  d.text = onsetText(onsetMs, raisedMs, runMs);
+  return d;
 }
 
 function tickAges() {
   for (const e of document.querySelectorAll("[data-raised-ms]")) {
-    e.textContent = onsetText(Number(e.dataset.onsetMs), Number(e.dataset.raisedMs));
+    const run = e.dataset.runOnsetMs === undefined ? null : Number(e.dataset.runOnsetMs);
+    e.textContent = onsetText(Number(e.dataset.onsetMs), Number(e.dataset.raisedMs), run);
   }
 }
 
@@ -165,8 +177,7 @@ function tile(b, threshold) {
   for (const a of b.alarms || []) flags.append(el("span", { text: `alarm: ${a.replace("_", " ")}` }));
   t.append(flags);
   if (b.risk_alarm_onset_ms !== null && b.risk_alarm_onset_ms !== undefined) {
-    t.append(el("div", { class: "alarm-onset", "data-onset-ms": String(b.risk_alarm_onset_ms), "data-raised-ms": String(b.risk_alarm_raised_ms),
-      text: onsetText(b.risk_alarm_onset_ms, b.risk_alarm_raised_ms) }));
+    t.append(el("div", onsetData(b.risk_alarm_onset_ms, b.risk_alarm_raised_ms, b.risk_alarm_run_onset_ms)));
   }
   return t;
 }
@@ -183,7 +194,7 @@ function renderAlarms() {
     const what = a.technical ? `Technical: ${a.kind.replace("_", " ")}` : `Risk ${Math.round((a.value || 0) * 100)}%`;
     row.append(el("strong", { text: a.bed }), el("span", { text: what }));
     if (a.onset_ms !== null && a.onset_ms !== undefined) {
-      row.append(el("span", { class: "alarm-onset", "data-onset-ms": String(a.onset_ms), "data-raised-ms": String(a.raised_ms), text: onsetText(a.onset_ms, a.raised_ms) }));
+      row.append(el("span", onsetData(a.onset_ms, a.raised_ms, a.run_onset_ms)));
     } else {
       row.append(el("span", { text: `since ${fmtTime(a.raised_ms)}` }));
     }
@@ -307,7 +318,8 @@ async function showBed(bed) {
   ab.replaceChildren();
   for (const a of (alarms.body && alarms.body.alarms) || []) {
     const rule = a.rule ? `≥ ${Number(a.rule.on.toPrecision(2))} in ${a.rule.k} of ${a.rule.n}, ${a.rule.validated ? "validated" : a.rule.derived ? "derived, not validated" : "not validated"}` : "";
-    row(ab, [fmtTime(a.raised_ms), a.kind, a.onset_ms == null ? "" : fmtTime(a.onset_ms), rule, a.value === null ? "" : a.value.toFixed(2),
+    const onset = a.onset_ms == null ? "" : fmtTime(a.onset_ms) + (a.run_onset_ms == null ? "" : ` (VT run from ${fmtTime(a.run_onset_ms)})`);
+    row(ab, [fmtTime(a.raised_ms), a.kind, onset, rule, a.value === null ? "" : a.value.toFixed(2),
       a.acked_by ? `${a.acked_by} ${fmtTime(a.acked_ms)}` : "", a.silenced_by ? `${a.silenced_by} ${fmtTime(a.silenced_ms)}` : "", fmtTime(a.cleared_ms)]);
   }
   const eb = $("bed-events").tBodies[0];

@@ -79,6 +79,9 @@ pub(crate) struct Alarm {
     /// Risk alarms: the end of the window at which the rule was met, on the bed's timeline
     /// (the monitor's clock, as the ECG strip's `end_ms`); `None` for technical alarms.
     pub(crate) onset_ms: Option<i64>,
+    /// Risk alarms raised on a VT run the beat counter found: the run's first beat, on the
+    /// bed's timeline (where the rhythm began, up to a window before `onset_ms`).
+    pub(crate) run_onset_ms: Option<i64>,
     /// The score (risk) or lead-off fraction (lead off) that raised it.
     pub(crate) value: Option<f64>,
     /// Risk alarms: the rule that raised it (thresholds, persistence, validated or the
@@ -101,6 +104,8 @@ pub(crate) struct AlarmRow {
     raised_ms: i64,
     /// Risk alarms: the onset on the bed's timeline (see [`Alarm::onset_ms`]).
     onset_ms: Option<i64>,
+    /// Risk alarms raised on a counted VT run: its first beat ([`Alarm::run_onset_ms`]).
+    run_onset_ms: Option<i64>,
     /// Risk alarms: the rule that raised it, as [`Alarm::rule`].
     rule: Option<serde_json::Value>,
     value: Option<f64>,
@@ -184,6 +189,20 @@ impl Alarms {
         v
     }
 
+    /// A risk alarm just raised, dated from the VT run that raised it (when one did).
+    fn date_run(&mut self, t: Transition, run_onset_ms: Option<i64>) -> Transition {
+        match (t, run_onset_ms) {
+            (Transition::Raised(mut a), Some(run)) => {
+                a.run_onset_ms = Some(run);
+                if let Some(active) = self.active.get_mut(&(a.bed.clone(), a.kind)) {
+                    active.run_onset_ms = Some(run);
+                }
+                Transition::Raised(a)
+            }
+            (t, _) => t,
+        }
+    }
+
     fn set(
         &mut self,
         bed: &str,
@@ -203,6 +222,7 @@ impl Alarms {
                     technical: kind.technical(),
                     raised_ms: now,
                     onset_ms,
+                    run_onset_ms: None,
                     value,
                     rule: (kind == AlarmKind::Risk).then_some(self.rule),
                     acked_by: None,
@@ -226,13 +246,15 @@ impl Alarms {
     }
 
     /// A bed's committed window ending at `end_ms` (the bed's timeline) with its score
-    /// (`None`: not scored, e.g. insufficient signal or partial without a score) and the
-    /// primary lead's lead-off fraction in that window.
+    /// (`None`: not scored, e.g. insufficient signal or partial without a score), where the
+    /// beat counter raised that score the first beat of its VT run, and the primary lead's
+    /// lead-off fraction in that window.
     pub(crate) fn on_score(
         &mut self,
         bed: &str,
         end_ms: i64,
         score: Option<f32>,
+        run_onset_ms: Option<i64>,
         lead_off: Option<f64>,
         now: i64,
     ) -> Vec<Transition> {
@@ -244,7 +266,8 @@ impl Alarms {
         match state.observe(end_ms, score) {
             Some(AlarmChange::Raised { onset_ms }) => {
                 let value = score.map(f64::from);
-                out.extend(self.set(bed, AlarmKind::Risk, true, value, Some(onset_ms), now));
+                let raised = self.set(bed, AlarmKind::Risk, true, value, Some(onset_ms), now);
+                out.extend(raised.map(|t| self.date_run(t, run_onset_ms)));
             }
             Some(AlarmChange::Cleared { .. }) => {
                 out.extend(self.set(bed, AlarmKind::Risk, false, None, None, now));
@@ -376,8 +399,9 @@ impl AlarmDb {
         self.conn
             .execute(
                 "INSERT INTO alarms (id, bed, kind, raised_ms, value, cleared_ms, acked_by, acked_ms,
-                                     silenced_by, silenced_ms, silenced_until_ms, onset_ms, rule)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)
+                                     silenced_by, silenced_ms, silenced_until_ms, onset_ms, rule,
+                                     run_onset_ms)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)
                  ON CONFLICT (id) DO UPDATE SET cleared_ms = ?6, acked_by = ?7, acked_ms = ?8,
                      silenced_by = ?9, silenced_ms = ?10, silenced_until_ms = ?11",
                 params![
@@ -393,7 +417,8 @@ impl AlarmDb {
                     a.silenced_ms,
                     a.silenced_until_ms,
                     a.onset_ms,
-                    rule
+                    rule,
+                    a.run_onset_ms
                 ],
             )
             .map_err(|e| self.err(e))?;
@@ -406,7 +431,7 @@ impl AlarmDb {
             .conn
             .prepare(
                 "SELECT id, kind, raised_ms, value, cleared_ms, acked_by, acked_ms, silenced_by,
-                        silenced_ms, silenced_until_ms, onset_ms, rule
+                        silenced_ms, silenced_until_ms, onset_ms, rule, run_onset_ms
                  FROM alarms WHERE bed = ?1 ORDER BY raised_ms DESC, id DESC LIMIT ?2",
             )
             .map_err(|e| self.err(e))?;
@@ -424,6 +449,7 @@ impl AlarmDb {
                     silenced_ms: r.get(8)?,
                     silenced_until_ms: r.get(9)?,
                     onset_ms: r.get(10)?,
+                    run_onset_ms: r.get(12)?,
                     rule: r
                         .get::<_, Option<String>>(11)?
                         .and_then(|t| serde_json::from_str(&t).ok()),
@@ -472,7 +498,7 @@ mod tests {
         let mut out = Vec::new();
         for (i, &s) in scores.iter().enumerate() {
             let hop = from + i as i64;
-            for t in a.on_score(bed, hop * HOP, s, None, 1_000 + hop) {
+            for t in a.on_score(bed, hop * HOP, s, None, None, 1_000 + hop) {
                 match t {
                     Transition::Raised(x) if x.kind == AlarmKind::Risk => out.push((hop, true)),
                     Transition::Changed(x) if x.kind == AlarmKind::Risk => {
@@ -489,16 +515,20 @@ mod tests {
     #[test]
     fn risk_alarm_crosses_with_hysteresis_and_clears_itself() {
         let mut a = alarms();
-        assert!(a.on_score("b1", HOP, Some(0.69), None, 1).is_empty());
-        let t = a.on_score("b1", 2 * HOP, Some(0.71), None, 2);
+        assert!(a.on_score("b1", HOP, Some(0.69), None, None, 1).is_empty());
+        let t = a.on_score("b1", 2 * HOP, Some(0.71), None, None, 2);
         assert!(matches!(&t[..], [Transition::Raised(x)]
             if x.kind == AlarmKind::Risk && x.id == 1 && x.onset_ms == Some(2 * HOP)
-                && x.raised_ms == 2 && x.value == Some(0.71_f32 as f64)));
+                && x.raised_ms == 2 && x.value == Some(0.71_f32 as f64)
+                && x.run_onset_ms.is_none()));
         // Between the thresholds: stays raised.
-        assert!(a.on_score("b1", 3 * HOP, Some(0.6), None, 3).is_empty());
+        assert!(
+            a.on_score("b1", 3 * HOP, Some(0.6), None, None, 3)
+                .is_empty()
+        );
         assert_eq!(a.active().len(), 1);
         assert_eq!(a.risk_of("b1").unwrap().onset_ms, Some(2 * HOP));
-        let t = a.on_score("b1", 4 * HOP, Some(0.4), None, 4);
+        let t = a.on_score("b1", 4 * HOP, Some(0.4), None, None, 4);
         assert!(matches!(&t[..], [Transition::Changed(x)] if x.cleared_ms == Some(4)));
         assert!(a.active().is_empty());
         assert!(a.risk_of("b1").is_none());
@@ -537,7 +567,7 @@ mod tests {
         assert!(feed(&mut a, "b1", 3, &[None; 20]).is_empty());
         assert!(a.risk_of("b1").is_some());
         // A late window of an earlier hop is ignored.
-        assert!(a.on_score("b1", HOP, Some(0.0), None, 9).is_empty());
+        assert!(a.on_score("b1", HOP, Some(0.0), None, None, 9).is_empty());
         assert_eq!(
             feed(&mut a, "b1", 23, &[Some(0.1), Some(0.1)]),
             [(24, false)]
@@ -565,7 +595,7 @@ mod tests {
     #[test]
     fn technical_alarms_are_apart_and_lost_replaces_stale() {
         let mut a = alarms();
-        a.on_score("b1", HOP, Some(0.9), Some(0.8), 1);
+        a.on_score("b1", HOP, Some(0.9), None, Some(0.8), 1);
         let kinds: Vec<_> = a.active().iter().map(|x| (x.kind, x.technical)).collect();
         assert_eq!(
             kinds,
@@ -588,7 +618,7 @@ mod tests {
     #[test]
     fn acknowledge_and_silence_record_who_and_when() {
         let mut a = alarms();
-        a.on_score("b1", HOP, Some(0.9), None, 1);
+        a.on_score("b1", HOP, Some(0.9), None, None, 1);
         let id = a.active()[0].id;
         a.acknowledge(id, "nina", 5).unwrap();
         assert!(matches!(
@@ -615,11 +645,13 @@ mod tests {
         crate::serving::store::migrate(&mut c, &path).unwrap();
         let db = AlarmDb::open(&path).unwrap();
         let mut a = alarms();
-        for t in a.on_score("b1", HOP, Some(0.875), None, 1) {
+        // Raised on a counted VT run that began 1.5 s before the window's end.
+        for t in a.on_score("b1", HOP, Some(0.875), Some(HOP - 1_500), None, 1) {
             db.apply(&t).unwrap();
         }
+        assert_eq!(a.risk_of("b1").unwrap().run_onset_ms, Some(HOP - 1_500));
         db.apply(&a.acknowledge(1, "nina", 5).unwrap()).unwrap();
-        for t in a.on_score("b1", 2 * HOP, Some(0.875), Some(0.8), 7) {
+        for t in a.on_score("b1", 2 * HOP, Some(0.875), None, Some(0.8), 7) {
             db.apply(&t).unwrap();
         }
         let rows = serde_json::to_value(db.history("b1", 10).unwrap()).unwrap();
@@ -627,9 +659,11 @@ mod tests {
             rows,
             serde_json::json!([
                 {"id": 2, "kind": "lead_off", "raised_ms": 7, "onset_ms": null, "rule": null,
+                 "run_onset_ms": null,
                  "value": 0.8, "cleared_ms": null, "acked_by": null, "acked_ms": null,
                  "silenced_by": null, "silenced_ms": null, "silenced_until_ms": null},
                 {"id": 1, "kind": "risk", "raised_ms": 1, "onset_ms": HOP,
+                 "run_onset_ms": HOP - 1_500,
                  "rule": {"on": 0.7, "off": 0.5, "k": 1, "n": 1, "validated": false, "hop_secs": 2},
                  "value": 0.875, "cleared_ms": null, "acked_by": "nina", "acked_ms": 5,
                  "silenced_by": null, "silenced_ms": null, "silenced_until_ms": null},

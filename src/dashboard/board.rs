@@ -49,6 +49,9 @@ pub(crate) struct Tile {
     /// The active risk alarm's onset: the end of the window at which the rule was met, on the
     /// bed's timeline (the monitor's clock, as the ECG strip's `end_ms`).
     pub(crate) risk_alarm_onset_ms: Option<i64>,
+    /// Where that alarm's VT run began, when the beat counter raised it: the run's first beat,
+    /// on the bed's timeline.
+    pub(crate) risk_alarm_run_onset_ms: Option<i64>,
     /// When the ward raised that alarm (the server's clock: its age is counted from this).
     pub(crate) risk_alarm_raised_ms: Option<i64>,
 }
@@ -449,7 +452,7 @@ async fn run(
                         }
                     }
                     b.latest = Some(latest);
-                    persist(alarms.on_score(&s.bed, s.end_ms, s.score, lead_off, now_ms()));
+                    persist(alarms.on_score(&s.bed, s.end_ms, s.score, s.run_onset_ms, lead_off, now_ms()));
                 }
                 Err(broadcast::error::RecvError::Lagged(n)) => {
                     tracing::warn!(skipped = n, "The dashboard fell behind the scores");
@@ -574,6 +577,7 @@ fn snapshot(
             let risk = alarms.risk_of(&v.bed);
             Tile {
                 risk_alarm_onset_ms: risk.and_then(|a| a.onset_ms),
+                risk_alarm_run_onset_ms: risk.and_then(|a| a.run_onset_ms),
                 risk_alarm_raised_ms: risk.map(|a| a.raised_ms),
                 label: cfg
                     .labels

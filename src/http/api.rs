@@ -53,6 +53,9 @@ pub(super) struct BedSummary {
     /// bed's timeline (the monitor's clock; `window_end_ms` and the ECG strip's `end_ms` are
     /// on it too). `null`: no risk alarm.
     risk_alarm_onset_ms: Option<i64>,
+    /// Where that alarm's VT run began, when the beat counter raised it (the run's first beat,
+    /// on the bed's timeline).
+    risk_alarm_run_onset_ms: Option<i64>,
     /// When the ward raised that alarm (the server's clock, ms since the epoch).
     risk_alarm_raised_ms: Option<i64>,
 }
@@ -73,18 +76,19 @@ pub(super) async fn beds(State(s): State<AppState>) -> Result<Json<Beds>, ApiErr
         snap.alarms
             .iter()
             .find(|a| a.bed == bed && a.onset_ms.is_some())
-            .map(|a| (a.onset_ms, Some(a.raised_ms)))
-            .unwrap_or((None, None))
+            .map(|a| (a.onset_ms, a.run_onset_ms, Some(a.raised_ms)))
+            .unwrap_or((None, None, None))
     };
     let mut beds: Vec<BedSummary> = s
         .ward
         .views()
         .into_iter()
         .map(|view| {
-            let (onset, raised) = risk(&view.bed);
+            let (onset, run_onset, raised) = risk(&view.bed);
             BedSummary {
                 latest: latest.remove(&view.bed),
                 risk_alarm_onset_ms: onset,
+                risk_alarm_run_onset_ms: run_onset,
                 risk_alarm_raised_ms: raised,
                 view,
             }
@@ -105,6 +109,7 @@ pub(super) async fn beds(State(s): State<AppState>) -> Result<Json<Beds>, ApiErr
         },
         latest: Some(row),
         risk_alarm_onset_ms: None,
+        risk_alarm_run_onset_ms: None,
         risk_alarm_raised_ms: None,
     }));
     beds.sort_by(|a, b| a.view.bed.cmp(&b.view.bed));

@@ -166,6 +166,8 @@ const MIGRATIONS: &[&str] = &[
         key TEXT PRIMARY KEY,
         value INTEGER NOT NULL
     );",
+    // 10: a risk alarm raised on a counted VT run keeps the run's first beat.
+    "ALTER TABLE alarms ADD COLUMN run_onset_ms INTEGER;",
 ];
 
 /// The schema version this build migrates to (`PRAGMA user_version`).
