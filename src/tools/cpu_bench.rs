@@ -392,12 +392,13 @@ pub(crate) fn table<B: Backend>(
                 }
             };
             out += &format!(
-                "| {w} | {d} | {b} | {:.1} | {tp:.2} | {} | {:.2} | {} | {} | {df:.1e} / {dp:.1e} |\n",
+                "| {w} | {d} | {b} | {:.1} | {tp:.2} | {} | {:.2} | {} | {} | {} / {dp:.1e} |\n",
                 mac / 1e6,
                 fast(&|tf| format!("{tf:.2}")),
                 mac / tp / 1e6,
                 fast(&|tf| format!("{:.2}", mac / tf / 1e6)),
                 fast(&|tf| format!("{:.2}x", tp / tf)),
+                fast(&|_| format!("{df:.1e}")),
             );
         }
     }
