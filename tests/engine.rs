@@ -65,6 +65,7 @@ fn rig(slo_ms: u64, queue_capacity: usize, members: Vec<MemberSpec>) -> Rig {
             members: &[],
             source: "test",
             plan: "[]".into(),
+            counter: None,
         },
     )
     .unwrap();

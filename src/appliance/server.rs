@@ -158,6 +158,7 @@ pub async fn start(cfg: Config, listener: TcpListener) -> Result<Running, Server
         None => "config".to_owned(),
     };
     let store_cfg = cfg.storage.clone();
+    let counter = beats.as_ref().map(|b| b.sha256.clone());
     let (store, ensemble_id, writer) = tokio::task::spawn_blocking(move || {
         store::start(
             &store_cfg,
@@ -165,6 +166,7 @@ pub async fn start(cfg: Config, listener: TcpListener) -> Result<Running, Server
                 members: &described,
                 source: &source,
                 plan,
+                counter: counter.as_deref(),
             },
         )
     })

@@ -116,6 +116,7 @@ impl Measurer {
                 members: &[],
                 source: "composer",
                 plan: "[]".into(),
+                counter: None,
             },
         )?;
         let specs = members

@@ -475,6 +475,7 @@ pub(crate) async fn apply(
                 members: &p.described,
                 source: &format!("plan {version} rung {rung}"),
                 plan: p.plan.clone(),
+                counter: beats.as_deref().map(|b| b.sha256.as_str()),
             },
         )?;
         engine

@@ -344,6 +344,9 @@ pub struct ServedEnsemble<'a> {
     pub source: &'a str,
     /// The plan's cells as JSON; a score's `ensemble_id` names members and plan together.
     pub plan: String,
+    /// SHA-256 of the beat counter served beside the members (`models/beats.json`), if any: a
+    /// new counter is a new ensemble, as it is in the alarm rules.
+    pub counter: Option<&'a str>,
 }
 
 /// Records the models and the ensemble (members and plan) of `ensemble`, reusing an identical
@@ -361,6 +364,7 @@ fn register(c: &Connection, ensemble: &ServedEnsemble<'_>) -> rusqlite::Result<i
             .members
             .iter()
             .map(|m| json!({"name": m.0, "version": m.1}))
+            .chain(ensemble.counter.map(|sha| json!({"beat_counter": sha})))
             .collect::<Vec<_>>()
     )
     .to_string();
@@ -523,6 +527,40 @@ use writer::Writer;
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_new_beat_counter_is_a_new_ensemble() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("h.db");
+        let mut c = open(&p).unwrap();
+        migrate(&mut c, &p).unwrap();
+        let members = [("m".to_owned(), 1, "aa".to_owned(), "ecg".to_owned())];
+        let served = |counter| ServedEnsemble {
+            members: &members,
+            source: "test",
+            plan: "[]".into(),
+            counter,
+        };
+        let plain = register(&c, &served(None)).unwrap();
+        let counted = register(&c, &served(Some("c1"))).unwrap();
+        let recounted = register(&c, &served(Some("c2"))).unwrap();
+        assert_ne!(plain, counted);
+        assert_ne!(counted, recounted);
+        // The same members, plan and counter reuse their row.
+        assert_eq!(register(&c, &served(Some("c1"))).unwrap(), counted);
+        assert_eq!(register(&c, &served(None)).unwrap(), plain);
+        let stored: String = c
+            .query_row(
+                "SELECT members FROM ensembles WHERE id = ?1",
+                [counted],
+                |r| r.get(0),
+            )
+            .unwrap();
+        assert_eq!(
+            stored,
+            json!([{"name": "m", "version": 1}, {"beat_counter": "c1"}]).to_string()
+        );
+    }
 
     #[test]
     fn migrations_apply_once_and_refuse_a_newer_schema() {
