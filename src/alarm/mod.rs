@@ -279,7 +279,7 @@ pub fn annotate_onsets(alarms: &[(i64, i64)], onsets: &[(i64, i64)]) -> Vec<(i64
             let onset = onsets
                 .iter()
                 .find(|&&(hop, _)| hop == raised)
-                .map_or(raised, |&(_, onset)| onset.clamp(prev_end, raised));
+                .map_or(raised, |&(_, onset)| onset.max(prev_end).min(raised));
             prev_end = end;
             (onset, end)
         })

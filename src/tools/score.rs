@@ -21,7 +21,8 @@ pub struct OfflineScore {
     pub score: Option<f32>,
     pub members: Vec<MemberScore>,
     /// The beat counter's run level: the highest probability its beats are called
-    /// ventricular at and still end in a VT run (0: none; absent without a counter).
+    /// ventricular at and still end in a VT run (0: none; absent without a counter or without
+    /// a score).
     pub run_level: Option<f32>,
     /// Where the beat counter raised the score: its VT run's first beat, s from the record's
     /// start.

@@ -11,7 +11,7 @@ use crate::core::window::{ClosedWindow, SAMPLE_RATE_HZ};
 use crate::signal::heart_rate::detect_qrs;
 use crate::signal::quality::{bsqi, detect_qrs_length};
 
-use super::{BeatClassifier, BeatsError, describe};
+use super::{BeatClassifier, BeatsError, CALL_GRID, describe};
 
 /// The beat counter's file in the zoo folder: the classifier and the beat rule chosen with it
 /// (`holmes evaluate --beats --save-rule`).
@@ -48,9 +48,9 @@ pub(crate) struct RunEvidence {
     pub level: f32,
     /// The primary lead's bSQI over its last [`GATE_SECS`] (1 when not measured).
     pub bsqi: f32,
-    /// That run's first beat, samples before the window's end: where the run began, which a
-    /// risk alarm raised on it gives as its onset.
-    pub first_ago: Option<usize>,
+    /// The first beat of the run at each probability of [`CALL_GRID`], samples before the
+    /// window's end: where the run began, which a risk alarm raised on it gives as its onset.
+    pub firsts_ago: [Option<usize>; CALL_GRID.len()],
 }
 
 impl RunEvidence {
@@ -58,12 +58,17 @@ impl RunEvidence {
     pub(crate) const NONE: RunEvidence = RunEvidence {
         level: 0.0,
         bsqi: 0.0,
-        first_ago: None,
+        firsts_ago: [None; CALL_GRID.len()],
     };
 
-    /// The run's onset in ms on the timeline of a window ending at `end_ms`.
-    pub(crate) fn onset_ms(&self, end_ms: i64) -> Option<i64> {
-        self.first_ago
+    /// The onset, in ms on the timeline of a window ending at `end_ms`, of the run a rule
+    /// calling beats at `call_at` sees: the run at the lowest probability of [`CALL_GRID`] not
+    /// below `call_at`.
+    pub(crate) fn onset_ms(&self, end_ms: i64, call_at: f32) -> Option<i64> {
+        CALL_GRID
+            .iter()
+            .zip(&self.firsts_ago)
+            .find_map(|(&g, f)| f.filter(|_| g >= call_at))
             .map(|n| end_ms - (n * 1000 / SAMPLE_RATE_HZ) as i64)
     }
 }
@@ -92,7 +97,7 @@ pub(crate) fn run_evidence(
     RunEvidence {
         level: run.level,
         bsqi: agreement,
-        first_ago: run.first.map(|f| len - f),
+        firsts_ago: run.firsts.map(|f| f.map(|f| len - f)),
     }
 }
 
@@ -179,7 +184,9 @@ impl BeatCounter {
         let seen = rule.sees_run(evidence);
         Counted {
             score: Some(if seen { 1.0 } else { s }),
-            run_onset_ms: seen.then(|| evidence.onset_ms(w.end_ms)).flatten(),
+            run_onset_ms: seen
+                .then(|| evidence.onset_ms(w.end_ms, rule.call_at))
+                .flatten(),
             run_level: Some(evidence.level),
         }
     }
@@ -201,6 +208,25 @@ mod tests {
     use super::super::{Dense, FEATURES};
     use super::*;
     use crate::signal::test_signals::ectopic_train;
+
+    #[test]
+    fn the_onset_is_the_run_the_rule_calls() {
+        // A run of 1,000 samples (4 s) at 0.6 and above, its last 500 (2 s) at 0.9 and above.
+        let mut firsts_ago = [None; CALL_GRID.len()];
+        firsts_ago[..2].fill(Some(1_000));
+        firsts_ago[2..5].fill(Some(500));
+        let e = RunEvidence {
+            level: 0.9,
+            bsqi: 1.0,
+            firsts_ago,
+        };
+        assert_eq!(e.onset_ms(60_000, 0.5), Some(56_000));
+        assert_eq!(e.onset_ms(60_000, 0.8), Some(58_000));
+        // Between grid points: the run at the next one up.
+        assert_eq!(e.onset_ms(60_000, 0.75), Some(58_000));
+        // Above the level there is no run to date.
+        assert_eq!(e.onset_ms(60_000, 0.95), None);
+    }
 
     /// A counter whose classifier calls a beat ventricular when it correlates poorly with the
     /// template (logit 10 - 20 x correlation), under `rule`.

@@ -309,15 +309,21 @@ pub(crate) struct RunLevel {
     /// The highest probability of [`CALL_GRID`] at which the window holds a run of at least
     /// [`VT_MIN_BEATS`] beats; 0 where it holds none.
     pub level: f32,
-    /// That run's first beat, samples from the window's start (`None` where there is no run).
-    pub first: Option<usize>,
+    /// At each probability of [`CALL_GRID`], the first beat of the run the window holds when
+    /// beats are called at it, samples from the window's start (`None` where it holds none):
+    /// called at a lower probability, a run may begin earlier.
+    pub firsts: [Option<usize>; CALL_GRID.len()],
 }
 
 /// [`BeatClassifier::run_level`] on the beats' probabilities `p`. At a grid probability `g`, a
 /// beat is called when it reaches `g`, or when it reaches [`VENTRICULAR_AT`] between two
 /// beats that reach `g` (one uncertain beat inside a run does not break it).
 fn run_level(beats: &[Beat], p: &[f64], len: usize, recent: usize) -> RunLevel {
-    for &g in CALL_GRID.iter().rev() {
+    let mut out = RunLevel {
+        level: 0.0,
+        firsts: [None; CALL_GRID.len()],
+    };
+    for (&g, first_at) in CALL_GRID.iter().zip(&mut out.firsts) {
         let gf = g as f64;
         let called: Vec<bool> = (0..p.len())
             .map(|k| {
@@ -331,13 +337,11 @@ fn run_level(beats: &[Beat], p: &[f64], len: usize, recent: usize) -> RunLevel {
             .collect();
         let (n, first) = recent_run(beats, &called, len, recent);
         if n >= VT_MIN_BEATS {
-            return RunLevel { level: g, first };
+            out.level = g;
+            *first_at = first;
         }
     }
-    RunLevel {
-        level: 0.0,
-        first: None,
-    }
+    out
 }
 
 /// The run of ventricular beats a window of `len` samples ends in: the most consecutive beats
@@ -483,12 +487,28 @@ mod tests {
     }
 
     #[test]
+    fn a_run_called_at_a_lower_probability_may_begin_earlier() {
+        // Seven fast beats, the first two less sure: five in a run at 0.99, seven at 0.6.
+        let beats: Vec<Beat> = (0..7).map(|k| beat_at(100 + k * 100)).collect();
+        let p = [0.7, 0.7, 0.995, 0.995, 0.995, 0.995, 0.995];
+        let r = run_level(&beats, &p, 800, 800);
+        assert_eq!(r.level, 0.99);
+        assert_eq!(r.firsts[7], Some(300), "at 0.99");
+        assert_eq!(r.firsts[1], Some(100), "at 0.6");
+        assert_eq!(
+            r.firsts[3],
+            Some(300),
+            "at 0.8 the first two are not called"
+        );
+    }
+
+    #[test]
     fn one_uncertain_beat_between_confident_ones_does_not_break_a_run() {
         // Six fast beats: confident, but the third only 0.6.
         let beats: Vec<Beat> = (0..6).map(|k| beat_at(100 + k * 100)).collect();
         let p = [0.995, 0.995, 0.6, 0.995, 0.995, 0.995];
         let whole = run_level(&beats, &p, 700, 700);
-        assert_eq!((whole.level, whole.first), (0.99, Some(100)));
+        assert_eq!((whole.level, whole.firsts[7]), (0.99, Some(100)));
         // Below VENTRICULAR_AT it breaks the run (two and three are no VT) ...
         let q = [0.995, 0.995, 0.3, 0.995, 0.995, 0.995];
         assert_eq!(run_level(&beats, &q, 700, 700).level, 0.0);

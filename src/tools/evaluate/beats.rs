@@ -99,7 +99,7 @@ pub(crate) fn apply(reps: &mut [Replay], rule: BeatRule) {
             .zip(&r.ends_ms)
             .map(|((&e, &b), &end)| {
                 if rule.sees_run(b) {
-                    (Some(1.0), b.onset_ms(end))
+                    (Some(1.0), b.onset_ms(end, rule.call_at))
                 } else {
                     (e, None)
                 }
@@ -167,7 +167,7 @@ mod tests {
         let e = |level, bsqi| RunEvidence {
             level,
             bsqi,
-            first_ago: (level > 0.0).then_some(1_500),
+            firsts_ago: [(level > 0.0).then_some(1_500); 8],
         };
         // (run level, bSQI): a run at 0.9 in readable signal; at 0.6 only; in noise; none.
         assert!(rule.sees_run(e(0.9, 0.9)));

@@ -73,7 +73,7 @@ pub(crate) fn gate_trials_on(
         let c = condition(
             reps,
             Replay::gated_scores,
-            Replay::no_onsets,
+            Replay::ensemble_run_onsets,
             choice.rule,
             search.hop_ms,
             None,

@@ -438,7 +438,9 @@ pub fn evaluate(opts: &EvaluateOptions) -> Result<Evaluation, EvaluateError> {
             gated_conditions.push(condition(
                 &reps,
                 Replay::gated_scores,
-                Replay::no_onsets,
+                // A hop the gate holds back raises nothing; one it lets through is the
+                // ensemble's, with its counted run.
+                Replay::ensemble_run_onsets,
                 rule,
                 hop_ms,
                 snr,
@@ -452,6 +454,7 @@ pub fn evaluate(opts: &EvaluateOptions) -> Result<Evaluation, EvaluateError> {
             conditions.push(condition(
                 &reps,
                 Replay::stacked_scores,
+                // The regression's score is not the counter's: its alarms are not dated.
                 Replay::no_onsets,
                 choice.rule,
                 hop_ms,

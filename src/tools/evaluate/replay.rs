@@ -50,8 +50,9 @@ pub(crate) struct Replay {
     pub gated: Vec<Option<f32>>,
     /// The stacked regression's scores (empty unless `--sqi-stack`).
     pub stacked: Vec<Option<f32>>,
-    /// Each hop's run level and the agreement of the two QRS detectors on the primary lead's
-    /// last 10 s ([`run_evidence`]; empty unless a beat classifier is replayed).
+    /// Each hop's run level, where its run began, and the agreement of the two QRS detectors
+    /// on the primary lead's last 10 s ([`run_evidence`]; empty unless a beat classifier is
+    /// replayed).
     pub beat_runs: Vec<RunEvidence>,
     /// The ensemble's score raised to 1 where a beat rule sees a VT run
     /// ([`beats::apply`](super::beats::apply); empty until one is applied).
