@@ -293,7 +293,8 @@ impl<B: Backend> Reference<B> {
         Tensor::from_data(TensorData::new(x.to_vec(), [n, 1, L_IN]), &self.device)
     }
 
-    /// Max |burn - ORT| of each path on the verification input, or an error over tolerance.
+    /// Max |burn - ORT| of each path on the verification input, or an error over tolerance;
+    /// NaN for the fast path off the host, where it does not run.
     pub(crate) fn verify(&self, dir: &Path) -> Result<(f32, f32), BenchCpuError> {
         let tag = format!("{}_{}", self.width, self.depth);
         let x = floats(&dir.join(format!("verify_{tag}_in.bin")))?;
@@ -348,8 +349,9 @@ pub(crate) fn synth_input(batch: usize) -> Vec<f32> {
         .collect()
 }
 
-/// Burn-only timings of both paths for each configuration and batch: a markdown table with
-/// the verification result, medians, GMAC/s and the fast path's speed-up.
+/// Burn-only timings of both paths for each configuration and batch (the plain path only off
+/// the host, the fast columns then "n/a"): a markdown table with the verification result,
+/// medians, GMAC/s and the fast path's speed-up.
 pub(crate) fn table<B: Backend>(
     dir: &Path,
     configs: &[(usize, usize)],
@@ -406,8 +408,10 @@ pub(crate) fn table<B: Backend>(
 }
 
 /// The line protocol `scripts/bench_cpu.py` drives, one reply line per command:
-/// - `load W D` -> `ok <macs> <fast diff> <plain diff>` (verified against ORT's output)
-/// - `run fast|plain B N` -> `times <ms> ...` (N timed forward passes of batch B)
+/// - `load W D` -> `ok <macs> <fast diff> <plain diff>` (verified against ORT's output; the
+///   fast diff is NaN off the host, where only the plain path runs)
+/// - `run fast|plain B N` -> `times <ms> ...` (N timed forward passes of batch B; `fast` is
+///   refused off the host)
 /// - `eval fast|plain FILE B` -> `logits <v> ...` for the `[B, 1, 7500]` f32 input in FILE
 /// - `quit`
 ///
@@ -423,6 +427,7 @@ pub(crate) fn serve<B: Backend>(dir: &Path, device: &B::Device) -> Result<(), Be
         })?;
         let f: Vec<&str> = line.split_whitespace().collect();
         let path_of = |s: &str| match s {
+            "fast" if !on_host::<B>() => Err("the fast path runs on the host only".to_owned()),
             "fast" => Ok(InferencePath::Fast),
             "plain" => Ok(InferencePath::Plain),
             other => Err(format!("unknown path {other}")),

@@ -2,7 +2,8 @@
 //! that training evaluation, the zoo checks and serving all call.
 //!
 //! An ECG model also carries its inference form ([`fast`](super::fast)), which `predict` runs
-//! unless the plain path was chosen ([`InferencePath`], `HOLMES_INFERENCE=plain`).
+//! on the host unless the plain path was chosen ([`InferencePath`], `HOLMES_INFERENCE=plain`);
+//! on a GPU it always runs the plain path ([`InferencePath::for_backend`]).
 
 use std::panic::AssertUnwindSafe;
 use std::path::{Path, PathBuf};

@@ -119,7 +119,8 @@ fn probe_cuda() -> Result<Vec<Accelerator>, String> {
 /// A factory that loads zoo model `dir` on device `device` (`cpu`, `cuda:N`), on the calling
 /// worker thread. On a GPU it then runs every batch size up to `warm_batches` once: burn-cuda
 /// tunes its kernels for each new shape on first use (hundreds of ms), which in service would
-/// fall on the first windows of each batch size and miss their deadline.
+/// fall on the first windows of each batch size and miss their deadline. A warm-up that fails
+/// is logged and stops there; the member loads all the same.
 pub(crate) fn zoo_factory(dir: &Path, device: &str, warm_batches: usize) -> Factory {
     let dir = dir.to_owned();
     let err = |dir: &Path, e: crate::zoo::ZooError| EngineError::Model {
@@ -137,7 +138,12 @@ pub(crate) fn zoo_factory(dir: &Path, device: &str, warm_batches: usize) -> Fact
             let zeros = vec![0.0f32; m.manifest.input.samples()];
             for b in 1..=warm_batches {
                 let inputs: Vec<&[f32]> = (0..b).map(|_| zeros.as_slice()).collect();
-                m.predict(&inputs).map_err(|e| err(&dir, e))?;
+                // A failed warm-up (memory, say) leaves that size cold; the member still
+                // serves, and a real batch that fails is reported where it fails.
+                if let Err(e) = m.predict(&inputs) {
+                    tracing::warn!(model = %dir.display(), batch = b, error = %e, "Warming up a batch size on the GPU failed");
+                    break;
+                }
             }
             Ok(Box::new(ZooInfer(m)) as Box<dyn InferModel>)
         });

@@ -342,15 +342,16 @@ pub(crate) fn migrate(c: &mut Connection, path: &Path) -> Result<(), StoreError>
 pub struct ServedEnsemble<'a> {
     pub members: &'a [(String, u32, String, String)], // name, version, sha256, input
     pub source: &'a str,
-    /// The plan's cells as JSON; a score's `ensemble_id` names members and plan together.
+    /// The plan's cells as JSON; a score's `ensemble_id` names members, plan and beat counter
+    /// together.
     pub plan: String,
     /// SHA-256 of the beat counter served beside the members (`models/beats.json`), if any: a
     /// new counter is a new ensemble, as it is in the alarm rules.
     pub counter: Option<&'a str>,
 }
 
-/// Records the models and the ensemble (members and plan) of `ensemble`, reusing an identical
-/// row; returns the ensemble's id.
+/// Records the models and the ensemble (members, plan and beat counter) of `ensemble`, reusing
+/// an identical row; returns the ensemble's id.
 fn register(c: &Connection, ensemble: &ServedEnsemble<'_>) -> rusqlite::Result<i64> {
     let now = now_ms();
     for (name, version, sha, input) in ensemble.members {
