@@ -42,14 +42,14 @@ function alarmAge(raisedMs) {
 // alarm the beat counter raised also says where its VT run began ("onset 12:00:05 · VT run
 // from 12:00:02 · 7 s").
 function onsetText(onsetMs, raisedMs, runMs) {
-  const run = runMs === null || runMs === undefined || Number.isNaN(runMs) ? "" : ` · VT run from ${fmtTime(runMs)}`;
+  const run = runMs == null ? "" : ` · VT run from ${fmtTime(runMs)}`;
   return `onset ${fmtTime(onsetMs)}${run} · ${alarmAge(raisedMs)} s`;
 }
 
 // The data attributes an onset element carries so that its age ticks.
 function onsetData(onsetMs, raisedMs, runMs) {
   const d = { class: "alarm-onset", "data-onset-ms": String(onsetMs), "data-raised-ms": String(raisedMs) };
-  if (runMs !== null && runMs !== undefined) d["data-run-onset-ms"] = String(runMs);
+  if (runMs != null) d["data-run-onset-ms"] = String(runMs);
   d.text = onsetText(onsetMs, raisedMs, runMs);
   return d;
 }

@@ -189,27 +189,16 @@ impl Alarms {
         v
     }
 
-    /// A risk alarm just raised, dated from the VT run that raised it (when one did).
-    fn date_run(&mut self, t: Transition, run_onset_ms: Option<i64>) -> Transition {
-        match (t, run_onset_ms) {
-            (Transition::Raised(mut a), Some(run)) => {
-                a.run_onset_ms = Some(run);
-                if let Some(active) = self.active.get_mut(&(a.bed.clone(), a.kind)) {
-                    active.run_onset_ms = Some(run);
-                }
-                Transition::Raised(a)
-            }
-            (t, _) => t,
-        }
-    }
-
+    /// Raises (`on`) or clears alarm `kind` of `bed`; a raised risk alarm carries its `onset`:
+    /// the window end at which the rule was met, and the counted VT run's first beat when the
+    /// beat counter raised it.
     fn set(
         &mut self,
         bed: &str,
         kind: AlarmKind,
         on: bool,
         value: Option<f64>,
-        onset_ms: Option<i64>,
+        onset: Option<(i64, Option<i64>)>,
         now: i64,
     ) -> Option<Transition> {
         let key = (bed.to_owned(), kind);
@@ -221,8 +210,8 @@ impl Alarms {
                     kind,
                     technical: kind.technical(),
                     raised_ms: now,
-                    onset_ms,
-                    run_onset_ms: None,
+                    onset_ms: onset.map(|(window, _)| window),
+                    run_onset_ms: onset.and_then(|(_, run)| run),
                     value,
                     rule: (kind == AlarmKind::Risk).then_some(self.rule),
                     acked_by: None,
@@ -266,8 +255,8 @@ impl Alarms {
         match state.observe(end_ms, score) {
             Some(AlarmChange::Raised { onset_ms }) => {
                 let value = score.map(f64::from);
-                let raised = self.set(bed, AlarmKind::Risk, true, value, Some(onset_ms), now);
-                out.extend(raised.map(|t| self.date_run(t, run_onset_ms)));
+                let onset = Some((onset_ms, run_onset_ms));
+                out.extend(self.set(bed, AlarmKind::Risk, true, value, onset, now));
             }
             Some(AlarmChange::Cleared { .. }) => {
                 out.extend(self.set(bed, AlarmKind::Risk, false, None, None, now));

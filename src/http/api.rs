@@ -76,20 +76,18 @@ pub(super) async fn beds(State(s): State<AppState>) -> Result<Json<Beds>, ApiErr
         snap.alarms
             .iter()
             .find(|a| a.bed == bed && a.onset_ms.is_some())
-            .map(|a| (a.onset_ms, a.run_onset_ms, Some(a.raised_ms)))
-            .unwrap_or((None, None, None))
     };
     let mut beds: Vec<BedSummary> = s
         .ward
         .views()
         .into_iter()
         .map(|view| {
-            let (onset, run_onset, raised) = risk(&view.bed);
+            let risk = risk(&view.bed);
             BedSummary {
                 latest: latest.remove(&view.bed),
-                risk_alarm_onset_ms: onset,
-                risk_alarm_run_onset_ms: run_onset,
-                risk_alarm_raised_ms: raised,
+                risk_alarm_onset_ms: risk.and_then(|a| a.onset_ms),
+                risk_alarm_run_onset_ms: risk.and_then(|a| a.run_onset_ms),
+                risk_alarm_raised_ms: risk.map(|a| a.raised_ms),
                 view,
             }
         })

@@ -20,7 +20,6 @@ use burn::tensor::backend::Backend;
 use burn::tensor::{Tensor, TensorData};
 
 use crate::core::stats::{max_abs_diff, median};
-
 use crate::zoo::{
     FastResNeXt1d, FoldedBlock, FoldedWeights, InferencePath, ResNeXt1d, ResNeXtArch, on_host,
     same_padding,
@@ -303,7 +302,7 @@ impl<B: Backend> Reference<B> {
         for (d, path) in diffs
             .iter_mut()
             .zip([InferencePath::Fast, InferencePath::Plain])
-            .filter(|(_, p)| *p == InferencePath::for_backend::<B>() || on_host::<B>())
+            .filter(|(_, p)| runs_on::<B>(*p))
         {
             let got = self.logits(&x, path);
             *d = max_abs_diff(&got, &want);
@@ -368,18 +367,16 @@ pub(crate) fn table<B: Backend>(
         let (df, dp) = r.verify(dir)?;
         for &b in batches {
             let mut samples = [Vec::new(), Vec::new()];
-            // A GPU runs the plain path only (`InferencePath::for_backend`).
-            let paths: &[InferencePath] = if on_host::<B>() {
-                &[InferencePath::Plain, InferencePath::Fast]
-            } else {
-                &[InferencePath::Plain]
-            };
-            for &p in paths {
+            let paths: Vec<InferencePath> = [InferencePath::Plain, InferencePath::Fast]
+                .into_iter()
+                .filter(|&p| runs_on::<B>(p))
+                .collect();
+            for &p in &paths {
                 r.time_runs(p, b, 2); // warm-up
             }
             // Interleave the two paths so drifting load hits both alike.
             for _ in 0..iters.div_ceil(2) {
-                for (s, &p) in samples.iter_mut().zip(paths) {
+                for (s, &p) in samples.iter_mut().zip(&paths) {
                     s.extend(r.time_runs(p, b, 2));
                 }
             }
@@ -407,6 +404,12 @@ pub(crate) fn table<B: Backend>(
     Ok(out)
 }
 
+/// Whether `path` runs on backend `B`: both on the host, the plain path alone on a GPU
+/// ([`InferencePath::for_backend`]).
+fn runs_on<B: Backend>(path: InferencePath) -> bool {
+    on_host::<B>() || path == InferencePath::Plain
+}
+
 /// The line protocol `scripts/bench_cpu.py` drives, one reply line per command:
 /// - `load W D` -> `ok <macs> <fast diff> <plain diff>` (verified against ORT's output; the
 ///   fast diff is NaN off the host, where only the plain path runs)
@@ -427,7 +430,9 @@ pub(crate) fn serve<B: Backend>(dir: &Path, device: &B::Device) -> Result<(), Be
         })?;
         let f: Vec<&str> = line.split_whitespace().collect();
         let path_of = |s: &str| match s {
-            "fast" if !on_host::<B>() => Err("the fast path runs on the host only".to_owned()),
+            "fast" if !runs_on::<B>(InferencePath::Fast) => {
+                Err("the fast path runs on the host only".to_owned())
+            }
             "fast" => Ok(InferencePath::Fast),
             "plain" => Ok(InferencePath::Plain),
             other => Err(format!("unknown path {other}")),

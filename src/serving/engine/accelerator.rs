@@ -180,16 +180,14 @@ mod tests {
         // Relative to the crate's root, where cargo runs tests (and a test binary carried to a
         // GPU machine is run).
         let root = Path::new("models");
-        let mut dirs: Vec<_> = std::fs::read_dir(root)
+        let dirs: Vec<_> = crate::zoo::model_dirs(root)
             .unwrap()
-            .filter_map(|e| e.ok().map(|e| e.path()))
-            .filter(|p| p.join("manifest.json").is_file())
+            .into_iter()
             .filter(|p| {
                 p.file_name()
                     .is_some_and(|n| n.to_string_lossy().starts_with("ecg-"))
             })
             .collect();
-        dirs.sort();
         assert!(!dirs.is_empty(), "no ECG models under {}", root.display());
         let gpu = burn::backend::cuda::CudaDevice::new(0);
         for dir in &dirs {

@@ -11,7 +11,7 @@ use crate::core::window::{ClosedWindow, SAMPLE_RATE_HZ};
 use crate::signal::heart_rate::detect_qrs;
 use crate::signal::quality::{bsqi, detect_qrs_length};
 
-use super::{BeatClassifier, BeatsError, CALL_GRID, describe};
+use super::{BeatClassifier, BeatsError, CALL_GRID, RunFirsts, describe, highest_level};
 
 /// The beat counter's file in the zoo folder: the classifier and the beat rule chosen with it
 /// (`holmes evaluate --beats --save-rule`).
@@ -36,7 +36,8 @@ pub struct BeatRule {
 impl BeatRule {
     /// Whether a window of this evidence holds a VT run under the rule.
     pub(crate) fn sees_run(&self, e: RunEvidence) -> bool {
-        e.level > 0.0 && e.level >= self.call_at && e.bsqi >= self.min_bsqi
+        let level = e.level();
+        level > 0.0 && level >= self.call_at && e.bsqi >= self.min_bsqi
     }
 }
 
@@ -44,22 +45,24 @@ impl BeatRule {
 /// QRS detectors on its primary lead.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub(crate) struct RunEvidence {
-    /// The highest call probability at which the window holds a VT run; 0 where none.
-    pub level: f32,
     /// The primary lead's bSQI over its last [`GATE_SECS`] (1 when not measured).
     pub bsqi: f32,
     /// The first beat of the run at each probability of [`CALL_GRID`], samples before the
     /// window's end: where the run began, which a risk alarm raised on it gives as its onset.
-    pub firsts_ago: [Option<usize>; CALL_GRID.len()],
+    pub firsts_ago: RunFirsts,
 }
 
 impl RunEvidence {
     /// No run, nothing readable.
     pub(crate) const NONE: RunEvidence = RunEvidence {
-        level: 0.0,
         bsqi: 0.0,
         firsts_ago: [None; CALL_GRID.len()],
     };
+
+    /// The highest call probability at which the window holds a VT run; 0 where none.
+    pub(crate) fn level(&self) -> f32 {
+        highest_level(&self.firsts_ago)
+    }
 
     /// The onset, in ms on the timeline of a window ending at `end_ms`, of the run a rule
     /// calling beats at `call_at` sees: the run at the lowest probability of [`CALL_GRID`] not
@@ -95,9 +98,8 @@ pub(crate) fn run_evidence(
         1.0
     };
     RunEvidence {
-        level: run.level,
         bsqi: agreement,
-        firsts_ago: run.firsts.map(|f| f.map(|f| len - f)),
+        firsts_ago: run.map(|f| f.map(|f| len - f)),
     }
 }
 
@@ -187,7 +189,7 @@ impl BeatCounter {
             run_onset_ms: seen
                 .then(|| evidence.onset_ms(w.end_ms, rule.call_at))
                 .flatten(),
-            run_level: Some(evidence.level),
+            run_level: Some(evidence.level()),
         }
     }
 }
@@ -216,10 +218,10 @@ mod tests {
         firsts_ago[..2].fill(Some(1_000));
         firsts_ago[2..5].fill(Some(500));
         let e = RunEvidence {
-            level: 0.9,
             bsqi: 1.0,
             firsts_ago,
         };
+        assert_eq!(e.level(), 0.9);
         assert_eq!(e.onset_ms(60_000, 0.5), Some(56_000));
         assert_eq!(e.onset_ms(60_000, 0.8), Some(58_000));
         // Between grid points: the run at the next one up.

@@ -74,8 +74,8 @@ const MAX_RUN_RR: usize = SAMPLE_RATE_HZ * 60 / 100;
 /// classifier are reported.
 pub(crate) const VENTRICULAR_AT: f64 = 0.5;
 /// Probabilities at which a beat may be called ventricular when runs are counted: the run
-/// level of a window ([`BeatClassifier::run_level`]) is the highest of them at which it holds
-/// a VT run, and an alarm rule chooses one on validation.
+/// level of a window ([`highest_level`]) is the highest of them at which it holds a VT run,
+/// and an alarm rule chooses one on validation.
 pub(crate) const CALL_GRID: [f32; 8] = [0.5, 0.6, 0.7, 0.8, 0.9, 0.95, 0.98, 0.99];
 
 /// One beat of a window: where its R peak is, and its features.
@@ -296,34 +296,37 @@ impl BeatClassifier {
         1.0 / (1.0 + (-self.logit(&beat.features) as f64).exp())
     }
 
-    /// The VT run the window of `len` samples ends in ([`run_level`]).
-    pub(crate) fn run_level(&self, beats: &[Beat], len: usize, recent: usize) -> RunLevel {
+    /// The VT runs the window of `len` samples ends in, one per call probability
+    /// ([`RunFirsts`]).
+    pub(crate) fn run_level(&self, beats: &[Beat], len: usize, recent: usize) -> RunFirsts {
         let p: Vec<f64> = beats.iter().map(|b| self.probability(b)).collect();
         run_level(beats, &p, len, recent)
     }
 }
 
-/// The VT run a window's beats end in.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub(crate) struct RunLevel {
-    /// The highest probability of [`CALL_GRID`] at which the window holds a run of at least
-    /// [`VT_MIN_BEATS`] beats; 0 where it holds none.
-    pub level: f32,
-    /// At each probability of [`CALL_GRID`], the first beat of the run the window holds when
-    /// beats are called at it, samples from the window's start (`None` where it holds none):
-    /// called at a lower probability, a run may begin earlier.
-    pub firsts: [Option<usize>; CALL_GRID.len()],
+/// The VT runs a window's beats end in: at each probability of [`CALL_GRID`], the first beat
+/// of the run of at least [`VT_MIN_BEATS`] beats the window holds when beats are called at it,
+/// samples from the window's start (`None` where it holds none). Called at a lower
+/// probability, a run may begin earlier.
+pub(crate) type RunFirsts = [Option<usize>; CALL_GRID.len()];
+
+/// The highest probability of [`CALL_GRID`] with a run in `firsts` (one entry per grid
+/// probability, `Some` where a run was found at it); 0 where none.
+pub(super) fn highest_level(firsts: &RunFirsts) -> f32 {
+    CALL_GRID
+        .iter()
+        .zip(firsts)
+        .rev()
+        .find_map(|(&g, f)| f.map(|_| g))
+        .unwrap_or(0.0)
 }
 
 /// [`BeatClassifier::run_level`] on the beats' probabilities `p`. At a grid probability `g`, a
 /// beat is called when it reaches `g`, or when it reaches [`VENTRICULAR_AT`] between two
 /// beats that reach `g` (one uncertain beat inside a run does not break it).
-fn run_level(beats: &[Beat], p: &[f64], len: usize, recent: usize) -> RunLevel {
-    let mut out = RunLevel {
-        level: 0.0,
-        firsts: [None; CALL_GRID.len()],
-    };
-    for (&g, first_at) in CALL_GRID.iter().zip(&mut out.firsts) {
+fn run_level(beats: &[Beat], p: &[f64], len: usize, recent: usize) -> RunFirsts {
+    let mut out = [None; CALL_GRID.len()];
+    for (&g, first_at) in CALL_GRID.iter().zip(&mut out) {
         let gf = g as f64;
         let called: Vec<bool> = (0..p.len())
             .map(|k| {
@@ -337,7 +340,6 @@ fn run_level(beats: &[Beat], p: &[f64], len: usize, recent: usize) -> RunLevel {
             .collect();
         let (n, first) = recent_run(beats, &called, len, recent);
         if n >= VT_MIN_BEATS {
-            out.level = g;
             *first_at = first;
         }
     }
@@ -492,14 +494,10 @@ mod tests {
         let beats: Vec<Beat> = (0..7).map(|k| beat_at(100 + k * 100)).collect();
         let p = [0.7, 0.7, 0.995, 0.995, 0.995, 0.995, 0.995];
         let r = run_level(&beats, &p, 800, 800);
-        assert_eq!(r.level, 0.99);
-        assert_eq!(r.firsts[7], Some(300), "at 0.99");
-        assert_eq!(r.firsts[1], Some(100), "at 0.6");
-        assert_eq!(
-            r.firsts[3],
-            Some(300),
-            "at 0.8 the first two are not called"
-        );
+        assert_eq!(highest_level(&r), 0.99);
+        assert_eq!(r[7], Some(300), "at 0.99");
+        assert_eq!(r[1], Some(100), "at 0.6");
+        assert_eq!(r[3], Some(300), "at 0.8 the first two are not called");
     }
 
     #[test]
@@ -508,13 +506,13 @@ mod tests {
         let beats: Vec<Beat> = (0..6).map(|k| beat_at(100 + k * 100)).collect();
         let p = [0.995, 0.995, 0.6, 0.995, 0.995, 0.995];
         let whole = run_level(&beats, &p, 700, 700);
-        assert_eq!((whole.level, whole.firsts[7]), (0.99, Some(100)));
+        assert_eq!((highest_level(&whole), whole[7]), (0.99, Some(100)));
         // Below VENTRICULAR_AT it breaks the run (two and three are no VT) ...
         let q = [0.995, 0.995, 0.3, 0.995, 0.995, 0.995];
-        assert_eq!(run_level(&beats, &q, 700, 700).level, 0.0);
+        assert_eq!(highest_level(&run_level(&beats, &q, 700, 700)), 0.0);
         // ... and two uncertain beats in a row are not bridged at 0.99: the run holds at 0.6.
         let r = [0.995, 0.995, 0.65, 0.65, 0.995, 0.995];
-        assert_eq!(run_level(&beats, &r, 700, 700).level, 0.6);
+        assert_eq!(highest_level(&run_level(&beats, &r, 700, 700)), 0.6);
     }
 
     #[test]

@@ -164,10 +164,10 @@ mod tests {
             call_at: 0.8,
             min_bsqi: 0.5,
         };
-        let e = |level, bsqi| RunEvidence {
-            level,
+        // A run found at every call probability up to `level`.
+        let e = |level: f32, bsqi| RunEvidence {
             bsqi,
-            firsts_ago: [(level > 0.0).then_some(1_500); 8],
+            firsts_ago: CALL_GRID.map(|g| (level > 0.0 && g <= level).then_some(1_500)),
         };
         // (run level, bSQI): a run at 0.9 in readable signal; at 0.6 only; in noise; none.
         assert!(rule.sees_run(e(0.9, 0.9)));
