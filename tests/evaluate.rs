@@ -190,6 +190,23 @@ fn check_condition(c: &Value) {
         let sum: u64 = records.iter().map(|r| as_u64(&r["counts"][k], k)).sum();
         assert_eq!(as_u64(&s["gross"][k], k), sum, "{k}");
     }
+    // Each gross figure lies inside its interval.
+    for (f, i) in [("se", "se"), ("pp", "pp")] {
+        match (
+            s["gross_figures"][f].as_f64(),
+            s["gross_intervals"][i].as_array(),
+        ) {
+            (Some(x), Some(lh)) => {
+                let (lo, hi) = (lh[0].as_f64().unwrap(), lh[1].as_f64().unwrap());
+                assert!(
+                    0.0 <= lo && lo <= x && x <= hi && hi <= 1.0,
+                    "{f} {x} {lo} {hi}"
+                );
+            }
+            (None, None) => {}
+            other => panic!("{f}: figure and interval disagree: {other:?}"),
+        }
+    }
     let fa: u64 = records
         .iter()
         .map(|r| as_u64(&r["false_alarms"], "FA"))

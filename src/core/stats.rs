@@ -1,5 +1,6 @@
 //! Percentiles of measured times (the one definition used by profiles, the latency watch, the
-//! bench and the reports), the median, and the largest difference between two outputs.
+//! bench and the reports), the median, the largest difference between two outputs, and the
+//! confidence interval of a proportion.
 
 /// The `q`-quantile (0..=1) of ascending `sorted` values, nearest rank (`NaN` when empty).
 pub(crate) fn percentile(sorted: &[f64], q: f64) -> f64 {
@@ -24,6 +25,25 @@ pub(crate) fn median(v: &[f64]) -> f64 {
     }
 }
 
+/// The normal quantile of a two-sided 95 % interval.
+const Z95: f64 = 1.959_963_984_540_054;
+
+/// The Wilson score interval at 95 % of a proportion of `successes` in `trials` (`None`
+/// without trials): unlike the normal approximation it stays inside 0..=1 and is sound for
+/// small counts and proportions near 0 or 1, as episode counts are. It assumes independent
+/// trials.
+pub(crate) fn wilson_interval(successes: usize, trials: usize) -> Option<[f64; 2]> {
+    if trials == 0 || successes > trials {
+        return None;
+    }
+    let (n, p) = (trials as f64, successes as f64 / trials as f64);
+    let z2 = Z95 * Z95;
+    let denom = 1.0 + z2 / n;
+    let centre = (p + z2 / (2.0 * n)) / denom;
+    let half = Z95 * (p * (1.0 - p) / n + z2 / (4.0 * n * n)).sqrt() / denom;
+    Some([(centre - half).max(0.0), (centre + half).min(1.0)])
+}
+
 /// Largest absolute difference (infinite when the lengths differ or a value is NaN).
 pub fn max_abs_diff(a: &[f32], b: &[f32]) -> f32 {
     if a.len() != b.len() {
@@ -41,6 +61,26 @@ pub fn max_abs_diff(a: &[f32], b: &[f32]) -> f32 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn wilson_intervals_match_published_values() {
+        // 25 of 30 (Wilson 1927's formula, checked by hand): 0.664..0.927.
+        let [lo, hi] = wilson_interval(25, 30).unwrap();
+        assert!(
+            (lo - 0.6644).abs() < 1e-3 && (hi - 0.9266).abs() < 1e-3,
+            "{lo} {hi}"
+        );
+        // Bounded at 0 and 1, and it holds the proportion.
+        let [lo, hi] = wilson_interval(0, 10).unwrap();
+        assert!(lo.abs() < 1e-12 && (hi - 0.2775).abs() < 1e-3, "{hi}");
+        let [lo, hi] = wilson_interval(10, 10).unwrap();
+        assert!(
+            (lo - 0.7225).abs() < 1e-3 && (hi - 1.0).abs() < 1e-12,
+            "{lo} {hi}"
+        );
+        assert_eq!(wilson_interval(0, 0), None);
+        assert_eq!(wilson_interval(3, 2), None);
+    }
 
     #[test]
     fn nearest_rank() {

@@ -14,6 +14,8 @@
 //!   mean of the per-record figures, a record left out of a figure whose denominator it lacks
 //!   (as `sumstats` does). Gross DSe and D+P are exact here (`sumstats` rebuilds them from
 //!   rounded percentages). Figures are fractions (0..=1), not percentages.
+//! - Each gross ESe and E+P comes with its 95 % **Wilson interval** ([`EpisodeIntervals`]):
+//!   on a few dozen episodes a figure moves by a tenth with two episodes.
 //! - **Time to alarm** per reference episode ([`AlarmTiming`]): raised (with its delay),
 //!   already on, or missed; summarised by median, p90 and max over the raised ones.
 //! - **False alarms** ([`is_false_alarm`]) per monitored hour; the caller gives the monitored
@@ -24,7 +26,7 @@ use serde::Serialize;
 use crate::alarm::matching::{
     AlarmTiming, MatchOptions, is_false_alarm, overlaps, per_hour, timing,
 };
-use crate::core::stats::percentile;
+use crate::core::stats::{percentile, wilson_interval};
 
 /// Intervals the comparison refuses.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -234,6 +236,16 @@ pub fn time_to_alarm(timings: &[AlarmTiming]) -> TimeToAlarm {
     }
 }
 
+/// 95 % Wilson score intervals ([`wilson_interval`]) of the gross episode sensitivity and
+/// positive predictivity, `[low, high]`; `None` where the figure is. Episodes are counted as
+/// independent trials, which episodes of one record are not, so the intervals are if anything
+/// too narrow.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct EpisodeIntervals {
+    pub se: Option<[f64; 2]>,
+    pub pp: Option<[f64; 2]>,
+}
+
 /// The comparison of a set of records.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Summary {
@@ -241,6 +253,8 @@ pub struct Summary {
     /// Counts and durations pooled over the records, and the figures they give.
     pub gross: EpisodeCounts,
     pub gross_figures: EpisodeFigures,
+    /// 95 % Wilson intervals of the gross ESe and E+P.
+    pub gross_intervals: EpisodeIntervals,
     /// Mean of the per-record figures, each over the records where it is defined.
     pub average_figures: EpisodeFigures,
     pub time_to_alarm: TimeToAlarm,
@@ -269,6 +283,10 @@ pub fn summarize(records: &[RecordComparison]) -> Summary {
         records: records.len(),
         gross,
         gross_figures: gross.figures(),
+        gross_intervals: EpisodeIntervals {
+            se: wilson_interval(gross.tp_s, gross.tp_s + gross.fn_),
+            pp: wilson_interval(gross.tp_p, gross.tp_p + gross.fp),
+        },
         average_figures: EpisodeFigures {
             se: mean(|f| f.se),
             pp: mean(|f| f.pp),
@@ -392,6 +410,12 @@ mod tests {
         assert_eq!(g.pp, Some(2.0 / 5.0));
         assert_eq!(g.dse, Some(36.0 / 60.0));
         assert_eq!(g.dpp, Some(36.0 / 66.0));
+        // The intervals are the gross counts': 2 of 3 and 2 of 5.
+        let i = sum.gross_intervals;
+        assert_eq!(i.se, wilson_interval(2, 3));
+        assert_eq!(i.pp, wilson_interval(2, 5));
+        let [lo, hi] = i.pp.unwrap();
+        assert!(lo < 0.4 && 0.4 < hi);
         // Averages: Se over records 1 and 2 only (record 3 has no reference episode);
         // +P over all three (1/3, 1, 0).
         let a = sum.average_figures;
@@ -470,6 +494,10 @@ mod tests {
         let sum = summarize(&[]);
         assert_eq!(sum.records, 0);
         assert_eq!(sum.gross_figures, EpisodeFigures::default());
+        assert_eq!(
+            (sum.gross_intervals.se, sum.gross_intervals.pp),
+            (None, None)
+        );
     }
 
     #[test]

@@ -90,6 +90,17 @@ pub fn text(e: &Evaluation) -> String {
             line(&mut s, c);
         }
         for c in d.conditions.iter().take(1) {
+            let (g, i) = (&c.summary.gross, &c.summary.gross_intervals);
+            let _ = writeln!(
+                s,
+                "  clean ESe {}/{} (95 % Wilson interval {}), E+P {}/{} ({})",
+                g.tp_s,
+                g.tp_s + g.fn_,
+                interval(i.se),
+                g.tp_p,
+                g.tp_p + g.fp,
+                interval(i.pp)
+            );
             for (kind, t) in &c.by_kind {
                 let _ = writeln!(
                     s,
@@ -216,6 +227,10 @@ fn line(s: &mut String, c: &Condition) {
         c.summary.false_alarms,
         opt(c.summary.false_alarms_per_hour, 2)
     );
+}
+
+fn interval(v: Option<[f64; 2]>) -> String {
+    v.map_or("-".into(), |[lo, hi]| format!("{lo:.3}-{hi:.3}"))
 }
 
 fn opt(v: Option<f64>, digits: usize) -> String {
