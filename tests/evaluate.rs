@@ -190,21 +190,32 @@ fn check_condition(c: &Value) {
         let sum: u64 = records.iter().map(|r| as_u64(&r["counts"][k], k)).sum();
         assert_eq!(as_u64(&s["gross"][k], k), sum, "{k}");
     }
-    // Each gross figure lies inside its interval.
-    for (f, i) in [("se", "se"), ("pp", "pp")] {
-        match (
-            s["gross_figures"][f].as_f64(),
-            s["gross_intervals"][i].as_array(),
-        ) {
+    // Each gross figure lies inside its interval, over the whole records and EC57's period,
+    // which holds no more episodes or alarms.
+    for k in ["tp_s", "fn", "tp_p", "fp"] {
+        let sum: u64 = records.iter().map(|r| as_u64(&r["standard"][k], k)).sum();
+        assert_eq!(as_u64(&s["standard"][k], k), sum, "{k}");
+    }
+    for (a, b) in [("tp_s", "fn"), ("tp_p", "fp")] {
+        let n = |c: &Value| as_u64(&c[a], a) + as_u64(&c[b], b);
+        assert!(n(&s["standard"]) <= n(&s["gross"]), "{a} {b}");
+    }
+    for (figures, intervals, f) in [
+        ("gross_figures", "gross_intervals", "se"),
+        ("gross_figures", "gross_intervals", "pp"),
+        ("standard_figures", "standard_intervals", "se"),
+        ("standard_figures", "standard_intervals", "pp"),
+    ] {
+        match (s[figures][f].as_f64(), s[intervals][f].as_array()) {
             (Some(x), Some(lh)) => {
                 let (lo, hi) = (lh[0].as_f64().unwrap(), lh[1].as_f64().unwrap());
                 assert!(
                     0.0 <= lo && lo <= x && x <= hi && hi <= 1.0,
-                    "{f} {x} {lo} {hi}"
+                    "{figures} {f} {x} {lo} {hi}"
                 );
             }
             (None, None) => {}
-            other => panic!("{f}: figure and interval disagree: {other:?}"),
+            other => panic!("{figures} {f}: figure and interval disagree: {other:?}"),
         }
     }
     let fa: u64 = records

@@ -14,6 +14,11 @@
 //!   mean of the per-record figures, a record left out of a figure whose denominator it lacks
 //!   (as `sumstats` does). Gross DSe and D+P are exact here (`sumstats` rebuilds them from
 //!   rounded percentages). Figures are fractions (0..=1), not percentages.
+//! - **EC57's test period**: `epicmp` and its peers compare from 5:00 on (the first five
+//!   minutes are the analyser's learning period): an episode that ends by then is left out,
+//!   one that begins before is cut there, the detector's as the reference's. The counts are
+//!   given both over the whole record (the headline: Holmes learns nothing, so it is judged
+//!   from the first window) and over that period ([`RecordComparison::standard`]).
 //! - Each gross ESe and E+P comes with its 95 % **Wilson interval** ([`EpisodeIntervals`]):
 //!   on a few dozen episodes a figure moves by a tenth with two episodes.
 //! - **Time to alarm** per reference episode ([`AlarmTiming`]): raised (with its delay),
@@ -27,6 +32,9 @@ use crate::alarm::matching::{
     AlarmTiming, MatchOptions, is_false_alarm, overlaps, per_hour, timing,
 };
 use crate::core::stats::{percentile, wilson_interval};
+
+/// EC57's comparators begin here, ms from the record's start (the learning period's end).
+pub const EC57_START_MS: i64 = 300_000;
 
 /// Intervals the comparison refuses.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -80,6 +88,14 @@ impl EpisodeCounts {
         }
     }
 
+    /// 95 % Wilson intervals of ESe and E+P.
+    pub fn intervals(&self) -> EpisodeIntervals {
+        EpisodeIntervals {
+            se: wilson_interval(self.tp_s, self.tp_s + self.fn_),
+            pp: wilson_interval(self.tp_p, self.tp_p + self.fp),
+        }
+    }
+
     fn add(&mut self, o: &EpisodeCounts) {
         self.tp_s += o.tp_s;
         self.fn_ += o.fn_;
@@ -114,6 +130,8 @@ pub struct EpisodeTiming {
 pub struct RecordComparison {
     pub counts: EpisodeCounts,
     pub figures: EpisodeFigures,
+    /// The same counts over EC57's test period: from [`EC57_START_MS`] to the record's end.
+    pub standard: EpisodeCounts,
     /// One per reference episode, in order.
     pub timings: Vec<EpisodeTiming>,
     /// Alarms that share no time with a reference episode widened by the grace.
@@ -153,6 +171,44 @@ pub fn compare_annotated(
     if monitored_ms < 0 {
         return Err(EpisodeError::Monitored(monitored_ms));
     }
+    let counts = count(reference, annotated);
+    let standard = count(
+        &from(reference, EC57_START_MS),
+        &from(annotated, EC57_START_MS),
+    );
+    let false_alarms = alarms
+        .iter()
+        .filter(|&&a| is_false_alarm(a, reference, opts))
+        .count();
+    Ok(RecordComparison {
+        counts,
+        figures: counts.figures(),
+        standard,
+        timings: reference
+            .iter()
+            .map(|&(onset_ms, end_ms)| EpisodeTiming {
+                onset_ms,
+                end_ms,
+                timing: timing((onset_ms, end_ms), alarms, opts),
+            })
+            .collect(),
+        false_alarms,
+        monitored_ms,
+        false_alarms_per_hour: per_hour(false_alarms, monitored_ms),
+    })
+}
+
+/// The episodes of `eps` as EC57's comparators see them from `start_ms` on: one that ends by
+/// then is left out, one that begins before is cut to begin there.
+fn from(eps: &[(i64, i64)], start_ms: i64) -> Vec<(i64, i64)> {
+    eps.iter()
+        .filter(|&&(_, e)| e > start_ms)
+        .map(|&(s, e)| (s.max(start_ms), e))
+        .collect()
+}
+
+/// EC57 counts and durations of `annotated` against `reference` (both checked).
+fn count(reference: &[(i64, i64)], annotated: &[(i64, i64)]) -> EpisodeCounts {
     let tp_s = reference
         .iter()
         .filter(|&&r| annotated.iter().any(|&a| overlaps(r, a)))
@@ -170,7 +226,7 @@ pub fn compare_annotated(
                 .map(move |&(s, e)| (re.min(e) - rs.max(s)).max(0))
         })
         .sum();
-    let counts = EpisodeCounts {
+    EpisodeCounts {
         tp_s,
         fn_: reference.len() - tp_s,
         tp_p,
@@ -178,26 +234,7 @@ pub fn compare_annotated(
         reference_ms: reference.iter().map(|(s, e)| e - s).sum(),
         alarm_ms: annotated.iter().map(|(s, e)| e - s).sum(),
         overlap_ms,
-    };
-    let false_alarms = alarms
-        .iter()
-        .filter(|&&a| is_false_alarm(a, reference, opts))
-        .count();
-    Ok(RecordComparison {
-        counts,
-        figures: counts.figures(),
-        timings: reference
-            .iter()
-            .map(|&(onset_ms, end_ms)| EpisodeTiming {
-                onset_ms,
-                end_ms,
-                timing: timing((onset_ms, end_ms), alarms, opts),
-            })
-            .collect(),
-        false_alarms,
-        monitored_ms,
-        false_alarms_per_hour: per_hour(false_alarms, monitored_ms),
-    })
+    }
 }
 
 /// Time to alarm over a set of reference episodes (`raised + already_on + missed = episodes`).
@@ -255,6 +292,10 @@ pub struct Summary {
     pub gross_figures: EpisodeFigures,
     /// 95 % Wilson intervals of the gross ESe and E+P.
     pub gross_intervals: EpisodeIntervals,
+    /// The gross counts, figures and intervals over EC57's test period (from 5:00).
+    pub standard: EpisodeCounts,
+    pub standard_figures: EpisodeFigures,
+    pub standard_intervals: EpisodeIntervals,
     /// Mean of the per-record figures, each over the records where it is defined.
     pub average_figures: EpisodeFigures,
     pub time_to_alarm: TimeToAlarm,
@@ -265,9 +306,10 @@ pub struct Summary {
 
 /// Pools record comparisons into gross and average figures, time to alarm and false alarms.
 pub fn summarize(records: &[RecordComparison]) -> Summary {
-    let mut gross = EpisodeCounts::default();
+    let (mut gross, mut standard) = (EpisodeCounts::default(), EpisodeCounts::default());
     for r in records {
         gross.add(&r.counts);
+        standard.add(&r.standard);
     }
     let mean = |f: fn(&EpisodeFigures) -> Option<f64>| {
         let v: Vec<f64> = records.iter().filter_map(|r| f(&r.figures)).collect();
@@ -283,10 +325,10 @@ pub fn summarize(records: &[RecordComparison]) -> Summary {
         records: records.len(),
         gross,
         gross_figures: gross.figures(),
-        gross_intervals: EpisodeIntervals {
-            se: wilson_interval(gross.tp_s, gross.tp_s + gross.fn_),
-            pp: wilson_interval(gross.tp_p, gross.tp_p + gross.fp),
-        },
+        gross_intervals: gross.intervals(),
+        standard,
+        standard_figures: standard.figures(),
+        standard_intervals: standard.intervals(),
         average_figures: EpisodeFigures {
             se: mean(|f| f.se),
             pp: mean(|f| f.pp),
@@ -436,6 +478,38 @@ mod tests {
         assert_eq!(sum.false_alarms, 2);
         assert_eq!(sum.monitored_ms, 7_180 * S);
         assert_eq!(sum.false_alarms_per_hour, Some(2.0 / (7_180.0 / 3_600.0)));
+    }
+
+    #[test]
+    fn ec57s_test_period_leaves_out_what_ends_by_5_min_and_cuts_what_begins_before() {
+        // Reference: one episode over by 5:00, one across it, one after. Alarms: one before
+        // 5:00 (false), one across it on the second episode, none on the third.
+        let r = compare_record(
+            &[(100 * S, 130 * S), (290 * S, 320 * S), (600 * S, 610 * S)],
+            &[(110 * S, 120 * S), (200 * S, 210 * S), (295 * S, 330 * S)],
+            1_800 * S,
+            OPTS,
+        )
+        .unwrap();
+        assert_eq!(
+            (r.counts.tp_s, r.counts.fn_, r.counts.tp_p, r.counts.fp),
+            (2, 1, 2, 1)
+        );
+        assert_eq!(
+            r.standard,
+            EpisodeCounts {
+                tp_s: 1,
+                fn_: 1,
+                tp_p: 1,
+                fp: 0,
+                reference_ms: (20 + 10) * S,
+                alarm_ms: 30 * S,
+                overlap_ms: 20 * S,
+            }
+        );
+        let sum = summarize(&[r]);
+        assert_eq!(sum.standard_figures.se, Some(0.5));
+        assert_eq!(sum.standard_intervals.se, wilson_interval(1, 2));
     }
 
     #[test]

@@ -90,17 +90,34 @@ pub fn text(e: &Evaluation) -> String {
             line(&mut s, c);
         }
         for c in d.conditions.iter().take(1) {
-            let (g, i) = (&c.summary.gross, &c.summary.gross_intervals);
-            let _ = writeln!(
-                s,
-                "  clean ESe {}/{} (95 % Wilson interval {}), E+P {}/{} ({})",
-                g.tp_s,
-                g.tp_s + g.fn_,
-                interval(i.se),
-                g.tp_p,
-                g.tp_p + g.fp,
-                interval(i.pp)
-            );
+            let sum = &c.summary;
+            for (period, g, f, i) in [
+                (
+                    "whole records",
+                    &sum.gross,
+                    &sum.gross_figures,
+                    &sum.gross_intervals,
+                ),
+                (
+                    "EC57's test period (from 5:00)",
+                    &sum.standard,
+                    &sum.standard_figures,
+                    &sum.standard_intervals,
+                ),
+            ] {
+                let _ = writeln!(
+                    s,
+                    "  clean, {period}: ESe {} = {}/{} (95 % Wilson interval {}), E+P {} = {}/{} ({})",
+                    opt(f.se, 3),
+                    g.tp_s,
+                    g.tp_s + g.fn_,
+                    interval(i.se),
+                    opt(f.pp, 3),
+                    g.tp_p,
+                    g.tp_p + g.fp,
+                    interval(i.pp)
+                );
+            }
             for (kind, t) in &c.by_kind {
                 let _ = writeln!(
                     s,
