@@ -29,7 +29,7 @@ pub(crate) fn median(v: &[f64]) -> f64 {
 const Z95: f64 = 1.959_963_984_540_054;
 
 /// The Wilson score interval at 95 % of a proportion of `successes` in `trials` (`None`
-/// without trials): unlike the normal approximation it stays inside 0..=1 and is sound for
+/// without trials, or with more successes than trials): unlike the normal approximation it stays inside 0..=1 and is sound for
 /// small counts and proportions near 0 or 1, as episode counts are. It assumes independent
 /// trials.
 pub(crate) fn wilson_interval(successes: usize, trials: usize) -> Option<[f64; 2]> {
@@ -41,7 +41,8 @@ pub(crate) fn wilson_interval(successes: usize, trials: usize) -> Option<[f64; 2
     let denom = 1.0 + z2 / n;
     let centre = (p + z2 / (2.0 * n)) / denom;
     let half = Z95 * (p * (1.0 - p) / n + z2 / (4.0 * n * n)).sqrt() / denom;
-    Some([(centre - half).max(0.0), (centre + half).min(1.0)])
+    // Rounded separately, the bounds could miss a proportion of 0 or 1 by an ulp.
+    Some([(centre - half).clamp(0.0, p), (centre + half).clamp(p, 1.0)])
 }
 
 /// Largest absolute difference (infinite when the lengths differ or a value is NaN).
@@ -63,21 +64,25 @@ mod tests {
     use super::*;
 
     #[test]
-    fn wilson_intervals_match_published_values() {
-        // 25 of 30 (Wilson 1927's formula, checked by hand): 0.664..0.927.
+    fn wilson_intervals_hold_their_proportion() {
+        // 25 of 30, worked by hand from Wilson's formula: 0.664..0.927.
         let [lo, hi] = wilson_interval(25, 30).unwrap();
         assert!(
             (lo - 0.6644).abs() < 1e-3 && (hi - 0.9266).abs() < 1e-3,
             "{lo} {hi}"
         );
-        // Bounded at 0 and 1, and it holds the proportion.
-        let [lo, hi] = wilson_interval(0, 10).unwrap();
-        assert!(lo.abs() < 1e-12 && (hi - 0.2775).abs() < 1e-3, "{hi}");
-        let [lo, hi] = wilson_interval(10, 10).unwrap();
-        assert!(
-            (lo - 0.7225).abs() < 1e-3 && (hi - 1.0).abs() < 1e-12,
-            "{lo} {hi}"
-        );
+        let [_, hi] = wilson_interval(0, 10).unwrap();
+        assert!((hi - 0.2775).abs() < 1e-3, "{hi}");
+        // Every interval lies in 0..=1 and holds its proportion, exactly at 0 and 1.
+        for n in 1..=500 {
+            for k in [0, 1, n / 2, n - 1, n] {
+                let [lo, hi] = wilson_interval(k, n).unwrap();
+                let p = k as f64 / n as f64;
+                assert!(0.0 <= lo && lo <= p && p <= hi && hi <= 1.0, "{k}/{n}");
+            }
+            assert_eq!(wilson_interval(0, n).unwrap()[0], 0.0);
+            assert_eq!(wilson_interval(n, n).unwrap()[1], 1.0);
+        }
         assert_eq!(wilson_interval(0, 0), None);
         assert_eq!(wilson_interval(3, 2), None);
     }

@@ -100,9 +100,9 @@ pub fn text(e: &Evaluation) -> String {
                 ),
                 (
                     "EC57's test period (from 5:00)",
-                    &sum.standard,
-                    &sum.standard_figures,
-                    &sum.standard_intervals,
+                    &sum.test_period,
+                    &sum.test_period_figures,
+                    &sum.test_period_intervals,
                 ),
             ] {
                 let _ = writeln!(
