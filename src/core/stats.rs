@@ -29,9 +29,9 @@ pub(crate) fn median(v: &[f64]) -> f64 {
 const Z95: f64 = 1.959_963_984_540_054;
 
 /// The Wilson score interval at 95 % of a proportion of `successes` in `trials` (`None`
-/// without trials, or with more successes than trials): unlike the normal approximation it stays inside 0..=1 and is sound for
-/// small counts and proportions near 0 or 1, as episode counts are. It assumes independent
-/// trials.
+/// without trials, or with more successes than trials): unlike the normal approximation it
+/// stays inside 0..=1 and holds for small counts and proportions near 0 or 1, as episode
+/// counts are. It assumes independent trials.
 pub(crate) fn wilson_interval(successes: usize, trials: usize) -> Option<[f64; 2]> {
     if trials == 0 || successes > trials {
         return None;

@@ -273,8 +273,9 @@ pub fn time_to_alarm(timings: &[AlarmTiming]) -> TimeToAlarm {
     }
 }
 
-/// 95 % Wilson score intervals ([`wilson_interval`]) of the gross episode sensitivity and
-/// positive predictivity, `[low, high]`; `None` where the figure is. Episodes are counted as
+/// 95 % Wilson score intervals ([`wilson_interval`]) of pooled episode sensitivity and
+/// positive predictivity (over whole records or EC57's test period), `[low, high]`; `None`
+/// where the figure is. Episodes are counted as
 /// independent trials, which episodes of one record are not, so the intervals are if anything
 /// too narrow.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
