@@ -66,6 +66,7 @@ fn rig(slo_ms: u64, queue_capacity: usize, members: Vec<MemberSpec>) -> Rig {
             source: "test",
             plan: "[]".into(),
             counter: None,
+            primary_share: None,
         },
     )
     .unwrap();

@@ -469,5 +469,26 @@ async fn the_composer_serves_a_validated_ensemble_with_its_rule() {
         serde_json::json!({"on": 0.5, "off": 0.25, "k": 1, "n": 1, "validated": true, "hop_secs": 5}),
         "{h}"
     );
+    assert!(plan.get("primary_share").is_none(), "{plan}");
+
+    // The same pair's rule is saved again, chosen for the primary lead carrying 0.8 of the
+    // score: the daemon serves the pair pooled so (a new ensemble row), under that rule.
+    let mut pooled = rule(&names[..2], 0.4, 0.5);
+    pooled["primary_share"] = serde_json::json!(0.8);
+    let book = serde_json::json!({"format": 1, "rules": [pooled, rule(&names[2..4], 0.25, 3.0)]});
+    let tmp = zoo.path().join("alarm_rules.json.tmp");
+    std::fs::write(&tmp, book.to_string()).unwrap();
+    std::fs::rename(&tmp, zoo.path().join("alarm_rules.json")).unwrap();
+    let pooled_plan = wait_plan(&app, "the pair pooled by lead", |v| {
+        v["primary_share"].as_f64() == Some(0.8)
+    })
+    .await;
+    assert_ne!(pooled_plan["id"], plan["id"], "{pooled_plan}");
+    let h = app
+        .wait_health(20.0, "the pooled pair's rule", |h| {
+            h["alarm_rule"]["on"].as_f64() == Some(0.4)
+        })
+        .await;
+    assert_eq!(h["alarm_rule"]["validated"], true, "{h}");
     app.stop().await;
 }

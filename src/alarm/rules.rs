@@ -3,7 +3,9 @@
 //! ([`choose_threshold`](super::choose_threshold)). A rule belongs to one ensemble (its members
 //! by name *and* weights: a retrained member invalidates it), one hop and one window, so a new
 //! zoo or ensemble brings its own; the daemon looks up the rule of the ensemble it serves and
-//! says when it has none.
+//! says when it has none. A rule also says how its ensemble's members pool (the primary lead's
+//! share, [`ValidatedRule::primary_share`]): the daemon pools them so, and a rule serves only
+//! the pooling it was chosen for.
 
 use std::path::{Path, PathBuf};
 
@@ -34,6 +36,10 @@ pub enum RulesError {
     },
     #[error("{path}: format {found}, this version reads format {FORMAT}")]
     Format { path: PathBuf, found: u32 },
+    #[error(
+        "rule for {members}: the primary lead's share must lie strictly between 0 and 1, not {share}"
+    )]
+    Share { members: String, share: f64 },
     #[error("rule for {members}: {source}")]
     Invalid {
         members: String,
@@ -95,7 +101,18 @@ pub struct ValidatedRule {
     pub hop_secs: u32,
     pub window_secs: u32,
     pub rule: AlarmRule,
+    /// How the members' probabilities pool: the primary ECG lead's members carry this share
+    /// of the score together and the secondary lead's the rest, each lead's members sharing
+    /// its part equally (renormalised over the members that scored, so a monitor sending one
+    /// lead gets that lead's mean). Absent: every member weighs the same (the plain mean).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub primary_share: Option<f64>,
     pub validation: ValidationFigures,
+}
+
+/// Whether `share` is a usable primary-lead share: strictly between 0 and 1 (NaN is not).
+pub fn valid_share(share: f64) -> bool {
+    share > 0.0 && share < 1.0
 }
 
 /// The rules file.
@@ -136,6 +153,12 @@ impl RuleBook {
                 members: names(&r.members),
                 source,
             })?;
+            if let Some(share) = r.primary_share.filter(|&s| !valid_share(s)) {
+                return Err(RulesError::Share {
+                    members: names(&r.members),
+                    share,
+                });
+            }
             // A hand-edited file may list an ensemble's members in any order, or twice.
             r.members.sort();
             r.members.dedup();
@@ -225,6 +248,7 @@ mod tests {
                 k: 2,
                 n: 3,
             },
+            primary_share: None,
             validation: ValidationFigures {
                 records: 44,
                 target_sensitivity: 0.95,
@@ -301,5 +325,38 @@ mod tests {
         book.save(dir.path()).unwrap();
         let e = RuleBook::load(dir.path()).unwrap_err().to_string();
         assert!(e.contains("rule for a"), "{e}");
+        // A share of the whole score (or none) for one lead is no pooling of both.
+        for share in [0.0, 1.0, -0.5, 1.5] {
+            let mut bad = validated(vec![member("a", "1")], 5, 0.6);
+            bad.primary_share = Some(share);
+            let mut book = RuleBook::default();
+            book.insert(bad);
+            book.save(dir.path()).unwrap();
+            let e = RuleBook::load(dir.path()).unwrap_err().to_string();
+            assert!(e.contains("primary lead's share"), "{share}: {e}");
+        }
+    }
+
+    #[test]
+    fn a_share_is_kept_and_an_old_rule_has_none() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut book = RuleBook::default();
+        let mut r = validated(vec![member("a", "1"), member("b", "2")], 5, 0.6);
+        r.primary_share = Some(0.9);
+        book.insert(r);
+        book.insert(validated(vec![member("c", "3")], 5, 0.6));
+        book.save(dir.path()).unwrap();
+        let text = std::fs::read_to_string(dir.path().join(RULES_FILE)).unwrap();
+        // A rule without a share is written as before the field existed.
+        assert_eq!(text.matches("primary_share").count(), 1, "{text}");
+        let book = RuleBook::load(dir.path()).unwrap();
+        let ab = [member("a", "1"), member("b", "2")];
+        assert_eq!(book.lookup(&ab, 5, 30).unwrap().primary_share, Some(0.9));
+        assert_eq!(
+            book.lookup(&[member("c", "3")], 5, 30)
+                .unwrap()
+                .primary_share,
+            None
+        );
     }
 }

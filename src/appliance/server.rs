@@ -130,6 +130,7 @@ pub async fn start(cfg: Config, listener: TcpListener) -> Result<Running, Server
             db: &c2.storage.db,
             engine: &c2.engine,
             window_secs: c2.ward.window_secs,
+            hop_secs: c2.ward.hop_secs,
             beats: beats.as_ref(),
         };
         let stored = crate::composer::service::stored_plan(&c2, &d2);
@@ -149,6 +150,7 @@ pub async fn start(cfg: Config, listener: TcpListener) -> Result<Running, Server
     .expect("model loading does not panic")?;
     let Prepared {
         models,
+        primary_share,
         specs,
         described,
         plan,
@@ -167,6 +169,7 @@ pub async fn start(cfg: Config, listener: TcpListener) -> Result<Running, Server
                 source: &source,
                 plan,
                 counter: counter.as_deref(),
+                primary_share,
             },
         )
     })
@@ -236,6 +239,7 @@ pub async fn start(cfg: Config, listener: TcpListener) -> Result<Running, Server
         }
         .into(),
         plan: start_plan.clone(),
+        primary_share,
         ..Default::default()
     });
     let (recompose, requests) = tokio::sync::mpsc::channel(4);

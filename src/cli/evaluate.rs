@@ -6,7 +6,8 @@ use std::path::PathBuf;
 use anyhow::{Context, Result};
 
 use crate::alarm::{AlarmRule, DelayLimits};
-use crate::config::Config;
+use crate::config::{Combine, Config};
+use crate::serving::engine::ensemble::Pooling;
 use crate::tools::evaluate::{self, EvaluateOptions, GateChoice, report};
 use crate::training::dataset::{self, SplitName};
 
@@ -27,6 +28,12 @@ pub struct EvaluateArgs {
     /// Members to evaluate instead of the config's (comma-separated).
     #[arg(long, value_delimiter = ',')]
     members: Vec<String>,
+    /// How the members' probabilities pool: `served` (as the daemon pools them: the lead share
+    /// of their alarm rule in the zoo, else the plain mean), `mean`, or the primary ECG lead's
+    /// share of the score, strictly between 0 and 1 (e.g. `0.9`: the primary lead's members
+    /// carry 0.9 together, the secondary's 0.1). A rule saved with `--save-rule` keeps it.
+    #[arg(long, default_value = "served")]
+    pooling: String,
     /// Hop between windows, s [default: the config's ward.hop_secs].
     #[arg(long)]
     hop_secs: Option<u32>,
@@ -110,6 +117,12 @@ pub fn run(a: EvaluateArgs) -> Result<()> {
             g.parse().with_context(|| format!("--sqi-gate {g:?}"))?,
         )),
     };
+    let pooling = match a.pooling.parse::<Pooling>() {
+        // The daemon pools by the plain mean when its engine does not weigh members.
+        Ok(Pooling::AsServed) if cfg.engine.combine == Combine::Mean => Pooling::Mean,
+        Ok(p) => p,
+        Err(e) => anyhow::bail!("--pooling {e}"),
+    };
     let opts = EvaluateOptions {
         data: a.data.unwrap_or_else(dataset::default_data_dir),
         split: a.split,
@@ -120,6 +133,7 @@ pub fn run(a: EvaluateArgs) -> Result<()> {
         } else {
             a.members
         },
+        pooling,
         window_secs: cfg.ward.window_secs,
         hop_secs: a.hop_secs.unwrap_or(cfg.ward.hop_secs),
         rule,

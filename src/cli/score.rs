@@ -57,7 +57,13 @@ pub fn run(a: ScoreArgs) -> Result<()> {
         &cfg.ensemble.members,
         cfg.ward.window_secs,
     )?
-    .with_beats(beats);
+    .with_beats(beats)
+    .pooled_as_served(
+        &cfg.ensemble.models_dir,
+        cfg.engine.combine,
+        cfg.ward.hop_secs,
+        cfg.ward.window_secs,
+    );
     let hop_ms = i64::from(cfg.ward.hop_secs) * 1000;
     let (rule, why) = match rule {
         Some(s) => (
@@ -79,6 +85,7 @@ pub fn run(a: ScoreArgs) -> Result<()> {
                 &cfg.ensemble.models_dir,
                 cfg.dashboard.derive_risk_alarm,
                 &models,
+                ens.primary_share(),
                 cfg.ward.hop_secs,
                 cfg.ward.window_secs,
                 fallback,

@@ -171,6 +171,7 @@ mod tests {
             hop_secs: 5,
             window_secs: 30,
             rule,
+            primary_share: None,
             validation: ValidationFigures {
                 records: 1,
                 target_sensitivity: 0.95,

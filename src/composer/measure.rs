@@ -117,6 +117,7 @@ impl Measurer {
                 source: "composer",
                 plan: "[]".into(),
                 counter: None,
+                primary_share: None,
             },
         )?;
         let specs = members

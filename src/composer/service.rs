@@ -48,6 +48,10 @@ pub(crate) enum ComposerError {
 #[derive(Debug, Clone, Default, Serialize)]
 pub(crate) struct Serving {
     pub(crate) models: Vec<ModelInfo>,
+    /// The primary lead's share the members pool with, from their alarm rule (`None`: the
+    /// plain mean).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) primary_share: Option<f64>,
     /// `config` (the configured members) or `plan` (a composed plan, see `plan`).
     pub(crate) source: String,
     pub(crate) plan: Option<Plan>,
@@ -185,7 +189,9 @@ pub(crate) fn compose_plan(
     let candidates = if cfg.composer.prefer_validated {
         match RuleBook::load(&cfg.ensemble.models_dir) {
             Ok(book) => {
-                validated::candidates(&entries, &book, cfg.ward.hop_secs, cfg.ward.window_secs)
+                let weighs = cfg.engine.combine == crate::config::Combine::WeightedMean;
+                let (hop, window) = (cfg.ward.hop_secs, cfg.ward.window_secs);
+                validated::candidates(&entries, &book, hop, window, weighs)
             }
             Err(e) => {
                 tracing::warn!(error = %e, "The zoo's alarm rules do not read; composing without them");
@@ -433,6 +439,21 @@ fn planned_for(cx: &Context) -> Option<usize> {
     cx.serving.borrow().plan.as_ref().map(|p| p.inputs.beds)
 }
 
+/// Where [`ensemble::prepare`] finds the members, per the config, with the engine's counter.
+fn sources<'a>(
+    cfg: &'a Config,
+    beats: Option<&'a crate::signal::beats::BeatCounter>,
+) -> ensemble::Sources<'a> {
+    ensemble::Sources {
+        models_dir: &cfg.ensemble.models_dir,
+        db: &cfg.storage.db,
+        engine: &cfg.engine,
+        window_secs: cfg.ward.window_secs,
+        hop_secs: cfg.ward.hop_secs,
+        beats,
+    }
+}
+
 /// Serves rung `rung` of `plan`: members validated and placed, the ensemble recorded, the
 /// engine switched. On failure the current ensemble keeps serving.
 pub(crate) async fn apply(
@@ -443,7 +464,17 @@ pub(crate) async fn apply(
 ) -> Result<(), ComposerError> {
     let serving_now: Vec<String> = cx.engine.members().into_iter().map(|m| m.0).collect();
     let members = plan.rungs[rung].members.clone();
-    if members == serving_now {
+    // The same members stay unless their alarm rule now pools them otherwise.
+    let same_pooling = members == serving_now && {
+        let (cfg, m2, beats) = (cx.cfg.clone(), members.clone(), cx.engine.beats());
+        let share = tokio::task::spawn_blocking(move || {
+            ensemble::share_for(sources(&cfg, beats.as_deref()), &m2)
+        })
+        .await
+        .expect("reading manifests does not panic");
+        share == cx.serving.borrow().primary_share
+    };
+    if same_pooling {
         set(&cx.serving, |s| {
             s.plan = Some(plan);
             s.rung = rung;
@@ -459,15 +490,8 @@ pub(crate) async fn apply(
     );
     let (beds, version, m2) = (plan.inputs.beds, plan.version, members.clone());
     let beats = engine.beats();
-    let (models, id) = tokio::task::spawn_blocking(move || {
-        let sources = ensemble::Sources {
-            models_dir: &cfg.ensemble.models_dir,
-            db: &cfg.storage.db,
-            engine: &cfg.engine,
-            window_secs: cfg.ward.window_secs,
-            beats: beats.as_deref(),
-        };
-        let p = ensemble::prepare(sources, &m2, &devices, beds)
+    let (models, primary_share, id) = tokio::task::spawn_blocking(move || {
+        let p = ensemble::prepare(sources(&cfg, beats.as_deref()), &m2, &devices, beds)
             .map_err(|e| ComposerError::Switch(e.to_string()))?;
         let id = store::register_ensemble(
             &cfg.storage.db,
@@ -476,18 +500,19 @@ pub(crate) async fn apply(
                 source: &format!("plan {version} rung {rung}"),
                 plan: p.plan.clone(),
                 counter: beats.as_deref().map(|b| b.sha256.as_str()),
+                primary_share: p.primary_share,
             },
         )?;
         engine
             .switch(p.specs, store, id)
             .map_err(|e| ComposerError::Switch(e.to_string()))?;
-        Ok::<_, ComposerError>((p.models, id))
+        Ok::<_, ComposerError>((p.models, p.primary_share, id))
     })
     .await
     .expect("switching does not panic")?;
-    tracing::info!(%reason, plan = version, rung, ensemble_id = id, members = ?members, "Serving a new ensemble");
+    tracing::info!(%reason, plan = version, rung, ensemble_id = id, members = ?members, primary_share = ?primary_share, "Serving a new ensemble");
     metrics::counter!("holmes_plan_switches_total").increment(1);
-    let detail = json!({"reason": reason, "plan": version, "rung": rung, "ensemble_id": id, "members": members});
+    let detail = json!({"reason": reason, "plan": version, "rung": rung, "ensemble_id": id, "members": members, "primary_share": primary_share});
     crate::serving::store::audit::AuditLog::new(&cx.cfg.storage.db).record(
         Some(crate::serving::store::audit::SYSTEM),
         crate::serving::store::audit::Action::PlanSwitched,
@@ -500,6 +525,7 @@ pub(crate) async fn apply(
     ));
     set(&cx.serving, |s| {
         s.models = models;
+        s.primary_share = primary_share;
         s.plan = Some(plan);
         s.rung = rung;
         s.source = "plan".into();

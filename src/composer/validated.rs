@@ -36,16 +36,20 @@ pub(crate) struct Chosen {
 }
 
 /// The book's ensembles at this hop and window whose members are all in `entries` with the
-/// same weights.
+/// same weights. A rule chosen for a lead share is one only when the engine weighs members
+/// (`weighs`, `engine.combine = "weighted_mean"`): else its ensemble would be served by the
+/// plain mean, which the rule was not chosen for.
 pub(crate) fn candidates(
     entries: &[Entry],
     book: &RuleBook,
     hop_secs: u32,
     window_secs: u32,
+    weighs: bool,
 ) -> Vec<Candidate> {
     book.rules
         .iter()
         .filter(|r| r.hop_secs == hop_secs && r.window_secs == window_secs)
+        .filter(|r| weighs || r.primary_share.is_none())
         .filter_map(|r| {
             let mut bits = vec![false; entries.len()];
             for m in &r.members {
@@ -146,6 +150,7 @@ mod tests {
                 k: 1,
                 n: 1,
             },
+            primary_share: None,
             validation: ValidationFigures {
                 records: 4,
                 target_sensitivity: 0.95,
@@ -179,7 +184,7 @@ mod tests {
         stale.members[0].sha256 = "other".into();
         book.insert(stale);
 
-        let c = candidates(&entries, &book, 5, 30);
+        let c = candidates(&entries, &book, 5, 30, true);
         assert_eq!(c.len(), 3, "{c:?}");
         let big = [false, false, true, true];
         let small = [true, true, false, false];
@@ -202,13 +207,24 @@ mod tests {
         short.validation.detected = 9;
         book.insert(short);
         book.insert(rule(&["p-small", "s-small"], 5, Some(3.0)));
-        let c = candidates(&entries, &book, 5, 30);
+        let c = candidates(&entries, &book, 5, 30, true);
+        assert_eq!(choose(&entries, &c, 1e9, 16, 5.0).unwrap().bits, small);
+        // A rule chosen for a lead share: a candidate only where the engine weighs members.
+        let mut book = RuleBook::default();
+        let mut pooled = rule(&["p-big", "s-big"], 5, Some(0.5));
+        pooled.primary_share = Some(0.9);
+        book.insert(pooled);
+        book.insert(rule(&["p-small", "s-small"], 5, Some(3.0)));
+        let c = candidates(&entries, &book, 5, 30, true);
+        assert_eq!(choose(&entries, &c, 1e9, 16, 5.0).unwrap().bits, big);
+        let c = candidates(&entries, &book, 5, 30, false);
+        assert_eq!(c.len(), 1);
         assert_eq!(choose(&entries, &c, 1e9, 16, 5.0).unwrap().bits, small);
         // No rule recorded a false-alarm rate: it ranks after any that did.
         let mut book = RuleBook::default();
         book.insert(rule(&["p-big", "s-big"], 5, None));
         book.insert(rule(&["p-small", "s-small"], 5, Some(9.0)));
-        let c = candidates(&entries, &book, 5, 30);
+        let c = candidates(&entries, &book, 5, 30, true);
         assert_eq!(choose(&entries, &c, 1e9, 16, 5.0).unwrap().bits, small);
     }
 }

@@ -213,10 +213,11 @@ pub(crate) fn check_transport(
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Combine {
-    /// Mean probability (HOLMES eq. 5).
+    /// Mean probability (HOLMES eq. 5), whatever the ensemble's alarm rule says; only a rule
+    /// chosen for the plain mean then serves.
     Mean,
-    /// Weighted mean by each member's weight. Every member weighs 1 today (no ensemble
-    /// definition carries weights), so it equals the mean.
+    /// Weighted mean by each member's weight: the ensemble's alarm rule says how its members
+    /// pool (the primary lead's share), else every member weighs 1 (the mean).
     WeightedMean,
 }
 

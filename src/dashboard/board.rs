@@ -202,14 +202,14 @@ pub(crate) struct RuleSource {
 }
 
 impl RuleSource {
-    /// The rule for `models` (read from the zoo's book now, so a rule saved while the daemon
-    /// runs serves at once): the book's, else one derived from the zoo's validated ensembles
+    /// The rule for `models` pooled with `share` (read from the zoo's book now, so a rule saved
+    /// while the daemon runs serves at once): the book's, else one derived from the zoo's validated ensembles
     /// (the manifests are read only then), else the fallback, with a warning. When the book
     /// cannot be read, `current` (the rule serving now) stays, else the fallback serves.
     async fn choose(
         &self,
         cfg: &DashboardConfig,
-        models: Vec<crate::serving::engine::ensemble::ModelInfo>,
+        (models, share): Served,
         current: Option<ServedRule>,
     ) -> ServedRule {
         let fallback = ServedRule::fallback(cfg, self.hop_secs);
@@ -217,7 +217,7 @@ impl RuleSource {
         let (hop, window) = (self.hop_secs, self.window_secs);
         let read = tokio::task::spawn_blocking(move || {
             let models = with_current_weights(&dir, models);
-            let chosen = rule::choose_in(&dir, derive, &models, hop, window, fallback)?;
+            let chosen = rule::choose_in(&dir, derive, &models, share, hop, window, fallback)?;
             Ok::<_, crate::alarm::rules::RulesError>((chosen, models))
         })
         .await;
@@ -249,6 +249,7 @@ impl RuleSource {
                     members,
                     hop_secs,
                     window_secs,
+                    primary_share = ?share,
                     on = r.on,
                     off = r.off,
                     k = r.k,
@@ -278,9 +279,9 @@ pub(crate) async fn start(
     let (cmd_tx, cmd_rx) = mpsc::channel(64);
     let scores = src.store.subscribe();
     let max_clients = cfg.max_stream_clients;
-    let models = src.serving.borrow().models.clone();
-    let served = rule::sorted_members(&models);
-    let first = src.rules.choose(&cfg, models, None).await;
+    let now = served_now(&src.serving.borrow());
+    let served = key_of(&now);
+    let first = src.rules.choose(&cfg, now, None).await;
     let (rule_tx, rule) = watch::channel(first);
     tracker.spawn(run(
         cfg,
@@ -323,15 +324,30 @@ fn with_current_weights(
     models
 }
 
-/// Looks the risk alarm rule up again for `models` and serves it when it changed.
+/// The serving models and the primary lead's share they pool with.
+type Served = (
+    Vec<crate::serving::engine::ensemble::ModelInfo>,
+    Option<f64>,
+);
+
+fn served_now(s: &crate::composer::service::Serving) -> Served {
+    (s.models.clone(), s.primary_share)
+}
+
+/// What a rule is looked up by: the members (sorted) and their pooling.
+fn key_of((models, share): &Served) -> (Vec<MemberRef>, Option<f64>) {
+    (rule::sorted_members(models), *share)
+}
+
+/// Looks the risk alarm rule up again for what serves and serves it when it changed.
 async fn reselect(
     rules: &RuleSource,
     cfg: &DashboardConfig,
-    models: Vec<crate::serving::engine::ensemble::ModelInfo>,
+    served: Served,
     alarms: &mut Alarms,
     rule_tx: &watch::Sender<ServedRule>,
 ) {
-    let chosen = rules.choose(cfg, models, Some(alarms.rule())).await;
+    let chosen = rules.choose(cfg, served, Some(alarms.rule())).await;
     if alarms.set_rule(chosen) {
         rule_tx.send_replace(chosen);
     }
@@ -341,8 +357,8 @@ async fn reselect(
 struct Outputs {
     snapshot: watch::Sender<Arc<Snapshot>>,
     rule: watch::Sender<ServedRule>,
-    /// The members whose rule `rule` holds.
-    served: Vec<MemberRef>,
+    /// The members (and their pooling) whose rule `rule` holds.
+    served: (Vec<MemberRef>, Option<f64>),
 }
 
 async fn run(
@@ -463,18 +479,17 @@ async fn run(
                 // A member may have been retrained in place: its rule may no longer hold.
                 zoo_open = r.is_ok();
                 if zoo_open {
-                    let models = serving.borrow().models.clone();
-                    reselect(&rules, &cfg, models, &mut alarms, &rule_tx).await;
+                    let now = served_now(&serving.borrow());
+                    reselect(&rules, &cfg, now, &mut alarms, &rule_tx).await;
                 }
             }
             r = serving.changed(), if serving_open => {
                 // Without a composer nothing publishes: the start-up rule serves for good.
                 serving_open = r.is_ok();
-                let now_members = rule::sorted_members(&serving.borrow().models);
-                if serving_open && now_members != served_members {
-                    served_members = now_members;
-                    let models = serving.borrow().models.clone();
-                    reselect(&rules, &cfg, models, &mut alarms, &rule_tx).await;
+                let now = served_now(&serving.borrow());
+                if serving_open && key_of(&now) != served_members {
+                    served_members = key_of(&now);
+                    reselect(&rules, &cfg, now, &mut alarms, &rule_tx).await;
                 }
             }
             Some(c) = cmds.recv() => {

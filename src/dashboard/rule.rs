@@ -73,19 +73,25 @@ pub(crate) fn sorted_members(models: &[ModelInfo]) -> Vec<MemberRef> {
     m
 }
 
-/// The rule for `models` at this hop and window: the book's (validated); else one derived from
-/// the book's validated ensembles of this zoo ([`derived_rule`], not validated); else
-/// `fallback`. `zoo`: the zoo's members with their validation predictions.
+/// The rule for `models` pooled with `primary_share` at this hop and window: the book's
+/// (validated) when it was chosen for that pooling; else, for the plain mean, one derived from
+/// the book's validated ensembles of this zoo ([`derived_rule`], not validated: it reads the
+/// members' plain mean); else `fallback`. `zoo`: the zoo's members with their validation
+/// predictions.
 pub(crate) fn choose(
     book: &RuleBook,
     zoo: &[ZooMember],
     models: &[ModelInfo],
+    primary_share: Option<f64>,
     hop_secs: u32,
     window_secs: u32,
     fallback: ServedRule,
 ) -> ServedRule {
     let members = members_of(models);
-    if let Some(v) = book.lookup(&members, hop_secs, window_secs) {
+    let found = book
+        .lookup(&members, hop_secs, window_secs)
+        .filter(|v| v.primary_share == primary_share);
+    if let Some(v) = found {
         return ServedRule {
             rule: v.rule,
             validated: true,
@@ -93,7 +99,11 @@ pub(crate) fn choose(
             hop_secs,
         };
     }
-    match derived_rule(zoo, book, &members, hop_secs, window_secs) {
+    let derived = primary_share
+        .is_none()
+        .then(|| derived_rule(zoo, book, &members, hop_secs, window_secs))
+        .flatten();
+    match derived {
         Some(rule) => ServedRule {
             rule,
             validated: false,
@@ -111,6 +121,7 @@ pub(crate) fn choose_in(
     dir: &std::path::Path,
     derive: bool,
     models: &[ModelInfo],
+    primary_share: Option<f64>,
     hop_secs: u32,
     window_secs: u32,
     fallback: ServedRule,
@@ -119,12 +130,20 @@ pub(crate) fn choose_in(
     let missing = book
         .lookup(&members_of(models), hop_secs, window_secs)
         .is_none();
-    let zoo = if derive && missing {
+    let zoo = if derive && missing && primary_share.is_none() {
         read_zoo(dir)
     } else {
         Vec::new()
     };
-    Ok(choose(&book, &zoo, models, hop_secs, window_secs, fallback))
+    Ok(choose(
+        &book,
+        &zoo,
+        models,
+        primary_share,
+        hop_secs,
+        window_secs,
+        fallback,
+    ))
 }
 
 /// Why a rule serves, in words for the log and `holmes score`.
@@ -170,6 +189,7 @@ mod tests {
             hop_secs: 2,
             window_secs: 10,
             rule,
+            primary_share: None,
             validation: ValidationFigures {
                 records: 1,
                 target_sensitivity: 0.95,
@@ -195,12 +215,20 @@ mod tests {
         assert!(!fb.validated);
         let ab = [model("a", "1"), model("b", "2")];
         // No zoo predictions to derive from: the book's rule or the fallback.
-        let got = choose(&book, &[], &ab, 2, 10, fb);
+        let got = choose(&book, &[], &ab, None, 2, 10, fb);
         assert_eq!((got.rule, got.validated, got.hop_secs), (rule, true, 2));
         // Another hop, or a retrained member (other weights): the fallback.
-        assert_eq!(choose(&book, &[], &ab, 5, 10, fb), fb);
+        assert_eq!(choose(&book, &[], &ab, None, 5, 10, fb), fb);
         assert_eq!(
-            choose(&book, &[], &[model("a", "1"), model("b", "9")], 2, 10, fb),
+            choose(
+                &book,
+                &[],
+                &[model("a", "1"), model("b", "9")],
+                None,
+                2,
+                10,
+                fb
+            ),
             fb
         );
         // With the zoo's predictions, a member without a rule gets one derived from a+b's.
@@ -223,14 +251,23 @@ mod tests {
             validation: preds(p),
         })
         .collect();
-        let c = choose(&book, &zoo, &[model("c", "3")], 2, 10, fb);
+        let c = choose(&book, &zoo, &[model("c", "3")], None, 2, 10, fb);
         // a+b keep both positives (means 0.85 and 0.6) at 0.6: c keeps both at its 0.3.
         assert!(!c.validated && c.derived, "{c:?}");
         assert_eq!((c.rule.on, c.rule.k, c.rule.n), (0.3, 2, 3));
         assert!((c.rule.off - 0.15).abs() < 1e-6, "{c:?}");
-        assert_eq!(choose(&book, &zoo, &ab, 2, 10, fb), got);
-        assert_eq!(choose(&book, &zoo, &[model("c", "3")], 5, 10, fb), fb);
+        assert_eq!(choose(&book, &zoo, &ab, None, 2, 10, fb), got);
+        assert_eq!(choose(&book, &zoo, &[model("c", "3")], None, 5, 10, fb), fb);
         assert_eq!(serde_json::to_value(c).unwrap()["derived"], true);
+        // A rule chosen for one pooling does not serve another, nor is one derived for it.
+        assert_eq!(choose(&book, &zoo, &ab, Some(0.9), 2, 10, fb), fb);
+        let mut pooled = book.clone();
+        let mut r = pooled.lookup(&members_of(&ab), 2, 10).unwrap().clone();
+        r.primary_share = Some(0.9);
+        pooled.insert(r);
+        assert_eq!(choose(&pooled, &zoo, &ab, Some(0.9), 2, 10, fb), got);
+        let c_pooled = choose(&pooled, &zoo, &[model("c", "3")], Some(0.9), 2, 10, fb);
+        assert_eq!(c_pooled, fb);
         let json = serde_json::to_value(got).unwrap();
         assert_eq!(
             json,

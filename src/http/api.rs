@@ -267,6 +267,10 @@ pub(super) struct EnsembleView {
     composer: ComposerView,
     members: Vec<MemberView>,
     combine: Combine,
+    /// The primary lead's share the members pool with, from their alarm rule (absent: the
+    /// plain mean).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    primary_share: Option<f64>,
     slo_ms: u64,
     latency_ms: Option<Latency>,
     plan: Vec<serde_json::Value>,
@@ -307,6 +311,7 @@ pub(super) async fn ensemble(State(s): State<AppState>) -> Json<EnsembleView> {
         },
         members: members_with_faults(&s),
         combine: s.engine_cfg.combine,
+        primary_share: sv.primary_share,
         slo_ms: s.engine_cfg.slo_ms,
         latency_ms: lat.map(|(q, n)| Latency {
             p50: q[0],

@@ -3,9 +3,14 @@
 //! The daemon at start-up and the composer's switches both go through [`prepare`].
 //!
 //! [`Ensemble`] also scores a window in place, member by member, with the engine's own input
-//! selection ([`input_of_window`]) and combination ([`combine`]), then the zoo's beat counter
+//! selection ([`input_of_window`]) and combination ([`combine`], the members weighted as
+//! [`lead_weights`] says when the ensemble pools by lead), then the zoo's beat counter
 //! when it serves one ([`BeatCounter::apply`], as the engine's jobs do): offline scoring
 //! (`holmes score`, `holmes evaluate`) uses it.
+//!
+//! How the members pool is part of what was validated: [`prepare`] reads it from the zoo's
+//! alarm rule for the ensemble ([`ValidatedRule::primary_share`](crate::alarm::rules::ValidatedRule::primary_share)),
+//! so the engine pools as the rule was chosen, and a rule without a share serves the plain mean.
 
 use std::collections::HashMap;
 use std::path::Path;
@@ -19,7 +24,7 @@ use crate::config::{Combine, EngineConfig};
 use crate::core::score::{MemberScore, ScoreStatus};
 use crate::core::window::ClosedWindow;
 use crate::signal::beats::{BeatCounter, Counted};
-use crate::zoo::{Manifest, ZooError, ZooModel};
+use crate::zoo::{Input, Lead, Manifest, ZooError, ZooModel};
 
 #[derive(Debug, thiserror::Error)]
 pub enum EnsembleError {
@@ -37,6 +42,10 @@ pub enum EnsembleError {
         secs: f64,
         window_secs: u32,
     },
+    #[error(
+        "a primary-lead share of {share} needs members reading the primary or the secondary ECG lead, at least one of each (and the share strictly between 0 and 1)"
+    )]
+    Share { share: f64 },
     #[error(transparent)]
     Zoo(#[from] ZooError),
 }
@@ -92,6 +101,10 @@ impl ModelInfo {
 pub struct Ensemble {
     pub members: Vec<ZooModel<Flex>>,
     pub beats: Option<BeatCounter>,
+    /// The primary lead's share of the score, when the members pool by lead.
+    primary_share: Option<f64>,
+    /// Each member's weight (1 each for the plain mean).
+    weights: Vec<f64>,
 }
 
 impl Ensemble {
@@ -114,6 +127,69 @@ impl Ensemble {
     /// The same members with `beats` counting beside them (or none).
     pub fn with_beats(self, beats: Option<BeatCounter>) -> Ensemble {
         Ensemble { beats, ..self }
+    }
+
+    /// The same members pooled with the primary lead's `share` ([`lead_weights`]), or by the
+    /// plain mean (`None`); a share the members cannot pool by is an error.
+    pub fn with_share(self, share: Option<f64>) -> Result<Ensemble, EnsembleError> {
+        let weights = match share {
+            None => vec![1.0; self.members.len()],
+            Some(s) => {
+                let inputs: Vec<_> = self.members.iter().map(|m| m.manifest.input).collect();
+                lead_weights(&inputs, s).ok_or(EnsembleError::Share { share: s })?
+            }
+        };
+        Ok(Ensemble {
+            primary_share: share,
+            weights,
+            ..self
+        })
+    }
+
+    /// The primary lead's share the members pool with (`None`: the plain mean).
+    pub fn primary_share(&self) -> Option<f64> {
+        self.primary_share
+    }
+
+    /// The same members pooled as `pooling` says; [`Pooling::AsServed`] reads the rule (with
+    /// the engine weighing members, as by default). Blocking.
+    pub fn pooled(
+        self,
+        pooling: Pooling,
+        dir: &Path,
+        hop_secs: u32,
+        window_secs: u32,
+    ) -> Result<Ensemble, EnsembleError> {
+        match pooling {
+            Pooling::AsServed => {
+                Ok(self.pooled_as_served(dir, Combine::WeightedMean, hop_secs, window_secs))
+            }
+            Pooling::Mean => self.with_share(None),
+            Pooling::PrimaryShare(s) => self.with_share(Some(s)),
+        }
+    }
+
+    /// The same members pooled as the daemon pools them ([`prepare`]): by the lead share of
+    /// their alarm rule in the zoo folder `dir` at this hop and window when `combine` weighs
+    /// members, else by the plain mean. Blocking (reads the rules file).
+    pub fn pooled_as_served(
+        self,
+        dir: &Path,
+        combine: Combine,
+        hop_secs: u32,
+        window_secs: u32,
+    ) -> Ensemble {
+        let inputs: Vec<_> = self.members.iter().map(|m| m.manifest.input).collect();
+        let share = rule_share(
+            dir,
+            combine,
+            &self.member_refs(),
+            &inputs,
+            hop_secs,
+            window_secs,
+        );
+        self.with_share(share)
+            .expect("rule_share keeps only a share the members can pool by")
     }
 
     /// Loads the named members from the zoo folder for windows of `window_secs`; a missing or
@@ -150,13 +226,16 @@ impl Ensemble {
             members.push(m);
         }
         Ok(Ensemble {
+            weights: vec![1.0; members.len()],
             members,
             beats: None,
+            primary_share: None,
         })
     }
 
     /// Scores one window in place: each member whose input is usable predicts, and the
-    /// probabilities combine as the engine combines them (every member weighs 1).
+    /// probabilities combine as the engine combines them (by the members' weights: the lead
+    /// share's, or 1 each).
     pub fn score(&self, w: &ClosedWindow) -> WindowOutcome {
         self.score_batch(std::slice::from_ref(w))
             .pop()
@@ -194,7 +273,11 @@ impl Ensemble {
         probs
             .into_iter()
             .map(|row| {
-                let present: Vec<(f64, f32)> = row.iter().flatten().map(|&p| (1.0, p)).collect();
+                let present: Vec<(f64, f32)> = row
+                    .iter()
+                    .zip(&self.weights)
+                    .filter_map(|(p, &w)| p.map(|p| (w, p)))
+                    .collect();
                 let members = self
                     .members
                     .iter()
@@ -206,7 +289,7 @@ impl Ensemble {
                         prob,
                     })
                     .collect();
-                let score = combine(Combine::Mean, &present);
+                let score = combine(Combine::WeightedMean, &present);
                 let status = match score {
                     Some(_) => ScoreStatus::Scored,
                     None => ScoreStatus::InsufficientSignal,
@@ -231,6 +314,35 @@ impl Ensemble {
                 }
             })
             .collect()
+    }
+}
+
+/// How an offline tool (`holmes evaluate`) pools an ensemble's members.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Pooling {
+    /// As the daemon does ([`Ensemble::pooled_as_served`]).
+    AsServed,
+    /// The plain mean.
+    Mean,
+    /// The primary lead's share ([`lead_weights`]).
+    PrimaryShare(f64),
+}
+
+impl std::str::FromStr for Pooling {
+    type Err = String;
+
+    /// `served`, `mean`, or a share strictly between 0 and 1 (e.g. `0.9`).
+    fn from_str(s: &str) -> Result<Pooling, String> {
+        match s {
+            "served" => Ok(Pooling::AsServed),
+            "mean" => Ok(Pooling::Mean),
+            _ => match s.parse::<f64>() {
+                Ok(x) if crate::alarm::rules::valid_share(x) => Ok(Pooling::PrimaryShare(x)),
+                _ => Err(format!(
+                    "{s:?}: served, mean, or the primary lead's share strictly between 0 and 1"
+                )),
+            },
+        }
     }
 }
 
@@ -267,11 +379,107 @@ pub fn combine(how: Combine, present: &[(f64, f32)]) -> Option<f32> {
     (wsum > 0.0).then(|| (sum / wsum) as f32)
 }
 
+/// Each member's weight when the primary ECG lead's members carry `share` of the score
+/// together and the secondary lead's the rest, each lead's members sharing its part equally.
+/// `None` when a member reads anything else (a third lead, the heart rate), a lead has no
+/// member, or the share is not strictly between 0 and 1. The combination renormalises over
+/// the members that scored, so a monitor sending one lead gets that lead's mean.
+pub fn lead_weights(inputs: &[Input], share: f64) -> Option<Vec<f64>> {
+    if !crate::alarm::rules::valid_share(share) {
+        return None;
+    }
+    let lead = |i: &Input| match i {
+        Input::Ecg { lead, .. } if matches!(lead, Lead::Primary | Lead::Secondary) => Some(*lead),
+        _ => None,
+    };
+    let leads: Vec<Lead> = inputs.iter().map(lead).collect::<Option<_>>()?;
+    let primary = leads.iter().filter(|&&l| l == Lead::Primary).count();
+    let secondary = leads.len() - primary;
+    if primary == 0 || secondary == 0 {
+        return None;
+    }
+    Some(
+        leads
+            .iter()
+            .map(|&l| match l {
+                Lead::Primary => share / primary as f64,
+                _ => (1.0 - share) / secondary as f64,
+            })
+            .collect(),
+    )
+}
+
+/// The primary lead's share the zoo's alarm rule for `members` (the beat counter among them
+/// when it serves) at this hop and window pools with, when `combine` weighs members and the
+/// members can pool by it; `None`: the plain mean. A rules file that does not read pools by
+/// the plain mean (the dashboard then serves no validated rule either). Blocking.
+fn rule_share(
+    dir: &Path,
+    combine: Combine,
+    members: &[crate::alarm::rules::MemberRef],
+    inputs: &[Input],
+    hop_secs: u32,
+    window_secs: u32,
+) -> Option<f64> {
+    if combine != Combine::WeightedMean {
+        return None;
+    }
+    let book = match crate::alarm::rules::RuleBook::load(dir) {
+        Ok(b) => b,
+        Err(e) => {
+            tracing::warn!(error = %e, "The zoo's alarm rules do not read; the members pool by the plain mean");
+            return None;
+        }
+    };
+    let share = book.lookup(members, hop_secs, window_secs)?.primary_share?;
+    if lead_weights(inputs, share).is_none() {
+        tracing::warn!(
+            share,
+            "The ensemble's alarm rule pools by a lead share its members cannot take; they pool by the plain mean"
+        );
+        return None;
+    }
+    Some(share)
+}
+
+/// The primary lead's share the named members would pool with if [`prepare`]d now (their
+/// manifests read, not their weights): the composer compares it with the serving one before
+/// skipping a switch to the same members, so a rule saved with another pooling takes effect.
+/// `None` also when a manifest does not read ([`prepare`] then says why). Blocking.
+pub fn share_for(src: Sources<'_>, names: &[String]) -> Option<f64> {
+    let mut refs = Vec::with_capacity(names.len() + 1);
+    let mut inputs = Vec::with_capacity(names.len());
+    for name in names {
+        let path = src.models_dir.join(name).join(crate::zoo::MANIFEST_FILE);
+        let mf: Manifest = serde_json::from_str(&std::fs::read_to_string(path).ok()?).ok()?;
+        refs.push(crate::alarm::rules::MemberRef {
+            name: mf.name.clone(),
+            sha256: mf.weights.sha256.clone(),
+        });
+        inputs.push(mf.input);
+    }
+    refs.extend(src.beats.map(|c| crate::alarm::rules::MemberRef {
+        name: BEATS_NAME.into(),
+        sha256: c.sha256.clone(),
+    }));
+    rule_share(
+        src.models_dir,
+        src.engine.combine,
+        &refs,
+        &inputs,
+        src.hop_secs,
+        src.window_secs,
+    )
+}
+
 /// An ensemble ready to serve: its members validated, placed by the planner and described
 /// for the store.
 pub struct Prepared {
     /// The members, then the beat counter when one serves.
     pub models: Vec<ModelInfo>,
+    /// The primary lead's share the members pool with (from the ensemble's alarm rule), or
+    /// `None` for the plain mean.
+    pub primary_share: Option<f64>,
     pub specs: Vec<MemberSpec>,
     /// `(name, version, sha256, input)` per member, for the store.
     pub described: Vec<(String, u32, String, String)>,
@@ -289,6 +497,9 @@ pub struct Sources<'a> {
     pub engine: &'a EngineConfig,
     /// The ward's window (`ward.window_secs`): no member may read more.
     pub window_secs: u32,
+    /// The ward's hop (`ward.hop_secs`): the alarm rule that says how the members pool is
+    /// the one for this hop and window.
+    pub hop_secs: u32,
     /// The beat counter served beside the members, listed with them.
     pub beats: Option<&'a BeatCounter>,
 }
@@ -309,7 +520,24 @@ pub fn prepare(
         .map(|m| ModelInfo::of(&m.manifest))
         .collect();
     let inputs: Vec<_> = probe.members.iter().map(|m| m.manifest.input).collect();
+    let mut refs = probe.member_refs();
     drop(probe);
+    refs.extend(src.beats.map(|c| crate::alarm::rules::MemberRef {
+        name: BEATS_NAME.into(),
+        sha256: c.sha256.clone(),
+    }));
+    let primary_share = rule_share(
+        dir,
+        src.engine.combine,
+        &refs,
+        &inputs,
+        src.hop_secs,
+        src.window_secs,
+    );
+    let pooling = match primary_share {
+        Some(s) => lead_weights(&inputs, s).expect("checked by rule_share"),
+        None => vec![1.0; inputs.len()],
+    };
     let described = models
         .iter()
         .map(|m| (m.name.clone(), m.version, m.sha256.clone(), m.input.clone()))
@@ -331,14 +559,15 @@ pub fn prepare(
         .iter()
         .zip(inputs)
         .zip(cells)
-        .map(|((m, input), cell)| MemberSpec {
+        .zip(pooling)
+        .map(|(((m, input), cell), weight)| MemberSpec {
             name: m.name.clone(),
             version: m.version,
             input,
             factory: accelerator::zoo_factory(&dir.join(&m.name), &cell.device, cell.batch_cap),
             workers: cell.workers,
             batch_cap: cell.batch_cap,
-            weight: 1.0,
+            weight,
             device: cell.device,
         })
         .collect();
@@ -350,6 +579,7 @@ pub fn prepare(
         .collect();
     Ok(Prepared {
         models,
+        primary_share,
         specs,
         described,
         plan,
@@ -359,6 +589,53 @@ pub fn prepare(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn ecg(lead: Lead) -> Input {
+        Input::Ecg {
+            lead,
+            samples: 1250,
+            sample_rate_hz: 250,
+            bandpass: false,
+        }
+    }
+
+    #[test]
+    fn lead_weights_share_each_lead_among_its_members() {
+        let (p, s) = (ecg(Lead::Primary), ecg(Lead::Secondary));
+        let w = lead_weights(&[p, s, p, s], 0.9).unwrap();
+        assert_eq!(w.len(), 4);
+        for (got, want) in w.iter().zip([0.45, 0.05, 0.45, 0.05]) {
+            assert!((got - want).abs() < 1e-12, "{w:?}");
+        }
+        // Uneven leads: each lead's part is split among its own members.
+        let w = lead_weights(&[p, s, s], 0.6).unwrap();
+        assert!(
+            (w[0] - 0.6).abs() < 1e-12 && (w[1] - 0.2).abs() < 1e-12,
+            "{w:?}"
+        );
+        // All members present: the weights sum to one, so the score is the weighted mean.
+        let present: Vec<(f64, f32)> = w
+            .iter()
+            .zip([1.0, 0.0, 0.5])
+            .map(|(&w, p)| (w, p))
+            .collect();
+        let got = combine(Combine::WeightedMean, &present).unwrap();
+        assert!((got - 0.7).abs() < 1e-6, "{got}");
+        // Only the primary lead scored: its mean, whatever the share.
+        let got = combine(Combine::WeightedMean, &[(w[0], 0.3)]).unwrap();
+        assert!((got - 0.3).abs() < 1e-6);
+        // A lead with no member, another input, or a share that is no share: none.
+        assert_eq!(lead_weights(&[p, p], 0.9), None);
+        assert_eq!(lead_weights(&[p, ecg(Lead::Third)], 0.9), None);
+        let hr = Input::HeartRate {
+            samples: 30,
+            sample_rate_hz: 1,
+        };
+        assert_eq!(lead_weights(&[p, s, hr], 0.9), None);
+        for bad in [0.0, 1.0, f64::NAN, 1.5] {
+            assert_eq!(lead_weights(&[p, s], bad), None, "{bad}");
+        }
+    }
 
     #[test]
     fn combination_by_hand() {

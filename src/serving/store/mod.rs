@@ -348,6 +348,9 @@ pub struct ServedEnsemble<'a> {
     /// SHA-256 of the beat counter served beside the members (`models/beats.json`), if any: a
     /// new counter is a new ensemble, as it is in the alarm rules.
     pub counter: Option<&'a str>,
+    /// The primary lead's share the members pool with (`None`: the plain mean): another
+    /// pooling is another ensemble.
+    pub primary_share: Option<f64>,
 }
 
 /// Records the models and the ensemble (members, plan and beat counter) of `ensemble`, reusing
@@ -366,6 +369,7 @@ fn register(c: &Connection, ensemble: &ServedEnsemble<'_>) -> rusqlite::Result<i
             .iter()
             .map(|m| json!({"name": m.0, "version": m.1}))
             .chain(ensemble.counter.map(|sha| json!({"beat_counter": sha})))
+            .chain(ensemble.primary_share.map(|s| json!({"primary_share": s})))
             .collect::<Vec<_>>()
     )
     .to_string();
@@ -541,6 +545,7 @@ mod tests {
             source: "test",
             plan: "[]".into(),
             counter,
+            primary_share: None,
         };
         let plain = register(&c, &served(None)).unwrap();
         let counted = register(&c, &served(Some("c1"))).unwrap();
@@ -561,6 +566,22 @@ mod tests {
             stored,
             json!([{"name": "m", "version": 1}, {"beat_counter": "c1"}]).to_string()
         );
+        // Pooled by lead, the same members and counter are another ensemble.
+        let pooled = ServedEnsemble {
+            primary_share: Some(0.9),
+            ..served(Some("c1"))
+        };
+        let weighted = register(&c, &pooled).unwrap();
+        assert_ne!(weighted, counted);
+        assert_eq!(register(&c, &pooled).unwrap(), weighted);
+        let stored: String = c
+            .query_row(
+                "SELECT members FROM ensembles WHERE id = ?1",
+                [weighted],
+                |r| r.get(0),
+            )
+            .unwrap();
+        assert!(stored.ends_with(r#"{"primary_share":0.9}]"#), "{stored}");
     }
 
     #[test]

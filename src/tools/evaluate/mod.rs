@@ -49,6 +49,7 @@ mod gate_search;
 mod noise_check;
 mod replay;
 pub mod report;
+mod save;
 mod stack;
 
 use std::collections::BTreeMap;
@@ -56,14 +57,14 @@ use std::path::PathBuf;
 
 use serde::Serialize;
 
-use crate::alarm::rules::{MemberRef, RuleBook, RulesError, ValidatedRule, ValidationFigures};
+use crate::alarm::rules::{MemberRef, RulesError};
 use crate::alarm::{
     AlarmError, AlarmRule, DelayLimits, MatchOptions, ThresholdChoice, ThresholdSearch,
     ValidationRecord, choose_threshold,
 };
 use crate::core::window::SAMPLE_RATE_HZ;
-use crate::serving::engine::ensemble::{BEATS_NAME, Ensemble, EnsembleError};
-use crate::signal::beats::{BeatCounter, BeatsError, BeatsFile};
+use crate::serving::engine::ensemble::{Ensemble, EnsembleError, Pooling};
+use crate::signal::beats::{BeatCounter, BeatsError};
 use crate::signal::classical::ClassicalError;
 use crate::training::dataset::{
     self, Database, DatasetError, NoiseBank, RecordData, Split, SplitName,
@@ -78,6 +79,7 @@ pub use causes::FalseAlarmCauses;
 pub use gate::{GateParseError, SqiGate};
 pub use gate_search::GateTrial;
 use gate_search::{choose_gate, gate_trials_on};
+pub use save::save_rule;
 pub use stack::Stack;
 
 /// Why an evaluation could not run.
@@ -129,6 +131,9 @@ pub struct EvaluateOptions {
     /// The zoo folder and the ensemble's members.
     pub models_dir: PathBuf,
     pub members: Vec<String>,
+    /// How the members pool: as their rule in the zoo says (the daemon's way), the plain
+    /// mean, or a given primary-lead share; a rule chosen here is saved with it.
+    pub pooling: Pooling,
     /// The ward's window and hop, s.
     pub window_secs: u32,
     pub hop_secs: u32,
@@ -230,6 +235,8 @@ pub struct Evaluation {
     pub validation_records: Vec<String>,
     /// The ensemble's members with their weights' SHA-256.
     pub members: Vec<MemberRef>,
+    /// The primary lead's share the members pooled with (`None`: the plain mean).
+    pub primary_share: Option<f64>,
     pub window_secs: u32,
     pub hop_secs: u32,
     pub matching: MatchOptions,
@@ -269,7 +276,9 @@ pub fn evaluate(opts: &EvaluateOptions) -> Result<Evaluation, EvaluateError> {
     } else {
         None
     };
-    let ens = Ensemble::load(&opts.models_dir, &opts.members, window)?.with_beats(counter);
+    let ens = Ensemble::load(&opts.models_dir, &opts.members, window)?
+        .with_beats(counter)
+        .pooled(opts.pooling, &opts.models_dir, hop, window)?;
     let split = Split::read(&opts.split)?;
     let fs = SAMPLE_RATE_HZ;
     let (win, hop_n) = (window as usize * fs, hop as usize * fs);
@@ -551,6 +560,7 @@ pub fn evaluate(opts: &EvaluateOptions) -> Result<Evaluation, EvaluateError> {
         records: recs.iter().map(|r| r.key.clone()).collect(),
         validation_records,
         members: ens.member_refs(),
+        primary_share: ens.primary_share(),
         window_secs: window,
         hop_secs: hop,
         matching,
@@ -597,62 +607,6 @@ pub(crate) fn apply_gate(reps: &mut [Replay], gate: &SqiGate) {
     for r in reps {
         r.gated = gate.apply(&r.ensemble, &r.sqi);
     }
-}
-
-/// Keeps the ensemble's rule chosen on validation in the zoo's rules file
-/// ([`RuleBook`]), for the daemon to serve this ensemble with at this hop and window. With a
-/// beat classifier fitted (`--beats`), it is the zoo's beat counter that is kept
-/// ([`BeatsFile`]: the classifier and its beat rule), and the rule chosen with it, for the
-/// members and the counter.
-pub fn save_rule(e: &Evaluation, models_dir: &std::path::Path) -> Result<(), EvaluateError> {
-    let (detector, mut members) = match &e.beats {
-        Some(b) => {
-            let rule = b.rule.ok_or(EvaluateError::NothingToSave)?;
-            BeatsFile {
-                classifier: b.classifier.clone(),
-                rule,
-            }
-            .save(models_dir)?;
-            let c = BeatCounter::load(models_dir, e.hop_secs)?.expect("just written");
-            let mut m = e.members.clone();
-            m.push(MemberRef {
-                name: BEATS_NAME.into(),
-                sha256: c.sha256,
-            });
-            ("ensemble+beats", m)
-        }
-        None => ("ensemble", e.members.clone()),
-    };
-    members.sort();
-    let d = e
-        .detectors
-        .iter()
-        .find(|d| d.detector == detector)
-        .expect("the ensemble is always evaluated, and with the beats when they were fitted");
-    let c = d
-        .chosen_on_validation
-        .as_ref()
-        .ok_or(EvaluateError::NothingToSave)?;
-    let mut book = RuleBook::load(models_dir)?;
-    book.insert(ValidatedRule {
-        members,
-        hop_secs: e.hop_secs,
-        window_secs: e.window_secs,
-        rule: c.rule,
-        validation: ValidationFigures {
-            records: e.validation_records.len(),
-            target_sensitivity: e.target_sensitivity,
-            episodes: c.episodes,
-            detected: c.detected,
-            false_alarms_per_hour: c.false_alarms_per_hour,
-            delay_limits: e.delay_limits,
-            met_target: Some(c.met_target),
-            median_delay_ms: c.median_delay_ms,
-            p90_delay_ms: c.p90_delay_ms,
-        },
-    });
-    book.save(models_dir)?;
-    Ok(())
 }
 
 /// The records of `part` present under the data folder, in key order (or the

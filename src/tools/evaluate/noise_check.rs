@@ -32,13 +32,24 @@ fn served(root: &Path) -> Served {
     let beats = BeatCounter::load(&dir, cfg.ward.hop_secs).expect("the zoo's beat counter reads");
     let ens = Ensemble::load(&dir, &cfg.ensemble.members, cfg.ward.window_secs)
         .expect("the configured ensemble loads")
-        .with_beats(beats.filter(|_| cfg.ensemble.count_beats));
+        .with_beats(beats.filter(|_| cfg.ensemble.count_beats))
+        .pooled_as_served(
+            &dir,
+            cfg.engine.combine,
+            cfg.ward.hop_secs,
+            cfg.ward.window_secs,
+        );
     let members = ens.member_refs();
     let book = RuleBook::load(&dir).expect("the zoo's alarm rules read");
-    let rule = book
+    let validated = book
         .lookup(&members, cfg.ward.hop_secs, cfg.ward.window_secs)
-        .expect("the configured ensemble has an alarm rule chosen on validation (holmes evaluate --save-rule)")
-        .rule;
+        .expect("the configured ensemble has an alarm rule chosen on validation (holmes evaluate --save-rule)");
+    assert_eq!(
+        validated.primary_share,
+        ens.primary_share(),
+        "the ensemble pools as its rule was chosen"
+    );
+    let rule = validated.rule;
     Served {
         ens,
         rule,

@@ -15,7 +15,7 @@ pub fn text(e: &Evaluation) -> String {
     let mut s = String::new();
     let _ = writeln!(
         s,
-        "{} part: {} records ({:.1} h monitored outside episodes); windows of {} s every {} s; members: {}",
+        "{} part: {} records ({:.1} h monitored outside episodes); windows of {} s every {} s; members: {} ({})",
         e.part,
         e.records.len(),
         e.detectors
@@ -28,7 +28,11 @@ pub fn text(e: &Evaluation) -> String {
             .iter()
             .map(|m| m.name.as_str())
             .collect::<Vec<_>>()
-            .join(", ")
+            .join(", "),
+        match e.primary_share {
+            Some(w) => format!("the primary lead's members carry {w} of the score"),
+            None => "their mean".into(),
+        }
     );
     for d in &e.detectors {
         let r = d.rule;
