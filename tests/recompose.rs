@@ -490,5 +490,24 @@ async fn the_composer_serves_a_validated_ensemble_with_its_rule() {
         })
         .await;
     assert_eq!(h["alarm_rule"]["validated"], true, "{h}");
+
+    // A hand edit breaks the rules file: what serves stays as it pools, under its rule, and
+    // the health says why.
+    std::fs::write(zoo.path().join("alarm_rules.json"), "{").unwrap();
+    let h = app
+        .wait_health(20.0, "the broken rules file", |h| {
+            common::problems(h)
+                .iter()
+                .any(|p| p.contains("alarm rules do not read"))
+        })
+        .await;
+    assert_eq!(h["alarm_rule"]["on"].as_f64(), Some(0.4), "{h}");
+    // Long enough for the composer to have reacted to the change.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let (_, v) = app.get("/api/ensemble").await;
+    assert_eq!(v["primary_share"].as_f64(), Some(0.8), "{v}");
+    assert_eq!(v["id"], pooled_plan["id"], "{v}");
+    let (_, h) = app.get("/api/health").await;
+    assert_eq!(h["alarm_rule"]["validated"], true, "{h}");
     app.stop().await;
 }

@@ -117,7 +117,15 @@ async fn offline_scores_equal_live_scores() {
         // primary lead's members share `share` (0.9 for the default zoo), the secondary's the
         // rest; or the plain mean.
         if l["run_onset_ms"].is_null() {
-            let lead = |m: &serde_json::Value, l: &str| m["name"].as_str().unwrap().contains(l);
+            let lead = |m: &serde_json::Value, l: &str| {
+                let path = common::root()
+                    .join("models")
+                    .join(m["name"].as_str().unwrap())
+                    .join("manifest.json");
+                let mf: serde_json::Value =
+                    serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+                mf["input"]["lead"] == l
+            };
             let (mut sum, mut wsum) = (0.0, 0.0);
             for m in lm.iter().filter(|m| !m["prob"].is_null()) {
                 let same = lm

@@ -36,9 +36,7 @@ pub enum RulesError {
     },
     #[error("{path}: format {found}, this version reads format {FORMAT}")]
     Format { path: PathBuf, found: u32 },
-    #[error(
-        "rule for {members}: the primary lead's share must lie strictly between 0 and 1, not {share}"
-    )]
+    #[error("rule for {members}: the primary lead's share must lie from 0.01 to 0.99, not {share}")]
     Share { members: String, share: f64 },
     #[error("rule for {members}: {source}")]
     Invalid {
@@ -104,15 +102,17 @@ pub struct ValidatedRule {
     /// How the members' probabilities pool: the primary ECG lead's members carry this share
     /// of the score together and the secondary lead's the rest, each lead's members sharing
     /// its part equally (renormalised over the members that scored, so a monitor sending one
-    /// lead gets that lead's mean). Absent: every member weighs the same (the plain mean).
+    /// lead gets that lead's mean); from 0.01 to 0.99. Absent: every member weighs the same
+    /// (the plain mean).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub primary_share: Option<f64>,
     pub validation: ValidationFigures,
 }
 
-/// Whether `share` is a usable primary-lead share: strictly between 0 and 1 (NaN is not).
+/// Whether `share` is a usable primary-lead share: from 0.01 to 0.99, so that neither lead's
+/// members weigh (next to) nothing (NaN is not one).
 pub fn valid_share(share: f64) -> bool {
-    share > 0.0 && share < 1.0
+    (0.01..=0.99).contains(&share)
 }
 
 /// The rules file.
@@ -325,8 +325,9 @@ mod tests {
         book.save(dir.path()).unwrap();
         let e = RuleBook::load(dir.path()).unwrap_err().to_string();
         assert!(e.contains("rule for a"), "{e}");
-        // A share of the whole score (or none) for one lead is no pooling of both.
-        for share in [0.0, 1.0, -0.5, 1.5] {
+        // A share of the whole score (or none, or next to none) for one lead is no pooling of
+        // both.
+        for share in [0.0, 1.0, -0.5, 1.5, 5e-324, 0.995] {
             let mut bad = validated(vec![member("a", "1")], 5, 0.6);
             bad.primary_share = Some(share);
             let mut book = RuleBook::default();

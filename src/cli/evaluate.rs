@@ -7,7 +7,7 @@ use anyhow::{Context, Result};
 
 use crate::alarm::{AlarmRule, DelayLimits};
 use crate::config::{Combine, Config};
-use crate::serving::engine::ensemble::Pooling;
+use crate::serving::engine::pooling::Pooling;
 use crate::tools::evaluate::{self, EvaluateOptions, GateChoice, report};
 use crate::training::dataset::{self, SplitName};
 
@@ -30,7 +30,7 @@ pub struct EvaluateArgs {
     members: Vec<String>,
     /// How the members' probabilities pool: `served` (as the daemon pools them: the lead share
     /// of their alarm rule in the zoo, else the plain mean), `mean`, or the primary ECG lead's
-    /// share of the score, strictly between 0 and 1 (e.g. `0.9`: the primary lead's members
+    /// share of the score, from 0.01 to 0.99 (e.g. `0.9`: the primary lead's members
     /// carry 0.9 together, the secondary's 0.1). A rule saved with `--save-rule` keeps it.
     #[arg(long, default_value = "served")]
     pooling: String,

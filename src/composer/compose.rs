@@ -87,22 +87,29 @@ impl SplitIndex {
 
     /// Labels and mean-probability scores of ensemble `b` over the windows its members scored.
     pub(crate) fn ensemble(&self, b: &[bool]) -> (Vec<bool>, Vec<f32>) {
+        let w: Vec<f64> = b.iter().map(|&x| if x { 1.0 } else { 0.0 }).collect();
+        self.weighted(&w)
+    }
+
+    /// Labels and weighted-mean scores of the models weighing more than 0 in `w` (one weight
+    /// per model), renormalised over the members that scored each window, as the engine pools.
+    pub(crate) fn weighted(&self, w: &[f64]) -> (Vec<bool>, Vec<f32>) {
         let mut sum = vec![0.0f64; self.labels.len()];
-        let mut cnt = vec![0u16; self.labels.len()];
+        let mut wsum = vec![0.0f64; self.labels.len()];
         for (m, p) in self.preds.iter().enumerate() {
-            if !b[m] {
+            if w[m] <= 0.0 {
                 continue;
             }
             for &(k, pr) in p {
-                sum[k as usize] += pr as f64;
-                cnt[k as usize] += 1;
+                sum[k as usize] += w[m] * pr as f64;
+                wsum[k as usize] += w[m];
             }
         }
         let (mut l, mut s) = (Vec::new(), Vec::new());
         for k in 0..sum.len() {
-            if cnt[k] > 0 {
+            if wsum[k] > 0.0 {
                 l.push(self.labels[k]);
-                s.push((sum[k] / cnt[k] as f64) as f32);
+                s.push((sum[k] / wsum[k]) as f32);
             }
         }
         (l, s)

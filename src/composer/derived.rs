@@ -4,26 +4,30 @@
 //! above the thresholds validation chooses, 0.02-0.10 on this zoo).
 //!
 //! Each validated ensemble of this zoo at the ward's hop and window keeps some share of the
-//! positive validation windows at or above its on-threshold (its mean probability over the
-//! manifests' validation windows). The derived rule takes the median of those shares (and the
+//! positive validation windows at or above its on-threshold (its members' probabilities over
+//! the manifests' validation windows, pooled as its rule pools them: the plain mean, or by its
+//! lead share). The derived rule takes the median of those shares (and the
 //! off/on ratio and persistence of the ensemble that has it, the more sensitive of the middle
 //! two for an even count) and sets its on-threshold where
 //! the new ensemble keeps the same share of its positive validation windows. It is not an
 //! event-level validation: the ward serves it marked not validated, as derived. An ensemble
 //! served with the zoo's beat counter borrows only from rules validated with the same counter
-//! (the shares are the members' alone; the counter raises scores beside them).
+//! (the shares are the members' alone; the counter raises scores beside them). The ensemble
+//! the rule is derived for pools by the plain mean (the dashboard derives for no other).
 
 use super::compose::SplitIndex;
 use crate::alarm::AlarmRule;
 use crate::alarm::rules::{MemberRef, RuleBook};
 use crate::serving::engine::ensemble::BEATS_NAME;
-use crate::zoo::Predictions;
+use crate::serving::engine::pooling::lead_weights;
+use crate::zoo::{Input, Predictions};
 
-/// A zoo member as a derivation reads it: its name and weights, and its validation
-/// predictions (from its manifest).
+/// A zoo member as a derivation reads it: its name and weights, its input (which lead), and
+/// its validation predictions (from its manifest).
 #[derive(Debug, Clone)]
 pub(crate) struct ZooMember {
     pub(crate) member: MemberRef,
+    pub(crate) input: Input,
     pub(crate) validation: Predictions,
 }
 
@@ -41,6 +45,7 @@ pub(crate) fn read_zoo(dir: &std::path::Path) -> Vec<ZooMember> {
                     name: mf.name.clone(),
                     sha256: mf.weights.sha256.clone(),
                 },
+                input: mf.input,
                 validation: mf
                     .predictions
                     .get("validation")
@@ -76,9 +81,30 @@ fn bits_of(zoo: &[ZooMember], members: &[MemberRef]) -> Option<Vec<bool>> {
     Some(bits)
 }
 
-/// Positive windows' scores of ensemble `bits`, highest first.
-fn positives(index: &SplitIndex, bits: &[bool]) -> Vec<f32> {
-    let (labels, scores) = index.ensemble(bits);
+/// Each zoo model's weight in ensemble `bits` pooled with the primary lead's `share` (the
+/// plain mean when `None`), or `None` when its members cannot pool by it.
+fn weights_of(zoo: &[ZooMember], bits: &[bool], share: Option<f64>) -> Option<Vec<f64>> {
+    let one = |&b: &bool| if b { 1.0 } else { 0.0 };
+    let Some(share) = share else {
+        return Some(bits.iter().map(one).collect());
+    };
+    let inputs: Vec<Input> = zoo
+        .iter()
+        .zip(bits)
+        .filter(|(_, b)| **b)
+        .map(|(z, _)| z.input)
+        .collect();
+    let mut lead = lead_weights(&inputs, share)?.into_iter();
+    Some(
+        bits.iter()
+            .map(|&b| if b { lead.next().unwrap_or(0.0) } else { 0.0 })
+            .collect(),
+    )
+}
+
+/// Positive windows' scores of the ensemble weighing `w`, highest first.
+fn positives(index: &SplitIndex, w: &[f64]) -> Vec<f32> {
+    let (labels, scores) = index.weighted(w);
     let mut p: Vec<f32> = labels
         .iter()
         .zip(&scores)
@@ -106,12 +132,14 @@ pub(crate) fn derived_rule(
         .iter()
         .filter(|r| r.hop_secs == hop_secs && r.window_secs == window_secs)
         .filter_map(|r| {
-            // Only ensembles with the same beat counter (or none) lend their rules.
+            // Only ensembles with the same beat counter (or none) lend their rules, scored as
+            // their rule pools them.
             let (theirs, their_models) = split_counter(&r.members);
             if theirs != counter {
                 return None;
             }
-            let pos = positives(&index, &bits_of(zoo, &their_models)?);
+            let w = weights_of(zoo, &bits_of(zoo, &their_models)?, r.primary_share)?;
+            let pos = positives(&index, &w);
             (!pos.is_empty()).then(|| {
                 let kept = pos.iter().filter(|&&s| s >= r.rule.on).count();
                 (kept as f64 / pos.len() as f64, r.rule)
@@ -131,7 +159,7 @@ pub(crate) fn derived_rule(
     } else {
         upper
     };
-    let pos = positives(&index, &target);
+    let pos = positives(&index, &weights_of(zoo, &target, None)?);
     if pos.is_empty() {
         return None;
     }
@@ -157,11 +185,21 @@ mod tests {
                 name: name.into(),
                 sha256: format!("sha-{name}"),
             },
+            input: ecg(crate::zoo::Lead::Primary),
             validation: Predictions {
                 ids: ids.iter().map(|s| s.to_string()).collect(),
                 labels: labels.to_vec(),
                 probs: probs.to_vec(),
             },
+        }
+    }
+
+    fn ecg(lead: crate::zoo::Lead) -> Input {
+        Input::Ecg {
+            lead,
+            samples: 1250,
+            sample_rate_hz: 250,
+            bandpass: false,
         }
     }
 
@@ -218,6 +256,29 @@ mod tests {
             sha256: "other".into(),
         };
         assert!(derived_rule(&zoo, &book, &[stranger], 5, 30).is_none());
+        // A rule chosen for a lead share lends its share of positives as it pools: a (primary)
+        // with c (secondary) at 0.75 scores the positives 0.7, 0.5, 0.3, 0.2 and keeps 3 of 4
+        // at 0.3 (their plain mean, 0.5, 0.4, 0.3, 0.3, would keep all 4), so b's threshold is
+        // again its third-highest positive.
+        let mut c = member("c", &ids, &labels, &[0.1, 0.2, 0.3, 0.5, 0.0, 0.0]);
+        c.input = ecg(crate::zoo::Lead::Secondary);
+        let zoo3 = [a.clone(), b.clone(), c.clone()];
+        let mut pooled = RuleBook::default();
+        let mut r = validated(&[&a, &c], AlarmRule { on: 0.3, ..like });
+        r.primary_share = Some(0.75);
+        pooled.insert(r.clone());
+        let got = derived_rule(&zoo3, &pooled, std::slice::from_ref(&b.member), 5, 30).unwrap();
+        assert_eq!(got.on, 0.15);
+        r.primary_share = None;
+        pooled.insert(r);
+        let got = derived_rule(&zoo3, &pooled, std::slice::from_ref(&b.member), 5, 30).unwrap();
+        assert_eq!(got.on, 0.02);
+        // A share its members cannot take (one lead) lends nothing.
+        let mut pooled = RuleBook::default();
+        let mut r = validated(&[&a], like);
+        r.primary_share = Some(0.9);
+        pooled.insert(r);
+        assert!(derived_rule(&zoo, &pooled, std::slice::from_ref(&b.member), 5, 30).is_none());
         assert!(
             derived_rule(
                 &zoo,

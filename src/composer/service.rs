@@ -465,15 +465,24 @@ pub(crate) async fn apply(
     let serving_now: Vec<String> = cx.engine.members().into_iter().map(|m| m.0).collect();
     let members = plan.rungs[rung].members.clone();
     // The same members stay unless their alarm rule now pools them otherwise.
-    let same_pooling = members == serving_now && {
-        let (cfg, m2, beats) = (cx.cfg.clone(), members.clone(), cx.engine.beats());
-        let share = tokio::task::spawn_blocking(move || {
-            ensemble::share_for(sources(&cfg, beats.as_deref()), &m2)
-        })
-        .await
-        .expect("reading manifests does not panic");
-        share == cx.serving.borrow().primary_share
-    };
+    let same_pooling = members == serving_now
+        && {
+            let (cfg, m2, beats) = (cx.cfg.clone(), members.clone(), cx.engine.beats());
+            let share = tokio::task::spawn_blocking(move || {
+                crate::serving::engine::pooling::share_for(sources(&cfg, beats.as_deref()), &m2)
+            })
+            .await
+            .expect("reading manifests does not panic");
+            match share {
+                Ok(share) => share == cx.serving.borrow().primary_share,
+                // A rules file that does not read changes nothing: what serves stays (the
+                // dashboard keeps its rule too, and the zoo status says why).
+                Err(e) => {
+                    tracing::warn!(error = %e, "The zoo's alarm rules do not read; the serving ensemble stays as it pools");
+                    true
+                }
+            }
+        };
     if same_pooling {
         set(&cx.serving, |s| {
             s.plan = Some(plan);

@@ -129,6 +129,7 @@ pub(crate) fn choose_in(
     let book = RuleBook::load(dir)?;
     let missing = book
         .lookup(&members_of(models), hop_secs, window_secs)
+        .filter(|v| v.primary_share == primary_share)
         .is_none();
     let zoo = if derive && missing && primary_share.is_none() {
         read_zoo(dir)
@@ -247,6 +248,10 @@ mod tests {
             member: MemberRef {
                 name: (*n).into(),
                 sha256: (*s).into(),
+            },
+            input: crate::zoo::Input::HeartRate {
+                samples: 30,
+                sample_rate_hz: 1,
             },
             validation: preds(p),
         })

@@ -4,13 +4,13 @@
 //!
 //! [`Ensemble`] also scores a window in place, member by member, with the engine's own input
 //! selection ([`input_of_window`]) and combination ([`combine`], the members weighted as
-//! [`lead_weights`] says when the ensemble pools by lead), then the zoo's beat counter
+//! [`lead_weights`](super::pooling::lead_weights) says when the ensemble pools by lead), then the zoo's beat counter
 //! when it serves one ([`BeatCounter::apply`], as the engine's jobs do): offline scoring
 //! (`holmes score`, `holmes evaluate`) uses it.
 //!
 //! How the members pool is part of what was validated: [`prepare`] reads it from the zoo's
-//! alarm rule for the ensemble ([`ValidatedRule::primary_share`](crate::alarm::rules::ValidatedRule::primary_share)),
-//! so the engine pools as the rule was chosen, and a rule without a share serves the plain mean.
+//! alarm rule for the ensemble ([`pooling`](super::pooling)), so the engine pools as the rule
+//! was chosen, and a rule without a share serves the plain mean.
 
 use std::collections::HashMap;
 use std::path::Path;
@@ -19,12 +19,13 @@ use burn::backend::Flex;
 use serde::Serialize;
 
 use super::accelerator::{self, Accelerator};
+use super::pooling::{Pooling, lead_weights, rule_share};
 use super::{MemberSpec, input_of_window, plan};
 use crate::config::{Combine, EngineConfig};
 use crate::core::score::{MemberScore, ScoreStatus};
 use crate::core::window::ClosedWindow;
 use crate::signal::beats::{BeatCounter, Counted};
-use crate::zoo::{Input, Lead, Manifest, ZooError, ZooModel};
+use crate::zoo::{Manifest, ZooError, ZooModel};
 
 #[derive(Debug, thiserror::Error)]
 pub enum EnsembleError {
@@ -43,7 +44,7 @@ pub enum EnsembleError {
         window_secs: u32,
     },
     #[error(
-        "a primary-lead share of {share} needs members reading the primary or the secondary ECG lead, at least one of each (and the share strictly between 0 and 1)"
+        "a primary-lead share of {share} needs members reading the primary or the secondary ECG lead, at least one of each (and the share from 0.01 to 0.99)"
     )]
     Share { share: f64 },
     #[error(transparent)]
@@ -129,7 +130,7 @@ impl Ensemble {
         Ensemble { beats, ..self }
     }
 
-    /// The same members pooled with the primary lead's `share` ([`lead_weights`]), or by the
+    /// The same members pooled with the primary lead's `share` (`lead_weights`), or by the
     /// plain mean (`None`); a share the members cannot pool by is an error.
     pub fn with_share(self, share: Option<f64>) -> Result<Ensemble, EnsembleError> {
         let weights = match share {
@@ -187,7 +188,11 @@ impl Ensemble {
             &inputs,
             hop_secs,
             window_secs,
-        );
+        )
+        .unwrap_or_else(|e| {
+            tracing::warn!(error = %e, "The zoo's alarm rules do not read; the members pool by the plain mean");
+            None
+        });
         self.with_share(share)
             .expect("rule_share keeps only a share the members can pool by")
     }
@@ -317,35 +322,6 @@ impl Ensemble {
     }
 }
 
-/// How an offline tool (`holmes evaluate`) pools an ensemble's members.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub enum Pooling {
-    /// As the daemon does ([`Ensemble::pooled_as_served`]).
-    AsServed,
-    /// The plain mean.
-    Mean,
-    /// The primary lead's share ([`lead_weights`]).
-    PrimaryShare(f64),
-}
-
-impl std::str::FromStr for Pooling {
-    type Err = String;
-
-    /// `served`, `mean`, or a share strictly between 0 and 1 (e.g. `0.9`).
-    fn from_str(s: &str) -> Result<Pooling, String> {
-        match s {
-            "served" => Ok(Pooling::AsServed),
-            "mean" => Ok(Pooling::Mean),
-            _ => match s.parse::<f64>() {
-                Ok(x) if crate::alarm::rules::valid_share(x) => Ok(Pooling::PrimaryShare(x)),
-                _ => Err(format!(
-                    "{s:?}: served, mean, or the primary lead's share strictly between 0 and 1"
-                )),
-            },
-        }
-    }
-}
-
 /// Most windows one member predicts on at once offline.
 pub const OFFLINE_BATCH: usize = 64;
 
@@ -377,99 +353,6 @@ pub fn combine(how: Combine, present: &[(f64, f32)]) -> Option<f32> {
         wsum += w;
     }
     (wsum > 0.0).then(|| (sum / wsum) as f32)
-}
-
-/// Each member's weight when the primary ECG lead's members carry `share` of the score
-/// together and the secondary lead's the rest, each lead's members sharing its part equally.
-/// `None` when a member reads anything else (a third lead, the heart rate), a lead has no
-/// member, or the share is not strictly between 0 and 1. The combination renormalises over
-/// the members that scored, so a monitor sending one lead gets that lead's mean.
-pub fn lead_weights(inputs: &[Input], share: f64) -> Option<Vec<f64>> {
-    if !crate::alarm::rules::valid_share(share) {
-        return None;
-    }
-    let lead = |i: &Input| match i {
-        Input::Ecg { lead, .. } if matches!(lead, Lead::Primary | Lead::Secondary) => Some(*lead),
-        _ => None,
-    };
-    let leads: Vec<Lead> = inputs.iter().map(lead).collect::<Option<_>>()?;
-    let primary = leads.iter().filter(|&&l| l == Lead::Primary).count();
-    let secondary = leads.len() - primary;
-    if primary == 0 || secondary == 0 {
-        return None;
-    }
-    Some(
-        leads
-            .iter()
-            .map(|&l| match l {
-                Lead::Primary => share / primary as f64,
-                _ => (1.0 - share) / secondary as f64,
-            })
-            .collect(),
-    )
-}
-
-/// The primary lead's share the zoo's alarm rule for `members` (the beat counter among them
-/// when it serves) at this hop and window pools with, when `combine` weighs members and the
-/// members can pool by it; `None`: the plain mean. A rules file that does not read pools by
-/// the plain mean (the dashboard then serves no validated rule either). Blocking.
-fn rule_share(
-    dir: &Path,
-    combine: Combine,
-    members: &[crate::alarm::rules::MemberRef],
-    inputs: &[Input],
-    hop_secs: u32,
-    window_secs: u32,
-) -> Option<f64> {
-    if combine != Combine::WeightedMean {
-        return None;
-    }
-    let book = match crate::alarm::rules::RuleBook::load(dir) {
-        Ok(b) => b,
-        Err(e) => {
-            tracing::warn!(error = %e, "The zoo's alarm rules do not read; the members pool by the plain mean");
-            return None;
-        }
-    };
-    let share = book.lookup(members, hop_secs, window_secs)?.primary_share?;
-    if lead_weights(inputs, share).is_none() {
-        tracing::warn!(
-            share,
-            "The ensemble's alarm rule pools by a lead share its members cannot take; they pool by the plain mean"
-        );
-        return None;
-    }
-    Some(share)
-}
-
-/// The primary lead's share the named members would pool with if [`prepare`]d now (their
-/// manifests read, not their weights): the composer compares it with the serving one before
-/// skipping a switch to the same members, so a rule saved with another pooling takes effect.
-/// `None` also when a manifest does not read ([`prepare`] then says why). Blocking.
-pub fn share_for(src: Sources<'_>, names: &[String]) -> Option<f64> {
-    let mut refs = Vec::with_capacity(names.len() + 1);
-    let mut inputs = Vec::with_capacity(names.len());
-    for name in names {
-        let path = src.models_dir.join(name).join(crate::zoo::MANIFEST_FILE);
-        let mf: Manifest = serde_json::from_str(&std::fs::read_to_string(path).ok()?).ok()?;
-        refs.push(crate::alarm::rules::MemberRef {
-            name: mf.name.clone(),
-            sha256: mf.weights.sha256.clone(),
-        });
-        inputs.push(mf.input);
-    }
-    refs.extend(src.beats.map(|c| crate::alarm::rules::MemberRef {
-        name: BEATS_NAME.into(),
-        sha256: c.sha256.clone(),
-    }));
-    rule_share(
-        src.models_dir,
-        src.engine.combine,
-        &refs,
-        &inputs,
-        src.hop_secs,
-        src.window_secs,
-    )
 }
 
 /// An ensemble ready to serve: its members validated, placed by the planner and described
@@ -533,7 +416,11 @@ pub fn prepare(
         &inputs,
         src.hop_secs,
         src.window_secs,
-    );
+    )
+    .unwrap_or_else(|e| {
+        tracing::warn!(error = %e, "The zoo's alarm rules do not read; the members pool by the plain mean");
+        None
+    });
     let pooling = match primary_share {
         Some(s) => lead_weights(&inputs, s).expect("checked by rule_share"),
         None => vec![1.0; inputs.len()],
@@ -589,53 +476,6 @@ pub fn prepare(
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn ecg(lead: Lead) -> Input {
-        Input::Ecg {
-            lead,
-            samples: 1250,
-            sample_rate_hz: 250,
-            bandpass: false,
-        }
-    }
-
-    #[test]
-    fn lead_weights_share_each_lead_among_its_members() {
-        let (p, s) = (ecg(Lead::Primary), ecg(Lead::Secondary));
-        let w = lead_weights(&[p, s, p, s], 0.9).unwrap();
-        assert_eq!(w.len(), 4);
-        for (got, want) in w.iter().zip([0.45, 0.05, 0.45, 0.05]) {
-            assert!((got - want).abs() < 1e-12, "{w:?}");
-        }
-        // Uneven leads: each lead's part is split among its own members.
-        let w = lead_weights(&[p, s, s], 0.6).unwrap();
-        assert!(
-            (w[0] - 0.6).abs() < 1e-12 && (w[1] - 0.2).abs() < 1e-12,
-            "{w:?}"
-        );
-        // All members present: the weights sum to one, so the score is the weighted mean.
-        let present: Vec<(f64, f32)> = w
-            .iter()
-            .zip([1.0, 0.0, 0.5])
-            .map(|(&w, p)| (w, p))
-            .collect();
-        let got = combine(Combine::WeightedMean, &present).unwrap();
-        assert!((got - 0.7).abs() < 1e-6, "{got}");
-        // Only the primary lead scored: its mean, whatever the share.
-        let got = combine(Combine::WeightedMean, &[(w[0], 0.3)]).unwrap();
-        assert!((got - 0.3).abs() < 1e-6);
-        // A lead with no member, another input, or a share that is no share: none.
-        assert_eq!(lead_weights(&[p, p], 0.9), None);
-        assert_eq!(lead_weights(&[p, ecg(Lead::Third)], 0.9), None);
-        let hr = Input::HeartRate {
-            samples: 30,
-            sample_rate_hz: 1,
-        };
-        assert_eq!(lead_weights(&[p, s, hr], 0.9), None);
-        for bad in [0.0, 1.0, f64::NAN, 1.5] {
-            assert_eq!(lead_weights(&[p, s], bad), None, "{bad}");
-        }
-    }
 
     #[test]
     fn combination_by_hand() {

@@ -16,6 +16,7 @@ pub(crate) mod deadline;
 pub mod ensemble;
 pub(crate) mod job;
 pub(crate) mod plan;
+pub mod pooling;
 pub(crate) mod profile;
 pub(crate) mod queue;
 pub(crate) mod reload;

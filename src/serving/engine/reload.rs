@@ -158,7 +158,15 @@ fn scan(
     let now = folders(dir);
     let mut changed = false;
     let rules = rules_fingerprint(dir);
-    if rules != seen.rules && !initial {
+    let rules_error = crate::alarm::rules::RuleBook::load(dir)
+        .err()
+        .map(|e| e.to_string());
+    if let Some(e) = &rules_error {
+        tracing::error!(error = %e, "The zoo's alarm rules do not read");
+    }
+    // A rules file that does not read changes nothing that serves (the status says why); the
+    // change counts once it reads again.
+    if rules != seen.rules && !initial && rules_error.is_none() {
         changed = true;
         tracing::info!("The zoo's alarm rules changed");
         event(
@@ -169,12 +177,6 @@ fn scan(
         );
     }
     seen.rules = rules;
-    let rules_error = crate::alarm::rules::RuleBook::load(dir)
-        .err()
-        .map(|e| e.to_string());
-    if let Some(e) = &rules_error {
-        tracing::error!(error = %e, "The zoo's alarm rules do not read");
-    }
     let mut available = BTreeMap::new();
     let mut refused = BTreeMap::new();
     let mut failures = Vec::new();

@@ -63,7 +63,8 @@ use crate::alarm::{
     ValidationRecord, choose_threshold,
 };
 use crate::core::window::SAMPLE_RATE_HZ;
-use crate::serving::engine::ensemble::{Ensemble, EnsembleError, Pooling};
+use crate::serving::engine::ensemble::{Ensemble, EnsembleError};
+use crate::serving::engine::pooling::Pooling;
 use crate::signal::beats::{BeatCounter, BeatsError};
 use crate::signal::classical::ClassicalError;
 use crate::training::dataset::{
@@ -271,7 +272,9 @@ pub fn evaluate(opts: &EvaluateOptions) -> Result<Evaluation, EvaluateError> {
     if hop == 0 || window == 0 || hop > window {
         return Err(EvaluateError::Timing { hop, window });
     }
-    let counter = if opts.count_beats && !opts.beats {
+    // The zoo's counter names the served rule whose pooling `served` reads; with `--beats` a
+    // new counter is fitted and the ensemble scores without the zoo's.
+    let counter = if opts.count_beats {
         BeatCounter::load(&opts.models_dir, hop)?
     } else {
         None
@@ -279,6 +282,11 @@ pub fn evaluate(opts: &EvaluateOptions) -> Result<Evaluation, EvaluateError> {
     let ens = Ensemble::load(&opts.models_dir, &opts.members, window)?
         .with_beats(counter)
         .pooled(opts.pooling, &opts.models_dir, hop, window)?;
+    let ens = if opts.beats {
+        ens.with_beats(None)
+    } else {
+        ens
+    };
     let split = Split::read(&opts.split)?;
     let fs = SAMPLE_RATE_HZ;
     let (win, hop_n) = (window as usize * fs, hop as usize * fs);

@@ -1,0 +1,203 @@
+//! How an ensemble's members pool into its score. A zoo alarm rule may say that the primary
+//! ECG lead's members carry a share of the score together and the secondary lead's the rest
+//! ([`ValidatedRule::primary_share`](crate::alarm::rules::ValidatedRule::primary_share)),
+//! chosen on validation with the rule: the engine ([`prepare`](super::ensemble::prepare)) and
+//! the offline tools pool so, and a rule without a share serves the plain mean.
+
+use std::path::Path;
+
+use super::ensemble::{BEATS_NAME, Sources};
+use crate::alarm::rules::{MemberRef, RuleBook, RulesError, valid_share};
+use crate::config::Combine;
+use crate::zoo::{Input, Lead, Manifest};
+
+/// How an offline tool (`holmes evaluate`) pools an ensemble's members.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Pooling {
+    /// As the daemon does ([`Ensemble::pooled_as_served`](super::ensemble::Ensemble::pooled_as_served)).
+    AsServed,
+    /// The plain mean.
+    Mean,
+    /// The primary lead's share ([`lead_weights`]).
+    PrimaryShare(f64),
+}
+
+impl std::str::FromStr for Pooling {
+    type Err = String;
+
+    /// `served`, `mean`, or a share from 0.01 to 0.99 (e.g. `0.9`).
+    fn from_str(s: &str) -> Result<Pooling, String> {
+        match s {
+            "served" => Ok(Pooling::AsServed),
+            "mean" => Ok(Pooling::Mean),
+            _ => match s.parse::<f64>() {
+                Ok(x) if valid_share(x) => Ok(Pooling::PrimaryShare(x)),
+                _ => Err(format!(
+                    "{s:?}: served, mean, or the primary lead's share from 0.01 to 0.99"
+                )),
+            },
+        }
+    }
+}
+
+/// Each member's weight when the primary ECG lead's members carry `share` of the score
+/// together and the secondary lead's the rest, each lead's members sharing its part equally.
+/// `None` when a member reads anything else (a third lead, the heart rate), a lead has no
+/// member, or the share is not a usable one ([`valid_share`]). The combination renormalises
+/// over the members that scored, so a monitor sending one lead gets that lead's mean.
+pub fn lead_weights(inputs: &[Input], share: f64) -> Option<Vec<f64>> {
+    if !valid_share(share) {
+        return None;
+    }
+    let lead = |i: &Input| match i {
+        Input::Ecg { lead, .. } if matches!(lead, Lead::Primary | Lead::Secondary) => Some(*lead),
+        _ => None,
+    };
+    let leads: Vec<Lead> = inputs.iter().map(lead).collect::<Option<_>>()?;
+    let primary = leads.iter().filter(|&&l| l == Lead::Primary).count();
+    let secondary = leads.len() - primary;
+    if primary == 0 || secondary == 0 {
+        return None;
+    }
+    Some(
+        leads
+            .iter()
+            .map(|&l| match l {
+                Lead::Primary => share / primary as f64,
+                _ => (1.0 - share) / secondary as f64,
+            })
+            .collect(),
+    )
+}
+
+/// The primary lead's share the zoo's alarm rule for `members` (the beat counter among them
+/// when it serves) at this hop and window pools with, when `combine` weighs members and the
+/// members can pool by it; `Ok(None)`: the plain mean. A rules file that does not read is the
+/// error (the caller decides: a switch keeps what serves, a start pools by the plain mean).
+/// Blocking.
+pub(crate) fn rule_share(
+    dir: &Path,
+    combine: Combine,
+    members: &[MemberRef],
+    inputs: &[Input],
+    hop_secs: u32,
+    window_secs: u32,
+) -> Result<Option<f64>, RulesError> {
+    if combine != Combine::WeightedMean {
+        return Ok(None);
+    }
+    let book = RuleBook::load(dir)?;
+    let Some(share) = book
+        .lookup(members, hop_secs, window_secs)
+        .and_then(|r| r.primary_share)
+    else {
+        return Ok(None);
+    };
+    if lead_weights(inputs, share).is_none() {
+        tracing::warn!(
+            share,
+            "The ensemble's alarm rule pools by a lead share its members cannot take; they pool by the plain mean"
+        );
+        return Ok(None);
+    }
+    Ok(Some(share))
+}
+
+/// The primary lead's share the named members would pool with if prepared now (their
+/// manifests read, not their weights): the composer compares it with the serving one before
+/// skipping a switch to the same members, so a rule saved with another pooling takes effect.
+/// `Ok(None)` also when a manifest does not read (preparing then says why); a rules file that
+/// does not read is the error. Blocking.
+pub fn share_for(src: Sources<'_>, names: &[String]) -> Result<Option<f64>, RulesError> {
+    let mut refs = Vec::with_capacity(names.len() + 1);
+    let mut inputs = Vec::with_capacity(names.len());
+    for name in names {
+        let path = src.models_dir.join(name).join(crate::zoo::MANIFEST_FILE);
+        let read = std::fs::read_to_string(path).ok();
+        let Some(mf) = read.and_then(|t| serde_json::from_str::<Manifest>(&t).ok()) else {
+            return Ok(None);
+        };
+        refs.push(MemberRef {
+            name: mf.name.clone(),
+            sha256: mf.weights.sha256.clone(),
+        });
+        inputs.push(mf.input);
+    }
+    refs.extend(src.beats.map(|c| MemberRef {
+        name: BEATS_NAME.into(),
+        sha256: c.sha256.clone(),
+    }));
+    rule_share(
+        src.models_dir,
+        src.engine.combine,
+        &refs,
+        &inputs,
+        src.hop_secs,
+        src.window_secs,
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::Combine;
+    use crate::serving::engine::ensemble::combine;
+
+    fn ecg(lead: Lead) -> Input {
+        Input::Ecg {
+            lead,
+            samples: 1250,
+            sample_rate_hz: 250,
+            bandpass: false,
+        }
+    }
+
+    #[test]
+    fn lead_weights_share_each_lead_among_its_members() {
+        let (p, s) = (ecg(Lead::Primary), ecg(Lead::Secondary));
+        let w = lead_weights(&[p, s, p, s], 0.9).unwrap();
+        assert_eq!(w.len(), 4);
+        for (got, want) in w.iter().zip([0.45, 0.05, 0.45, 0.05]) {
+            assert!((got - want).abs() < 1e-12, "{w:?}");
+        }
+        // Uneven leads: each lead's part is split among its own members.
+        let w = lead_weights(&[p, s, s], 0.6).unwrap();
+        assert!(
+            (w[0] - 0.6).abs() < 1e-12 && (w[1] - 0.2).abs() < 1e-12,
+            "{w:?}"
+        );
+        // All members present: the weights sum to one, so the score is the weighted mean.
+        let present: Vec<(f64, f32)> = w
+            .iter()
+            .zip([1.0, 0.0, 0.5])
+            .map(|(&w, p)| (w, p))
+            .collect();
+        let got = combine(Combine::WeightedMean, &present).unwrap();
+        assert!((got - 0.7).abs() < 1e-6, "{got}");
+        // Only the primary lead scored: its mean, whatever the share.
+        let got = combine(Combine::WeightedMean, &[(w[0], 0.3)]).unwrap();
+        assert!((got - 0.3).abs() < 1e-6);
+        // A lead with no member, another input, or a share that is no share: none.
+        assert_eq!(lead_weights(&[p, p], 0.9), None);
+        assert_eq!(lead_weights(&[p, ecg(Lead::Third)], 0.9), None);
+        let hr = Input::HeartRate {
+            samples: 30,
+            sample_rate_hz: 1,
+        };
+        assert_eq!(lead_weights(&[p, s, hr], 0.9), None);
+        for bad in [0.0, 1.0, f64::NAN, 1.5, 5e-324, 0.995] {
+            assert_eq!(lead_weights(&[p, s], bad), None, "{bad}");
+        }
+    }
+
+    #[test]
+    fn pooling_reads_served_mean_or_a_share() {
+        assert_eq!("served".parse(), Ok(Pooling::AsServed));
+        assert_eq!("mean".parse(), Ok(Pooling::Mean));
+        assert_eq!("0.9".parse(), Ok(Pooling::PrimaryShare(0.9)));
+        for bad in ["1", "0", "-0.2", "nan", "weighted"] {
+            let e = bad.parse::<Pooling>().unwrap_err();
+            assert!(e.contains("0.01 to 0.99"), "{bad}: {e}");
+        }
+    }
+}
