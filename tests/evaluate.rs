@@ -174,6 +174,49 @@ fn the_beat_count_is_evaluated_beside_the_ensemble() {
     assert_eq!(layers.last().unwrap()["outputs"], 1);
 }
 
+#[test]
+fn the_pooling_is_chosen_on_validation() {
+    let Some(data) = common::data_dir("the_pooling_is_chosen_on_validation") else {
+        return;
+    };
+    let e = evaluate_json(
+        &data,
+        &["--no-classical", "--no-noise", "--pooling", "choose"],
+    );
+    // The plain mean first, then every share of the grid (the default members read both
+    // leads), each with its own rule.
+    let trials = e["pooling_trials"].as_array().unwrap();
+    assert_eq!(trials.len(), 7, "{trials:?}");
+    assert!(trials[0]["primary_share"].is_null());
+    assert!(trials[1..].iter().all(|t| t["primary_share"].is_f64()));
+    // The ensemble is evaluated pooled as one of them; a share serves only where its rule
+    // reached the target and EC57's episode sensitivity kept it.
+    let served = trials
+        .iter()
+        .find(|t| t["primary_share"] == e["primary_share"])
+        .expect("the pooling served is one tried");
+    if !served["primary_share"].is_null() {
+        assert_eq!(served["choice"]["met_target"], true, "{served}");
+        let target = e["target_sensitivity"].as_f64().unwrap();
+        assert!(
+            served["ec57_se"].as_f64().unwrap() >= target - 1e-9,
+            "{served}"
+        );
+    }
+    // The replays pooled again for the choice give the rule the ensemble is then chosen with.
+    let chosen = &e["detectors"][0]["chosen_on_validation"];
+    assert_eq!(
+        chosen["rule"], served["choice"]["rule"],
+        "{chosen} / {served}"
+    );
+    assert_eq!(chosen["false_alarms"], served["choice"]["false_alarms"]);
+    for d in e["detectors"].as_array().unwrap() {
+        for c in d["conditions"].as_array().unwrap() {
+            check_condition(c);
+        }
+    }
+}
+
 fn check_condition(c: &Value) {
     let w = &c["windows"];
     assert!(as_u64(&w["positives"], "positives") <= as_u64(&w["windows"], "windows"));

@@ -29,7 +29,10 @@ pub struct EvaluateArgs {
     #[arg(long, value_delimiter = ',')]
     members: Vec<String>,
     /// How the members' probabilities pool: `served` (as the daemon pools them: the lead share
-    /// of their alarm rule in the zoo, else the plain mean), `mean`, or the primary ECG lead's
+    /// of their alarm rule in the zoo, else the plain mean), `mean`, `choose` (the plain mean
+    /// and the shares 0.3-0.9 tried on the validation part, each with its rule: the one with
+    /// the fewest false alarms whose rule reaches the target, by EC57's overlap too), or the
+    /// primary ECG lead's
     /// share of the score, from 0.01 to 0.99 (e.g. `0.9`: the primary lead's members
     /// carry 0.9 together, the secondary's 0.1). A rule saved with `--save-rule` keeps it.
     #[arg(long, default_value = "served")]

@@ -165,7 +165,8 @@ impl Ensemble {
             Pooling::AsServed => {
                 Ok(self.pooled_as_served(dir, Combine::WeightedMean, hop_secs, window_secs))
             }
-            Pooling::Mean => self.with_share(None),
+            // A choice starts from the plain mean (`holmes evaluate` then re-pools).
+            Pooling::Mean | Pooling::Choose => self.with_share(None),
             Pooling::PrimaryShare(s) => self.with_share(Some(s)),
         }
     }
@@ -313,6 +314,7 @@ impl Ensemble {
                 WindowOutcome {
                     status,
                     score: counted.score,
+                    raised: counted.raised,
                     members,
                     run_onset_ms: counted.run_onset_ms,
                     run_level: counted.run_level,
@@ -331,6 +333,8 @@ pub struct WindowOutcome {
     pub status: ScoreStatus,
     /// The ensemble's score, after the beat counter.
     pub score: Option<f32>,
+    /// Whether the beat counter raised it to 1.
+    pub raised: bool,
     /// Each member's.
     pub members: Vec<MemberScore>,
     /// Where the counter raised the score: the first beat of its VT run, ms on the window's

@@ -20,20 +20,24 @@ pub enum Pooling {
     Mean,
     /// The primary lead's share ([`lead_weights`]).
     PrimaryShare(f64),
+    /// Chosen on the validation part among the plain mean and a grid of shares (`holmes
+    /// evaluate --pooling choose`).
+    Choose,
 }
 
 impl std::str::FromStr for Pooling {
     type Err = String;
 
-    /// `served`, `mean`, or a share from 0.01 to 0.99 (e.g. `0.9`).
+    /// `served`, `mean`, `choose`, or a share from 0.01 to 0.99 (e.g. `0.9`).
     fn from_str(s: &str) -> Result<Pooling, String> {
         match s {
             "served" => Ok(Pooling::AsServed),
             "mean" => Ok(Pooling::Mean),
+            "choose" => Ok(Pooling::Choose),
             _ => match s.parse::<f64>() {
                 Ok(x) if valid_share(x) => Ok(Pooling::PrimaryShare(x)),
                 _ => Err(format!(
-                    "{s:?}: served, mean, or the primary lead's share from 0.01 to 0.99"
+                    "{s:?}: served, mean, choose, or the primary lead's share from 0.01 to 0.99"
                 )),
             },
         }
@@ -195,6 +199,7 @@ mod tests {
         assert_eq!("served".parse(), Ok(Pooling::AsServed));
         assert_eq!("mean".parse(), Ok(Pooling::Mean));
         assert_eq!("0.9".parse(), Ok(Pooling::PrimaryShare(0.9)));
+        assert_eq!("choose".parse(), Ok(Pooling::Choose));
         for bad in ["1", "0", "-0.2", "nan", "weighted"] {
             let e = bad.parse::<Pooling>().unwrap_err();
             assert!(e.contains("0.01 to 0.99"), "{bad}: {e}");

@@ -186,6 +186,7 @@ impl BeatCounter {
         let seen = rule.sees_run(evidence);
         Counted {
             score: Some(if seen { 1.0 } else { s }),
+            raised: seen,
             run_onset_ms: seen
                 .then(|| evidence.onset_ms(w.end_ms, rule.call_at))
                 .flatten(),
@@ -198,6 +199,8 @@ impl BeatCounter {
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
 pub struct Counted {
     pub score: Option<f32>,
+    /// Whether the counter raised the score to 1 (a VT run seen).
+    pub raised: bool,
     /// The first beat of the VT run that raised the score, ms on the window's timeline.
     pub run_onset_ms: Option<i64>,
     /// The highest call probability at which the window's beats end in a VT run (0: none);
@@ -289,6 +292,7 @@ mod tests {
         let (x, beats) = ectopic_train(7_500, 140, &run);
         let counted = c.apply(&window(x.clone()), Some(0.1));
         assert_eq!(counted.score, Some(1.0));
+        assert!(counted.raised);
         // The alarm's onset is the run's first wide beat (the window spans 0-30 s).
         let onset = counted
             .run_onset_ms
@@ -305,6 +309,7 @@ mod tests {
         );
         let unraised = Counted {
             score: Some(0.1),
+            raised: false,
             run_onset_ms: None,
             run_level: Some(0.0),
         };

@@ -47,6 +47,7 @@ mod gate;
 mod gate_search;
 #[cfg(test)]
 mod noise_check;
+mod pooling_search;
 mod replay;
 pub mod report;
 mod save;
@@ -80,6 +81,8 @@ pub use causes::FalseAlarmCauses;
 pub use gate::{GateParseError, SqiGate};
 pub use gate_search::GateTrial;
 use gate_search::{choose_gate, gate_trials_on};
+pub use pooling_search::PoolingTrial;
+use pooling_search::{choose_pooling, pooling_trials_on, repool, share_of, weights_for};
 pub use save::save_rule;
 pub use stack::Stack;
 
@@ -238,6 +241,9 @@ pub struct Evaluation {
     pub members: Vec<MemberRef>,
     /// The primary lead's share the members pooled with (`None`: the plain mean).
     pub primary_share: Option<f64>,
+    /// The poolings tried on validation when `--pooling choose` chose one.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub pooling_trials: Vec<PoolingTrial>,
     pub window_secs: u32,
     pub hop_secs: u32,
     pub matching: MatchOptions,
@@ -296,27 +302,30 @@ pub fn evaluate(opts: &EvaluateOptions) -> Result<Evaluation, EvaluateError> {
     } else {
         None
     };
-    let det = Detectors {
-        ensemble: Some(&ens),
-        classical: opts.classical,
-        sqi: opts.sqi_gate.is_some() || opts.sqi_stack,
-        beats: classifier.as_ref().map(|c| &c.classifier),
-    };
     let matching = MatchOptions::default();
 
     // The rules: given, or chosen on the clean validation records.
     let choose_gate_here = opts.sqi_gate == Some(GateChoice::Choose);
-    let needs_validation =
-        opts.rule.is_none() || opts.classical || choose_gate_here || opts.sqi_stack || opts.beats;
+    let choose_pooling_here = opts.pooling == Pooling::Choose;
+    let needs_validation = opts.rule.is_none()
+        || opts.classical
+        || choose_gate_here
+        || opts.sqi_stack
+        || opts.beats
+        || choose_pooling_here;
     let (validation_records, mut val_replays) = if needs_validation {
         let recs = load_part(opts, &split, SplitName::Validation)?;
         let det = Detectors {
-            ensemble: (opts.rule.is_none() || choose_gate_here || opts.sqi_stack || opts.beats)
+            ensemble: (opts.rule.is_none()
+                || choose_gate_here
+                || opts.sqi_stack
+                || opts.beats
+                || choose_pooling_here)
                 .then_some(&ens),
             classical: opts.classical,
             sqi: (opts.sqi_gate.is_some() && (opts.rule.is_none() || choose_gate_here))
                 || opts.sqi_stack,
-            beats: det.beats,
+            beats: classifier.as_ref().map(|c| &c.classifier),
         };
         let reps = recs
             .iter()
@@ -334,6 +343,21 @@ pub fn evaluate(opts: &EvaluateOptions) -> Result<Evaluation, EvaluateError> {
         hop_ms,
         matching,
         delay_limits: opts.delay_limits,
+    };
+    // The pooling, when chosen: tried on validation, the replays then pooled as chosen.
+    let (ens, pooling_trials) = if choose_pooling_here {
+        let trials = pooling_trials_on(&mut val_replays, &ens, &search)?;
+        let share = share_of(&trials, choose_pooling(&trials, opts.target_sensitivity));
+        repool(&mut val_replays, &weights_for(&ens, share));
+        (ens.with_share(share)?, trials)
+    } else {
+        (ens, Vec::new())
+    };
+    let det = Detectors {
+        ensemble: Some(&ens),
+        classical: opts.classical,
+        sqi: opts.sqi_gate.is_some() || opts.sqi_stack,
+        beats: classifier.as_ref().map(|c| &c.classifier),
     };
     let ens_choice = match opts.rule {
         Some(_) => None,
@@ -569,6 +593,7 @@ pub fn evaluate(opts: &EvaluateOptions) -> Result<Evaluation, EvaluateError> {
         validation_records,
         members: ens.member_refs(),
         primary_share: ens.primary_share(),
+        pooling_trials,
         window_secs: window,
         hop_secs: hop,
         matching,

@@ -4,8 +4,9 @@
 //! scores, each hop's window label, each lead's signal-quality indices when a gate is to be
 //! judged ([`gate`](super::gate)), and the record's reference episodes on the same timeline.
 
+use crate::config::Combine;
 use crate::core::window::SAMPLE_RATE_HZ;
-use crate::serving::engine::ensemble::{Ensemble, OFFLINE_BATCH};
+use crate::serving::engine::ensemble::{Ensemble, OFFLINE_BATCH, combine};
 use crate::signal::beats::{BeatClassifier, RunEvidence, run_evidence};
 use crate::signal::classical::{ClassicalError, baseline_scores};
 use crate::signal::heart_rate::detect_qrs;
@@ -40,6 +41,10 @@ pub(crate) struct Replay {
     /// Where the served ensemble's beat counter raised its score: the run's first beat, ms
     /// (one per hop where the ensemble is replayed).
     pub ensemble_onsets: Vec<Option<i64>>,
+    /// Each hop's member probabilities (in the ensemble's order), and whether the beat
+    /// counter raised the hop's score to 1: what [`Replay::repool`] pools again.
+    pub members: Vec<Vec<Option<f32>>>,
+    pub raised: Vec<bool>,
     /// The classical detector's score at each hop (empty when not replayed).
     pub classical: Vec<Option<f32>>,
     /// Each hop's signal-quality indices by lead, on the window's last
@@ -109,6 +114,28 @@ impl Replay {
     pub fn no_onsets(&self) -> &[Option<i64>] {
         &[]
     }
+
+    /// Pools the ensemble's scores again from the members' probabilities with weights `w`
+    /// (one per member), as the engine's weighted mean does; a hop the beat counter raised
+    /// stays at 1.
+    pub fn repool(&mut self, w: &[f64]) {
+        for ((s, probs), &raised) in self
+            .ensemble
+            .iter_mut()
+            .zip(&self.members)
+            .zip(&self.raised)
+        {
+            if raised {
+                continue;
+            }
+            let present: Vec<(f64, f32)> = probs
+                .iter()
+                .zip(w)
+                .filter_map(|(p, &w)| p.map(|p| (w, p)))
+                .collect();
+            *s = combine(Combine::WeightedMean, &present);
+        }
+    }
 }
 
 /// Replays `rec` (whose `leads` may carry added noise) with windows of `window` samples every
@@ -128,6 +155,7 @@ pub(crate) fn replay(
     let ends_ms: Vec<i64> = ends.iter().map(|&e| e as i64 * MS_PER_SAMPLE).collect();
 
     let (mut ensemble, mut ensemble_onsets) = (Vec::new(), Vec::new());
+    let (mut members, mut raised) = (Vec::new(), Vec::new());
     if let Some(ens) = det.ensemble {
         let beats = detect_qrs(&leads[0], SAMPLE_RATE_HZ as f64);
         ensemble.reserve(ends.len());
@@ -142,6 +170,8 @@ pub(crate) fn replay(
             for o in ens.score_batch(&windows) {
                 ensemble.push(o.score);
                 ensemble_onsets.push(o.run_onset_ms);
+                members.push(o.members.iter().map(|m| m.prob).collect());
+                raised.push(o.raised);
             }
         }
     }
@@ -218,6 +248,8 @@ pub(crate) fn replay(
         ends_ms,
         ensemble,
         ensemble_onsets,
+        members,
+        raised,
         classical,
         sqi,
         gated: Vec::new(),

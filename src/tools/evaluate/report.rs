@@ -153,6 +153,7 @@ pub fn text(e: &Evaluation) -> String {
         }
     }
     gate_trials(&mut s, e);
+    pooling_trials(&mut s, e);
     if let Some(c) = e.detectors.first().and_then(|d| d.conditions.first()) {
         let _ = writeln!(
             s,
@@ -178,6 +179,35 @@ pub fn text(e: &Evaluation) -> String {
         }
     }
     s
+}
+
+/// The poolings tried on validation: each one's rule, what the search counted and EC57's
+/// episode figures under it.
+fn pooling_trials(s: &mut String, e: &Evaluation) {
+    if e.pooling_trials.is_empty() {
+        return;
+    }
+    let _ = writeln!(
+        s,
+        "\npoolings tried on validation (the primary lead's share; episodes detected and false alarms as the rule search counts them; EC57 ESe and E+P):\n  {:<8} {:>5} {:>3} {:>3} {:>5}/{:<5} {:>4} {:>6} {:>6}",
+        "share", "on", "k", "n", "det", "epis", "FA", "ESe", "E+P"
+    );
+    for t in &e.pooling_trials {
+        let c = &t.choice;
+        let _ = writeln!(
+            s,
+            "  {:<8} {:>5.2} {:>3} {:>3} {:>5}/{:<5} {:>4} {:>6} {:>6}",
+            t.primary_share.map_or("mean".to_owned(), |w| w.to_string()),
+            c.rule.on,
+            c.rule.k,
+            c.rule.n,
+            c.detected,
+            c.episodes,
+            c.false_alarms,
+            opt(t.ec57_se, 3),
+            opt(t.ec57_pp, 3)
+        );
+    }
 }
 
 /// The gates tried on validation: each one's rule, what it reached and what it silenced.

@@ -142,6 +142,8 @@ mod tests {
             gated: Vec::new(),
             stacked: Vec::new(),
             beat_runs: Vec::new(),
+            members: Vec::new(),
+            raised: Vec::new(),
             with_beats: Vec::new(),
             with_beats_onsets: Vec::new(),
             labels: (0..n)
