@@ -160,13 +160,16 @@ pub(crate) fn stored_plan(cfg: &Config, devices: &[Accelerator]) -> Option<Plan>
 }
 
 /// Composes a plan for `beds` beds: rung 0 within the budget, then one rung per ladder step,
-/// each covering every lead set the zoo can cover (the searches' constraint). Blocking
-/// (profiles models without a stored profile, then searches).
+/// each covering every lead set the zoo can cover (the searches' constraint). `counter`: the
+/// SHA-256 of the beat counter served beside the members, if any (validated ensembles are
+/// those validated with it). Blocking (profiles models without a stored profile, then
+/// searches).
 pub(crate) fn compose_plan(
     cfg: &Config,
     beds: usize,
     hardware: &str,
     calibration: f64,
+    counter: Option<&str>,
 ) -> Result<Plan, ComposerError> {
     let t = Instant::now();
     let inputs = inputs(cfg, beds, hardware, calibration);
@@ -191,7 +194,7 @@ pub(crate) fn compose_plan(
             Ok(book) => {
                 let weighs = cfg.engine.combine == crate::config::Combine::WeightedMean;
                 let (hop, window) = (cfg.ward.hop_secs, cfg.ward.window_secs);
-                validated::candidates(&entries, &book, hop, window, weighs)
+                validated::candidates(&entries, &book, hop, window, weighs, counter)
             }
             Err(e) => {
                 tracing::warn!(error = %e, "The zoo's alarm rules do not read; composing without them");
@@ -305,11 +308,12 @@ pub(crate) async fn run(mut cx: Context, composed: bool) {
         {
             let beds = planned_beds(&cx);
             let (cfg, hw2) = (cx.cfg.clone(), hw.clone());
+            let counter = cx.engine.beats().map(|b| b.sha256.clone());
             tracing::info!(%reason, beds, "Composing the ensemble");
             set(&cx.serving, |s| s.composing = true);
             job_reason = reason;
             job = Some(tokio::task::spawn_blocking(move || {
-                compose_plan(&cfg, beds, &hw2, calibration)
+                compose_plan(&cfg, beds, &hw2, calibration, counter.as_deref())
             }));
         }
         tokio::select! {

@@ -3,7 +3,8 @@
 //! validation part and the validation figures it reached. An ensemble the search invents has
 //! no such rule: the ward would alarm on the configured fallback, marked "not validated". So
 //! when the book holds ensembles of this zoo (same names and weights) for the ward's hop and
-//! window, and `composer.prefer_validated` is on, the composer serves one of them: among those
+//! window, validated with the beat counter the engine serves (or without one when it serves
+//! none), and `composer.prefer_validated` is on, the composer serves one of them: among those
 //! covering every lead set the zoo covers whose estimated latency fits the rung's budget, one
 //! whose rule reached its target episode sensitivity on validation before one that fell
 //! short, then the fewest false alarms per hour on validation, then the higher validation
@@ -13,6 +14,7 @@
 use super::compose::{Entry, accuracy, latency_estimate, lead_sets, zoo_lead_sets};
 use super::search::Bits;
 use crate::alarm::rules::RuleBook;
+use crate::serving::engine::ensemble::BEATS_NAME;
 
 /// An ensemble of the zoo the rule book validates.
 #[derive(Debug, Clone, PartialEq)]
@@ -36,23 +38,31 @@ pub(crate) struct Chosen {
 }
 
 /// The book's ensembles at this hop and window whose members are all in `entries` with the
-/// same weights. A rule chosen for a lead share is one only when the engine weighs members
-/// (`weighs`, `engine.combine = "weighted_mean"`): else its ensemble would be served by the
-/// plain mean, which the rule was not chosen for.
+/// same weights, validated with the beat counter the engine serves (`counter`, its weights'
+/// SHA-256) or, when it serves none, without one: a rule validated without the counter does
+/// not hold for members served with it, nor the other way round. A rule chosen for a lead
+/// share is one only when the engine weighs members (`weighs`, `engine.combine =
+/// "weighted_mean"`): else its ensemble would be served by the plain mean, which the rule was
+/// not chosen for.
 pub(crate) fn candidates(
     entries: &[Entry],
     book: &RuleBook,
     hop_secs: u32,
     window_secs: u32,
     weighs: bool,
+    counter: Option<&str>,
 ) -> Vec<Candidate> {
     book.rules
         .iter()
         .filter(|r| r.hop_secs == hop_secs && r.window_secs == window_secs)
         .filter(|r| weighs || r.primary_share.is_none())
+        .filter(|r| {
+            let theirs = r.members.iter().find(|m| m.name == BEATS_NAME);
+            theirs.map(|m| m.sha256.as_str()) == counter
+        })
         .filter_map(|r| {
             let mut bits = vec![false; entries.len()];
-            for m in &r.members {
+            for m in r.members.iter().filter(|m| m.name != BEATS_NAME) {
                 let i = entries
                     .iter()
                     .position(|e| e.name == m.name && e.sha256 == m.sha256)?;
@@ -184,7 +194,7 @@ mod tests {
         stale.members[0].sha256 = "other".into();
         book.insert(stale);
 
-        let c = candidates(&entries, &book, 5, 30, true);
+        let c = candidates(&entries, &book, 5, 30, true, None);
         assert_eq!(c.len(), 3, "{c:?}");
         let big = [false, false, true, true];
         let small = [true, true, false, false];
@@ -207,7 +217,7 @@ mod tests {
         short.validation.detected = 9;
         book.insert(short);
         book.insert(rule(&["p-small", "s-small"], 5, Some(3.0)));
-        let c = candidates(&entries, &book, 5, 30, true);
+        let c = candidates(&entries, &book, 5, 30, true, None);
         assert_eq!(choose(&entries, &c, 1e9, 16, 5.0).unwrap().bits, small);
         // A rule chosen for a lead share: a candidate only where the engine weighs members.
         let mut book = RuleBook::default();
@@ -215,16 +225,29 @@ mod tests {
         pooled.primary_share = Some(0.9);
         book.insert(pooled);
         book.insert(rule(&["p-small", "s-small"], 5, Some(3.0)));
-        let c = candidates(&entries, &book, 5, 30, true);
+        let c = candidates(&entries, &book, 5, 30, true, None);
         assert_eq!(choose(&entries, &c, 1e9, 16, 5.0).unwrap().bits, big);
-        let c = candidates(&entries, &book, 5, 30, false);
+        let c = candidates(&entries, &book, 5, 30, false, None);
         assert_eq!(c.len(), 1);
+        assert_eq!(choose(&entries, &c, 1e9, 16, 5.0).unwrap().bits, small);
+        // With the beat counter served, only rules validated with that counter are
+        // candidates (the counter is no zoo entry: the members are chosen, it serves beside).
+        let mut book = RuleBook::default();
+        let mut counted = rule(&["p-big", "s-big", "beats"], 5, Some(2.0));
+        counted.members[2].sha256 = "c1".into();
+        book.insert(counted);
+        book.insert(rule(&["p-small", "s-small"], 5, Some(0.5)));
+        let c = candidates(&entries, &book, 5, 30, true, Some("c1"));
+        assert_eq!(c.len(), 1);
+        assert_eq!(choose(&entries, &c, 1e9, 16, 5.0).unwrap().bits, big);
+        assert!(candidates(&entries, &book, 5, 30, true, Some("c2")).is_empty());
+        let c = candidates(&entries, &book, 5, 30, true, None);
         assert_eq!(choose(&entries, &c, 1e9, 16, 5.0).unwrap().bits, small);
         // No rule recorded a false-alarm rate: it ranks after any that did.
         let mut book = RuleBook::default();
         book.insert(rule(&["p-big", "s-big"], 5, None));
         book.insert(rule(&["p-small", "s-small"], 5, Some(9.0)));
-        let c = candidates(&entries, &book, 5, 30, true);
+        let c = candidates(&entries, &book, 5, 30, true, None);
         assert_eq!(choose(&entries, &c, 1e9, 16, 5.0).unwrap().bits, small);
     }
 }

@@ -276,7 +276,16 @@ fn members_for(
     if args.composed {
         use crate::composer::service;
         let hw = service::hardware(&crate::serving::engine::accelerator::discover());
-        let plan = service::compose_plan(cfg, n, &hw, 1.0)
+        // The counter the daemon will serve beside the members, as the daemon's composer
+        // composes with it.
+        let counter = if cfg.ensemble.count_beats {
+            crate::signal::beats::BeatCounter::load(&cfg.ensemble.models_dir, cfg.ward.hop_secs)
+                .map_err(|e| BenchError::Compose(e.to_string()))?
+        } else {
+            None
+        };
+        let sha = counter.as_ref().map(|c| c.sha256.as_str());
+        let plan = service::compose_plan(cfg, n, &hw, 1.0, sha)
             .map_err(|e| BenchError::Compose(e.to_string()))?;
         let r = &plan.rungs[0];
         eprintln!(
