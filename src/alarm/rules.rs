@@ -217,6 +217,19 @@ impl RuleBook {
             .iter()
             .find(|r| r.members == want && r.hop_secs == hop_secs && r.window_secs == window_secs)
     }
+
+    /// The rule validated for these members pooled with `primary_share` ([`lookup`](Self::lookup)
+    /// where a rule chosen for another pooling does not count).
+    pub fn lookup_pooled(
+        &self,
+        members: &[MemberRef],
+        primary_share: Option<f64>,
+        hop_secs: u32,
+        window_secs: u32,
+    ) -> Option<&ValidatedRule> {
+        self.lookup(members, hop_secs, window_secs)
+            .filter(|r| r.primary_share == primary_share)
+    }
 }
 
 fn names(m: &[MemberRef]) -> String {

@@ -7,7 +7,7 @@ use anyhow::{Context, Result};
 
 use crate::alarm::{AlarmRule, DelayLimits};
 use crate::config::{Combine, Config};
-use crate::serving::engine::pooling::Pooling;
+use crate::tools::evaluate::Pooling;
 use crate::tools::evaluate::{self, EvaluateOptions, GateChoice, report};
 use crate::training::dataset::{self, SplitName};
 

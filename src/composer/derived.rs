@@ -63,7 +63,7 @@ const MIN_ON: f32 = 1e-3;
 /// weights.
 /// The beat counter among `members` (it has no validation predictions of its own), and the
 /// zoo's models.
-fn split_counter(members: &[MemberRef]) -> (Option<&MemberRef>, Vec<MemberRef>) {
+pub(crate) fn split_counter(members: &[MemberRef]) -> (Option<&MemberRef>, Vec<MemberRef>) {
     let counter = members.iter().find(|m| m.name == BEATS_NAME);
     let models = members
         .iter()

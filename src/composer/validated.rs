@@ -12,9 +12,9 @@
 //! would without rules.
 
 use super::compose::{Entry, accuracy, latency_estimate, lead_sets, zoo_lead_sets};
+use super::derived::split_counter;
 use super::search::Bits;
 use crate::alarm::rules::RuleBook;
-use crate::serving::engine::ensemble::BEATS_NAME;
 
 /// An ensemble of the zoo the rule book validates.
 #[derive(Debug, Clone, PartialEq)]
@@ -56,13 +56,13 @@ pub(crate) fn candidates(
         .iter()
         .filter(|r| r.hop_secs == hop_secs && r.window_secs == window_secs)
         .filter(|r| weighs || r.primary_share.is_none())
-        .filter(|r| {
-            let theirs = r.members.iter().find(|m| m.name == BEATS_NAME);
-            theirs.map(|m| m.sha256.as_str()) == counter
-        })
         .filter_map(|r| {
+            let (theirs, models) = split_counter(&r.members);
+            if theirs.map(|m| m.sha256.as_str()) != counter {
+                return None;
+            }
             let mut bits = vec![false; entries.len()];
-            for m in r.members.iter().filter(|m| m.name != BEATS_NAME) {
+            for m in &models {
                 let i = entries
                     .iter()
                     .position(|e| e.name == m.name && e.sha256 == m.sha256)?;

@@ -88,10 +88,7 @@ pub(crate) fn choose(
     fallback: ServedRule,
 ) -> ServedRule {
     let members = members_of(models);
-    let found = book
-        .lookup(&members, hop_secs, window_secs)
-        .filter(|v| v.primary_share == primary_share);
-    if let Some(v) = found {
+    if let Some(v) = book.lookup_pooled(&members, primary_share, hop_secs, window_secs) {
         return ServedRule {
             rule: v.rule,
             validated: true,
@@ -128,8 +125,7 @@ pub(crate) fn choose_in(
 ) -> Result<ServedRule, RulesError> {
     let book = RuleBook::load(dir)?;
     let missing = book
-        .lookup(&members_of(models), hop_secs, window_secs)
-        .filter(|v| v.primary_share == primary_share)
+        .lookup_pooled(&members_of(models), primary_share, hop_secs, window_secs)
         .is_none();
     let zoo = if derive && missing && primary_share.is_none() {
         read_zoo(dir)

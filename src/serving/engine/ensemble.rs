@@ -19,7 +19,7 @@ use burn::backend::Flex;
 use serde::Serialize;
 
 use super::accelerator::{self, Accelerator};
-use super::pooling::{Pooling, lead_weights, rule_share};
+use super::pooling::{lead_weights, served_share};
 use super::{MemberSpec, input_of_window, plan};
 use crate::config::{Combine, EngineConfig};
 use crate::core::score::{MemberScore, ScoreStatus};
@@ -66,6 +66,14 @@ pub struct ModelInfo {
 
 /// The name the beat counter is served, listed and named in the alarm rules under.
 pub const BEATS_NAME: &str = "beats";
+
+/// The beat counter as the alarm rules name it.
+pub(crate) fn counter_ref(c: &BeatCounter) -> crate::alarm::rules::MemberRef {
+    crate::alarm::rules::MemberRef {
+        name: BEATS_NAME.into(),
+        sha256: c.sha256.clone(),
+    }
+}
 
 impl ModelInfo {
     /// The beat counter as a served model (it is part of the ensemble's identity).
@@ -118,10 +126,7 @@ impl Ensemble {
                 name: m.manifest.name.clone(),
                 sha256: m.manifest.weights.sha256.clone(),
             })
-            .chain(self.beats.as_ref().map(|c| crate::alarm::rules::MemberRef {
-                name: BEATS_NAME.into(),
-                sha256: c.sha256.clone(),
-            }))
+            .chain(self.beats.as_ref().map(counter_ref))
             .collect()
     }
 
@@ -133,13 +138,9 @@ impl Ensemble {
     /// The same members pooled with the primary lead's `share` (`lead_weights`), or by the
     /// plain mean (`None`); a share the members cannot pool by is an error.
     pub fn with_share(self, share: Option<f64>) -> Result<Ensemble, EnsembleError> {
-        let weights = match share {
-            None => vec![1.0; self.members.len()],
-            Some(s) => {
-                let inputs: Vec<_> = self.members.iter().map(|m| m.manifest.input).collect();
-                lead_weights(&inputs, s).ok_or(EnsembleError::Share { share: s })?
-            }
-        };
+        let weights = self.weights_for(share).ok_or(EnsembleError::Share {
+            share: share.unwrap_or_default(),
+        })?;
         Ok(Ensemble {
             primary_share: share,
             weights,
@@ -152,23 +153,23 @@ impl Ensemble {
         self.primary_share
     }
 
-    /// The same members pooled as `pooling` says; [`Pooling::AsServed`] reads the rule (with
-    /// the engine weighing members, as by default). Blocking.
-    pub fn pooled(
-        self,
-        pooling: Pooling,
-        dir: &Path,
-        hop_secs: u32,
-        window_secs: u32,
-    ) -> Result<Ensemble, EnsembleError> {
-        match pooling {
-            Pooling::AsServed => {
-                Ok(self.pooled_as_served(dir, Combine::WeightedMean, hop_secs, window_secs))
-            }
-            // A choice starts from the plain mean (`holmes evaluate` then re-pools).
-            Pooling::Mean | Pooling::Choose => self.with_share(None),
-            Pooling::PrimaryShare(s) => self.with_share(Some(s)),
+    /// Each member's weight in the pooling (1 each for the plain mean).
+    pub(crate) fn weights(&self) -> &[f64] {
+        &self.weights
+    }
+
+    /// Each member's weight were the members pooled with the primary lead's `share` (1 each
+    /// for the plain mean), or `None` when they cannot pool by it ([`lead_weights`]).
+    pub(crate) fn weights_for(&self, share: Option<f64>) -> Option<Vec<f64>> {
+        match share {
+            None => Some(vec![1.0; self.members.len()]),
+            Some(s) => lead_weights(&self.inputs(), s),
         }
+    }
+
+    /// The members' inputs, in order.
+    fn inputs(&self) -> Vec<crate::zoo::Input> {
+        self.members.iter().map(|m| m.manifest.input).collect()
     }
 
     /// The same members pooled as the daemon pools them ([`prepare`]): by the lead share of
@@ -181,19 +182,8 @@ impl Ensemble {
         hop_secs: u32,
         window_secs: u32,
     ) -> Ensemble {
-        let inputs: Vec<_> = self.members.iter().map(|m| m.manifest.input).collect();
-        let share = rule_share(
-            dir,
-            combine,
-            &self.member_refs(),
-            &inputs,
-            hop_secs,
-            window_secs,
-        )
-        .unwrap_or_else(|e| {
-            tracing::warn!(error = %e, "The zoo's alarm rules do not read; the members pool by the plain mean");
-            None
-        });
+        let refs = self.member_refs();
+        let share = served_share(dir, combine, &refs, &self.inputs(), hop_secs, window_secs);
         self.with_share(share)
             .expect("rule_share keeps only a share the members can pool by")
     }
@@ -409,22 +399,9 @@ pub fn prepare(
     let inputs: Vec<_> = probe.members.iter().map(|m| m.manifest.input).collect();
     let mut refs = probe.member_refs();
     drop(probe);
-    refs.extend(src.beats.map(|c| crate::alarm::rules::MemberRef {
-        name: BEATS_NAME.into(),
-        sha256: c.sha256.clone(),
-    }));
-    let primary_share = rule_share(
-        dir,
-        src.engine.combine,
-        &refs,
-        &inputs,
-        src.hop_secs,
-        src.window_secs,
-    )
-    .unwrap_or_else(|e| {
-        tracing::warn!(error = %e, "The zoo's alarm rules do not read; the members pool by the plain mean");
-        None
-    });
+    refs.extend(src.beats.map(counter_ref));
+    let (combine, hop, window) = (src.engine.combine, src.hop_secs, src.window_secs);
+    let primary_share = served_share(dir, combine, &refs, &inputs, hop, window);
     let pooling = match primary_share {
         Some(s) => lead_weights(&inputs, s).expect("checked by rule_share"),
         None => vec![1.0; inputs.len()],

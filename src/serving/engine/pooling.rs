@@ -6,43 +6,10 @@
 
 use std::path::Path;
 
-use super::ensemble::{BEATS_NAME, Sources};
+use super::ensemble::{Sources, counter_ref};
 use crate::alarm::rules::{MemberRef, RuleBook, RulesError, valid_share};
 use crate::config::Combine;
 use crate::zoo::{Input, Lead, Manifest};
-
-/// How an offline tool (`holmes evaluate`) pools an ensemble's members.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub enum Pooling {
-    /// As the daemon does ([`Ensemble::pooled_as_served`](super::ensemble::Ensemble::pooled_as_served)).
-    AsServed,
-    /// The plain mean.
-    Mean,
-    /// The primary lead's share ([`lead_weights`]).
-    PrimaryShare(f64),
-    /// Chosen on the validation part among the plain mean and a grid of shares (`holmes
-    /// evaluate --pooling choose`).
-    Choose,
-}
-
-impl std::str::FromStr for Pooling {
-    type Err = String;
-
-    /// `served`, `mean`, `choose`, or a share from 0.01 to 0.99 (e.g. `0.9`).
-    fn from_str(s: &str) -> Result<Pooling, String> {
-        match s {
-            "served" => Ok(Pooling::AsServed),
-            "mean" => Ok(Pooling::Mean),
-            "choose" => Ok(Pooling::Choose),
-            _ => match s.parse::<f64>() {
-                Ok(x) if valid_share(x) => Ok(Pooling::PrimaryShare(x)),
-                _ => Err(format!(
-                    "{s:?}: served, mean, choose, or the primary lead's share from 0.01 to 0.99"
-                )),
-            },
-        }
-    }
-}
 
 /// Each member's weight when the primary ECG lead's members carry `share` of the score
 /// together and the secondary lead's the rest, each lead's members sharing its part equally.
@@ -107,6 +74,22 @@ pub(crate) fn rule_share(
     Ok(Some(share))
 }
 
+/// [`rule_share`] where a rules file that does not read pools by the plain mean, said in the
+/// log: what an ensemble being prepared or scored offline does. Blocking.
+pub(crate) fn served_share(
+    dir: &Path,
+    combine: Combine,
+    members: &[MemberRef],
+    inputs: &[Input],
+    hop_secs: u32,
+    window_secs: u32,
+) -> Option<f64> {
+    rule_share(dir, combine, members, inputs, hop_secs, window_secs).unwrap_or_else(|e| {
+        tracing::warn!(error = %e, "The zoo's alarm rules do not read; the members pool by the plain mean");
+        None
+    })
+}
+
 /// The primary lead's share the named members would pool with if prepared now (their
 /// manifests read, not their weights): the composer compares it with the serving one before
 /// skipping a switch to the same members, so a rule saved with another pooling takes effect.
@@ -127,10 +110,7 @@ pub fn share_for(src: Sources<'_>, names: &[String]) -> Result<Option<f64>, Rule
         });
         inputs.push(mf.input);
     }
-    refs.extend(src.beats.map(|c| MemberRef {
-        name: BEATS_NAME.into(),
-        sha256: c.sha256.clone(),
-    }));
+    refs.extend(src.beats.map(counter_ref));
     rule_share(
         src.models_dir,
         src.engine.combine,
@@ -191,18 +171,6 @@ mod tests {
         assert_eq!(lead_weights(&[p, s, hr], 0.9), None);
         for bad in [0.0, 1.0, f64::NAN, 1.5, 5e-324, 0.995] {
             assert_eq!(lead_weights(&[p, s], bad), None, "{bad}");
-        }
-    }
-
-    #[test]
-    fn pooling_reads_served_mean_or_a_share() {
-        assert_eq!("served".parse(), Ok(Pooling::AsServed));
-        assert_eq!("mean".parse(), Ok(Pooling::Mean));
-        assert_eq!("0.9".parse(), Ok(Pooling::PrimaryShare(0.9)));
-        assert_eq!("choose".parse(), Ok(Pooling::Choose));
-        for bad in ["1", "0", "-0.2", "nan", "weighted"] {
-            let e = bad.parse::<Pooling>().unwrap_err();
-            assert!(e.contains("0.01 to 0.99"), "{bad}: {e}");
         }
     }
 }

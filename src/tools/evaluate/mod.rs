@@ -65,7 +65,6 @@ use crate::alarm::{
 };
 use crate::core::window::SAMPLE_RATE_HZ;
 use crate::serving::engine::ensemble::{Ensemble, EnsembleError};
-use crate::serving::engine::pooling::Pooling;
 use crate::signal::beats::{BeatCounter, BeatsError};
 use crate::signal::classical::ClassicalError;
 use crate::training::dataset::{
@@ -81,8 +80,8 @@ pub use causes::FalseAlarmCauses;
 pub use gate::{GateParseError, SqiGate};
 pub use gate_search::GateTrial;
 use gate_search::{choose_gate, gate_trials_on};
-pub use pooling_search::PoolingTrial;
-use pooling_search::{choose_pooling, pooling_trials_on, repool, share_of, weights_for};
+pub use pooling_search::{Pooling, PoolingTrial};
+use pooling_search::{choose_pooling, pooled, pooling_trials_on, repool, share_of};
 pub use save::save_rule;
 pub use stack::Stack;
 
@@ -285,9 +284,8 @@ pub fn evaluate(opts: &EvaluateOptions) -> Result<Evaluation, EvaluateError> {
     } else {
         None
     };
-    let ens = Ensemble::load(&opts.models_dir, &opts.members, window)?
-        .with_beats(counter)
-        .pooled(opts.pooling, &opts.models_dir, hop, window)?;
+    let ens = Ensemble::load(&opts.models_dir, &opts.members, window)?.with_beats(counter);
+    let ens = pooled(ens, opts.pooling, &opts.models_dir, hop, window)?;
     let ens = if opts.beats {
         ens.with_beats(None)
     } else {
@@ -348,8 +346,9 @@ pub fn evaluate(opts: &EvaluateOptions) -> Result<Evaluation, EvaluateError> {
     let (ens, pooling_trials) = if choose_pooling_here {
         let trials = pooling_trials_on(&mut val_replays, &ens, &search)?;
         let share = share_of(&trials, choose_pooling(&trials, opts.target_sensitivity));
-        repool(&mut val_replays, &weights_for(&ens, share));
-        (ens.with_share(share)?, trials)
+        let ens = ens.with_share(share)?;
+        repool(&mut val_replays, ens.weights());
+        (ens, trials)
     } else {
         (ens, Vec::new())
     };

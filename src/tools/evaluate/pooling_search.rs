@@ -11,9 +11,62 @@ use serde::Serialize;
 
 use super::replay::Replay;
 use super::{EvaluateError, choose_rule, condition};
+use crate::alarm::rules::valid_share;
 use crate::alarm::{ThresholdChoice, ThresholdSearch};
-use crate::serving::engine::ensemble::Ensemble;
-use crate::serving::engine::pooling::lead_weights;
+use crate::config::Combine;
+use crate::serving::engine::ensemble::{Ensemble, EnsembleError};
+
+/// How `holmes evaluate` pools the ensemble's members (`--pooling`).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Pooling {
+    /// As the daemon does ([`Ensemble::pooled_as_served`]).
+    AsServed,
+    /// The plain mean.
+    Mean,
+    /// The primary lead's share ([`lead_weights`]).
+    PrimaryShare(f64),
+    /// Chosen on the validation part among the plain mean and a grid of shares (`holmes
+    /// evaluate --pooling choose`).
+    Choose,
+}
+
+impl std::str::FromStr for Pooling {
+    type Err = String;
+
+    /// `served`, `mean`, `choose`, or a share from 0.01 to 0.99 (e.g. `0.9`).
+    fn from_str(s: &str) -> Result<Pooling, String> {
+        match s {
+            "served" => Ok(Pooling::AsServed),
+            "mean" => Ok(Pooling::Mean),
+            "choose" => Ok(Pooling::Choose),
+            _ => match s.parse::<f64>() {
+                Ok(x) if valid_share(x) => Ok(Pooling::PrimaryShare(x)),
+                _ => Err(format!(
+                    "{s:?}: served, mean, choose, or the primary lead's share from 0.01 to 0.99"
+                )),
+            },
+        }
+    }
+}
+
+/// `ens` pooled as `pooling` says: [`Pooling::AsServed`] reads the zoo's rule (the engine
+/// weighing members, as by default); a choice starts from the plain mean and is re-pooled
+/// once made. Blocking.
+pub(crate) fn pooled(
+    ens: Ensemble,
+    pooling: Pooling,
+    dir: &std::path::Path,
+    hop_secs: u32,
+    window_secs: u32,
+) -> Result<Ensemble, EnsembleError> {
+    match pooling {
+        Pooling::AsServed => {
+            Ok(ens.pooled_as_served(dir, Combine::WeightedMean, hop_secs, window_secs))
+        }
+        Pooling::Mean | Pooling::Choose => ens.with_share(None),
+        Pooling::PrimaryShare(s) => ens.with_share(Some(s)),
+    }
+}
 
 /// The primary lead's shares tried beside the plain mean.
 pub(crate) const SHARES: [f64; 6] = [0.3, 0.4, 0.6, 0.7, 0.8, 0.9];
@@ -29,18 +82,6 @@ pub struct PoolingTrial {
     pub ec57_pp: Option<f64>,
 }
 
-/// Each member's weight under `share` (1 each for the plain mean), or `None` when the members
-/// cannot pool by it (then the share is not tried).
-fn weights(ens: &Ensemble, share: Option<f64>) -> Option<Vec<f64>> {
-    match share {
-        None => Some(vec![1.0; ens.members.len()]),
-        Some(s) => {
-            let inputs: Vec<_> = ens.members.iter().map(|m| m.manifest.input).collect();
-            lead_weights(&inputs, s)
-        }
-    }
-}
-
 /// Tries the plain mean and each share the members can pool by on the validation replays
 /// (which are left pooled by the last one tried: [`repool`] them with the choice).
 pub(crate) fn pooling_trials_on(
@@ -51,7 +92,8 @@ pub(crate) fn pooling_trials_on(
     let shares = std::iter::once(None).chain(SHARES.iter().map(|&s| Some(s)));
     let mut out = Vec::new();
     for share in shares {
-        let Some(w) = weights(ens, share) else {
+        // A share the members cannot pool by is not tried.
+        let Some(w) = ens.weights_for(share) else {
             continue;
         };
         repool(reps, &w);
@@ -102,11 +144,6 @@ pub(crate) fn choose_pooling(trials: &[PoolingTrial], target: f64) -> Option<usi
 /// The primary lead's share of trial `i` (`None`: the plain mean, or no trial).
 pub(crate) fn share_of(trials: &[PoolingTrial], i: Option<usize>) -> Option<f64> {
     i.and_then(|i| trials[i].primary_share)
-}
-
-/// The weights of `share` for `ens` (1 each for the plain mean or a share it cannot take).
-pub(crate) fn weights_for(ens: &Ensemble, share: Option<f64>) -> Vec<f64> {
-    weights(ens, share).unwrap_or_else(|| vec![1.0; ens.members.len()])
 }
 
 #[cfg(test)]
@@ -166,5 +203,17 @@ mod tests {
         assert_eq!(choose_pooling(&none, 0.95), Some(1));
         assert_eq!(share_of(&none, Some(1)), None);
         assert_eq!(choose_pooling(&[], 0.95), None);
+    }
+
+    #[test]
+    fn pooling_reads_served_mean_or_a_share() {
+        assert_eq!("served".parse(), Ok(Pooling::AsServed));
+        assert_eq!("mean".parse(), Ok(Pooling::Mean));
+        assert_eq!("0.9".parse(), Ok(Pooling::PrimaryShare(0.9)));
+        assert_eq!("choose".parse(), Ok(Pooling::Choose));
+        for bad in ["1", "0", "-0.2", "nan", "weighted"] {
+            let e = bad.parse::<Pooling>().unwrap_err();
+            assert!(e.contains("0.01 to 0.99"), "{bad}: {e}");
+        }
     }
 }
