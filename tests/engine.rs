@@ -1,5 +1,6 @@
 //! The serving engine with `FakeModel` members: cross-bed batching, deadline order, partial
-//! scores at the deadline, superseding under overload, a faulty member isolated, and the
+//! scores at the deadline, superseding under overload, a faulty member isolated, the zoo's
+//! beat counter read beside the members (and left out, named, when it is late), and the
 //! engine's own overhead per window (printed).
 
 use std::sync::Arc;
@@ -14,6 +15,7 @@ use holmes::core::window::LeadSlot;
 use holmes::core::window::WindowQuality;
 use holmes::serving::engine::{Engine, Factory, FakeModel, InferModel, MemberSpec};
 use holmes::serving::store::{self, ServedEnsemble, StoreHandle, StoreReader};
+use holmes::signal::beats::BeatCounter;
 use holmes::zoo::{Input, Lead};
 
 struct Rig {
@@ -47,6 +49,23 @@ fn member(name: &str, f: FakeModel, batch_cap: usize) -> MemberSpec {
 }
 
 fn rig(slo_ms: u64, queue_capacity: usize, members: Vec<MemberSpec>) -> Rig {
+    rig_counting(slo_ms, queue_capacity, members, None)
+}
+
+/// The zoo's beat counter, as the daemon serves it at the 5-s hop.
+fn zoo_counter() -> BeatCounter {
+    let models = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("models");
+    BeatCounter::load(&models, 5)
+        .unwrap()
+        .expect("the zoo has a beat counter")
+}
+
+fn rig_counting(
+    slo_ms: u64,
+    queue_capacity: usize,
+    members: Vec<MemberSpec>,
+    beats: Option<BeatCounter>,
+) -> Rig {
     let dir = tempfile::tempdir().unwrap();
     let cfg = StorageConfig {
         db: dir.path().join("e.db"),
@@ -79,7 +98,7 @@ fn rig(slo_ms: u64, queue_capacity: usize, members: Vec<MemberSpec>) -> Rig {
         device: "cpu".into(),
         pin: Default::default(),
     };
-    let engine = Engine::start(&ecfg, members, store.clone(), id, None).unwrap();
+    let engine = Engine::start(&ecfg, members, store.clone(), id, beats).unwrap();
     let reader = StoreReader::open(&cfg.db).unwrap();
     Rig {
         engine,
@@ -223,6 +242,69 @@ fn a_member_that_misses_the_deadline_makes_a_partial_score_naming_it() {
     std::thread::sleep(Duration::from_millis(700));
     assert_eq!(r.engine.counters().late_members.load(Ordering::Relaxed), 1);
     assert_eq!(r.rows("bed-p").len(), 1);
+}
+
+#[test]
+fn the_beat_counter_reads_beside_the_members() {
+    let r = rig_counting(
+        5_000,
+        64,
+        vec![member("m", busy(300), 8)],
+        Some(zoo_counter()),
+    );
+    r.engine.submit(window("bed-c", 0, Instant::now()));
+    r.wait(1);
+    let row = &r.rows("bed-c")[0];
+    assert_eq!(row.status, "scored", "{row:?}");
+    let missing: Vec<String> = serde_json::from_value(row.missing.clone()).unwrap();
+    assert!(missing.is_empty(), "{missing:?}");
+    let beats = &row.timing["beats"];
+    let member = &row.timing["members"][0];
+    // The counter began reading as the window arrived, while the member computed: it did not
+    // wait for the member's 300 ms.
+    assert!(
+        beats["queue_ms"].as_f64().unwrap() < member["compute_ms"].as_f64().unwrap() / 2.0,
+        "{}",
+        row.timing
+    );
+    assert!(beats["compute_ms"].as_f64().unwrap() >= 0.0);
+    let queues: Vec<String> = r.engine.queue_lengths().into_iter().map(|q| q.0).collect();
+    assert_eq!(queues, ["m", "beats"]);
+}
+
+#[test]
+fn a_late_beat_counter_leaves_the_score_partial_naming_it() {
+    // Two hours of beats in one window: the counter reads them all (the member only its last
+    // 30 s), far past the 20-ms deadline.
+    let r = rig_counting(20, 64, vec![member("m", busy(1), 8)], Some(zoo_counter()));
+    let n = 250 * 7200;
+    let ecg: Vec<f32> = (0..n)
+        .map(|i| {
+            let k = i % 200;
+            if k < 10 {
+                1.0 - (k as f32 - 5.0).abs() / 5.0
+            } else {
+                0.0
+            }
+        })
+        .collect();
+    let mut w = window("bed-l", 0, Instant::now());
+    w.ecg[0] = Some(ecg.into());
+    r.engine.submit(w);
+    r.wait(1);
+    let row = &r.rows("bed-l")[0];
+    assert_eq!(row.status, "partial", "{row:?}");
+    assert_eq!(row.score, Some(0.0), "the member's probability, not raised");
+    let missing: Vec<String> = serde_json::from_value(row.missing.clone()).unwrap();
+    assert_eq!(missing, ["beats"]);
+    assert!(row.timing.get("beats").is_none(), "{}", row.timing);
+    // Its reading arrives after the commit and is counted, not stored twice.
+    let until = Instant::now() + Duration::from_secs(30);
+    while r.engine.counters().late_members.load(Ordering::Relaxed) < 1 {
+        assert!(Instant::now() < until, "the late reading was never counted");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    assert_eq!(r.rows("bed-l").len(), 1);
 }
 
 #[test]

@@ -106,7 +106,10 @@ impl Liveness {
 
     /// `Err` with the reason when either has stalled for longer than the allowance.
     pub(crate) fn check(&mut self, now: Instant) -> Result<(), String> {
-        let batches = self.engine.counters().batches.load(Ordering::Relaxed);
+        // Progress: a member's batch or a window the beat counter read.
+        let counters = self.engine.counters();
+        let batches = counters.batches.load(Ordering::Relaxed)
+            + counters.beat_readings.load(Ordering::Relaxed);
         let queued: usize = self.engine.queue_lengths().iter().map(|q| q.1).sum();
         if batches != self.engine_mark.0 || queued == 0 {
             self.engine_mark = (batches, now);

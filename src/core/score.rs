@@ -62,7 +62,8 @@ pub(crate) struct ScoreRecord {
     /// timeline.
     pub(crate) run_onset_ms: Option<i64>,
     pub(crate) members: Vec<MemberScore>,
-    /// Members that should have scored this window and did not (partial scores).
+    /// Members that should have scored this window and did not (partial scores), and `beats`
+    /// where the beat counter serves and did not read it.
     pub(crate) missing: Vec<String>,
     pub(crate) ensemble_id: i64,
     pub(crate) quality: WindowQuality,

@@ -405,6 +405,17 @@ pub(super) async fn health(State(s): State<AppState>) -> Json<Health> {
     if models.iter().any(|m| m.faults > 0) {
         problems.push("models: a member has failed on some windows".into());
     }
+    let counter = crate::serving::engine::ensemble::BEATS_NAME;
+    if s.engine
+        .model_faults()
+        .get(counter)
+        .is_some_and(|f| f.faults > 0)
+    {
+        problems.push(
+            "models: the beat counter has failed on some windows (scored by the members alone)"
+                .into(),
+        );
+    }
     let lead_sets = s.engine.lead_sets();
     if !lead_sets.is_full() {
         problems.push(format!(

@@ -1,9 +1,10 @@
 //! ECG signal processing shared by training, serving and the tools: QRS detection and the
 //! heart rate a monitor reports ([`heart_rate`]), sample-rate conversion ([`resample`]), a
 //! synthetic ECG ([`ecgsyn`]) for demos, profiling and tests, a classical VT/VF detector
-//! ([`classical`], the baseline of `holmes evaluate`) and signal-quality indices ([`quality`]).
+//! ([`classical`], the baseline of `holmes evaluate`), signal-quality indices ([`quality`]) and
+//! the beat counter a ward serves beside its ensemble ([`beats`]).
 
-pub(crate) mod beats;
+pub mod beats;
 pub mod classical;
 pub mod ecgsyn;
 pub(crate) mod heart_rate;

@@ -1,6 +1,7 @@
 //! A closed window in flight through the engine, materialised once and shared by every member
-//! (ids, not data), with its accumulator: member results arrive in any order and the window
-//! commits when all are in, or at its deadline with what it has (`partial`).
+//! and the beat counter's stage (ids, not data), with its accumulator: member results and the
+//! counter's reading arrive in any order and the window commits when all are in, or at its
+//! deadline with what it has (`partial`).
 
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
@@ -8,6 +9,8 @@ use std::time::{Duration, Instant};
 use serde::Serialize;
 
 use super::Shared;
+use super::beats::Reading;
+use super::ensemble::BEATS_NAME;
 use crate::core::score::{MemberScore, ScoreRecord, ScoreStatus};
 use crate::core::window::ClosedWindow;
 
@@ -59,12 +62,35 @@ pub(crate) enum Slot {
     Done(MemberResult),
 }
 
+/// Where the beat counter stands for a window.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(crate) enum BeatSlot {
+    /// No counter serves, or no member applies (the counter raises scores, it makes none).
+    Off,
+    Waiting,
+    /// Its queue was full: it never read the window.
+    Dropped,
+    Done(Reading),
+}
+
 #[derive(Debug)]
 struct State {
     slots: Vec<Slot>,
+    beats: BeatSlot,
     done: bool,
-    /// The deadline passed with no result yet: the first result commits.
+    /// The deadline passed with no member result yet: the first one commits.
     overdue: bool,
+}
+
+impl State {
+    /// Whether a member or the counter has yet to answer.
+    fn waiting(&self) -> bool {
+        self.beats == BeatSlot::Waiting || self.slots.iter().any(|x| matches!(x, Slot::Waiting))
+    }
+
+    fn snapshot(&self) -> (Vec<Slot>, BeatSlot) {
+        (self.slots.clone(), self.beats)
+    }
 }
 
 /// A window and its accumulator.
@@ -82,7 +108,10 @@ pub(crate) struct Timing {
     /// Window close (arrival of its last sample) to submission to the engine.
     pub(crate) submit_ms: f64,
     pub(crate) members: Vec<MemberTiming>,
-    /// Last member result (or deadline) to hand-off to the store.
+    /// The beat counter's reading, where it read the window.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) beats: Option<MemberTiming>,
+    /// Last answer (or deadline) to hand-off to the store.
     pub(crate) combine_ms: f64,
 }
 
@@ -107,13 +136,19 @@ fn ms(d: Duration) -> f64 {
 }
 
 impl WindowJob {
-    pub(crate) fn new(window: ClosedWindow, slots: Vec<Slot>, slo: Duration) -> WindowJob {
+    pub(crate) fn new(
+        window: ClosedWindow,
+        slots: Vec<Slot>,
+        beats: BeatSlot,
+        slo: Duration,
+    ) -> WindowJob {
         WindowJob {
             deadline: window.last_sample_at + slo,
             submitted: Instant::now(),
             window,
             state: Mutex::new(State {
                 slots,
+                beats,
                 done: false,
                 overdue: false,
             }),
@@ -129,6 +164,33 @@ impl WindowJob {
         self.state.lock().expect("job lock").slots[m] = Slot::Dropped;
     }
 
+    /// Marks the counter dropped (its queue was full).
+    pub(crate) fn drop_beats(&self) {
+        self.state.lock().expect("job lock").beats = BeatSlot::Dropped;
+    }
+
+    /// Records the counter's reading; commits when it was the last answer. An overdue window
+    /// waits for its first member result: the counter only raises a score.
+    pub(crate) fn complete_beats(&self, r: Reading, shared: &Shared) {
+        let commit = {
+            let mut s = self.state.lock().expect("job lock");
+            if s.done {
+                shared.metrics.late_member();
+                return;
+            }
+            s.beats = BeatSlot::Done(r);
+            if s.waiting() {
+                None
+            } else {
+                s.done = true;
+                Some(s.snapshot())
+            }
+        };
+        if let Some(snapshot) = commit {
+            self.commit(snapshot, Reason::Complete, shared);
+        }
+    }
+
     /// Records member `m`'s result; commits when it was the last one (or the deadline passed).
     pub(crate) fn complete_member(&self, m: usize, r: MemberResult, shared: &Shared) {
         let commit = {
@@ -138,11 +200,11 @@ impl WindowJob {
                 return;
             }
             s.slots[m] = Slot::Done(r);
-            let waiting = s.slots.iter().any(|x| matches!(x, Slot::Waiting));
+            let waiting = s.waiting();
             if !waiting || s.overdue {
                 s.done = true;
                 Some((
-                    s.slots.clone(),
+                    s.snapshot(),
                     if waiting {
                         Reason::Deadline
                     } else {
@@ -153,8 +215,8 @@ impl WindowJob {
                 None
             }
         };
-        if let Some((slots, reason)) = commit {
-            self.commit(slots, reason, shared);
+        if let Some((snapshot, reason)) = commit {
+            self.commit(snapshot, reason, shared);
         }
     }
 
@@ -167,45 +229,54 @@ impl WindowJob {
             }
             if s.slots.iter().any(|x| matches!(x, Slot::Done(_))) {
                 s.done = true;
-                Some(s.slots.clone())
+                Some(s.snapshot())
             } else if s.slots.iter().any(|x| matches!(x, Slot::Waiting)) {
                 s.overdue = true;
                 None
             } else {
                 // Every member was dropped: nothing will come.
                 s.done = true;
-                Some(s.slots.clone())
+                Some(s.snapshot())
             }
         };
-        if let Some(slots) = commit {
-            self.commit(slots, Reason::Deadline, shared);
+        if let Some(snapshot) = commit {
+            self.commit(snapshot, Reason::Deadline, shared);
         }
     }
 
-    /// A newer window of the same bed replaced this one in a queue.
+    /// A newer window of the same bed replaced this one in a queue. Where every member has
+    /// answered already (the counter's queue let it go), the window commits with what it has,
+    /// as at its deadline.
     pub(crate) fn supersede(&self, shared: &Shared) {
-        let slots = {
+        let (snapshot, reason) = {
             let mut s = self.state.lock().expect("job lock");
             if s.done {
                 return;
             }
             s.done = true;
-            s.slots.clone()
+            let answered = s.slots.iter().any(|x| matches!(x, Slot::Done(_)))
+                && !s.slots.iter().any(|x| matches!(x, Slot::Waiting));
+            let reason = if answered {
+                Reason::Deadline
+            } else {
+                Reason::Superseded
+            };
+            (s.snapshot(), reason)
         };
-        self.commit(slots, Reason::Superseded, shared);
+        self.commit(snapshot, reason, shared);
     }
 
     /// Commits immediately (no member applies to this window).
     pub(crate) fn commit_now(&self, shared: &Shared) {
-        let slots = {
+        let snapshot = {
             let mut s = self.state.lock().expect("job lock");
             s.done = true;
-            s.slots.clone()
+            s.snapshot()
         };
-        self.commit(slots, Reason::Complete, shared);
+        self.commit(snapshot, Reason::Complete, shared);
     }
 
-    fn commit(&self, slots: Vec<Slot>, reason: Reason, shared: &Shared) {
+    fn commit(&self, (slots, beats): (Vec<Slot>, BeatSlot), reason: Reason, shared: &Shared) {
         let t = Instant::now();
         let names = shared.member_names();
         let mut members = Vec::with_capacity(slots.len());
@@ -214,6 +285,7 @@ impl WindowJob {
                 .submitted
                 .saturating_duration_since(self.window.last_sample_at)),
             members: Vec::new(),
+            beats: None,
             combine_ms: 0.0,
         };
         let mut missing = Vec::new();
@@ -255,10 +327,30 @@ impl WindowJob {
             });
         }
         let combined = super::ensemble::combine(shared.combine, &present);
-        // A counted VT run raises the score (superseded windows are not read).
-        let (combined, run_onset_ms) = match (&shared.beats, reason) {
-            (Some(c), r) if !matches!(r, Reason::Superseded) => {
-                let counted = c.apply(&self.window, combined);
+        // A counted VT run raises the score; a counter that serves and did not read the window
+        // is missing from it.
+        let evidence = match (&shared.beats, beats) {
+            (Some(_), BeatSlot::Done(r)) => {
+                timing.beats = Some(MemberTiming {
+                    name: BEATS_NAME.into(),
+                    queue_ms: ms(r.queue),
+                    compute_ms: ms(r.compute),
+                    batch: 1,
+                });
+                if r.evidence.is_none() {
+                    missing.push(BEATS_NAME.into());
+                }
+                r.evidence
+            }
+            (Some(_), BeatSlot::Waiting | BeatSlot::Dropped) => {
+                missing.push(BEATS_NAME.into());
+                None
+            }
+            _ => None,
+        };
+        let (combined, run_onset_ms) = match (&shared.beats, evidence, reason) {
+            (Some(stage), Some(e), r) if !matches!(r, Reason::Superseded) => {
+                let counted = stage.counter.judge(&e, self.window.end_ms, combined);
                 (counted.score, counted.run_onset_ms)
             }
             _ => (combined, None),

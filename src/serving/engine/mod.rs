@@ -5,13 +5,16 @@
 //! Each member's workers ([`worker`]), dedicated threads on an accelerator, pull batches of windows
 //! from different beds, earliest deadline first, and report to the window's accumulator, which
 //! commits to the [`store`](crate::serving::store) when all members are in, or at the deadline with what
-//! it has (`partial`), via the [`deadline`] watcher. Overload is explicit: one waiting window
-//! per bed and model (a newer one supersedes it), bounded queues, and a counter for each case.
+//! it has (`partial`), via the [`deadline`] watcher. The zoo's beat counter, where one serves,
+//! reads each window on a stage of its own beside the members ([`beats`]) and raises the
+//! score as the window commits. Overload is explicit: one waiting window per bed and model
+//! (a newer one supersedes it), bounded queues, and a counter for each case.
 //!
 //! [`ensemble`] loads, describes and places an ensemble ([`accelerator`], [`plan`],
 //! [`profile`]) for the daemon and the composer alike; [`reload`] hot-swaps changed members.
 
 pub(crate) mod accelerator;
+pub(crate) mod beats;
 pub(crate) mod deadline;
 pub mod ensemble;
 pub(crate) mod job;
@@ -37,7 +40,7 @@ use crate::core::window::ClosedWindow;
 use crate::serving::store::StoreHandle;
 use crate::signal::beats::BeatCounter;
 use crate::zoo::{Input, LeadSets};
-use job::{Slot, Timing, WindowJob};
+use job::{BeatSlot, Slot, Timing, WindowJob};
 use queue::{ModelQueue, Pushed};
 
 #[derive(Debug, thiserror::Error)]
@@ -96,6 +99,8 @@ pub struct Counters {
     pub late_members: AtomicU64,
     pub model_faults: AtomicU64,
     pub batches: AtomicU64,
+    /// Windows the beat counter read.
+    pub beat_readings: AtomicU64,
     pub(crate) batched_windows: AtomicU64,
 }
 
@@ -193,8 +198,8 @@ pub(crate) struct Shared {
     /// Each member's weight, and how the members' probabilities combine.
     weights: Vec<f64>,
     combine: Combine,
-    /// The beat counter applied to each combined score, if one serves.
-    pub(crate) beats: Option<Arc<BeatCounter>>,
+    /// The beat counter that raises each combined score, and its stage, if one serves.
+    pub(crate) beats: Option<beats::BeatStage>,
     deadlines: deadline::Deadlines,
 }
 
@@ -257,7 +262,10 @@ impl Generation {
             slots,
             weights,
             combine: cfg.combine,
-            beats,
+            beats: beats.map(|counter| beats::BeatStage {
+                counter,
+                queue: ModelQueue::new(cfg.queue_capacity),
+            }),
             deadlines: deadline::Deadlines::default(),
         });
         let mut threads = Vec::new();
@@ -278,6 +286,16 @@ impl Generation {
                     }
                 }
                 ready.push(rx);
+            }
+        }
+        if spawn_err.is_none() && shared.beats.is_some() {
+            let sh = shared.clone();
+            match std::thread::Builder::new()
+                .name("holmes-beats".into())
+                .spawn(move || beats::run(sh))
+            {
+                Ok(h) => threads.push(h),
+                Err(e) => spawn_err = Some(EngineError::Thread(e.to_string())),
             }
         }
         if spawn_err.is_none() {
@@ -317,6 +335,9 @@ impl Generation {
     fn stop(&self) {
         for s in &self.shared.slots {
             s.queue.close();
+        }
+        if let Some(b) = &self.shared.beats {
+            b.queue.close();
         }
         let threads: Vec<_> = std::mem::take(&mut *self.threads.lock().expect("threads lock"));
         let (workers, watcher): (Vec<_>, Vec<_>) = threads
@@ -434,18 +455,34 @@ impl Engine {
         let applicable: Vec<usize> = (0..slots.len())
             .filter(|&i| slots[i] == Slot::Waiting)
             .collect();
-        let job = Arc::new(WindowJob::new(w, slots, self.slo()));
+        let beats = match &sh.beats {
+            Some(_) if !applicable.is_empty() => BeatSlot::Waiting,
+            _ => BeatSlot::Off,
+        };
+        let job = Arc::new(WindowJob::new(w, slots, beats, self.slo()));
         if applicable.is_empty() {
             job.commit_now(sh);
             return;
         }
         sh.deadlines.add(&job);
+        if let Some(stage) = &sh.beats {
+            match stage.queue.push(job.clone()) {
+                Pushed::Queued => {}
+                Pushed::Superseded(old) => old.iter().for_each(|o| o.supersede(sh)),
+                Pushed::Full(old) => {
+                    old.iter().for_each(|o| o.supersede(sh));
+                    job.drop_beats();
+                    sh.metrics.dropped_member();
+                }
+            }
+        }
         let mut dropped = 0;
         for i in applicable.iter().copied() {
             match sh.slots[i].queue.push(job.clone()) {
                 Pushed::Queued => {}
                 Pushed::Superseded(old) => old.iter().for_each(|o| o.supersede(sh)),
-                Pushed::Full => {
+                Pushed::Full(old) => {
+                    old.iter().for_each(|o| o.supersede(sh));
                     job.drop_member(i);
                     sh.metrics.dropped_member();
                     dropped += 1;
@@ -513,13 +550,18 @@ impl Engine {
         self.metrics.per_model.lock().expect("fault lock").clone()
     }
 
-    /// Windows waiting per member queue.
+    /// Windows waiting per member queue, then the beat counter's (`beats`) where one serves.
     pub fn queue_lengths(&self) -> Vec<(String, usize)> {
-        self.current()
-            .shared
-            .slots
+        let g = self.current();
+        let sh = &g.shared;
+        sh.slots
             .iter()
             .map(|s| (s.name.clone(), s.queue.len()))
+            .chain(
+                sh.beats
+                    .as_ref()
+                    .map(|b| (ensemble::BEATS_NAME.to_owned(), b.queue.len())),
+            )
             .collect()
     }
 

@@ -45,8 +45,9 @@ pub(crate) enum Pushed {
     Queued,
     /// Queued, and these older windows of the same bed were taken out of the queue.
     Superseded(Vec<Arc<WindowJob>>),
-    /// The queue is full; the job was not queued.
-    Full,
+    /// The queue is full; the job was not queued (and these older windows of the same bed
+    /// were taken out of it all the same: they are superseded).
+    Full(Vec<Arc<WindowJob>>),
 }
 
 impl std::fmt::Debug for WindowJob {
@@ -104,7 +105,7 @@ impl ModelQueue {
             }
         }
         if g.heap.len() >= self.capacity {
-            return Pushed::Full;
+            return Pushed::Full(superseded);
         }
         g.seq += 1;
         let seq = g.seq;

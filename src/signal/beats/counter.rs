@@ -175,20 +175,37 @@ impl BeatCounter {
     /// The window's score with the counter: 1 where its beats end in a VT run under the rule,
     /// else `score` (no score stays none: the counter raises a scored window, it does not
     /// score one the members could not); with the run's onset, ms on the window's timeline,
-    /// where it raised the score.
+    /// where it raised the score. [`read`](Self::read) then [`judge`](Self::judge), as the
+    /// engine runs them apart (the reading beside the members, the judging where the window
+    /// commits).
     pub fn apply(&self, w: &ClosedWindow, score: Option<f32>) -> Counted {
+        if score.is_none() {
+            return Counted::default();
+        }
+        self.judge(&self.read(w), w.end_ms, score)
+    }
+
+    /// What the counter reads of a window: the run its beats end in and, when the rule gates
+    /// on it, the primary lead's bSQI. All of the counter's work is here.
+    pub(crate) fn read(&self, w: &ClosedWindow) -> RunEvidence {
+        let leads: Vec<&[f32]> = w.ecg.iter().flatten().map(|l| &l[..]).collect();
+        let gate = self.file.rule.min_bsqi > 0.0;
+        run_evidence(&self.file.classifier, &leads, self.hop, gate)
+    }
+
+    /// The score of a window ending at `end_ms` with the counter, from what it read there
+    /// ([`apply`](Self::apply)).
+    pub(crate) fn judge(&self, evidence: &RunEvidence, end_ms: i64, score: Option<f32>) -> Counted {
         let Some(s) = score else {
             return Counted::default();
         };
-        let leads: Vec<&[f32]> = w.ecg.iter().flatten().map(|l| &l[..]).collect();
         let rule = self.file.rule;
-        let evidence = run_evidence(&self.file.classifier, &leads, self.hop, rule.min_bsqi > 0.0);
-        let seen = rule.sees_run(evidence);
+        let seen = rule.sees_run(*evidence);
         Counted {
             score: Some(if seen { 1.0 } else { s }),
             raised: seen,
             run_onset_ms: seen
-                .then(|| evidence.onset_ms(w.end_ms, rule.call_at))
+                .then(|| evidence.onset_ms(end_ms, rule.call_at))
                 .flatten(),
             run_level: Some(evidence.level()),
         }
