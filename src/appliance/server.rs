@@ -133,7 +133,7 @@ pub async fn start(cfg: Config, listener: TcpListener) -> Result<Running, Server
             hop_secs: c2.ward.hop_secs,
             beats: beats.as_ref(),
         };
-        let stored = crate::composer::service::stored_plan(&c2, &d2);
+        let stored = crate::composer::service::stored_plan(&c2, &d2, beats.as_ref());
         if let Some(p) = &stored {
             match ensemble::prepare(sources, &p.rungs[0].members, &d2, p.inputs.beds) {
                 Ok(prep) => return Ok((stored, prep, beats)),

@@ -1,4 +1,5 @@
-//! `holmes profile`: each model's latency per batch size on each accelerator, stored.
+//! `holmes profile`: each model's latency per batch size on each accelerator, stored; and the
+//! beat counter's reading of a window on the CPU, when the config serves one.
 
 use anyhow::Result;
 
@@ -7,10 +8,11 @@ use crate::zoo;
 
 #[derive(Debug, clap::Args)]
 pub struct ProfileArgs {
-    /// Models to profile: names, or empty for the ensemble's members.
+    /// Models to profile: names, or empty for the ensemble's members (and the beat counter,
+    /// when the config serves one).
     #[arg(long)]
     models: Vec<String>,
-    /// Profile every model in the zoo.
+    /// Profile every model in the zoo (and the beat counter, when the config serves one).
     #[arg(long)]
     all: bool,
     /// Largest batch (the bed count the appliance serves).
@@ -36,6 +38,11 @@ pub(crate) fn run(a: ProfileArgs) -> Result<()> {
     } = a;
     let cfg = config.load()?;
     let db = cfg.storage.db.clone();
+    let counter = if cfg.ensemble.count_beats && (all || models.is_empty()) {
+        crate::signal::beats::BeatCounter::load(&cfg.ensemble.models_dir, cfg.ward.hop_secs)?
+    } else {
+        None
+    };
     let names: Vec<String> = if all {
         zoo::model_dirs(&cfg.ensemble.models_dir)?
             .iter()
@@ -80,6 +87,18 @@ pub(crate) fn run(a: ProfileArgs) -> Result<()> {
             }
             out.push(p);
         }
+    }
+    if let Some(c) = &counter {
+        let p = crate::serving::engine::profile::profile_counter(c, cfg.ward.window_secs, &opts);
+        crate::serving::engine::profile::store_profile(&db, &p)?;
+        if !json {
+            let pt = &p.points[0];
+            println!(
+                "the beat counter on cpu ({}), one {} s window: p50 {:.2} ms  p95 {:.2} ms  p99 {:.2} ms  ({} runs)",
+                p.hardware, cfg.ward.window_secs, pt.p50_ms, pt.p95_ms, pt.p99_ms, pt.repeats
+            );
+        }
+        out.push(p);
     }
     if json {
         println!("{}", serde_json::to_string_pretty(&out)?);

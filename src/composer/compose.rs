@@ -9,7 +9,7 @@ use std::time::Instant;
 
 use serde::Serialize;
 
-pub(crate) use super::latency::{Estimator, LatencyModel, latency_estimate};
+pub(crate) use super::latency::{Estimator, LatencyModel};
 use super::profiler::split_covering;
 use super::search::{self, Bits, Goal, Profiler, Step};
 
@@ -151,10 +151,7 @@ pub(crate) fn load_zoo(
             None => {
                 let opts = crate::serving::engine::profile::ProfileOptions {
                     max_batch: PROFILE_MAX_BATCH,
-                    warmup: 1,
-                    min_repeats: 5,
-                    max_repeats: 20,
-                    budget: std::time::Duration::from_millis(500),
+                    ..crate::serving::engine::profile::QUICK
                 };
                 let p = crate::serving::engine::profile::profile_model(&m.dir, &cpu, &opts)?;
                 crate::serving::engine::profile::store_profile(db, &p)?;
@@ -274,17 +271,17 @@ pub(crate) struct Row {
 /// Ensembles the exact search may profile before it gives up (the report then says so).
 pub(crate) const EXACT_NODES: usize = 10_000;
 
-/// Runs `method` at `budget_ms` with the network-calculus estimate ([`latency_estimate`]).
+/// Runs `method` at `budget_ms` with a fast latency estimate (the daemon's:
+/// [`LatencyModel`]'s network-calculus bound).
 pub(crate) fn run(
     entries: &[Entry],
     method: &str,
     budget_ms: f64,
-    beds: usize,
-    hop_s: f64,
+    latency: &dyn Fn(&[bool]) -> f64,
     params: &HolmesParams,
 ) -> Row {
     run_with(entries, method, budget_ms, params, &mut |b: &[bool]| {
-        latency_estimate(entries, b, beds, hop_s)
+        latency(b)
     })
 }
 
@@ -649,17 +646,7 @@ mod tests {
     fn estimators_agree_where_they_should() {
         let entries = small_zoo();
         let engine = crate::config::Config::default().engine;
-        let mut m = LatencyModel::new(&entries, &engine, 64, 30.0, Estimator::Des);
-        for b in [
-            [true, false, false],
-            [true, true, false],
-            [true, true, true],
-        ] {
-            assert_eq!(
-                m.by(Estimator::Netcalc, &b),
-                latency_estimate(&entries, &b, 64, 30.0)
-            );
-        }
+        let mut m = LatencyModel::new(&entries, &engine, 64, 30.0, 0.0, Estimator::Des);
         // 64 beds over 30 s leave 469 ms between windows: no queueing in the simulation. One
         // core: the members' times add up; three cores: the slowest decides.
         m.des.cores = 1;
@@ -669,5 +656,15 @@ mod tests {
         assert!((m.estimate(&[true, true, true]) - 10.0).abs() < 1e-9);
         // The bound charges the service time twice (latency plus a window at the rate).
         assert!((m.by(Estimator::Netcalc, &[true, false, false]) - 20.0).abs() < 1e-9);
+        // What serves beside the members (a beat counter reading 3 ms a window) costs every
+        // window: added to theirs on one core, run beside them on three.
+        let pair = [true, true, false];
+        let mut c = LatencyModel::new(&entries, &engine, 64, 30.0, 3.0, Estimator::Des);
+        assert!(c.by(Estimator::Netcalc, &pair) > m.by(Estimator::Netcalc, &pair));
+        assert!((c.service_ms(Estimator::Netcalc, &pair) - 18.0).abs() < 1e-9);
+        c.des.cores = 1;
+        assert!((c.estimate(&pair) - 18.0).abs() < 1e-9);
+        c.des.cores = 3;
+        assert!((c.estimate(&pair) - 10.0).abs() < 1e-9);
     }
 }

@@ -1,6 +1,9 @@
-//! The fast latency estimators of an ensemble over stored profiles: the members' batch-1
-//! service times added up plus the [`netcalc`] queueing bound ([`latency_estimate`]), or the
-//! [`des`] discrete-event simulation of the engine, both behind [`LatencyModel`].
+//! The fast latency estimators of an ensemble over stored profiles, behind [`LatencyModel`]:
+//! the [`netcalc`] queueing bound over the members' service times added up, one window at a
+//! time or in the batches the engine forms at a ward's rate, whichever bound is lower; or the
+//! [`des`] discrete-event simulation of the engine. Every window also costs what is served
+//! beside its members, whatever they are: the beat counter's reading ([`counter_ms`], from its
+//! stored profile), priced in every estimate.
 
 use std::collections::HashMap;
 
@@ -9,19 +12,29 @@ use serde::Serialize;
 use super::compose::Entry;
 use super::{des, netcalc};
 use crate::config::EngineConfig;
-use crate::serving::engine::profile::Profile;
+use crate::serving::engine::profile::{self, Profile};
+use crate::signal::beats::BeatCounter;
 
-/// Estimated end-to-end latency (ms) of ensemble `b` for `beds` beds staggered over `hop_s`:
-/// the members share the CPU, so a window takes the sum of their service times, and queueing
-/// adds the network-calculus bound.
-pub(crate) fn latency_estimate(entries: &[Entry], b: &[bool], beds: usize, hop_s: f64) -> f64 {
-    let ts: f64 = entries
-        .iter()
-        .zip(b)
-        .filter(|x| *x.1)
-        .map(|(e, _)| e.latency_ms)
-        .sum();
-    netcalc_ms(ts, beds, hop_s)
+/// The beat counter's service time a window (p95 of its stored CPU profile, ms): measured now
+/// and stored when this machine has none for it.
+pub(crate) fn counter_ms(
+    db: &std::path::Path,
+    counter: &BeatCounter,
+    window_secs: u32,
+) -> Result<f64, crate::serving::store::StoreError> {
+    let name = profile::counter_profile_name(window_secs);
+    let stored = profile::load_profiles(db, &name, &counter.sha256)?
+        .into_iter()
+        .find(|p| p.device == "cpu");
+    let p = match stored {
+        Some(p) => p,
+        None => {
+            let p = profile::profile_counter(counter, window_secs, &profile::QUICK);
+            profile::store_profile(db, &p)?;
+            p
+        }
+    };
+    Ok(p.points.first().map_or(0.0, |x| x.p95_ms))
 }
 
 /// The network-calculus latency (ms) of a service time `ts_ms` for the staggered ward.
@@ -33,12 +46,25 @@ fn netcalc_ms(ts_ms: f64, beds: usize, hop_s: f64) -> f64 {
     netcalc::delay_bound(&netcalc::staggered(beds, hop_s), hop_s, 1.0 / ts, ts) * 1000.0
 }
 
+/// The network-calculus latency (ms) when each member serves full batches: a round of the
+/// members' batches takes `round_ms` and serves `per_window_ms` of work a window. A window
+/// waits for the round in progress and is served in the next, so the service curve is
+/// rate-latency with latency two rounds and rate one window per `per_window_ms`.
+fn netcalc_batched_ms(round_ms: f64, per_window_ms: f64, beds: usize, hop_s: f64) -> f64 {
+    if per_window_ms <= 0.0 {
+        return 0.0;
+    }
+    let (t, mu) = (2.0 * round_ms / 1000.0, 1000.0 / per_window_ms);
+    netcalc::delay_bound(&netcalc::staggered(beds, hop_s), hop_s, mu, t) * 1000.0
+}
+
 /// The fast latency estimators.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
 #[serde(rename_all = "lowercase")]
 pub(crate) enum Estimator {
-    /// The members' batch-1 service times added up (they share the CPU) plus the
-    /// network-calculus queueing bound ([`latency_estimate`]).
+    /// The network-calculus queueing bound over the members' service times added up (they
+    /// share the CPU): one window at a time or in full batches at the engine's batch caps,
+    /// whichever bound is lower.
     Netcalc,
     /// The discrete-event simulation of the members' queues, batches and shared cores
     /// ([`des`]).
@@ -76,17 +102,23 @@ pub(crate) struct LatencyModel {
     /// Per zoo model: batch-1 p95 service time (ms) and its simulated member.
     batch1_ms: Vec<f64>,
     members: Vec<des::Member>,
+    /// What every window costs beside its members (the beat counter), ms, and its simulated
+    /// stage (one window at a time on a thread of its own), when it costs anything.
+    beside_ms: f64,
+    beside: Option<des::Member>,
 }
 
 impl LatencyModel {
     /// Workers and batch caps come from the engine's default CPU plan for `beds` beds
     /// ([`plan`](crate::serving::engine::plan)), batch times from the entries' profiles
-    /// ([`des::batch_curve`] over the p95 points; batch 1 alone without a profile).
+    /// ([`des::batch_curve`] over the p95 points; batch 1 alone without a profile);
+    /// `beside_ms` is what each window costs beside the members ([`counter_ms`]).
     pub(crate) fn new(
         entries: &[Entry],
         engine: &EngineConfig,
         beds: usize,
         hop_s: f64,
+        beside_ms: f64,
         estimator: Estimator,
     ) -> LatencyModel {
         let profiles: HashMap<(String, String), Profile> = entries
@@ -126,6 +158,11 @@ impl LatencyModel {
             des: des::DesParams::new(beds, hop_s),
             batch1_ms: entries.iter().map(|e| e.latency_ms).collect(),
             members,
+            beside_ms,
+            beside: (beside_ms > 0.0).then(|| des::Member {
+                batch_ms: vec![beside_ms],
+                workers: 1,
+            }),
         }
     }
 
@@ -137,7 +174,11 @@ impl LatencyModel {
     /// Latency (ms) of ensemble `b` by `estimator`.
     pub(crate) fn by(&self, estimator: Estimator, b: &[bool]) -> f64 {
         match estimator {
-            Estimator::Netcalc => netcalc_ms(self.sum_ms(b), self.beds, self.hop_s),
+            Estimator::Netcalc => {
+                let (round, per_window) = self.batched_ms(b);
+                let batched = netcalc_batched_ms(round, per_window, self.beds, self.hop_s);
+                self.one_at_a_time_ms(b).min(batched)
+            }
             Estimator::Des => des::p95_ms(&self.chosen(b), &self.des),
         }
     }
@@ -151,13 +192,32 @@ impl LatencyModel {
         }
     }
 
+    /// The network-calculus bound with windows served one at a time: the members and what
+    /// serves beside them share the CPU, so a window takes the sum of their batch-1 times.
+    fn one_at_a_time_ms(&self, b: &[bool]) -> f64 {
+        netcalc_ms(self.sum_ms(b), self.beds, self.hop_s)
+    }
+
     fn sum_ms(&self, b: &[bool]) -> f64 {
         self.batch1_ms
             .iter()
             .zip(b)
             .filter(|x| *x.1)
             .map(|x| x.0)
-            .sum()
+            .sum::<f64>()
+            + self.beside_ms
+    }
+
+    /// One round of full batches of the chosen members and what serves beside them (each at
+    /// its batch cap, the service times of its curve), ms, and its work a window.
+    fn batched_ms(&self, b: &[bool]) -> (f64, f64) {
+        self.chosen(b)
+            .iter()
+            .map(|m| {
+                let t = m.batch_ms.last().copied().unwrap_or(0.0);
+                (t, t / m.batch_ms.len().max(1) as f64)
+            })
+            .fold((0.0, 0.0), |a, x| (a.0 + x.0, a.1 + x.1))
     }
 
     fn chosen(&self, b: &[bool]) -> Vec<des::Member> {
@@ -166,6 +226,72 @@ impl LatencyModel {
             .zip(b)
             .filter(|x| *x.1)
             .map(|x| x.0.clone())
+            .chain(self.beside.clone())
             .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_counter_is_priced_from_its_stored_profile_else_measured_once() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = dir.path().join("p.db");
+        let models = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("models");
+        let c = BeatCounter::load(&models, 5)
+            .unwrap()
+            .expect("the zoo has a beat counter");
+        let first = counter_ms(&db, &c, 30).unwrap();
+        assert!(first > 0.0);
+        // Measured on a 30-s window and stored under the counter's name, window and checksum.
+        let stored = profile::load_profiles(&db, "beats@30s", &c.sha256).unwrap();
+        assert_eq!(stored.len(), 1);
+        assert_eq!(stored[0].device, "cpu");
+        assert_eq!(stored[0].points.len(), 1);
+        assert_eq!(stored[0].points[0].p95_ms, first);
+        // Read back, not measured again.
+        assert_eq!(counter_ms(&db, &c, 30).unwrap(), first);
+    }
+
+    #[test]
+    fn at_a_wards_rate_the_batches_bound_the_latency() {
+        use crate::serving::engine::profile::Point;
+        // 6 ms a window alone, 12 ms a batch of eight: 1,024 beds at the 5-s hop (205 windows
+        // a second) outrun it one window at a time, not in batches.
+        let point = |batch: usize, ms: f64| Point {
+            batch,
+            p50_ms: ms,
+            p95_ms: ms,
+            p99_ms: ms,
+            repeats: 5,
+        };
+        let e = Entry {
+            name: "m".into(),
+            sha256: String::new(),
+            leads: crate::zoo::LeadSets::default(),
+            validation: Default::default(),
+            test: Default::default(),
+            latency_ms: 6.0,
+            profile: Some(Profile {
+                model: "m".into(),
+                sha256: String::new(),
+                device: "cpu".into(),
+                hardware: String::new(),
+                points: vec![point(1, 6.0), point(8, 12.0)],
+                quadratic: [0.0, 6.0 / 7.0, 36.0 / 7.0],
+            }),
+        };
+        let entries = [e];
+        let engine = crate::config::Config::default().engine;
+        let m = LatencyModel::new(&entries, &engine, 1024, 5.0, 0.0, Estimator::Netcalc);
+        assert!(m.one_at_a_time_ms(&[true]).is_infinite());
+        let batched = m.estimate(&[true]);
+        // Two rounds of one 12-ms batch, then a window's share at 1.5 ms.
+        assert!((24.0..30.0).contains(&batched), "{batched}");
+        // With the counter beside it (1 ms a window, one at a time), more.
+        let counted = LatencyModel::new(&entries, &engine, 1024, 5.0, 1.0, Estimator::Netcalc);
+        assert!(counted.estimate(&[true]) > batched);
     }
 }

@@ -41,13 +41,17 @@ pub(crate) struct PlanInputs {
     /// (empty otherwise, or without the file): a new rule can change the plan.
     #[serde(default)]
     pub(crate) rules: String,
+    /// SHA-256 of the beat counter served beside the members (empty: none): it decides which
+    /// rules are validated for an ensemble, and its reading is priced in every estimate.
+    #[serde(default)]
+    pub(crate) counter: String,
 }
 
 impl PlanInputs {
     /// The lookup key: everything but the calibration and the derived budget.
     pub(crate) fn key(&self) -> String {
         let text = format!(
-            "{}|{}|{}|{}|{}|{}|{}|{}",
+            "{}|{}|{}|{}|{}|{}|{}|{}|{}",
             self.zoo.join(","),
             self.beds,
             self.hardware,
@@ -55,7 +59,8 @@ impl PlanInputs {
             self.method,
             self.hop_secs,
             self.window_secs,
-            self.rules
+            self.rules,
+            self.counter
         );
         crate::core::hash::sha256_hex(text.as_bytes())
     }
@@ -149,6 +154,7 @@ mod tests {
             hop_secs: 5,
             window_secs: 30,
             rules: String::new(),
+            counter: String::new(),
         };
         let mut p = Plan {
             format: PLAN_FORMAT,
@@ -176,12 +182,17 @@ mod tests {
             ..inputs.clone()
         };
         assert!(latest(&db, &other.key()).unwrap().is_none());
-        // Another hop or another rules file: another key.
+        // Another hop, another rules file or another beat counter: another key.
         let other = PlanInputs {
             hop_secs: 2,
             ..inputs.clone()
         };
         assert_ne!(other.key(), inputs.key());
+        let counted = PlanInputs {
+            counter: "cd".into(),
+            ..inputs.clone()
+        };
+        assert_ne!(counted.key(), inputs.key());
         let other = PlanInputs {
             rules: "ab".into(),
             ..inputs.clone()

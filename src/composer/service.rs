@@ -20,7 +20,7 @@ use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
 use super::plans::{self, PLAN_FORMAT, Plan, PlanInputs, Rung};
-use super::{compose, validated};
+use super::{compose, latency, validated};
 use crate::alarm::rules::{RULES_FILE, RuleBook};
 use crate::config::Config;
 use crate::core::event::{Event, EventKind, Origin};
@@ -30,6 +30,7 @@ use crate::serving::engine::accelerator::Accelerator;
 use crate::serving::engine::ensemble::{self, ModelInfo};
 use crate::serving::store::{self, ServedEnsemble, StoreHandle};
 use crate::serving::ward::Ward;
+use crate::signal::beats::BeatCounter;
 use crate::zoo::{MANIFEST_FILE, Manifest};
 
 #[derive(Debug, thiserror::Error)]
@@ -117,7 +118,13 @@ pub(crate) fn initial_beds(cfg: &Config) -> usize {
     )
 }
 
-fn inputs(cfg: &Config, beds: usize, hardware: &str, calibration: f64) -> PlanInputs {
+fn inputs(
+    cfg: &Config,
+    beds: usize,
+    hardware: &str,
+    calibration: f64,
+    counter: Option<&BeatCounter>,
+) -> PlanInputs {
     let c = &cfg.composer;
     PlanInputs {
         zoo: zoo_fingerprint(&cfg.ensemble.models_dir),
@@ -136,12 +143,18 @@ fn inputs(cfg: &Config, beds: usize, hardware: &str, calibration: f64) -> PlanIn
         } else {
             String::new()
         },
+        counter: counter.map(|c| c.sha256.clone()).unwrap_or_default(),
     }
 }
 
 /// The stored plan for the current zoo, initial beds and hardware, when the composer is on.
 /// Blocking.
-pub(crate) fn stored_plan(cfg: &Config, devices: &[Accelerator]) -> Option<Plan> {
+/// `counter`: the beat counter served beside the members, if any.
+pub(crate) fn stored_plan(
+    cfg: &Config,
+    devices: &[Accelerator],
+    counter: Option<&BeatCounter>,
+) -> Option<Plan> {
     if !cfg.composer.enabled {
         return None;
     }
@@ -149,7 +162,7 @@ pub(crate) fn stored_plan(cfg: &Config, devices: &[Accelerator]) -> Option<Plan>
     let mut c = store::open(db).ok()?;
     store::migrate(&mut c, db).ok()?;
     drop(c);
-    let key = inputs(cfg, initial_beds(cfg), &hardware(devices), 1.0).key();
+    let key = inputs(cfg, initial_beds(cfg), &hardware(devices), 1.0, counter).key();
     match plans::latest(db, &key) {
         Ok(p) => p,
         Err(e) => {
@@ -161,18 +174,24 @@ pub(crate) fn stored_plan(cfg: &Config, devices: &[Accelerator]) -> Option<Plan>
 
 /// Composes a plan for `beds` beds: rung 0 within the budget, then one rung per ladder step,
 /// each covering every lead set the zoo can cover (the searches' constraint). `counter`: the
-/// SHA-256 of the beat counter served beside the members, if any (validated ensembles are
-/// those validated with it). Blocking (profiles models without a stored profile, then
-/// searches).
+/// beat counter served beside the members, if any: validated ensembles are those validated
+/// with it, and its reading of each window is priced in every latency estimate. Blocking
+/// (profiles models and the counter without a stored profile, then searches).
 pub(crate) fn compose_plan(
     cfg: &Config,
     beds: usize,
     hardware: &str,
     calibration: f64,
-    counter: Option<&str>,
+    counter: Option<&BeatCounter>,
 ) -> Result<Plan, ComposerError> {
     let t = Instant::now();
-    let inputs = inputs(cfg, beds, hardware, calibration);
+    let inputs = inputs(cfg, beds, hardware, calibration, counter);
+    let beside_ms = match counter {
+        Some(c) => latency::counter_ms(&cfg.storage.db, c, cfg.ward.window_secs)
+            .map_err(|e| ComposerError::Zoo(format!("the beat counter's profile: {e}")))?,
+        None => 0.0,
+    };
+    let counter = counter.map(|c| c.sha256.as_str());
     let entries = compose::load_zoo(
         &cfg.ensemble.models_dir,
         &cfg.storage.db,
@@ -183,6 +202,17 @@ pub(crate) fn compose_plan(
         return Err(ComposerError::EmptyZoo);
     }
     let hop = cfg.ward.hop_secs as f64;
+    // The members' batch caps as the engine's CPU plan sets them for this ward, and what each
+    // window costs beside them.
+    let model = compose::LatencyModel::new(
+        &entries,
+        &cfg.engine,
+        beds,
+        hop,
+        beside_ms,
+        compose::Estimator::Netcalc,
+    );
+    let latency = |b: &[bool]| model.estimate(b);
     let params = cfg.composer.search;
     let coverable = compose::zoo_lead_sets(&entries);
     if !coverable.is_full() {
@@ -208,7 +238,7 @@ pub(crate) fn compose_plan(
     let mut calls = 0;
     for f in std::iter::once(1.0).chain(cfg.composer.ladder.iter().copied()) {
         let budget = inputs.budget_ms * f;
-        let rung = match validated::choose(&entries, &candidates, budget, beds, hop) {
+        let rung = match validated::choose(&entries, &candidates, budget, &latency) {
             Some(c) => Rung {
                 members: names_of(&entries, &c.bits),
                 lead_sets: compose::lead_sets(&entries, &c.bits),
@@ -217,7 +247,7 @@ pub(crate) fn compose_plan(
                 latency_ms: c.latency_ms,
             },
             None => {
-                let row = compose::run(&entries, &inputs.method, budget, beds, hop, &params);
+                let row = compose::run(&entries, &inputs.method, budget, &latency, &params);
                 calls += row.profiler_calls;
                 Rung {
                     members: row.members,
@@ -247,7 +277,7 @@ pub(crate) fn compose_plan(
             lead_sets: compose::lead_sets(&entries, &b),
             budget_ms: inputs.budget_ms,
             val_roc_auc: compose::accuracy(&entries, &b, false).0,
-            latency_ms: compose::latency_estimate(&entries, &b, beds, hop),
+            latency_ms: latency(&b),
         });
     }
     Ok(Plan {
@@ -308,7 +338,7 @@ pub(crate) async fn run(mut cx: Context, composed: bool) {
         {
             let beds = planned_beds(&cx);
             let (cfg, hw2) = (cx.cfg.clone(), hw.clone());
-            let counter = cx.engine.beats().map(|b| b.sha256.clone());
+            let counter = cx.engine.beats();
             tracing::info!(%reason, beds, "Composing the ensemble");
             set(&cx.serving, |s| s.composing = true);
             job_reason = reason;

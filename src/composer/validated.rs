@@ -11,7 +11,7 @@
 //! ROC-AUC, then the cheaper. When none fits a rung, the search composes that rung as it
 //! would without rules.
 
-use super::compose::{Entry, accuracy, latency_estimate, lead_sets, zoo_lead_sets};
+use super::compose::{Entry, accuracy, lead_sets, zoo_lead_sets};
 use super::derived::split_counter;
 use super::search::Bits;
 use crate::alarm::rules::RuleBook;
@@ -79,19 +79,19 @@ pub(crate) fn candidates(
         .collect()
 }
 
-/// The candidate to serve within `budget_ms` for `beds` beds at a hop of `hop_s`, if any fits.
+/// The candidate to serve within `budget_ms` by the estimate `latency` (the ward's, with what
+/// serves beside the members), if any fits.
 pub(crate) fn choose(
     entries: &[Entry],
     candidates: &[Candidate],
     budget_ms: f64,
-    beds: usize,
-    hop_s: f64,
+    latency: &dyn Fn(&[bool]) -> f64,
 ) -> Option<Chosen> {
     let required = zoo_lead_sets(entries);
     candidates
         .iter()
         .filter(|c| lead_sets(entries, &c.bits).covers(required))
-        .map(|c| (c, latency_estimate(entries, &c.bits, beds, hop_s)))
+        .map(|c| (c, latency(&c.bits)))
         .filter(|&(_, lat)| lat <= budget_ms)
         .min_by(|(a, la), (b, lb)| {
             b.reached
@@ -196,20 +196,48 @@ mod tests {
 
         let c = candidates(&entries, &book, 5, 30, true, None);
         assert_eq!(c.len(), 3, "{c:?}");
+        let engine = crate::config::Config::default().engine;
+        let model = |beside: f64| {
+            use crate::composer::compose::{Estimator, LatencyModel};
+            LatencyModel::new(&entries, &engine, 16, 5.0, beside, Estimator::Netcalc)
+        };
+        let alone = model(0.0);
+        let lat = |b: &[bool]| alone.estimate(b);
         let big = [false, false, true, true];
         let small = [true, true, false, false];
         // A generous budget: the quieter big pair.
-        let got = choose(&entries, &c, 1e9, 16, 5.0).unwrap();
+        let got = choose(&entries, &c, 1e9, &lat).unwrap();
         assert_eq!(got.bits, big);
         assert!(got.latency_ms > 0.0 && got.val_roc_auc > 0.99);
         // A budget only the small pair fits.
-        let small_lat = latency_estimate(&entries, &small, 16, 5.0);
-        let big_lat = latency_estimate(&entries, &big, 16, 5.0);
+        let small_lat = lat(&small);
+        let big_lat = lat(&big);
         assert!(small_lat < big_lat);
-        let got = choose(&entries, &c, small_lat, 16, 5.0).unwrap();
+        let got = choose(&entries, &c, small_lat, &lat).unwrap();
         assert_eq!(got.bits, small);
         // Nothing fits: none.
-        assert_eq!(choose(&entries, &c, small_lat / 2.0, 16, 5.0), None);
+        assert_eq!(choose(&entries, &c, small_lat / 2.0, &lat), None);
+        // What serves beside the members (the beat counter) costs every window: within the
+        // budget the big pair just fits alone, a counter beside it leaves room for the small
+        // pair only.
+        let ts = |b: &[bool]| -> f64 {
+            entries
+                .iter()
+                .zip(b)
+                .filter(|x| *x.1)
+                .map(|x| x.0.latency_ms)
+                .sum()
+        };
+        let beside = (ts(&big) - ts(&small)) / 2.0;
+        assert!(beside > 0.0);
+        assert_eq!(choose(&entries, &c, big_lat, &lat).unwrap().bits, big);
+        let counted = model(beside);
+        let got = choose(&entries, &c, big_lat, &|b| counted.estimate(b)).unwrap();
+        assert_eq!(got.bits, small);
+        assert!(
+            got.latency_ms > small_lat,
+            "the counter's cost is in the estimate"
+        );
         // A rule that fell short of its target sensitivity ranks after one that reached it,
         // however few its false alarms.
         let mut book = RuleBook::default();
@@ -218,7 +246,7 @@ mod tests {
         book.insert(short);
         book.insert(rule(&["p-small", "s-small"], 5, Some(3.0)));
         let c = candidates(&entries, &book, 5, 30, true, None);
-        assert_eq!(choose(&entries, &c, 1e9, 16, 5.0).unwrap().bits, small);
+        assert_eq!(choose(&entries, &c, 1e9, &lat).unwrap().bits, small);
         // A rule chosen for a lead share: a candidate only where the engine weighs members.
         let mut book = RuleBook::default();
         let mut pooled = rule(&["p-big", "s-big"], 5, Some(0.5));
@@ -226,10 +254,10 @@ mod tests {
         book.insert(pooled);
         book.insert(rule(&["p-small", "s-small"], 5, Some(3.0)));
         let c = candidates(&entries, &book, 5, 30, true, None);
-        assert_eq!(choose(&entries, &c, 1e9, 16, 5.0).unwrap().bits, big);
+        assert_eq!(choose(&entries, &c, 1e9, &lat).unwrap().bits, big);
         let c = candidates(&entries, &book, 5, 30, false, None);
         assert_eq!(c.len(), 1);
-        assert_eq!(choose(&entries, &c, 1e9, 16, 5.0).unwrap().bits, small);
+        assert_eq!(choose(&entries, &c, 1e9, &lat).unwrap().bits, small);
         // With the beat counter served, only rules validated with that counter are
         // candidates (the counter is no zoo entry: the members are chosen, it serves beside).
         let mut book = RuleBook::default();
@@ -239,15 +267,15 @@ mod tests {
         book.insert(rule(&["p-small", "s-small"], 5, Some(0.5)));
         let c = candidates(&entries, &book, 5, 30, true, Some("c1"));
         assert_eq!(c.len(), 1);
-        assert_eq!(choose(&entries, &c, 1e9, 16, 5.0).unwrap().bits, big);
+        assert_eq!(choose(&entries, &c, 1e9, &lat).unwrap().bits, big);
         assert!(candidates(&entries, &book, 5, 30, true, Some("c2")).is_empty());
         let c = candidates(&entries, &book, 5, 30, true, None);
-        assert_eq!(choose(&entries, &c, 1e9, 16, 5.0).unwrap().bits, small);
+        assert_eq!(choose(&entries, &c, 1e9, &lat).unwrap().bits, small);
         // No rule recorded a false-alarm rate: it ranks after any that did.
         let mut book = RuleBook::default();
         book.insert(rule(&["p-big", "s-big"], 5, None));
         book.insert(rule(&["p-small", "s-small"], 5, Some(9.0)));
         let c = candidates(&entries, &book, 5, 30, true, None);
-        assert_eq!(choose(&entries, &c, 1e9, 16, 5.0).unwrap().bits, small);
+        assert_eq!(choose(&entries, &c, 1e9, &lat).unwrap().bits, small);
     }
 }

@@ -176,7 +176,10 @@ pub(crate) fn run(cfg: &Config, args: &ComposeArgs) -> Result<Report, ReportErro
         cfg.ward.window_secs,
     )?;
     let hop = cfg.ward.hop_secs as f64;
-    let mut model = LatencyModel::new(&entries, &cfg.engine, args.beds, hop, args.estimator);
+    // The members alone, as the measured engine runs them (`measure`: no beat counter), so the
+    // estimators are judged against what was measured; the daemon's composer prices the
+    // counter beside them.
+    let mut model = LatencyModel::new(&entries, &cfg.engine, args.beds, hop, 0.0, args.estimator);
     if let Some(c) = args.cores {
         model.des.cores = c;
     }

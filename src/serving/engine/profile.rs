@@ -1,7 +1,9 @@
 //! `holmes profile`: measures each model on each accelerator at batch sizes 1, 2, 4, ... (warm-up,
 //! repeats, p50/p95/p99), stores the profiles in SQLite keyed by hardware, device, model
 //! checksum and burn version, and fits IPA's quadratic batch-latency curve
-//! `l(b) = a*b^2 + b*b + c` for the sizes not measured.
+//! `l(b) = a*b^2 + b*b + c` for the sizes not measured. The beat counter served beside the
+//! members is profiled too ([`profile_counter`]: one window's reading on the CPU, as its stage
+//! runs it).
 //!
 //! Read by the planner ([`plan`](super::plan)), the composer and the API (`GET /api/models`).
 
@@ -13,8 +15,11 @@ use serde::Serialize;
 
 use crate::core::stats::percentile;
 use crate::core::time::now_ms;
+use crate::core::window::{ClosedWindow, SAMPLE_RATE_HZ, WindowQuality};
 use crate::serving::engine::accelerator::{self, Accelerator};
+use crate::serving::engine::ensemble::BEATS_NAME;
 use crate::serving::store::StoreError;
+use crate::signal::beats::BeatCounter;
 use crate::zoo::{Input, ZooModel};
 
 /// The burn release the profiles were measured with (part of their key).
@@ -144,6 +149,15 @@ pub(crate) struct ProfileOptions {
     pub(crate) budget: Duration,
 }
 
+/// A quick measurement, for what the composer finds unprofiled.
+pub(crate) const QUICK: ProfileOptions = ProfileOptions {
+    max_batch: 8,
+    warmup: 1,
+    min_repeats: 5,
+    max_repeats: 20,
+    budget: Duration::from_millis(500),
+};
+
 /// Batch sizes profiled: 1, 2, 4, ... below `max`, then `max`.
 pub(crate) fn batch_sizes(max: usize) -> Vec<usize> {
     let mut v: Vec<usize> = std::iter::successors(Some(1usize), |b| Some(b * 2))
@@ -216,6 +230,68 @@ pub(crate) fn profile_model(
         quadratic: fit_quadratic(&xs, &ys),
         points,
     })
+}
+
+/// The name the beat counter's profile is stored under for a ward window of `window_secs` (it
+/// reads the whole window, so its cost depends on it): `beats@30s`.
+pub(crate) fn counter_profile_name(window_secs: u32) -> String {
+    format!("{BEATS_NAME}@{window_secs}s")
+}
+
+/// Profiles the beat counter's reading of one window of `window_secs` (the ward's window, which
+/// it reads whole) on the CPU: a synthetic ECG on two leads at 150/min (its cost grows with the
+/// beats, and the windows that matter are fast). Batch 1 only: its stage reads one window at a
+/// time. Stored under [`counter_profile_name`] and the counter's checksum.
+pub(crate) fn profile_counter(
+    counter: &BeatCounter,
+    window_secs: u32,
+    opts: &ProfileOptions,
+) -> Profile {
+    let len = window_secs as usize * SAMPLE_RATE_HZ;
+    let mut g = crate::signal::ecgsyn::EcgSyn::new(7, 150.0);
+    let lead: Vec<f32> = (0..len).map(|_| g.next_sample()).collect();
+    let w = ClosedWindow {
+        bed: "profile".into(),
+        index: 0,
+        start_ms: 0,
+        end_ms: len as i64 * 1000 / SAMPLE_RATE_HZ as i64,
+        ecg: [Some(lead.clone().into()), Some(lead.into()), None],
+        heart_rate: None,
+        quality: WindowQuality {
+            leads: [None, None, None],
+            gap_samples: 0,
+            hr_coverage: 0.0,
+        },
+        last_sample_at: Instant::now(),
+    };
+    for _ in 0..opts.warmup {
+        std::hint::black_box(counter.read(&w));
+    }
+    let mut times = Vec::new();
+    let started = Instant::now();
+    while times.len() < opts.min_repeats
+        || (times.len() < opts.max_repeats && started.elapsed() < opts.budget)
+    {
+        let t = Instant::now();
+        std::hint::black_box(counter.read(&w));
+        times.push(t.elapsed().as_secs_f64() * 1000.0);
+    }
+    times.sort_by(f64::total_cmp);
+    let point = Point {
+        batch: 1,
+        p50_ms: percentile(&times, 0.5),
+        p95_ms: percentile(&times, 0.95),
+        p99_ms: percentile(&times, 0.99),
+        repeats: times.len(),
+    };
+    Profile {
+        model: counter_profile_name(window_secs),
+        sha256: counter.sha256.clone(),
+        device: "cpu".to_owned(),
+        hardware: hardware(),
+        quadratic: [0.0, point.p50_ms, 0.0],
+        points: vec![point],
+    }
 }
 
 /// Stores a profile (replacing earlier measurements with the same key).

@@ -149,6 +149,8 @@ pub(crate) struct BenchReport {
     pub(crate) windows: usize,
     pub(crate) scored: usize,
     pub(crate) partial: usize,
+    /// Partial windows that the beat counter did not read in time (`beats` missing).
+    pub(crate) partial_uncounted: usize,
     pub(crate) superseded: usize,
     pub(crate) dropped: usize,
     pub(crate) insufficient: usize,
@@ -159,6 +161,8 @@ pub(crate) struct BenchReport {
     /// Mean wait in model queues and mean batch compute, ms (from the daemon's metrics).
     pub(crate) queue_ms_mean: f64,
     pub(crate) compute_ms_mean: f64,
+    /// The beat counter's mean reading of a window, ms (NaN when none serves).
+    pub(crate) beats_ms_mean: f64,
     /// SQLite commit latency per write transaction, ms.
     pub(crate) commit_ms_p50: f64,
     pub(crate) commit_ms_p95: f64,
@@ -284,8 +288,7 @@ fn members_for(
         } else {
             None
         };
-        let sha = counter.as_ref().map(|c| c.sha256.as_str());
-        let plan = service::compose_plan(cfg, n, &hw, 1.0, sha)
+        let plan = service::compose_plan(cfg, n, &hw, 1.0, counter.as_ref())
             .map_err(|e| BenchError::Compose(e.to_string()))?;
         let r = &plan.rungs[0];
         eprintln!(
@@ -380,7 +383,7 @@ pub(crate) async fn run(mut base: Config, opts: BenchOptions) -> Result<BenchRep
     let (_, peak) = daemon.rss_mb();
     let rss = rss_max.load(std::sync::atomic::Ordering::Relaxed) as f64 / 1024.0;
     let db = base.storage.db.clone();
-    let (rows, gaps) = tokio::task::spawn_blocking(move || outcomes(&db))
+    let (rows, gaps, partial_uncounted) = tokio::task::spawn_blocking(move || outcomes(&db))
         .await
         .expect("reading outcomes does not panic")?;
     daemon.stop(Duration::from_secs(30)).await?;
@@ -409,6 +412,7 @@ pub(crate) async fn run(mut base: Config, opts: BenchOptions) -> Result<BenchRep
         windows: rows.len(),
         scored: count("scored"),
         partial: count("partial"),
+        partial_uncounted,
         superseded: count("superseded"),
         dropped: count("dropped"),
         insufficient: count("insufficient_signal"),
@@ -418,6 +422,7 @@ pub(crate) async fn run(mut base: Config, opts: BenchOptions) -> Result<BenchRep
         latency_ms_max: lat.last().copied().unwrap_or(f64::NAN),
         queue_ms_mean: ms(m.mean("holmes_queue_seconds")),
         compute_ms_mean: ms(m.mean("holmes_compute_seconds")),
+        beats_ms_mean: ms(m.mean("holmes_beats_seconds")),
         commit_ms_p50: ms(m.quantile("holmes_sqlite_commit_seconds", 0.5)),
         commit_ms_p95: ms(m.quantile("holmes_sqlite_commit_seconds", 0.95)),
         commit_ms_p99: ms(m.quantile("holmes_sqlite_commit_seconds", 0.99)),
@@ -454,9 +459,9 @@ impl BenchReport {
 
     pub(crate) fn to_text(&self) -> String {
         format!(
-            "{scenario:?} {beds} beds, {n} members{auc}: {windows} windows ({scored} scored, {partial} partial, \
+            "{scenario:?} {beds} beds, {n} members{auc}: {windows} windows ({scored} scored, {partial} partial{uncounted}, \
              {superseded} superseded, {dropped} dropped); latency p50 {p50:.1} / p95 {p95:.1} / p99 {p99:.1} / \
-             max {max:.1} ms (budget {slo} ms); queue {q:.1} ms, compute {c:.1} ms (means); \
+             max {max:.1} ms (budget {slo} ms); queue {q:.1} ms, compute {c:.1} ms{beats} (means); \
              SQLite commit p50 {c50:.2} / p95 {c95:.2} / p99 {c99:.2} ms over {commits} commits; \
              ingest {fps:.0} frames/s, {sps:.0} samples/s, {lost} frames lost, {gaps} gaps, \
              send lag max {lag:.0} ms, {rc} reconnects; daemon CPU {cpu:.2} cores, RSS {rss:.0} MB \
@@ -470,6 +475,11 @@ impl BenchReport {
             windows = self.windows,
             scored = self.scored,
             partial = self.partial,
+            uncounted = if self.partial_uncounted > 0 {
+                format!(" ({} without the beat counter)", self.partial_uncounted)
+            } else {
+                String::new()
+            },
             superseded = self.superseded,
             dropped = self.dropped,
             p50 = self.latency_ms_p50,
@@ -479,6 +489,11 @@ impl BenchReport {
             slo = self.slo_ms,
             q = self.queue_ms_mean,
             c = self.compute_ms_mean,
+            beats = if self.beats_ms_mean.is_finite() {
+                format!(", beat counter {:.2} ms a window", self.beats_ms_mean)
+            } else {
+                String::new()
+            },
             c50 = self.commit_ms_p50,
             c95 = self.commit_ms_p95,
             c99 = self.commit_ms_p99,
@@ -505,9 +520,9 @@ impl BenchReport {
 /// A stored window's status, and its latency (ms) when it has a score.
 type Outcome = (String, Option<f64>);
 
-/// Every stored window's status and latency (ms, for those with a score), and the gaps the
-/// ward recorded.
-fn outcomes(db: &std::path::Path) -> Result<(Vec<Outcome>, u64), BenchError> {
+/// Every stored window's status and latency (ms, for those with a score), the gaps the ward
+/// recorded, and the partial windows the beat counter is missing from.
+fn outcomes(db: &std::path::Path) -> Result<(Vec<Outcome>, u64, usize), BenchError> {
     let c = rusqlite::Connection::open_with_flags(db, rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY)?;
     let mut st = c.prepare(
         "SELECT status, CASE WHEN score IS NULL THEN NULL ELSE latency_ms END FROM scores",
@@ -518,5 +533,11 @@ fn outcomes(db: &std::path::Path) -> Result<(Vec<Outcome>, u64), BenchError> {
     let gaps: i64 = c.query_row("SELECT COUNT(*) FROM events WHERE kind = 'gap'", [], |r| {
         r.get(0)
     })?;
-    Ok((rows, gaps as u64))
+    let uncounted: i64 = c.query_row(
+        "SELECT COUNT(*) FROM scores WHERE status = 'partial'
+         AND EXISTS (SELECT 1 FROM json_each(scores.missing) WHERE value = 'beats')",
+        [],
+        |r| r.get(0),
+    )?;
+    Ok((rows, gaps as u64, uncounted as usize))
 }
