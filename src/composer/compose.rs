@@ -18,7 +18,7 @@ use crate::core::metrics::{
     AtThreshold, at_threshold, ensemble_mean, pr_auc, roc_auc, youden_threshold,
 };
 use crate::serving::engine::profile::Profile;
-use crate::zoo::{self, LeadSets, Predictions};
+use crate::zoo::{self, Input, LeadSets, Predictions};
 
 /// Why the zoo could not be loaded for composing.
 #[derive(Debug, thiserror::Error)]
@@ -39,6 +39,8 @@ pub(crate) struct Entry {
     pub(crate) sha256: String,
     /// The lead sets it scores (none for a vitals model).
     pub(crate) leads: LeadSets,
+    /// What it reads (how it pools by lead).
+    pub(crate) input: Input,
     pub(crate) validation: Predictions,
     pub(crate) test: Predictions,
     /// Service time of one window on the CPU (p95 at batch 1), ms.
@@ -167,6 +169,7 @@ pub(crate) fn load_zoo(
             name: mf.name.clone(),
             sha256: mf.weights.sha256.clone(),
             leads: LeadSets::of_input(&mf.input),
+            input: mf.input,
             validation: mf
                 .predictions
                 .get("validation")
@@ -469,6 +472,12 @@ pub(crate) fn default_budgets_by(covering: &[bool], latency: &dyn Fn(&[bool]) ->
 mod tests {
     use super::*;
 
+    /// What the test zoos' models read (no ECG lead: they cover no lead set).
+    const HEART_RATE: Input = Input::HeartRate {
+        samples: 30,
+        sample_rate_hz: 1,
+    };
+
     #[test]
     fn indexed_scoring_matches_the_reference() {
         let p = |ids: &[&str], l: &[u8], pr: &[f32]| Predictions {
@@ -480,6 +489,7 @@ mod tests {
             name: name.into(),
             sha256: String::new(),
             leads: LeadSets::default(),
+            input: HEART_RATE,
             validation: v.clone(),
             test: v,
             latency_ms: 1.0,
@@ -518,6 +528,7 @@ mod tests {
                 name: name.into(),
                 sha256: String::new(),
                 leads: LeadSets::default(),
+                input: HEART_RATE,
                 validation: p.clone(),
                 test: p,
                 latency_ms,

@@ -271,6 +271,10 @@ mod tests {
             name: "m".into(),
             sha256: String::new(),
             leads: crate::zoo::LeadSets::default(),
+            input: crate::zoo::Input::HeartRate {
+                samples: 30,
+                sample_rate_hz: 1,
+            },
             validation: Default::default(),
             test: Default::default(),
             latency_ms: 6.0,

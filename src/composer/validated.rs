@@ -8,13 +8,16 @@
 //! covering every lead set the zoo covers whose estimated latency fits the rung's budget, one
 //! whose rule reached its target episode sensitivity on validation before one that fell
 //! short, then the fewest false alarms per hour on validation, then the higher validation
-//! ROC-AUC, then the cheaper. When none fits a rung, the search composes that rung as it
+//! ROC-AUC (of its score pooled as its rule was chosen), then the cheaper. When none fits a rung, the search composes that rung as it
 //! would without rules.
 
-use super::compose::{Entry, accuracy, lead_sets, zoo_lead_sets};
+use super::compose::{Entry, SplitIndex, accuracy, lead_sets, zoo_lead_sets};
 use super::derived::split_counter;
 use super::search::Bits;
 use crate::alarm::rules::RuleBook;
+use crate::core::metrics::roc_auc;
+use crate::serving::engine::pooling::lead_weights;
+use crate::zoo::Input;
 
 /// An ensemble of the zoo the rule book validates.
 #[derive(Debug, Clone, PartialEq)]
@@ -25,7 +28,8 @@ pub(crate) struct Candidate {
     pub(crate) reached: bool,
     /// False alarms per monitored hour on validation at its rule (infinite when not recorded).
     pub(crate) false_alarms_per_hour: f64,
-    /// Validation ROC-AUC of its mean probability, on the manifests' windows.
+    /// Validation ROC-AUC of its score pooled as its rule was chosen (the primary lead's
+    /// share, else the mean), on the manifests' windows.
     pub(crate) val_roc_auc: f64,
 }
 
@@ -70,13 +74,35 @@ pub(crate) fn candidates(
             }
             let v = &r.validation;
             Some(Candidate {
-                val_roc_auc: accuracy(entries, &bits, false).0,
+                val_roc_auc: match r.primary_share {
+                    Some(share) => pooled_roc_auc(entries, &bits, share)?,
+                    None => accuracy(entries, &bits, false).0,
+                },
                 bits,
                 reached: v.reached(),
                 false_alarms_per_hour: v.false_alarms_per_hour.unwrap_or(f64::INFINITY),
             })
         })
         .collect()
+}
+
+/// Validation ROC-AUC of ensemble `bits` pooled with the primary lead's `share`; `None` when
+/// its members cannot pool by it.
+fn pooled_roc_auc(entries: &[Entry], bits: &[bool], share: f64) -> Option<f64> {
+    let inputs: Vec<Input> = entries
+        .iter()
+        .zip(bits)
+        .filter(|x| *x.1)
+        .map(|x| x.0.input)
+        .collect();
+    let mut lead = lead_weights(&inputs, share)?.into_iter();
+    let w: Vec<f64> = bits
+        .iter()
+        .map(|&b| if b { lead.next().unwrap_or(0.0) } else { 0.0 })
+        .collect();
+    let (labels, scores) = SplitIndex::new(entries.iter().map(|e| &e.validation)).weighted(&w);
+    let auc = roc_auc(&labels, &scores);
+    Some(if auc.is_nan() { 0.0 } else { auc })
 }
 
 /// The candidate to serve within `budget_ms` by the estimate `latency` (the ward's, with what
@@ -132,6 +158,18 @@ mod tests {
             name: name.into(),
             sha256: format!("sha-{name}"),
             leads,
+            input: match lead {
+                Some(lead) => Input::Ecg {
+                    lead,
+                    samples: 7500,
+                    sample_rate_hz: 250,
+                    bandpass: false,
+                },
+                None => Input::HeartRate {
+                    samples: 30,
+                    sample_rate_hz: 1,
+                },
+            },
             validation: Predictions {
                 ids: vec!["w1".into(), "w2".into()],
                 labels: vec![0, 1],
@@ -277,5 +315,34 @@ mod tests {
         book.insert(rule(&["p-small", "s-small"], 5, Some(9.0)));
         let c = candidates(&entries, &book, 5, 30, true, None);
         assert_eq!(choose(&entries, &c, 1e9, &lat).unwrap().bits, small);
+    }
+
+    #[test]
+    fn a_share_rule_ranks_by_its_pooled_score_and_needs_both_leads() {
+        // The primary lead's model ranks the two windows right, the secondary's wrong: their
+        // mean ties them (ROC-AUC 0.5); pooled 0.9 to the primary lead, the right order (1).
+        let mut p = entry("p", Some(Lead::Primary), 1.0);
+        let mut s = entry("s", Some(Lead::Secondary), 1.0);
+        p.validation.probs = vec![0.2, 0.8];
+        s.validation.probs = vec![0.8, 0.2];
+        let entries = vec![p, s];
+        let mut book = RuleBook::default();
+        book.insert(rule(&["p", "s"], 5, Some(1.0)));
+        let plain = candidates(&entries, &book, 5, 30, true, None);
+        assert_eq!(plain.len(), 1);
+        assert!((plain[0].val_roc_auc - 0.5).abs() < 1e-9, "{plain:?}");
+        let mut shared = rule(&["p", "s"], 5, Some(1.0));
+        shared.primary_share = Some(0.9);
+        let mut book = RuleBook::default();
+        book.insert(shared);
+        let pooled = candidates(&entries, &book, 5, 30, true, None);
+        assert_eq!(pooled.len(), 1);
+        assert!((pooled[0].val_roc_auc - 1.0).abs() < 1e-9, "{pooled:?}");
+        // A share rule for one lead's members cannot pool by it: no candidate.
+        let mut one_lead = rule(&["p"], 5, Some(0.5));
+        one_lead.primary_share = Some(0.9);
+        let mut book = RuleBook::default();
+        book.insert(one_lead);
+        assert!(candidates(&entries, &book, 5, 30, true, None).is_empty());
     }
 }
