@@ -328,6 +328,8 @@ pub(crate) async fn run(mut base: Config, opts: BenchOptions) -> Result<BenchRep
     base.composer.enabled = false;
     base.ward.beds = (1..=opts.beds).map(|i| format!("bed-{i}")).collect();
     base.ward.max_beds = base.ward.max_beds.max(opts.beds);
+    // Every monitor holds a connection: room for them all, and for the bench's own requests.
+    base.server.max_connections = base.server.max_connections.max(opts.beds + 64);
     // One gateway device sends for every bed.
     base.auth.max_beds_per_gateway = base.auth.max_beds_per_gateway.max(opts.beds);
     base.ward.stagger = opts.scenario != Scenario::Aligned;
