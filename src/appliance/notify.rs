@@ -108,11 +108,11 @@ impl Liveness {
     pub(crate) fn check(&mut self, now: Instant) -> Result<(), String> {
         // Progress: a member's batch or a window the beat counter read.
         let counters = self.engine.counters();
-        let batches = counters.batches.load(Ordering::Relaxed)
+        let progress = counters.batches.load(Ordering::Relaxed)
             + counters.beat_readings.load(Ordering::Relaxed);
         let queued: usize = self.engine.queue_lengths().iter().map(|q| q.1).sum();
-        if batches != self.engine_mark.0 || queued == 0 {
-            self.engine_mark = (batches, now);
+        if progress != self.engine_mark.0 || queued == 0 {
+            self.engine_mark = (progress, now);
         }
         let beats = self.store.heartbeats.load(Ordering::Relaxed);
         if beats != self.store_mark.0 {

@@ -49,7 +49,7 @@ fn load_beats(cfg: &Config) -> Result<Option<BeatCounter>, ServerError> {
     if !cfg.ensemble.count_beats {
         return Ok(None);
     }
-    let c = BeatCounter::load(&cfg.ensemble.models_dir, cfg.ward.hop_secs)?;
+    let c = ensemble::served_counter(cfg)?;
     match &c {
         Some(c) => tracing::info!(
             call_at = c.file.rule.call_at,

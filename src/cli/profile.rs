@@ -38,8 +38,8 @@ pub(crate) fn run(a: ProfileArgs) -> Result<()> {
     } = a;
     let cfg = config.load()?;
     let db = cfg.storage.db.clone();
-    let counter = if cfg.ensemble.count_beats && (all || models.is_empty()) {
-        crate::signal::beats::BeatCounter::load(&cfg.ensemble.models_dir, cfg.ward.hop_secs)?
+    let counter = if all || models.is_empty() {
+        crate::serving::engine::ensemble::served_counter(&cfg)?
     } else {
         None
     };

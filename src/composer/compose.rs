@@ -274,20 +274,6 @@ pub(crate) struct Row {
 /// Ensembles the exact search may profile before it gives up (the report then says so).
 pub(crate) const EXACT_NODES: usize = 10_000;
 
-/// Runs `method` at `budget_ms` with a fast latency estimate (the daemon's:
-/// [`LatencyModel`]'s network-calculus bound).
-pub(crate) fn run(
-    entries: &[Entry],
-    method: &str,
-    budget_ms: f64,
-    latency: &dyn Fn(&[bool]) -> f64,
-    params: &HolmesParams,
-) -> Row {
-    run_with(entries, method, budget_ms, params, &mut |b: &[bool]| {
-        latency(b)
-    })
-}
-
 /// Runs `method` at `budget_ms` with the given latency profiler.
 pub(crate) fn run_with(
     entries: &[Entry],

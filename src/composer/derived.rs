@@ -19,7 +19,7 @@ use super::compose::SplitIndex;
 use crate::alarm::AlarmRule;
 use crate::alarm::rules::{MemberRef, RuleBook};
 use crate::serving::engine::ensemble::BEATS_NAME;
-use crate::serving::engine::pooling::lead_weights;
+use crate::serving::engine::pooling::pooled_weights_among;
 use crate::zoo::{Input, Predictions};
 
 /// A zoo member as a derivation reads it: its name and weights, its input (which lead), and
@@ -84,22 +84,8 @@ fn bits_of(zoo: &[ZooMember], members: &[MemberRef]) -> Option<Vec<bool>> {
 /// Each zoo model's weight in ensemble `bits` pooled with the primary lead's `share` (the
 /// plain mean when `None`), or `None` when its members cannot pool by it.
 fn weights_of(zoo: &[ZooMember], bits: &[bool], share: Option<f64>) -> Option<Vec<f64>> {
-    let one = |&b: &bool| if b { 1.0 } else { 0.0 };
-    let Some(share) = share else {
-        return Some(bits.iter().map(one).collect());
-    };
-    let inputs: Vec<Input> = zoo
-        .iter()
-        .zip(bits)
-        .filter(|(_, b)| **b)
-        .map(|(z, _)| z.input)
-        .collect();
-    let mut lead = lead_weights(&inputs, share)?.into_iter();
-    Some(
-        bits.iter()
-            .map(|&b| if b { lead.next().unwrap_or(0.0) } else { 0.0 })
-            .collect(),
-    )
+    let inputs: Vec<Input> = zoo.iter().map(|z| z.input).collect();
+    pooled_weights_among(&inputs, bits, share)
 }
 
 /// Positive windows' scores of the ensemble weighing `w`, highest first.

@@ -247,7 +247,8 @@ pub(crate) fn compose_plan(
                 latency_ms: c.latency_ms,
             },
             None => {
-                let row = compose::run(&entries, &inputs.method, budget, &latency, &params);
+                let mut lat = |b: &[bool]| model.estimate(b);
+                let row = compose::run_with(&entries, &inputs.method, budget, &params, &mut lat);
                 calls += row.profiler_calls;
                 Rung {
                     members: row.members,

@@ -8,15 +8,15 @@
 //! covering every lead set the zoo covers whose estimated latency fits the rung's budget, one
 //! whose rule reached its target episode sensitivity on validation before one that fell
 //! short, then the fewest false alarms per hour on validation, then the higher validation
-//! ROC-AUC (of its score pooled as its rule was chosen), then the cheaper. When none fits a rung, the search composes that rung as it
-//! would without rules.
+//! ROC-AUC (of its score pooled as its rule was chosen), then the cheaper. When none fits a
+//! rung, the search composes that rung as it would without rules.
 
 use super::compose::{Entry, SplitIndex, accuracy, lead_sets, zoo_lead_sets};
 use super::derived::split_counter;
 use super::search::Bits;
 use crate::alarm::rules::RuleBook;
 use crate::core::metrics::roc_auc;
-use crate::serving::engine::pooling::lead_weights;
+use crate::serving::engine::pooling::pooled_weights_among;
 use crate::zoo::Input;
 
 /// An ensemble of the zoo the rule book validates.
@@ -89,17 +89,8 @@ pub(crate) fn candidates(
 /// Validation ROC-AUC of ensemble `bits` pooled with the primary lead's `share`; `None` when
 /// its members cannot pool by it.
 fn pooled_roc_auc(entries: &[Entry], bits: &[bool], share: f64) -> Option<f64> {
-    let inputs: Vec<Input> = entries
-        .iter()
-        .zip(bits)
-        .filter(|x| *x.1)
-        .map(|x| x.0.input)
-        .collect();
-    let mut lead = lead_weights(&inputs, share)?.into_iter();
-    let w: Vec<f64> = bits
-        .iter()
-        .map(|&b| if b { lead.next().unwrap_or(0.0) } else { 0.0 })
-        .collect();
+    let inputs: Vec<Input> = entries.iter().map(|e| e.input).collect();
+    let w = pooled_weights_among(&inputs, bits, Some(share))?;
     let (labels, scores) = SplitIndex::new(entries.iter().map(|e| &e.validation)).weighted(&w);
     let auc = roc_auc(&labels, &scores);
     Some(if auc.is_nan() { 0.0 } else { auc })

@@ -4,9 +4,10 @@
 //!
 //! [`Ensemble`] also scores a window in place, member by member, with the engine's own input
 //! selection ([`input_of_window`]) and combination ([`combine`], the members weighted as
-//! [`lead_weights`](super::pooling::lead_weights) says when the ensemble pools by lead), then the zoo's beat counter
-//! when it serves one ([`BeatCounter::apply`], as the engine's jobs do): offline scoring
-//! (`holmes score`, `holmes evaluate`) uses it.
+//! [`pooled_weights`](super::pooling::pooled_weights) says), then the zoo's beat counter when
+//! it serves one ([`BeatCounter::apply`]: its reading and judgement, which the engine's jobs
+//! run apart, [`beats`](super::beats)): offline scoring (`holmes score`, `holmes evaluate`)
+//! uses it. [`served_counter`] is the counter a config serves.
 //!
 //! How the members pool is part of what was validated: [`prepare`] reads it from the zoo's
 //! alarm rule for the ensemble ([`pooling`](super::pooling)), so the engine pools as the rule
@@ -19,7 +20,7 @@ use burn::backend::Flex;
 use serde::Serialize;
 
 use super::accelerator::{self, Accelerator};
-use super::pooling::{lead_weights, served_share};
+use super::pooling::{pooled_weights, served_share};
 use super::{MemberSpec, input_of_window, plan};
 use crate::config::{Combine, EngineConfig};
 use crate::core::score::{MemberScore, ScoreStatus};
@@ -66,6 +67,17 @@ pub struct ModelInfo {
 
 /// The name the beat counter is served, listed and named in the alarm rules under.
 pub const BEATS_NAME: &str = "beats";
+
+/// The zoo's beat counter the config serves (`ensemble.count_beats`, read for the ward's hop),
+/// when the zoo holds one. Blocking (reads `beats.json`).
+pub(crate) fn served_counter(
+    cfg: &crate::config::Config,
+) -> Result<Option<BeatCounter>, crate::signal::beats::BeatsError> {
+    if !cfg.ensemble.count_beats {
+        return Ok(None);
+    }
+    BeatCounter::load(&cfg.ensemble.models_dir, cfg.ward.hop_secs)
+}
 
 /// The beat counter as the alarm rules name it.
 pub(crate) fn counter_ref(c: &BeatCounter) -> crate::alarm::rules::MemberRef {
@@ -159,12 +171,9 @@ impl Ensemble {
     }
 
     /// Each member's weight were the members pooled with the primary lead's `share` (1 each
-    /// for the plain mean), or `None` when they cannot pool by it ([`lead_weights`]).
+    /// for the plain mean), or `None` when they cannot pool by it ([`pooled_weights`]).
     pub(crate) fn weights_for(&self, share: Option<f64>) -> Option<Vec<f64>> {
-        match share {
-            None => Some(vec![1.0; self.members.len()]),
-            Some(s) => lead_weights(&self.inputs(), s),
-        }
+        pooled_weights(&self.inputs(), share)
     }
 
     /// The members' inputs, in order.
@@ -402,10 +411,7 @@ pub fn prepare(
     refs.extend(src.beats.map(counter_ref));
     let (combine, hop, window) = (src.engine.combine, src.hop_secs, src.window_secs);
     let primary_share = served_share(dir, combine, &refs, &inputs, hop, window);
-    let pooling = match primary_share {
-        Some(s) => lead_weights(&inputs, s).expect("checked by rule_share"),
-        None => vec![1.0; inputs.len()],
-    };
+    let pooling = pooled_weights(&inputs, primary_share).expect("checked by rule_share");
     let described = models
         .iter()
         .map(|m| (m.name.clone(), m.version, m.sha256.clone(), m.input.clone()))

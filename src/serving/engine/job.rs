@@ -328,9 +328,9 @@ impl WindowJob {
         }
         let combined = super::ensemble::combine(shared.combine, &present);
         // A counted VT run raises the score; a counter that serves and did not read the window
-        // is missing from it.
-        let evidence = match (&shared.beats, beats) {
-            (Some(_), BeatSlot::Done(r)) => {
+        // is missing from it (a slot other than `Off` means one serves).
+        let evidence = match beats {
+            BeatSlot::Done(r) => {
                 timing.beats = Some(MemberTiming {
                     name: BEATS_NAME.into(),
                     queue_ms: ms(r.queue),
@@ -342,14 +342,14 @@ impl WindowJob {
                 }
                 r.evidence
             }
-            (Some(_), BeatSlot::Waiting | BeatSlot::Dropped) => {
+            BeatSlot::Waiting | BeatSlot::Dropped => {
                 missing.push(BEATS_NAME.into());
                 None
             }
-            _ => None,
+            BeatSlot::Off => None,
         };
-        let (combined, run_onset_ms) = match (&shared.beats, evidence, reason) {
-            (Some(stage), Some(e), r) if !matches!(r, Reason::Superseded) => {
+        let (combined, run_onset_ms) = match (&shared.beats, evidence) {
+            (Some(stage), Some(e)) if reason != Reason::Superseded => {
                 let counted = stage.counter.judge(&e, self.window.end_ms, combined);
                 (counted.score, counted.run_onset_ms)
             }

@@ -465,28 +465,18 @@ impl Engine {
             return;
         }
         sh.deadlines.add(&job);
-        if let Some(stage) = &sh.beats {
-            match stage.queue.push(job.clone()) {
-                Pushed::Queued => {}
-                Pushed::Superseded(old) => old.iter().for_each(|o| o.supersede(sh)),
-                Pushed::Full(old) => {
-                    old.iter().for_each(|o| o.supersede(sh));
-                    job.drop_beats();
-                    sh.metrics.dropped_member();
-                }
-            }
+        if let Some(stage) = &sh.beats
+            && !queue_up(&stage.queue, &job, sh)
+        {
+            job.drop_beats();
+            sh.metrics.dropped_member();
         }
         let mut dropped = 0;
         for i in applicable.iter().copied() {
-            match sh.slots[i].queue.push(job.clone()) {
-                Pushed::Queued => {}
-                Pushed::Superseded(old) => old.iter().for_each(|o| o.supersede(sh)),
-                Pushed::Full(old) => {
-                    old.iter().for_each(|o| o.supersede(sh));
-                    job.drop_member(i);
-                    sh.metrics.dropped_member();
-                    dropped += 1;
-                }
+            if !queue_up(&sh.slots[i].queue, &job, sh) {
+                job.drop_member(i);
+                sh.metrics.dropped_member();
+                dropped += 1;
             }
         }
         if dropped == applicable.len() {
@@ -572,6 +562,22 @@ impl Engine {
     /// Stops: queues close (workers finish what is queued), the watcher stops, threads join.
     pub fn shutdown(&self) {
         self.current().stop();
+    }
+}
+
+/// Pushes `job` onto `queue`, superseding the stale windows of its bed the queue gave up;
+/// false when the queue was full.
+fn queue_up(queue: &ModelQueue, job: &Arc<WindowJob>, sh: &Shared) -> bool {
+    match queue.push(job.clone()) {
+        Pushed::Queued => true,
+        Pushed::Superseded(old) => {
+            old.iter().for_each(|o| o.supersede(sh));
+            true
+        }
+        Pushed::Full(old) => {
+            old.iter().for_each(|o| o.supersede(sh));
+            false
+        }
     }
 }
 

@@ -41,6 +41,36 @@ pub fn lead_weights(inputs: &[Input], share: f64) -> Option<Vec<f64>> {
     )
 }
 
+/// Each member's weight pooled with the primary lead's `share` ([`lead_weights`]), or 1 each
+/// for the plain mean (`None`); `None` when they cannot pool by the share.
+pub(crate) fn pooled_weights(inputs: &[Input], share: Option<f64>) -> Option<Vec<f64>> {
+    match share {
+        None => Some(vec![1.0; inputs.len()]),
+        Some(s) => lead_weights(inputs, s),
+    }
+}
+
+/// [`pooled_weights`] of the models `chosen` among a zoo reading `inputs`, 0 for the rest.
+pub(crate) fn pooled_weights_among(
+    inputs: &[Input],
+    chosen: &[bool],
+    share: Option<f64>,
+) -> Option<Vec<f64>> {
+    let picked: Vec<Input> = inputs
+        .iter()
+        .zip(chosen)
+        .filter(|x| *x.1)
+        .map(|x| *x.0)
+        .collect();
+    let mut w = pooled_weights(&picked, share)?.into_iter();
+    Some(
+        chosen
+            .iter()
+            .map(|&c| if c { w.next().unwrap_or(0.0) } else { 0.0 })
+            .collect(),
+    )
+}
+
 /// The primary lead's share the zoo's alarm rule for `members` (the beat counter among them
 /// when it serves) at this hop and window pools with, when `combine` weighs members and the
 /// members can pool by it; `Ok(None)`: the plain mean. A rules file that does not read is the

@@ -199,26 +199,7 @@ pub(crate) fn profile_model(
     let mut points = Vec::new();
     for b in batch_sizes(opts.max_batch) {
         let inputs: Vec<&[f32]> = vec![&x[..]; b];
-        for _ in 0..opts.warmup {
-            run(&mut model, &inputs)?;
-        }
-        let mut times = Vec::new();
-        let started = Instant::now();
-        while times.len() < opts.min_repeats
-            || (times.len() < opts.max_repeats && started.elapsed() < opts.budget)
-        {
-            let t = Instant::now();
-            run(&mut model, &inputs)?;
-            times.push(t.elapsed().as_secs_f64() * 1000.0);
-        }
-        times.sort_by(f64::total_cmp);
-        points.push(Point {
-            batch: b,
-            p50_ms: percentile(&times, 0.5),
-            p95_ms: percentile(&times, 0.95),
-            p99_ms: percentile(&times, 0.99),
-            repeats: times.len(),
-        });
+        points.push(time_point(b, opts, || run(&mut model, &inputs))?);
     }
     let xs: Vec<f64> = points.iter().map(|p| p.batch as f64).collect();
     let ys: Vec<f64> = points.iter().map(|p| p.p50_ms).collect();
@@ -229,6 +210,35 @@ pub(crate) fn profile_model(
         hardware: hardware(),
         quadratic: fit_quadratic(&xs, &ys),
         points,
+    })
+}
+
+/// Times `run` (a batch of `batch`) as `opts` says: warm-up runs, then timed runs, into a
+/// measured point; the first error stops it.
+fn time_point<E>(
+    batch: usize,
+    opts: &ProfileOptions,
+    mut run: impl FnMut() -> Result<(), E>,
+) -> Result<Point, E> {
+    for _ in 0..opts.warmup {
+        run()?;
+    }
+    let mut times = Vec::new();
+    let started = Instant::now();
+    while times.len() < opts.min_repeats
+        || (times.len() < opts.max_repeats && started.elapsed() < opts.budget)
+    {
+        let t = Instant::now();
+        run()?;
+        times.push(t.elapsed().as_secs_f64() * 1000.0);
+    }
+    times.sort_by(f64::total_cmp);
+    Ok(Point {
+        batch,
+        p50_ms: percentile(&times, 0.5),
+        p95_ms: percentile(&times, 0.95),
+        p99_ms: percentile(&times, 0.99),
+        repeats: times.len(),
     })
 }
 
@@ -264,26 +274,11 @@ pub(crate) fn profile_counter(
         },
         last_sample_at: Instant::now(),
     };
-    for _ in 0..opts.warmup {
+    let read = || {
         std::hint::black_box(counter.read(&w));
-    }
-    let mut times = Vec::new();
-    let started = Instant::now();
-    while times.len() < opts.min_repeats
-        || (times.len() < opts.max_repeats && started.elapsed() < opts.budget)
-    {
-        let t = Instant::now();
-        std::hint::black_box(counter.read(&w));
-        times.push(t.elapsed().as_secs_f64() * 1000.0);
-    }
-    times.sort_by(f64::total_cmp);
-    let point = Point {
-        batch: 1,
-        p50_ms: percentile(&times, 0.5),
-        p95_ms: percentile(&times, 0.95),
-        p99_ms: percentile(&times, 0.99),
-        repeats: times.len(),
+        Ok::<_, std::convert::Infallible>(())
     };
+    let Ok(point) = time_point(1, opts, read);
     Profile {
         model: counter_profile_name(window_secs),
         sha256: counter.sha256.clone(),

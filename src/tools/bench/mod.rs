@@ -282,12 +282,8 @@ fn members_for(
         let hw = service::hardware(&crate::serving::engine::accelerator::discover());
         // The counter the daemon will serve beside the members, as the daemon's composer
         // composes with it.
-        let counter = if cfg.ensemble.count_beats {
-            crate::signal::beats::BeatCounter::load(&cfg.ensemble.models_dir, cfg.ward.hop_secs)
-                .map_err(|e| BenchError::Compose(e.to_string()))?
-        } else {
-            None
-        };
+        let counter = crate::serving::engine::ensemble::served_counter(cfg)
+            .map_err(|e| BenchError::Compose(e.to_string()))?;
         let plan = service::compose_plan(cfg, n, &hw, 1.0, counter.as_ref())
             .map_err(|e| BenchError::Compose(e.to_string()))?;
         let r = &plan.rungs[0];

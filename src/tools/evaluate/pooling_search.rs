@@ -23,7 +23,7 @@ pub enum Pooling {
     AsServed,
     /// The plain mean.
     Mean,
-    /// The primary lead's share ([`lead_weights`]).
+    /// The primary lead's share ([`lead_weights`](crate::serving::engine::pooling::lead_weights)).
     PrimaryShare(f64),
     /// Chosen on the validation part among the plain mean and a grid of shares (`holmes
     /// evaluate --pooling choose`).
