@@ -6,6 +6,7 @@ mod common;
 use std::time::Duration;
 
 use common::{Monitor, close_of, connect_raw, hello, spawn_app};
+use holmes::config::Stagger;
 use serde_json::json;
 
 const T0: i64 = 1_700_000_000_000;
@@ -385,7 +386,7 @@ async fn history_is_readable_after_a_restart_before_the_monitor_returns() {
     // Unstaggered (phase 0): the bed's windows end at 30 s and every hop after.
     let app = spawn_app(move |c| {
         c.storage.db = db1;
-        c.ward.stagger = false;
+        c.ward.stagger = Stagger::Off;
     })
     .await;
     let mut m = Monitor::connect(&app.ws_url(), "dur-2", "dev-d").await;
@@ -400,7 +401,7 @@ async fn history_is_readable_after_a_restart_before_the_monitor_returns() {
     // A new daemon on the same database; the monitor has not reconnected.
     let app = spawn_app(move |c| {
         c.storage.db = db;
-        c.ward.stagger = false;
+        c.ward.stagger = Stagger::Off;
     })
     .await;
     let (status, beds) = app.get("/api/beds").await;
@@ -438,5 +439,57 @@ async fn history_is_readable_after_a_restart_before_the_monitor_returns() {
     let listed = beds["beds"].as_array().unwrap();
     assert_eq!(listed.len(), 1, "{beds}");
     assert_eq!(listed[0]["connected"], true, "{beds}");
+    app.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn wall_clock_stagger_spreads_beds_whose_monitors_started_apart() {
+    // Two configured beds: slots 0 and half the 2-s hop on the daemon's clock. Their monitors
+    // start 0.5 s apart and stream in real time, each stamping its frames with the wall clock.
+    let app = spawn_app(|c| {
+        c.ward.stagger = Stagger::WallClock;
+        c.ward.beds = vec!["slot-a".into(), "slot-b".into()];
+        (c.ward.window_secs, c.ward.hop_secs) = (5, 2);
+        c.ensemble.members = vec!["ecg-primary-5s-w8-d2".into()];
+    })
+    .await;
+    let url = app.ws_url();
+    let mut monitors = Vec::new();
+    for (k, bed) in ["slot-a", "slot-b"].into_iter().enumerate() {
+        let url = url.clone();
+        monitors.push(tokio::spawn(async move {
+            tokio::time::sleep(Duration::from_millis(500 * k as u64)).await;
+            let mut m = Monitor::connect(&url, bed, &format!("dev-{bed}")).await;
+            let t0 = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .unwrap()
+                .as_millis() as i64;
+            m.stream_live(t0, 0..90).await;
+            m
+        }));
+    }
+    let mut kept = Vec::new();
+    for m in monitors {
+        kept.push(m.await.unwrap());
+    }
+    let ends = |rows: Vec<serde_json::Value>| -> Vec<i64> {
+        let mut e: Vec<i64> = rows
+            .iter()
+            .map(|r| r["window_end_ms"].as_i64().unwrap())
+            .collect();
+        e.sort();
+        e
+    };
+    let a = ends(app.wait_scores("slot-a", 30.0, |r| r.len() >= 2).await);
+    let b = ends(app.wait_scores("slot-b", 30.0, |r| r.len() >= 2).await);
+    // Each bed's windows end a hop apart, and the beds' half a hop apart on the wall clock
+    // (give or take the sending's jitter). Placed on each bed's own timeline instead, they
+    // would be 1.5 s apart, as the monitors' start.
+    for w in [&a, &b] {
+        assert!(w.windows(2).all(|p| p[1] - p[0] == 2000), "{a:?} {b:?}");
+    }
+    let apart = (b[0] - a[0]).rem_euclid(2000);
+    assert!((apart - 1000).abs() < 150, "{apart} ms apart: {a:?} {b:?}");
+    drop(kept);
     app.stop().await;
 }

@@ -14,7 +14,7 @@ pub(crate) use serving::{
     AuthConfig, EnsembleConfig, IngestConfig, LeadsConfig, PlainHttpOnNetwork, QualityConfig,
     ServerConfig, WardConfig, check_transport,
 };
-pub use serving::{Combine, EngineConfig, StorageConfig, TlsConfig};
+pub use serving::{Combine, EngineConfig, Stagger, StorageConfig, TlsConfig};
 
 use std::path::{Path, PathBuf};
 

@@ -69,9 +69,9 @@ pub struct WardConfig {
     pub lost_secs: f64,
     /// Seconds of signal buffered per channel and bed.
     pub(crate) buffer_secs: u32,
-    /// Spread the beds' window closings evenly over the hop (false: every bed's windows
-    /// close together, the worst-case burst; for benchmarks).
-    pub stagger: bool,
+    /// How the beds' window closings are spread over the hop: `"wall_clock"` (the default),
+    /// `"timeline"` or `"off"`; `true` reads as `"wall_clock"` and `false` as `"off"`.
+    pub stagger: Stagger,
     /// Hand closed windows to the engine (false: ingest only; windows close and are counted
     /// but nothing is scored; for capacity tests, never on a ward).
     pub(crate) scoring: bool,
@@ -209,6 +209,49 @@ pub(crate) fn check_transport(
     Ok(())
 }
 
+/// How a bed's window ends are placed within the hop ([`WardConfig::stagger`]). Each bed has
+/// a slot, a fraction of the hop: configured beds by their order, others by the golden-ratio
+/// sequence (evenly spread for any count).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Stagger {
+    /// The slot is a moment of the wall clock: when a bed's stream starts, its window ends are
+    /// placed so that they close at its slot past each whole hop of the daemon's clock. Beds
+    /// close evenly spread however their monitors' starts fall.
+    WallClock,
+    /// The slot is a place on the bed's own sample timeline, counted from its monitor's first
+    /// sample: deterministic (a lone configured bed's windows end at whole hops), but beds
+    /// whose monitors started at different moments can close together on the wall clock.
+    Timeline,
+    /// Every bed's windows end at whole hops of its own timeline: with monitors started
+    /// together, every window closes at once (the worst-case burst, for benchmarks).
+    Off,
+}
+
+impl<'de> Deserialize<'de> for Stagger {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl serde::de::Visitor<'_> for V {
+            type Value = Stagger;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str(r#""wall_clock", "timeline", "off", or a boolean"#)
+            }
+            fn visit_bool<E: serde::de::Error>(self, b: bool) -> Result<Stagger, E> {
+                Ok(if b { Stagger::WallClock } else { Stagger::Off })
+            }
+            fn visit_str<E: serde::de::Error>(self, s: &str) -> Result<Stagger, E> {
+                match s {
+                    "wall_clock" => Ok(Stagger::WallClock),
+                    "timeline" => Ok(Stagger::Timeline),
+                    "off" => Ok(Stagger::Off),
+                    _ => Err(E::invalid_value(serde::de::Unexpected::Str(s), &self)),
+                }
+            }
+        }
+        d.deserialize_any(V)
+    }
+}
+
 /// How member probabilities combine.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -245,6 +288,25 @@ pub struct EngineConfig {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn stagger_reads_its_modes_and_the_old_booleans() {
+        #[derive(Deserialize)]
+        struct W {
+            stagger: Stagger,
+        }
+        let read = |t: &str| toml::from_str::<W>(t).map(|w| w.stagger);
+        assert_eq!(
+            read("stagger = \"wall_clock\"").unwrap(),
+            Stagger::WallClock
+        );
+        assert_eq!(read("stagger = \"timeline\"").unwrap(), Stagger::Timeline);
+        assert_eq!(read("stagger = \"off\"").unwrap(), Stagger::Off);
+        assert_eq!(read("stagger = true").unwrap(), Stagger::WallClock);
+        assert_eq!(read("stagger = false").unwrap(), Stagger::Off);
+        let e = read("stagger = \"evenly\"").unwrap_err().to_string();
+        assert!(e.contains("wall_clock") && e.contains("evenly"), "{e}");
+    }
 
     #[test]
     fn plain_http_stays_on_loopback_unless_allowed() {

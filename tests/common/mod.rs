@@ -26,7 +26,7 @@ pub fn root() -> &'static Path {
 use std::time::Duration;
 
 use futures_util::{SinkExt, StreamExt};
-use holmes::config::Config;
+use holmes::config::{Config, Stagger};
 use serde_json::{Value, json};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio_tungstenite::tungstenite::Message;
@@ -53,6 +53,10 @@ pub fn test_config(dir: &Path) -> Config {
     c.storage.flush_ms = 10;
     c.ensemble.models_dir = root().join("models");
     c.ward.grace_secs = 0.5;
+    // Window ends on each bed's own timeline, which these tests stream faster than real time
+    // (a lone configured bed's at whole hops); the wall-clock default is tested in
+    // tests/daemon.rs with monitors streaming in real time.
+    c.ward.stagger = Stagger::Timeline;
     // These tests check what is scored, not how fast: a loaded CI machine (debug build, tests
     // in parallel) must not turn windows partial. Deadlines are tested in tests/engine.rs.
     c.engine.slo_ms = 20_000;
@@ -229,6 +233,16 @@ impl Monitor {
                 )
                 .await;
             }
+        }
+    }
+
+    /// As [`stream`](Self::stream), in real time: frame `seq` leaves as its last sample is
+    /// taken, 100 ms after the one before it.
+    pub async fn stream_live(&mut self, t0: i64, seqs: std::ops::Range<u64>) {
+        let start = tokio::time::Instant::now();
+        for (k, seq) in seqs.enumerate() {
+            tokio::time::sleep_until(start + Duration::from_millis(100 * (k as u64 + 1))).await;
+            self.stream(t0, seq..seq + 1).await;
         }
     }
 

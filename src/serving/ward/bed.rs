@@ -20,8 +20,8 @@ pub(crate) struct BedParams {
     pub(crate) fs: i64,
     pub(crate) window: i64,
     pub(crate) hop: i64,
-    /// Window ends sit at `phase + k * hop`.
-    pub(crate) phase: i64,
+    /// Where the window ends sit within the hop.
+    pub(crate) phase: Phase,
     pub(crate) grace: Duration,
     /// Samples buffered per lead.
     pub(crate) capacity: usize,
@@ -34,6 +34,17 @@ pub(crate) struct BedParams {
     /// windows ending at or before it are passed over, not scored again (a monitor resends
     /// its buffer to a restarted daemon, which welcomes it from sequence 0).
     pub(crate) scored_until_ms: Option<i64>,
+}
+
+/// Where a bed's window ends sit within the hop.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Phase {
+    /// At `phase + k * hop` on the bed's timeline.
+    Timeline(i64),
+    /// Closing `slot_secs` past each whole hop since `epoch` on the wall clock: placed a hop
+    /// before the first window can end, from the stream's real-time origin (see
+    /// [`BedState::place`]).
+    WallClock { epoch: Instant, slot_secs: f64 },
 }
 
 /// A samples frame after ingest validation: lead slots resolved, bad samples already `None`.
@@ -152,6 +163,12 @@ pub(crate) struct BedState {
     /// The next samples frame is the first of a new connection (its seq may restart).
     fresh: bool,
     next_end: i64,
+    /// `next_end` follows the phase (a wall-clock slot waits until a hop before the first
+    /// window can end).
+    placed: bool,
+    /// Earliest wall-clock moment (seconds since the slot's epoch) at which timeline position
+    /// 0 could have been taken, by the frames seen so far: the stream's real-time origin.
+    origin_secs: f64,
     window_index: u64,
     due_since: Option<Instant>,
     last_arrival: Option<Instant>,
@@ -166,7 +183,11 @@ pub(crate) struct BedState {
 
 impl BedState {
     pub(crate) fn new(bed: Arc<str>, p: BedParams) -> BedState {
-        let first_end = first_boundary(p.window, p.phase, p.hop);
+        let (phase, placed) = match p.phase {
+            Phase::Timeline(phase) => (phase, true),
+            Phase::WallClock { .. } => (0, false),
+        };
+        let first_end = first_boundary(p.window, phase, p.hop);
         BedState {
             bed,
             leads: (0..MAX_LEADS).map(|_| Ring::new(p.capacity)).collect(),
@@ -179,6 +200,8 @@ impl BedState {
             seen: SeenSeqs::default(),
             fresh: true,
             next_end: first_end,
+            placed,
+            origin_secs: f64::INFINITY,
             window_index: 0,
             due_since: None,
             last_arrival: None,
@@ -334,6 +357,9 @@ impl BedState {
             self.expected_pos = self.expected_pos.max(pos + n);
             return out;
         }
+        if !self.placed {
+            self.place(pos + n, f.arrived);
+        }
         if pos + n > self.expected_pos + self.p.capacity as i64 && pos > self.expected_pos {
             out.events.extend(self.skip_outage(pos));
         }
@@ -351,6 +377,30 @@ impl BedState {
         self.high_water = self.high_water.max(pos + n);
         out.windows = self.try_close(f.arrived);
         out
+    }
+
+    /// Places the window ends of a wall-clock slot. Each samples frame, whose last sample
+    /// (`pos_end`) arrived at `arrived`, bounds the stream's real-time origin: position 0 was
+    /// taken no later than `arrived - pos_end / fs`. The earliest bound holds once a monitor
+    /// that started behind (connecting, or sending a backlog) has caught up, where the first
+    /// frame alone would place the bed by its connection's moment. A hop before the first
+    /// window can end, its ends are placed to arrive at the slot past each whole hop.
+    fn place(&mut self, pos_end: i64, arrived: Instant) {
+        let Phase::WallClock { epoch, slot_secs } = self.p.phase else {
+            self.placed = true;
+            return;
+        };
+        let fs = self.p.fs as f64;
+        let since = arrived.saturating_duration_since(epoch).as_secs_f64();
+        self.origin_secs = self.origin_secs.min(since - pos_end as f64 / fs);
+        if pos_end < self.p.window - self.p.hop {
+            return;
+        }
+        self.placed = true;
+        let hop_secs = self.p.hop as f64 / fs;
+        let wait = (slot_secs - self.origin_secs).rem_euclid(hop_secs);
+        let phase = ((wait * fs).round() as i64).rem_euclid(self.p.hop);
+        self.next_end = first_boundary(self.p.window, phase, self.p.hop);
     }
 
     /// The device clock disagrees with the sequence: re-anchor so the frame lands where its

@@ -7,7 +7,7 @@ fn params() -> BedParams {
         fs: 250,
         window: 250 * 4,
         hop: 250 * 2,
-        phase: 0,
+        phase: Phase::Timeline(0),
         scored_until_ms: None,
         grace: Duration::from_millis(500),
         capacity: 250 * 10,
@@ -189,6 +189,60 @@ fn phase_offsets_shift_the_boundaries() {
     assert_eq!(first_boundary(1000, 0, 500), 1000);
     assert_eq!(first_boundary(1000, 100, 500), 1100);
     assert_eq!(first_boundary(7500, 3750, 7500), 11250);
+}
+
+#[test]
+fn wall_clock_slots_close_at_their_moment_whenever_the_stream_started() {
+    // Windows of 4 s every 2 s; frames of 0.1 s, each arriving as its last sample is taken,
+    // except that a monitor `behind` sends the frames it took meanwhile in one burst.
+    let epoch = Instant::now();
+    let closings = |slot_secs: f64, start_secs: f64, behind: f64| -> Vec<f64> {
+        let mut p = params();
+        p.phase = Phase::WallClock { epoch, slot_secs };
+        let mut b = BedState::new("b".into(), p);
+        b.attach([true, false, false], &[]);
+        let mut at = Vec::new();
+        for seq in 0..150u64 {
+            let taken = (seq + 1) as f64 * 0.1;
+            let arrived = epoch + Duration::from_secs_f64(start_secs + taken.max(behind));
+            for w in b
+                .on_samples(frame(seq, seq as i64 * 100, 25, arrived))
+                .windows
+            {
+                assert_eq!(w.end_ms - w.start_ms, 4000);
+                at.push(w.last_sample_at.duration_since(epoch).as_secs_f64());
+            }
+        }
+        at
+    };
+    let cases = [
+        (0.5, 0.3, 0.0),
+        (0.5, 1.7, 0.0),
+        (1.5, 0.3, 0.0),
+        (1.5, 1.0, 0.0),
+        (0.0, 0.95, 0.0),
+        // Connected 1.3 s (1.9 s) late and caught up before the placement, a hop before the
+        // first window's end: placed by when it took its samples, not by when it connected
+        // (which would close it 1.3 s early).
+        (0.5, 0.3, 1.3),
+        (1.5, 1.7, 1.9),
+    ];
+    for (slot, start, behind) in cases {
+        let at = closings(slot, start, behind);
+        // A window every hop, the first once 4 s of signal are in and its end falls in the
+        // slot, the last within a hop of the stream's end (15 s after its start).
+        assert!(at[0] >= start + 4.0 && at[0] < start + 6.0, "{at:?}");
+        assert!(at[at.len() - 1] > start + 13.0, "{at:?}");
+        assert!(
+            at.windows(2).all(|p| (p[1] - p[0] - 2.0).abs() < 1e-6),
+            "{at:?}"
+        );
+        // At the slot, or with the frame that holds it (at most a frame later).
+        for t in &at {
+            let late = (t - slot + 1e-9).rem_euclid(2.0);
+            assert!(late < 0.1, "slot {slot} start {start}: {at:?}");
+        }
+    }
 }
 
 #[test]

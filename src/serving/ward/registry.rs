@@ -20,9 +20,9 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 use super::admission::{self, Full, Held, Idle, Newcomer};
-use super::bed::{BedParams, BedState};
+use super::bed::{BedParams, BedState, Phase};
 use super::task::{BedCmd, BedTask, Counters, Strip};
-use crate::config::{QualityConfig, WardConfig};
+use crate::config::{QualityConfig, Stagger, WardConfig};
 use crate::core::event::{Event, EventKind};
 use crate::core::window::{ClosedWindow, MAX_LEADS, SAMPLE_RATE_HZ};
 use crate::protocol::{ServerMsg, close};
@@ -137,6 +137,8 @@ struct Inner {
     bound: Mutex<HashSet<String>>,
     cancel: CancellationToken,
     tracker: TaskTracker,
+    /// The wall clock's origin for the beds' slots (`ward.stagger = "wall_clock"`).
+    epoch: Instant,
 }
 
 /// Handle to the bed registry. Cheap to clone.
@@ -167,6 +169,7 @@ impl Ward {
                 bound: Mutex::new(HashSet::new()),
                 cancel,
                 tracker,
+                epoch: Instant::now(),
             }),
         }
     }
@@ -187,13 +190,14 @@ impl Ward {
         self.inner.cfg.ward.hop_secs
     }
 
-    /// Phase of a bed's window ends within the hop, in samples: configured beds evenly by
-    /// their order, others by the golden-ratio sequence (evenly spread for any count).
-    fn phase(&self, bed: &str) -> i64 {
+    /// Where a bed's window ends sit within the hop: its slot, a fraction of the hop
+    /// (configured beds evenly by their order, others by the golden-ratio sequence, evenly
+    /// spread for any count), on the wall clock or its own timeline as `ward.stagger` says.
+    fn phase(&self, bed: &str) -> Phase {
         let w = &self.inner.cfg.ward;
         let hop = (w.hop_secs as usize * SAMPLE_RATE_HZ) as f64;
-        if !w.stagger {
-            return 0;
+        if w.stagger == Stagger::Off {
+            return Phase::Timeline(0);
         }
         let frac = match w.beds.iter().position(|b| b == bed) {
             Some(i) => i as f64 / w.beds.len() as f64,
@@ -203,7 +207,13 @@ impl Ward {
                 (*k as f64 * GOLDEN).fract()
             }
         };
-        (frac * hop).round() as i64
+        match w.stagger {
+            Stagger::WallClock => Phase::WallClock {
+                epoch: self.inner.epoch,
+                slot_secs: frac * w.hop_secs as f64,
+            },
+            _ => Phase::Timeline((frac * hop).round() as i64),
+        }
     }
 
     fn params(&self, bed: &str) -> BedParams {

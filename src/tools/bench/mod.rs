@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 
 use serde::Serialize;
 
-use crate::config::Config;
+use crate::config::{Config, Stagger};
 use crate::core::stats::percentile;
 use crate::tools::sim::{SimOptions, Source};
 use daemon::Daemon;
@@ -328,7 +328,13 @@ pub(crate) async fn run(mut base: Config, opts: BenchOptions) -> Result<BenchRep
     base.server.max_connections = base.server.max_connections.max(opts.beds + 64);
     // One gateway device sends for every bed.
     base.auth.max_beds_per_gateway = base.auth.max_beds_per_gateway.max(opts.beds);
-    base.ward.stagger = opts.scenario != Scenario::Aligned;
+    // Aligned closes every window at once; the others keep the configuration's spreading
+    // (the default is the wall clock), spreading on the wall clock where it says "off".
+    base.ward.stagger = match (opts.scenario, base.ward.stagger) {
+        (Scenario::Aligned, _) => Stagger::Off,
+        (_, Stagger::Off) => Stagger::WallClock,
+        (_, s) => s,
+    };
     base.ward.scoring = opts.scenario != Scenario::Ingest;
     // The simulated monitors sign in as one gateway device, checked as in service.
     let db = base.storage.db.clone();
