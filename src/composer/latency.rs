@@ -106,6 +106,9 @@ pub(crate) struct LatencyModel {
     /// stage (one window at a time on a thread of its own), when it costs anything.
     beside_ms: f64,
     beside: Option<des::Member>,
+    /// Most of a second's service the ward's windows may take at full batches
+    /// ([`with_max_utilisation`](Self::with_max_utilisation)); 1: up to the bound's own limit.
+    max_utilisation: f64,
 }
 
 impl LatencyModel {
@@ -163,7 +166,23 @@ impl LatencyModel {
                 batch_ms: vec![beside_ms],
                 workers: 1,
             }),
+            max_utilisation: 1.0,
         }
+    }
+
+    /// An ensemble whose windows, served at full batches, would take more than `u` of each
+    /// second (`composer.max_utilisation`) is estimated unbounded. The bounds assume evenly
+    /// staggered arrivals and the profiled work alone, so they see no queue until the work
+    /// fills the second; bursts, the ingest and other work on the same cores do.
+    pub(crate) fn with_max_utilisation(mut self, u: f64) -> LatencyModel {
+        self.max_utilisation = u;
+        self
+    }
+
+    /// The share of each second the ward's windows take when ensemble `b` serves them at
+    /// full batches (its least work a window), with what serves beside the members.
+    pub(crate) fn utilisation(&self, b: &[bool]) -> f64 {
+        self.beds as f64 / self.hop_s * self.batched_ms(b).1 / 1000.0
     }
 
     /// Latency (ms) of ensemble `b` by the chosen estimator.
@@ -173,6 +192,9 @@ impl LatencyModel {
 
     /// Latency (ms) of ensemble `b` by `estimator`.
     pub(crate) fn by(&self, estimator: Estimator, b: &[bool]) -> f64 {
+        if self.utilisation(b) > self.max_utilisation {
+            return f64::INFINITY;
+        }
         match estimator {
             Estimator::Netcalc => {
                 let (round, per_window) = self.batched_ms(b);
@@ -297,5 +319,13 @@ mod tests {
         // With the counter beside it (1 ms a window, one at a time), more.
         let counted = LatencyModel::new(&entries, &engine, 1024, 5.0, 1.0, Estimator::Netcalc);
         assert!(counted.estimate(&[true]) > batched);
+        // 204.8 windows a second at 2.5 ms a window take 0.51 of each second: within a
+        // headroom of 0.6, past one of 0.5.
+        assert!((counted.utilisation(&[true]) - 0.512).abs() < 1e-9);
+        let within = counted.clone().with_max_utilisation(0.6);
+        assert_eq!(within.estimate(&[true]), counted.estimate(&[true]));
+        let past = counted.with_max_utilisation(0.5);
+        assert!(past.estimate(&[true]).is_infinite());
+        assert!(past.by(Estimator::Des, &[true]).is_infinite());
     }
 }

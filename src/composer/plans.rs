@@ -45,13 +45,16 @@ pub(crate) struct PlanInputs {
     /// rules are validated for an ensemble, and its reading is priced in every estimate.
     #[serde(default)]
     pub(crate) counter: String,
+    /// `composer.max_utilisation` (0 in plans stored before it existed).
+    #[serde(default)]
+    pub(crate) max_utilisation: f64,
 }
 
 impl PlanInputs {
     /// The lookup key: everything but the calibration and the derived budget.
     pub(crate) fn key(&self) -> String {
         let text = format!(
-            "{}|{}|{}|{}|{}|{}|{}|{}|{}",
+            "{}|{}|{}|{}|{}|{}|{}|{}|{}|{}",
             self.zoo.join(","),
             self.beds,
             self.hardware,
@@ -60,7 +63,8 @@ impl PlanInputs {
             self.hop_secs,
             self.window_secs,
             self.rules,
-            self.counter
+            self.counter,
+            self.max_utilisation
         );
         crate::core::hash::sha256_hex(text.as_bytes())
     }
@@ -74,8 +78,26 @@ pub(crate) struct Rung {
     pub(crate) lead_sets: LeadSets,
     pub(crate) budget_ms: f64,
     pub(crate) val_roc_auc: f64,
-    /// Estimated end-to-end latency, ms.
+    /// Estimated end-to-end latency, ms (unbounded on the fallback rung when nothing fits:
+    /// stored as null).
+    #[serde(with = "unbounded")]
     pub(crate) latency_ms: f64,
+}
+
+/// An estimate that may be unbounded, in JSON (which has no infinity): null.
+mod unbounded {
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    pub(super) fn serialize<S: Serializer>(v: &f64, s: S) -> Result<S::Ok, S::Error> {
+        match v.is_finite() {
+            true => s.serialize_f64(*v),
+            false => s.serialize_none(),
+        }
+    }
+
+    pub(super) fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<f64, D::Error> {
+        Ok(Option::<f64>::deserialize(d)?.unwrap_or(f64::INFINITY))
+    }
 }
 
 /// A composed plan: rung 0 is the ensemble to serve, the rest the cheaper ladder.
@@ -155,6 +177,7 @@ mod tests {
             window_secs: 30,
             rules: String::new(),
             counter: String::new(),
+            max_utilisation: 0.85,
         };
         let mut p = Plan {
             format: PLAN_FORMAT,
@@ -193,11 +216,25 @@ mod tests {
             ..inputs.clone()
         };
         assert_ne!(counted.key(), inputs.key());
+        let headroom = PlanInputs {
+            max_utilisation: 0.9,
+            ..inputs.clone()
+        };
+        assert_ne!(headroom.key(), inputs.key());
         let other = PlanInputs {
             rules: "ab".into(),
             ..inputs.clone()
         };
         assert_ne!(other.key(), inputs.key());
+        // A fallback rung whose estimate is unbounded is stored and read back as such.
+        let mut unbounded = Plan {
+            inputs: headroom.clone(),
+            ..p.clone()
+        };
+        unbounded.rungs[0].latency_ms = f64::INFINITY;
+        save(&db, &mut unbounded, "nothing fits").unwrap();
+        let found = latest(&db, &headroom.key()).unwrap().unwrap();
+        assert!(found.rungs[0].latency_ms.is_infinite());
         // A plan of format 1 (composed without the lead constraint) is composed again.
         let mut old = Plan {
             format: 1,

@@ -144,6 +144,7 @@ fn inputs(
             String::new()
         },
         counter: counter.map(|c| c.sha256.clone()).unwrap_or_default(),
+        max_utilisation: c.max_utilisation,
     }
 }
 
@@ -211,7 +212,8 @@ pub(crate) fn compose_plan(
         hop,
         beside_ms,
         compose::Estimator::Netcalc,
-    );
+    )
+    .with_max_utilisation(cfg.composer.max_utilisation);
     let latency = |b: &[bool]| model.estimate(b);
     let params = cfg.composer.search;
     let coverable = compose::zoo_lead_sets(&entries);

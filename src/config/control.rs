@@ -24,6 +24,11 @@ pub struct ComposerConfig {
     pub(crate) search: HolmesParams,
     /// Fraction of `engine.slo_ms` the composed ensemble's estimated latency may use.
     pub budget_fraction: f64,
+    /// Most of each second the ward's windows may take, served at full batches (the members'
+    /// and the beat counter's profiled work a window x windows a second), for an ensemble to
+    /// be composed: the latency bounds see no queue below a full second, but the monitors'
+    /// bursts, the ingest and other work on the same cores do (`BENCHMARKS.md`).
+    pub max_utilisation: f64,
     /// Budgets of the cheaper ladder rungs, as fractions of the plan's budget.
     pub ladder: Vec<f64>,
     /// Beds assumed before monitors connect (at least `ward.beds`).
@@ -48,6 +53,7 @@ impl Default for ComposerConfig {
             prefer_validated: true,
             search: HolmesParams::default(),
             budget_fraction: 0.7,
+            max_utilisation: 0.85,
             ladder: vec![0.5, 0.25, 0.1],
             initial_beds: 16,
             beds_step: 16,
@@ -67,6 +73,9 @@ impl ComposerConfig {
                 self.method,
                 METHODS.join(", ")
             ));
+        }
+        if !(self.max_utilisation > 0.0 && self.max_utilisation <= 1.0) {
+            return Err("composer.max_utilisation must lie in (0, 1]".into());
         }
         if !(self.budget_fraction > 0.0 && self.budget_fraction <= 1.0)
             || self.ladder.iter().any(|f| !(*f > 0.0 && *f < 1.0))
