@@ -282,5 +282,14 @@ mod tests {
         let bad = DEFAULT_TOML.replace("min_coverage = 0.8", "min_coverage = 1.5");
         let e = Config::parse(&bad, "x.toml").unwrap_err().to_string();
         assert!(e.contains("quality.min_coverage"), "{e}");
+        for u in ["0.0", "1.5"] {
+            let bad =
+                DEFAULT_TOML.replace("max_utilisation = 0.85", &format!("max_utilisation = {u}"));
+            let e = Config::parse(&bad, "x.toml").unwrap_err().to_string();
+            assert!(e.contains("composer.max_utilisation"), "{e}");
+        }
+        let bad = DEFAULT_TOML.replace("stagger = \"wall_clock\"", "stagger = \"evenly\"");
+        let e = Config::parse(&bad, "x.toml").unwrap_err().to_string();
+        assert!(e.contains("x.toml") && e.contains("evenly"), "{e}");
     }
 }
