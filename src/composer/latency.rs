@@ -107,8 +107,8 @@ pub(crate) struct LatencyModel {
     beside_ms: f64,
     beside: Option<des::Member>,
     /// Most of a second's service the ward's windows may take at full batches
-    /// ([`with_max_utilisation`](Self::with_max_utilisation)); 1: up to the bound's own limit.
-    max_utilisation: f64,
+    /// ([`with_max_utilisation`](Self::with_max_utilisation)); none: as the estimator says.
+    max_utilisation: Option<f64>,
 }
 
 impl LatencyModel {
@@ -166,7 +166,7 @@ impl LatencyModel {
                 batch_ms: vec![beside_ms],
                 workers: 1,
             }),
-            max_utilisation: 1.0,
+            max_utilisation: None,
         }
     }
 
@@ -175,7 +175,7 @@ impl LatencyModel {
     /// staggered arrivals and the profiled work alone, so they see no queue until the work
     /// fills the second; bursts, the ingest and other work on the same cores do.
     pub(crate) fn with_max_utilisation(mut self, u: f64) -> LatencyModel {
-        self.max_utilisation = u;
+        self.max_utilisation = Some(u);
         self
     }
 
@@ -192,7 +192,10 @@ impl LatencyModel {
 
     /// Latency (ms) of ensemble `b` by `estimator`.
     pub(crate) fn by(&self, estimator: Estimator, b: &[bool]) -> f64 {
-        if self.utilisation(b) > self.max_utilisation {
+        if self
+            .max_utilisation
+            .is_some_and(|u| self.utilisation(b) > u)
+        {
             return f64::INFINITY;
         }
         match estimator {

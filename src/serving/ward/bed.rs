@@ -75,6 +75,9 @@ struct SeenSeqs {
 }
 
 const SEEN_SPAN: u64 = 4096;
+/// How much earlier the real-time origin must turn out to be before a wall-clock slot's ends
+/// are placed again (seconds): half a 100-ms frame, so the network's jitter does not move them.
+const REPLACE_SECS: f64 = 0.05;
 /// Forward jumps longer than a day are clock errors, not gaps.
 const MAX_GAP_SAMPLES: i64 = 250 * 86_400;
 
@@ -169,6 +172,8 @@ pub(crate) struct BedState {
     /// Earliest wall-clock moment (seconds since the slot's epoch) at which timeline position
     /// 0 could have been taken, by the frames seen so far: the stream's real-time origin.
     origin_secs: f64,
+    /// The origin the window ends were last placed from.
+    placed_from: f64,
     window_index: u64,
     due_since: Option<Instant>,
     last_arrival: Option<Instant>,
@@ -202,6 +207,7 @@ impl BedState {
             next_end: first_end,
             placed,
             origin_secs: f64::INFINITY,
+            placed_from: f64::INFINITY,
             window_index: 0,
             due_since: None,
             last_arrival: None,
@@ -357,9 +363,7 @@ impl BedState {
             self.expected_pos = self.expected_pos.max(pos + n);
             return out;
         }
-        if !self.placed {
-            self.place(pos + n, f.arrived);
-        }
+        self.place(pos + n, f.arrived);
         if pos + n > self.expected_pos + self.p.capacity as i64 && pos > self.expected_pos {
             out.events.extend(self.skip_outage(pos));
         }
@@ -384,23 +388,36 @@ impl BedState {
     /// taken no later than `arrived - pos_end / fs`. The earliest bound holds once a monitor
     /// that started behind (connecting, or sending a backlog) has caught up, where the first
     /// frame alone would place the bed by its connection's moment. A hop before the first
-    /// window can end, its ends are placed to arrive at the slot past each whole hop.
+    /// window can end, its ends are placed to arrive at the slot past each whole hop; while
+    /// the origin moves earlier (a backlog longer than that still arriving), they are placed
+    /// again. Ends only move forward: a window already closed (on the wall clock, say) is
+    /// never closed again, and one hop may run long.
     fn place(&mut self, pos_end: i64, arrived: Instant) {
         let Phase::WallClock { epoch, slot_secs } = self.p.phase else {
-            self.placed = true;
             return;
         };
         let fs = self.p.fs as f64;
         let since = arrived.saturating_duration_since(epoch).as_secs_f64();
         self.origin_secs = self.origin_secs.min(since - pos_end as f64 / fs);
-        if pos_end < self.p.window - self.p.hop {
+        let due = if self.placed {
+            self.origin_secs < self.placed_from - REPLACE_SECS
+        } else {
+            pos_end >= self.p.window - self.p.hop
+        };
+        if !due {
             return;
         }
         self.placed = true;
+        self.placed_from = self.origin_secs;
         let hop_secs = self.p.hop as f64 / fs;
         let wait = (slot_secs - self.origin_secs).rem_euclid(hop_secs);
         let phase = ((wait * fs).round() as i64).rem_euclid(self.p.hop);
-        self.next_end = first_boundary(self.p.window, phase, self.p.hop);
+        let floor = if self.window_index > 0 {
+            self.next_end
+        } else {
+            self.p.window
+        };
+        self.next_end = first_boundary(floor, phase, self.p.hop);
     }
 
     /// The device clock disagrees with the sequence: re-anchor so the frame lands where its

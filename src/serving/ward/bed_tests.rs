@@ -245,6 +245,65 @@ fn wall_clock_slots_close_at_their_moment_whenever_the_stream_started() {
     }
 }
 
+/// A wall-clock bed (slot 0.5 s of a 2-s hop), frames of 0.1 s: `(seq, arrival secs)` each.
+fn wall_clock_ends(frames: &[(u64, f64)], ticks: &[f64]) -> Vec<(i64, f64)> {
+    let epoch = Instant::now();
+    let mut p = params();
+    p.phase = Phase::WallClock {
+        epoch,
+        slot_secs: 0.5,
+    };
+    let mut b = BedState::new("b".into(), p);
+    b.attach([true, false, false], &[]);
+    let at = |s: f64| epoch + Duration::from_secs_f64(s);
+    let mut events: Vec<(f64, Option<u64>)> = frames.iter().map(|&(q, t)| (t, Some(q))).collect();
+    events.extend(ticks.iter().map(|&t| (t, None)));
+    events.sort_by(|a, b| a.0.total_cmp(&b.0));
+    let mut ends = Vec::new();
+    for (t, seq) in events {
+        let closed = match seq {
+            Some(q) => b.on_samples(frame(q, q as i64 * 100, 25, at(t))).windows,
+            None => b.on_tick(at(t)),
+        };
+        ends.extend(closed.iter().map(|w| {
+            (
+                w.end_ms,
+                w.last_sample_at.duration_since(epoch).as_secs_f64(),
+            )
+        }));
+    }
+    ends
+}
+
+#[test]
+fn a_backlog_longer_than_the_wait_is_placed_again_once_caught_up() {
+    // The monitor connects 3.5 s after it started taking samples (more than the 2 s the bed
+    // waits before placing) and sends its backlog at once, then streams in real time.
+    let frames: Vec<(u64, f64)> = (0..150u64)
+        .map(|q| (q, ((q + 1) as f64 * 0.1).max(3.5)))
+        .collect();
+    let ends = wall_clock_ends(&frames, &[]);
+    assert!(ends.len() >= 5, "{ends:?}");
+    // Every end after the first is in the slot (within a frame), one hop after the last.
+    for (_, t) in &ends[1..] {
+        let late = (t - 0.5 + 1e-9).rem_euclid(2.0);
+        assert!(late < 0.1, "{ends:?}");
+    }
+    assert!(ends.windows(2).all(|p| p[1].0 - p[0].0 >= 2000), "{ends:?}");
+}
+
+#[test]
+fn windows_closed_on_the_wall_clock_before_placement_are_not_closed_again() {
+    // One second of signal, then silence: windows come due on the wall clock (with their gap)
+    // before the bed could be placed. The monitor comes back at 6 s and streams on.
+    let mut frames: Vec<(u64, f64)> = (0..10u64).map(|q| (q, (q + 1) as f64 * 0.1)).collect();
+    frames.extend((60..150u64).map(|q| (q, (q + 1) as f64 * 0.1)));
+    let ends = wall_clock_ends(&frames, &[4.6, 5.2, 5.9]);
+    assert!(ends.len() >= 5, "{ends:?}");
+    // No end twice, none going back, a hop or more apart.
+    assert!(ends.windows(2).all(|p| p[1].0 - p[0].0 >= 2000), "{ends:?}");
+}
+
 #[test]
 fn windows_an_earlier_run_stored_are_passed_over() {
     // A restarted daemon: the earlier run stored windows ending up to 1_010_000 ms; the
