@@ -82,6 +82,10 @@ pub(crate) struct Rung {
     /// stored as null).
     #[serde(with = "unbounded")]
     pub(crate) latency_ms: f64,
+    /// Share of each second the ward's windows take when it serves them at full batches
+    /// (`composer.max_utilisation` caps it; 0 in plans stored before it was kept).
+    #[serde(default)]
+    pub(crate) utilisation: f64,
 }
 
 /// An estimate that may be unbounded, in JSON (which has no infinity): null.
@@ -189,6 +193,7 @@ mod tests {
                 budget_ms: 140.0,
                 val_roc_auc: 0.9,
                 latency_ms: 3.0,
+                utilisation: 0.5,
             }],
             profiler_calls: 5,
             seconds: 0.1,

@@ -247,17 +247,23 @@ pub(crate) fn compose_plan(
                 budget_ms: budget,
                 val_roc_auc: c.val_roc_auc,
                 latency_ms: c.latency_ms,
+                utilisation: model.utilisation(&c.bits),
             },
             None => {
                 let mut lat = |b: &[bool]| model.estimate(b);
                 let row = compose::run_with(&entries, &inputs.method, budget, &params, &mut lat);
                 calls += row.profiler_calls;
+                let bits: Vec<bool> = entries
+                    .iter()
+                    .map(|e| row.members.contains(&e.name))
+                    .collect();
                 Rung {
                     members: row.members,
                     lead_sets: row.lead_sets,
                     budget_ms: budget,
                     val_roc_auc: row.val_roc_auc,
                     latency_ms: row.latency_ms,
+                    utilisation: model.utilisation(&bits),
                 }
             }
         };
@@ -281,6 +287,7 @@ pub(crate) fn compose_plan(
             budget_ms: inputs.budget_ms,
             val_roc_auc: compose::accuracy(&entries, &b, false).0,
             latency_ms: latency(&b),
+            utilisation: model.utilisation(&b),
         });
     }
     Ok(Plan {

@@ -288,12 +288,14 @@ fn members_for(
             .map_err(|e| BenchError::Compose(e.to_string()))?;
         let r = &plan.rungs[0];
         eprintln!(
-            "composed for {n} beds: {} members ({}), validation ROC-AUC {:.4}, estimated latency {:.1} ms (budget {:.0} ms)",
+            "composed for {n} beds: {} members ({}), validation ROC-AUC {:.4}, estimated latency {:.1} ms (budget {:.0} ms), {:.2} of each second at full batches (cap {})",
             r.members.len(),
             r.members.join(", "),
             r.val_roc_auc,
             r.latency_ms,
-            r.budget_ms
+            r.budget_ms,
+            r.utilisation,
+            cfg.composer.max_utilisation
         );
         return Ok((r.members.clone(), Some(r.val_roc_auc)));
     }
