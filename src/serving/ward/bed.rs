@@ -174,6 +174,10 @@ pub(crate) struct BedState {
     origin_secs: f64,
     /// The origin the window ends were last placed from.
     placed_from: f64,
+    /// The frames since the stream last ran ahead of real time: the least origin they bound,
+    /// and where they began (a backlog arriving faster than real time restarts them).
+    run_min: f64,
+    run_from: i64,
     window_index: u64,
     due_since: Option<Instant>,
     last_arrival: Option<Instant>,
@@ -208,6 +212,8 @@ impl BedState {
             placed,
             origin_secs: f64::INFINITY,
             placed_from: f64::INFINITY,
+            run_min: f64::INFINITY,
+            run_from: 0,
             window_index: 0,
             due_since: None,
             last_arrival: None,
@@ -388,19 +394,26 @@ impl BedState {
     /// taken no later than `arrived - pos_end / fs`. The earliest bound holds once a monitor
     /// that started behind (connecting, or sending a backlog) has caught up, where the first
     /// frame alone would place the bed by its connection's moment. A hop before the first
-    /// window can end, its ends are placed to arrive at the slot past each whole hop; while
-    /// the origin moves earlier (a backlog longer than that still arriving), they are placed
-    /// again. Ends only move forward: a window already closed (on the wall clock, say) is
-    /// never closed again, and one hop may run long.
+    /// window can end, its ends are placed to arrive at the slot past each whole hop. When a
+    /// longer backlog has arrived since and the stream runs in real time again (a second of
+    /// signal arrived no faster than it was taken), they are placed again from the earlier
+    /// origin. A stream that stays faster than real time is not placed again: its windows
+    /// close as its signal comes. Ends only move forward: a window already closed (on the
+    /// wall clock, say) is never closed again, and one hop may run long.
     fn place(&mut self, pos_end: i64, arrived: Instant) {
         let Phase::WallClock { epoch, slot_secs } = self.p.phase else {
             return;
         };
         let fs = self.p.fs as f64;
         let since = arrived.saturating_duration_since(epoch).as_secs_f64();
-        self.origin_secs = self.origin_secs.min(since - pos_end as f64 / fs);
+        let bound = since - pos_end as f64 / fs;
+        self.origin_secs = self.origin_secs.min(bound);
+        if bound < self.run_min - REPLACE_SECS {
+            (self.run_min, self.run_from) = (bound, pos_end);
+        }
         let due = if self.placed {
-            self.origin_secs < self.placed_from - REPLACE_SECS
+            let real_time = pos_end - self.run_from >= self.p.fs;
+            real_time && self.origin_secs < self.placed_from - REPLACE_SECS
         } else {
             pos_end >= self.p.window - self.p.hop
         };

@@ -293,6 +293,16 @@ fn a_backlog_longer_than_the_wait_is_placed_again_once_caught_up() {
 }
 
 #[test]
+fn a_stream_faster_than_real_time_loses_no_window() {
+    // Ten times real time throughout (a replay): 15 s of signal in 1.5 s. The wall clock says
+    // nothing about it; its windows end a hop apart on its timeline, none skipped.
+    let frames: Vec<(u64, f64)> = (0..150u64).map(|q| (q, (q + 1) as f64 * 0.01)).collect();
+    let ends = wall_clock_ends(&frames, &[]);
+    assert_eq!(ends.len(), 6, "{ends:?}");
+    assert!(ends.windows(2).all(|p| p[1].0 - p[0].0 == 2000), "{ends:?}");
+}
+
+#[test]
 fn windows_closed_on_the_wall_clock_before_placement_are_not_closed_again() {
     // One second of signal, then silence: windows come due on the wall clock (with their gap)
     // before the bed could be placed. The monitor comes back at 6 s and streams on.
