@@ -214,7 +214,7 @@ pub(crate) fn compose_plan(
         compose::Estimator::Netcalc,
     )
     .with_max_utilisation(cfg.composer.max_utilisation);
-    let latency = |b: &[bool]| model.estimate(b);
+    let mut latency = |b: &[bool]| model.estimate(b);
     let params = cfg.composer.search;
     let coverable = compose::zoo_lead_sets(&entries);
     if !coverable.is_full() {
@@ -250,8 +250,8 @@ pub(crate) fn compose_plan(
                 utilisation: model.utilisation(&c.bits),
             },
             None => {
-                let mut lat = |b: &[bool]| model.estimate(b);
-                let row = compose::run_with(&entries, &inputs.method, budget, &params, &mut lat);
+                let row =
+                    compose::run_with(&entries, &inputs.method, budget, &params, &mut latency);
                 calls += row.profiler_calls;
                 let bits: Vec<bool> = entries
                     .iter()

@@ -215,9 +215,10 @@ pub(crate) fn check_transport(
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Stagger {
-    /// The slot is a moment of the wall clock: when a bed's stream starts, its window ends are
-    /// placed so that they close at its slot past each whole hop of the daemon's clock. Beds
-    /// close evenly spread however their monitors' starts fall.
+    /// The slot is a moment of the wall clock: a hop before a bed's first window ends, its
+    /// window ends are placed so that they close at its slot past each whole hop of the
+    /// daemon's clock, from when its samples were taken (placed again, only forward, after a
+    /// backlog). Beds close evenly spread however their monitors' starts fall.
     WallClock,
     /// The slot is a place on the bed's own sample timeline, counted from its monitor's first
     /// sample: deterministic (a lone configured bed's windows end at whole hops), but beds

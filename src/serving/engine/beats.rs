@@ -13,8 +13,9 @@ use std::time::{Duration, Instant};
 
 use super::Shared;
 use super::ensemble::BEATS_NAME;
+use super::job::ModelFault;
 use super::queue::ModelQueue;
-use crate::core::event::{Event, EventKind, Origin};
+use super::worker::report_fault;
 use crate::signal::beats::{BeatCounter, RunEvidence};
 
 /// The counter served beside an ensemble, and its queue.
@@ -50,16 +51,8 @@ pub(crate) fn run(shared: Arc<Shared>) {
                 .counters
                 .beat_readings
                 .fetch_add(1, Ordering::Relaxed);
-            if evidence.is_none() && shared.metrics.model_fault(BEATS_NAME, 1, "panic: panicked") {
-                tracing::error!(
-                    "The beat counter panicked on a window; it is left out of that score"
-                );
-                shared.store.event(Event::system(
-                    Origin::Zoo,
-                    EventKind::ModelFault,
-                    serde_json::json!({"model": BEATS_NAME, "fault": "panic",
-                        "message": "panic: panicked", "windows": 1}),
-                ));
+            if evidence.is_none() {
+                report_fault(&shared, BEATS_NAME, ModelFault::Panic, "panicked", 1);
             }
             let reading = Reading {
                 evidence,

@@ -172,47 +172,35 @@ impl WindowJob {
     /// Records the counter's reading; commits when it was the last answer. An overdue window
     /// waits for its first member result: the counter only raises a score.
     pub(crate) fn complete_beats(&self, r: Reading, shared: &Shared) {
-        let commit = {
-            let mut s = self.state.lock().expect("job lock");
-            if s.done {
-                shared.metrics.late_member();
-                return;
-            }
-            s.beats = BeatSlot::Done(r);
-            if s.waiting() {
-                None
-            } else {
-                s.done = true;
-                Some(s.snapshot())
-            }
-        };
-        if let Some(snapshot) = commit {
-            self.commit(snapshot, Reason::Complete, shared);
-        }
+        self.answer(shared, false, |s| s.beats = BeatSlot::Done(r));
     }
 
     /// Records member `m`'s result; commits when it was the last one (or the deadline passed).
     pub(crate) fn complete_member(&self, m: usize, r: MemberResult, shared: &Shared) {
+        self.answer(shared, true, |s| s.slots[m] = Slot::Done(r));
+    }
+
+    /// Records an answer with `record`; commits when nothing is left waiting, or, when
+    /// `commits_overdue`, once the deadline has passed.
+    fn answer(&self, shared: &Shared, commits_overdue: bool, record: impl FnOnce(&mut State)) {
         let commit = {
             let mut s = self.state.lock().expect("job lock");
             if s.done {
                 shared.metrics.late_member();
                 return;
             }
-            s.slots[m] = Slot::Done(r);
+            record(&mut s);
             let waiting = s.waiting();
-            if !waiting || s.overdue {
-                s.done = true;
-                Some((
-                    s.snapshot(),
-                    if waiting {
-                        Reason::Deadline
-                    } else {
-                        Reason::Complete
-                    },
-                ))
-            } else {
+            if waiting && !(commits_overdue && s.overdue) {
                 None
+            } else {
+                s.done = true;
+                let reason = if waiting {
+                    Reason::Deadline
+                } else {
+                    Reason::Complete
+                };
+                Some((s.snapshot(), reason))
             }
         };
         if let Some((snapshot, reason)) = commit {

@@ -23,6 +23,28 @@ pub trait InferModel {
 /// Builds a model instance on the worker's own thread (burn modules stay on their thread).
 pub type Factory = Arc<dyn Fn() -> Result<Box<dyn InferModel>, EngineError> + Send + Sync>;
 
+/// Counts a fault of `model` (a member, or the beat counter) on `windows` windows; the first
+/// of an episode is logged and stored as a `model_fault` event. The model is left out of
+/// those windows' scores.
+pub(crate) fn report_fault(
+    shared: &Shared,
+    model: &str,
+    kind: ModelFault,
+    message: &str,
+    windows: usize,
+) {
+    let what = format!("{}: {message}", kind.as_str());
+    if shared.metrics.model_fault(model, windows, &what) {
+        tracing::error!(model, fault = %what, windows, "Model failed; it is left out of these scores");
+        shared.store.event(Event::system(
+            Origin::Zoo,
+            EventKind::ModelFault,
+            serde_json::json!({"model": model, "fault": kind.as_str(),
+                "message": what, "windows": windows}),
+        ));
+    }
+}
+
 /// A zoo model on a burn backend.
 pub(crate) struct ZooInfer<B: Backend>(pub(crate) ZooModel<B>);
 
@@ -142,16 +164,7 @@ pub(crate) fn run(
         let failed = probs.iter().filter(|p| p.is_none()).count();
         if failed > 0 {
             let kind = fault.unwrap_or(ModelFault::NonFinite);
-            let what = format!("{}: {what}", kind.as_str());
-            if shared.metrics.model_fault(&slot.name, failed, &what) {
-                tracing::error!(model = %slot.name, fault = %what, windows = failed, "Model failed on a batch; its member is left out of these scores");
-                shared.store.event(Event::system(
-                    Origin::Zoo,
-                    EventKind::ModelFault,
-                    serde_json::json!({"model": slot.name, "fault": kind.as_str(),
-                        "message": what, "windows": failed}),
-                ));
-            }
+            report_fault(&shared, &slot.name, kind, &what, failed);
         }
         shared.metrics.batch(&slot.name, batch.len(), compute);
         let version = model.version();
