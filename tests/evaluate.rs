@@ -242,6 +242,21 @@ fn check_condition(c: &Value) {
             .sum();
         assert_eq!(as_u64(&s["test_period"][k], k), sum, "{k}");
     }
+    // EC57's record set: the same sums over the records that are not paced.
+    let unpaced: Vec<&Value> = records
+        .iter()
+        .filter(|r| !r["paced"].as_bool().expect("paced"))
+        .collect();
+    assert_eq!(
+        as_u64(&s["paced_records"], "paced_records"),
+        (records.len() - unpaced.len()) as u64
+    );
+    for k in ["tp_s", "fn", "tp_p", "fp"] {
+        for (set, per_record) in [("unpaced", "counts"), ("ec57", "test_period")] {
+            let sum: u64 = unpaced.iter().map(|r| as_u64(&r[per_record][k], k)).sum();
+            assert_eq!(as_u64(&s[set][k], k), sum, "{set} {k}");
+        }
+    }
     for r in records {
         let c = &r["test_period"];
         let after = r["timings"]
@@ -262,6 +277,10 @@ fn check_condition(c: &Value) {
         ("gross_figures", "gross_intervals", "pp"),
         ("test_period_figures", "test_period_intervals", "se"),
         ("test_period_figures", "test_period_intervals", "pp"),
+        ("unpaced_figures", "unpaced_intervals", "se"),
+        ("unpaced_figures", "unpaced_intervals", "pp"),
+        ("ec57_figures", "ec57_intervals", "se"),
+        ("ec57_figures", "ec57_intervals", "pp"),
     ] {
         match (s[figures][f].as_f64(), s[intervals][f].as_array()) {
             (Some(x), Some(lh)) => {

@@ -280,6 +280,7 @@ mod tests {
             episodes: Vec::new(),
             noise: vec![Vec::new()],
             beats: centres.iter().map(|&c| c as i64).collect(),
+            paced: false,
             ectopy: wide
                 .iter()
                 .filter_map(|&k| centres.get(k))

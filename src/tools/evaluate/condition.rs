@@ -63,13 +63,10 @@ pub(crate) fn condition(
         }
         records.push(RecordRow {
             record: r.key.clone(),
-            comparison: compare_annotated(
-                &r.reference,
-                &alarms,
-                &annotated,
-                r.monitored_ms,
-                matching,
-            )?,
+            comparison: RecordComparison {
+                paced: r.paced,
+                ..compare_annotated(&r.reference, &alarms, &annotated, r.monitored_ms, matching)?
+            },
             false_alarm_causes: causes::classify(
                 &alarms,
                 &r.reference,

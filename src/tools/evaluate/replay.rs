@@ -74,6 +74,8 @@ pub(crate) struct Replay {
     pub by_kind: Vec<(EpisodeKind, (i64, i64))>,
     /// Monitored time outside the reference episodes, ms.
     pub monitored_ms: i64,
+    /// The record is paced: EC57's figures leave it out.
+    pub paced: bool,
     /// Stretches the annotators marked as noise on any lead, `[start, end)` in ms, merged.
     pub noise_ms: Vec<(i64, i64)>,
     /// Annotated ventricular ectopy, `[start, end)` in ms: a one-sample mark per ventricular
@@ -261,6 +263,7 @@ pub(crate) fn replay(
         reference,
         by_kind,
         monitored_ms: (span_end - span_start - in_episodes).max(0),
+        paced: rec.paced,
         noise_ms,
         ectopy_ms,
     })
@@ -297,6 +300,7 @@ mod tests {
             episodes,
             noise: vec![Vec::new()],
             beats: Vec::new(),
+            paced: false,
             ectopy: Vec::new(),
         }
     }

@@ -95,6 +95,10 @@ pub fn text(e: &Evaluation) -> String {
         }
         for c in d.conditions.iter().take(1) {
             let sum = &c.summary;
+            let unpaced_label = format!(
+                "whole records, {} paced left out as EC57 does",
+                sum.paced_records
+            );
             for (period, g, f, i) in [
                 (
                     "whole records",
@@ -107,6 +111,18 @@ pub fn text(e: &Evaluation) -> String {
                     &sum.test_period,
                     &sum.test_period_figures,
                     &sum.test_period_intervals,
+                ),
+                (
+                    &unpaced_label,
+                    &sum.unpaced,
+                    &sum.unpaced_figures,
+                    &sum.unpaced_intervals,
+                ),
+                (
+                    "EC57's record set and test period",
+                    &sum.ec57,
+                    &sum.ec57_figures,
+                    &sum.ec57_intervals,
                 ),
             ] {
                 let _ = writeln!(

@@ -158,6 +158,7 @@ mod tests {
             reference: Vec::new(),
             by_kind: Vec::new(),
             monitored_ms: 0,
+            paced: false,
             noise_ms: Vec::new(),
             ectopy_ms: Vec::new(),
         }

@@ -287,6 +287,21 @@ pub(crate) fn ectopy_spans(ann: &[Annotation], len: i64) -> Vec<Span> {
     out
 }
 
+/// Beat labels of paced and paced-fusion beats.
+const PACED_BEATS: [&str; 2] = ["/", "f"];
+/// Rhythm labels of paced rhythm: mitdb's `(P`, vfdb's `(PM` (not `(PREX`, pre-excitation).
+const PACED_RHYTHMS: [&str; 2] = ["(P", "(PM"];
+
+/// Whether a record is paced: its annotations hold a paced or paced-fusion beat or a paced
+/// rhythm label. EC57's evaluations leave such records out (`ecgeval`'s `mitxlist` omits mitdb
+/// 102, 104, 107 and 217, the records this finds in mitdb); vfdb 602's `(PM` is found alike.
+pub(crate) fn paced(ann: &[Annotation]) -> bool {
+    ann.iter().any(|a| {
+        PACED_BEATS.contains(&a.symbol())
+            || rhythm_label(a).is_some_and(|l| PACED_RHYTHMS.contains(&l))
+    })
+}
+
 /// Sample indices of annotated QRS complexes, or `None` if the file annotates no beats.
 pub(crate) fn annotated_beats(ann: &[Annotation]) -> Option<Vec<i64>> {
     let beats: Vec<i64> = ann
@@ -427,6 +442,23 @@ mod tests {
         // Four fast V beats, or five slow ones (RR 300 = 50/min), are not VT.
         assert!(episodes(&beats(0, 100, "NVVVVN"), 2000, true, 250.0).is_empty());
         assert!(episodes(&beats(0, 300, "NVVVVVN"), 4000, true, 250.0).is_empty());
+    }
+
+    #[test]
+    fn paced_beats_or_a_paced_rhythm_make_a_record_paced() {
+        // Codes: 1 N, 12 paced, 38 paced fusion, 28 rhythm.
+        let plain = vec![ann(0, 1, None, 0), ann(300, 28, Some("(PREX"), 0)];
+        assert!(!paced(&plain), "pre-excitation is not pacing");
+        for extra in [
+            ann(500, 12, None, 0),
+            ann(500, 38, None, 0),
+            ann(500, 28, Some("(P"), 0),
+            ann(500, 28, Some("(PM"), 0),
+        ] {
+            let mut a = plain.clone();
+            a.push(extra.clone());
+            assert!(paced(&a), "{extra:?}");
+        }
     }
 
     #[test]

@@ -112,6 +112,8 @@ pub struct RecordData {
     /// Annotated ventricular ectopy short of VT ([`labels::ectopy_spans`]): training's hard
     /// negatives.
     pub(crate) ectopy: Vec<Span>,
+    /// The record is paced ([`labels::paced`]): EC57's figures leave it out.
+    pub(crate) paced: bool,
 }
 
 impl RecordData {
@@ -253,6 +255,7 @@ pub(crate) fn load_record(
         ),
         noise: labels::noise_spans(&s.annotations, s.leads.len(), len),
         ectopy: labels::ectopy_spans(&s.annotations, len),
+        paced: labels::paced(&s.annotations),
         beats: s.beats,
         leads: s.leads,
         key,

@@ -20,6 +20,11 @@
 //!   are given both over the whole record (the headline: Holmes learns nothing, so it is
 //!   judged from the first window) and over that period ([`RecordComparison::test_period`]);
 //!   time to alarm and false alarms are over the whole record only.
+//! - **EC57's record set**: `ecgeval` leaves paced records out of its evaluations (mitdb 102,
+//!   104, 107 and 217). A record's comparison says whether it is paced
+//!   ([`RecordComparison::paced`], from its annotations), and the summary gives the EC57 counts
+//!   again without the paced records, over whole records and over the test period: the set and
+//!   period EC57's figures are reported on.
 //! - Each gross ESe and E+P comes with its 95 % **Wilson interval** ([`EpisodeIntervals`]):
 //!   on 30 episodes, three move a figure by a tenth.
 //! - **Time to alarm** per reference episode ([`AlarmTiming`]): raised (with its delay),
@@ -133,6 +138,8 @@ pub struct RecordComparison {
     pub figures: EpisodeFigures,
     /// The same counts over EC57's test period: from 5:00 to the record's end.
     pub test_period: EpisodeCounts,
+    /// The record is paced (EC57 leaves it out); set by the caller, which knows the record.
+    pub paced: bool,
     /// One per reference episode, in order.
     pub timings: Vec<EpisodeTiming>,
     /// Alarms that share no time with a reference episode widened by the grace.
@@ -182,6 +189,7 @@ pub fn compare_annotated(
         counts,
         figures: counts.figures(),
         test_period,
+        paced: false,
         timings: reference
             .iter()
             .map(|&(onset_ms, end_ms)| EpisodeTiming {
@@ -297,6 +305,17 @@ pub struct Summary {
     pub test_period: EpisodeCounts,
     pub test_period_figures: EpisodeFigures,
     pub test_period_intervals: EpisodeIntervals,
+    /// Paced records, left out of the two sets below.
+    pub paced_records: usize,
+    /// The gross counts, figures and intervals without the paced records, over whole records
+    /// ...
+    pub unpaced: EpisodeCounts,
+    pub unpaced_figures: EpisodeFigures,
+    pub unpaced_intervals: EpisodeIntervals,
+    /// ... and over EC57's test period: EC57's record set and period.
+    pub ec57: EpisodeCounts,
+    pub ec57_figures: EpisodeFigures,
+    pub ec57_intervals: EpisodeIntervals,
     /// Mean of the per-record figures, each over the records where it is defined.
     pub average_figures: EpisodeFigures,
     pub time_to_alarm: TimeToAlarm,
@@ -308,9 +327,14 @@ pub struct Summary {
 /// Pools record comparisons into gross and average figures, time to alarm and false alarms.
 pub fn summarize(records: &[RecordComparison]) -> Summary {
     let (mut gross, mut test_period) = (EpisodeCounts::default(), EpisodeCounts::default());
+    let (mut unpaced, mut ec57) = (EpisodeCounts::default(), EpisodeCounts::default());
     for r in records {
         gross.add(&r.counts);
         test_period.add(&r.test_period);
+        if !r.paced {
+            unpaced.add(&r.counts);
+            ec57.add(&r.test_period);
+        }
     }
     let mean = |f: fn(&EpisodeFigures) -> Option<f64>| {
         let v: Vec<f64> = records.iter().filter_map(|r| f(&r.figures)).collect();
@@ -330,6 +354,13 @@ pub fn summarize(records: &[RecordComparison]) -> Summary {
         test_period,
         test_period_figures: test_period.figures(),
         test_period_intervals: test_period.intervals(),
+        paced_records: records.iter().filter(|r| r.paced).count(),
+        unpaced,
+        unpaced_figures: unpaced.figures(),
+        unpaced_intervals: unpaced.intervals(),
+        ec57,
+        ec57_figures: ec57.figures(),
+        ec57_intervals: ec57.intervals(),
         average_figures: EpisodeFigures {
             se: mean(|f| f.se),
             pp: mean(|f| f.pp),

@@ -165,6 +165,37 @@ fn ec57s_test_period_leaves_out_what_ends_by_5_min_and_cuts_what_begins_before()
 }
 
 #[test]
+fn ec57s_record_set_leaves_paced_records_out() {
+    // Two records alike, one episode each at 400-410 s; the first is caught, the second
+    // (paced) is missed and has a false alarm.
+    let caught = compare_record(
+        &[(400 * S, 410 * S)],
+        &[(405 * S, 420 * S)],
+        1_800 * S,
+        OPTS,
+    )
+    .unwrap();
+    let paced = RecordComparison {
+        paced: true,
+        ..compare_record(
+            &[(400 * S, 410 * S)],
+            &[(500 * S, 510 * S)],
+            1_800 * S,
+            OPTS,
+        )
+        .unwrap()
+    };
+    let sum = summarize(&[caught.clone(), paced]);
+    assert_eq!(sum.paced_records, 1);
+    assert_eq!((sum.gross.tp_s, sum.gross.fn_, sum.gross.fp), (1, 1, 1));
+    assert_eq!(sum.unpaced, caught.counts);
+    assert_eq!(sum.ec57, caught.test_period);
+    assert_eq!(sum.ec57_figures.se, Some(1.0));
+    assert_eq!(sum.unpaced_figures.pp, Some(1.0));
+    assert_eq!(sum.gross_figures.se, Some(0.5));
+}
+
+#[test]
 fn delays_summarise_by_nearest_rank() {
     // Ten episodes alarmed 1..=10 s after onset, one missed.
     let reference: Vec<(i64, i64)> = (0..11)
