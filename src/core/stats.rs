@@ -16,12 +16,14 @@ pub(crate) fn median(v: &[f64]) -> f64 {
         return 0.0;
     }
     let mut s = v.to_vec();
-    s.sort_by(f64::total_cmp);
     let m = s.len() / 2;
-    if s.len() % 2 == 1 {
-        s[m]
+    // The middle value(s) of the sorted order, without sorting the rest.
+    let (left, &mut mid, _) = s.select_nth_unstable_by(m, f64::total_cmp);
+    if v.len() % 2 == 1 {
+        mid
     } else {
-        (s[m - 1] + s[m]) / 2.0
+        let below = left.iter().copied().max_by(f64::total_cmp).unwrap_or(mid);
+        (below + mid) / 2.0
     }
 }
 
@@ -62,6 +64,18 @@ pub fn max_abs_diff(a: &[f32], b: &[f32]) -> f32 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_median_is_the_sorted_middle() {
+        assert_eq!(median(&[]), 0.0);
+        assert_eq!(median(&[3.0]), 3.0);
+        assert_eq!(median(&[5.0, 1.0, 3.0]), 3.0);
+        assert_eq!(median(&[4.0, 1.0, 3.0, 2.0]), 2.5);
+        // Repeated values on both sides of the middle.
+        assert_eq!(median(&[2.0, 2.0, 9.0, 2.0, -1.0, 9.0]), 2.0);
+        let v: Vec<f64> = (0..101).map(|i| ((i * 37) % 101) as f64 * 0.1).collect();
+        assert_eq!(median(&v), 5.0);
+    }
 
     #[test]
     fn wilson_intervals_hold_their_proportion() {

@@ -79,29 +79,49 @@ pub(crate) fn detect_qrs(x: &[f32], fs: f64) -> Vec<i64> {
 /// `x` less its centred moving mean over `win` samples (the baseline).
 pub(crate) fn sub_moving_mean(x: &[f32], win: usize) -> Vec<f32> {
     let half = win / 2;
-    let mut prefix = Vec::with_capacity(x.len() + 1);
-    prefix.push(0.0f64);
-    for &v in x {
-        prefix.push(prefix.last().unwrap() + v as f64);
+    // Running sums kept in a register (pushing each onto the last one read it back from
+    // memory, a store and a load in every step of a chain of dependent additions).
+    let mut prefix = vec![0.0f64; x.len() + 1];
+    let mut acc = 0.0f64;
+    for (p, &v) in prefix[1..].iter_mut().zip(x) {
+        acc += v as f64;
+        *p = acc;
     }
-    (0..x.len())
-        .map(|i| {
-            let lo = i.saturating_sub(half);
-            let hi = (i + half + 1).min(x.len());
-            x[i] - ((prefix[hi] - prefix[lo]) / (hi - lo) as f64) as f32
-        })
-        .collect()
+    let n = x.len();
+    let at = |i: usize| {
+        let lo = i.saturating_sub(half);
+        let hi = (i + half + 1).min(n);
+        x[i] - ((prefix[hi] - prefix[lo]) / (hi - lo) as f64) as f32
+    };
+    // Away from the edges every mean spans `2 half + 1` samples: a loop the compiler
+    // vectorises, the same arithmetic as at the edges.
+    if n <= 2 * half {
+        return (0..n).map(at).collect();
+    }
+    let mut out: Vec<f32> = Vec::with_capacity(n);
+    out.extend((0..half).map(at));
+    let span = (2 * half + 1) as f64;
+    out.extend(
+        x[half..n - half]
+            .iter()
+            .zip(prefix[2 * half + 1..].iter().zip(&prefix[..]))
+            .map(|(&v, (&hi, &lo))| v - ((hi - lo) / span) as f32),
+    );
+    out.extend((n - half..n).map(at));
+    out
 }
 
 pub(crate) fn moving_sum(x: &[f32], win: usize) -> Vec<f32> {
-    let mut out = Vec::with_capacity(x.len());
+    // Written into place, not pushed: a push that may grow the vector keeps the running sum
+    // in memory, a store and a load in every step of the chain.
+    let mut out = vec![0.0f32; x.len()];
     let mut acc = 0.0f64;
-    for i in 0..x.len() {
+    for (i, o) in out.iter_mut().enumerate() {
         acc += x[i] as f64;
         if i >= win {
             acc -= x[i - win] as f64;
         }
-        out.push(acc as f32);
+        *o = acc as f32;
     }
     out
 }
@@ -109,6 +129,57 @@ pub(crate) fn moving_sum(x: &[f32], win: usize) -> Vec<f32> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A lead-like test signal: beats, wander and a step, at values with long mantissas.
+    fn wiggly(n: usize) -> Vec<f32> {
+        (0..n)
+            .map(|i| {
+                let t = i as f32 / 250.0;
+                (t * 7.3).sin() * 0.31 + (t * 0.4).cos() * 1.7 + if i > n / 2 { 0.9 } else { 0.0 }
+            })
+            .collect()
+    }
+
+    #[test]
+    fn moving_means_and_sums_match_their_definitions_bit_for_bit() {
+        for n in [0, 1, 5, 49, 50, 51, 149, 151, 300, 7_500] {
+            let x = wiggly(n);
+            for win in [1, 2, 50, 150] {
+                let half = win / 2;
+                // The definitions, in the order the scores were first computed in.
+                let mut prefix = vec![0.0f64];
+                for &v in &x {
+                    prefix.push(prefix.last().unwrap() + v as f64);
+                }
+                let mean: Vec<f32> = (0..n)
+                    .map(|i| {
+                        let (lo, hi) = (i.saturating_sub(half), (i + half + 1).min(n));
+                        x[i] - ((prefix[hi] - prefix[lo]) / (hi - lo) as f64) as f32
+                    })
+                    .collect();
+                let got = sub_moving_mean(&x, win);
+                assert_eq!(got.len(), n);
+                for (a, b) in got.iter().zip(&mean) {
+                    assert_eq!(a.to_bits(), b.to_bits(), "n {n} win {win}");
+                }
+                let mut acc = 0.0f64;
+                let sum: Vec<f32> = (0..n)
+                    .map(|i| {
+                        acc += x[i] as f64;
+                        if i >= win {
+                            acc -= x[i - win] as f64;
+                        }
+                        acc as f32
+                    })
+                    .collect();
+                let got = moving_sum(&x, win);
+                assert_eq!(got.len(), n);
+                for (a, b) in got.iter().zip(&sum) {
+                    assert_eq!(a.to_bits(), b.to_bits(), "n {n} win {win}");
+                }
+            }
+        }
+    }
 
     #[test]
     fn heart_rate_from_regular_beats() {

@@ -188,15 +188,33 @@ pub struct Dense {
     pub bias: Vec<f32>,
 }
 
+/// Outputs of a [`Dense`] layer computed together, their sums held in registers.
+const BLOCK: usize = 16;
+
 impl Dense {
-    fn forward(&self, x: &[f32]) -> Vec<f32> {
-        let mut y = self.bias.clone();
-        for (xi, row) in x.iter().zip(self.weight.chunks_exact(self.outputs)) {
-            for (yj, w) in y.iter_mut().zip(row) {
-                *yj += xi * w;
+    /// `y = x W + b`, each output summed from its bias through the inputs in order.
+    fn forward_into(&self, x: &[f32], y: &mut Vec<f32>) {
+        let o = self.outputs;
+        y.clear();
+        y.resize(o, 0.0);
+        let blocks = o / BLOCK * BLOCK;
+        for j in (0..blocks).step_by(BLOCK) {
+            let mut acc = [0.0f32; BLOCK];
+            acc.copy_from_slice(&self.bias[j..j + BLOCK]);
+            for (&xi, row) in x.iter().zip(self.weight.chunks_exact(o)) {
+                for (a, &w) in acc.iter_mut().zip(&row[j..j + BLOCK]) {
+                    *a += xi * w;
+                }
             }
+            y[j..j + BLOCK].copy_from_slice(&acc);
         }
-        y
+        for (j, yj) in y.iter_mut().enumerate().skip(blocks) {
+            let mut a = self.bias[j];
+            for (&xi, row) in x.iter().zip(self.weight.chunks_exact(o)) {
+                a += xi * row[j];
+            }
+            *yj = a;
+        }
     }
 }
 
@@ -281,9 +299,11 @@ impl BeatClassifier {
             .zip(self.mean.iter().zip(&self.std))
             .map(|(v, (m, s))| (v - m) / s)
             .collect();
+        let mut next = Vec::new();
         let last = self.layers.len().saturating_sub(1);
         for (k, l) in self.layers.iter().enumerate() {
-            h = l.forward(&h);
+            l.forward_into(&h, &mut next);
+            std::mem::swap(&mut h, &mut next);
             if k < last {
                 h.iter_mut().for_each(|v| *v = v.max(0.0));
             }
@@ -531,6 +551,35 @@ mod tests {
         assert!(typical.features[0] > 0.95, "{:?}", typical.features);
         // A lone lead stands in for the second.
         assert_eq!(typical.features[0], typical.features[6]);
+    }
+
+    #[test]
+    fn a_dense_layer_sums_each_output_from_its_bias_through_the_inputs_in_order() {
+        // Widths around the block of outputs computed together.
+        for (inputs, outputs) in [(3, 1), (5, 16), (7, 20), (134, 64), (64, 32), (2, 33)] {
+            let f = |k: usize| ((k * 7_919) % 1_013) as f32 / 97.0 - 5.0;
+            let layer = Dense {
+                inputs,
+                outputs,
+                weight: (0..inputs * outputs).map(f).collect(),
+                bias: (0..outputs).map(|k| f(k + 3)).collect(),
+            };
+            let x: Vec<f32> = (0..inputs).map(|k| f(k + 11) * 0.37).collect();
+            let mut y = vec![9.0; 3];
+            layer.forward_into(&x, &mut y);
+            assert_eq!(y.len(), outputs);
+            for (j, &yj) in y.iter().enumerate() {
+                let mut want = layer.bias[j];
+                for (i, &xi) in x.iter().enumerate() {
+                    want += xi * layer.weight[i * outputs + j];
+                }
+                assert_eq!(
+                    yj.to_bits(),
+                    want.to_bits(),
+                    "{inputs}x{outputs} output {j}"
+                );
+            }
+        }
     }
 
     #[test]
