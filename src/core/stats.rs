@@ -75,6 +75,21 @@ mod tests {
         assert_eq!(median(&[2.0, 2.0, 9.0, 2.0, -1.0, 9.0]), 2.0);
         let v: Vec<f64> = (0..101).map(|i| ((i * 37) % 101) as f64 * 0.1).collect();
         assert_eq!(median(&v), 5.0);
+        // The same bits as the middle of a full sort by total order, zeros' signs and NaNs
+        // included, at odd and even lengths.
+        let odd = [f64::NAN, -0.0, 0.0, -f64::NAN, 1.0, -0.0, 2.5, 0.0, -3.0];
+        for len in 1..=odd.len() {
+            let v = &odd[..len];
+            let mut s = v.to_vec();
+            s.sort_by(f64::total_cmp);
+            let m = len / 2;
+            let want = if len % 2 == 1 {
+                s[m]
+            } else {
+                (s[m - 1] + s[m]) / 2.0
+            };
+            assert_eq!(median(v).to_bits(), want.to_bits(), "{v:?}");
+        }
     }
 
     #[test]

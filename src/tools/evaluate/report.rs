@@ -95,10 +95,19 @@ pub fn text(e: &Evaluation) -> String {
         }
         for c in d.conditions.iter().take(1) {
             let sum = &c.summary;
-            let unpaced_label = format!(
-                "whole records, {} paced left out as EC57 does",
-                sum.paced_records
-            );
+            let paced: Vec<&str> = c
+                .records
+                .iter()
+                .filter(|r| r.comparison.paced)
+                .map(|r| r.record.as_str())
+                .collect();
+            let paced = if paced.is_empty() {
+                "none".to_owned()
+            } else {
+                paced.join(", ")
+            };
+            let unpaced_label = format!("whole records, paced records left out ({paced})");
+            let ec57_label = format!("EC57's record set (paced left out: {paced}) from 5:00");
             for (period, g, f, i) in [
                 (
                     "whole records",
@@ -119,7 +128,7 @@ pub fn text(e: &Evaluation) -> String {
                     &sum.unpaced_intervals,
                 ),
                 (
-                    "EC57's record set and test period",
+                    &ec57_label,
                     &sum.ec57,
                     &sum.ec57_figures,
                     &sum.ec57_intervals,

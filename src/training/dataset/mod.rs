@@ -284,3 +284,31 @@ pub fn default_data_dir() -> PathBuf {
         .map(PathBuf::from)
         .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/data/physionet"))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ec57s_paced_records_are_found_from_their_annotations() {
+        let data = default_data_dir();
+        if !data.join("mitdb").join("RECORDS").exists() || !data.join("vfdb").exists() {
+            println!(
+                "SKIPPED ec57s_paced_records_are_found_from_their_annotations: PhysioNet data not found at {} (set HOLMES_DATA)",
+                data.display()
+            );
+            return;
+        }
+        // mitdb 102 is on ecgeval's list of paced records; vfdb 602 labels `(PM`; mitdb 230's
+        // `(PREX` is pre-excitation, and 208 holds neither.
+        for (db, name, paced) in [
+            (Database::Mitdb, "102", true),
+            (Database::Vfdb, "602", true),
+            (Database::Mitdb, "230", false),
+            (Database::Mitdb, "208", false),
+        ] {
+            let r = load_record(&data, db, name).unwrap();
+            assert_eq!(r.paced, paced, "{}", r.key);
+        }
+    }
+}

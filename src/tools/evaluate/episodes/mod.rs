@@ -22,9 +22,10 @@
 //!   time to alarm and false alarms are over the whole record only.
 //! - **EC57's record set**: `ecgeval` leaves paced records out of its evaluations (mitdb 102,
 //!   104, 107 and 217). A record's comparison says whether it is paced
-//!   ([`RecordComparison::paced`], from its annotations), and the summary gives the EC57 counts
-//!   again without the paced records, over whole records and over the test period: the set and
-//!   period EC57's figures are reported on.
+//!   ([`RecordComparison::paced`], from its annotations: which also finds vfdb 602, whose `(PM`
+//!   Holmes counts as paced though no EC57 list names vfdb), and the summary gives the EC57
+//!   counts again without the paced records, over whole records and over the test period: the
+//!   set and period EC57's figures are reported on.
 //! - Each gross ESe and E+P comes with its 95 % **Wilson interval** ([`EpisodeIntervals`]):
 //!   on 30 episodes, three move a figure by a tenth.
 //! - **Time to alarm** per reference episode ([`AlarmTiming`]): raised (with its delay),
@@ -305,16 +306,20 @@ pub struct Summary {
     pub test_period: EpisodeCounts,
     pub test_period_figures: EpisodeFigures,
     pub test_period_intervals: EpisodeIntervals,
-    /// Paced records, left out of the two sets below.
+    /// Paced records, left out of `unpaced` and `ec57`.
     pub paced_records: usize,
-    /// The gross counts, figures and intervals without the paced records, over whole records
-    /// ...
+    /// The gross counts over whole records without the paced records.
     pub unpaced: EpisodeCounts,
+    /// The figures of `unpaced`.
     pub unpaced_figures: EpisodeFigures,
+    /// 95 % Wilson intervals of `unpaced`'s ESe and E+P.
     pub unpaced_intervals: EpisodeIntervals,
-    /// ... and over EC57's test period: EC57's record set and period.
+    /// The gross counts over EC57's test period without the paced records: EC57's record set
+    /// and period.
     pub ec57: EpisodeCounts,
+    /// The figures of `ec57`.
     pub ec57_figures: EpisodeFigures,
+    /// 95 % Wilson intervals of `ec57`'s ESe and E+P.
     pub ec57_intervals: EpisodeIntervals,
     /// Mean of the per-record figures, each over the records where it is defined.
     pub average_figures: EpisodeFigures,
