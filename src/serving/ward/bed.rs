@@ -166,13 +166,11 @@ pub(crate) struct BedState {
     /// The next samples frame is the first of a new connection (its seq may restart).
     fresh: bool,
     next_end: i64,
-    /// `next_end` follows the phase (a wall-clock slot waits until a hop before the first
-    /// window can end).
-    placed: bool,
     /// Earliest wall-clock moment (seconds since the slot's epoch) at which timeline position
     /// 0 could have been taken, by the frames seen so far: the stream's real-time origin.
     origin_secs: f64,
-    /// The origin the window ends were last placed from.
+    /// The origin a wall-clock slot's window ends were last placed from; infinite until they
+    /// are placed (a hop before the first window can end).
     placed_from: f64,
     /// The frames since the stream last ran ahead of real time: the least origin they bound,
     /// and where they began (a backlog arriving faster than real time restarts them).
@@ -192,9 +190,9 @@ pub(crate) struct BedState {
 
 impl BedState {
     pub(crate) fn new(bed: Arc<str>, p: BedParams) -> BedState {
-        let (phase, placed) = match p.phase {
-            Phase::Timeline(phase) => (phase, true),
-            Phase::WallClock { .. } => (0, false),
+        let phase = match p.phase {
+            Phase::Timeline(phase) => phase,
+            Phase::WallClock { .. } => 0,
         };
         let first_end = first_boundary(p.window, phase, p.hop);
         BedState {
@@ -209,7 +207,6 @@ impl BedState {
             seen: SeenSeqs::default(),
             fresh: true,
             next_end: first_end,
-            placed,
             origin_secs: f64::INFINITY,
             placed_from: f64::INFINITY,
             run_min: f64::INFINITY,
@@ -411,7 +408,7 @@ impl BedState {
         if bound < self.run_min - REPLACE_SECS {
             (self.run_min, self.run_from) = (bound, pos_end);
         }
-        let due = if self.placed {
+        let due = if self.placed_from.is_finite() {
             let real_time = pos_end - self.run_from >= self.p.fs;
             real_time && self.origin_secs < self.placed_from - REPLACE_SECS
         } else {
@@ -420,7 +417,6 @@ impl BedState {
         if !due {
             return;
         }
-        self.placed = true;
         self.placed_from = self.origin_secs;
         let hop_secs = self.p.hop as f64 / fs;
         let wait = (slot_secs - self.origin_secs).rem_euclid(hop_secs);
