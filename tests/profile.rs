@@ -75,3 +75,48 @@ async fn profiles_are_stored_and_served() {
     );
     app.stop().await;
 }
+
+/// `holmes profile --ingest` measures the daemon under simulated monitors and stores what
+/// their streams cost a bed, for the composer's utilisation.
+#[test]
+fn the_ingest_is_measured_and_stored() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("ingest.db");
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_holmes"))
+        .current_dir(common::root())
+        .args([
+            "profile",
+            "--ingest",
+            "--ingest-beds",
+            "8",
+            "--ingest-secs",
+            "3",
+            "--json",
+            "--db",
+        ])
+        .arg(&db)
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{text}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_str(&text).unwrap();
+    // The ingest alone: no model was profiled.
+    assert_eq!(v["profiles"].as_array().unwrap().len(), 0, "{v}");
+    let ingest = &v["ingest"];
+    assert_eq!(ingest["beds"], 8, "{v}");
+    let cores = ingest["cpu_cores"].as_f64().unwrap();
+    assert!(cores > 0.0 && cores < 8.0, "{v}");
+    assert!(ingest["seconds"].as_f64().unwrap() >= 3.0, "{v}");
+    // Stored for this machine, as the composer reads it.
+    let c = rusqlite::Connection::open(&db).unwrap();
+    let (beds, stored): (i64, f64) = c
+        .query_row("SELECT beds, cpu_cores FROM ingest_profiles", [], |r| {
+            Ok((r.get(0)?, r.get(1)?))
+        })
+        .unwrap();
+    assert_eq!((beds, stored), (8, cores));
+}

@@ -1,5 +1,7 @@
-//! `holmes profile`: each model's latency per batch size on each accelerator, stored; and the
-//! beat counter's reading of a window on the CPU, when the config serves one.
+//! `holmes profile`: each model's latency per batch size on each accelerator, stored; the
+//! beat counter's reading of a window on the CPU, when the config serves one; and with
+//! `--ingest` (or `--all`) what the monitors' streams cost the daemon's CPU, stored for the
+//! composer's utilisation.
 
 use anyhow::Result;
 
@@ -9,12 +11,24 @@ use crate::zoo;
 #[derive(Debug, clap::Args)]
 pub struct ProfileArgs {
     /// Models to profile: names, or empty for the ensemble's members (and the beat counter,
-    /// when the config serves one).
+    /// when the config serves one); with `--ingest` and no names, none.
     #[arg(long)]
     models: Vec<String>,
-    /// Profile every model in the zoo (and the beat counter, when the config serves one).
+    /// Profile every model in the zoo (and the beat counter, when the config serves one), and
+    /// measure the ingest.
     #[arg(long)]
     all: bool,
+    /// Measure what the ingest costs: the daemon (a child process, scoring off) under
+    /// `--ingest-beds` simulated monitors for `--ingest-secs`, its CPU stored per bed (alone,
+    /// unless `--models` names models too).
+    #[arg(long)]
+    ingest: bool,
+    /// Monitors the ingest is measured under [default: the config's ward.max_beds].
+    #[arg(long)]
+    ingest_beds: Option<usize>,
+    /// Seconds the ingest is measured over.
+    #[arg(long, default_value_t = 30.0)]
+    ingest_secs: f64,
     /// Largest batch (the bed count the appliance serves).
     #[arg(long, default_value_t = 64)]
     max_batch: usize,
@@ -31,6 +45,9 @@ pub(crate) fn run(a: ProfileArgs) -> Result<()> {
     let ProfileArgs {
         models,
         all,
+        ingest,
+        ingest_beds,
+        ingest_secs,
         max_batch,
         repeats,
         config,
@@ -38,7 +55,8 @@ pub(crate) fn run(a: ProfileArgs) -> Result<()> {
     } = a;
     let cfg = config.load()?;
     let db = cfg.storage.db.clone();
-    let counter = if all || models.is_empty() {
+    let ingest_only = ingest && !all && models.is_empty();
+    let counter = if all || (models.is_empty() && !ingest_only) {
         crate::serving::engine::ensemble::served_counter(&cfg)?
     } else {
         None
@@ -48,6 +66,8 @@ pub(crate) fn run(a: ProfileArgs) -> Result<()> {
             .iter()
             .filter_map(|d| d.file_name().map(|n| n.to_string_lossy().into_owned()))
             .collect()
+    } else if ingest_only {
+        Vec::new()
     } else if models.is_empty() {
         cfg.ensemble.members.clone()
     } else {
@@ -100,8 +120,27 @@ pub(crate) fn run(a: ProfileArgs) -> Result<()> {
         }
         out.push(p);
     }
+    let ingest = if ingest || all {
+        let beds = ingest_beds.unwrap_or(cfg.ward.max_beds).max(1);
+        let c = crate::tools::bench::measure_ingest(&cfg, beds, ingest_secs)?;
+        crate::serving::ingest::cost::store(&db, &c)?;
+        if !json {
+            println!(
+                "the ingest on cpu ({}), {} monitors over {:.0} s: {:.3} cores ({:.3} ms a bed each second)",
+                c.hardware,
+                c.beds,
+                c.seconds,
+                c.cpu_cores,
+                c.ms_per_bed_second()
+            );
+        }
+        Some(c)
+    } else {
+        None
+    };
     if json {
-        println!("{}", serde_json::to_string_pretty(&out)?);
+        let v = serde_json::json!({ "profiles": out, "ingest": ingest });
+        println!("{}", serde_json::to_string_pretty(&v)?);
     } else {
         println!("stored in {}", db.display());
     }

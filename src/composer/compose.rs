@@ -9,7 +9,7 @@ use std::time::Instant;
 
 use serde::Serialize;
 
-pub(crate) use super::latency::{Estimator, LatencyModel};
+pub(crate) use super::latency::{Beside, Estimator, LatencyModel};
 use super::profiler::split_covering;
 use super::search::{self, Bits, Goal, Profiler, Step};
 
@@ -643,7 +643,7 @@ mod tests {
     fn estimators_agree_where_they_should() {
         let entries = small_zoo();
         let engine = crate::config::Config::default().engine;
-        let mut m = LatencyModel::new(&entries, &engine, 64, 30.0, 0.0, Estimator::Des);
+        let mut m = LatencyModel::new(&entries, &engine, 64, 30.0, Beside::NONE, Estimator::Des);
         // 64 beds over 30 s leave 469 ms between windows: no queueing in the simulation. One
         // core: the members' times add up; three cores: the slowest decides.
         m.des.cores = 1;
@@ -656,7 +656,11 @@ mod tests {
         // What serves beside the members (a beat counter reading 3 ms a window) costs every
         // window: added to theirs on one core, run beside them on three.
         let pair = [true, true, false];
-        let mut c = LatencyModel::new(&entries, &engine, 64, 30.0, 3.0, Estimator::Des);
+        let three = Beside {
+            p95_ms: 3.0,
+            p50_ms: 3.0,
+        };
+        let mut c = LatencyModel::new(&entries, &engine, 64, 30.0, three, Estimator::Des);
         assert!(c.by(Estimator::Netcalc, &pair) > m.by(Estimator::Netcalc, &pair));
         assert!((c.service_ms(Estimator::Netcalc, &pair) - 18.0).abs() < 1e-9);
         c.des.cores = 1;

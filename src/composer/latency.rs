@@ -2,8 +2,9 @@
 //! the [`netcalc`] queueing bound over the members' service times added up, one window at a
 //! time or in the batches the engine forms at a ward's rate, whichever bound is lower; or the
 //! [`des`] discrete-event simulation of the engine. Every window also costs what is served
-//! beside its members, whatever they are: the beat counter's reading ([`counter_ms`], from its
-//! stored profile), priced in every estimate.
+//! beside its members, whatever they are: the beat counter's reading ([`counter_cost`], from
+//! its stored profile), priced in every estimate. A cap on the ward's **utilisation** (the CPU
+//! its windows' mean work and its monitors' streams take each second) bounds them all.
 
 use std::collections::HashMap;
 
@@ -15,13 +16,29 @@ use crate::config::EngineConfig;
 use crate::serving::engine::profile::{self, Profile};
 use crate::signal::beats::BeatCounter;
 
-/// The beat counter's service time a window (p95 of its stored CPU profile, ms): measured now
-/// and stored when this machine has none for it.
-pub(crate) fn counter_ms(
+/// What each window costs beside its members (the beat counter's reading), ms: its service
+/// time (p95) for the latency bounds, its typical work (p50) for the utilisation.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub(crate) struct Beside {
+    pub(crate) p95_ms: f64,
+    pub(crate) p50_ms: f64,
+}
+
+impl Beside {
+    /// Nothing served beside the members.
+    pub(crate) const NONE: Beside = Beside {
+        p95_ms: 0.0,
+        p50_ms: 0.0,
+    };
+}
+
+/// The beat counter's cost a window, from its stored CPU profile: measured now and stored when
+/// this machine has none for it.
+pub(crate) fn counter_cost(
     db: &std::path::Path,
     counter: &BeatCounter,
     window_secs: u32,
-) -> Result<f64, crate::serving::store::StoreError> {
+) -> Result<Beside, crate::serving::store::StoreError> {
     let name = profile::counter_profile_name(window_secs);
     let stored = profile::load_profiles(db, &name, &counter.sha256)?
         .into_iter()
@@ -34,7 +51,10 @@ pub(crate) fn counter_ms(
             p
         }
     };
-    Ok(p.points.first().map_or(0.0, |x| x.p95_ms))
+    Ok(p.points.first().map_or(Beside::NONE, |x| Beside {
+        p95_ms: x.p95_ms,
+        p50_ms: x.p50_ms,
+    }))
 }
 
 /// The network-calculus latency (ms) of a service time `ts_ms` for the staggered ward.
@@ -102,26 +122,32 @@ pub(crate) struct LatencyModel {
     /// Per zoo model: batch-1 p95 service time (ms) and its simulated member.
     batch1_ms: Vec<f64>,
     members: Vec<des::Member>,
-    /// What every window costs beside its members (the beat counter), ms, and its simulated
+    /// Per zoo model: its typical work a window at full batches (the p50 batch time at its
+    /// cap over the cap; its batch-1 time without a profile), ms.
+    work_ms: Vec<f64>,
+    /// What every window costs beside its members (the beat counter), and its simulated
     /// stage (one window at a time on a thread of its own), when it costs anything.
-    beside_ms: f64,
-    beside: Option<des::Member>,
-    /// Most of a second's service the ward's windows may take at full batches
-    /// ([`with_max_utilisation`](Self::with_max_utilisation)); none: as the estimator says.
+    beside: Beside,
+    beside_member: Option<des::Member>,
+    /// The ingest's CPU a bed each second, ms ([`with_ingest`](Self::with_ingest)).
+    ingest_ms_per_bed_s: f64,
+    /// Most of a core the ward may take ([`with_max_utilisation`](Self::with_max_utilisation));
+    /// none: as the estimator says.
     max_utilisation: Option<f64>,
 }
 
 impl LatencyModel {
     /// Workers and batch caps come from the engine's default CPU plan for `beds` beds
     /// ([`plan`](crate::serving::engine::plan)), batch times from the entries' profiles
-    /// ([`des::batch_curve`] over the p95 points; batch 1 alone without a profile);
-    /// `beside_ms` is what each window costs beside the members ([`counter_ms`]).
+    /// ([`des::batch_curve`] over the p95 points; batch 1 alone without a profile), the work
+    /// a window from the p50 points; `beside` is what each window costs beside the members
+    /// ([`counter_cost`]).
     pub(crate) fn new(
         entries: &[Entry],
         engine: &EngineConfig,
         beds: usize,
         hop_s: f64,
-        beside_ms: f64,
+        beside: Beside,
         estimator: Estimator,
     ) -> LatencyModel {
         let profiles: HashMap<(String, String), Profile> = entries
@@ -139,19 +165,28 @@ impl LatencyModel {
             &cfg,
             beds,
         );
+        let curve = |e: &Entry, cap: usize, at: fn(&profile::Point) -> f64| {
+            let points: Vec<(usize, f64)> = match &e.profile {
+                Some(p) => p.points.iter().map(|x| (x.batch, at(x))).collect(),
+                None => vec![(1, e.latency_ms)],
+            };
+            let fitted = |b: usize| e.profile.as_ref().map_or(0.0, |p| p.predict(b));
+            des::batch_curve(&points, fitted, cap)
+        };
         let members = entries
             .iter()
             .zip(&cells)
+            .map(|(e, cell)| des::Member {
+                batch_ms: curve(e, cell.batch_cap, |x| x.p95_ms),
+                workers: cell.workers,
+            })
+            .collect();
+        let work_ms = entries
+            .iter()
+            .zip(&cells)
             .map(|(e, cell)| {
-                let points: Vec<(usize, f64)> = match &e.profile {
-                    Some(p) => p.points.iter().map(|x| (x.batch, x.p95_ms)).collect(),
-                    None => vec![(1, e.latency_ms)],
-                };
-                let fitted = |b: usize| e.profile.as_ref().map_or(0.0, |p| p.predict(b));
-                des::Member {
-                    batch_ms: des::batch_curve(&points, fitted, cell.batch_cap),
-                    workers: cell.workers,
-                }
+                let c = curve(e, cell.batch_cap, |x| x.p50_ms);
+                c.last().copied().unwrap_or(0.0) / c.len().max(1) as f64
             })
             .collect();
         LatencyModel {
@@ -161,28 +196,46 @@ impl LatencyModel {
             des: des::DesParams::new(beds, hop_s),
             batch1_ms: entries.iter().map(|e| e.latency_ms).collect(),
             members,
-            beside_ms,
-            beside: (beside_ms > 0.0).then(|| des::Member {
-                batch_ms: vec![beside_ms],
+            work_ms,
+            beside,
+            beside_member: (beside.p95_ms > 0.0).then(|| des::Member {
+                batch_ms: vec![beside.p95_ms],
                 workers: 1,
             }),
+            ingest_ms_per_bed_s: 0.0,
             max_utilisation: None,
         }
     }
 
-    /// An ensemble whose windows, served at full batches, would take more than `u` of each
-    /// second (`composer.max_utilisation`) is estimated unbounded. The bounds assume evenly
+    /// Prices the ingest in the utilisation: `ms` of CPU a bed each second, as `holmes profile
+    /// --ingest` measured it on this machine ([`IngestCost`](crate::serving::ingest::cost::IngestCost)).
+    pub(crate) fn with_ingest(mut self, ms_per_bed_s: f64) -> LatencyModel {
+        self.ingest_ms_per_bed_s = ms_per_bed_s.max(0.0);
+        self
+    }
+
+    /// An ensemble whose ward would take more than `u` of a core (`composer.max_utilisation`,
+    /// [`utilisation`](Self::utilisation)) is estimated unbounded. The bounds assume evenly
     /// staggered arrivals and the profiled work alone, so they see no queue until the work
-    /// fills the second; bursts, the ingest and other work on the same cores do.
+    /// fills the second; the ingest, bursts and other work on the same cores do.
     pub(crate) fn with_max_utilisation(mut self, u: f64) -> LatencyModel {
         self.max_utilisation = Some(u);
         self
     }
 
-    /// The share of each second the ward's windows take when ensemble `b` serves them at
-    /// full batches (its least work a window), with what serves beside the members.
+    /// The cores the ward takes with ensemble `b`: its windows' typical work each second (the
+    /// members' at full batches and what serves beside them, from p50 points: a rate is a
+    /// mean, not a tail), and its monitors' streams ([`with_ingest`](Self::with_ingest)).
     pub(crate) fn utilisation(&self, b: &[bool]) -> f64 {
-        self.beds as f64 / self.hop_s * self.batched_ms(b).1 / 1000.0
+        let per_window: f64 = self
+            .work_ms
+            .iter()
+            .zip(b)
+            .filter(|x| *x.1)
+            .map(|x| x.0)
+            .sum::<f64>()
+            + self.beside.p50_ms;
+        self.beds as f64 * (per_window / self.hop_s + self.ingest_ms_per_bed_s) / 1000.0
     }
 
     /// Latency (ms) of ensemble `b` by the chosen estimator.
@@ -230,7 +283,7 @@ impl LatencyModel {
             .filter(|x| *x.1)
             .map(|x| x.0)
             .sum::<f64>()
-            + self.beside_ms
+            + self.beside.p95_ms
     }
 
     /// One round of full batches of the chosen members and what serves beside them (each at
@@ -251,7 +304,7 @@ impl LatencyModel {
             .zip(b)
             .filter(|x| *x.1)
             .map(|x| x.0.clone())
-            .chain(self.beside.clone())
+            .chain(self.beside_member.clone())
             .collect()
     }
 }
@@ -268,16 +321,17 @@ mod tests {
         let c = BeatCounter::load(&models, 5)
             .unwrap()
             .expect("the zoo has a beat counter");
-        let first = counter_ms(&db, &c, 30).unwrap();
-        assert!(first > 0.0);
+        let first = counter_cost(&db, &c, 30).unwrap();
+        assert!(first.p95_ms > 0.0 && first.p50_ms > 0.0 && first.p50_ms <= first.p95_ms);
         // Measured on a 30-s window and stored under the counter's name, window and checksum.
         let stored = profile::load_profiles(&db, "beats@30s", &c.sha256).unwrap();
         assert_eq!(stored.len(), 1);
         assert_eq!(stored[0].device, "cpu");
         assert_eq!(stored[0].points.len(), 1);
-        assert_eq!(stored[0].points[0].p95_ms, first);
+        assert_eq!(stored[0].points[0].p95_ms, first.p95_ms);
+        assert_eq!(stored[0].points[0].p50_ms, first.p50_ms);
         // Read back, not measured again.
-        assert_eq!(counter_ms(&db, &c, 30).unwrap(), first);
+        assert_eq!(counter_cost(&db, &c, 30).unwrap(), first);
     }
 
     #[test]
@@ -314,21 +368,102 @@ mod tests {
         };
         let entries = [e];
         let engine = crate::config::Config::default().engine;
-        let m = LatencyModel::new(&entries, &engine, 1024, 5.0, 0.0, Estimator::Netcalc);
+        let m = LatencyModel::new(
+            &entries,
+            &engine,
+            1024,
+            5.0,
+            Beside::NONE,
+            Estimator::Netcalc,
+        );
         assert!(m.one_at_a_time_ms(&[true]).is_infinite());
         let batched = m.estimate(&[true]);
         // Two rounds of one 12-ms batch, then a window's share at 1.5 ms.
         assert!((24.0..30.0).contains(&batched), "{batched}");
         // With the counter beside it (1 ms a window, one at a time), more.
-        let counted = LatencyModel::new(&entries, &engine, 1024, 5.0, 1.0, Estimator::Netcalc);
+        let one_ms = Beside {
+            p95_ms: 1.0,
+            p50_ms: 1.0,
+        };
+        let counted = LatencyModel::new(&entries, &engine, 1024, 5.0, one_ms, Estimator::Netcalc);
         assert!(counted.estimate(&[true]) > batched);
-        // 204.8 windows a second at 2.5 ms a window take 0.51 of each second: within a
-        // headroom of 0.6, past one of 0.5.
+        // 204.8 windows a second at 2.5 ms a window take 0.51 of a core: within a cap of
+        // 0.6, past one of 0.5.
         assert!((counted.utilisation(&[true]) - 0.512).abs() < 1e-9);
         let within = counted.clone().with_max_utilisation(0.6);
         assert_eq!(within.estimate(&[true]), counted.estimate(&[true]));
-        let past = counted.with_max_utilisation(0.5);
+        let past = counted.clone().with_max_utilisation(0.5);
         assert!(past.estimate(&[true]).is_infinite());
         assert!(past.by(Estimator::Des, &[true]).is_infinite());
+        // The monitors' streams at 0.1 ms a bed each second add 0.1024 of a core, whatever
+        // the members: now past the cap of 0.6.
+        let fed = counted.clone().with_ingest(0.1);
+        assert!((fed.utilisation(&[true]) - 0.6144).abs() < 1e-9);
+        assert!((fed.utilisation(&[false]) - (0.2048 + 0.1024)).abs() < 1e-9);
+        assert!(
+            fed.with_max_utilisation(0.6)
+                .estimate(&[true])
+                .is_infinite()
+        );
+    }
+
+    #[test]
+    fn the_utilisation_reads_the_typical_work_and_the_latency_the_tail() {
+        use crate::serving::engine::profile::Point;
+        // p50 4 ms alone and 8 ms a batch of eight; p95 twice that.
+        let point = |batch: usize, p50: f64| Point {
+            batch,
+            p50_ms: p50,
+            p95_ms: 2.0 * p50,
+            p99_ms: 2.0 * p50,
+            repeats: 5,
+        };
+        let e = Entry {
+            profile: Some(Profile {
+                model: "m".into(),
+                sha256: String::new(),
+                device: "cpu".into(),
+                hardware: String::new(),
+                points: vec![point(1, 4.0), point(8, 8.0)],
+                quadratic: [0.0, 4.0 / 7.0, 24.0 / 7.0],
+            }),
+            ..m_entry()
+        };
+        let engine = crate::config::Config::default().engine;
+        let beside = Beside {
+            p95_ms: 0.6,
+            p50_ms: 0.3,
+        };
+        let m = LatencyModel::new(&[e], &engine, 1024, 5.0, beside, Estimator::Netcalc);
+        // 204.8 windows a second at 1 ms (8 ms / 8) + 0.3 ms.
+        assert!((m.utilisation(&[true]) - 0.26624).abs() < 1e-9);
+        // The bounds read the tail: the counter's p95 beside the member's batch-1 time.
+        assert!((m.service_ms(Estimator::Netcalc, &[true]) - 8.6).abs() < 1e-9);
+        // Without a profile the work is the batch-1 time: no batching gain assumed.
+        let b = LatencyModel::new(
+            &[m_entry()],
+            &engine,
+            1024,
+            5.0,
+            Beside::NONE,
+            Estimator::Netcalc,
+        );
+        assert!((b.utilisation(&[true]) - 204.8 * 8.0 / 1000.0).abs() < 1e-9);
+    }
+
+    fn m_entry() -> Entry {
+        Entry {
+            name: "m".into(),
+            sha256: String::new(),
+            leads: crate::zoo::LeadSets::default(),
+            input: crate::zoo::Input::HeartRate {
+                samples: 30,
+                sample_rate_hz: 1,
+            },
+            validation: Default::default(),
+            test: Default::default(),
+            latency_ms: 8.0,
+            profile: None,
+        }
     }
 }

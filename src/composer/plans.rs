@@ -82,8 +82,9 @@ pub(crate) struct Rung {
     /// stored as null).
     #[serde(with = "unbounded")]
     pub(crate) latency_ms: f64,
-    /// Share of each second the ward's windows take when it serves them at full batches
-    /// (`composer.max_utilisation` caps it; 0 in plans stored before it was kept).
+    /// The share of a core the ward takes with it: its windows' typical work at full batches
+    /// and the monitors' streams ([`LatencyModel::utilisation`](super::latency::LatencyModel::utilisation);
+    /// `composer.max_utilisation` caps it; 0 in plans stored before it was kept).
     #[serde(default)]
     pub(crate) utilisation: f64,
 }

@@ -105,6 +105,26 @@ pub(crate) fn zoo_fingerprint(dir: &Path) -> Vec<String> {
     out
 }
 
+/// The ingest's CPU a bed each second on this machine, ms, as `holmes profile --ingest` last
+/// measured it; 0, with a warning, where it never did (the utilisation then prices the
+/// windows' work alone).
+fn ingest_ms_per_bed_s(db: &std::path::Path) -> f64 {
+    match crate::serving::ingest::cost::latest(db) {
+        Ok(Some(c)) => c.ms_per_bed_second(),
+        Ok(None) => {
+            tracing::warn!(
+                "The ingest's CPU was never measured on this machine (holmes profile --ingest): \
+                 the composer's utilisation prices the windows' work alone"
+            );
+            0.0
+        }
+        Err(e) => {
+            tracing::warn!(error = %e, "Cannot read the ingest's measured CPU; pricing the windows' work alone");
+            0.0
+        }
+    }
+}
+
 /// `beds` rounded up to the bed step (at least one step).
 pub(crate) fn bucket(beds: usize, step: usize) -> usize {
     beds.max(1).div_ceil(step) * step
@@ -187,11 +207,12 @@ pub(crate) fn compose_plan(
 ) -> Result<Plan, ComposerError> {
     let t = Instant::now();
     let inputs = inputs(cfg, beds, hardware, calibration, counter);
-    let beside_ms = match counter {
-        Some(c) => latency::counter_ms(&cfg.storage.db, c, cfg.ward.window_secs)
+    let beside = match counter {
+        Some(c) => latency::counter_cost(&cfg.storage.db, c, cfg.ward.window_secs)
             .map_err(|e| ComposerError::Zoo(format!("the beat counter's profile: {e}")))?,
-        None => 0.0,
+        None => latency::Beside::NONE,
     };
+    let ingest = ingest_ms_per_bed_s(&cfg.storage.db);
     let counter = counter.map(|c| c.sha256.as_str());
     let entries = compose::load_zoo(
         &cfg.ensemble.models_dir,
@@ -203,16 +224,17 @@ pub(crate) fn compose_plan(
         return Err(ComposerError::EmptyZoo);
     }
     let hop = cfg.ward.hop_secs as f64;
-    // The members' batch caps as the engine's CPU plan sets them for this ward, and what each
-    // window costs beside them.
+    // The members' batch caps as the engine's CPU plan sets them for this ward, what each
+    // window costs beside them, and what the monitors' streams cost.
     let model = compose::LatencyModel::new(
         &entries,
         &cfg.engine,
         beds,
         hop,
-        beside_ms,
+        beside,
         compose::Estimator::Netcalc,
     )
+    .with_ingest(ingest)
     .with_max_utilisation(cfg.composer.max_utilisation);
     let mut latency = |b: &[bool]| model.estimate(b);
     let params = cfg.composer.search;

@@ -228,6 +228,11 @@ mod tests {
         let engine = crate::config::Config::default().engine;
         let model = |beside: f64| {
             use crate::composer::compose::{Estimator, LatencyModel};
+            use crate::composer::latency::Beside;
+            let beside = Beside {
+                p95_ms: beside,
+                p50_ms: beside,
+            };
             LatencyModel::new(&entries, &engine, 16, 5.0, beside, Estimator::Netcalc)
         };
         let alone = model(0.0);

@@ -24,10 +24,11 @@ pub struct ComposerConfig {
     pub(crate) search: HolmesParams,
     /// Fraction of `engine.slo_ms` the composed ensemble's estimated latency may use.
     pub budget_fraction: f64,
-    /// Most of each second the ward's windows may take, served at full batches (the members'
-    /// and the beat counter's profiled work a window x windows a second), for an ensemble to
-    /// be composed: the latency bounds see no queue below a full second, but the monitors'
-    /// bursts, the ingest and other work on the same cores do (`BENCHMARKS.md`).
+    /// Most of a core the ward may take for an ensemble to be composed: its windows' typical
+    /// work (the members' and the beat counter's p50 work a window at full batches x windows
+    /// a second) plus the monitors' streams (the ingest's CPU a bed, measured by `holmes
+    /// profile --ingest`). The latency bounds see no queue below a full second, but bursts and
+    /// other work on the same cores do (`BENCHMARKS.md`).
     pub max_utilisation: f64,
     /// Budgets of the cheaper ladder rungs, as fractions of the plan's budget.
     pub ladder: Vec<f64>,
@@ -53,7 +54,7 @@ impl Default for ComposerConfig {
             prefer_validated: true,
             search: HolmesParams::default(),
             budget_fraction: 0.7,
-            max_utilisation: 0.85,
+            max_utilisation: 0.95,
             ladder: vec![0.5, 0.25, 0.1],
             initial_beds: 16,
             beds_step: 16,

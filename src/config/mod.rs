@@ -284,7 +284,7 @@ mod tests {
         assert!(e.contains("quality.min_coverage"), "{e}");
         for u in ["0.0", "1.5"] {
             let bad =
-                DEFAULT_TOML.replace("max_utilisation = 0.85", &format!("max_utilisation = {u}"));
+                DEFAULT_TOML.replace("max_utilisation = 0.95", &format!("max_utilisation = {u}"));
             let e = Config::parse(&bad, "x.toml").unwrap_err().to_string();
             assert!(e.contains("composer.max_utilisation"), "{e}");
         }

@@ -15,7 +15,7 @@ use std::path::{Path, PathBuf};
 use indicatif::{ProgressBar, ProgressStyle};
 use serde::Serialize;
 
-use super::compose::{self, ComposeError, Estimator, LatencyModel, Row};
+use super::compose::{self, Beside, ComposeError, Estimator, LatencyModel, Row};
 use super::plot;
 use super::search::Goal;
 
@@ -179,7 +179,14 @@ pub(crate) fn run(cfg: &Config, args: &ComposeArgs) -> Result<Report, ReportErro
     // The members alone, as the measured engine runs them (`measure`: no beat counter), so the
     // estimators are judged against what was measured; the daemon's composer prices the
     // counter beside them.
-    let mut model = LatencyModel::new(&entries, &cfg.engine, args.beds, hop, 0.0, args.estimator);
+    let mut model = LatencyModel::new(
+        &entries,
+        &cfg.engine,
+        args.beds,
+        hop,
+        Beside::NONE,
+        args.estimator,
+    );
     if let Some(c) = args.cores {
         model.des.cores = c;
     }

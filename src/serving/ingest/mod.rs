@@ -1,9 +1,11 @@
-//! The monitor side of the server: one task per WebSocket connection on `/ws/monitor`.
+//! The monitor side of the server: one task per WebSocket connection on `/ws/monitor`, and what
+//! the monitors' streams cost the CPU ([`cost`]).
 //! It checks the hello and its device token ([`devices`](crate::serving::ingest::devices)), attaches to the
 //! bed in the [`ward`](crate::serving::ward), validates every frame against what the hello announced,
 //! answers bad frames with an error (the connection carries on) and fatal problems with a
 //! close code.
 
+pub(crate) mod cost;
 pub(crate) mod devices;
 mod replies;
 

@@ -168,6 +168,15 @@ const MIGRATIONS: &[&str] = &[
     );",
     // 10: a risk alarm raised on a counted VT run keeps the run's first beat.
     "ALTER TABLE alarms ADD COLUMN run_onset_ms INTEGER;",
+    // 11: the ingest's measured CPU per hardware and bed count (`holmes profile --ingest`).
+    "CREATE TABLE ingest_profiles (
+        hardware TEXT NOT NULL,
+        beds INTEGER NOT NULL,
+        seconds REAL NOT NULL,
+        cpu_cores REAL NOT NULL,
+        measured_ms INTEGER NOT NULL,
+        PRIMARY KEY (hardware, beds)
+    );",
 ];
 
 /// The schema version this build migrates to (`PRAGMA user_version`).

@@ -264,6 +264,44 @@ pub(crate) fn main(cfg: Config, args: BenchArgs) -> Result<(), BenchError> {
     Ok(())
 }
 
+/// Measures what the ingest costs the daemon on this machine (`holmes profile --ingest`):
+/// `beds` synthetic monitors streaming for `secs` into a daemon with scoring off, as the
+/// `ingest` scenario runs it. Refused when frames were lost on the way in, since the figure
+/// would then price less than the beds' streams.
+pub(crate) fn measure_ingest(
+    cfg: &Config,
+    beds: usize,
+    secs: f64,
+) -> Result<crate::serving::ingest::cost::IngestCost, BenchError> {
+    raise_open_files();
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?;
+    let opts = BenchOptions {
+        scenario: Scenario::Ingest,
+        beds,
+        members: cfg.ensemble.members.clone(),
+        val_roc_auc: None,
+        duration: Duration::from_secs_f64(secs),
+        source: Source::Synthetic,
+        speed: 1.0,
+    };
+    let r = rt.block_on(run(cfg.clone(), opts))?;
+    if !r.within_budget {
+        return Err(BenchError::Config(format!(
+            "the daemon did not keep up with {beds} monitors ({} of {} frames ingested, {} gaps): \
+             measure at fewer beds",
+            r.frames_ingested, r.frames_sent, r.gaps
+        )));
+    }
+    Ok(crate::serving::ingest::cost::IngestCost {
+        hardware: crate::serving::engine::profile::hardware(),
+        beds,
+        seconds: r.seconds,
+        cpu_cores: r.daemon_cpu_cores,
+    })
+}
+
 /// The members for `n` planned beds, and the composer's validation ROC-AUC when it chose them.
 fn members_for(
     cfg: &Config,
@@ -288,7 +326,7 @@ fn members_for(
             .map_err(|e| BenchError::Compose(e.to_string()))?;
         let r = &plan.rungs[0];
         eprintln!(
-            "composed for {n} beds: {} members ({}), validation ROC-AUC {:.4}, estimated latency {:.1} ms (budget {:.0} ms), {:.2} of each second at full batches (cap {})",
+            "composed for {n} beds: {} members ({}), validation ROC-AUC {:.4}, estimated latency {:.1} ms (budget {:.0} ms), the ward {:.2} of a core (cap {})",
             r.members.len(),
             r.members.join(", "),
             r.val_roc_auc,
