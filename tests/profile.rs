@@ -111,6 +111,8 @@ fn the_ingest_is_measured_and_stored() {
     let cores = ingest["cpu_cores"].as_f64().unwrap();
     assert!(cores > 0.0 && cores < 8.0, "{v}");
     assert!(ingest["seconds"].as_f64().unwrap() >= 3.0, "{v}");
+    let per_bed = ingest["ms_per_bed_second"].as_f64().unwrap();
+    assert!((per_bed - cores * 1000.0 / 8.0).abs() < 1e-9, "{v}");
     // Stored for this machine, as the composer reads it.
     let c = rusqlite::Connection::open(&db).unwrap();
     let (beds, stored): (i64, f64) = c

@@ -26,9 +26,9 @@ pub struct ProfileArgs {
     /// Monitors the ingest is measured under [default: the config's ward.max_beds].
     #[arg(long)]
     ingest_beds: Option<usize>,
-    /// Seconds the ingest is measured over.
-    #[arg(long, default_value_t = 30.0)]
-    ingest_secs: f64,
+    /// Seconds the ingest is measured over [default: 30].
+    #[arg(long)]
+    ingest_secs: Option<f64>,
     /// Largest batch (the bed count the appliance serves).
     #[arg(long, default_value_t = 64)]
     max_batch: usize,
@@ -53,6 +53,9 @@ pub(crate) fn run(a: ProfileArgs) -> Result<()> {
         config,
         json,
     } = a;
+    if !(ingest || all) && (ingest_beds.is_some() || ingest_secs.is_some()) {
+        anyhow::bail!("--ingest-beds and --ingest-secs go with --ingest (or --all)");
+    }
     let cfg = config.load()?;
     let db = cfg.storage.db.clone();
     let ingest_only = ingest && !all && models.is_empty();
@@ -122,7 +125,7 @@ pub(crate) fn run(a: ProfileArgs) -> Result<()> {
     }
     let ingest = if ingest || all {
         let beds = ingest_beds.unwrap_or(cfg.ward.max_beds).max(1);
-        let c = crate::tools::bench::measure_ingest(&cfg, beds, ingest_secs)?;
+        let c = crate::tools::bench::measure_ingest(&cfg, beds, ingest_secs.unwrap_or(30.0))?;
         crate::serving::ingest::cost::store(&db, &c)?;
         if !json {
             println!(
@@ -139,6 +142,12 @@ pub(crate) fn run(a: ProfileArgs) -> Result<()> {
         None
     };
     if json {
+        let ingest = ingest.map(|c| {
+            let per_bed = c.ms_per_bed_second();
+            let mut v = serde_json::to_value(c).expect("the measurement serialises");
+            v["ms_per_bed_second"] = per_bed.into();
+            v
+        });
         let v = serde_json::json!({ "profiles": out, "ingest": ingest });
         println!("{}", serde_json::to_string_pretty(&v)?);
     } else {

@@ -4,7 +4,7 @@
 //! [`des`] discrete-event simulation of the engine. Every window also costs what is served
 //! beside its members, whatever they are: the beat counter's reading ([`counter_cost`], from
 //! its stored profile), priced in every estimate. A cap on the ward's **utilisation** (the CPU
-//! its windows' mean work and its monitors' streams take each second) bounds them all.
+//! its windows' least work and its monitors' streams take each second) bounds them all.
 
 use std::collections::HashMap;
 
@@ -17,8 +17,8 @@ use crate::serving::engine::profile::{self, Profile};
 use crate::signal::beats::BeatCounter;
 
 /// What each window costs beside its members (the beat counter's reading), ms: its service
-/// time (p95) for the latency bounds, its typical work (p50) for the utilisation.
-#[derive(Debug, Clone, Copy, Default, PartialEq)]
+/// time (p95) for the latency bounds, its work (p50) for the utilisation.
+#[derive(Debug, Clone, Copy, PartialEq)]
 pub(crate) struct Beside {
     pub(crate) p95_ms: f64,
     pub(crate) p50_ms: f64,
@@ -122,8 +122,8 @@ pub(crate) struct LatencyModel {
     /// Per zoo model: batch-1 p95 service time (ms) and its simulated member.
     batch1_ms: Vec<f64>,
     members: Vec<des::Member>,
-    /// Per zoo model: its typical work a window at full batches (the p50 batch time at its
-    /// cap over the cap; its batch-1 time without a profile), ms.
+    /// Per zoo model: its least work a window, at full batches (the p50 batch time at its cap
+    /// over the cap; its batch-1 time without a profile, no batching gain assumed), ms.
     work_ms: Vec<f64>,
     /// What every window costs beside its members (the beat counter), and its simulated
     /// stage (one window at a time on a thread of its own), when it costs anything.
@@ -223,9 +223,12 @@ impl LatencyModel {
         self
     }
 
-    /// The cores the ward takes with ensemble `b`: its windows' typical work each second (the
-    /// members' at full batches and what serves beside them, from p50 points: a rate is a
-    /// mean, not a tail), and its monitors' streams ([`with_ingest`](Self::with_ingest)).
+    /// The cores the ward takes with ensemble `b`: its windows' work each second at full
+    /// batches, its least (the members' and what serves beside them, from p50 points: a rate
+    /// is a mean, not a tail; batches smaller than the cap cost more a window), and its
+    /// monitors' streams ([`with_ingest`](Self::with_ingest)). The batches' wall time on the
+    /// CPU's shared pool and the ingest's CPU time add up to cores as on the 2-core machine the
+    /// cap was calibrated on.
     pub(crate) fn utilisation(&self, b: &[bool]) -> f64 {
         let per_window: f64 = self
             .work_ms

@@ -48,13 +48,18 @@ pub(crate) struct PlanInputs {
     /// `composer.max_utilisation` (0 in plans stored before it existed).
     #[serde(default)]
     pub(crate) max_utilisation: f64,
+    /// The ingest's CPU a bed each second the utilisation priced, ms: measured on this machine,
+    /// else assumed (absent from plans stored before the ingest was priced, which are composed
+    /// again).
+    #[serde(default)]
+    pub(crate) ingest_ms: f64,
 }
 
 impl PlanInputs {
     /// The lookup key: everything but the calibration and the derived budget.
     pub(crate) fn key(&self) -> String {
         let text = format!(
-            "{}|{}|{}|{}|{}|{}|{}|{}|{}|{}",
+            "{}|{}|{}|{}|{}|{}|{}|{}|{}|{}|ingest {}",
             self.zoo.join(","),
             self.beds,
             self.hardware,
@@ -64,7 +69,8 @@ impl PlanInputs {
             self.window_secs,
             self.rules,
             self.counter,
-            self.max_utilisation
+            self.max_utilisation,
+            self.ingest_ms
         );
         crate::core::hash::sha256_hex(text.as_bytes())
     }
@@ -82,7 +88,7 @@ pub(crate) struct Rung {
     /// stored as null).
     #[serde(with = "unbounded")]
     pub(crate) latency_ms: f64,
-    /// The share of a core the ward takes with it: its windows' typical work at full batches
+    /// The share of a core the ward takes with it: its windows' least work (at full batches)
     /// and the monitors' streams ([`LatencyModel::utilisation`](super::latency::LatencyModel::utilisation);
     /// `composer.max_utilisation` caps it; 0 in plans stored before it was kept).
     #[serde(default)]
@@ -183,6 +189,7 @@ mod tests {
             rules: String::new(),
             counter: String::new(),
             max_utilisation: 0.85,
+            ingest_ms: 0.4,
         };
         let mut p = Plan {
             format: PLAN_FORMAT,
@@ -227,6 +234,12 @@ mod tests {
             ..inputs.clone()
         };
         assert_ne!(headroom.key(), inputs.key());
+        // The ingest measured again (or first measured): priced anew.
+        let measured = PlanInputs {
+            ingest_ms: 0.39,
+            ..inputs.clone()
+        };
+        assert_ne!(measured.key(), inputs.key());
         let other = PlanInputs {
             rules: "ab".into(),
             ..inputs.clone()

@@ -106,21 +106,22 @@ pub(crate) fn zoo_fingerprint(dir: &Path) -> Vec<String> {
 }
 
 /// The ingest's CPU a bed each second on this machine, ms, as `holmes profile --ingest` last
-/// measured it; 0, with a warning, where it never did (the utilisation then prices the
-/// windows' work alone).
-fn ingest_ms_per_bed_s(db: &std::path::Path) -> f64 {
-    match crate::serving::ingest::cost::latest(db) {
+/// measured it; where it never did, `composer.assumed_ingest_ms`, with a warning.
+fn ingest_ms(cfg: &Config) -> f64 {
+    let assumed = cfg.composer.assumed_ingest_ms;
+    match crate::serving::ingest::cost::latest(&cfg.storage.db) {
         Ok(Some(c)) => c.ms_per_bed_second(),
         Ok(None) => {
             tracing::warn!(
-                "The ingest's CPU was never measured on this machine (holmes profile --ingest): \
-                 the composer's utilisation prices the windows' work alone"
+                assumed_ms = assumed,
+                "The ingest's CPU was never measured on this machine (holmes profile --ingest); \
+                 the composer assumes composer.assumed_ingest_ms a bed each second"
             );
-            0.0
+            assumed
         }
         Err(e) => {
-            tracing::warn!(error = %e, "Cannot read the ingest's measured CPU; pricing the windows' work alone");
-            0.0
+            tracing::warn!(error = %e, assumed_ms = assumed, "Cannot read the ingest's measured CPU; assuming composer.assumed_ingest_ms");
+            assumed
         }
     }
 }
@@ -165,6 +166,7 @@ fn inputs(
         },
         counter: counter.map(|c| c.sha256.clone()).unwrap_or_default(),
         max_utilisation: c.max_utilisation,
+        ingest_ms: ingest_ms(cfg),
     }
 }
 
@@ -212,7 +214,7 @@ pub(crate) fn compose_plan(
             .map_err(|e| ComposerError::Zoo(format!("the beat counter's profile: {e}")))?,
         None => latency::Beside::NONE,
     };
-    let ingest = ingest_ms_per_bed_s(&cfg.storage.db);
+
     let counter = counter.map(|c| c.sha256.as_str());
     let entries = compose::load_zoo(
         &cfg.ensemble.models_dir,
@@ -234,7 +236,7 @@ pub(crate) fn compose_plan(
         beside,
         compose::Estimator::Netcalc,
     )
-    .with_ingest(ingest)
+    .with_ingest(inputs.ingest_ms)
     .with_max_utilisation(cfg.composer.max_utilisation);
     let mut latency = |b: &[bool]| model.estimate(b);
     let params = cfg.composer.search;
@@ -622,6 +624,23 @@ pub(crate) async fn apply(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_ingest_is_priced_as_measured_else_as_assumed() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut cfg = Config::default();
+        cfg.storage.db = dir.path().join("h.db");
+        cfg.composer.assumed_ingest_ms = 0.5;
+        assert_eq!(ingest_ms(&cfg), 0.5, "never measured");
+        let measured = crate::serving::ingest::cost::IngestCost {
+            hardware: crate::serving::engine::profile::hardware(),
+            beds: 1000,
+            seconds: 60.0,
+            cpu_cores: 0.39,
+        };
+        crate::serving::ingest::cost::store(&cfg.storage.db, &measured).unwrap();
+        assert!((ingest_ms(&cfg) - 0.39).abs() < 1e-12);
+    }
 
     #[test]
     fn beds_round_up_to_the_step() {

@@ -24,12 +24,16 @@ pub struct ComposerConfig {
     pub(crate) search: HolmesParams,
     /// Fraction of `engine.slo_ms` the composed ensemble's estimated latency may use.
     pub budget_fraction: f64,
-    /// Most of a core the ward may take for an ensemble to be composed: its windows' typical
+    /// Most of a core the ward may take for an ensemble to be composed: its windows' least
     /// work (the members' and the beat counter's p50 work a window at full batches x windows
     /// a second) plus the monitors' streams (the ingest's CPU a bed, measured by `holmes
-    /// profile --ingest`). The latency bounds see no queue below a full second, but bursts and
-    /// other work on the same cores do (`BENCHMARKS.md`).
+    /// profile --ingest`, else `assumed_ingest_ms`). The latency bounds see no queue below a
+    /// full second, but bursts and other work on the same cores do. Calibrated on the 2-core
+    /// bench (`BENCHMARKS.md`).
     pub max_utilisation: f64,
+    /// The ingest's CPU a bed each second, ms, assumed until `holmes profile --ingest`
+    /// measures it on this machine.
+    pub assumed_ingest_ms: f64,
     /// Budgets of the cheaper ladder rungs, as fractions of the plan's budget.
     pub ladder: Vec<f64>,
     /// Beds assumed before monitors connect (at least `ward.beds`).
@@ -55,6 +59,7 @@ impl Default for ComposerConfig {
             search: HolmesParams::default(),
             budget_fraction: 0.7,
             max_utilisation: 0.95,
+            assumed_ingest_ms: 0.4,
             ladder: vec![0.5, 0.25, 0.1],
             initial_beds: 16,
             beds_step: 16,
@@ -77,6 +82,11 @@ impl ComposerConfig {
         }
         if !(self.max_utilisation > 0.0 && self.max_utilisation <= 1.0) {
             return Err("composer.max_utilisation must lie in (0, 1]".into());
+        }
+        if !(self.assumed_ingest_ms >= 0.0 && self.assumed_ingest_ms.is_finite()) {
+            return Err(
+                "composer.assumed_ingest_ms must be a finite number of ms, at least 0".into(),
+            );
         }
         if !(self.budget_fraction > 0.0 && self.budget_fraction <= 1.0)
             || self.ladder.iter().any(|f| !(*f > 0.0 && *f < 1.0))

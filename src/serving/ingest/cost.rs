@@ -5,7 +5,7 @@
 
 use std::path::Path;
 
-use rusqlite::params;
+use rusqlite::{OptionalExtension, params};
 use serde::Serialize;
 
 use crate::core::time::now_ms;
@@ -50,7 +50,8 @@ pub(crate) fn store(db: &Path, c: &IngestCost) -> Result<(), StoreError> {
     Ok(())
 }
 
-/// The latest measurement on this hardware, if any.
+/// The latest measurement on this hardware, if any (at whatever bed count it was made: the
+/// per-bed figure holds the daemon's fixed cost too, so one made at few beds prices more).
 pub(crate) fn latest(db: &Path) -> Result<Option<IngestCost>, StoreError> {
     let err = |source| StoreError::Sqlite {
         path: db.to_owned(),
@@ -73,11 +74,7 @@ pub(crate) fn latest(db: &Path) -> Result<Option<IngestCost>, StoreError> {
                 })
             },
         )
-        .map(Some)
-        .or_else(|e| match e {
-            rusqlite::Error::QueryReturnedNoRows => Ok(None),
-            e => Err(e),
-        })
+        .optional()
         .map_err(err)?;
     Ok(row)
 }
@@ -108,8 +105,18 @@ mod tests {
         };
         store(&db, &other).unwrap();
         assert_eq!(latest(&db).unwrap(), Some(first.clone()));
-        // Measured again at the same bed count: the new figure replaces the old.
-        std::thread::sleep(std::time::Duration::from_millis(2));
+        // Measured again at another bed count, later: the later one is read.
+        std::thread::sleep(std::time::Duration::from_millis(5));
+        let larger = IngestCost {
+            beds: 1024,
+            cpu_cores: 0.4,
+            ..first.clone()
+        };
+        store(&db, &larger).unwrap();
+        assert_eq!(latest(&db).unwrap(), Some(larger));
+        // Measured again at the first bed count: the new figure replaces the old, and is the
+        // latest.
+        std::thread::sleep(std::time::Duration::from_millis(5));
         let again = IngestCost {
             cpu_cores: 0.25,
             ..first

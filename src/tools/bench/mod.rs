@@ -45,6 +45,15 @@ pub(crate) enum BenchError {
     Zoo(#[from] crate::zoo::ZooError),
     #[error(transparent)]
     Device(#[from] crate::serving::ingest::devices::DeviceError),
+    #[error(
+        "the daemon did not keep up with {beds} monitors ({ingested} of {sent} frames ingested, {gaps} gaps): measure at fewer beds"
+    )]
+    FellBehind {
+        beds: usize,
+        ingested: u64,
+        sent: u64,
+        gaps: u64,
+    },
 }
 
 /// What the load does.
@@ -273,6 +282,11 @@ pub(crate) fn measure_ingest(
     beds: usize,
     secs: f64,
 ) -> Result<crate::serving::ingest::cost::IngestCost, BenchError> {
+    if !(secs.is_finite() && secs >= 1.0) {
+        return Err(BenchError::Config(format!(
+            "the ingest is measured over at least a second (got {secs} s)"
+        )));
+    }
     raise_open_files();
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
@@ -288,11 +302,12 @@ pub(crate) fn measure_ingest(
     };
     let r = rt.block_on(run(cfg.clone(), opts))?;
     if !r.within_budget {
-        return Err(BenchError::Config(format!(
-            "the daemon did not keep up with {beds} monitors ({} of {} frames ingested, {} gaps): \
-             measure at fewer beds",
-            r.frames_ingested, r.frames_sent, r.gaps
-        )));
+        return Err(BenchError::FellBehind {
+            beds,
+            ingested: r.frames_ingested,
+            sent: r.frames_sent,
+            gaps: r.gaps,
+        });
     }
     Ok(crate::serving::ingest::cost::IngestCost {
         hardware: crate::serving::engine::profile::hardware(),
