@@ -493,3 +493,24 @@ async fn wall_clock_stagger_spreads_beds_whose_monitors_started_apart() {
     drop(kept);
     app.stop().await;
 }
+
+/// A frame larger than the connection's 8 KiB read buffer (but within `ingest.max_frame_bytes`)
+/// is read whole, in several reads, and accepted.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_frame_larger_than_the_read_buffer_is_accepted_whole() {
+    let app = spawn_app(|c| c.ward.beds = vec!["bed-big".into()]).await;
+    let mut m = Monitor::connect(&app.ws_url(), "bed-big", "dev-big").await;
+    // Four seconds in one frame: 1,000 samples a lead, about 20 KiB of JSON.
+    let x: Vec<f32> = (0..1000).map(common::signal).collect();
+    let v: Vec<f32> = x.iter().map(|s| -0.5 * s).collect();
+    let frame = json!({"type": "samples", "seq": 0, "t_ms": T0, "leads": {"II": x, "V": v}});
+    let text = frame.to_string();
+    assert!(text.len() > 16 * 1024, "{} bytes", text.len());
+    m.send_text(&text).await;
+    let reply = m
+        .expect(5.0, |v| v["type"] == "ack" || v["type"] == "error")
+        .await;
+    assert_eq!(reply["type"], "ack", "{reply}");
+    assert_eq!(reply["samples_seq"], 0, "{reply}");
+    app.stop().await;
+}

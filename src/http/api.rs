@@ -25,6 +25,12 @@ use crate::serving::store::{ScoreRow, StorageView};
 use crate::serving::ward::{BedStatus, BedView};
 use crate::zoo::LeadSets;
 
+/// A monitor connection's read buffer, bytes. tungstenite zero-fills the whole buffer before
+/// every read of the socket, so its 128 KiB default spent 14 % of the ingest's CPU clearing
+/// memory for frames of a few hundred bytes (`BENCHMARKS.md`, session 19); a larger frame
+/// is still read whole, in several reads.
+const MONITOR_READ_BUFFER: usize = 8 * 1024;
+
 pub(super) async fn ws_monitor(
     ws: WebSocketUpgrade,
     place: Option<Extension<Place>>,
@@ -37,6 +43,7 @@ pub(super) async fn ws_monitor(
     let max = s.ingest.ingest.max_frame_bytes;
     ws.max_message_size(max)
         .max_frame_size(max)
+        .read_buffer_size(MONITOR_READ_BUFFER)
         .on_upgrade(move |socket| {
             crate::serving::ingest::connection(socket, s.ingest, s.ward, s.devices, s.shutdown)
         })
