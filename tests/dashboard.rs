@@ -244,16 +244,12 @@ async fn the_ward_page_lives_in_a_real_browser() {
         c.find(Locator::Css(".alarm.risk button.ack")).await.ok()
     })
     .await;
-    let alarm_id: i64 = c
-        .find(Locator::Css(".alarm.risk"))
-        .await
-        .unwrap()
-        .attr("data-alarm")
-        .await
-        .unwrap()
-        .unwrap()
-        .parse()
-        .unwrap();
+    // The bar may be redrawn between finding the alarm and reading it: read a fresh one.
+    let alarm_id: i64 = until(10, "the risk alarm's id", || async {
+        let a = c.find(Locator::Css(".alarm.risk")).await.ok()?;
+        a.attr("data-alarm").await.ok()??.parse().ok()
+    })
+    .await;
     // The alarm bar is redrawn with every snapshot: click a fresh button if that one went.
     if ack.click().await.is_err() {
         until(10, "a click on acknowledge", || async {
