@@ -3,14 +3,32 @@
 
 mod common;
 
+/// Runs `holmes profile ARGS --db DB` from the repository root; its standard output, once it
+/// has succeeded.
+fn profile(args: &[&str], db: &std::path::Path) -> String {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_holmes"))
+        .current_dir(common::root())
+        .arg("profile")
+        .args(args)
+        .arg("--db")
+        .arg(db)
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        out.status.success(),
+        "{text}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    text
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn profiles_are_stored_and_served() {
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("profiles.db");
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_holmes"))
-        .current_dir(common::root())
-        .args([
-            "profile",
+    let text = profile(
+        &[
             "--models",
             "ecg-primary-5s-w8-d2",
             "--models",
@@ -19,16 +37,8 @@ async fn profiles_are_stored_and_served() {
             "4",
             "--repeats",
             "3",
-            "--db",
-        ])
-        .arg(&db)
-        .output()
-        .unwrap();
-    let text = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "{text}\n{}",
-        String::from_utf8_lossy(&out.stderr)
+        ],
+        &db,
     );
     assert!(
         text.contains("batch    4") && text.contains("fit: p50(b)"),
@@ -82,26 +92,16 @@ async fn profiles_are_stored_and_served() {
 fn the_ingest_is_measured_and_stored() {
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("ingest.db");
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_holmes"))
-        .current_dir(common::root())
-        .args([
-            "profile",
+    let text = profile(
+        &[
             "--ingest",
             "--ingest-beds",
             "8",
             "--ingest-secs",
             "3",
             "--json",
-            "--db",
-        ])
-        .arg(&db)
-        .output()
-        .unwrap();
-    let text = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "{text}\n{}",
-        String::from_utf8_lossy(&out.stderr)
+        ],
+        &db,
     );
     let v: serde_json::Value = serde_json::from_str(&text).unwrap();
     // The ingest alone: no model was profiled.

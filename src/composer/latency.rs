@@ -350,24 +350,11 @@ mod tests {
             repeats: 5,
         };
         let e = Entry {
-            name: "m".into(),
-            sha256: String::new(),
-            leads: crate::zoo::LeadSets::default(),
-            input: crate::zoo::Input::HeartRate {
-                samples: 30,
-                sample_rate_hz: 1,
-            },
-            validation: Default::default(),
-            test: Default::default(),
             latency_ms: 6.0,
-            profile: Some(Profile {
-                model: "m".into(),
-                sha256: String::new(),
-                device: "cpu".into(),
-                hardware: String::new(),
-                points: vec![point(1, 6.0), point(8, 12.0)],
-                quadratic: [0.0, 6.0 / 7.0, 36.0 / 7.0],
-            }),
+            ..profiled(
+                vec![point(1, 6.0), point(8, 12.0)],
+                [0.0, 6.0 / 7.0, 36.0 / 7.0],
+            )
         };
         let entries = [e];
         let engine = crate::config::Config::default().engine;
@@ -411,7 +398,7 @@ mod tests {
     }
 
     #[test]
-    fn the_utilisation_reads_the_typical_work_and_the_latency_the_tail() {
+    fn the_utilisation_reads_the_p50_work_and_the_latency_the_tail() {
         use crate::serving::engine::profile::Point;
         // p50 4 ms alone and 8 ms a batch of eight; p95 twice that.
         let point = |batch: usize, p50: f64| Point {
@@ -421,17 +408,10 @@ mod tests {
             p99_ms: 2.0 * p50,
             repeats: 5,
         };
-        let e = Entry {
-            profile: Some(Profile {
-                model: "m".into(),
-                sha256: String::new(),
-                device: "cpu".into(),
-                hardware: String::new(),
-                points: vec![point(1, 4.0), point(8, 8.0)],
-                quadratic: [0.0, 4.0 / 7.0, 24.0 / 7.0],
-            }),
-            ..m_entry()
-        };
+        let e = profiled(
+            vec![point(1, 4.0), point(8, 8.0)],
+            [0.0, 4.0 / 7.0, 24.0 / 7.0],
+        );
         let engine = crate::config::Config::default().engine;
         let beside = Beside {
             p95_ms: 0.6,
@@ -454,6 +434,22 @@ mod tests {
         assert!((b.utilisation(&[true]) - 204.8 * 8.0 / 1000.0).abs() < 1e-9);
     }
 
+    /// [`m_entry`] with a CPU profile of these points and fitted curve.
+    fn profiled(points: Vec<crate::serving::engine::profile::Point>, quadratic: [f64; 3]) -> Entry {
+        Entry {
+            profile: Some(Profile {
+                model: "m".into(),
+                sha256: String::new(),
+                device: "cpu".into(),
+                hardware: String::new(),
+                points,
+                quadratic,
+            }),
+            ..m_entry()
+        }
+    }
+
+    /// A heart-rate model "m" of 8 ms a window, without a profile.
     fn m_entry() -> Entry {
         Entry {
             name: "m".into(),

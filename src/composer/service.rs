@@ -214,7 +214,6 @@ pub(crate) fn compose_plan(
             .map_err(|e| ComposerError::Zoo(format!("the beat counter's profile: {e}")))?,
         None => latency::Beside::NONE,
     };
-
     let counter = counter.map(|c| c.sha256.as_str());
     let entries = compose::load_zoo(
         &cfg.ensemble.models_dir,
