@@ -13,9 +13,11 @@ use std::time::{Duration, Instant};
 use futures_util::{SinkExt, StreamExt};
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
+use serde::Serialize;
 use serde_json::json;
 use tokio_tungstenite::Connector;
 use tokio_tungstenite::tungstenite::Message;
+use tokio_tungstenite::tungstenite::protocol::WebSocketConfig;
 
 use crate::protocol::ServerMsg;
 use crate::signal::heart_rate::heart_rate_at;
@@ -278,6 +280,46 @@ struct Monitor {
     seed: u64,
 }
 
+/// The monitors' WebSocket settings: a read buffer of 8 KiB, as the server's monitor endpoint
+/// reads with. The server sends a monitor only short acks and errors, and tungstenite zeroes
+/// the free part of its read buffer (128 KiB by default) before every read: with a thousand
+/// monitors on the appliance's own cores (`holmes bench`), that zeroing was a sixth of the
+/// simulator's CPU (`BENCHMARKS.md`, session 20).
+fn client_config() -> WebSocketConfig {
+    WebSocketConfig::default().read_buffer_size(8 * 1024)
+}
+
+/// A samples frame with leads `II` and, if given, `V`.
+#[derive(Serialize)]
+struct SamplesFrame<'a> {
+    #[serde(rename = "type")]
+    kind: &'static str,
+    seq: u64,
+    t_ms: i64,
+    leads: FrameLeads<'a>,
+}
+
+#[derive(Serialize)]
+struct FrameLeads<'a> {
+    #[serde(rename = "II")]
+    primary: &'a [f32],
+    #[serde(rename = "V", skip_serializing_if = "Option::is_none")]
+    secondary: Option<&'a [f32]>,
+}
+
+/// The text of a samples frame, written straight from the samples: each sample as the
+/// shortest decimal that reads back to the same `f32` (going through `serde_json::Value`
+/// widened them to `f64` and wrote up to 17 digits for the same numbers).
+fn samples_text(seq: u64, t_ms: i64, primary: &[f32], secondary: Option<&[f32]>) -> String {
+    serde_json::to_string(&SamplesFrame {
+        kind: "samples",
+        seq,
+        t_ms,
+        leads: FrameLeads { primary, secondary },
+    })
+    .expect("a samples frame serialises")
+}
+
 /// One simulated monitor.
 async fn monitor(m: Monitor, mut sig: Signal) {
     let Monitor {
@@ -314,7 +356,7 @@ async fn monitor(m: Monitor, mut sig: Signal) {
             Duration::from_secs(5),
             tokio_tungstenite::connect_async_tls_with_config(
                 &opts.url,
-                None,
+                Some(client_config()),
                 false,
                 connector.clone(),
             ),
@@ -380,13 +422,8 @@ async fn monitor(m: Monitor, mut sig: Signal) {
                     report.max_lag_us.fetch_max(lag.as_micros() as u64, Ordering::Relaxed);
                     next_tick += period;
                     let (p, s) = sig.next();
-                    let mut leads = serde_json::Map::new();
-                    leads.insert("II".into(), json!(p));
-                    if let Some(s) = s {
-                        leads.insert("V".into(), json!(s));
-                    }
                     let t_ms = base_ms + seq as i64 * 100;
-                    let text = json!({"type": "samples", "seq": seq, "t_ms": t_ms, "leads": leads}).to_string();
+                    let text = samples_text(seq, t_ms, &p, s.as_deref());
                     sent.push_back((seq, text.clone()));
                     if sent.len() > 600 {
                         sent.pop_front();
@@ -436,5 +473,37 @@ async fn monitor(m: Monitor, mut sig: Signal) {
             }
         }
         tokio::time::sleep(backoff).await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::protocol::{ClientMsg, parse_client};
+
+    #[test]
+    fn a_samples_frame_reads_back_to_the_same_samples() {
+        let primary: Vec<f32> = (0..FRAME_SAMPLES)
+            .map(|k| (k as f32 * 0.37).sin() * 1.7 + 1e-7 * k as f32)
+            .collect();
+        let secondary: Vec<f32> = primary.iter().map(|v| -0.5 * v).collect();
+        for second in [None, Some(secondary.as_slice())] {
+            let text = samples_text(42, 1_700_000_000_123, &primary, second);
+            let Ok(ClientMsg::Samples {
+                seq, t_ms, leads, ..
+            }) = parse_client(&text)
+            else {
+                panic!("not a samples frame: {text}");
+            };
+            assert_eq!((seq, t_ms), (42, 1_700_000_000_123));
+            let back = |lead: &str| -> Option<Vec<f32>> {
+                leads
+                    .get(lead)
+                    .map(|v| v.iter().map(|s| s.expect("a number")).collect())
+            };
+            assert_eq!(back("II"), Some(primary.clone()), "bit for bit");
+            assert_eq!(back("V"), second.map(<[f32]>::to_vec));
+            assert_eq!(leads.len(), 1 + second.is_some() as usize);
+        }
     }
 }
