@@ -166,5 +166,31 @@ pub(crate) fn proc_cpu_seconds(pid: u32) -> f64 {
 
 fn tail(log: &str) -> String {
     let lines: Vec<&str> = log.lines().collect();
-    lines[lines.len().saturating_sub(15)..].join("\n")
+    // A start-up error is printed as `Error: ...`, and under RUST_BACKTRACE a backtrace follows
+    // it that would fill the last lines: the tail starts at the error then.
+    let from = lines
+        .iter()
+        .rposition(|l| l.starts_with("Error: "))
+        .unwrap_or(lines.len().saturating_sub(15));
+    let end = lines.len().min(from + 15);
+    lines[from..end].join("\n")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::tail;
+
+    #[test]
+    fn the_tail_of_a_failed_start_begins_at_its_error() {
+        let mut log: Vec<String> = (0..30).map(|i| format!("INFO line {i}")).collect();
+        assert_eq!(tail(&log.join("\n")).lines().count(), 15);
+        assert!(tail(&log.join("\n")).ends_with("INFO line 29"));
+        log.push("Error: ensemble member \"x\" is not in models".into());
+        log.push(String::new());
+        log.push("Stack backtrace:".into());
+        log.extend((0..40).map(|i| format!("  {i}: frame")));
+        let t = tail(&log.join("\n"));
+        assert!(t.starts_with("Error: ensemble member"), "{t}");
+        assert_eq!(t.lines().count(), 15);
+    }
 }
