@@ -30,11 +30,12 @@ use crate::zoo::{Manifest, ZooError, ZooModel};
 
 #[derive(Debug, thiserror::Error)]
 pub enum EnsembleError {
-    #[error("ensemble member {name:?} is not in {dir} (models there: {available})")]
+    #[error("ensemble member {name:?} is not in {dir} ({found})")]
     MissingMember {
         name: String,
         dir: String,
-        available: String,
+        /// The models the folder holds, or that it holds none or does not exist.
+        found: String,
     },
     #[error(
         "ensemble member {name:?} reads {secs} s of signal, longer than the ward's {window_secs}-s window (raise ward.window_secs or leave it out)"
@@ -50,6 +51,28 @@ pub enum EnsembleError {
     Share { share: f64 },
     #[error(transparent)]
     Zoo(#[from] ZooError),
+}
+
+/// What a models folder holds, for [`EnsembleError::MissingMember`]: its models' names, or
+/// that it holds none, or that it does not exist (a relative folder is read from the working
+/// directory, which the message names).
+fn found_in(dir: &std::path::Path) -> String {
+    if !dir.is_dir() {
+        let cwd = std::env::current_dir()
+            .map(|d| format!(", from {}", d.display()))
+            .unwrap_or_default();
+        return format!("no such folder{cwd}");
+    }
+    let names: Vec<String> = crate::zoo::model_dirs(dir)
+        .unwrap_or_default()
+        .iter()
+        .filter_map(|p| p.file_name().map(|f| f.to_string_lossy().into_owned()))
+        .collect();
+    if names.is_empty() {
+        "it holds no models".into()
+    } else {
+        format!("models there: {}", names.join(", "))
+    }
 }
 
 /// A served model, as `/api/models` lists it.
@@ -205,18 +228,10 @@ impl Ensemble {
         for name in names {
             let d = dir.join(name);
             if !d.is_dir() {
-                let available = crate::zoo::model_dirs(dir)
-                    .map(|v| {
-                        v.iter()
-                            .filter_map(|p| p.file_name().map(|f| f.to_string_lossy().into_owned()))
-                            .collect::<Vec<_>>()
-                            .join(", ")
-                    })
-                    .unwrap_or_default();
                 return Err(EnsembleError::MissingMember {
                     name: name.clone(),
                     dir: dir.display().to_string(),
-                    available,
+                    found: found_in(dir),
                 });
             }
             let m = ZooModel::load(&d, &device)?;
@@ -470,5 +485,20 @@ mod tests {
         assert_eq!(combine(Combine::Mean, &[(3.0, 0.2), (1.0, 0.6)]), Some(0.4));
         let w = combine(Combine::WeightedMean, &[(3.0, 0.2), (1.0, 0.6)]).unwrap();
         assert!((w - 0.3).abs() < 1e-6);
+    }
+
+    #[test]
+    fn a_missing_member_is_told_by_what_the_folder_holds() {
+        let dir = tempfile::tempdir().unwrap();
+        let gone = dir.path().join("no-such-models");
+        assert!(found_in(&gone).starts_with("no such folder, from "));
+        assert_eq!(found_in(dir.path()), "it holds no models");
+        std::fs::create_dir(dir.path().join("ecg-a")).unwrap();
+        std::fs::write(dir.path().join("ecg-a/manifest.json"), "{}").unwrap();
+        let found = found_in(dir.path());
+        assert!(
+            found.starts_with("models there: ") && found.contains("ecg-a"),
+            "{found}"
+        );
     }
 }
