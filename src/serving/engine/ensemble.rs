@@ -54,20 +54,24 @@ pub enum EnsembleError {
 }
 
 /// What a models folder holds, for [`EnsembleError::MissingMember`]: its models' names, or
-/// that it holds none, or that it does not exist (a relative folder is read from the working
-/// directory, which the message names).
+/// that it holds none, cannot be read or does not exist (a relative folder is read from the
+/// working directory, which the message then names).
 fn found_in(dir: &std::path::Path) -> String {
     if !dir.is_dir() {
         let cwd = std::env::current_dir()
+            .ok()
+            .filter(|_| dir.is_relative())
             .map(|d| format!(", from {}", d.display()))
             .unwrap_or_default();
         return format!("no such folder{cwd}");
     }
-    let names: Vec<String> = crate::zoo::model_dirs(dir)
-        .unwrap_or_default()
-        .iter()
-        .filter_map(|p| p.file_name().map(|f| f.to_string_lossy().into_owned()))
-        .collect();
+    let names: Vec<String> = match crate::zoo::model_dirs(dir) {
+        Ok(dirs) => dirs
+            .iter()
+            .filter_map(|p| p.file_name().map(|f| f.to_string_lossy().into_owned()))
+            .collect(),
+        Err(e) => return format!("the folder cannot be read: {e}"),
+    };
     if names.is_empty() {
         "it holds no models".into()
     } else {
@@ -491,7 +495,10 @@ mod tests {
     fn a_missing_member_is_told_by_what_the_folder_holds() {
         let dir = tempfile::tempdir().unwrap();
         let gone = dir.path().join("no-such-models");
-        assert!(found_in(&gone).starts_with("no such folder, from "));
+        assert_eq!(found_in(&gone), "no such folder", "an absolute folder");
+        assert!(
+            found_in(std::path::Path::new("no-such-models")).starts_with("no such folder, from ")
+        );
         assert_eq!(found_in(dir.path()), "it holds no models");
         std::fs::create_dir(dir.path().join("ecg-a")).unwrap();
         std::fs::write(dir.path().join("ecg-a/manifest.json"), "{}").unwrap();

@@ -166,12 +166,14 @@ pub(crate) fn proc_cpu_seconds(pid: u32) -> f64 {
 
 fn tail(log: &str) -> String {
     let lines: Vec<&str> = log.lines().collect();
-    // A start-up error is printed as `Error: ...`, and under RUST_BACKTRACE a backtrace follows
-    // it that would fill the last lines: the tail starts at the error then.
+    // A start-up error is printed as `Error: ...` (a panic as `thread ... panicked at`), and
+    // under RUST_BACKTRACE a backtrace follows it that would fill the last lines: the tail
+    // starts at the error then, or earlier where the last lines hold it anyway.
+    let last = lines.len().saturating_sub(15);
     let from = lines
         .iter()
-        .rposition(|l| l.starts_with("Error: "))
-        .unwrap_or(lines.len().saturating_sub(15));
+        .rposition(|l| l.starts_with("Error: ") || l.contains("panicked at"))
+        .map_or(last, |e| e.min(last));
     let end = lines.len().min(from + 15);
     lines[from..end].join("\n")
 }
@@ -192,5 +194,19 @@ mod tests {
         let t = tail(&log.join("\n"));
         assert!(t.starts_with("Error: ensemble member"), "{t}");
         assert_eq!(t.lines().count(), 15);
+        // An error among the last lines keeps the lines before it.
+        let short = [
+            "INFO a",
+            "WARN why",
+            "Error: it failed",
+            "",
+            "Stack backtrace:",
+        ]
+        .join("\n");
+        assert_eq!(tail(&short), short);
+        // A panic is found as an error is.
+        let mut panicked: Vec<String> = vec!["thread 'main' panicked at src/x.rs:1:1:".into()];
+        panicked.extend((0..40).map(|i| format!("  {i}: frame")));
+        assert!(tail(&panicked.join("\n")).starts_with("thread 'main' panicked"));
     }
 }

@@ -308,8 +308,10 @@ struct FrameLeads<'a> {
 }
 
 /// The text of a samples frame, written straight from the samples: each sample as the
-/// shortest decimal that reads back to the same `f32` (going through `serde_json::Value`
-/// widened them to `f64` and wrote up to 17 digits for the same numbers).
+/// shortest decimal of its `f32` (going through `serde_json::Value` widened them to `f64` and
+/// wrote up to 17 digits). The server reads it back to the same `f32` at every magnitude an
+/// ECG in mV has (serde_json reads an `f32` through `f64`, which can land one step off only
+/// for values under about 1e-15).
 fn samples_text(seq: u64, t_ms: i64, primary: &[f32], secondary: Option<&[f32]>) -> String {
     serde_json::to_string(&SamplesFrame {
         kind: "samples",
@@ -505,5 +507,10 @@ mod tests {
             assert_eq!(back("V"), second.map(<[f32]>::to_vec));
             assert_eq!(leads.len(), 1 + second.is_some() as usize);
         }
+        assert_eq!(
+            samples_text(0, 0, &[0.1, -1.25], None),
+            r#"{"type":"samples","seq":0,"t_ms":0,"leads":{"II":[0.1,-1.25]}}"#,
+            "the shortest text of each f32"
+        );
     }
 }
