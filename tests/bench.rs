@@ -43,6 +43,8 @@ fn bench_reports_windows_latency_and_the_daemons_resources() {
     // The daemon is a child process: its memory and CPU are its own.
     assert!(r["daemon_peak_rss_mb"].as_f64().unwrap() > 1.0);
     assert!(r["daemon_cpu_cores"].as_f64().unwrap() > 0.0);
+    // The simulated monitors' CPU, beside it: the bench's own process.
+    assert!(r["simulator_cpu_cores"].as_f64().unwrap() > 0.0, "{r}");
     assert!(n(&r, "commits") > 0);
     assert!(r["commit_ms_p95"].as_f64().unwrap() > 0.0);
     // Everything sent was ingested: 3 beds at 20x send 600 frames a second.

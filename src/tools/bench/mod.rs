@@ -179,6 +179,9 @@ pub(crate) struct BenchReport {
     pub(crate) commits: u64,
     /// Daemon CPU seconds per wall second over the load (2.0 = both cores of this machine).
     pub(crate) daemon_cpu_cores: f64,
+    /// The bench's own CPU over the load, per wall second: the simulated monitors, which
+    /// share this machine's cores with the daemon (on a ward they are other machines).
+    pub(crate) simulator_cpu_cores: f64,
     /// Largest resident memory sampled during the load, and the peak since start (MB).
     pub(crate) daemon_rss_mb: f64,
     pub(crate) daemon_peak_rss_mb: f64,
@@ -403,6 +406,7 @@ pub(crate) async fn run(mut base: Config, opts: BenchOptions) -> Result<BenchRep
     let daemon = Daemon::start(base.clone(), dir.path(), ready_within).await?;
     let m0 = daemon.scrape().await?;
     let (cpu0, t0) = (daemon.cpu_seconds(), Instant::now());
+    let sim_cpu0 = daemon::proc_cpu_seconds(std::process::id());
     let rss_max = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
     let sampler = {
         let (pid, rss_max) = (daemon.pid(), rss_max.clone());
@@ -435,6 +439,7 @@ pub(crate) async fn run(mut base: Config, opts: BenchOptions) -> Result<BenchRep
     };
     let sent = crate::tools::sim::run(sim).await?;
     let (cpu, secs) = (daemon.cpu_seconds() - cpu0, t0.elapsed().as_secs_f64());
+    let sim_cpu = daemon::proc_cpu_seconds(std::process::id()) - sim_cpu0;
     // Let the last windows commit.
     tokio::time::sleep(Duration::from_millis(base.engine.slo_ms * 3 + 500)).await;
     let m = daemon.scrape().await?.since(&m0);
@@ -487,6 +492,7 @@ pub(crate) async fn run(mut base: Config, opts: BenchOptions) -> Result<BenchRep
         commit_ms_p99: ms(m.quantile("holmes_sqlite_commit_seconds", 0.99)),
         commits: m.value("holmes_sqlite_commit_seconds_count") as u64,
         daemon_cpu_cores: cpu / secs,
+        simulator_cpu_cores: sim_cpu / secs,
         daemon_rss_mb: rss,
         daemon_peak_rss_mb: peak,
         slo_ms: base.engine.slo_ms,
@@ -524,7 +530,7 @@ impl BenchReport {
              SQLite commit p50 {c50:.2} / p95 {c95:.2} / p99 {c99:.2} ms over {commits} commits; \
              ingest {fps:.0} frames/s, {sps:.0} samples/s, {lost} frames lost, {gaps} gaps, \
              send lag max {lag:.0} ms, {rc} reconnects; daemon CPU {cpu:.2} cores, RSS {rss:.0} MB \
-             (peak {peak:.0} MB); {verdict}, limited by {limit}",
+             (peak {peak:.0} MB), simulated monitors' CPU {sim:.2} cores; {verdict}, limited by {limit}",
             scenario = self.scenario,
             beds = self.beds,
             n = self.members.len(),
@@ -564,6 +570,7 @@ impl BenchReport {
             lag = self.max_send_lag_ms,
             rc = self.reconnects,
             cpu = self.daemon_cpu_cores,
+            sim = self.simulator_cpu_cores,
             rss = self.daemon_rss_mb,
             peak = self.daemon_peak_rss_mb,
             verdict = if self.within_budget {
