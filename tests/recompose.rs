@@ -65,8 +65,8 @@ async fn a_zoo_change_leads_to_a_new_plan_while_scores_keep_arriving() {
         first["composed_plan"]["rungs"][0]["lead_sets"], primary,
         "{first}"
     );
-    // The share of a core its ward takes (here its windows' work alone: the ingest was never
-    // measured into this database), within the composer's cap.
+    // The share of a core its ward takes (its windows' work and, the ingest never measured
+    // into this database, the assumed ingest), within the composer's cap.
     let u = first["composed_plan"]["rungs"][0]["utilisation"]
         .as_f64()
         .unwrap();

@@ -142,11 +142,16 @@ pub(crate) fn run(a: ProfileArgs) -> Result<()> {
         None
     };
     if json {
-        let ingest = ingest.map(|c| {
-            let per_bed = c.ms_per_bed_second();
-            let mut v = serde_json::to_value(c).expect("the measurement serialises");
-            v["ms_per_bed_second"] = per_bed.into();
-            v
+        /// The measurement as the JSON gives it: with its figure a bed.
+        #[derive(serde::Serialize)]
+        struct IngestJson<'a> {
+            #[serde(flatten)]
+            cost: &'a crate::serving::ingest::cost::IngestCost,
+            ms_per_bed_second: f64,
+        }
+        let ingest = ingest.as_ref().map(|cost| IngestJson {
+            cost,
+            ms_per_bed_second: cost.ms_per_bed_second(),
         });
         let v = serde_json::json!({ "profiles": out, "ingest": ingest });
         println!("{}", serde_json::to_string_pretty(&v)?);

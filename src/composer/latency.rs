@@ -230,14 +230,7 @@ impl LatencyModel {
     /// CPU's shared pool and the ingest's CPU time add up to cores as on the 2-core machine the
     /// cap was calibrated on.
     pub(crate) fn utilisation(&self, b: &[bool]) -> f64 {
-        let per_window: f64 = self
-            .work_ms
-            .iter()
-            .zip(b)
-            .filter(|x| *x.1)
-            .map(|x| x.0)
-            .sum::<f64>()
-            + self.beside.p50_ms;
+        let per_window = chosen_sum(&self.work_ms, b) + self.beside.p50_ms;
         self.beds as f64 * (per_window / self.hop_s + self.ingest_ms_per_bed_s) / 1000.0
     }
 
@@ -280,13 +273,7 @@ impl LatencyModel {
     }
 
     fn sum_ms(&self, b: &[bool]) -> f64 {
-        self.batch1_ms
-            .iter()
-            .zip(b)
-            .filter(|x| *x.1)
-            .map(|x| x.0)
-            .sum::<f64>()
-            + self.beside.p95_ms
+        chosen_sum(&self.batch1_ms, b) + self.beside.p95_ms
     }
 
     /// One round of full batches of the chosen members and what serves beside them (each at
@@ -310,6 +297,11 @@ impl LatencyModel {
             .chain(self.beside_member.clone())
             .collect()
     }
+}
+
+/// The sum of `per_model` over the models ensemble `b` chooses.
+fn chosen_sum(per_model: &[f64], b: &[bool]) -> f64 {
+    per_model.iter().zip(b).filter(|x| *x.1).map(|x| x.0).sum()
 }
 
 #[cfg(test)]
