@@ -150,6 +150,15 @@ fn the_beat_count_is_evaluated_beside_the_ensemble() {
         for c in d["conditions"].as_array().unwrap() {
             check_condition(c);
         }
+        // Both rules were chosen on validation, and what they reached there by EC57's
+        // overlap is kept beside them (none without a validation episode).
+        let figures = d["ec57_on_validation"].as_object().expect("recorded");
+        for k in ["se", "pp", "dse", "dpp"] {
+            assert!(
+                figures[k].is_null() || (0.0..=1.0).contains(&figures[k].as_f64().unwrap()),
+                "{k}: {d}"
+            );
+        }
     }
     // The classifier's calls add up to the beats judged, on both parts.
     let beats = &e["beats"];
@@ -210,6 +219,13 @@ fn the_pooling_is_chosen_on_validation() {
         "{chosen} / {served}"
     );
     assert_eq!(chosen["false_alarms"], served["choice"]["false_alarms"]);
+    // What the chosen rule reached on validation by EC57's overlap (kept with a saved rule) is
+    // the served trial's.
+    assert_eq!(
+        e["detectors"][0]["ec57_on_validation"]["se"], served["ec57_se"],
+        "{}",
+        e["detectors"][0]
+    );
     for d in e["detectors"].as_array().unwrap() {
         for c in d["conditions"].as_array().unwrap() {
             check_condition(c);

@@ -77,15 +77,25 @@ pub struct ValidationFigures {
     pub median_delay_ms: Option<i64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub p90_delay_ms: Option<i64>,
+    /// Gross episode sensitivity on validation under the rule by EC57's overlap (the
+    /// alarm, dated as `holmes evaluate` annotates it, must share time with the episode; the
+    /// rule search's count also takes an alarm raised just after a short episode). Absent in
+    /// rules saved before it was recorded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ec57_sensitivity: Option<f64>,
 }
 
 impl ValidationFigures {
     /// Whether the rule reached its target on validation: as recorded, or for an older rule,
-    /// its detected episodes against the target sensitivity.
+    /// its detected episodes against the target sensitivity; and, where recorded, by EC57's
+    /// overlap too (the target is EC57's).
     pub fn reached(&self) -> bool {
         let by_count = self.episodes > 0
             && self.detected as f64 >= self.target_sensitivity * self.episodes as f64 - 1e-9;
-        self.met_target.unwrap_or(by_count)
+        let by_ec57 = self
+            .ec57_sensitivity
+            .is_none_or(|se| se >= self.target_sensitivity - 1e-9);
+        self.met_target.unwrap_or(by_count) && by_ec57
     }
 }
 
@@ -272,6 +282,7 @@ mod tests {
                 met_target: None,
                 median_delay_ms: None,
                 p90_delay_ms: None,
+                ec57_sensitivity: None,
             },
         }
     }
@@ -372,5 +383,25 @@ mod tests {
                 .primary_share,
             None
         );
+    }
+
+    #[test]
+    fn a_rule_reaches_its_target_by_the_search_and_by_ec57s_overlap_where_recorded() {
+        let mut v = validated(vec![member("a", "1")], 5, 0.6).validation;
+        // An old rule: 39 of 40 detected against 0.95.
+        assert!(v.reached());
+        v.detected = 37;
+        assert!(!v.reached(), "37/40 < 0.95");
+        // The search's own verdict stands over the count.
+        v.met_target = Some(true);
+        assert!(v.reached());
+        // EC57's overlap, where recorded, must reach the target too.
+        v.ec57_sensitivity = Some(0.955);
+        assert!(v.reached());
+        v.ec57_sensitivity = Some(0.942);
+        assert!(!v.reached(), "short by EC57's overlap");
+        v.met_target = Some(false);
+        v.ec57_sensitivity = Some(1.0);
+        assert!(!v.reached(), "the search fell short");
     }
 }

@@ -206,6 +206,7 @@ mod tests {
                 met_target: None,
                 median_delay_ms: None,
                 p90_delay_ms: None,
+                ec57_sensitivity: None,
             },
         }
     }

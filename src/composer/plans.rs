@@ -53,13 +53,18 @@ pub(crate) struct PlanInputs {
     /// again).
     #[serde(default)]
     pub(crate) ingest_ms: f64,
+    /// The configured members (`ensemble.members`, sorted) when the composer prefers
+    /// validated ensembles (empty otherwise): where the book validates them and they fit,
+    /// they serve before the book's other ensembles.
+    #[serde(default)]
+    pub(crate) preferred: Vec<String>,
 }
 
 impl PlanInputs {
     /// The lookup key: everything but the calibration and the derived budget.
     pub(crate) fn key(&self) -> String {
         let text = format!(
-            "{}|{}|{}|{}|{}|{}|{}|{}|{}|{}|ingest {}",
+            "{}|{}|{}|{}|{}|{}|{}|{}|{}|{}|ingest {}|preferred {}",
             self.zoo.join(","),
             self.beds,
             self.hardware,
@@ -70,7 +75,8 @@ impl PlanInputs {
             self.rules,
             self.counter,
             self.max_utilisation,
-            self.ingest_ms
+            self.ingest_ms,
+            self.preferred.join(",")
         );
         crate::core::hash::sha256_hex(text.as_bytes())
     }
@@ -190,6 +196,7 @@ mod tests {
             counter: String::new(),
             max_utilisation: 0.85,
             ingest_ms: 0.4,
+            preferred: Vec::new(),
         };
         let mut p = Plan {
             format: PLAN_FORMAT,
@@ -245,6 +252,12 @@ mod tests {
             ..inputs.clone()
         };
         assert_ne!(other.key(), inputs.key());
+        // Other configured members: another preference.
+        let preferred = PlanInputs {
+            preferred: vec!["a".into()],
+            ..inputs.clone()
+        };
+        assert_ne!(preferred.key(), inputs.key());
         // A fallback rung whose estimate is unbounded is stored and read back as such.
         let mut unbounded = Plan {
             inputs: headroom.clone(),

@@ -167,6 +167,13 @@ fn inputs(
         counter: counter.map(|c| c.sha256.clone()).unwrap_or_default(),
         max_utilisation: c.max_utilisation,
         ingest_ms: ingest_ms(cfg),
+        preferred: if c.prefer_validated {
+            let mut m = cfg.ensemble.members.clone();
+            m.sort();
+            m
+        } else {
+            Vec::new()
+        },
     }
 }
 
@@ -259,11 +266,29 @@ pub(crate) fn compose_plan(
     } else {
         Vec::new()
     };
+    // The configured members, where the zoo holds them all.
+    let preferred: Option<Vec<bool>> = inputs
+        .preferred
+        .iter()
+        .all(|m| entries.iter().any(|e| &e.name == m))
+        .then(|| {
+            entries
+                .iter()
+                .map(|e| inputs.preferred.contains(&e.name))
+                .collect()
+        });
     let mut rungs: Vec<Rung> = Vec::new();
     let mut calls = 0;
     for f in std::iter::once(1.0).chain(cfg.composer.ladder.iter().copied()) {
         let budget = inputs.budget_ms * f;
-        let rung = match validated::choose(&entries, &candidates, budget, &latency) {
+        let chosen = validated::choose(
+            &entries,
+            &candidates,
+            preferred.as_deref(),
+            budget,
+            &latency,
+        );
+        let rung = match chosen {
             Some(c) => Rung {
                 members: names_of(&entries, &c.bits),
                 lead_sets: compose::lead_sets(&entries, &c.bits),

@@ -5,11 +5,13 @@
 //! when the book holds ensembles of this zoo (same names and weights) for the ward's hop and
 //! window, validated with the beat counter the engine serves (or without one when it serves
 //! none), and `composer.prefer_validated` is on, the composer serves one of them: among those
-//! covering every lead set the zoo covers whose estimated latency fits the rung's budget, one
-//! whose rule reached its target episode sensitivity on validation before one that fell
-//! short, then the fewest false alarms per hour on validation, then the higher validation
-//! ROC-AUC (of its score pooled as its rule was chosen), then the cheaper. When none fits a
-//! rung, the search composes that rung as it would without rules.
+//! covering every lead set the zoo covers whose estimated latency fits the rung's budget, the
+//! configured members (`ensemble.members`) where they are one of them, else one whose rule
+//! reached its target episode sensitivity on validation (by the rule search's
+//! count and, where the book records it, by EC57's overlap) before one that fell short, then
+//! the fewest false alarms per hour on validation, then the higher validation ROC-AUC (of its
+//! score pooled as its rule was chosen), then the cheaper. When none fits a rung, the search
+//! composes that rung as it would without rules.
 
 use super::compose::{Entry, SplitIndex, accuracy, lead_sets, zoo_lead_sets};
 use super::derived::split_counter;
@@ -97,10 +99,15 @@ fn pooled_roc_auc(entries: &[Entry], bits: &[bool], share: f64) -> Option<f64> {
 }
 
 /// The candidate to serve within `budget_ms` by the estimate `latency` (the ward's, with what
-/// serves beside the members), if any fits.
+/// serves beside the members), if any fits: the `preferred` ensemble (the configured members)
+/// where it is a candidate that covers and fits, else the best by validation. The figures
+/// the book records of validated ensembles differ by a few false alarms on validation's 44
+/// records, less than they move from one part to another (`BENCHMARKS.md`, session 21), so
+/// the book's other ensembles replace the configured one only where it does not fit.
 pub(crate) fn choose(
     entries: &[Entry],
     candidates: &[Candidate],
+    preferred: Option<&[bool]>,
     budget_ms: f64,
     latency: &dyn Fn(&[bool]) -> f64,
 ) -> Option<Chosen> {
@@ -111,8 +118,10 @@ pub(crate) fn choose(
         .map(|c| (c, latency(&c.bits)))
         .filter(|&(_, lat)| lat <= budget_ms)
         .min_by(|(a, la), (b, lb)| {
-            b.reached
-                .cmp(&a.reached)
+            let is_preferred = |c: &Candidate| preferred == Some(c.bits.as_slice());
+            is_preferred(b)
+                .cmp(&is_preferred(a))
+                .then(b.reached.cmp(&a.reached))
                 .then(a.false_alarms_per_hour.total_cmp(&b.false_alarms_per_hour))
                 .then(b.val_roc_auc.total_cmp(&a.val_roc_auc))
                 .then(la.total_cmp(lb))
@@ -200,6 +209,7 @@ mod tests {
                 met_target: None,
                 median_delay_ms: None,
                 p90_delay_ms: None,
+                ec57_sensitivity: None,
             },
         }
     }
@@ -240,17 +250,32 @@ mod tests {
         let big = [false, false, true, true];
         let small = [true, true, false, false];
         // A generous budget: the quieter big pair.
-        let got = choose(&entries, &c, 1e9, &lat).unwrap();
+        let got = choose(&entries, &c, None, 1e9, &lat).unwrap();
         assert_eq!(got.bits, big);
         assert!(got.latency_ms > 0.0 && got.val_roc_auc > 0.99);
         // A budget only the small pair fits.
         let small_lat = lat(&small);
         let big_lat = lat(&big);
         assert!(small_lat < big_lat);
-        let got = choose(&entries, &c, small_lat, &lat).unwrap();
+        let got = choose(&entries, &c, None, small_lat, &lat).unwrap();
         assert_eq!(got.bits, small);
         // Nothing fits: none.
-        assert_eq!(choose(&entries, &c, small_lat / 2.0, &lat), None);
+        assert_eq!(choose(&entries, &c, None, small_lat / 2.0, &lat), None);
+        // The configured members serve where the book validates them and they fit, however
+        // many more false alarms they had on validation; where they do not fit, the best of
+        // the rest.
+        let got = choose(&entries, &c, Some(&small), 1e9, &lat).unwrap();
+        assert_eq!(got.bits, small);
+        let got = choose(&entries, &c, Some(&big), small_lat, &lat).unwrap();
+        assert_eq!(got.bits, small);
+        // Configured members that cover too little (the primary lead alone, validated) or
+        // that the book does not validate: the best by validation.
+        let primary = [true, false, false, false];
+        let got = choose(&entries, &c, Some(&primary), 1e9, &lat).unwrap();
+        assert_eq!(got.bits, big);
+        let unvalidated = [true, false, false, true];
+        let got = choose(&entries, &c, Some(&unvalidated), 1e9, &lat).unwrap();
+        assert_eq!(got.bits, big);
         // What serves beside the members (the beat counter) costs every window: within the
         // budget the big pair just fits alone, a counter beside it leaves room for the small
         // pair only.
@@ -264,9 +289,9 @@ mod tests {
         };
         let beside = (ts(&big) - ts(&small)) / 2.0;
         assert!(beside > 0.0);
-        assert_eq!(choose(&entries, &c, big_lat, &lat).unwrap().bits, big);
+        assert_eq!(choose(&entries, &c, None, big_lat, &lat).unwrap().bits, big);
         let counted = model(beside);
-        let got = choose(&entries, &c, big_lat, &|b| counted.estimate(b)).unwrap();
+        let got = choose(&entries, &c, None, big_lat, &|b| counted.estimate(b)).unwrap();
         assert_eq!(got.bits, small);
         assert!(
             got.latency_ms > small_lat,
@@ -280,7 +305,7 @@ mod tests {
         book.insert(short);
         book.insert(rule(&["p-small", "s-small"], 5, Some(3.0)));
         let c = candidates(&entries, &book, 5, 30, true, None);
-        assert_eq!(choose(&entries, &c, 1e9, &lat).unwrap().bits, small);
+        assert_eq!(choose(&entries, &c, None, 1e9, &lat).unwrap().bits, small);
         // A rule chosen for a lead share: a candidate only where the engine weighs members.
         let mut book = RuleBook::default();
         let mut pooled = rule(&["p-big", "s-big"], 5, Some(0.5));
@@ -288,10 +313,10 @@ mod tests {
         book.insert(pooled);
         book.insert(rule(&["p-small", "s-small"], 5, Some(3.0)));
         let c = candidates(&entries, &book, 5, 30, true, None);
-        assert_eq!(choose(&entries, &c, 1e9, &lat).unwrap().bits, big);
+        assert_eq!(choose(&entries, &c, None, 1e9, &lat).unwrap().bits, big);
         let c = candidates(&entries, &book, 5, 30, false, None);
         assert_eq!(c.len(), 1);
-        assert_eq!(choose(&entries, &c, 1e9, &lat).unwrap().bits, small);
+        assert_eq!(choose(&entries, &c, None, 1e9, &lat).unwrap().bits, small);
         // With the beat counter served, only rules validated with that counter are
         // candidates (the counter is no zoo entry: the members are chosen, it serves beside).
         let mut book = RuleBook::default();
@@ -301,16 +326,16 @@ mod tests {
         book.insert(rule(&["p-small", "s-small"], 5, Some(0.5)));
         let c = candidates(&entries, &book, 5, 30, true, Some("c1"));
         assert_eq!(c.len(), 1);
-        assert_eq!(choose(&entries, &c, 1e9, &lat).unwrap().bits, big);
+        assert_eq!(choose(&entries, &c, None, 1e9, &lat).unwrap().bits, big);
         assert!(candidates(&entries, &book, 5, 30, true, Some("c2")).is_empty());
         let c = candidates(&entries, &book, 5, 30, true, None);
-        assert_eq!(choose(&entries, &c, 1e9, &lat).unwrap().bits, small);
+        assert_eq!(choose(&entries, &c, None, 1e9, &lat).unwrap().bits, small);
         // No rule recorded a false-alarm rate: it ranks after any that did.
         let mut book = RuleBook::default();
         book.insert(rule(&["p-big", "s-big"], 5, None));
         book.insert(rule(&["p-small", "s-small"], 5, Some(9.0)));
         let c = candidates(&entries, &book, 5, 30, true, None);
-        assert_eq!(choose(&entries, &c, 1e9, &lat).unwrap().bits, small);
+        assert_eq!(choose(&entries, &c, None, 1e9, &lat).unwrap().bits, small);
     }
 
     #[test]

@@ -17,7 +17,8 @@ pub struct ComposerConfig {
     /// Search method: holmes, holmes-ucb, exact, rd, af, lf or npo.
     pub method: String,
     /// Serve an ensemble the zoo's `alarm_rules.json` validates (with its own alarm rule) when
-    /// one fits the budget: the fewest validation false alarms; the search otherwise.
+    /// one fits the budget: `ensemble.members` where the file validates them, else the fewest
+    /// validation false alarms; the search otherwise.
     pub prefer_validated: bool,
     /// HOLMES's search parameters (N profiler calls, M candidates, K profiled per round, p, q,
     /// mutation degree, trees, exploration, seed); the paper's defaults.

@@ -197,6 +197,7 @@ mod tests {
                 met_target: None,
                 median_delay_ms: None,
                 p90_delay_ms: None,
+                ec57_sensitivity: None,
             },
         });
         let fb = ServedRule::fallback(&DashboardConfig::default(), 2);

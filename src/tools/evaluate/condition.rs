@@ -10,9 +10,23 @@ use crate::alarm::{AlarmRule, MatchOptions, alarm_episodes, annotate_onsets};
 use crate::core::metrics::{pr_auc, roc_auc};
 use crate::training::dataset::{EpisodeKind, Label};
 
-use super::episodes::{self, RecordComparison, compare_annotated};
+use super::episodes::{self, EpisodeFigures, RecordComparison, compare_annotated};
 use super::replay::Replay;
 use super::{Condition, EvaluateError, FalseAlarmCauses, RecordRow, WindowMetrics, causes, report};
+
+/// The gross EC57 episode figures of one detector under `rule` over clean replays (the
+/// validation part's, to record what a chosen rule reached there).
+pub(crate) fn gross_figures(
+    reps: &[Replay],
+    pick: fn(&Replay) -> &[Option<f32>],
+    onsets: fn(&Replay) -> &[Option<i64>],
+    rule: AlarmRule,
+    hop_ms: i64,
+    matching: MatchOptions,
+) -> Result<EpisodeFigures, EvaluateError> {
+    let c = condition(reps, pick, onsets, rule, hop_ms, None, matching)?;
+    Ok(c.summary.gross_figures)
+}
 
 /// One detector's figures over the replayed records of one condition: its score series
 /// (`pick`) and where each hop's score came with an arrhythmia's onset (`onsets`, one per hop

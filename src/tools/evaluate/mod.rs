@@ -70,16 +70,16 @@ use crate::signal::classical::ClassicalError;
 use crate::training::dataset::{
     self, Database, DatasetError, NoiseBank, RecordData, Split, SplitName,
 };
-use episodes::{EpisodeError, RecordComparison, Summary, TimeToAlarm};
+use episodes::{EpisodeError, EpisodeFigures, RecordComparison, Summary, TimeToAlarm};
 use replay::{Detectors, Replay, replay};
 
-pub(crate) use condition::condition;
+pub(crate) use condition::{condition, gross_figures};
 
 pub use beats::{BeatReport, BeatTrial};
 pub use causes::FalseAlarmCauses;
 pub use gate::{GateParseError, SqiGate};
 pub use gate_search::GateTrial;
-use gate_search::{choose_gate, gate_trials_on};
+use gate_search::{apply_gate, choose_gate, gate_trials_on};
 pub use pooling_search::{Pooling, PoolingTrial};
 use pooling_search::{choose_pooling, pooled, pooling_trials_on, repool, share_of};
 pub use save::save_rule;
@@ -226,6 +226,10 @@ pub struct DetectorResult {
     /// How the rule was chosen, with what it reached on the validation records; `None` when
     /// the rule was given.
     pub chosen_on_validation: Option<ThresholdChoice>,
+    /// The EC57 episode figures the chosen rule reached on the validation records (ensemble
+    /// and ensemble+beats only; `None` when the rule was given).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ec57_on_validation: Option<EpisodeFigures>,
     /// Clean first, then the noise levels in the order asked.
     pub conditions: Vec<Condition>,
 }
@@ -366,8 +370,29 @@ pub fn evaluate(opts: &EvaluateOptions) -> Result<Evaluation, EvaluateError> {
         .rule
         .or(ens_choice.as_ref().map(|c| c.rule))
         .expect("given or chosen");
+    let ens_val_ec57 = match &ens_choice {
+        Some(c) => Some(gross_figures(
+            &val_replays,
+            Replay::ensemble_scores,
+            Replay::ensemble_run_onsets,
+            c.rule,
+            hop_ms,
+            matching,
+        )?),
+        None => None,
+    };
     let beats_choice = if opts.beats {
-        Some(beats::choose(&mut val_replays, &search)?)
+        // `choose` leaves the chosen beat rule applied to the validation replays.
+        let (beat_rule, c, trials) = beats::choose(&mut val_replays, &search)?;
+        let figures = gross_figures(
+            &val_replays,
+            Replay::with_beats_scores,
+            Replay::with_beats_run_onsets,
+            c.rule,
+            hop_ms,
+            matching,
+        )?;
+        Some((beat_rule, c, trials, figures))
     } else {
         None
     };
@@ -502,7 +527,7 @@ pub fn evaluate(opts: &EvaluateOptions) -> Result<Evaluation, EvaluateError> {
                 matching,
             )?);
         }
-        if let Some((beat_rule, c, _)) = &beats_choice {
+        if let Some((beat_rule, c, _, _)) = &beats_choice {
             beats::apply(&mut reps, *beat_rule);
             beats_conditions.push(condition(
                 &reps,
@@ -533,6 +558,7 @@ pub fn evaluate(opts: &EvaluateOptions) -> Result<Evaluation, EvaluateError> {
         gate: None,
         rule: ens_rule,
         chosen_on_validation: ens_choice,
+        ec57_on_validation: ens_val_ec57,
         conditions: ens_conditions,
     }];
     if let Some(c) = cls_choice {
@@ -541,16 +567,18 @@ pub fn evaluate(opts: &EvaluateOptions) -> Result<Evaluation, EvaluateError> {
             gate: None,
             rule: c.rule,
             chosen_on_validation: Some(c),
+            ec57_on_validation: None,
             conditions: cls_conditions,
         });
     }
     let beat_trials = match beats_choice {
-        Some((beat_rule, c, trials)) => {
+        Some((beat_rule, c, trials, figures)) => {
             detectors.push(DetectorResult {
                 detector: "ensemble+beats",
                 gate: None,
                 rule: c.rule,
                 chosen_on_validation: Some(c),
+                ec57_on_validation: Some(figures),
                 conditions: beats_conditions,
             });
             if let Some(r) = &mut classifier {
@@ -566,6 +594,7 @@ pub fn evaluate(opts: &EvaluateOptions) -> Result<Evaluation, EvaluateError> {
             gate: Some(g),
             rule: choice.as_ref().map_or(ens_rule, |c| c.rule),
             chosen_on_validation: choice,
+            ec57_on_validation: None,
             conditions: gated_conditions,
         });
     }
@@ -581,6 +610,7 @@ pub fn evaluate(opts: &EvaluateOptions) -> Result<Evaluation, EvaluateError> {
                 gate: None,
                 rule: choice.rule,
                 chosen_on_validation: Some(choice),
+                ec57_on_validation: None,
                 conditions,
             });
             stack
@@ -632,13 +662,6 @@ pub(crate) fn choose_rule(
         })
         .collect();
     choose_threshold(&records, search)
-}
-
-/// Sets each replay's gated series to its ensemble scores under `gate`.
-pub(crate) fn apply_gate(reps: &mut [Replay], gate: &SqiGate) {
-    for r in reps {
-        r.gated = gate.apply(&r.ensemble, &r.sqi);
-    }
 }
 
 /// The records of `part` present under the data folder, in key order (or the

@@ -59,6 +59,7 @@ pub fn save_rule(e: &Evaluation, models_dir: &std::path::Path) -> Result<(), Eva
             met_target: Some(c.met_target),
             median_delay_ms: c.median_delay_ms,
             p90_delay_ms: c.p90_delay_ms,
+            ec57_sensitivity: d.ec57_on_validation.and_then(|f| f.se),
         },
     });
     book.save(models_dir)?;
