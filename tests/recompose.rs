@@ -435,9 +435,10 @@ fn book_rule(zoo: &std::path::Path, members: &[&str], on: f64, fa: f64) -> Value
                        "detected": 84, "false_alarms_per_hour": fa}})
 }
 
-/// The zoo brings alarm rules validated for two of its ensembles: the composer serves the one
-/// with the fewer validation false alarms (both fit the budget), and the ward's risk alarm runs
-/// that ensemble's rule, marked validated.
+/// The zoo brings alarm rules validated for two of its ensembles, and the configured members
+/// (a vitals model) are neither: the composer serves the one with the fewer validation false
+/// alarms (both fit the budget), and the ward's risk alarm runs that ensemble's rule, marked
+/// validated.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_composer_serves_a_validated_ensemble_with_its_rule() {
     let zoo = tempfile::tempdir().unwrap();

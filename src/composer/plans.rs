@@ -54,8 +54,9 @@ pub(crate) struct PlanInputs {
     #[serde(default)]
     pub(crate) ingest_ms: f64,
     /// The configured members (`ensemble.members`, sorted) when the composer prefers
-    /// validated ensembles (empty otherwise): where the book validates them and they fit,
-    /// they serve before the book's other ensembles.
+    /// validated ensembles (empty otherwise): among the book's ensembles that reached their
+    /// target and fit, they serve first. In the key only when not empty, so a plan stored
+    /// before it was recorded is composed again where validated ensembles are preferred.
     #[serde(default)]
     pub(crate) preferred: Vec<String>,
 }
@@ -64,7 +65,7 @@ impl PlanInputs {
     /// The lookup key: everything but the calibration and the derived budget.
     pub(crate) fn key(&self) -> String {
         let text = format!(
-            "{}|{}|{}|{}|{}|{}|{}|{}|{}|{}|ingest {}|preferred {}",
+            "{}|{}|{}|{}|{}|{}|{}|{}|{}|{}|ingest {}{}",
             self.zoo.join(","),
             self.beds,
             self.hardware,
@@ -76,7 +77,11 @@ impl PlanInputs {
             self.counter,
             self.max_utilisation,
             self.ingest_ms,
-            self.preferred.join(",")
+            if self.preferred.is_empty() {
+                String::new()
+            } else {
+                format!("|preferred {}", self.preferred.join(","))
+            }
         );
         crate::core::hash::sha256_hex(text.as_bytes())
     }

@@ -266,17 +266,19 @@ pub(crate) fn compose_plan(
     } else {
         Vec::new()
     };
-    // The configured members, where the zoo holds them all.
-    let preferred: Option<Vec<bool>> = inputs
-        .preferred
-        .iter()
-        .all(|m| entries.iter().any(|e| &e.name == m))
-        .then(|| {
-            entries
-                .iter()
-                .map(|e| inputs.preferred.contains(&e.name))
-                .collect()
-        });
+    // The configured members, where the zoo holds them all (none when validated ensembles
+    // are not preferred).
+    let preferred: Option<Vec<bool>> = (!inputs.preferred.is_empty()
+        && inputs
+            .preferred
+            .iter()
+            .all(|m| entries.iter().any(|e| &e.name == m)))
+    .then(|| {
+        entries
+            .iter()
+            .map(|e| inputs.preferred.contains(&e.name))
+            .collect()
+    });
     let mut rungs: Vec<Rung> = Vec::new();
     let mut calls = 0;
     for f in std::iter::once(1.0).chain(cfg.composer.ladder.iter().copied()) {

@@ -5,12 +5,12 @@
 //! when the book holds ensembles of this zoo (same names and weights) for the ward's hop and
 //! window, validated with the beat counter the engine serves (or without one when it serves
 //! none), and `composer.prefer_validated` is on, the composer serves one of them: among those
-//! covering every lead set the zoo covers whose estimated latency fits the rung's budget, the
-//! configured members (`ensemble.members`) where they are one of them, else one whose rule
-//! reached its target episode sensitivity on validation (by the rule search's
-//! count and, where the book records it, by EC57's overlap) before one that fell short, then
-//! the fewest false alarms per hour on validation, then the higher validation ROC-AUC (of its
-//! score pooled as its rule was chosen), then the cheaper. When none fits a rung, the search
+//! covering every lead set the zoo covers whose estimated latency fits the rung's budget, one
+//! whose rule reached its target episode sensitivity on validation (by the rule search's count
+//! and, where the book records it, by EC57's overlap) before one that fell short; among those,
+//! the configured members (`ensemble.members`) where they are one, then the fewest false alarms
+//! per hour on validation, then the higher validation ROC-AUC (of its score pooled as its rule
+//! was chosen), then the cheaper. When none fits a rung, the search
 //! composes that rung as it would without rules.
 
 use super::compose::{Entry, SplitIndex, accuracy, lead_sets, zoo_lead_sets};
@@ -99,11 +99,13 @@ fn pooled_roc_auc(entries: &[Entry], bits: &[bool], share: f64) -> Option<f64> {
 }
 
 /// The candidate to serve within `budget_ms` by the estimate `latency` (the ward's, with what
-/// serves beside the members), if any fits: the `preferred` ensemble (the configured members)
-/// where it is a candidate that covers and fits, else the best by validation. The figures
-/// the book records of validated ensembles differ by a few false alarms on validation's 44
-/// records, less than they move from one part to another (`BENCHMARKS.md`, session 21), so
-/// the book's other ensembles replace the configured one only where it does not fit.
+/// serves beside the members), if any fits. Of those that cover the zoo's lead sets and fit:
+/// one whose rule reached its target before one that fell short; among those, the `preferred`
+/// ensemble (the configured members) where it is one, then the fewest validation false alarms
+/// an hour, the higher validation ROC-AUC, the cheaper. The figures the book records of
+/// validated ensembles differ by a few false alarms on validation's 44 records, less than they
+/// move from one part to another (`BENCHMARKS.md`, session 21), so the book's other ensembles
+/// replace the configured one only where it does not fit or fell short of its target.
 pub(crate) fn choose(
     entries: &[Entry],
     candidates: &[Candidate],
@@ -119,9 +121,9 @@ pub(crate) fn choose(
         .filter(|&(_, lat)| lat <= budget_ms)
         .min_by(|(a, la), (b, lb)| {
             let is_preferred = |c: &Candidate| preferred == Some(c.bits.as_slice());
-            is_preferred(b)
-                .cmp(&is_preferred(a))
-                .then(b.reached.cmp(&a.reached))
+            b.reached
+                .cmp(&a.reached)
+                .then(is_preferred(b).cmp(&is_preferred(a)))
                 .then(a.false_alarms_per_hour.total_cmp(&b.false_alarms_per_hour))
                 .then(b.val_roc_auc.total_cmp(&a.val_roc_auc))
                 .then(la.total_cmp(lb))
@@ -269,7 +271,8 @@ mod tests {
         let got = choose(&entries, &c, Some(&big), small_lat, &lat).unwrap();
         assert_eq!(got.bits, small);
         // Configured members that cover too little (the primary lead alone, validated) or
-        // that the book does not validate: the best by validation.
+        // that the book does not validate: the best by validation. (Configured members whose
+        // rule fell short of its target: below.)
         let primary = [true, false, false, false];
         let got = choose(&entries, &c, Some(&primary), 1e9, &lat).unwrap();
         assert_eq!(got.bits, big);
@@ -306,6 +309,11 @@ mod tests {
         book.insert(rule(&["p-small", "s-small"], 5, Some(3.0)));
         let c = candidates(&entries, &book, 5, 30, true, None);
         assert_eq!(choose(&entries, &c, None, 1e9, &lat).unwrap().bits, small);
+        // So too when the configured members are the ones that fell short.
+        assert_eq!(
+            choose(&entries, &c, Some(&big), 1e9, &lat).unwrap().bits,
+            small
+        );
         // A rule chosen for a lead share: a candidate only where the engine weighs members.
         let mut book = RuleBook::default();
         let mut pooled = rule(&["p-big", "s-big"], 5, Some(0.5));

@@ -17,8 +17,9 @@ pub struct ComposerConfig {
     /// Search method: holmes, holmes-ucb, exact, rd, af, lf or npo.
     pub method: String,
     /// Serve an ensemble the zoo's `alarm_rules.json` validates (with its own alarm rule) when
-    /// one fits the budget: `ensemble.members` where the file validates them, else the fewest
-    /// validation false alarms; the search otherwise.
+    /// one covers the zoo's lead sets and fits the budget: one that reached its target first,
+    /// `ensemble.members` among those, then the fewest validation false alarms; the search
+    /// otherwise.
     pub prefer_validated: bool,
     /// HOLMES's search parameters (N profiler calls, M candidates, K profiled per round, p, q,
     /// mutation degree, trees, exploration, seed); the paper's defaults.

@@ -17,6 +17,8 @@ use crate::signal::beats::{BeatClassifier, BeatRule, CALL_GRID};
 use crate::training::beats::{BeatFigures, BeatRows};
 use crate::training::dataset::{Database, Split, SplitName};
 
+use super::condition::gross_figures;
+use super::episodes::EpisodeFigures;
 use super::replay::Replay;
 use super::{EvaluateError, EvaluateOptions, choose_rule, load_part_of};
 
@@ -117,11 +119,12 @@ pub struct BeatTrial {
 
 /// Chooses the beat rule and its alarm rule on the validation replays: the pair that meets
 /// the target with the fewest false alarms (else the most sensitive), ties to the stricter
-/// call. Leaves the chosen rule applied.
+/// call. Leaves the chosen rule applied, and gives what the pair reached on validation by
+/// EC57's overlap beside it.
 pub(crate) fn choose(
     val: &mut [Replay],
     search: &ThresholdSearch,
-) -> Result<(BeatRule, ThresholdChoice, Vec<BeatTrial>), EvaluateError> {
+) -> Result<(BeatRule, ThresholdChoice, Vec<BeatTrial>, EpisodeFigures), EvaluateError> {
     let mut trials = Vec::new();
     for beat_rule in candidates() {
         apply(val, beat_rule);
@@ -150,7 +153,15 @@ pub(crate) fn choose(
         .map(|(_, t)| t.clone())
         .expect("candidates are not empty");
     apply(val, best.beat_rule);
-    Ok((best.beat_rule, best.choice, trials))
+    let figures = gross_figures(
+        val,
+        Replay::with_beats_scores,
+        Replay::with_beats_run_onsets,
+        best.choice.rule,
+        search.hop_ms,
+        search.matching,
+    )?;
+    Ok((best.beat_rule, best.choice, trials, figures))
 }
 
 #[cfg(test)]

@@ -16,13 +16,6 @@ use super::{EvaluateError, choose_rule, condition};
 use crate::alarm::{AlarmRule, ThresholdChoice, ThresholdSearch};
 use crate::training::dataset::Label;
 
-/// Sets each replay's gated series to its ensemble scores under `gate`.
-pub(crate) fn apply_gate(reps: &mut [Replay], gate: &SqiGate) {
-    for r in reps {
-        r.gated = gate.apply(&r.ensemble, &r.sqi);
-    }
-}
-
 /// One signal-quality gate tried on the validation part, with the rule chosen behind it.
 #[derive(Debug, Clone, Serialize)]
 pub struct GateTrial {

@@ -71,15 +71,16 @@ use crate::training::dataset::{
     self, Database, DatasetError, NoiseBank, RecordData, Split, SplitName,
 };
 use episodes::{EpisodeError, EpisodeFigures, RecordComparison, Summary, TimeToAlarm};
-use replay::{Detectors, Replay, replay};
+use replay::{Detectors, Replay, apply_gate, replay};
 
-pub(crate) use condition::{condition, gross_figures};
+pub(crate) use condition::condition;
+use condition::gross_figures;
 
 pub use beats::{BeatReport, BeatTrial};
 pub use causes::FalseAlarmCauses;
 pub use gate::{GateParseError, SqiGate};
 pub use gate_search::GateTrial;
-use gate_search::{apply_gate, choose_gate, gate_trials_on};
+use gate_search::{choose_gate, gate_trials_on};
 pub use pooling_search::{Pooling, PoolingTrial};
 use pooling_search::{choose_pooling, pooled, pooling_trials_on, repool, share_of};
 pub use save::save_rule;
@@ -228,7 +229,6 @@ pub struct DetectorResult {
     pub chosen_on_validation: Option<ThresholdChoice>,
     /// The EC57 episode figures the chosen rule reached on the validation records (ensemble
     /// and ensemble+beats only; `None` when the rule was given).
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub ec57_on_validation: Option<EpisodeFigures>,
     /// Clean first, then the noise levels in the order asked.
     pub conditions: Vec<Condition>,
@@ -382,17 +382,7 @@ pub fn evaluate(opts: &EvaluateOptions) -> Result<Evaluation, EvaluateError> {
         None => None,
     };
     let beats_choice = if opts.beats {
-        // `choose` leaves the chosen beat rule applied to the validation replays.
-        let (beat_rule, c, trials) = beats::choose(&mut val_replays, &search)?;
-        let figures = gross_figures(
-            &val_replays,
-            Replay::with_beats_scores,
-            Replay::with_beats_run_onsets,
-            c.rule,
-            hop_ms,
-            matching,
-        )?;
-        Some((beat_rule, c, trials, figures))
+        Some(beats::choose(&mut val_replays, &search)?)
     } else {
         None
     };

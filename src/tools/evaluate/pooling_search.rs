@@ -9,8 +9,9 @@
 
 use serde::Serialize;
 
+use super::condition::gross_figures;
 use super::replay::Replay;
-use super::{EvaluateError, choose_rule, condition};
+use super::{EvaluateError, choose_rule};
 use crate::alarm::rules::valid_share;
 use crate::alarm::{ThresholdChoice, ThresholdSearch};
 use crate::config::Combine;
@@ -98,16 +99,14 @@ pub(crate) fn pooling_trials_on(
         };
         repool(reps, &w);
         let choice = choose_rule(reps, Replay::ensemble_scores, search)?;
-        let c = condition(
+        let g = gross_figures(
             reps,
             Replay::ensemble_scores,
             Replay::ensemble_run_onsets,
             choice.rule,
             search.hop_ms,
-            None,
             search.matching,
         )?;
-        let g = c.summary.gross_figures;
         tracing::info!(?share, fa = choice.false_alarms, detected = choice.detected, ec57_se = ?g.se, "Pooling tried on validation");
         out.push(PoolingTrial {
             primary_share: share,

@@ -14,7 +14,7 @@ use crate::signal::quality::{WindowSqi, window_sqi};
 use crate::tools::score::record_window;
 use crate::training::dataset::{EpisodeKind, LABEL_GRACE_SECS, Label, RecordData, label_at};
 
-use super::gate::SQI_WINDOW_SECS;
+use super::gate::{SQI_WINDOW_SECS, SqiGate};
 
 /// Milliseconds per sample at 250 Hz.
 const MS_PER_SAMPLE: i64 = 1000 / SAMPLE_RATE_HZ as i64;
@@ -280,6 +280,13 @@ fn merge(mut v: Vec<(i64, i64)>) -> Vec<(i64, i64)> {
         }
     }
     out
+}
+
+/// Sets each replay's gated series to its ensemble scores under `gate`.
+pub(crate) fn apply_gate(reps: &mut [Replay], gate: &SqiGate) {
+    for r in reps {
+        r.gated = gate.apply(&r.ensemble, &r.sqi);
+    }
 }
 
 #[cfg(test)]
