@@ -245,6 +245,18 @@ fn the_pooling_is_chosen_on_validation() {
 }
 
 fn check_condition(c: &Value) {
+    // EC57's sensitivity by kind counts each kind's episodes as time to alarm does.
+    let kinds = c["by_kind"].as_object().unwrap();
+    let ec57 = c["ec57_by_kind"].as_object().unwrap();
+    assert_eq!(
+        kinds.keys().collect::<Vec<_>>(),
+        ec57.keys().collect::<Vec<_>>()
+    );
+    for (kind, t) in kinds {
+        let k = &ec57[kind];
+        assert_eq!(k["episodes"], t["episodes"], "{kind}");
+        assert!(as_u64(&k["detected"], "detected") <= as_u64(&k["episodes"], "episodes"));
+    }
     let w = &c["windows"];
     assert!(as_u64(&w["positives"], "positives") <= as_u64(&w["windows"], "windows"));
     for auc in ["roc_auc", "pr_auc"] {

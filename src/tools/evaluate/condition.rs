@@ -5,12 +5,12 @@
 
 use std::collections::BTreeMap;
 
-use crate::alarm::matching::{AlarmTiming, timing};
+use crate::alarm::matching::{AlarmTiming, overlaps, timing};
 use crate::alarm::{AlarmRule, MatchOptions, alarm_episodes, annotate_onsets};
 use crate::core::metrics::{pr_auc, roc_auc};
 use crate::training::dataset::{EpisodeKind, Label};
 
-use super::episodes::{self, EpisodeFigures, RecordComparison, compare_annotated};
+use super::episodes::{self, EpisodeFigures, KindSensitivity, RecordComparison, compare_annotated};
 use super::replay::Replay;
 use super::{Condition, EvaluateError, FalseAlarmCauses, RecordRow, WindowMetrics, causes, report};
 
@@ -43,6 +43,7 @@ pub(crate) fn condition(
     let (mut labels, mut scores, mut unscored) = (Vec::new(), Vec::new(), 0);
     let mut records = Vec::with_capacity(reps.len());
     let mut kinds: BTreeMap<&'static str, Vec<AlarmTiming>> = BTreeMap::new();
+    let mut ec57_kinds: BTreeMap<&'static str, KindSensitivity> = BTreeMap::new();
     for r in reps {
         let s = pick(r);
         for (&l, &v) in r.labels.iter().zip(s) {
@@ -74,6 +75,10 @@ pub(crate) fn condition(
                 .entry(name)
                 .or_default()
                 .push(timing(iv, &alarms, matching));
+            ec57_kinds
+                .entry(name)
+                .or_default()
+                .add(annotated.iter().any(|&a| overlaps(a, iv)));
         }
         records.push(RecordRow {
             record: r.key.clone(),
@@ -112,6 +117,7 @@ pub(crate) fn condition(
             .into_iter()
             .map(|(k, t)| (k, episodes::time_to_alarm(&t)))
             .collect(),
+        ec57_by_kind: ec57_kinds,
         records,
     })
 }

@@ -70,7 +70,9 @@ use crate::signal::classical::ClassicalError;
 use crate::training::dataset::{
     self, Database, DatasetError, NoiseBank, RecordData, Split, SplitName,
 };
-use episodes::{EpisodeError, EpisodeFigures, RecordComparison, Summary, TimeToAlarm};
+use episodes::{
+    EpisodeError, EpisodeFigures, KindSensitivity, RecordComparison, Summary, TimeToAlarm,
+};
 use replay::{Detectors, Replay, apply_gate, replay};
 
 pub(crate) use condition::condition;
@@ -212,6 +214,9 @@ pub struct Condition {
     pub false_alarm_causes: FalseAlarmCauses,
     /// Time to alarm by episode kind (`vt`, `vf`).
     pub by_kind: BTreeMap<&'static str, TimeToAlarm>,
+    /// EC57 episode sensitivity by kind, each kind's episodes on their own (EC57 reports VT
+    /// and VF apart; Holmes's one alarm is not typed, so its +P has no kind).
+    pub ec57_by_kind: BTreeMap<&'static str, KindSensitivity>,
     pub records: Vec<RecordRow>,
 }
 

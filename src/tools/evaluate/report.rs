@@ -159,6 +159,16 @@ pub fn text(e: &Evaluation) -> String {
                     opt(t.p90_s, 1),
                     opt(t.max_s, 1)
                 );
+                if let Some(k) = c.ec57_by_kind.get(kind) {
+                    let _ = writeln!(
+                        s,
+                        "  clean {kind}, by EC57's overlap: ESe {} = {}/{} (95 % Wilson interval {})",
+                        opt(k.se, 3),
+                        k.detected,
+                        k.episodes,
+                        interval(k.interval)
+                    );
+                }
             }
         }
         for c in &d.conditions {

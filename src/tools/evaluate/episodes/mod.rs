@@ -282,6 +282,29 @@ pub fn time_to_alarm(timings: &[AlarmTiming]) -> TimeToAlarm {
     }
 }
 
+/// EC57 episode sensitivity over one kind's reference episodes (VT or VF, each on its own, not
+/// merged with an adjacent episode of the other kind): those some alarm, as annotated, shares
+/// time with.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
+pub struct KindSensitivity {
+    pub episodes: usize,
+    pub detected: usize,
+    /// `detected / episodes`; `None` without episodes.
+    pub se: Option<f64>,
+    /// Its 95 % Wilson interval.
+    pub interval: Option<[f64; 2]>,
+}
+
+impl KindSensitivity {
+    /// Counts one more episode, detected or not.
+    pub(crate) fn add(&mut self, detected: bool) {
+        self.episodes += 1;
+        self.detected += usize::from(detected);
+        self.se = Some(self.detected as f64 / self.episodes as f64);
+        self.interval = wilson_interval(self.detected, self.episodes);
+    }
+}
+
 /// 95 % Wilson score intervals ([`wilson_interval`]) of pooled episode sensitivity and
 /// positive predictivity (over whole records or EC57's test period), `[low, high]`; `None`
 /// where the figure is. Episodes are counted as
