@@ -1,27 +1,42 @@
 //! `holmes zoo rules` through the real binary: the committed rule book holds for the committed
-//! zoo, and in a zoo of its own a rule whose member was retrained, is missing, or was validated
-//! with another beat counter is listed as no longer holding, with the reason.
+//! zoo, and the embedded defaults' ward serves its rules validated with the beat counter; in a
+//! zoo of its own a rule whose member was retrained, is missing, does not read, or was
+//! validated with another beat counter is listed as no longer holding, with the reason, and a
+//! rule the ward cannot serve says why.
 
 mod common;
 
 use std::path::Path;
-use std::process::Command;
+use std::process::{Command, Output};
 
 use serde_json::{Value, json};
 
-fn zoo_rules(dir: &Path, json: bool) -> std::process::Output {
+fn zoo_rules(dir: &Path, json: bool) -> Output {
     let mut c = Command::new(env!("CARGO_BIN_EXE_holmes"));
     c.args(["zoo", "rules", "--dir"]).arg(dir);
     if json {
         c.arg("--json");
     }
-    let o = c.output().unwrap();
+    c.output().unwrap()
+}
+
+fn rows_of(dir: &Path) -> Vec<Value> {
+    let o = zoo_rules(dir, true);
     assert!(
         o.status.success(),
         "zoo rules failed: {}",
         String::from_utf8_lossy(&o.stderr)
     );
-    o
+    let v: Value = serde_json::from_slice(&o.stdout).unwrap();
+    v["rules"].as_array().unwrap().clone()
+}
+
+fn strings(v: &Value) -> Vec<&str> {
+    v.as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p.as_str().unwrap())
+        .collect()
 }
 
 fn sha_of(dir: &Path, model: &str) -> String {
@@ -32,15 +47,23 @@ fn sha_of(dir: &Path, model: &str) -> String {
 
 #[test]
 fn the_committed_rules_hold_for_the_committed_zoo() {
-    let models = common::root().join("models");
-    let rows: Value = serde_json::from_slice(&zoo_rules(&models, true).stdout).unwrap();
-    let rows = rows.as_array().unwrap();
+    let rows = rows_of(&common::root().join("models"));
     assert!(!rows.is_empty());
-    for r in rows {
+    for r in &rows {
         assert_eq!(r["problems"], json!([]), "{r}");
+        // The embedded defaults count beats beside the members: a rule validated without the
+        // counter is not one the ward can serve, and the listing says so.
+        let reasons = strings(&r["not_for_ward"]);
+        if r["beat_counter"] == true {
+            assert!(reasons.is_empty(), "{r}");
+        } else {
+            assert_eq!(
+                reasons,
+                ["validated without the beat counter the ward counts beside its members"],
+                "{r}"
+            );
+        }
     }
-    // The default ensemble is validated with the beat counter the zoo serves, and reached
-    // its target.
     assert!(
         rows.iter()
             .any(|r| r["beat_counter"] == true && r["reached"] == true),
@@ -52,7 +75,8 @@ fn the_committed_rules_hold_for_the_committed_zoo() {
 fn a_rule_that_no_longer_holds_says_why() {
     let zoo = tempfile::tempdir().unwrap();
     let (a, b) = ("ecg-primary-5s-w8-d2", "ecg-secondary-5s-w8-d2");
-    for m in [a, b] {
+    let (broken, tampered) = ("ecg-primary-10s-w8-d2", "ecg-secondary-10s-w8-d2");
+    for m in [a, b, broken, tampered] {
         common::copy_model(m, zoo.path());
     }
     std::fs::copy(
@@ -65,43 +89,52 @@ fn a_rule_that_no_longer_holds_says_why() {
         let bytes = std::fs::read(zoo.path().join("beats.json")).unwrap();
         format!("{:x}", sha2::Sha256::digest(bytes))
     };
+    let (sa, sb) = (sha_of(zoo.path(), a), sha_of(zoo.path(), b));
+    let st = sha_of(zoo.path(), tampered);
+    // One model's manifest no longer reads; another's weights are not its manifest's.
+    std::fs::write(zoo.path().join(broken).join("manifest.json"), "{").unwrap();
+    let w = zoo.path().join(tampered).join("weights.mpk");
+    let mut bytes = std::fs::read(&w).unwrap();
+    bytes.push(0);
+    std::fs::write(&w, bytes).unwrap();
+
     let member = |name: &str, sha: &str| json!({"name": name, "sha256": sha});
-    let rule = |members: Vec<Value>, on: f64| {
+    let rule = |members: Vec<Value>, hop: u32, on: f64| {
         json!({
             "members": members,
-            "hop_secs": 5, "window_secs": 30,
+            "hop_secs": hop, "window_secs": 30,
             "rule": {"on": on, "off": on / 2.0, "k": 1, "n": 1},
             "validation": {"records": 44, "target_sensitivity": 0.95, "episodes": 88,
                            "detected": 85, "false_alarms_per_hour": 0.5,
                            "ec57_sensitivity": 0.955}})
     };
-    let (sa, sb) = (sha_of(zoo.path(), a), sha_of(zoo.path(), b));
+    let counted = |mut m: Vec<Value>| {
+        m.push(member("beats", &beats_sha));
+        m
+    };
     let book = json!({"format": 1, "rules": [
         // Holds: both models and the counter as validated.
-        rule(vec![member(a, &sa), member(b, &sb), member("beats", &beats_sha)], 0.4),
+        rule(counted(vec![member(a, &sa), member(b, &sb)]), 5, 0.4),
         // The secondary model was retrained since.
-        rule(vec![member(a, &sa), member(b, "0123")], 0.3),
+        rule(counted(vec![member(a, &sa), member(b, "0123")]), 5, 0.3),
         // A model the zoo no longer has.
-        rule(vec![member(a, &sa), member("ecg-primary-30s-w16-d4", "abcd")], 0.2),
+        rule(counted(vec![member(a, &sa), member("ecg-primary-30s-w16-d4", "abcd")]), 5, 0.2),
         // Validated with another beat counter.
-        rule(vec![member(b, &sb), member("beats", "feed")], 0.1),
+        rule(vec![member(b, &sb), member("beats", "feed")], 5, 0.1),
+        // A model whose manifest does not read, and one whose weights changed.
+        rule(counted(vec![member(broken, "ab"), member(tampered, &st)]), 5, 0.5),
+        // Holds for the zoo, but at another hop and without the counter.
+        rule(vec![member(a, &sa), member(b, &sb)], 2, 0.6),
     ]});
     std::fs::write(zoo.path().join("alarm_rules.json"), book.to_string()).unwrap();
 
-    let rows: Value = serde_json::from_slice(&zoo_rules(zoo.path(), true).stdout).unwrap();
-    let rows = rows.as_array().unwrap();
-    assert_eq!(rows.len(), 4, "{rows:?}");
-    let problems = |i: usize| -> Vec<&str> {
-        rows[i]["problems"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|p| p.as_str().unwrap())
-            .collect()
-    };
+    let rows = rows_of(zoo.path());
+    assert_eq!(rows.len(), 6, "{rows:?}");
+    let problems = |i: usize| strings(&rows[i]["problems"]);
     assert!(problems(0).is_empty(), "{}", rows[0]);
     assert_eq!(rows[0]["beat_counter"], true);
     assert_eq!(rows[0]["members"], json!([a, b]));
+    assert_eq!(rows[0]["not_for_ward"], json!([]));
     assert_eq!(problems(1), [format!("{b} was retrained since")]);
     assert_eq!(
         problems(2),
@@ -111,31 +144,62 @@ fn a_rule_that_no_longer_holds_says_why() {
         problems(3),
         ["the zoo's beat counter is not the one it was validated with"]
     );
-    // Without the counter in the zoo, the counted rule no longer holds either.
-    std::fs::remove_file(zoo.path().join("beats.json")).unwrap();
-    let rows: Value = serde_json::from_slice(&zoo_rules(zoo.path(), true).stdout).unwrap();
+    let p4 = problems(4);
+    assert_eq!(p4.len(), 2, "{p4:?}");
+    assert!(
+        p4[0].starts_with(&format!("{broken}'s manifest does not read")),
+        "{p4:?}"
+    );
     assert_eq!(
-        rows[0]["problems"],
-        json!(["the zoo has no beat counter (beats.json)"])
+        p4[1],
+        format!("{tampered}'s weights are not the ones its manifest names")
+    );
+    assert!(problems(5).is_empty(), "{}", rows[5]);
+    assert_eq!(
+        strings(&rows[5]["not_for_ward"]),
+        [
+            "validated at a 2 s hop and 30 s window, the ward's are 5 s and 30 s",
+            "validated without the beat counter the ward counts beside its members"
+        ]
     );
     // The table says the same to a person.
     let text = String::from_utf8(zoo_rules(zoo.path(), false).stdout).unwrap();
     assert!(
-        text.contains("rule 2 no longer holds: ecg-secondary-5s-w8-d2 was retrained since"),
+        text.contains(&format!("rule 2 no longer holds: {b} was retrained since")),
         "{text}"
     );
-    assert!(text.contains("0 of 4 rules hold for this zoo"), "{text}");
+    assert!(
+        text.contains("rule 6 is not for this ward: validated at a 2 s hop"),
+        "{text}"
+    );
+    assert!(
+        text.contains("2 of 6 rules hold for this zoo; 1 of them apply to this ward"),
+        "{text}"
+    );
+    // Without the counter in the zoo, the counted rules no longer hold, and the ward counts
+    // no beats: the rule without the counter applies but for its hop.
+    std::fs::remove_file(zoo.path().join("beats.json")).unwrap();
+    let rows = rows_of(zoo.path());
+    assert_eq!(
+        rows[0]["problems"],
+        json!(["the zoo has no beat counter (beats.json)"])
+    );
+    assert_eq!(
+        strings(&rows[5]["not_for_ward"]),
+        ["validated at a 2 s hop and 30 s window, the ward's are 5 s and 30 s"]
+    );
 }
 
 #[test]
-fn a_broken_rules_file_is_an_error_naming_it() {
+fn a_missing_zoo_or_a_broken_rules_file_is_an_error_naming_it() {
     let zoo = tempfile::tempdir().unwrap();
+    let missing = zoo.path().join("no-such-zoo");
+    let o = zoo_rules(&missing, false);
+    assert!(!o.status.success());
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("no-such-zoo: no such zoo folder"), "{err}");
     std::fs::write(zoo.path().join("alarm_rules.json"), "{ not json").unwrap();
-    let o = Command::new(env!("CARGO_BIN_EXE_holmes"))
-        .args(["zoo", "rules", "--dir"])
-        .arg(zoo.path())
-        .output()
-        .unwrap();
+    let o = zoo_rules(zoo.path(), false);
     assert!(!o.status.success());
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(err.contains("alarm_rules.json"), "{err}");

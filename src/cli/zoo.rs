@@ -6,6 +6,8 @@ use std::path::PathBuf;
 use anyhow::Result;
 use clap::Subcommand;
 
+use crate::config::{Combine, Config};
+use crate::signal::beats::BeatCounter;
 use crate::tools::rule_book;
 use crate::zoo;
 
@@ -21,11 +23,15 @@ pub enum ZooCommand {
         json: bool,
     },
     /// The validated ensembles of the zoo's alarm_rules.json: pooling, alarm rule, validation
-    /// figures, and whether each still holds for the zoo (members' weights, beat counter).
+    /// figures, whether each still holds for the zoo (members' weights, beat counter) and
+    /// whether it applies to the configured ward (hop, window, beat counter, pooling).
     Rules {
-        /// Zoo folder.
-        #[arg(long, default_value = "models")]
-        dir: PathBuf,
+        /// Zoo folder [default: the config's ensemble.models_dir].
+        #[arg(long)]
+        dir: Option<PathBuf>,
+        /// Config file for the ward [default: embedded defaults].
+        #[arg(long)]
+        config: Option<PathBuf>,
         /// Machine-readable output.
         #[arg(long)]
         json: bool,
@@ -42,12 +48,25 @@ pub(crate) fn run(cmd: ZooCommand) -> Result<()> {
                 print!("{}", listing.to_text());
             }
         }
-        ZooCommand::Rules { dir, json } => {
-            let rows = rule_book::rule_rows(&dir)?;
+        ZooCommand::Rules { dir, config, json } => {
+            let cfg = Config::load(config.as_deref())?;
+            let dir = dir.unwrap_or_else(|| cfg.ensemble.models_dir.clone());
+            let has_counter = BeatCounter::load(&dir, cfg.ward.hop_secs)
+                .ok()
+                .flatten()
+                .is_some();
+            let ward = rule_book::Ward {
+                hop_secs: cfg.ward.hop_secs,
+                window_secs: cfg.ward.window_secs,
+                counts_beats: cfg.ensemble.count_beats && has_counter,
+                weighs: cfg.engine.combine == Combine::WeightedMean,
+            };
+            let rows = rule_book::rule_rows(&dir, ward)?;
             if json {
-                println!("{}", serde_json::to_string_pretty(&rows)?);
+                let v = serde_json::json!({"ward": ward, "rules": rows});
+                println!("{}", serde_json::to_string_pretty(&v)?);
             } else {
-                print!("{}", rule_book::to_text(&rows));
+                print!("{}", rule_book::to_text(&rows, ward));
             }
         }
     }

@@ -1,10 +1,12 @@
 //! `holmes zoo rules`: the zoo's rule book (`alarm_rules.json`, written by `holmes evaluate
 //! --save-rule`) as a clinical engineer reads it before a ward serves it. Each validated
-//! ensemble with its pooling, its alarm rule and what that rule reached on validation, and
-//! whether it still holds for the zoo as it now is: every member present with the weights it
-//! was validated with, and, for an ensemble validated beside the beat counter, the zoo's
-//! counter the same one. A rule that no longer holds is never served (the daemon looks rules
-//! up by the members' weights and the counter's); this says which, and why.
+//! ensemble with its pooling, its alarm rule and what that rule reached on validation; whether
+//! it still holds for the zoo as it now is (every member present, readable, with the weights
+//! it was validated with, and, for an ensemble validated beside the beat counter, the zoo's
+//! counter the same one); and whether it applies to the ward a config describes (its hop and
+//! window, whether it counts beats beside its members, whether the engine pools by lead
+//! share). The daemon looks a rule up by all of these, so a rule that fails any of them is
+//! never served; this says which, and why.
 
 use std::path::Path;
 
@@ -12,9 +14,32 @@ use serde::Serialize;
 
 use crate::alarm::AlarmRule;
 use crate::alarm::rules::{RuleBook, RulesError, ValidationFigures};
-use crate::composer::derived::read_zoo;
+use crate::core::hash::sha256_hex;
 use crate::serving::engine::ensemble::BEATS_NAME;
 use crate::signal::beats::BeatCounter;
+use crate::zoo::{MANIFEST_FILE, Manifest, WEIGHTS_FILE};
+
+/// What `holmes zoo rules` refuses.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum RuleBookError {
+    #[error("{0}: no such zoo folder")]
+    NoZoo(std::path::PathBuf),
+    #[error(transparent)]
+    Rules(#[from] RulesError),
+}
+
+/// The ward a rule must fit to be served: what the daemon's lookup matches beyond the members.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub(crate) struct Ward {
+    pub(crate) hop_secs: u32,
+    pub(crate) window_secs: u32,
+    /// Whether the ward counts beats beside its members (`ensemble.count_beats` and a counter
+    /// in the zoo).
+    pub(crate) counts_beats: bool,
+    /// Whether the engine pools members by weight (`engine.combine = "weighted_mean"`): a rule
+    /// chosen for a lead share serves only then.
+    pub(crate) weighs: bool,
+}
 
 /// One rule of the book, as listed.
 #[derive(Debug, Clone, Serialize)]
@@ -33,21 +58,78 @@ pub(crate) struct RuleRow {
     pub(crate) reached: bool,
     /// Why the rule no longer holds for this zoo; empty where it does.
     pub(crate) problems: Vec<String>,
+    /// Why the rule does not apply to the ward; empty where it does.
+    pub(crate) not_for_ward: Vec<String>,
 }
 
 impl RuleRow {
     /// Whether the rule holds for the zoo as it is.
-    pub(crate) fn current(&self) -> bool {
+    pub(crate) fn holds(&self) -> bool {
         self.problems.is_empty()
+    }
+
+    /// Whether the ward could serve the rule: it holds and applies to the ward.
+    pub(crate) fn servable(&self) -> bool {
+        self.holds() && self.not_for_ward.is_empty()
     }
 }
 
-/// The book in `dir` against the zoo in `dir`. Blocking (reads the manifests and the counter).
-pub(crate) fn rule_rows(dir: &Path) -> Result<Vec<RuleRow>, RulesError> {
+/// A zoo folder's model as the listing checks it: its name and weights' SHA-256 as its
+/// manifest says, or why it does not read.
+struct ZooModel {
+    name: String,
+    sha256: Result<String, String>,
+}
+
+/// The zoo's models: each folder's manifest, and whether its weights file is the one the
+/// manifest names (the daemon refuses a model whose weights differ).
+fn zoo_models(dir: &Path) -> Vec<ZooModel> {
+    let dirs = crate::zoo::model_dirs(dir).unwrap_or_default();
+    dirs.iter()
+        .map(|d| {
+            let folder = d
+                .file_name()
+                .map(|n| n.to_string_lossy().into_owned())
+                .unwrap_or_default();
+            let manifest = std::fs::read_to_string(d.join(MANIFEST_FILE))
+                .map_err(|e| e.to_string())
+                .and_then(|t| serde_json::from_str::<Manifest>(&t).map_err(|e| e.to_string()));
+            match manifest {
+                Err(e) => ZooModel {
+                    sha256: Err(format!("{folder}'s manifest does not read ({e})")),
+                    name: folder,
+                },
+                Ok(m) => {
+                    let weights = std::fs::read(d.join(WEIGHTS_FILE)).map(|b| sha256_hex(&b));
+                    let sha256 = match weights {
+                        Ok(sha) if sha == m.weights.sha256 => Ok(sha),
+                        Ok(_) => Err(format!(
+                            "{}'s weights are not the ones its manifest names",
+                            m.name
+                        )),
+                        Err(e) => Err(format!("{}'s weights do not read ({e})", m.name)),
+                    };
+                    ZooModel {
+                        name: m.name,
+                        sha256,
+                    }
+                }
+            }
+        })
+        .collect()
+}
+
+/// The book in `dir` against the zoo in `dir` and the `ward`. Blocking (reads the manifests,
+/// the weights and the counter).
+pub(crate) fn rule_rows(dir: &Path, ward: Ward) -> Result<Vec<RuleRow>, RuleBookError> {
+    if !dir.is_dir() {
+        return Err(RuleBookError::NoZoo(dir.to_owned()));
+    }
     let book = RuleBook::load(dir)?;
-    let zoo = read_zoo(dir);
-    // The zoo's counter: its weights' SHA-256, or why there is none to match.
-    let counter: Result<String, String> = match BeatCounter::load(dir, 5) {
+    let zoo = zoo_models(dir);
+    // The zoo's counter: its file's SHA-256 (whatever the hop, which only sets its reading),
+    // or why there is none to match.
+    let counter: Result<String, String> = match BeatCounter::load(dir, ward.hop_secs) {
         Ok(Some(c)) => Ok(c.sha256),
         Ok(None) => Err("the zoo has no beat counter (beats.json)".into()),
         Err(e) => Err(format!("the zoo's beat counter does not read: {e}")),
@@ -72,13 +154,36 @@ pub(crate) fn rule_rows(dir: &Path) -> Result<Vec<RuleRow>, RulesError> {
                     continue;
                 }
                 members.push(m.name.clone());
-                match zoo.iter().find(|z| z.member.name == m.name) {
-                    None => problems.push(format!("{} is not in the zoo", m.name)),
-                    Some(z) if z.member.sha256 != m.sha256 => {
-                        problems.push(format!("{} was retrained since", m.name))
-                    }
-                    Some(_) => {}
+                let named: Vec<&ZooModel> = zoo.iter().filter(|z| z.name == m.name).collect();
+                if named.iter().any(|z| z.sha256.as_ref() == Ok(&m.sha256)) {
+                    continue;
                 }
+                match named.first() {
+                    None => problems.push(format!("{} is not in the zoo", m.name)),
+                    Some(z) => match &z.sha256 {
+                        Ok(_) => problems.push(format!("{} was retrained since", m.name)),
+                        Err(why) => problems.push(why.clone()),
+                    },
+                }
+            }
+            let mut not_for_ward = Vec::new();
+            if (r.hop_secs, r.window_secs) != (ward.hop_secs, ward.window_secs) {
+                not_for_ward.push(format!(
+                    "validated at a {} s hop and {} s window, the ward's are {} s and {} s",
+                    r.hop_secs, r.window_secs, ward.hop_secs, ward.window_secs
+                ));
+            }
+            match (beat_counter, ward.counts_beats) {
+                (false, true) => not_for_ward.push(
+                    "validated without the beat counter the ward counts beside its members".into(),
+                ),
+                (true, false) => not_for_ward
+                    .push("validated with the beat counter, which the ward does not count".into()),
+                _ => {}
+            }
+            if r.primary_share.is_some() && !ward.weighs {
+                not_for_ward
+                    .push("chosen for a lead share, and the engine pools by the plain mean".into());
             }
             RuleRow {
                 members,
@@ -90,15 +195,17 @@ pub(crate) fn rule_rows(dir: &Path) -> Result<Vec<RuleRow>, RulesError> {
                 reached: r.validation.reached(),
                 validation: r.validation.clone(),
                 problems,
+                not_for_ward,
             }
         })
         .collect())
 }
 
-/// The rows as a table: one line per rule, its members last, then what no longer holds.
-pub(crate) fn to_text(rows: &[RuleRow]) -> String {
+/// The rows as a table: one line per rule, its members on the next, then what keeps a rule
+/// from serving.
+pub(crate) fn to_text(rows: &[RuleRow], ward: Ward) -> String {
     let mut out = format!(
-        "{:<3} {:>3} {:>4} {:<8} {:<9} {:>3} {:>9} {:>7} {:>5} {:>11} {:<6} {:<7} members\n",
+        "{:<3} {:>3} {:>4} {:<9} {:<9} {:>3} {:>9} {:>7} {:>5} {:>11} {:<6} {:<5} {}\n",
         "#",
         "hop",
         "win",
@@ -111,7 +218,9 @@ pub(crate) fn to_text(rows: &[RuleRow]) -> String {
         "t med/p90 s",
         "target",
         "holds",
+        "ward",
     );
+    let yes = |b: bool| if b { "yes" } else { "NO" };
     for (i, r) in rows.iter().enumerate() {
         let v = &r.validation;
         let pooling = r
@@ -124,7 +233,7 @@ pub(crate) fn to_text(rows: &[RuleRow]) -> String {
             members.push_str(" + beat counter");
         }
         out.push_str(&format!(
-            "{:<3} {:>3} {:>4} {:<8} {:<9} {:>3} {:>9} {:>7} {:>5} {:>11} {:<6} {:<7} {}\n",
+            "{:<3} {:>3} {:>4} {:<9} {:<9} {:>3} {:>9} {:>7} {:>5} {:>11} {:<6} {:<5} {}\n    {}\n",
             i + 1,
             r.hop_secs,
             r.window_secs,
@@ -138,27 +247,51 @@ pub(crate) fn to_text(rows: &[RuleRow]) -> String {
                 .map_or("-".to_owned(), |f| format!("{f:.2}")),
             format!("{}/{}", secs(v.median_delay_ms), secs(v.p90_delay_ms)),
             if r.reached { "met" } else { "short" },
-            if r.current() { "yes" } else { "NO" },
+            yes(r.holds()),
+            yes(r.servable()),
             members,
         ));
     }
-    for (i, r) in rows.iter().enumerate().filter(|(_, r)| !r.current()) {
-        out.push_str(&format!(
-            "rule {} no longer holds: {}\n",
-            i + 1,
-            r.problems.join("; ")
-        ));
+    for (i, r) in rows.iter().enumerate() {
+        if !r.holds() {
+            out.push_str(&format!(
+                "rule {} no longer holds: {}\n",
+                i + 1,
+                r.problems.join("; ")
+            ));
+        }
+        if !r.not_for_ward.is_empty() {
+            out.push_str(&format!(
+                "rule {} is not for this ward: {}\n",
+                i + 1,
+                r.not_for_ward.join("; ")
+            ));
+        }
     }
-    let held = rows.iter().filter(|r| r.current()).count();
+    let held = rows.iter().filter(|r| r.holds()).count();
+    let servable = rows.iter().filter(|r| r.servable()).count();
     out.push_str(&format!(
-        "{held} of {} rules hold for this zoo\n",
-        rows.len()
+        "{held} of {} rules hold for this zoo; {servable} of them apply to this ward (hop {} s, \
+         window {} s, {}, {})\n",
+        rows.len(),
+        ward.hop_secs,
+        ward.window_secs,
+        if ward.counts_beats {
+            "the beat counter beside the members"
+        } else {
+            "no beat counter"
+        },
+        if ward.weighs {
+            "pooled by weight"
+        } else {
+            "pooled by the plain mean"
+        },
     ));
     out.push_str(
-        "On the split's validation part, where `holmes evaluate` chose each rule: episodes \
-         detected (with the matcher's grace), gross EC57 episode sensitivity, false alarms an \
-         hour as the rule search charges them, time to alarm (median/p90), and whether the \
-         rule reached its target.\n",
+        "Figures on the split's validation part, where `holmes evaluate` chose each rule: \
+         episodes detected (with the matcher's grace), gross EC57 episode sensitivity, false \
+         alarms an hour as the rule search charges them, time to alarm (median/p90), and \
+         whether the rule reached its target.\n",
     );
     out
 }
