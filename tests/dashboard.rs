@@ -361,6 +361,14 @@ async fn the_ward_page_lives_in_a_real_browser() {
             .filter(|t| t == "II only ✓, V only ✓, both ✓")
     })
     .await;
+    // And that the configured members are what serves (no composer here).
+    let configured = format!("{}: serving", common::TEST_MEMBERS.join(", "));
+    until(15, "the configured members", || async {
+        text(&c, "#configured-members")
+            .await
+            .filter(|t| *t == configured)
+    })
+    .await;
     std::fs::write(out.join("system.png"), c.screenshot().await.unwrap()).unwrap();
     println!("screenshots in {}", out.display());
     c.close().await.unwrap();

@@ -475,6 +475,13 @@ async fn the_composer_serves_a_validated_ensemble_with_its_rule() {
         ["ecg-primary-5s-w8-d2", "ecg-secondary-5s-w8-d2"],
         "{plan}"
     );
+    // `/api/ensemble` shows the configured members beside what serves.
+    let (_, v) = app.get("/api/ensemble").await;
+    assert_eq!(
+        v["configured_members"],
+        serde_json::json!(["vitals-hr-logreg"]),
+        "{v}"
+    );
     let h = app
         .wait_health(20.0, "the validated rule", |h| {
             h["alarm_rule"]["validated"] == true

@@ -368,6 +368,7 @@ async function showSystem() {
   add("Budget", `${e.slo_ms} ms end to end`);
   add("Latency (last 5 min)", lat.n ? `p50 ${lat.p50.toFixed(0)} · p95 ${lat.p95.toFixed(0)} · p99 ${lat.p99.toFixed(0)} ms over ${lat.n} windows` : "no scores yet");
   add("Ensemble", `${e.members.map((m) => `${m.name} v${m.version}`).join(", ")} (${e.source}${e.rung ? `, ladder rung ${e.rung}` : ""})`);
+  kv.append(el("strong", { text: "Configured members" }), configuredMembers(e));
   add("Placement", e.plan.map((p) => `${p.model} on ${p.device} ×${p.workers} (batch ≤ ${p.batch_cap})`).join("; "));
   add("Composer", e.composer.enabled ? `${e.composer.compositions} compositions${e.composer.composing ? ", composing now" : ""}${e.composer.last_error ? `, last error: ${e.composer.last_error}` : ""}` : "off");
   const w = e.windows;
@@ -408,6 +409,20 @@ async function showSystem() {
         msg.textContent = r.ok ? " recomposing…" : ` ${(r.body && r.body.error) || "refused"}`;
       } }), msg));
   }
+}
+
+// The configured members (`ensemble.members`), and whether they are what serves: the composer
+// may serve others (they do not fit the ward, or the zoo's rules validate others).
+function configuredMembers(e) {
+  const names = e.configured_members.join(", ");
+  const serving = e.members.map((m) => m.name).filter((n) => n !== "beats").sort().join(",");
+  if (serving === [...e.configured_members].sort().join(",")) {
+    return el("span", { id: "configured-members", text: `${names}: serving` });
+  }
+  const why = e.source === "plan"
+    ? "the composer serves the ensemble above instead (they do not fit this ward, or the zoo's rules validate others)"
+    : "not all of them serve";
+  return el("span", { id: "configured-members", class: "warn", text: `${names}: ${why}` });
 }
 
 // Which lead sets a monitor can send the serving ensemble scores, with a warning when one

@@ -304,6 +304,7 @@ pub async fn start(cfg: Config, listener: TcpListener) -> Result<Running, Server
         },
         engine_cfg: cfg.engine.clone(),
         configured_beds: cfg.ward.beds.clone().into(),
+        configured_members: cfg.ensemble.members.clone().into(),
         db: cfg.storage.db.clone(),
         tls: cfg.server.tls.is_some(),
         ward: ward.clone(),

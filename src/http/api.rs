@@ -273,6 +273,9 @@ pub(super) struct EnsembleView {
     rung: usize,
     composer: ComposerView,
     members: Vec<MemberView>,
+    /// The configured members (`ensemble.members`); what serves differs where the composer
+    /// chose otherwise (they do not fit the ward, or the zoo's rules validate others).
+    configured_members: Vec<String>,
     combine: Combine,
     /// The primary lead's share the members pool with, from their alarm rule (absent: the
     /// plain mean).
@@ -317,6 +320,7 @@ pub(super) async fn ensemble(State(s): State<AppState>) -> Json<EnsembleView> {
             switches: sv.switches,
         },
         members: members_with_faults(&s),
+        configured_members: s.configured_members.to_vec(),
         combine: s.engine_cfg.combine,
         primary_share: sv.primary_share,
         slo_ms: s.engine_cfg.slo_ms,

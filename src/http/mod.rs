@@ -43,6 +43,9 @@ pub(crate) struct AppState {
     pub(crate) engine_cfg: EngineConfig,
     /// Beds configured in advance (known to the API before their monitors connect).
     pub(crate) configured_beds: Arc<[String]>,
+    /// The configured members (`ensemble.members`): `/api/ensemble` shows them beside what
+    /// serves, which the composer may have chosen otherwise.
+    pub(crate) configured_members: Arc<[String]>,
     /// The database file (profiles are read from it).
     pub(crate) db: std::path::PathBuf,
     /// Over TLS: every response says so (`Strict-Transport-Security`).
