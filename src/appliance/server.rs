@@ -133,7 +133,7 @@ pub async fn start(cfg: Config, listener: TcpListener) -> Result<Running, Server
             hop_secs: c2.ward.hop_secs,
             beats: beats.as_ref(),
         };
-        let stored = crate::composer::service::stored_plan(&c2, &d2, beats.as_ref());
+        let stored = crate::composer::planning::stored_plan(&c2, &d2, beats.as_ref());
         if let Some(p) = &stored {
             match ensemble::prepare(sources, &p.rungs[0].members, &d2, p.inputs.beds) {
                 Ok(prep) => return Ok((stored, prep, beats)),
@@ -142,7 +142,7 @@ pub async fn start(cfg: Config, listener: TcpListener) -> Result<Running, Server
                 }
             }
         }
-        let beds = crate::composer::service::initial_beds(&c2);
+        let beds = crate::composer::planning::initial_beds(&c2);
         let prep = ensemble::prepare(sources, &c2.ensemble.members, &d2, beds)?;
         Ok::<_, ServerError>((None, prep, beats))
     })

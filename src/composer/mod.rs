@@ -17,6 +17,7 @@ pub(crate) mod des;
 pub(crate) mod latency;
 pub mod measure;
 pub(crate) mod netcalc;
+pub(crate) mod planning;
 pub(crate) mod plans;
 pub(crate) mod plot;
 pub(crate) mod profiler;

@@ -334,13 +334,13 @@ fn members_for(
         return Ok((names, None));
     }
     if args.composed {
-        use crate::composer::service;
-        let hw = service::hardware(&crate::serving::engine::accelerator::discover());
+        use crate::composer::planning;
+        let hw = planning::hardware(&crate::serving::engine::accelerator::discover());
         // The counter the daemon will serve beside the members, as the daemon's composer
         // composes with it.
         let counter = crate::serving::engine::ensemble::served_counter(cfg)
             .map_err(|e| BenchError::Compose(e.to_string()))?;
-        let plan = service::compose_plan(cfg, n, &hw, 1.0, counter.as_ref())
+        let plan = planning::compose_plan(cfg, n, &hw, 1.0, counter.as_ref())
             .map_err(|e| BenchError::Compose(e.to_string()))?;
         let r = &plan.rungs[0];
         eprintln!(

@@ -1,0 +1,333 @@
+//! Composing a plan for the ward ([`compose_plan`]): what a plan is keyed by (the zoo, the
+//! beds, this machine, the hop and window, the rules file, the beat counter, the utilisation
+//! cap, the ingest's price and the configured members; [`PlanInputs`]), the stored plan that
+//! fits them, and a new one composed from the zoo's profiles: each rung of the ladder the
+//! validated ensemble that [`validated::choose`] picks, else the search's.
+
+use std::path::Path;
+use std::time::Instant;
+
+use super::plans::{self, PLAN_FORMAT, Plan, PlanInputs, Rung};
+use super::service::ComposerError;
+use super::{compose, latency, validated};
+use crate::alarm::rules::{RULES_FILE, RuleBook};
+use crate::config::Config;
+use crate::core::time::now_ms;
+use crate::serving::engine::accelerator::Accelerator;
+use crate::serving::store;
+use crate::signal::beats::BeatCounter;
+use crate::zoo::{MANIFEST_FILE, Manifest};
+
+/// The machine as a plan key sees it: the CPU and every device found.
+pub(crate) fn hardware(devices: &[Accelerator]) -> String {
+    let ids: Vec<String> = devices
+        .iter()
+        .map(|d| format!("{}={}", d.id, d.name))
+        .collect();
+    format!(
+        "{} [{}]",
+        crate::serving::engine::profile::hardware(),
+        ids.join(", ")
+    )
+}
+
+/// `name@sha256` of every model folder with a readable manifest, sorted.
+pub(crate) fn zoo_fingerprint(dir: &Path) -> Vec<String> {
+    let mut out: Vec<String> = crate::zoo::model_dirs(dir)
+        .unwrap_or_default()
+        .into_iter()
+        .filter_map(|d| {
+            let text = std::fs::read_to_string(d.join(MANIFEST_FILE)).ok()?;
+            let m: Manifest = serde_json::from_str(&text).ok()?;
+            Some(format!("{}@{}", m.name, m.weights.sha256))
+        })
+        .collect();
+    out.sort();
+    out
+}
+
+/// The ingest's CPU a bed each second on this machine, ms, as `holmes profile --ingest` last
+/// measured it; where it never did, `composer.assumed_ingest_ms`, with a warning.
+fn ingest_ms(cfg: &Config) -> f64 {
+    let assumed = cfg.composer.assumed_ingest_ms;
+    match crate::serving::ingest::cost::latest(&cfg.storage.db) {
+        Ok(Some(c)) => c.ms_per_bed_second(),
+        Ok(None) => {
+            tracing::warn!(
+                assumed_ms = assumed,
+                "The ingest's CPU was never measured on this machine (holmes profile --ingest); \
+                 the composer assumes composer.assumed_ingest_ms a bed each second"
+            );
+            assumed
+        }
+        Err(e) => {
+            tracing::warn!(error = %e, assumed_ms = assumed, "Cannot read the ingest's measured CPU; assuming composer.assumed_ingest_ms");
+            assumed
+        }
+    }
+}
+
+/// `beds` rounded up to the bed step (at least one step).
+pub(crate) fn bucket(beds: usize, step: usize) -> usize {
+    beds.max(1).div_ceil(step) * step
+}
+
+/// Beds to plan for before monitors connect.
+pub(crate) fn initial_beds(cfg: &Config) -> usize {
+    bucket(
+        cfg.ward.beds.len().max(cfg.composer.initial_beds),
+        cfg.composer.beds_step,
+    )
+}
+
+fn inputs(
+    cfg: &Config,
+    beds: usize,
+    hardware: &str,
+    calibration: f64,
+    counter: Option<&BeatCounter>,
+) -> PlanInputs {
+    let c = &cfg.composer;
+    PlanInputs {
+        zoo: zoo_fingerprint(&cfg.ensemble.models_dir),
+        beds,
+        hardware: hardware.to_owned(),
+        slo_ms: cfg.engine.slo_ms,
+        budget_ms: cfg.engine.slo_ms as f64 * c.budget_fraction / calibration.max(1.0),
+        method: c.method.clone(),
+        calibration,
+        hop_secs: cfg.ward.hop_secs,
+        window_secs: cfg.ward.window_secs,
+        rules: if c.prefer_validated {
+            std::fs::read(cfg.ensemble.models_dir.join(RULES_FILE))
+                .map(|b| crate::core::hash::sha256_hex(&b))
+                .unwrap_or_default()
+        } else {
+            String::new()
+        },
+        counter: counter.map(|c| c.sha256.clone()).unwrap_or_default(),
+        max_utilisation: c.max_utilisation,
+        ingest_ms: ingest_ms(cfg),
+        preferred: if c.prefer_validated {
+            let mut m = cfg.ensemble.members.clone();
+            m.sort();
+            m
+        } else {
+            Vec::new()
+        },
+    }
+}
+
+/// The stored plan for the current zoo, initial beds and hardware, when the composer is on.
+/// Blocking.
+/// `counter`: the beat counter served beside the members, if any.
+pub(crate) fn stored_plan(
+    cfg: &Config,
+    devices: &[Accelerator],
+    counter: Option<&BeatCounter>,
+) -> Option<Plan> {
+    if !cfg.composer.enabled {
+        return None;
+    }
+    let db = &cfg.storage.db;
+    let mut c = store::open(db).ok()?;
+    store::migrate(&mut c, db).ok()?;
+    drop(c);
+    let key = inputs(cfg, initial_beds(cfg), &hardware(devices), 1.0, counter).key();
+    match plans::latest(db, &key) {
+        Ok(p) => p,
+        Err(e) => {
+            tracing::warn!(error = %e, "Cannot read stored plans");
+            None
+        }
+    }
+}
+
+/// Composes a plan for `beds` beds: rung 0 within the budget, then one rung per ladder step,
+/// each covering every lead set the zoo can cover (the searches' constraint). `counter`: the
+/// beat counter served beside the members, if any: validated ensembles are those validated
+/// with it, and its reading of each window is priced in every latency estimate. Blocking
+/// (profiles models and the counter without a stored profile, then searches).
+pub(crate) fn compose_plan(
+    cfg: &Config,
+    beds: usize,
+    hardware: &str,
+    calibration: f64,
+    counter: Option<&BeatCounter>,
+) -> Result<Plan, ComposerError> {
+    let t = Instant::now();
+    let inputs = inputs(cfg, beds, hardware, calibration, counter);
+    let beside = match counter {
+        Some(c) => latency::counter_cost(&cfg.storage.db, c, cfg.ward.window_secs)
+            .map_err(|e| ComposerError::Zoo(format!("the beat counter's profile: {e}")))?,
+        None => latency::Beside::NONE,
+    };
+    let counter = counter.map(|c| c.sha256.as_str());
+    let entries = compose::load_zoo(
+        &cfg.ensemble.models_dir,
+        &cfg.storage.db,
+        cfg.ward.window_secs,
+    )
+    .map_err(|e| ComposerError::Zoo(format!("{e:#}")))?;
+    if entries.is_empty() {
+        return Err(ComposerError::EmptyZoo);
+    }
+    let hop = cfg.ward.hop_secs as f64;
+    // The members' batch caps as the engine's CPU plan sets them for this ward, what each
+    // window costs beside them, and what the monitors' streams cost.
+    let model = compose::LatencyModel::new(
+        &entries,
+        &cfg.engine,
+        beds,
+        hop,
+        beside,
+        compose::Estimator::Netcalc,
+    )
+    .with_ingest(inputs.ingest_ms)
+    .with_max_utilisation(cfg.composer.max_utilisation);
+    let mut latency = |b: &[bool]| model.estimate(b);
+    let params = cfg.composer.search;
+    let coverable = compose::zoo_lead_sets(&entries);
+    if !coverable.is_full() {
+        let missing = coverable.missing().join(", ");
+        tracing::warn!(%missing, "The zoo has no model for some lead sets: beds whose monitor sends only those get no score");
+    }
+    let candidates = if cfg.composer.prefer_validated {
+        match RuleBook::load(&cfg.ensemble.models_dir) {
+            Ok(book) => {
+                let weighs = cfg.engine.combine == crate::config::Combine::WeightedMean;
+                let (hop, window) = (cfg.ward.hop_secs, cfg.ward.window_secs);
+                validated::candidates(&entries, &book, hop, window, weighs, counter)
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "The zoo's alarm rules do not read; composing without them");
+                Vec::new()
+            }
+        }
+    } else {
+        Vec::new()
+    };
+    // The configured members, where the zoo holds them all (none when validated ensembles
+    // are not preferred).
+    let preferred: Option<Vec<bool>> = (!inputs.preferred.is_empty()
+        && inputs
+            .preferred
+            .iter()
+            .all(|m| entries.iter().any(|e| &e.name == m)))
+    .then(|| {
+        entries
+            .iter()
+            .map(|e| inputs.preferred.contains(&e.name))
+            .collect()
+    });
+    let mut rungs: Vec<Rung> = Vec::new();
+    let mut calls = 0;
+    for f in std::iter::once(1.0).chain(cfg.composer.ladder.iter().copied()) {
+        let budget = inputs.budget_ms * f;
+        let chosen = validated::choose(
+            &entries,
+            &candidates,
+            preferred.as_deref(),
+            budget,
+            &latency,
+        );
+        let rung = match chosen {
+            Some(c) => Rung {
+                members: names_of(&entries, &c.bits),
+                lead_sets: compose::lead_sets(&entries, &c.bits),
+                budget_ms: budget,
+                val_roc_auc: c.val_roc_auc,
+                latency_ms: c.latency_ms,
+                utilisation: model.utilisation(&c.bits),
+            },
+            None => {
+                let row =
+                    compose::run_with(&entries, &inputs.method, budget, &params, &mut latency);
+                calls += row.profiler_calls;
+                let bits: Vec<bool> = entries
+                    .iter()
+                    .map(|e| row.members.contains(&e.name))
+                    .collect();
+                Rung {
+                    members: row.members,
+                    lead_sets: row.lead_sets,
+                    budget_ms: budget,
+                    val_roc_auc: row.val_roc_auc,
+                    latency_ms: row.latency_ms,
+                    utilisation: model.utilisation(&bits),
+                }
+            }
+        };
+        if rung.members.is_empty() || rungs.iter().any(|r| r.members == rung.members) {
+            continue;
+        }
+        rungs.push(rung);
+    }
+    if rungs.is_empty() {
+        // Nothing fits: serve the fastest covering ensemble rather than nothing, and say so.
+        let b = compose::fastest_covering(&entries);
+        let members = names_of(&entries, &b);
+        tracing::warn!(
+            ?members,
+            budget_ms = inputs.budget_ms,
+            "No ensemble covering the lead sets fits the budget; serving the fastest one"
+        );
+        rungs.push(Rung {
+            members,
+            lead_sets: compose::lead_sets(&entries, &b),
+            budget_ms: inputs.budget_ms,
+            val_roc_auc: compose::accuracy(&entries, &b, false).0,
+            latency_ms: latency(&b),
+            utilisation: model.utilisation(&b),
+        });
+    }
+    Ok(Plan {
+        format: PLAN_FORMAT,
+        version: 0,
+        inputs,
+        rungs,
+        profiler_calls: calls,
+        seconds: t.elapsed().as_secs_f64(),
+        created_ms: now_ms(),
+    })
+}
+
+/// The names of the entries `b` chooses, in zoo order.
+fn names_of(entries: &[compose::Entry], b: &[bool]) -> Vec<String> {
+    entries
+        .iter()
+        .zip(b)
+        .filter(|x| *x.1)
+        .map(|(e, _)| e.name.clone())
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_ingest_is_priced_as_measured_else_as_assumed() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut cfg = Config::default();
+        cfg.storage.db = dir.path().join("h.db");
+        cfg.composer.assumed_ingest_ms = 0.5;
+        assert_eq!(ingest_ms(&cfg), 0.5, "never measured");
+        let measured = crate::serving::ingest::cost::IngestCost {
+            hardware: crate::serving::engine::profile::hardware(),
+            beds: 1000,
+            seconds: 60.0,
+            cpu_cores: 0.39,
+        };
+        crate::serving::ingest::cost::store(&cfg.storage.db, &measured).unwrap();
+        assert!((ingest_ms(&cfg) - 0.39).abs() < 1e-12);
+    }
+
+    #[test]
+    fn beds_round_up_to_the_step() {
+        assert_eq!(bucket(0, 16), 16);
+        assert_eq!(bucket(16, 16), 16);
+        assert_eq!(bucket(17, 16), 32);
+        assert_eq!(bucket(64, 16), 64);
+    }
+}
