@@ -412,16 +412,18 @@ async function showSystem() {
 }
 
 // The configured members (`ensemble.members`), and whether they are what serves: the composer
-// may serve others (they do not fit the ward, or the zoo's rules validate others).
+// may serve others (its plan for this ward, or a lower rung of its ladder under load).
 function configuredMembers(e) {
   const names = e.configured_members.join(", ");
-  const serving = e.members.map((m) => m.name).filter((n) => n !== "beats").sort().join(",");
+  const serving = e.members.map((m) => m.name).sort().join(",");
   if (serving === [...e.configured_members].sort().join(",")) {
     return el("span", { id: "configured-members", text: `${names}: serving` });
   }
-  const why = e.source === "plan"
-    ? "the composer serves the ensemble above instead (they do not fit this ward, or the zoo's rules validate others)"
-    : "not all of them serve";
+  const why = e.source !== "plan"
+    ? "not all of them serve"
+    : e.rung
+      ? `the composer serves the ensemble above instead (stepped down to ladder rung ${e.rung})`
+      : "the composer serves the ensemble above instead (its plan for this ward)";
   return el("span", { id: "configured-members", class: "warn", text: `${names}: ${why}` });
 }
 

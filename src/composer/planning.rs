@@ -1,14 +1,14 @@
 //! Composing a plan for the ward ([`compose_plan`]): what a plan is keyed by (the zoo, the
-//! beds, this machine, the hop and window, the rules file, the beat counter, the utilisation
-//! cap, the ingest's price and the configured members; [`PlanInputs`]), the stored plan that
-//! fits them, and a new one composed from the zoo's profiles: each rung of the ladder the
-//! validated ensemble that [`validated::choose`] picks, else the search's.
+//! beds, this machine, the SLO and the search method, the hop and window, the rules file, the
+//! beat counter, the utilisation cap, the ingest's price and the configured members;
+//! [`PlanInputs`]), the stored plan that fits them, and a new one composed from the zoo's
+//! profiles: each rung of the ladder the validated ensemble that [`validated::choose`] picks,
+//! else the search's.
 
 use std::path::Path;
 use std::time::Instant;
 
 use super::plans::{self, PLAN_FORMAT, Plan, PlanInputs, Rung};
-use super::service::ComposerError;
 use super::{compose, latency, validated};
 use crate::alarm::rules::{RULES_FILE, RuleBook};
 use crate::config::Config;
@@ -17,6 +17,19 @@ use crate::serving::engine::accelerator::Accelerator;
 use crate::serving::store;
 use crate::signal::beats::BeatCounter;
 use crate::zoo::{MANIFEST_FILE, Manifest};
+
+/// What composing (and switching to) a plan can fail on.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum ComposerError {
+    #[error("reading the zoo: {0}")]
+    Zoo(String),
+    #[error("the zoo has no valid model to compose from")]
+    EmptyZoo,
+    #[error(transparent)]
+    Store(#[from] store::StoreError),
+    #[error("switching the served ensemble: {0}")]
+    Switch(String),
+}
 
 /// The machine as a plan key sees it: the CPU and every device found.
 pub(crate) fn hardware(devices: &[Accelerator]) -> String {

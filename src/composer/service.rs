@@ -19,7 +19,7 @@ use serde_json::json;
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
-use super::planning::{bucket, compose_plan, hardware, initial_beds};
+use super::planning::{ComposerError, bucket, compose_plan, hardware, initial_beds};
 use super::plans::{self, Plan};
 use crate::config::Config;
 use crate::core::event::{Event, EventKind, Origin};
@@ -29,18 +29,6 @@ use crate::serving::engine::accelerator::Accelerator;
 use crate::serving::engine::ensemble::{self, ModelInfo};
 use crate::serving::store::{self, ServedEnsemble, StoreHandle};
 use crate::serving::ward::Ward;
-
-#[derive(Debug, thiserror::Error)]
-pub(crate) enum ComposerError {
-    #[error("reading the zoo: {0}")]
-    Zoo(String),
-    #[error("the zoo has no valid model to compose from")]
-    EmptyZoo,
-    #[error(transparent)]
-    Store(#[from] store::StoreError),
-    #[error("switching the served ensemble: {0}")]
-    Switch(String),
-}
 
 /// What the daemon serves and what the composer is doing, for the API.
 #[derive(Debug, Clone, Default, Serialize)]

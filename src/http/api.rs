@@ -274,7 +274,7 @@ pub(super) struct EnsembleView {
     composer: ComposerView,
     members: Vec<MemberView>,
     /// The configured members (`ensemble.members`); what serves differs where the composer
-    /// chose otherwise (they do not fit the ward, or the zoo's rules validate others).
+    /// serves another plan or a lower rung of its ladder.
     configured_members: Vec<String>,
     combine: Combine,
     /// The primary lead's share the members pool with, from their alarm rule (absent: the

@@ -37,7 +37,8 @@
 //!    with the alarm rule; where the window ends in a run of five called beats faster than
 //!    100/min, the ensemble's score is raised to 1.
 //!
-//! [`report`] prints the tables and writes the report folder (JSON and SVG figures).
+//! What it reports is in `results` ([`Evaluation`]); [`report`] prints the tables and writes
+//! the report folder (JSON and SVG figures).
 
 mod beats;
 mod causes;
