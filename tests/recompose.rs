@@ -422,13 +422,8 @@ const VALIDATED_ZOO: [&str; 5] = [
 /// A rule book entry for `members` of the zoo in `zoo`, validated at a 5-s hop with `fa`
 /// false alarms an hour.
 fn book_rule(zoo: &std::path::Path, members: &[&str], on: f64, fa: f64) -> Value {
-    let sha = |m: &str| -> String {
-        let t = std::fs::read_to_string(zoo.join(m).join("manifest.json")).unwrap();
-        let v: Value = serde_json::from_str(&t).unwrap();
-        v["weights"]["sha256"].as_str().unwrap().to_owned()
-    };
     serde_json::json!({
-        "members": members.iter().map(|m| serde_json::json!({"name": m, "sha256": sha(m)})).collect::<Vec<_>>(),
+        "members": members.iter().map(|m| serde_json::json!({"name": m, "sha256": common::weights_sha(&zoo.join(m))})).collect::<Vec<_>>(),
         "hop_secs": 5, "window_secs": 30,
         "rule": {"on": on, "off": on / 2.0, "k": 1, "n": 1},
         "validation": {"records": 44, "target_sensitivity": 0.95, "episodes": 88,

@@ -5,7 +5,6 @@
 
 mod common;
 
-use std::path::Path;
 use std::time::{Duration, Instant};
 
 use common::{copy_model, spawn_app};
@@ -174,13 +173,6 @@ async fn an_ensemble_without_a_rule_serves_one_derived_from_the_zoos_validated_o
     app.stop().await;
 }
 
-/// The weights' SHA-256 of a model folder.
-fn sha256_of(dir: &Path) -> String {
-    let m: Value =
-        serde_json::from_str(&std::fs::read_to_string(dir.join("manifest.json")).unwrap()).unwrap();
-    m["weights"]["sha256"].as_str().unwrap().to_owned()
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_rule_validated_for_the_serving_ensemble_serves() {
     let zoo = tempfile::tempdir().unwrap();
@@ -189,7 +181,7 @@ async fn the_rule_validated_for_the_serving_ensemble_serves() {
     let mut refs = Vec::new();
     for m in &members {
         copy_model(m, zoo.path());
-        refs.push(json!({"name": m, "sha256": sha256_of(&zoo.path().join(m))}));
+        refs.push(json!({"name": m, "sha256": common::weights_sha(&zoo.path().join(m))}));
     }
     let rule = |hop: u32| {
         json!({"members": refs, "hop_secs": hop, "window_secs": defaults.ward.window_secs,
@@ -242,7 +234,7 @@ async fn the_rule_validated_for_the_serving_ensemble_serves() {
     // A rule validated for the retrained ensemble, saved while the daemon runs, serves
     // without a restart (the watcher sees the rules file change).
     let mut refs2 = refs.clone();
-    refs2[0]["sha256"] = Value::from(sha256_of(&a));
+    refs2[0]["sha256"] = Value::from(common::weights_sha(&a));
     let book = json!({"format": 1, "rules": [
         {"members": refs2, "hop_secs": 5, "window_secs": defaults.ward.window_secs,
          "rule": {"on": 0.45, "off": 0.2, "k": 1, "n": 2},

@@ -39,12 +39,6 @@ fn strings(v: &Value) -> Vec<&str> {
         .collect()
 }
 
-fn sha_of(dir: &Path, model: &str) -> String {
-    let t = std::fs::read_to_string(dir.join(model).join("manifest.json")).unwrap();
-    let v: Value = serde_json::from_str(&t).unwrap();
-    v["weights"]["sha256"].as_str().unwrap().to_owned()
-}
-
 #[test]
 fn the_committed_rules_hold_for_the_committed_zoo() {
     let rows = rows_of(&common::root().join("models"));
@@ -89,8 +83,11 @@ fn a_rule_that_no_longer_holds_says_why() {
         let bytes = std::fs::read(zoo.path().join("beats.json")).unwrap();
         format!("{:x}", sha2::Sha256::digest(bytes))
     };
-    let (sa, sb) = (sha_of(zoo.path(), a), sha_of(zoo.path(), b));
-    let st = sha_of(zoo.path(), tampered);
+    let (sa, sb) = (
+        common::weights_sha(&zoo.path().join(a)),
+        common::weights_sha(&zoo.path().join(b)),
+    );
+    let st = common::weights_sha(&zoo.path().join(tampered));
     // One model's manifest no longer reads; another's weights are not its manifest's.
     std::fs::write(zoo.path().join(broken).join("manifest.json"), "{").unwrap();
     let w = zoo.path().join(tampered).join("weights.mpk");

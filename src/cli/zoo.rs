@@ -51,17 +51,14 @@ pub(crate) fn run(cmd: ZooCommand) -> Result<()> {
         ZooCommand::Rules { dir, config, json } => {
             let cfg = Config::load(config.as_deref())?;
             let dir = dir.unwrap_or_else(|| cfg.ensemble.models_dir.clone());
-            let has_counter = BeatCounter::load(&dir, cfg.ward.hop_secs)
-                .ok()
-                .flatten()
-                .is_some();
+            let counter = BeatCounter::load(&dir, cfg.ward.hop_secs);
             let ward = rule_book::Ward {
                 hop_secs: cfg.ward.hop_secs,
                 window_secs: cfg.ward.window_secs,
-                counts_beats: cfg.ensemble.count_beats && has_counter,
+                counts_beats: cfg.ensemble.count_beats && matches!(counter, Ok(Some(_))),
                 weighs: cfg.engine.combine == Combine::WeightedMean,
             };
-            let rows = rule_book::rule_rows(&dir, ward)?;
+            let rows = rule_book::rule_rows(&dir, &counter, ward)?;
             if json {
                 let v = serde_json::json!({"ward": ward, "rules": rows});
                 println!("{}", serde_json::to_string_pretty(&v)?);

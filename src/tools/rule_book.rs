@@ -14,10 +14,9 @@ use serde::Serialize;
 
 use crate::alarm::AlarmRule;
 use crate::alarm::rules::{RuleBook, RulesError, ValidationFigures};
-use crate::core::hash::sha256_hex;
 use crate::serving::engine::ensemble::BEATS_NAME;
-use crate::signal::beats::BeatCounter;
-use crate::zoo::{MANIFEST_FILE, Manifest, WEIGHTS_FILE};
+use crate::signal::beats::{BeatCounter, BeatsError};
+use crate::zoo::{MANIFEST_FILE, ZooError, read_checked};
 
 /// What `holmes zoo rules` refuses.
 #[derive(Debug, thiserror::Error)]
@@ -82,7 +81,8 @@ struct ZooModel {
 }
 
 /// The zoo's models: each folder's manifest, and whether its weights file is the one the
-/// manifest names (the daemon refuses a model whose weights differ).
+/// manifest names, as [`read_checked`] (what the daemon checks before it loads a model) finds
+/// them; a folder that fails is named by the folder.
 fn zoo_models(dir: &Path) -> Vec<ZooModel> {
     let dirs = crate::zoo::model_dirs(dir).unwrap_or_default();
     dirs.iter()
@@ -91,27 +91,24 @@ fn zoo_models(dir: &Path) -> Vec<ZooModel> {
                 .file_name()
                 .map(|n| n.to_string_lossy().into_owned())
                 .unwrap_or_default();
-            let manifest = std::fs::read_to_string(d.join(MANIFEST_FILE))
-                .map_err(|e| e.to_string())
-                .and_then(|t| serde_json::from_str::<Manifest>(&t).map_err(|e| e.to_string()));
-            match manifest {
-                Err(e) => ZooModel {
-                    sha256: Err(format!("{folder}'s manifest does not read ({e})")),
-                    name: folder,
+            match read_checked(d) {
+                Ok((m, _)) => ZooModel {
+                    name: m.name,
+                    sha256: Ok(m.weights.sha256),
                 },
-                Ok(m) => {
-                    let weights = std::fs::read(d.join(WEIGHTS_FILE)).map(|b| sha256_hex(&b));
-                    let sha256 = match weights {
-                        Ok(sha) if sha == m.weights.sha256 => Ok(sha),
-                        Ok(_) => Err(format!(
-                            "{}'s weights are not the ones its manifest names",
-                            m.name
-                        )),
-                        Err(e) => Err(format!("{}'s weights do not read ({e})", m.name)),
+                Err(e) => {
+                    let why = match e {
+                        ZooError::Checksum { .. } => {
+                            format!("{folder}'s weights are not the ones its manifest names")
+                        }
+                        ZooError::Io { ref path, .. } if !path.ends_with(MANIFEST_FILE) => {
+                            format!("{folder}'s weights do not read ({e})")
+                        }
+                        e => format!("{folder}'s manifest does not read ({e})"),
                     };
                     ZooModel {
-                        name: m.name,
-                        sha256,
+                        name: folder,
+                        sha256: Err(why),
                     }
                 }
             }
@@ -119,18 +116,21 @@ fn zoo_models(dir: &Path) -> Vec<ZooModel> {
         .collect()
 }
 
-/// The book in `dir` against the zoo in `dir` and the `ward`. Blocking (reads the manifests,
-/// the weights and the counter).
-pub(crate) fn rule_rows(dir: &Path, ward: Ward) -> Result<Vec<RuleRow>, RuleBookError> {
+/// The book in `dir` against the zoo in `dir`, its beat counter as read from there
+/// (`counter`), and the `ward`. Blocking (reads the manifests and the weights).
+pub(crate) fn rule_rows(
+    dir: &Path,
+    counter: &Result<Option<BeatCounter>, BeatsError>,
+    ward: Ward,
+) -> Result<Vec<RuleRow>, RuleBookError> {
     if !dir.is_dir() {
         return Err(RuleBookError::NoZoo(dir.to_owned()));
     }
     let book = RuleBook::load(dir)?;
     let zoo = zoo_models(dir);
-    // The zoo's counter: its file's SHA-256 (whatever the hop, which only sets its reading),
-    // or why there is none to match.
-    let counter: Result<String, String> = match BeatCounter::load(dir, ward.hop_secs) {
-        Ok(Some(c)) => Ok(c.sha256),
+    // The zoo's counter: its file's SHA-256, or why there is none to match.
+    let counter: Result<String, String> = match counter {
+        Ok(Some(c)) => Ok(c.sha256.clone()),
         Ok(None) => Err("the zoo has no beat counter (beats.json)".into()),
         Err(e) => Err(format!("the zoo's beat counter does not read: {e}")),
     };

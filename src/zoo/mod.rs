@@ -27,6 +27,7 @@ pub(crate) use manifest::{
     Architecture, FeatureScaling, MANIFEST_FORMAT, Predictions, SplitMetrics, Training, WeightsRef,
 };
 pub use manifest::{Input, Lead, MANIFEST_FILE, Manifest, WEIGHTS_FILE};
+pub(crate) use model::read_checked;
 pub(crate) use model::{Net, prepare_input, weights_bytes};
 pub use model::{ZooModel, logits_to_probs, sha256_hex};
 pub(crate) use resnext::{ConvShape, ResNeXt1d, ResNeXtArch};

@@ -60,6 +60,39 @@ pub fn sha256_hex(bytes: &[u8]) -> String {
         .collect()
 }
 
+/// The manifest in `dir` (read, parsed and validated) and the weights file it names, checked
+/// against its checksum: what [`ZooModel::load`] checks before it decodes anything, and all a
+/// reader of the zoo's folders needs who does not run the model.
+pub(crate) fn read_checked(dir: &Path) -> Result<(Manifest, Vec<u8>), ZooError> {
+    let mpath = dir.join(MANIFEST_FILE);
+    let text = std::fs::read_to_string(&mpath).map_err(|source| ZooError::Io {
+        path: mpath.clone(),
+        source,
+    })?;
+    let manifest: Manifest = serde_json::from_str(&text).map_err(|e| ZooError::Manifest {
+        path: mpath.clone(),
+        reason: e.to_string(),
+    })?;
+    manifest.validate().map_err(|reason| ZooError::Manifest {
+        path: mpath.clone(),
+        reason,
+    })?;
+    let wpath = dir.join(&manifest.weights.file);
+    let bytes = std::fs::read(&wpath).map_err(|source| ZooError::Io {
+        path: wpath.clone(),
+        source,
+    })?;
+    let actual = sha256_hex(&bytes);
+    if actual != manifest.weights.sha256 {
+        return Err(ZooError::Checksum {
+            path: wpath,
+            expected: manifest.weights.sha256.clone(),
+            actual,
+        });
+    }
+    Ok((manifest, bytes))
+}
+
 /// Serialises a network's weights (named MessagePack, full precision).
 pub(crate) fn weights_bytes<B: Backend>(net: Net<B>) -> Vec<u8> {
     NamedMpkBytesRecorder::<FullPrecisionSettings>::default()
@@ -71,32 +104,8 @@ impl<B: Backend> ZooModel<B> {
     /// Loads and validates the model in `dir`: manifest schema and consistency, weights
     /// checksum, weights decoding, parameter count, and one forward pass on zeros.
     pub fn load(dir: &Path, device: &B::Device) -> Result<ZooModel<B>, ZooError> {
-        let mpath = dir.join(MANIFEST_FILE);
-        let text = std::fs::read_to_string(&mpath).map_err(|source| ZooError::Io {
-            path: mpath.clone(),
-            source,
-        })?;
-        let manifest: Manifest = serde_json::from_str(&text).map_err(|e| ZooError::Manifest {
-            path: mpath.clone(),
-            reason: e.to_string(),
-        })?;
-        manifest.validate().map_err(|reason| ZooError::Manifest {
-            path: mpath.clone(),
-            reason,
-        })?;
+        let (manifest, bytes) = read_checked(dir)?;
         let wpath = dir.join(&manifest.weights.file);
-        let bytes = std::fs::read(&wpath).map_err(|source| ZooError::Io {
-            path: wpath.clone(),
-            source,
-        })?;
-        let actual = sha256_hex(&bytes);
-        if actual != manifest.weights.sha256 {
-            return Err(ZooError::Checksum {
-                path: wpath,
-                expected: manifest.weights.sha256.clone(),
-                actual,
-            });
-        }
         let fresh = Net::<B>::init(&manifest.architecture, device);
         let expected_params = fresh.num_params();
         let loaded = std::panic::catch_unwind(AssertUnwindSafe(|| {

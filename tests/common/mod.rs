@@ -299,6 +299,13 @@ pub fn copy_model(name: &str, to: &Path) {
     }
 }
 
+/// The weights' SHA-256 a model folder's manifest names (what a rule book entry names it by).
+pub fn weights_sha(model_dir: &Path) -> String {
+    let t = std::fs::read_to_string(model_dir.join("manifest.json")).unwrap();
+    let m: Value = serde_json::from_str(&t).unwrap();
+    m["weights"]["sha256"].as_str().unwrap().to_owned()
+}
+
 /// `/api/health`'s problems, as strings (panics if the body has no list of them).
 pub fn problems(h: &Value) -> Vec<&str> {
     h["problems"]
