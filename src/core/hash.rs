@@ -4,7 +4,7 @@
 use sha2::{Digest, Sha256};
 
 /// SHA-256 of `bytes`, lower-case hex.
-pub(crate) fn sha256_hex(bytes: &[u8]) -> String {
+pub fn sha256_hex(bytes: &[u8]) -> String {
     Sha256::digest(bytes)
         .iter()
         .map(|b| format!("{b:02x}"))

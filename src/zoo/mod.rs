@@ -18,6 +18,7 @@ pub(crate) mod preprocess;
 mod resnext;
 mod vitals;
 
+pub use crate::core::hash::sha256_hex;
 pub(crate) use conv_gemm::{FoldedWeights, same_padding};
 pub(crate) use fast::{FastResNeXt1d, FoldedBlock, on_host};
 pub use fast::{InferencePath, Kernel};
@@ -29,7 +30,7 @@ pub(crate) use manifest::{
 pub use manifest::{Input, Lead, MANIFEST_FILE, Manifest, WEIGHTS_FILE};
 pub(crate) use model::read_checked;
 pub(crate) use model::{Net, prepare_input, weights_bytes};
-pub use model::{ZooModel, logits_to_probs, sha256_hex};
+pub use model::{ZooModel, logits_to_probs};
 pub(crate) use resnext::{ConvShape, ResNeXt1d, ResNeXtArch};
 pub(crate) use vitals::VitalsArch;
 

@@ -12,14 +12,13 @@ use burn::module::Module;
 use burn::record::{FullPrecisionSettings, NamedMpkBytesRecorder, Recorder};
 use burn::tensor::backend::Backend;
 use burn::tensor::{Tensor, TensorData};
-use sha2::{Digest, Sha256};
 
-use super::ZooError;
 use super::fast::{FastResNeXt1d, InferencePath, Kernel};
 use super::manifest::{Architecture, FeatureScaling, Input, MANIFEST_FILE, Manifest};
 use super::preprocess::{VITALS_FEATURES, prepare_ecg_into, vitals_features};
 use super::resnext::ResNeXt1d;
 use super::vitals::VitalsNet;
+use super::{ZooError, sha256_hex};
 
 /// The network behind a model, by family. One lives per loaded model, so the size gap
 /// between the variants does not matter.
@@ -50,14 +49,6 @@ pub struct ZooModel<B: Backend> {
     /// The inference form of an ECG network, when the fast path is on.
     fast: Option<FastResNeXt1d<B>>,
     device: B::Device,
-}
-
-/// SHA-256 of `bytes`, lower-case hex.
-pub fn sha256_hex(bytes: &[u8]) -> String {
-    Sha256::digest(bytes)
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect()
 }
 
 /// The manifest in `dir` (read, parsed and validated) and the weights file it names, checked
