@@ -2,7 +2,8 @@
 //! zoo, and the embedded defaults' ward serves its rules validated with the beat counter; in a
 //! zoo of its own a rule whose member was retrained, is missing, does not read, or was
 //! validated with another beat counter is listed as no longer holding, with the reason, and a
-//! rule the ward cannot serve says why.
+//! rule the ward cannot serve says why; `holmes evaluate --revalidate` chooses a rule whose
+//! member was retrained again on validation, in place of the old, and leaves the others.
 
 mod common;
 
@@ -152,6 +153,13 @@ fn a_rule_that_no_longer_holds_says_why() {
         format!("{tampered}'s weights are not the ones its manifest names")
     );
     assert!(problems(5).is_empty(), "{}", rows[5]);
+    // Validating again mends a retrained member or another counter, not a missing or
+    // unreadable model; a rule that holds needs none.
+    let revalidable: Vec<bool> = rows
+        .iter()
+        .map(|r| r["revalidable"].as_bool().unwrap())
+        .collect();
+    assert_eq!(revalidable, [false, true, false, true, false, false]);
     assert_eq!(
         strings(&rows[5]["not_for_ward"]),
         [
@@ -162,7 +170,10 @@ fn a_rule_that_no_longer_holds_says_why() {
     // The table says the same to a person.
     let text = String::from_utf8(zoo_rules(zoo.path(), false).stdout).unwrap();
     assert!(
-        text.contains(&format!("rule 2 no longer holds: {b} was retrained since")),
+        text.contains(&format!(
+            "rule 2 no longer holds: {b} was retrained since (holmes evaluate --revalidate \
+             validates it again)"
+        )),
         "{text}"
     );
     assert!(
@@ -200,4 +211,147 @@ fn a_missing_zoo_or_a_broken_rules_file_is_an_error_naming_it() {
     assert!(!o.status.success());
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(err.contains("alarm_rules.json"), "{err}");
+}
+
+#[test]
+fn a_rule_whose_member_was_retrained_is_validated_again() {
+    let Some(data) = common::data_dir("a_rule_whose_member_was_retrained_is_validated_again")
+    else {
+        return;
+    };
+    let zoo = tempfile::tempdir().unwrap();
+    let (a, b) = ("ecg-primary-5s-w8-d2", "ecg-secondary-5s-w8-d2");
+    for m in [a, b] {
+        common::copy_model(m, zoo.path());
+    }
+    std::fs::copy(
+        common::root().join("models/beats.json"),
+        zoo.path().join("beats.json"),
+    )
+    .unwrap();
+    let beats_sha = {
+        use sha2::Digest;
+        let bytes = std::fs::read(zoo.path().join("beats.json")).unwrap();
+        format!("{:x}", sha2::Sha256::digest(bytes))
+    };
+    let (sa, sb) = (
+        common::weights_sha(&zoo.path().join(a)),
+        common::weights_sha(&zoo.path().join(b)),
+    );
+    let member = |name: &str, sha: &str| json!({"name": name, "sha256": sha});
+    let rule = |members: Vec<Value>, on: f64, share: Option<f64>| {
+        json!({
+            "members": members,
+            "hop_secs": 5, "window_secs": 30,
+            "rule": {"on": on, "off": on / 2.0, "k": 1, "n": 1},
+            "primary_share": share,
+            "validation": {"records": 44, "target_sensitivity": 0.95, "episodes": 88,
+                           "detected": 85, "false_alarms_per_hour": 0.5,
+                           "ec57_sensitivity": 0.955}})
+    };
+    let book = json!({"format": 1, "rules": [
+        // b was retrained since: validated again.
+        rule(vec![member(a, &sa), member(b, "0123"), member("beats", &beats_sha)], 0.9, Some(0.7)),
+        // A model the zoo no longer has: left.
+        rule(vec![member(a, &sa), member("ecg-primary-30s-w16-d4", "abcd")], 0.8, None),
+        // Holds: untouched.
+        rule(vec![member(a, &sa), member(b, &sb)], 0.6, None),
+    ]});
+    std::fs::write(zoo.path().join("alarm_rules.json"), book.to_string()).unwrap();
+    let config = zoo.path().join("holmes.toml");
+    let text = std::fs::read_to_string(common::root().join("config/holmes.toml")).unwrap();
+    assert!(text.contains("\nmodels_dir = \"models\"\n"));
+    let dir = zoo.path().to_str().unwrap();
+    std::fs::write(
+        &config,
+        text.replace(
+            "\nmodels_dir = \"models\"\n",
+            &format!("\nmodels_dir = {dir:?}\n"),
+        ),
+    )
+    .unwrap();
+
+    let o = Command::new(env!("CARGO_BIN_EXE_holmes"))
+        .current_dir(common::root())
+        .args(["evaluate", "--revalidate", "--json", "--max-records", "2"])
+        .arg("--data")
+        .arg(&data)
+        .arg("--config")
+        .arg(&config)
+        .output()
+        .unwrap();
+    assert!(
+        o.status.success(),
+        "revalidate failed: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let done: Value = serde_json::from_slice(&o.stdout).unwrap();
+    let done = done.as_array().unwrap();
+    assert_eq!(done.len(), 2, "{done:?}");
+    assert_eq!(done[0]["members"], json!([a, b]));
+    assert_eq!(done[0]["beat_counter"], true);
+    assert_eq!(
+        done[0]["problems"],
+        json!([format!("{b} was retrained since")])
+    );
+    let after = &done[0]["after"];
+    assert!(after["rule"]["on"].is_f64(), "{after}");
+    assert!(done[1]["after"].is_null(), "{}", done[1]);
+
+    // The book now holds the rule chosen again, for the weights as they are, and not the old.
+    let rows = rows_of(zoo.path());
+    assert_eq!(rows.len(), 3, "{rows:?}");
+    let kept = rows
+        .iter()
+        .find(|r| r["beat_counter"] == true)
+        .expect("the counted rule is kept");
+    assert_eq!(kept["problems"], json!([]), "{kept}");
+    assert_eq!(kept["rule"], after["rule"]);
+    assert_eq!(kept["primary_share"], after["primary_share"]);
+    assert_eq!(kept["validation"]["episodes"], after["episodes"]);
+    let book: Value = serde_json::from_str(
+        &std::fs::read_to_string(zoo.path().join("alarm_rules.json")).unwrap(),
+    )
+    .unwrap();
+    let shas: Vec<&str> = book["rules"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|r| r["members"].as_array().unwrap())
+        .filter(|m| m["name"] == b)
+        .map(|m| m["sha256"].as_str().unwrap())
+        .collect();
+    assert_eq!(shas, [sb.as_str(), sb.as_str()], "{book}");
+    // The missing model's rule is left as it was, the holding one untouched.
+    assert!(
+        rows.iter().any(
+            |r| r["problems"] == json!(["ecg-primary-30s-w16-d4 is not in the zoo"])
+                && r["rule"]["on"] == 0.8
+        ),
+        "{rows:?}"
+    );
+    assert!(
+        rows.iter().any(|r| r["problems"] == json!([])
+            && r["beat_counter"] == false
+            && r["rule"]["on"] == 0.6),
+        "{rows:?}"
+    );
+
+    // Run again: nothing left to mend but the missing model.
+    let o = Command::new(env!("CARGO_BIN_EXE_holmes"))
+        .current_dir(common::root())
+        .args(["evaluate", "--revalidate", "--max-records", "2"])
+        .arg("--data")
+        .arg(&data)
+        .arg("--config")
+        .arg(&config)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let text = String::from_utf8(o.stdout).unwrap();
+    assert!(
+        text.contains("left as it is: validating again cannot mend this")
+            && !text.contains("validated again:"),
+        "{text}"
+    );
 }

@@ -213,6 +213,16 @@ impl RuleBook {
         self.rules.push(rule);
     }
 
+    /// Removes the rule for exactly these members (by name and weights) at this hop and window,
+    /// if the book has one.
+    pub fn remove(&mut self, members: &[MemberRef], hop_secs: u32, window_secs: u32) {
+        let mut want = members.to_vec();
+        want.sort();
+        self.rules.retain(|r| {
+            !(r.members == want && r.hop_secs == hop_secs && r.window_secs == window_secs)
+        });
+    }
+
     /// The rule validated for exactly these members (by name and weights) at this hop and
     /// window.
     pub fn lookup(
@@ -307,6 +317,18 @@ mod tests {
         assert!(
             book.lookup(&[member("a", "1"), member("b", "3")], 5, 30)
                 .is_none()
+        );
+        // Removing takes exactly that ensemble's rule at that hop and window, in any order.
+        let mut book = book;
+        book.remove(&[member("b", "2"), member("a", "1")], 2, 30);
+        book.remove(&[member("a", "1"), member("b", "3")], 5, 30);
+        assert_eq!(book.rules.len(), 2);
+        book.remove(&[member("b", "2"), member("a", "1")], 5, 30);
+        assert_eq!(book.rules.len(), 1);
+        assert!(book.lookup(&ab, 5, 30).is_none());
+        assert_eq!(
+            book.lookup(&[member("a", "1")], 5, 30).unwrap().rule.on,
+            0.7
         );
     }
 

@@ -95,6 +95,16 @@ pub struct EvaluateArgs {
     /// daemon to serve this ensemble, hop and window with.
     #[arg(long, conflicts_with = "rule")]
     save_rule: bool,
+    /// Instead of evaluating: choose again on the validation part, and keep in place of the
+    /// old, the rule of every validated ensemble in the zoo's alarm_rules.json that no longer
+    /// holds because a member was retrained or the beat counter refitted (its members, hop,
+    /// window and counter; pooling and rule chosen as `--pooling choose --save-rule` does).
+    /// Rules with a member missing or unreadable are left, and listed.
+    #[arg(
+        long,
+        conflicts_with_all = ["members", "pooling", "hop_secs", "rule", "save_rule", "sqi_gate", "sqi_stack", "beats", "report", "part"]
+    )]
+    revalidate: bool,
     /// Print the evaluation as JSON instead of tables.
     #[arg(long)]
     json: bool,
@@ -150,6 +160,15 @@ pub fn run(a: EvaluateArgs) -> Result<()> {
         beats: a.beats,
         count_beats: cfg.ensemble.count_beats,
     };
+    if a.revalidate {
+        let done = evaluate::revalidate(&opts).context("revalidation failed")?;
+        if a.json {
+            println!("{}", serde_json::to_string_pretty(&done)?);
+        } else {
+            print!("{}", evaluate::revalidation_text(&done));
+        }
+        return Ok(());
+    }
     let e = evaluate::evaluate(&opts).context("evaluation failed")?;
     if let Some(dir) = &a.report {
         report::write_folder(&e, dir)?;

@@ -60,8 +60,15 @@ pub(crate) fn run(cmd: ZooCommand) -> Result<()> {
             };
             let rows = rule_book::rule_rows(&dir, &counter, ward)?;
             if json {
-                let v = serde_json::json!({"ward": ward, "rules": rows});
-                println!("{}", serde_json::to_string_pretty(&v)?);
+                // Serialised directly, not through a `Value`, so that thresholds print as the
+                // f32 they are (0.42, not 0.41999998688697815).
+                #[derive(serde::Serialize)]
+                struct Listing<'a> {
+                    ward: rule_book::Ward,
+                    rules: &'a [rule_book::RuleRow],
+                }
+                let listing = Listing { ward, rules: &rows };
+                println!("{}", serde_json::to_string_pretty(&listing)?);
             } else {
                 print!("{}", rule_book::to_text(&rows, ward));
             }

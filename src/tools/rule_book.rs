@@ -57,6 +57,11 @@ pub(crate) struct RuleRow {
     pub(crate) reached: bool,
     /// Why the rule no longer holds for this zoo; empty where it does.
     pub(crate) problems: Vec<String>,
+    /// Whether validating the ensemble again would mend every problem: each is a member
+    /// retrained, or a beat counter other than the one it was validated with (`holmes
+    /// evaluate --revalidate`). Not where a member is missing or does not read, or the zoo
+    /// has no counter.
+    pub(crate) revalidable: bool,
     /// Why the rule does not apply to the ward; empty where it does.
     pub(crate) not_for_ward: Vec<String>,
 }
@@ -139,6 +144,8 @@ pub(crate) fn rule_rows(
         .iter()
         .map(|r| {
             let mut problems = Vec::new();
+            // Problems that validating again cannot mend.
+            let mut lasting = 0;
             let mut members = Vec::new();
             let mut beat_counter = false;
             for m in &r.members {
@@ -149,7 +156,10 @@ pub(crate) fn rule_rows(
                         Ok(_) => problems.push(
                             "the zoo's beat counter is not the one it was validated with".into(),
                         ),
-                        Err(why) => problems.push(why.clone()),
+                        Err(why) => {
+                            lasting += 1;
+                            problems.push(why.clone());
+                        }
                     }
                     continue;
                 }
@@ -158,12 +168,16 @@ pub(crate) fn rule_rows(
                 if named.iter().any(|z| z.sha256.as_ref() == Ok(&m.sha256)) {
                     continue;
                 }
-                match named.first() {
-                    None => problems.push(format!("{} is not in the zoo", m.name)),
-                    Some(z) => match &z.sha256 {
-                        Ok(_) => problems.push(format!("{} was retrained since", m.name)),
-                        Err(why) => problems.push(why.clone()),
-                    },
+                match named.first().map(|z| &z.sha256) {
+                    Some(Ok(_)) => problems.push(format!("{} was retrained since", m.name)),
+                    None => {
+                        lasting += 1;
+                        problems.push(format!("{} is not in the zoo", m.name));
+                    }
+                    Some(Err(why)) => {
+                        lasting += 1;
+                        problems.push(why.clone());
+                    }
                 }
             }
             let mut not_for_ward = Vec::new();
@@ -194,6 +208,7 @@ pub(crate) fn rule_rows(
                 rule: r.rule,
                 reached: r.validation.reached(),
                 validation: r.validation.clone(),
+                revalidable: !problems.is_empty() && lasting == 0,
                 problems,
                 not_for_ward,
             }
@@ -255,9 +270,14 @@ pub(crate) fn to_text(rows: &[RuleRow], ward: Ward) -> String {
     for (i, r) in rows.iter().enumerate() {
         if !r.holds() {
             out.push_str(&format!(
-                "rule {} no longer holds: {}\n",
+                "rule {} no longer holds: {}{}\n",
                 i + 1,
-                r.problems.join("; ")
+                r.problems.join("; "),
+                if r.revalidable {
+                    " (holmes evaluate --revalidate validates it again)"
+                } else {
+                    ""
+                }
             ));
         }
         if !r.not_for_ward.is_empty() {

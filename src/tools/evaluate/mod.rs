@@ -37,6 +37,10 @@
 //!    with the alarm rule; where the window ends in a run of five called beats faster than
 //!    100/min, the ensemble's score is raised to 1.
 //!
+//! 8. With `--revalidate`, instead of all this: every rule of the zoo's rule book that a
+//!    retrained member or a refitted beat counter keeps from holding is chosen again on the
+//!    validation part and replaces the old one ([`revalidate`]).
+//!
 //! What it reports is in `results` ([`Evaluation`]); [`report`] prints the tables and writes
 //! the report folder (JSON and SVG figures).
 
@@ -52,6 +56,7 @@ mod pooling_search;
 mod replay;
 pub mod report;
 mod results;
+mod revalidate;
 mod save;
 mod stack;
 
@@ -83,6 +88,7 @@ use gate_search::{choose_gate, gate_trials_on};
 pub use pooling_search::{Pooling, PoolingTrial};
 use pooling_search::{choose_pooling, pooled, pooling_trials_on, repool, share_of};
 pub use results::{Condition, DetectorResult, Evaluation, RecordRow, WindowMetrics};
+pub use revalidate::{Revalidated, Revalidation, revalidate, text as revalidation_text};
 pub use save::save_rule;
 pub use stack::Stack;
 

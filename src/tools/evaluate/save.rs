@@ -12,8 +12,11 @@ use crate::signal::beats::{BeatCounter, BeatsFile};
 /// as it was evaluated ([`Evaluation::primary_share`]). With a
 /// beat classifier fitted (`--beats`), it is the zoo's beat counter that is kept
 /// ([`BeatsFile`]: the classifier and its beat rule), and the rule chosen with it, for the
-/// members and the counter.
-pub fn save_rule(e: &Evaluation, models_dir: &std::path::Path) -> Result<(), EvaluateError> {
+/// members and the counter. Returns the rule as kept.
+pub fn save_rule(
+    e: &Evaluation,
+    models_dir: &std::path::Path,
+) -> Result<ValidatedRule, EvaluateError> {
     let (detector, mut members) = match &e.beats {
         Some(b) => {
             let rule = b.rule.ok_or(EvaluateError::NothingToSave)?;
@@ -42,8 +45,7 @@ pub fn save_rule(e: &Evaluation, models_dir: &std::path::Path) -> Result<(), Eva
         .chosen_on_validation
         .as_ref()
         .ok_or(EvaluateError::NothingToSave)?;
-    let mut book = RuleBook::load(models_dir)?;
-    book.insert(ValidatedRule {
+    let saved = ValidatedRule {
         members,
         hop_secs: e.hop_secs,
         window_secs: e.window_secs,
@@ -61,7 +63,9 @@ pub fn save_rule(e: &Evaluation, models_dir: &std::path::Path) -> Result<(), Eva
             p90_delay_ms: c.p90_delay_ms,
             ec57_sensitivity: d.ec57_on_validation.and_then(|f| f.se),
         },
-    });
+    };
+    let mut book = RuleBook::load(models_dir)?;
+    book.insert(saved.clone());
     book.save(models_dir)?;
-    Ok(())
+    Ok(saved)
 }
