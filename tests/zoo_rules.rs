@@ -3,7 +3,8 @@
 //! zoo of its own a rule whose member was retrained, is missing, does not read, or was
 //! validated with another beat counter is listed as no longer holding, with the reason, and a
 //! rule the ward cannot serve says why; `holmes evaluate --revalidate` chooses a rule whose
-//! member was retrained again on validation, in place of the old, and leaves the others.
+//! member was retrained or whose counter was refitted again on validation, in place of the
+//! old and for its target, removes one a holding rule covers, and leaves the others.
 
 mod common;
 
@@ -245,17 +246,21 @@ fn a_rule_whose_member_was_retrained_is_validated_again() {
             "hop_secs": 5, "window_secs": 30,
             "rule": {"on": on, "off": on / 2.0, "k": 1, "n": 1},
             "primary_share": share,
-            "validation": {"records": 44, "target_sensitivity": 0.95, "episodes": 88,
+            "validation": {"records": 44, "target_sensitivity": 0.9, "episodes": 88,
                            "detected": 85, "false_alarms_per_hour": 0.5,
                            "ec57_sensitivity": 0.955}})
     };
     let book = json!({"format": 1, "rules": [
-        // b was retrained since: validated again.
+        // 0. b was retrained since: validated again.
         rule(vec![member(a, &sa), member(b, "0123"), member("beats", &beats_sha)], 0.9, Some(0.7)),
-        // A model the zoo no longer has: left.
+        // 1. A model the zoo no longer has: left.
         rule(vec![member(a, &sa), member("ecg-primary-30s-w16-d4", "abcd")], 0.8, None),
-        // Holds: untouched.
+        // 2. Holds: untouched.
         rule(vec![member(a, &sa), member(b, &sb)], 0.6, None),
+        // 3. b retrained, and rule 2 already covers a and b as they are: removed.
+        rule(vec![member(a, &sa), member(b, "4567")], 0.5, None),
+        // 4. Validated with another beat counter: validated again with the zoo's.
+        rule(vec![member(a, &sa), member("beats", "feed")], 0.3, None),
     ]});
     std::fs::write(zoo.path().join("alarm_rules.json"), book.to_string()).unwrap();
     let config = zoo.path().join("holmes.toml");
@@ -270,45 +275,87 @@ fn a_rule_whose_member_was_retrained_is_validated_again() {
         ),
     )
     .unwrap();
+    let revalidate = |json: bool| {
+        let mut c = Command::new(env!("CARGO_BIN_EXE_holmes"));
+        c.current_dir(common::root())
+            .args(["evaluate", "--revalidate", "--max-records", "2"])
+            .arg("--data")
+            .arg(&data)
+            .arg("--config")
+            .arg(&config);
+        if json {
+            c.arg("--json");
+        }
+        let o = c.output().unwrap();
+        assert!(
+            o.status.success(),
+            "revalidate failed: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+        String::from_utf8(o.stdout).unwrap()
+    };
 
-    let o = Command::new(env!("CARGO_BIN_EXE_holmes"))
-        .current_dir(common::root())
-        .args(["evaluate", "--revalidate", "--json", "--max-records", "2"])
-        .arg("--data")
-        .arg(&data)
-        .arg("--config")
-        .arg(&config)
-        .output()
-        .unwrap();
-    assert!(
-        o.status.success(),
-        "revalidate failed: {}",
-        String::from_utf8_lossy(&o.stderr)
-    );
-    let done: Value = serde_json::from_slice(&o.stdout).unwrap();
+    let done: Value = serde_json::from_str(&revalidate(true)).unwrap();
     let done = done.as_array().unwrap();
-    assert_eq!(done.len(), 2, "{done:?}");
+    let outcomes: Vec<&str> = done
+        .iter()
+        .map(|d| d["outcome"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        outcomes,
+        ["validated", "left", "superseded", "validated"],
+        "{done:?}"
+    );
     assert_eq!(done[0]["members"], json!([a, b]));
     assert_eq!(done[0]["beat_counter"], true);
     assert_eq!(
         done[0]["problems"],
         json!([format!("{b} was retrained since")])
     );
-    let after = &done[0]["after"];
-    assert!(after["rule"]["on"].is_f64(), "{after}");
-    assert!(done[1]["after"].is_null(), "{}", done[1]);
+    assert_eq!(done[3]["members"], json!([a]));
+    assert_eq!(
+        done[3]["problems"],
+        json!(["the zoo's beat counter is not the one it was validated with"])
+    );
+    for d in [&done[0], &done[3]] {
+        let (detected, episodes) = (
+            d["detected"].as_u64().unwrap(),
+            d["episodes"].as_u64().unwrap(),
+        );
+        assert!(episodes > 0 && detected <= episodes, "{d}");
+    }
 
-    // The book now holds the rule chosen again, for the weights as they are, and not the old.
+    // The book holds the rules chosen again, for the weights and counter as they are, in place
+    // of the old ones, and the others as they were.
     let rows = rows_of(zoo.path());
-    assert_eq!(rows.len(), 3, "{rows:?}");
-    let kept = rows
-        .iter()
-        .find(|r| r["beat_counter"] == true)
-        .expect("the counted rule is kept");
-    assert_eq!(kept["problems"], json!([]), "{kept}");
-    assert_eq!(kept["rule"], after["rule"]);
-    assert_eq!(kept["primary_share"], after["primary_share"]);
-    assert_eq!(kept["validation"]["episodes"], after["episodes"]);
+    assert_eq!(rows.len(), 4, "{rows:?}");
+    let find = |members: Value, counter: bool| {
+        rows.iter()
+            .find(|r| r["members"] == members && r["beat_counter"] == counter)
+            .unwrap_or_else(|| panic!("{members} {counter}: {rows:?}"))
+    };
+    for (i, members) in [(0, json!([a, b])), (3, json!([a]))] {
+        let kept = find(members, true);
+        assert_eq!(kept["problems"], json!([]), "{kept}");
+        assert_eq!(kept["rule"], done[i]["rule"]);
+        assert_eq!(kept["primary_share"], done[i]["primary_share"]);
+        assert_eq!(kept["validation"]["episodes"], done[i]["episodes"]);
+        // Chosen for the target the old rule was chosen for.
+        assert_eq!(kept["validation"]["target_sensitivity"], 0.9, "{kept}");
+    }
+    let held = find(json!([a, b]), false);
+    assert_eq!(
+        (
+            held["rule"]["on"].as_f64(),
+            held["validation"]["records"].as_u64()
+        ),
+        (Some(0.6), Some(44))
+    );
+    let left = find(json!(["ecg-primary-30s-w16-d4", a]), false);
+    assert_eq!(
+        left["problems"],
+        json!(["ecg-primary-30s-w16-d4 is not in the zoo"])
+    );
     let book: Value = serde_json::from_str(
         &std::fs::read_to_string(zoo.path().join("alarm_rules.json")).unwrap(),
     )
@@ -318,40 +365,20 @@ fn a_rule_whose_member_was_retrained_is_validated_again() {
         .unwrap()
         .iter()
         .flat_map(|r| r["members"].as_array().unwrap())
-        .filter(|m| m["name"] == b)
+        .filter(|m| m["name"] == b || m["name"] == "beats")
         .map(|m| m["sha256"].as_str().unwrap())
         .collect();
-    assert_eq!(shas, [sb.as_str(), sb.as_str()], "{book}");
-    // The missing model's rule is left as it was, the holding one untouched.
     assert!(
-        rows.iter().any(
-            |r| r["problems"] == json!(["ecg-primary-30s-w16-d4 is not in the zoo"])
-                && r["rule"]["on"] == 0.8
-        ),
-        "{rows:?}"
-    );
-    assert!(
-        rows.iter().any(|r| r["problems"] == json!([])
-            && r["beat_counter"] == false
-            && r["rule"]["on"] == 0.6),
-        "{rows:?}"
+        !shas.is_empty() && shas.iter().all(|s| *s == sb || *s == beats_sha),
+        "{book}"
     );
 
     // Run again: nothing left to mend but the missing model.
-    let o = Command::new(env!("CARGO_BIN_EXE_holmes"))
-        .current_dir(common::root())
-        .args(["evaluate", "--revalidate", "--max-records", "2"])
-        .arg("--data")
-        .arg(&data)
-        .arg("--config")
-        .arg(&config)
-        .output()
-        .unwrap();
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    let text = String::from_utf8(o.stdout).unwrap();
+    let text = revalidate(false);
     assert!(
         text.contains("left as it is: validating again cannot mend this")
-            && !text.contains("validated again:"),
+            && !text.contains("validated again:")
+            && !text.contains("removed:"),
         "{text}"
     );
 }

@@ -98,11 +98,16 @@ pub struct EvaluateArgs {
     /// Instead of evaluating: choose again on the validation part, and keep in place of the
     /// old, the rule of every validated ensemble in the zoo's alarm_rules.json that no longer
     /// holds because a member was retrained or the beat counter refitted (its members, hop,
-    /// window and counter; pooling and rule chosen as `--pooling choose --save-rule` does).
-    /// Rules with a member missing or unreadable are left, and listed.
+    /// window, counter, target and time-to-alarm bound; pooling and rule as `--pooling choose
+    /// --save-rule` choose them, the plain mean where the engine does not weigh members).
+    /// Rules with a member or the counter missing or unreadable are left, and listed.
     #[arg(
         long,
-        conflicts_with_all = ["members", "pooling", "hop_secs", "rule", "save_rule", "sqi_gate", "sqi_stack", "beats", "report", "part"]
+        conflicts_with_all = [
+            "members", "pooling", "hop_secs", "rule", "save_rule", "sqi_gate", "sqi_stack",
+            "beats", "report", "part", "target_sensitivity", "any_delay", "noise_db",
+            "no_noise", "no_classical",
+        ]
     )]
     revalidate: bool,
     /// Print the evaluation as JSON instead of tables.
@@ -161,12 +166,21 @@ pub fn run(a: EvaluateArgs) -> Result<()> {
         count_beats: cfg.ensemble.count_beats,
     };
     if a.revalidate {
-        let done = evaluate::revalidate(&opts).context("revalidation failed")?;
+        let weighs = cfg.engine.combine == Combine::WeightedMean;
+        let done = evaluate::revalidate(&opts, weighs).context("revalidation failed")?;
         if a.json {
             println!("{}", serde_json::to_string_pretty(&done)?);
         } else {
             print!("{}", evaluate::revalidation_text(&done));
         }
+        let failed = done
+            .iter()
+            .filter(|r| matches!(r.outcome, evaluate::RevalidationOutcome::Failed { .. }))
+            .count();
+        anyhow::ensure!(
+            failed == 0,
+            "{failed} rule(s) could not be validated again and were kept as they were"
+        );
         return Ok(());
     }
     let e = evaluate::evaluate(&opts).context("evaluation failed")?;

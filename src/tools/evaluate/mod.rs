@@ -39,7 +39,8 @@
 //!
 //! 8. With `--revalidate`, instead of all this: every rule of the zoo's rule book that a
 //!    retrained member or a refitted beat counter keeps from holding is chosen again on the
-//!    validation part and replaces the old one ([`revalidate`]).
+//!    validation part, for the target it was chosen for, and replaces the old one
+//!    ([`revalidate`]).
 //!
 //! What it reports is in `results` ([`Evaluation`]); [`report`] prints the tables and writes
 //! the report folder (JSON and SVG figures).
@@ -88,7 +89,9 @@ use gate_search::{choose_gate, gate_trials_on};
 pub use pooling_search::{Pooling, PoolingTrial};
 use pooling_search::{choose_pooling, pooled, pooling_trials_on, repool, share_of};
 pub use results::{Condition, DetectorResult, Evaluation, RecordRow, WindowMetrics};
-pub use revalidate::{Revalidated, Revalidation, revalidate, text as revalidation_text};
+pub(crate) use revalidate::{
+    Outcome as RevalidationOutcome, revalidate, text as revalidation_text,
+};
 pub use save::save_rule;
 pub use stack::Stack;
 
@@ -111,6 +114,8 @@ pub enum EvaluateError {
     Beats(#[from] BeatsError),
     #[error("no rule was chosen on validation (a rule was given), so none can be saved")]
     NothingToSave,
+    #[error("{0}: no such zoo folder")]
+    NoZoo(PathBuf),
     #[error("the split has no records of part {0} in the data folder")]
     EmptyPart(&'static str),
     #[error(

@@ -1,57 +1,90 @@
 //! `holmes evaluate --revalidate`: every rule of the zoo's rule book that no longer holds for
 //! the zoo only because a member was retrained or the beat counter refitted
 //! ([`RuleRow::revalidable`]) is validated again, as `holmes evaluate --part validation
-//! --members ... --pooling choose --save-rule` would: the same members, hop and window, the
-//! zoo's counter beside them where the rule had one, the pooling and the alarm rule chosen on
-//! the validation part for the target; the new rule replaces the old one in the book. A rule
-//! with a member missing or unreadable, or counted with a counter the zoo no longer has, is
-//! left as it is, and said.
+//! --members ... --pooling choose --save-rule` would, with the target and time-to-alarm bound
+//! the rule was chosen for: the same members, hop and window, the zoo's counter beside them
+//! where the rule had one, the pooling (the plain mean where the engine does not weigh
+//! members) and the alarm rule chosen on the validation part. The new rule replaces the old one
+//! in the book, in one write. Where a rule that holds already covers the same members, hop,
+//! window and counter as they are now, the old rule is only removed. A rule with a member
+//! missing or unreadable, or counted with a counter the zoo no longer has, is left as it is.
+
+use std::collections::HashSet;
 
 use serde::Serialize;
 
 use crate::alarm::AlarmRule;
-use crate::alarm::rules::RuleBook;
+use crate::alarm::rules::{RuleBook, ValidatedRule};
 use crate::signal::beats::BeatCounter;
-use crate::tools::rule_book::{self, RuleRow, Ward};
+use crate::tools::rule_book::{self, RuleBookError, RuleRow, Ward};
 use crate::training::dataset::SplitName;
 
-use super::{EvaluateError, EvaluateOptions, Pooling, evaluate, save_rule};
+use super::save::validated_rule;
+use super::{EvaluateError, EvaluateOptions, Pooling, evaluate};
 
 /// What revalidation did with one rule that no longer held.
 #[derive(Debug, Clone, Serialize)]
-pub struct Revalidated {
+pub(crate) struct Revalidated {
     /// The ensemble's models, sorted (the beat counter apart).
-    pub members: Vec<String>,
+    pub(crate) members: Vec<String>,
     /// Whether it counts beats beside the models.
-    pub beat_counter: bool,
-    pub hop_secs: u32,
-    pub window_secs: u32,
+    pub(crate) beat_counter: bool,
+    pub(crate) hop_secs: u32,
+    pub(crate) window_secs: u32,
     /// Why the rule no longer held.
-    pub problems: Vec<String>,
+    pub(crate) problems: Vec<String>,
     /// The rule and pooling it had.
-    pub before: AlarmRule,
-    pub before_share: Option<f64>,
-    /// What validating again chose, or why the rule was left (`None` where it was).
-    pub after: Option<Revalidation>,
+    pub(crate) before: AlarmRule,
+    pub(crate) before_share: Option<f64>,
+    #[serde(flatten)]
+    pub(crate) outcome: Outcome,
 }
 
-/// A rule chosen again on validation and kept in the book.
+/// What became of a rule that no longer held.
 #[derive(Debug, Clone, Serialize)]
-pub struct Revalidation {
-    pub rule: AlarmRule,
-    pub primary_share: Option<f64>,
+#[serde(tag = "outcome", rename_all = "snake_case")]
+pub(crate) enum Outcome {
+    /// Chosen again on validation and kept in place of the old.
+    Validated(Revalidation),
+    /// Removed: a rule that holds (or one validated again just before) covers the same
+    /// members, hop, window and counter as they are now.
+    Superseded,
+    /// Left as it is: validating again cannot mend it (a member missing or unreadable, or no
+    /// counter in the zoo).
+    Left,
+    /// Validating again failed; the old rule is kept.
+    Failed { error: String },
+}
+
+/// A rule chosen again on validation.
+#[derive(Debug, Clone, Serialize)]
+pub(crate) struct Revalidation {
+    pub(crate) rule: AlarmRule,
+    pub(crate) primary_share: Option<f64>,
     /// Whether it reached the target (as the composer ranks it).
-    pub reached: bool,
-    pub detected: usize,
-    pub episodes: usize,
-    pub false_alarms_per_hour: Option<f64>,
+    pub(crate) reached: bool,
+    pub(crate) detected: usize,
+    pub(crate) episodes: usize,
+    pub(crate) false_alarms_per_hour: Option<f64>,
+}
+
+/// An ensemble as revalidation saves it: model names, counter or not, hop, window.
+type Key = (Vec<String>, bool, u32, u32);
+
+fn key(r: &RuleRow) -> Key {
+    (r.members.clone(), r.beat_counter, r.hop_secs, r.window_secs)
 }
 
 /// Validates again every rule of the book in `base.models_dir` that only a retrained member or
-/// a refitted beat counter keeps from holding, each with `base`'s data, split, target, delay
-/// limits and record cap, and saves each new rule in place of the old one. Blocking and
-/// CPU-heavy (the validation part once per rule).
-pub fn revalidate(base: &EvaluateOptions) -> Result<Vec<Revalidated>, EvaluateError> {
+/// a refitted beat counter keeps from holding, with `base`'s data, split and record cap, and
+/// keeps each new rule in place of the old one. `weighs`: whether the engine pools members by
+/// weight (else the plain mean is the only pooling tried). A rule that fails to validate is
+/// reported and kept; the others go on. Blocking and CPU-heavy (the validation part twice per
+/// rule: once to choose, once to report).
+pub(crate) fn revalidate(
+    base: &EvaluateOptions,
+    weighs: bool,
+) -> Result<Vec<Revalidated>, EvaluateError> {
     let dir = &base.models_dir;
     let counter = BeatCounter::load(dir, base.hop_secs);
     // Whether a rule holds for the zoo does not depend on the ward (which only decides whether
@@ -60,38 +93,37 @@ pub fn revalidate(base: &EvaluateOptions) -> Result<Vec<Revalidated>, EvaluateEr
         hop_secs: base.hop_secs,
         window_secs: base.window_secs,
         counts_beats: false,
-        weighs: true,
+        weighs,
     };
     let rows = rule_book::rule_rows(dir, &counter, ward).map_err(|e| match e {
-        rule_book::RuleBookError::Rules(r) => EvaluateError::Rules(r),
-        rule_book::RuleBookError::NoZoo(path) => EvaluateError::Io {
-            path,
-            source: std::io::ErrorKind::NotFound.into(),
-        },
+        RuleBookError::Rules(r) => EvaluateError::Rules(r),
+        RuleBookError::NoZoo(path) => EvaluateError::NoZoo(path),
     })?;
+    // `rule_rows` lists the book's rules in the order `RuleBook::load` gives them.
     let book = RuleBook::load(dir)?;
+    let mut covered: HashSet<Key> = rows.iter().filter(|r| r.holds()).map(key).collect();
     let mut out = Vec::new();
     for (row, old) in rows.into_iter().zip(book.rules) {
         if row.holds() {
             continue;
         }
-        let after = if row.revalidable {
-            let saved = save_rule(&evaluate(&options_for(base, &row))?, dir)?;
-            // The new rule names the members' weights as they are now; the old one goes.
+        let outcome = if !row.revalidable {
+            Outcome::Left
+        } else if covered.contains(&key(&row)) {
             let mut book = RuleBook::load(dir)?;
             book.remove(&old.members, old.hop_secs, old.window_secs);
             book.save(dir)?;
-            let v = &saved.validation;
-            Some(Revalidation {
-                rule: saved.rule,
-                primary_share: saved.primary_share,
-                reached: v.reached(),
-                detected: v.detected,
-                episodes: v.episodes,
-                false_alarms_per_hour: v.false_alarms_per_hour,
-            })
+            Outcome::Superseded
         } else {
-            None
+            match validate_again(base, weighs, &row, &old) {
+                Ok(v) => {
+                    covered.insert(key(&row));
+                    Outcome::Validated(v)
+                }
+                Err(e) => Outcome::Failed {
+                    error: e.to_string(),
+                },
+            }
         };
         out.push(Revalidated {
             members: row.members,
@@ -101,23 +133,59 @@ pub fn revalidate(base: &EvaluateOptions) -> Result<Vec<Revalidated>, EvaluateEr
             problems: row.problems,
             before: row.rule,
             before_share: row.primary_share,
-            after,
+            outcome,
         });
     }
     Ok(out)
 }
 
+/// Chooses `row`'s rule again on validation and keeps it in place of `old`, in one write.
+fn validate_again(
+    base: &EvaluateOptions,
+    weighs: bool,
+    row: &RuleRow,
+    old: &ValidatedRule,
+) -> Result<Revalidation, EvaluateError> {
+    let e = evaluate(&options_for(base, weighs, row, old))?;
+    let new = validated_rule(&e, "ensemble", e.members.clone())?;
+    let mut book = RuleBook::load(&base.models_dir)?;
+    book.remove(&old.members, old.hop_secs, old.window_secs);
+    book.insert(new.clone());
+    book.save(&base.models_dir)?;
+    let v = &new.validation;
+    Ok(Revalidation {
+        rule: new.rule,
+        primary_share: new.primary_share,
+        reached: v.reached(),
+        detected: v.detected,
+        episodes: v.episodes,
+        false_alarms_per_hour: v.false_alarms_per_hour,
+    })
+}
+
 /// The evaluation that validates `row`'s ensemble again: the validation part, its members,
-/// hop and window, the counter where it had one, pooling and rule chosen there; no noise
-/// stress test, classical detector, gate, stack or beat fit.
-fn options_for(base: &EvaluateOptions, row: &RuleRow) -> EvaluateOptions {
+/// hop and window, the counter where it had one, the target and time-to-alarm bound `old` was
+/// chosen for; pooling and rule chosen there; no noise stress test, classical detector, gate,
+/// stack or beat fit.
+fn options_for(
+    base: &EvaluateOptions,
+    weighs: bool,
+    row: &RuleRow,
+    old: &ValidatedRule,
+) -> EvaluateOptions {
     EvaluateOptions {
         part: SplitName::Validation,
         members: row.members.clone(),
-        pooling: Pooling::Choose,
+        pooling: if weighs {
+            Pooling::Choose
+        } else {
+            Pooling::Mean
+        },
         window_secs: row.window_secs,
         hop_secs: row.hop_secs,
         rule: None,
+        target_sensitivity: old.validation.target_sensitivity,
+        delay_limits: old.validation.delay_limits,
         noise_db: Vec::new(),
         classical: false,
         sqi_gate: None,
@@ -129,7 +197,7 @@ fn options_for(base: &EvaluateOptions, row: &RuleRow) -> EvaluateOptions {
 }
 
 /// The outcome as lines for a person.
-pub fn text(done: &[Revalidated]) -> String {
+pub(crate) fn text(done: &[Revalidated]) -> String {
     if done.is_empty() {
         return "every rule of the book holds for the zoo; none to validate again\n".into();
     }
@@ -147,8 +215,8 @@ pub fn text(done: &[Revalidated]) -> String {
             r.window_secs,
             r.problems.join("; ")
         ));
-        match &r.after {
-            Some(a) => out.push_str(&format!(
+        out.push_str(&match &r.outcome {
+            Outcome::Validated(a) => format!(
                 "  validated again: {} {} -> {} {}, {}/{} episodes, {} false alarms/h, target {}\n",
                 pooling(r.before_share),
                 rule(&r.before),
@@ -159,9 +227,13 @@ pub fn text(done: &[Revalidated]) -> String {
                 a.false_alarms_per_hour
                     .map_or("-".to_owned(), |f| format!("{f:.2}")),
                 if a.reached { "met" } else { "NOT met" },
-            )),
-            None => out.push_str("  left as it is: validating again cannot mend this\n"),
-        }
+            ),
+            Outcome::Superseded => {
+                "  removed: a rule that holds covers these members as they are now\n".into()
+            }
+            Outcome::Left => "  left as it is: validating again cannot mend this\n".into(),
+            Outcome::Failed { error } => format!("  NOT validated again, kept: {error}\n"),
+        });
     }
     out
 }

@@ -12,12 +12,9 @@ use crate::signal::beats::{BeatCounter, BeatsFile};
 /// as it was evaluated ([`Evaluation::primary_share`]). With a
 /// beat classifier fitted (`--beats`), it is the zoo's beat counter that is kept
 /// ([`BeatsFile`]: the classifier and its beat rule), and the rule chosen with it, for the
-/// members and the counter. Returns the rule as kept.
-pub fn save_rule(
-    e: &Evaluation,
-    models_dir: &std::path::Path,
-) -> Result<ValidatedRule, EvaluateError> {
-    let (detector, mut members) = match &e.beats {
+/// members and the counter.
+pub fn save_rule(e: &Evaluation, models_dir: &std::path::Path) -> Result<(), EvaluateError> {
+    let (detector, members) = match &e.beats {
         Some(b) => {
             let rule = b.rule.ok_or(EvaluateError::NothingToSave)?;
             BeatsFile {
@@ -35,6 +32,20 @@ pub fn save_rule(
         }
         None => ("ensemble", e.members.clone()),
     };
+    let rule = validated_rule(e, detector, members)?;
+    let mut book = RuleBook::load(models_dir)?;
+    book.insert(rule);
+    book.save(models_dir)?;
+    Ok(())
+}
+
+/// The rule `detector` (`ensemble`, or `ensemble+beats` with a counter fitted) was chosen on
+/// validation in `e`, for `members`, with what it reached there: what the book keeps.
+pub(crate) fn validated_rule(
+    e: &Evaluation,
+    detector: &str,
+    mut members: Vec<MemberRef>,
+) -> Result<ValidatedRule, EvaluateError> {
     members.sort();
     let d = e
         .detectors
@@ -45,7 +56,7 @@ pub fn save_rule(
         .chosen_on_validation
         .as_ref()
         .ok_or(EvaluateError::NothingToSave)?;
-    let saved = ValidatedRule {
+    Ok(ValidatedRule {
         members,
         hop_secs: e.hop_secs,
         window_secs: e.window_secs,
@@ -63,9 +74,5 @@ pub fn save_rule(
             p90_delay_ms: c.p90_delay_ms,
             ec57_sensitivity: d.ec57_on_validation.and_then(|f| f.se),
         },
-    };
-    let mut book = RuleBook::load(models_dir)?;
-    book.insert(saved.clone());
-    book.save(models_dir)?;
-    Ok(saved)
+    })
 }
