@@ -212,6 +212,35 @@ fn a_missing_zoo_or_a_broken_rules_file_is_an_error_naming_it() {
     assert!(!o.status.success());
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(err.contains("alarm_rules.json"), "{err}");
+
+    // `holmes evaluate --revalidate` refuses both alike, before reading any record.
+    let text = std::fs::read_to_string(common::root().join("config/holmes.toml")).unwrap();
+    let revalidate = |dir: &Path| {
+        let config = zoo.path().join("holmes.toml");
+        let d = dir.to_str().unwrap();
+        std::fs::write(
+            &config,
+            text.replace(
+                "\nmodels_dir = \"models\"\n",
+                &format!("\nmodels_dir = {d:?}\n"),
+            ),
+        )
+        .unwrap();
+        let o = Command::new(env!("CARGO_BIN_EXE_holmes"))
+            .current_dir(common::root())
+            .args(["evaluate", "--revalidate", "--data"])
+            .arg(zoo.path().join("no-data-needed"))
+            .arg("--config")
+            .arg(&config)
+            .output()
+            .unwrap();
+        assert!(!o.status.success());
+        String::from_utf8_lossy(&o.stderr).into_owned()
+    };
+    let err = revalidate(&missing);
+    assert!(err.contains("no-such-zoo: no such zoo folder"), "{err}");
+    let err = revalidate(zoo.path());
+    assert!(err.contains("alarm_rules.json"), "{err}");
 }
 
 #[test]

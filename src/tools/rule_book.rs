@@ -131,7 +131,17 @@ pub(crate) fn rule_rows(
     if !dir.is_dir() {
         return Err(RuleBookError::NoZoo(dir.to_owned()));
     }
-    let book = RuleBook::load(dir)?;
+    Ok(rows_of(&RuleBook::load(dir)?, dir, counter, ward))
+}
+
+/// [`rule_rows`] for a `book` already read from `dir`: one row per rule, in the book's order.
+/// Blocking (reads the manifests and the weights).
+pub(crate) fn rows_of(
+    book: &RuleBook,
+    dir: &Path,
+    counter: &Result<Option<BeatCounter>, BeatsError>,
+    ward: Ward,
+) -> Vec<RuleRow> {
     let zoo = zoo_models(dir);
     // The zoo's counter: its file's SHA-256, or why there is none to match.
     let counter: Result<String, String> = match counter {
@@ -139,8 +149,7 @@ pub(crate) fn rule_rows(
         Ok(None) => Err("the zoo has no beat counter (beats.json)".into()),
         Err(e) => Err(format!("the zoo's beat counter does not read: {e}")),
     };
-    Ok(book
-        .rules
+    book.rules
         .iter()
         .map(|r| {
             let mut problems = Vec::new();
@@ -213,7 +222,7 @@ pub(crate) fn rule_rows(
                 not_for_ward,
             }
         })
-        .collect())
+        .collect()
 }
 
 /// The rows as a table: one line per rule, its members on the next, then what keeps a rule

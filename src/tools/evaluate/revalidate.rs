@@ -16,7 +16,7 @@ use serde::Serialize;
 use crate::alarm::AlarmRule;
 use crate::alarm::rules::{RuleBook, ValidatedRule};
 use crate::signal::beats::BeatCounter;
-use crate::tools::rule_book::{self, RuleBookError, RuleRow, Ward};
+use crate::tools::rule_book::{self, RuleRow, Ward};
 use crate::training::dataset::SplitName;
 
 use super::save::validated_rule;
@@ -95,12 +95,12 @@ pub(crate) fn revalidate(
         counts_beats: false,
         weighs,
     };
-    let rows = rule_book::rule_rows(dir, &counter, ward).map_err(|e| match e {
-        RuleBookError::Rules(r) => EvaluateError::Rules(r),
-        RuleBookError::NoZoo(path) => EvaluateError::NoZoo(path),
-    })?;
-    // `rule_rows` lists the book's rules in the order `RuleBook::load` gives them.
+    if !dir.is_dir() {
+        return Err(EvaluateError::NoZoo(dir.clone()));
+    }
+    // The book read once: its rows are its rules, in its order.
     let book = RuleBook::load(dir)?;
+    let rows = rule_book::rows_of(&book, dir, &counter, ward);
     let mut covered: HashSet<Key> = rows.iter().filter(|r| r.holds()).map(key).collect();
     let mut out = Vec::new();
     for (row, old) in rows.into_iter().zip(book.rules) {
