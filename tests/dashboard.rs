@@ -1,8 +1,8 @@
 //! The ward dashboard in a real browser (headless Chromium through chromedriver, installed by
 //! `.ci/run` from Debian's packages), with the server fed by the simulator: sign-in, tiles for
 //! every bed updating without a reload, a disconnected bed turning stale then lost, a risk
-//! alarm acknowledged by a signed-in nurse, the lead sets covered on the system view, and
-//! screenshots of the ward, a bed view and the system view.
+//! alarm acknowledged by a signed-in nurse, the lead sets covered on the system view and what
+//! would validate its alarm rule, and screenshots of the ward, a bed view and the system view.
 
 mod common;
 
@@ -359,6 +359,15 @@ async fn the_ward_page_lives_in_a_real_browser() {
         text(&c, "#lead-sets")
             .await
             .filter(|t| t == "II only ✓, V only ✓, both ✓")
+    })
+    .await;
+    // The rule serving is not validated here, and the view says what would validate one.
+    until(15, "what would validate a rule", || async {
+        text(&c, ".rule-note").await.filter(|t| {
+            t.starts_with("Not validated for this ensemble")
+                && t.contains("holmes zoo rules says why")
+                && t.contains("holmes evaluate --revalidate")
+        })
     })
     .await;
     // And that the configured members are what serves (no composer here).

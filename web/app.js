@@ -388,7 +388,7 @@ async function showSystem() {
         const why = r.derived
           ? "Not validated for this ensemble: derived from the rules validated for the zoo's other ensembles (same share of positive validation windows)."
           : "Not validated for this ensemble: the configured fallback (risk_alarm_on/off, no persistence) serves.";
-        kv.append(el("strong", { text: "" }), el("span", { class: "rule-note", text: `${why} Run holmes evaluate --save-rule for this ensemble.` }));
+        kv.append(el("strong", { text: "" }), el("span", { class: "rule-note", text: `${why} holmes zoo rules says why no rule of the zoo's book serves it; holmes evaluate --revalidate chooses again the rules of members retrained since, holmes evaluate --save-rule one for this ensemble.` }));
       }
     }
     add("Storage backlog", `${s.backlog_rows} of ${s.backlog_capacity} rows; ${s.backlog_dropped_rows} dropped, ${s.fault_episodes} fault episodes since start`);
