@@ -41,6 +41,39 @@ fn strings(v: &Value) -> Vec<&str> {
         .collect()
 }
 
+/// A zoo of its own holding copies of the committed `models` and beat counter, and the
+/// counter's SHA-256 (its identity in the rules).
+fn zoo_of(models: &[&str]) -> (tempfile::TempDir, String) {
+    let zoo = tempfile::tempdir().unwrap();
+    for m in models {
+        common::copy_model(m, zoo.path());
+    }
+    let beats = zoo.path().join("beats.json");
+    std::fs::copy(common::root().join("models/beats.json"), &beats).unwrap();
+    let sha = holmes::zoo::sha256_hex(&std::fs::read(&beats).unwrap());
+    (zoo, sha)
+}
+
+/// A rule's member as the book names it.
+fn member(name: &str, sha: &str) -> Value {
+    json!({"name": name, "sha256": sha})
+}
+
+/// The embedded defaults with `ensemble.models_dir` set to `models_dir`, written to `at`.
+fn config_at(at: &Path, models_dir: &Path) -> std::path::PathBuf {
+    let text = std::fs::read_to_string(common::root().join("config/holmes.toml")).unwrap();
+    let line = "\nmodels_dir = \"models\"\n";
+    assert!(text.contains(line));
+    let dir = models_dir.to_str().unwrap();
+    let config = at.join("holmes.toml");
+    std::fs::write(
+        &config,
+        text.replace(line, &format!("\nmodels_dir = {dir:?}\n")),
+    )
+    .unwrap();
+    config
+}
+
 #[test]
 fn the_committed_rules_hold_for_the_committed_zoo() {
     let rows = rows_of(&common::root().join("models"));
@@ -69,22 +102,9 @@ fn the_committed_rules_hold_for_the_committed_zoo() {
 
 #[test]
 fn a_rule_that_no_longer_holds_says_why() {
-    let zoo = tempfile::tempdir().unwrap();
     let (a, b) = ("ecg-primary-5s-w8-d2", "ecg-secondary-5s-w8-d2");
     let (broken, tampered) = ("ecg-primary-10s-w8-d2", "ecg-secondary-10s-w8-d2");
-    for m in [a, b, broken, tampered] {
-        common::copy_model(m, zoo.path());
-    }
-    std::fs::copy(
-        common::root().join("models/beats.json"),
-        zoo.path().join("beats.json"),
-    )
-    .unwrap();
-    let beats_sha = {
-        use sha2::Digest;
-        let bytes = std::fs::read(zoo.path().join("beats.json")).unwrap();
-        format!("{:x}", sha2::Sha256::digest(bytes))
-    };
+    let (zoo, beats_sha) = zoo_of(&[a, b, broken, tampered]);
     let (sa, sb) = (
         common::weights_sha(&zoo.path().join(a)),
         common::weights_sha(&zoo.path().join(b)),
@@ -97,7 +117,6 @@ fn a_rule_that_no_longer_holds_says_why() {
     bytes.push(0);
     std::fs::write(&w, bytes).unwrap();
 
-    let member = |name: &str, sha: &str| json!({"name": name, "sha256": sha});
     let rule = |members: Vec<Value>, hop: u32, on: f64| {
         json!({
             "members": members,
@@ -214,18 +233,8 @@ fn a_missing_zoo_or_a_broken_rules_file_is_an_error_naming_it() {
     assert!(err.contains("alarm_rules.json"), "{err}");
 
     // `holmes evaluate --revalidate` refuses both alike, before reading any record.
-    let text = std::fs::read_to_string(common::root().join("config/holmes.toml")).unwrap();
     let revalidate = |dir: &Path| {
-        let config = zoo.path().join("holmes.toml");
-        let d = dir.to_str().unwrap();
-        std::fs::write(
-            &config,
-            text.replace(
-                "\nmodels_dir = \"models\"\n",
-                &format!("\nmodels_dir = {d:?}\n"),
-            ),
-        )
-        .unwrap();
+        let config = config_at(zoo.path(), dir);
         let o = Command::new(env!("CARGO_BIN_EXE_holmes"))
             .current_dir(common::root())
             .args(["evaluate", "--revalidate", "--data"])
@@ -249,26 +258,12 @@ fn a_rule_whose_member_was_retrained_is_validated_again() {
     else {
         return;
     };
-    let zoo = tempfile::tempdir().unwrap();
     let (a, b) = ("ecg-primary-5s-w8-d2", "ecg-secondary-5s-w8-d2");
-    for m in [a, b] {
-        common::copy_model(m, zoo.path());
-    }
-    std::fs::copy(
-        common::root().join("models/beats.json"),
-        zoo.path().join("beats.json"),
-    )
-    .unwrap();
-    let beats_sha = {
-        use sha2::Digest;
-        let bytes = std::fs::read(zoo.path().join("beats.json")).unwrap();
-        format!("{:x}", sha2::Sha256::digest(bytes))
-    };
+    let (zoo, beats_sha) = zoo_of(&[a, b]);
     let (sa, sb) = (
         common::weights_sha(&zoo.path().join(a)),
         common::weights_sha(&zoo.path().join(b)),
     );
-    let member = |name: &str, sha: &str| json!({"name": name, "sha256": sha});
     let rule = |members: Vec<Value>, on: f64, share: Option<f64>| {
         json!({
             "members": members,
@@ -292,18 +287,7 @@ fn a_rule_whose_member_was_retrained_is_validated_again() {
         rule(vec![member(a, &sa), member("beats", "feed")], 0.3, None),
     ]});
     std::fs::write(zoo.path().join("alarm_rules.json"), book.to_string()).unwrap();
-    let config = zoo.path().join("holmes.toml");
-    let text = std::fs::read_to_string(common::root().join("config/holmes.toml")).unwrap();
-    assert!(text.contains("\nmodels_dir = \"models\"\n"));
-    let dir = zoo.path().to_str().unwrap();
-    std::fs::write(
-        &config,
-        text.replace(
-            "\nmodels_dir = \"models\"\n",
-            &format!("\nmodels_dir = {dir:?}\n"),
-        ),
-    )
-    .unwrap();
+    let config = config_at(zoo.path(), zoo.path());
     let revalidate = |json: bool| {
         let mut c = Command::new(env!("CARGO_BIN_EXE_holmes"));
         c.current_dir(common::root())

@@ -98,33 +98,40 @@ pub(crate) fn revalidate(
     if !dir.is_dir() {
         return Err(EvaluateError::NoZoo(dir.clone()));
     }
-    // The book read once: its rows are its rules, in its order.
-    let book = RuleBook::load(dir)?;
+    // The book read once: its rows are its rules, in its order. This command is its only
+    // writer while it runs, so the copy in memory stays the file's, saved after each change.
+    let mut book = RuleBook::load(dir)?;
     let rows = rule_book::rows_of(&book, dir, &counter, ward);
     let mut covered: HashSet<Key> = rows.iter().filter(|r| r.holds()).map(key).collect();
     let mut out = Vec::new();
-    for (row, old) in rows.into_iter().zip(book.rules) {
+    for (row, old) in rows.into_iter().zip(book.rules.clone()) {
         if row.holds() {
             continue;
         }
-        let outcome = if !row.revalidable {
-            Outcome::Left
+        let (outcome, new) = if !row.revalidable {
+            (Outcome::Left, None)
         } else if covered.contains(&key(&row)) {
-            let mut book = RuleBook::load(dir)?;
-            book.remove(&old.members, old.hop_secs, old.window_secs);
-            book.save(dir)?;
-            Outcome::Superseded
+            (Outcome::Superseded, None)
         } else {
-            match validate_again(base, weighs, &row, &old) {
-                Ok(v) => {
+            match choose_again(base, weighs, &row, &old) {
+                Ok(new) => {
                     covered.insert(key(&row));
-                    Outcome::Validated(v)
+                    (Outcome::Validated(Revalidation::of(&new)), Some(new))
                 }
-                Err(e) => Outcome::Failed {
-                    error: e.to_string(),
-                },
+                Err(e) => {
+                    let error = e.to_string();
+                    (Outcome::Failed { error }, None)
+                }
             }
         };
+        if matches!(outcome, Outcome::Validated(_) | Outcome::Superseded) {
+            // The old rule goes, and the new one (if any) takes its place, in one write.
+            book.remove(&old.members, old.hop_secs, old.window_secs);
+            if let Some(new) = new {
+                book.insert(new);
+            }
+            book.save(dir)?;
+        }
         out.push(Revalidated {
             members: row.members,
             beat_counter: row.beat_counter,
@@ -139,28 +146,29 @@ pub(crate) fn revalidate(
     Ok(out)
 }
 
-/// Chooses `row`'s rule again on validation and keeps it in place of `old`, in one write.
-fn validate_again(
+/// `row`'s rule chosen again on validation, as the book would keep it.
+fn choose_again(
     base: &EvaluateOptions,
     weighs: bool,
     row: &RuleRow,
     old: &ValidatedRule,
-) -> Result<Revalidation, EvaluateError> {
+) -> Result<ValidatedRule, EvaluateError> {
     let e = evaluate(&options_for(base, weighs, row, old))?;
-    let new = validated_rule(&e, "ensemble", e.members.clone())?;
-    let mut book = RuleBook::load(&base.models_dir)?;
-    book.remove(&old.members, old.hop_secs, old.window_secs);
-    book.insert(new.clone());
-    book.save(&base.models_dir)?;
-    let v = &new.validation;
-    Ok(Revalidation {
-        rule: new.rule,
-        primary_share: new.primary_share,
-        reached: v.reached(),
-        detected: v.detected,
-        episodes: v.episodes,
-        false_alarms_per_hour: v.false_alarms_per_hour,
-    })
+    validated_rule(&e, "ensemble", e.members.clone())
+}
+
+impl Revalidation {
+    fn of(new: &ValidatedRule) -> Revalidation {
+        let v = &new.validation;
+        Revalidation {
+            rule: new.rule,
+            primary_share: new.primary_share,
+            reached: v.reached(),
+            detected: v.detected,
+            episodes: v.episodes,
+            false_alarms_per_hour: v.false_alarms_per_hour,
+        }
+    }
 }
 
 /// The evaluation that validates `row`'s ensemble again: the validation part, its members,
