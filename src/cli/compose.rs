@@ -29,7 +29,7 @@ pub struct ComposeCli {
     #[arg(long, default_value_t = 100)]
     pub(crate) calls: usize,
     /// Fast latency estimate: the sum of service times plus the network-calculus bound (the
-    /// default: it was the closer to the measured engine, see the README), or the
+    /// default: it was the closer to the measured engine, see BENCHMARKS.md), or the
     /// discrete-event simulation of the engine's queues, batches and shared cores.
     #[arg(long, default_value = "netcalc")]
     pub(crate) estimator: Estimator,

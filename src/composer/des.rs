@@ -29,8 +29,8 @@
 //!
 //! Against the measured engine on a 2-core machine shared with a training job, members did
 //! not run in parallel (an ensemble's service time was about the sum of its members'), so
-//! the two-core simulation was about half of it; `cores` 1 matches there. The README has the
-//! numbers.
+//! the two-core simulation was about half of it; `cores` 1 matches there. BENCHMARKS.md
+//! ("Composer") has the numbers.
 
 use std::collections::VecDeque;
 
