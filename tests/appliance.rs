@@ -131,6 +131,66 @@ fn validate_passes_a_good_config_and_names_each_problem() {
     assert!(o.status.success(), "{}", text(&o));
 }
 
+/// The beat counter the config serves must load (the daemon would not start on one that does
+/// not); the risk alarm rule the configured members would start on is named, with a warning
+/// (the check still passes) where it is not validated for them or the zoo's rules do not read.
+#[test]
+fn validate_checks_the_beat_counter_and_names_the_alarm_rule() {
+    let dir = tempfile::tempdir().unwrap();
+    let run = |cfg: &Config| {
+        let p = write_config(dir.path(), cfg);
+        let o = validate(&["--config", p.to_str().unwrap()]);
+        (o.status.success(), text(&o))
+    };
+    // The committed zoo on the embedded defaults: the default members' rule is validated.
+    let mut cfg = Config::default();
+    cfg.storage.db = dir.path().join("holmes.db");
+    cfg.ensemble.models_dir = common::root().join("models");
+    let (ok, out) = run(&cfg);
+    assert!(ok, "{out}");
+    assert!(out.contains("beat counter: beats.json"), "{out}");
+    assert!(
+        out.contains("risk alarm of the configured members: on >=")
+            && out.contains("validated for this ensemble"),
+        "{out}"
+    );
+    assert!(!out.contains("warning:"), "{out}");
+
+    // Other members in a zoo with no counter and no rules: they serve, on the fallback.
+    let zoo = small_zoo(dir.path());
+    let mut cfg = common::test_config(dir.path());
+    cfg.ensemble.models_dir = zoo.clone();
+    let (ok, out) = run(&cfg);
+    assert!(ok, "{out}");
+    assert!(out.contains("beat counter: none in"), "{out}");
+    assert!(
+        out.contains("warning: risk alarm of the configured members: NOT validated"),
+        "{out}"
+    );
+
+    // A counter that does not read fails the check, as it would fail the start ...
+    std::fs::write(zoo.join("beats.json"), "{\"classifier\": 1}").unwrap();
+    let (ok, out) = run(&cfg);
+    assert!(!ok, "{out}");
+    assert!(
+        out.contains("error: beat counter:") && out.contains("beats.json"),
+        "{out}"
+    );
+    // ... unless the config counts no beats.
+    cfg.ensemble.count_beats = false;
+    let (ok, out) = run(&cfg);
+    assert!(ok && out.contains("beat counter: off"), "{out}");
+
+    // Rules that do not read: a warning; the daemon starts on the fallback.
+    std::fs::write(zoo.join("alarm_rules.json"), "not json").unwrap();
+    let (ok, out) = run(&cfg);
+    assert!(ok, "{out}");
+    assert!(
+        out.contains("warning: the zoo's alarm rules do not read"),
+        "{out}"
+    );
+}
+
 /// `systemd-analyze verify` (and the offline security score) on the unit, with ExecStart and
 /// ExecStartPre pointed at the binary under test. Skips, loudly, without systemd-analyze unless
 /// `HOLMES_REQUIRE_SYSTEMD=1` (CI), where its absence fails.

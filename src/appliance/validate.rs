@@ -5,12 +5,20 @@
 //! Checks, each problem reported on one line: the config parses (unknown keys and bad values
 //! named with their line) and passes [`Config::validate`]; every model folder in the zoo
 //! loads and passes its smoke check (manifest, checksum, weights, a forward pass); every
-//! configured ensemble member is one of them; the database's folder is writable or can be
+//! configured ensemble member is one of them; the beat counter the config serves loads (the
+//! daemon refuses to start on one that does not); the database's folder is writable or can be
 //! created, and an existing database is writable and not newer than this build.
+//!
+//! Warnings, which do not fail it: the risk alarm rule the configured members would start on
+//! is not one validated for them (the daemon serves a derived rule or the fallback, marked
+//! not validated), or the zoo's `alarm_rules.json` does not read.
 
 use std::path::{Path, PathBuf};
 
 use crate::config::{Config, DEFAULT_TOML};
+use crate::dashboard::rule::{basis, for_ensemble};
+use crate::serving::engine::ensemble::{Ensemble, served_counter};
+use crate::signal::beats::BEATS_FILE;
 
 #[derive(Debug, thiserror::Error)]
 pub(crate) enum ValidateError {
@@ -18,16 +26,21 @@ pub(crate) enum ValidateError {
     Problems(usize),
 }
 
-/// What the checks found: problems (each one line) and, when there are none, a summary.
+/// What the checks found: problems (each one line), warnings (each one line; they do not
+/// fail the check) and, when there are no problems, a summary.
 #[derive(Debug, Default)]
 pub(crate) struct Report {
     pub(crate) problems: Vec<String>,
+    pub(crate) warnings: Vec<String>,
     pub(crate) summary: Vec<String>,
 }
 
-/// Runs the checks, prints one line per problem (stderr) or the summary (stdout).
+/// Runs the checks, prints one line per warning and problem (stderr) or the summary (stdout).
 pub(crate) fn main(config: Option<&Path>, models: Option<&Path>) -> Result<(), ValidateError> {
     let report = check(config, models);
+    for w in &report.warnings {
+        eprintln!("warning: {w}");
+    }
     for p in &report.problems {
         eprintln!("error: {p}");
     }
@@ -72,19 +85,21 @@ pub(crate) fn check(config: Option<&Path>, models: Option<&Path>) -> Report {
         cfg.ensemble.models_dir = m.to_owned();
     }
     r.summary.push(format!("config: {origin} is valid"));
-    check_zoo(&cfg, &mut r);
+    let members_load = check_zoo(&cfg, &mut r);
+    check_alarm(&cfg, members_load, &mut r);
     check_database(&cfg.storage.db, &mut r);
     r
 }
 
-/// Every model folder loads and passes its smoke check; every member is one of them.
-fn check_zoo(cfg: &Config, r: &mut Report) {
+/// Every model folder loads and passes its smoke check; every member is one of them. Returns
+/// whether every member loads.
+fn check_zoo(cfg: &Config, r: &mut Report) -> bool {
     let dir = &cfg.ensemble.models_dir;
     let dirs = match crate::zoo::model_dirs(dir) {
         Ok(d) => d,
         Err(e) => {
             r.problems.push(format!("ensemble.models_dir: {e}"));
-            return;
+            return false;
         }
     };
     let device = Default::default();
@@ -103,7 +118,9 @@ fn check_zoo(cfg: &Config, r: &mut Report) {
             }
         }
     }
+    let mut members_load = true;
     for m in &cfg.ensemble.members {
+        members_load &= good.contains(m);
         if broken.contains(m) {
             r.problems.push(format!(
                 "ensemble.members: {m} is in {} but does not load (see above)",
@@ -122,6 +139,70 @@ fn check_zoo(cfg: &Config, r: &mut Report) {
         dir.display(),
         cfg.ensemble.members.join(", ")
     ));
+    members_load
+}
+
+/// The beat counter the config serves loads; the risk alarm rule the configured members
+/// (`members_load`: they all do) would start on, pooled and counted as served, is one
+/// validated for them, else a warning says what serves instead.
+fn check_alarm(cfg: &Config, members_load: bool, r: &mut Report) {
+    let dir = &cfg.ensemble.models_dir;
+    let counter = match served_counter(cfg) {
+        Ok(c) => c,
+        Err(e) => {
+            r.problems
+                .push(format!("beat counter: {e} (the daemon would not start)"));
+            return;
+        }
+    };
+    r.summary.push(match &counter {
+        _ if !cfg.ensemble.count_beats => "beat counter: off (ensemble.count_beats)".to_owned(),
+        None => format!(
+            "beat counter: none in {} (no {BEATS_FILE}); scores come from the members alone",
+            dir.display()
+        ),
+        Some(c) => format!(
+            "beat counter: {BEATS_FILE} (a beat called ventricular at {}, bSQI gate {})",
+            c.file.rule.call_at, c.file.rule.min_bsqi
+        ),
+    });
+    if !members_load {
+        return;
+    }
+    let ens = match Ensemble::load(dir, &cfg.ensemble.members, cfg.ward.window_secs) {
+        Ok(e) => e.with_beats(counter).pooled_as_served(
+            dir,
+            cfg.engine.combine,
+            cfg.ward.hop_secs,
+            cfg.ward.window_secs,
+        ),
+        Err(e) => {
+            r.problems.push(format!("ensemble.members: {e}"));
+            return;
+        }
+    };
+    match for_ensemble(cfg, &ens) {
+        Ok(s) if s.validated => r.summary.push(format!(
+            "risk alarm of the configured members: on >= {} in {} of {} hops, clear below {}; {}",
+            s.rule.on,
+            s.rule.k,
+            s.rule.n,
+            s.rule.off,
+            basis(&s)
+        )),
+        Ok(s) => r.warnings.push(format!(
+            "risk alarm of the configured members: {}; `holmes zoo rules` lists the ensembles validated for this zoo{}",
+            basis(&s),
+            if cfg.composer.enabled && cfg.composer.prefer_validated {
+                " (where one fits the ward, the composer serves it instead)"
+            } else {
+                ""
+            }
+        )),
+        Err(e) => r.warnings.push(format!(
+            "the zoo's alarm rules do not read ({e}): risk alarms would start on the config's fallback, not validated"
+        )),
+    }
 }
 
 /// The database is writable, or its folder is (or can be created); an existing database's

@@ -47,11 +47,7 @@ pub fn run(a: ScoreArgs) -> Result<()> {
         .to_string_lossy()
         .into_owned();
     let signals = dataset::read_signals(dir, &name)?;
-    let beats = if cfg.ensemble.count_beats {
-        crate::signal::beats::BeatCounter::load(&cfg.ensemble.models_dir, cfg.ward.hop_secs)?
-    } else {
-        None
-    };
+    let beats = crate::serving::engine::ensemble::served_counter(&cfg)?;
     let ens = crate::serving::engine::ensemble::Ensemble::load(
         &cfg.ensemble.models_dir,
         &cfg.ensemble.members,
@@ -72,26 +68,8 @@ pub fn run(a: ScoreArgs) -> Result<()> {
             "given with --rule",
         ),
         None => {
-            use crate::dashboard::rule::{ServedRule, basis, choose_in};
-            use crate::serving::engine::ensemble::ModelInfo;
-            let models: Vec<_> = ens
-                .members
-                .iter()
-                .map(|m| ModelInfo::of(&m.manifest))
-                .chain(ens.beats.as_ref().map(ModelInfo::of_beats))
-                .collect();
-            let fallback = ServedRule::fallback(&cfg.dashboard, cfg.ward.hop_secs);
-            let served = choose_in(
-                &cfg.ensemble.models_dir,
-                cfg.dashboard.derive_risk_alarm,
-                &models,
-                ens.primary_share(),
-                cfg.ward.hop_secs,
-                cfg.ward.window_secs,
-                fallback,
-            )?;
-            let why = basis(&served);
-            (served.rule, why)
+            let served = crate::dashboard::rule::for_ensemble(&cfg, &ens)?;
+            (served.rule, crate::dashboard::rule::basis(&served))
         }
     };
     let mut rows = crate::tools::score::score_signals(

@@ -12,8 +12,8 @@ use serde::Serialize;
 use crate::alarm::AlarmRule;
 use crate::alarm::rules::{MemberRef, RuleBook, RulesError};
 use crate::composer::derived::{ZooMember, derived_rule, read_zoo};
-use crate::config::DashboardConfig;
-use crate::serving::engine::ensemble::ModelInfo;
+use crate::config::{Config, DashboardConfig};
+use crate::serving::engine::ensemble::{Ensemble, ModelInfo};
 
 /// The rule serving now, as `/api/health` shows it.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
@@ -52,6 +52,27 @@ impl ServedRule {
     pub(crate) fn hop_ms(&self) -> i64 {
         i64::from(self.hop_secs) * 1000
     }
+}
+
+/// The rule a ward on `cfg` serves `ens` with (its members and counter, pooled as served):
+/// [`choose_in`] with the config's derivation switch and fallback, as the board chooses when
+/// `ens` serves. Blocking (reads the rules file, and the manifests where it derives a rule).
+pub(crate) fn for_ensemble(cfg: &Config, ens: &Ensemble) -> Result<ServedRule, RulesError> {
+    let models: Vec<ModelInfo> = ens
+        .members
+        .iter()
+        .map(|m| ModelInfo::of(&m.manifest))
+        .chain(ens.beats.as_ref().map(ModelInfo::of_beats))
+        .collect();
+    choose_in(
+        &cfg.ensemble.models_dir,
+        cfg.dashboard.derive_risk_alarm,
+        &models,
+        ens.primary_share(),
+        cfg.ward.hop_secs,
+        cfg.ward.window_secs,
+        ServedRule::fallback(&cfg.dashboard, cfg.ward.hop_secs),
+    )
 }
 
 /// The serving members as rules name them.

@@ -30,7 +30,7 @@ use super::heart_rate::{detect_qrs, sub_moving_mean};
 
 mod counter;
 
-pub use counter::{BeatCounter, BeatRule, BeatsFile, Counted};
+pub use counter::{BEATS_FILE, BeatCounter, BeatRule, BeatsFile, Counted};
 pub(crate) use counter::{RunEvidence, run_evidence};
 
 /// Measured features per beat, named by [`MEASURES`].
