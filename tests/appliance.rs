@@ -191,6 +191,40 @@ fn validate_checks_the_beat_counter_and_names_the_alarm_rule() {
     );
 }
 
+/// `[server.tls]`'s certificate and key must read, as the daemon's start needs them.
+#[test]
+fn validate_checks_the_tls_certificate_and_key() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut cfg = common::test_config(dir.path());
+    cfg.ensemble.models_dir = small_zoo(dir.path());
+    let (cert, key) = (dir.path().join("cert.pem"), dir.path().join("key.pem"));
+    cfg.server.tls = Some(holmes::config::TlsConfig {
+        cert: cert.clone(),
+        key: key.clone(),
+    });
+    let p = write_config(dir.path(), &cfg);
+    let run = || {
+        let o = validate(&["--config", p.to_str().unwrap()]);
+        (o.status.success(), text(&o))
+    };
+    let (ok, out) = run();
+    assert!(!ok, "{out}");
+    assert!(
+        out.contains("error: server.tls:") && out.contains("cert.pem"),
+        "{out}"
+    );
+    let ck = rcgen::generate_simple_self_signed(vec!["localhost".into()]).unwrap();
+    std::fs::write(&cert, ck.cert.pem()).unwrap();
+    // A certificate without its key still fails ...
+    std::fs::write(&key, "not a key").unwrap();
+    let (ok, out) = run();
+    assert!(!ok && out.contains("key.pem"), "{out}");
+    // ... and with it passes.
+    std::fs::write(&key, ck.signing_key.serialize_pem()).unwrap();
+    let (ok, out) = run();
+    assert!(ok && out.contains("tls: HTTPS"), "{out}");
+}
+
 /// `systemd-analyze verify` (and the offline security score) on the unit, with ExecStart and
 /// ExecStartPre pointed at the binary under test. Skips, loudly, without systemd-analyze unless
 /// `HOLMES_REQUIRE_SYSTEMD=1` (CI), where its absence fails.

@@ -5,8 +5,9 @@
 //! Checks, each problem reported on one line: the config parses (unknown keys and bad values
 //! named with their line) and passes [`Config::validate`]; every model folder in the zoo
 //! loads and passes its smoke check (manifest, checksum, weights, a forward pass); every
-//! configured ensemble member is one of them; the beat counter the config serves loads (the
-//! daemon refuses to start on one that does not); the database's folder is writable or can be
+//! configured ensemble member is one of them; the beat counter the config serves and the TLS
+//! certificate and key of `[server.tls]` load (the daemon refuses to start on either that does
+//! not); the database's folder is writable or can be
 //! created, and an existing database is writable and not newer than this build.
 //!
 //! Warnings, which do not fail it: the risk alarm rule the configured members would start on
@@ -87,6 +88,7 @@ pub(crate) fn check(config: Option<&Path>, models: Option<&Path>) -> Report {
     r.summary.push(format!("config: {origin} is valid"));
     let members_load = check_zoo(&cfg, &mut r);
     check_alarm(&cfg, members_load, &mut r);
+    check_tls(&cfg, &mut r);
     check_database(&cfg.storage.db, &mut r);
     r
 }
@@ -202,6 +204,21 @@ fn check_alarm(cfg: &Config, members_load: bool, r: &mut Report) {
         Err(e) => r.warnings.push(format!(
             "the zoo's alarm rules do not read ({e}): risk alarms would start on the config's fallback, not validated"
         )),
+    }
+}
+
+/// `[server.tls]`'s certificate and key read and make a server configuration.
+fn check_tls(cfg: &Config, r: &mut Report) {
+    let Some(tls) = &cfg.server.tls else {
+        return;
+    };
+    match crate::http::tls::server_config(tls) {
+        Ok(_) => r
+            .summary
+            .push(format!("tls: HTTPS and wss:// with {}", tls.cert.display())),
+        Err(e) => r
+            .problems
+            .push(format!("server.tls: {e} (the daemon would not start)")),
     }
 }
 
