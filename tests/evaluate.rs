@@ -371,6 +371,12 @@ fn check_condition(c: &Value) {
         );
     }
     assert_eq!(causes(&c["false_alarm_causes"]), fa);
+    // The counter's false alarms are some of them, and add up over the records.
+    let counted = |c: &Value| as_u64(&c["false_alarm_causes"]["counted_run"], "counted_run");
+    for r in records {
+        assert!(counted(r) <= as_u64(&r["false_alarms"], "FA"), "{r}");
+    }
+    assert_eq!(counted(c), records.iter().map(counted).sum::<u64>());
     assert!(s["monitored_ms"].as_i64().unwrap() >= 0);
     if let Some(r) = s["false_alarms_per_hour"].as_f64() {
         assert!(r >= 0.0);

@@ -5,6 +5,9 @@
 //! bigeminy, trigeminy, high-grade ectopy or idioventricular label), shortly before a reference episode's onset (the rhythm already turning, or an
 //! onset annotated late), shortly after one ended (post-episode rhythm, shocks), or none of
 //! these. First match in that order; the annotations' word, not a judgement of the signal.
+//! Apart from that cause, each false alarm raised at a hop whose score the beat counter raised
+//! (a counted VT run) is counted as the counter's: which of the two detectors a false alarm
+//! came from.
 
 use serde::Serialize;
 
@@ -31,6 +34,9 @@ pub struct FalseAlarmCauses {
     pub after_episode: usize,
     /// None of the above: rhythm the reference calls neither noise nor near an episode.
     pub other: usize,
+    /// Of all of them, whatever their cause above: raised at a hop whose score the beat
+    /// counter raised (a counted VT run), not by the members' score alone.
+    pub counted_run: usize,
 }
 
 impl FalseAlarmCauses {
@@ -44,18 +50,21 @@ impl FalseAlarmCauses {
         self.before_episode += o.before_episode;
         self.after_episode += o.after_episode;
         self.other += o.other;
+        self.counted_run += o.counted_run;
     }
 }
 
 /// Classifies the false alarms among `alarms` (those [`is_false_alarm`] counts) by the
 /// `reference` episodes, the `noise` stretches and the `ectopy` marks (a mark of at most
 /// [`BEAT_MARK_MS`] per ventricular beat, longer spans for ectopic rhythm labels; all
-/// `[start, end)` in ms).
+/// `[start, end)` in ms); `counted`: the hops (their ends, ms) whose score the beat counter
+/// raised.
 pub fn classify(
     alarms: &[(i64, i64)],
     reference: &[(i64, i64)],
     noise: &[(i64, i64)],
     ectopy: &[(i64, i64)],
+    counted: &[i64],
     opts: MatchOptions,
 ) -> FalseAlarmCauses {
     let mut out = FalseAlarmCauses::default();
@@ -64,6 +73,7 @@ pub fn classify(
         .filter(|&&a| is_false_alarm(a, reference, opts))
     {
         let raise = a.0;
+        out.counted_run += usize::from(counted.contains(&raise));
         let seen = (raise - LOOKBACK_MS, raise);
         if noise.iter().any(|&n| overlaps(n, seen)) {
             out.noise_marked += 1;
@@ -131,7 +141,9 @@ mod tests {
             (893 * S, 893 * S + 1),
             (897 * S, 897 * S + 1),
         ];
-        let got = classify(&alarms, &reference, &noise, &ectopy, opts);
+        // The counter raised the hops at 90 s (a true alarm), 450 s and 900 s.
+        let counted = [90 * S, 450 * S, 900 * S];
+        let got = classify(&alarms, &reference, &noise, &ectopy, &counted, opts);
         assert_eq!(
             got,
             FalseAlarmCauses {
@@ -140,15 +152,21 @@ mod tests {
                 before_episode: 1,
                 after_episode: 1,
                 other: 1,
+                counted_run: 2,
             }
         );
-        assert_eq!(got.total(), 5);
+        assert_eq!(
+            got.total(),
+            5,
+            "the counter's are among the five, not beside them"
+        );
         // A bigeminy label over the lookback is ectopy by itself.
         let label = classify(
             &[(450 * S, 455 * S)],
             &reference,
             &noise,
             &[(0, 449 * S)],
+            &[],
             opts,
         );
         assert_eq!(label.ectopy, 1);
@@ -158,11 +176,12 @@ mod tests {
             &reference,
             &[(570 * S, 573 * S)],
             &[],
+            &[],
             opts,
         );
         assert_eq!(both.noise_marked, 1);
         // A raise 11 s after the noise ended is no longer noise-marked.
-        let late = classify(&[(331 * S, 335 * S)], &reference, &noise, &[], opts);
+        let late = classify(&[(331 * S, 335 * S)], &reference, &noise, &[], &[], opts);
         assert_eq!((late.noise_marked, late.other), (0, 1));
     }
 }

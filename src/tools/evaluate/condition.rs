@@ -66,6 +66,7 @@ pub(crate) fn condition(
             .filter_map(|(&t, o)| o.map(|o| (t, o)))
             .collect();
         let annotated = annotate_onsets(&alarms, &dated);
+        let counted: Vec<i64> = dated.iter().map(|&(t, _)| t).collect();
         for &(kind, iv) in &r.by_kind {
             let name = match kind {
                 EpisodeKind::Vt => "vt",
@@ -91,6 +92,7 @@ pub(crate) fn condition(
                 &r.reference,
                 &r.noise_ms,
                 &r.ectopy_ms,
+                &counted,
                 matching,
             ),
         });

@@ -176,14 +176,15 @@ pub fn text(e: &Evaluation) -> String {
             let _ = writeln!(
                 s,
                 "  {} false alarms: {} = noise-marked {}, ventricular ectopy {}, before an episode {}, \
-                 after one {}, other {}",
+                 after one {}, other {}; raised by a counted VT run {}",
                 c.snr_db.map_or("clean".into(), |db| format!("em {db} dB")),
                 f.total(),
                 f.noise_marked,
                 f.ectopy,
                 f.before_episode,
                 f.after_episode,
-                f.other
+                f.other,
+                f.counted_run
             );
         }
     }
