@@ -164,9 +164,15 @@ fn validate_checks_the_beat_counter_and_names_the_alarm_rule() {
     assert!(ok, "{out}");
     assert!(out.contains("beat counter: none in"), "{out}");
     assert!(
-        out.contains("warning: risk alarm of the configured members: NOT validated"),
+        out.contains("warning: risk alarm of the configured members: on >=")
+            && out.contains("NOT validated: the config's fallback"),
         "{out}"
     );
+    // A config the daemon would refuse is the error, with no word on its alarm.
+    let mut bad = cfg.clone();
+    bad.ward.hop_secs = 0;
+    let (ok, out) = run(&bad);
+    assert!(!ok && !out.contains("risk alarm"), "{out}");
 
     // A counter that does not read fails the check, as it would fail the start ...
     std::fs::write(zoo.join("beats.json"), "{\"classifier\": 1}").unwrap();

@@ -104,6 +104,16 @@ impl AlarmRule {
     }
 }
 
+impl AlarmRule {
+    /// The rule in words: `on >= 0.42 in 1 of 1 hops, clear below 0.21`.
+    pub fn words(&self) -> String {
+        format!(
+            "on >= {} in {} of {} hops, clear below {}",
+            self.on, self.k, self.n, self.off
+        )
+    }
+}
+
 impl std::str::FromStr for AlarmRule {
     type Err = String;
 

@@ -79,7 +79,8 @@ pub(crate) fn check(config: Option<&Path>, models: Option<&Path>) -> Report {
             return r;
         }
     };
-    if let Err(reason) = cfg.validate() {
+    let valid = cfg.validate();
+    if let Err(reason) = &valid {
         r.problems.push(format!("{origin}: {reason}"));
     }
     if let Some(m) = models {
@@ -87,7 +88,8 @@ pub(crate) fn check(config: Option<&Path>, models: Option<&Path>) -> Report {
     }
     r.summary.push(format!("config: {origin} is valid"));
     let members_load = check_zoo(&cfg, &mut r);
-    check_alarm(&cfg, members_load, &mut r);
+    // The alarm is judged on a config the daemon would start with.
+    check_alarm(&cfg, members_load && valid.is_ok(), &mut r);
     check_tls(&cfg, &mut r);
     check_database(&cfg.storage.db, &mut r);
     r
@@ -145,8 +147,8 @@ fn check_zoo(cfg: &Config, r: &mut Report) -> bool {
 }
 
 /// The beat counter the config serves loads; the risk alarm rule the configured members
-/// (`members_load`: they all do) would start on, pooled and counted as served, is one
-/// validated for them, else a warning says what serves instead.
+/// (`members_load`: they all do, and the config is valid) would start on, pooled and counted
+/// as served, is one validated for them, else a warning says what serves instead.
 fn check_alarm(cfg: &Config, members_load: bool, r: &mut Report) {
     let dir = &cfg.ensemble.models_dir;
     let counter = match served_counter(cfg) {
@@ -185,18 +187,16 @@ fn check_alarm(cfg: &Config, members_load: bool, r: &mut Report) {
     };
     match for_ensemble(cfg, &ens) {
         Ok(s) if s.validated => r.summary.push(format!(
-            "risk alarm of the configured members: on >= {} in {} of {} hops, clear below {}; {}",
-            s.rule.on,
-            s.rule.k,
-            s.rule.n,
-            s.rule.off,
+            "risk alarm of the configured members: {}; {}",
+            s.rule.words(),
             basis(&s)
         )),
         Ok(s) => r.warnings.push(format!(
-            "risk alarm of the configured members: {}; `holmes zoo rules` lists the ensembles validated for this zoo{}",
+            "risk alarm of the configured members: {}; {}; `holmes zoo rules` lists the ensembles validated for this zoo{}",
+            s.rule.words(),
             basis(&s),
-            if cfg.composer.enabled && cfg.composer.prefer_validated {
-                " (where one fits the ward, the composer serves it instead)"
+            if cfg.composer.enabled {
+                " (the composer may serve another ensemble instead: a plan stored for this ward, or a validated one that fits)"
             } else {
                 ""
             }

@@ -53,7 +53,8 @@ pub enum Command {
     },
     /// Run the daemon: monitors stream in over /ws/monitor, scores go to SQLite and the API.
     Serve(serve::ServeArgs),
-    /// Check a config, the zoo and the database path without starting anything.
+    /// Check a config, the zoo (models, beat counter, the alarm rule it would start on), TLS files
+    /// and the database path without starting anything.
     Validate(serve::ValidateArgs),
     /// Play N bedside monitors against a running daemon.
     Simulate(simulate::SimulateArgs),

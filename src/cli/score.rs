@@ -81,10 +81,7 @@ pub fn run(a: ScoreArgs) -> Result<()> {
         to,
     );
     crate::tools::score::mark_alarms(&mut rows, rule, hop_ms)?;
-    let said = format!(
-        "risk alarm: on >= {} in {} of {} hops, clear below {}; {why}",
-        rule.on, rule.k, rule.n, rule.off
-    );
+    let said = format!("risk alarm: {}; {why}", rule.words());
     if json {
         eprintln!("{said}");
         println!("{}", serde_json::to_string_pretty(&rows)?);

@@ -58,16 +58,10 @@ impl ServedRule {
 /// [`choose_in`] with the config's derivation switch and fallback, as the board chooses when
 /// `ens` serves. Blocking (reads the rules file, and the manifests where it derives a rule).
 pub(crate) fn for_ensemble(cfg: &Config, ens: &Ensemble) -> Result<ServedRule, RulesError> {
-    let models: Vec<ModelInfo> = ens
-        .members
-        .iter()
-        .map(|m| ModelInfo::of(&m.manifest))
-        .chain(ens.beats.as_ref().map(ModelInfo::of_beats))
-        .collect();
     choose_in(
         &cfg.ensemble.models_dir,
         cfg.dashboard.derive_risk_alarm,
-        &models,
+        &ens.models(),
         ens.primary_share(),
         cfg.ward.hop_secs,
         cfg.ward.window_secs,

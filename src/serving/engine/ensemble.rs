@@ -169,6 +169,16 @@ impl Ensemble {
             .collect()
     }
 
+    /// Its members described as served models, the beat counter last when it serves (as
+    /// `/api/models` lists them).
+    pub(crate) fn models(&self) -> Vec<ModelInfo> {
+        self.members
+            .iter()
+            .map(|m| ModelInfo::of(&m.manifest))
+            .chain(self.beats.as_ref().map(ModelInfo::of_beats))
+            .collect()
+    }
+
     /// The same members with `beats` counting beside them (or none).
     pub fn with_beats(self, beats: Option<BeatCounter>) -> Ensemble {
         Ensemble { beats, ..self }

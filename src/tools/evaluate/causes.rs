@@ -5,9 +5,10 @@
 //! bigeminy, trigeminy, high-grade ectopy or idioventricular label), shortly before a reference episode's onset (the rhythm already turning, or an
 //! onset annotated late), shortly after one ended (post-episode rhythm, shocks), or none of
 //! these. First match in that order; the annotations' word, not a judgement of the signal.
-//! Apart from that cause, each false alarm raised at a hop whose score the beat counter raised
-//! (a counted VT run) is counted as the counter's: which of the two detectors a false alarm
-//! came from.
+//! Apart from that cause, the false alarms with a counted VT run among the hops that raised
+//! them (a hop whose score the beat counter raised to 1, within the rule's last `n` hops) are
+//! counted: an upper bound on the counter's share, since the members' own score may have
+//! reached the threshold there too.
 
 use serde::Serialize;
 
@@ -34,9 +35,9 @@ pub struct FalseAlarmCauses {
     pub after_episode: usize,
     /// None of the above: rhythm the reference calls neither noise nor near an episode.
     pub other: usize,
-    /// Of all of them, whatever their cause above: raised at a hop whose score the beat
-    /// counter raised (a counted VT run), not by the members' score alone.
-    pub counted_run: usize,
+    /// Of all of them, whatever their cause above: those with a counted VT run among the
+    /// hops that raised them; `None` for a detector without a beat counter's runs.
+    pub counted_run: Option<usize>,
 }
 
 impl FalseAlarmCauses {
@@ -50,30 +51,39 @@ impl FalseAlarmCauses {
         self.before_episode += o.before_episode;
         self.after_episode += o.after_episode;
         self.other += o.other;
-        self.counted_run += o.counted_run;
+        self.counted_run = match (self.counted_run, o.counted_run) {
+            (None, None) => None,
+            (a, b) => Some(a.unwrap_or(0) + b.unwrap_or(0)),
+        };
     }
 }
 
 /// Classifies the false alarms among `alarms` (those [`is_false_alarm`] counts) by the
 /// `reference` episodes, the `noise` stretches and the `ectopy` marks (a mark of at most
 /// [`BEAT_MARK_MS`] per ventricular beat, longer spans for ectopic rhythm labels; all
-/// `[start, end)` in ms); `counted`: the hops (their ends, ms) whose score the beat counter
-/// raised.
+/// `[start, end)` in ms); `counted`, for a detector with a beat counter: the hops (their
+/// ends, ms) whose score it raised, and how far back before a raise the rule's hops reach, ms
+/// (`(n - 1/2)` hops: the rule's last `n`).
 pub fn classify(
     alarms: &[(i64, i64)],
     reference: &[(i64, i64)],
     noise: &[(i64, i64)],
     ectopy: &[(i64, i64)],
-    counted: &[i64],
+    counted: Option<(&[i64], i64)>,
     opts: MatchOptions,
 ) -> FalseAlarmCauses {
-    let mut out = FalseAlarmCauses::default();
+    let mut out = FalseAlarmCauses {
+        counted_run: counted.map(|_| 0),
+        ..FalseAlarmCauses::default()
+    };
     for &a in alarms
         .iter()
         .filter(|&&a| is_false_alarm(a, reference, opts))
     {
         let raise = a.0;
-        out.counted_run += usize::from(counted.contains(&raise));
+        if let (Some(n), Some((hops, reach))) = (out.counted_run.as_mut(), counted) {
+            *n += usize::from(hops.iter().any(|&t| t <= raise && raise - t < reach));
+        }
         let seen = (raise - LOOKBACK_MS, raise);
         if noise.iter().any(|&n| overlaps(n, seen)) {
             out.noise_marked += 1;
@@ -141,9 +151,17 @@ mod tests {
             (893 * S, 893 * S + 1),
             (897 * S, 897 * S + 1),
         ];
-        // The counter raised the hops at 90 s (a true alarm), 450 s and 900 s.
-        let counted = [90 * S, 450 * S, 900 * S];
-        let got = classify(&alarms, &reference, &noise, &ectopy, &counted, opts);
+        // The counter raised the hops at 90 s (a true alarm), 450 s, 895 s and 1,000 s; the
+        // rule looks back two hops of 5 s (half a hop of tolerance).
+        let counted = [90 * S, 450 * S, 895 * S, 1_000 * S];
+        let got = classify(
+            &alarms,
+            &reference,
+            &noise,
+            &ectopy,
+            Some((&counted, 7_500)),
+            opts,
+        );
         assert_eq!(
             got,
             FalseAlarmCauses {
@@ -152,7 +170,7 @@ mod tests {
                 before_episode: 1,
                 after_episode: 1,
                 other: 1,
-                counted_run: 2,
+                counted_run: Some(2),
             }
         );
         assert_eq!(
@@ -160,13 +178,26 @@ mod tests {
             5,
             "the counter's are among the five, not beside them"
         );
+        // Raised at the hop the counter raised only (n = 1): the one at 900 s is not.
+        let one = classify(
+            &alarms,
+            &reference,
+            &noise,
+            &ectopy,
+            Some((&counted, 2_500)),
+            opts,
+        );
+        assert_eq!(one.counted_run, Some(1));
+        // A detector without a counter says nothing of it.
+        let none = classify(&alarms, &reference, &noise, &ectopy, None, opts);
+        assert_eq!((none.counted_run, none.total()), (None, 5));
         // A bigeminy label over the lookback is ectopy by itself.
         let label = classify(
             &[(450 * S, 455 * S)],
             &reference,
             &noise,
             &[(0, 449 * S)],
-            &[],
+            None,
             opts,
         );
         assert_eq!(label.ectopy, 1);
@@ -176,12 +207,12 @@ mod tests {
             &reference,
             &[(570 * S, 573 * S)],
             &[],
-            &[],
+            None,
             opts,
         );
         assert_eq!(both.noise_marked, 1);
         // A raise 11 s after the noise ended is no longer noise-marked.
-        let late = classify(&[(331 * S, 335 * S)], &reference, &noise, &[], &[], opts);
+        let late = classify(&[(331 * S, 335 * S)], &reference, &noise, &[], None, opts);
         assert_eq!((late.noise_marked, late.other), (0, 1));
     }
 }

@@ -66,7 +66,11 @@ pub(crate) fn condition(
             .filter_map(|(&t, o)| o.map(|o| (t, o)))
             .collect();
         let annotated = annotate_onsets(&alarms, &dated);
+        // The hops the beat counter raised (each has its run's onset), where the detector
+        // has a counter; the rule's last n hops reach back (n - 1/2) hops from a raise.
         let counted: Vec<i64> = dated.iter().map(|&(t, _)| t).collect();
+        let reach = (2 * i64::from(rule.n) - 1) * hop_ms / 2;
+        let counted = (!onsets(r).is_empty()).then_some((&counted[..], reach));
         for &(kind, iv) in &r.by_kind {
             let name = match kind {
                 EpisodeKind::Vt => "vt",
@@ -92,7 +96,7 @@ pub(crate) fn condition(
                 &r.reference,
                 &r.noise_ms,
                 &r.ectopy_ms,
-                &counted,
+                counted,
                 matching,
             ),
         });

@@ -176,7 +176,7 @@ pub fn text(e: &Evaluation) -> String {
             let _ = writeln!(
                 s,
                 "  {} false alarms: {} = noise-marked {}, ventricular ectopy {}, before an episode {}, \
-                 after one {}, other {}; raised by a counted VT run {}",
+                 after one {}, other {}{}",
                 c.snr_db.map_or("clean".into(), |db| format!("em {db} dB")),
                 f.total(),
                 f.noise_marked,
@@ -184,7 +184,9 @@ pub fn text(e: &Evaluation) -> String {
                 f.before_episode,
                 f.after_episode,
                 f.other,
-                f.counted_run
+                f.counted_run.map_or(String::new(), |n| format!(
+                    "; with a counted VT run among the hops that raised them {n}"
+                ))
             );
         }
     }
