@@ -1,8 +1,9 @@
 //! The layer order of `src/`, held by reading the code's own `crate::` paths: a module may use
 //! only modules of lower layers (and its own unit), and the training side and the serving
-//! side never use each other. `src/lib.rs` draws the same order. Also: no source file over
-//! 700 lines.
+//! side never use each other. `src/lib.rs` draws the same order, and docs/ARCHITECTURE.md's
+//! module table names what each unit uses. Also: no source file over 700 lines.
 
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
 /// The units, bottom layer first. Units in one layer may not use each other.
@@ -105,13 +106,22 @@ fn crate_paths(code: &str) -> Vec<String> {
     out
 }
 
-#[test]
-fn imports_only_run_down_the_layers() {
+/// One `crate::` path in the code of `src/`: where it is, the unit whose code it is in, the
+/// path, and the unit it names (`None`: none).
+struct Use {
+    at: String,
+    from: &'static str,
+    path: String,
+    to: Option<&'static str>,
+}
+
+/// Every `crate::` path in the code of `src/` (comments left out), by unit.
+fn uses() -> Vec<Use> {
     let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
     let mut files = Vec::new();
     rust_files(&src, &mut files);
     files.sort();
-    let mut wrong = Vec::new();
+    let mut out = Vec::new();
     for f in &files {
         let module = module_of(f, &src);
         if module == "lib" || module == "main" {
@@ -129,32 +139,115 @@ fn imports_only_run_down_the_layers() {
         let text = std::fs::read_to_string(f).unwrap();
         for (n, line) in text.lines().enumerate() {
             for path in crate_paths(code_of(line)) {
-                let Some(to) = unit_of(&path) else {
-                    wrong.push(format!(
-                        "{}:{}: crate::{path} names no unit",
-                        f.display(),
-                        n + 1
-                    ));
-                    continue;
-                };
-                if to == from {
-                    continue;
-                }
-                let upward = rank(to) >= rank(from);
-                let crosses = SERVING_SIDE.contains(&from) && to == "training";
-                if upward || crosses {
-                    wrong.push(format!(
-                        "{}:{}: {from} uses crate::{path} ({to}), which is not below it",
-                        f.display(),
-                        n + 1
-                    ));
-                }
+                out.push(Use {
+                    at: format!("{}:{}", f.display(), n + 1),
+                    from,
+                    to: unit_of(&path),
+                    path,
+                });
             }
+        }
+    }
+    out
+}
+
+#[test]
+fn imports_only_run_down_the_layers() {
+    let mut wrong = Vec::new();
+    for u in uses() {
+        let Some(to) = u.to else {
+            wrong.push(format!("{}: crate::{} names no unit", u.at, u.path));
+            continue;
+        };
+        if to == u.from {
+            continue;
+        }
+        let upward = rank(to) >= rank(u.from);
+        let crosses = SERVING_SIDE.contains(&u.from) && to == "training";
+        if upward || crosses {
+            wrong.push(format!(
+                "{}: {} uses crate::{} ({to}), which is not below it",
+                u.at, u.from, u.path
+            ));
         }
     }
     assert!(
         wrong.is_empty(),
         "imports against the layer order:\n{}",
+        wrong.join("\n")
+    );
+}
+
+/// The units a name in the module table's "uses" column stands for: a unit, a serving unit by
+/// its last part (`store`), or `serving` for any of them; other names (a type, a module
+/// inside a unit) stand for none.
+fn named_units(name: &str) -> Vec<&'static str> {
+    let all = LAYERS.iter().flat_map(|l| l.iter().copied());
+    if name == "serving" {
+        return all.filter(|u| u.starts_with("serving::")).collect();
+    }
+    all.filter(|u| *u == name || u.strip_prefix("serving::") == Some(name))
+        .collect()
+}
+
+/// The `code` spans of a Markdown table cell.
+fn backticked(cell: &str) -> impl Iterator<Item = &str> {
+    cell.split('`').skip(1).step_by(2)
+}
+
+#[test]
+fn the_architecture_table_names_what_each_unit_uses() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let doc = std::fs::read_to_string(root.join("docs/ARCHITECTURE.md")).unwrap();
+    let mut used: BTreeMap<&str, BTreeSet<&str>> = BTreeMap::new();
+    for u in uses() {
+        if let Some(to) = u.to.filter(|&to| to != u.from) {
+            used.entry(u.from).or_default().insert(to);
+        }
+    }
+    let mut rows = BTreeSet::new();
+    let mut wrong = Vec::new();
+    for line in doc.lines() {
+        // | `unit` | role | uses (below it) |
+        let cells: Vec<&str> = line.split('|').map(str::trim).collect();
+        let [_, unit, _, column, _] = cells[..] else {
+            continue;
+        };
+        let Some(unit) = backticked(unit)
+            .next()
+            .and_then(unit_of)
+            .filter(|u| format!("`{u}`") == unit)
+        else {
+            continue;
+        };
+        rows.insert(unit);
+        if column.contains("everything") {
+            // Held by the layer order alone.
+            continue;
+        }
+        let actual = used.get(unit).cloned().unwrap_or_default();
+        let mut allowed = BTreeSet::new();
+        for name in backticked(column) {
+            let units = named_units(name);
+            if units.is_empty() {
+                continue;
+            }
+            if !units.iter().any(|u| actual.contains(u)) {
+                wrong.push(format!(
+                    "{unit}: the table names `{name}`, which it does not use"
+                ));
+            }
+            allowed.extend(units);
+        }
+        for to in actual.difference(&allowed) {
+            wrong.push(format!("{unit}: uses {to}, which the table does not name"));
+        }
+    }
+    let units: BTreeSet<&str> = LAYERS.iter().flat_map(|l| l.iter().copied()).collect();
+    assert_eq!(rows, units, "every unit has its row in the module table");
+    assert!(
+        wrong.is_empty(),
+        "docs/ARCHITECTURE.md's module table against the code:\n{}",
         wrong.join("\n")
     );
 }
