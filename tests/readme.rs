@@ -1,0 +1,139 @@
+//! The README's commands against the binary: every `--flag` the README gives a `holmes`
+//! subcommand (in a code block, or in a `holmes ...` code span of its prose) is one that
+//! subcommand, or one of its own subcommands, takes.
+
+use std::collections::BTreeMap;
+use std::process::Command;
+
+const BIN: &str = env!("CARGO_BIN_EXE_holmes");
+
+fn help(words: &[&str]) -> String {
+    let o = Command::new(BIN)
+        .args(words)
+        .arg("--help")
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "holmes {words:?} --help failed");
+    String::from_utf8(o.stdout).unwrap()
+}
+
+/// The subcommands a help text lists under "Commands:" (`help` left out).
+fn commands(help: &str) -> Vec<String> {
+    help.lines()
+        .skip_while(|l| !l.starts_with("Commands:"))
+        .skip(1)
+        .take_while(|l| l.starts_with("  "))
+        .filter_map(|l| l.split_whitespace().next())
+        .filter(|c| *c != "help")
+        .map(String::from)
+        .collect()
+}
+
+/// The `--flags` of a piece of text.
+fn flags(text: &str) -> Vec<&str> {
+    let mut out = Vec::new();
+    let mut rest = text;
+    while let Some(i) = rest.find("--") {
+        let tail = &rest[i..];
+        let end = tail[2..]
+            .find(|c: char| !(c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-'))
+            .map_or(tail.len(), |e| e + 2);
+        let before = rest[..i].chars().last();
+        let named = tail[2..].starts_with(|c: char| c.is_ascii_lowercase());
+        if named && !before.is_some_and(|c| c.is_alphanumeric() || c == '-') {
+            out.push(&tail[..end]);
+        }
+        rest = &tail[end..];
+    }
+    out
+}
+
+/// The README's `holmes` commands: code-block lines (continuations joined) and prose code
+/// spans that begin with `holmes `.
+fn readme_commands(readme: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut in_block = false;
+    let mut joined = String::new();
+    for line in readme.lines() {
+        if line.trim_start().starts_with("```") {
+            in_block = !in_block;
+            continue;
+        }
+        if in_block {
+            joined.push_str(line.trim_end().trim_end_matches('\\'));
+            joined.push(' ');
+            if !line.trim_end().ends_with('\\') {
+                let cmd = joined.split_whitespace().collect::<Vec<_>>().join(" ");
+                joined.clear();
+                if let Some(i) = cmd.find("holmes ") {
+                    out.push(cmd[i..].to_owned());
+                }
+            }
+        } else {
+            out.extend(
+                line.split('`')
+                    .skip(1)
+                    .step_by(2)
+                    .filter(|s| s.starts_with("holmes "))
+                    .map(String::from),
+            );
+        }
+    }
+    out
+}
+
+#[test]
+fn every_flag_the_readme_gives_a_subcommand_is_one_it_takes() {
+    let readme =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md")).unwrap();
+    // Each subcommand's help and its own subcommands' helps, together.
+    let mut helps: BTreeMap<String, String> = BTreeMap::new();
+    for sub in commands(&help(&[])) {
+        let mut all = help(&[&sub]);
+        for child in commands(&all.clone()) {
+            all.push_str(&help(&[&sub, &child]));
+        }
+        helps.insert(sub, all);
+    }
+    assert!(helps.len() >= 15, "{:?}", helps.keys());
+    let mut checked = 0;
+    let mut wrong = Vec::new();
+    for cmd in readme_commands(&readme) {
+        let Some(sub) = cmd.split_whitespace().nth(1) else {
+            continue;
+        };
+        let Some(h) = helps.get(sub) else {
+            wrong.push(format!("{cmd:?}: holmes has no subcommand {sub:?}"));
+            continue;
+        };
+        for f in flags(&cmd) {
+            checked += 1;
+            // An option's line in a help begins with it (`-h, --help` or `--json`).
+            let taken = h
+                .lines()
+                .any(|l| l.trim_start().starts_with('-') && flags(l).first() == Some(&f));
+            if !taken {
+                wrong.push(format!("{cmd:?}: holmes {sub} takes no {f}"));
+            }
+        }
+    }
+    assert!(checked > 50, "only {checked} flags found in the README");
+    assert!(wrong.is_empty(), "{}", wrong.join("\n"));
+}
+
+#[test]
+fn the_readers_find_what_they_must() {
+    assert_eq!(
+        flags("holmes x [--a-b N] --c,--d x--e ---"),
+        vec!["--a-b", "--c", "--d"]
+    );
+    let text = "A `holmes zoo list --json` span.\n```sh\nholmes a --b \\\n  --c\n```\n";
+    assert_eq!(
+        readme_commands(text),
+        vec!["holmes zoo list --json", "holmes a --b --c"]
+    );
+    assert_eq!(
+        commands("Usage\n\nCommands:\n  add  Adds\n  help  Help\n\nOptions:\n"),
+        vec!["add"]
+    );
+}
