@@ -1,6 +1,8 @@
 //! The README's commands against the binary: every `--flag` the README gives a `holmes`
 //! subcommand (in a code block, or in a `holmes ...` code span of its prose) is one that
-//! subcommand, or one of its own subcommands, takes.
+//! subcommand, or one of its own subcommands, takes. And every configuration key the README
+//! and docs/ARCHITECTURE.md name (`ward.hop_secs`, `[engine] device`) is one
+//! `config/holmes.toml` has.
 
 use std::collections::BTreeMap;
 use std::process::Command;
@@ -121,6 +123,62 @@ fn every_flag_the_readme_gives_a_subcommand_is_one_it_takes() {
     assert!(wrong.is_empty(), "{}", wrong.join("\n"));
 }
 
+/// Keys the docs name as retired (refused when found).
+const RETIRED_KEYS: [&str; 1] = ["auth.device_tokens"];
+
+/// The configuration key a code span names, as a dotted path: `ward.hop_secs` (a value after
+/// ` = ` allowed) or `[engine] device`; `None` where it names none of `sections`.
+fn config_key(span: &str, sections: &[String]) -> Option<String> {
+    let key = match span.strip_prefix('[') {
+        Some(rest) => {
+            let (section, tail) = rest.split_once("] ")?;
+            format!("{section}.{}", tail.split_whitespace().next()?)
+        }
+        None => span.split(" = ").next()?.to_owned(),
+    };
+    let valid = key
+        .split('.')
+        .all(|p| !p.is_empty() && p.chars().all(|c| c.is_ascii_lowercase() || c == '_'));
+    let first = key.split('.').next()?;
+    (valid && key.contains('.') && sections.iter().any(|s| s == first)).then_some(key)
+}
+
+#[test]
+fn every_config_key_the_docs_name_is_one_the_config_has() {
+    let root = env!("CARGO_MANIFEST_DIR");
+    let config: toml::Table = std::fs::read_to_string(format!("{root}/config/holmes.toml"))
+        .unwrap()
+        .parse()
+        .unwrap();
+    let sections: Vec<String> = config.keys().cloned().collect();
+    let mut checked = 0;
+    let mut wrong = Vec::new();
+    for doc in ["README.md", "docs/ARCHITECTURE.md"] {
+        let text = std::fs::read_to_string(format!("{root}/{doc}")).unwrap();
+        for span in text.split('`').skip(1).step_by(2) {
+            let Some(key) = config_key(span, &sections) else {
+                continue;
+            };
+            if RETIRED_KEYS.contains(&key.as_str()) {
+                continue;
+            }
+            checked += 1;
+            let mut at = Some(&config);
+            let parts: Vec<&str> = key.split('.').collect();
+            for p in &parts[..parts.len() - 1] {
+                at = at.and_then(|t| t.get(*p)).and_then(toml::Value::as_table);
+            }
+            if !at.is_some_and(|t| t.contains_key(parts[parts.len() - 1])) {
+                wrong.push(format!(
+                    "{doc}: `{span}` names no key of config/holmes.toml"
+                ));
+            }
+        }
+    }
+    assert!(checked > 30, "only {checked} keys found in the docs");
+    assert!(wrong.is_empty(), "{}", wrong.join("\n"));
+}
+
 #[test]
 fn the_readers_find_what_they_must() {
     assert_eq!(
@@ -136,4 +194,19 @@ fn the_readers_find_what_they_must() {
         commands("Usage\n\nCommands:\n  add  Adds\n  help  Help\n\nOptions:\n"),
         vec!["add"]
     );
+    let sections = ["ward".to_owned(), "composer".to_owned()];
+    let key = |span| config_key(span, &sections);
+    assert_eq!(key("ward.hop_secs"), Some("ward.hop_secs".into()));
+    assert_eq!(key("ward.hop_secs = 5"), Some("ward.hop_secs".into()));
+    assert_eq!(
+        key("[composer] max_utilisation"),
+        Some("composer.max_utilisation".into())
+    );
+    assert_eq!(
+        key("composer.search.calls"),
+        Some("composer.search.calls".into())
+    );
+    assert_eq!(key("holmes.toml"), None);
+    assert_eq!(key("beats.json"), None);
+    assert_eq!(key("ward"), None);
 }
