@@ -7,6 +7,11 @@
 //! A detected beat takes the label of the annotated beat within [`MATCH_SECS`] of it; one with
 //! none there is a false detection (noise, a tall T wave) and is labelled not ventricular, so
 //! the classifier learns to leave artefacts out of runs.
+//!
+//! A monitor may send one lead (II alone, or V alone), and the counter then reads beats from
+//! that lead only (it stands in for the second). So each window of two leads is described
+//! twice: with both, and with one of them alone, the primary and the secondary in turn from
+//! window to window.
 
 use std::collections::HashSet;
 
@@ -101,7 +106,8 @@ pub(crate) struct BeatRows {
 
 impl BeatRows {
     /// The beats of `rec`'s windows of `window` samples ending every `hop` samples (none when
-    /// its database does not label ventricular beats).
+    /// its database does not label ventricular beats): each window with both its leads, and
+    /// where it has two, again with one alone (the primary, then the secondary, in turn).
     pub(crate) fn add_record(&mut self, rec: &RecordData, window: usize, hop: usize) {
         if !rec.db.labels_ventricular_beats() || hop == 0 {
             return;
@@ -114,10 +120,14 @@ impl BeatRows {
             .collect();
         let tol = (MATCH_SECS * SAMPLE_RATE_HZ as f64) as i64;
         let len = rec.len();
-        for end in (window..=len).step_by(hop) {
+        for (k, end) in (window..=len).step_by(hop).enumerate() {
             let start = end - window;
             let leads: Vec<&[f32]> = rec.leads.iter().map(|l| &l[start..end]).collect();
-            for b in describe(&leads) {
+            let alone = (leads.len() > 1).then(|| vec![leads[k % 2]]);
+            for b in std::iter::once(&leads)
+                .chain(alone.as_ref())
+                .flat_map(|l| describe(l))
+            {
                 let at = (start + b.sample) as i64;
                 let i = rec.beats.partition_point(|&x| x < at);
                 let nearest = [i.checked_sub(1), Some(i)]
@@ -308,6 +318,21 @@ mod tests {
             f.sensitivity() > 0.95 && f.positive_predictivity() > 0.95,
             "{f:?}"
         );
+    }
+
+    #[test]
+    fn a_window_of_two_leads_is_also_described_with_one_alone() {
+        let one = record(Database::Mitdb);
+        let mut two = one.clone();
+        two.leads
+            .push(one.leads[0].iter().map(|v| 0.8 * v).collect());
+        let (window, hop) = (30 * SAMPLE_RATE_HZ, 30 * SAMPLE_RATE_HZ);
+        let (mut a, mut b) = (BeatRows::default(), BeatRows::default());
+        a.add_record(&one, window, hop);
+        b.add_record(&two, window, hop);
+        let v = |r: &BeatRows| r.ys.iter().filter(|&&y| y).count();
+        assert_eq!(b.ys.len(), 2 * a.ys.len());
+        assert_eq!(v(&b), 2 * v(&a));
     }
 
     #[test]
