@@ -189,6 +189,32 @@ fn the_beat_count_is_evaluated_beside_the_ensemble() {
 }
 
 #[test]
+fn the_records_can_be_read_with_the_primary_lead_alone() {
+    let Some(data) = common::data_dir("the_records_can_be_read_with_the_primary_lead_alone") else {
+        return;
+    };
+    let e = evaluate_json(
+        &data,
+        &["--no-classical", "--no-noise", "--primary-lead-only"],
+    );
+    assert_eq!(e["primary_lead_only"], true);
+    for c in e["detectors"][0]["conditions"].as_array().unwrap() {
+        check_condition(c);
+    }
+    // A rule chosen on one lead is not one for the zoo's book.
+    let o = Command::new(env!("CARGO_BIN_EXE_holmes"))
+        .args(["evaluate", "--primary-lead-only", "--save-rule"])
+        .output()
+        .unwrap();
+    assert!(!o.status.success());
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains("cannot be used with"),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+}
+
+#[test]
 fn the_pooling_is_chosen_on_validation() {
     let Some(data) = common::data_dir("the_pooling_is_chosen_on_validation") else {
         return;

@@ -85,6 +85,12 @@ pub struct EvaluateArgs {
     /// validation.
     #[arg(long)]
     beats: bool,
+    /// Read every record as a monitor sending only its primary lead (lead II) gives it: the
+    /// second lead left out, on the validation part where rules are chosen and on the
+    /// reported part alike (with `--beats` the classifier is fitted so too). Not with
+    /// `--save-rule`: the zoo's rules are chosen on the records as they are.
+    #[arg(long, conflicts_with = "save_rule")]
+    primary_lead_only: bool,
     /// Only the N shortest records of each part (a smoke check).
     #[arg(long)]
     max_records: Option<usize>,
@@ -106,7 +112,7 @@ pub struct EvaluateArgs {
         conflicts_with_all = [
             "members", "pooling", "hop_secs", "rule", "save_rule", "sqi_gate", "sqi_stack",
             "beats", "report", "part", "target_sensitivity", "any_delay", "noise_db",
-            "no_noise", "no_classical",
+            "no_noise", "no_classical", "primary_lead_only",
         ]
     )]
     revalidate: bool,
@@ -163,6 +169,7 @@ pub fn run(a: EvaluateArgs) -> Result<()> {
         sqi_gate,
         sqi_stack: a.sqi_stack,
         beats: a.beats,
+        primary_lead_only: a.primary_lead_only,
         count_beats: cfg.ensemble.count_beats,
     };
     if a.revalidate {

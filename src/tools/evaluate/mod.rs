@@ -172,6 +172,10 @@ pub struct EvaluateOptions {
     /// Also evaluate the ensemble beside a count of ventricular beats, its beat classifier
     /// fitted on the train part (the ensemble itself then scores without the zoo's counter).
     pub beats: bool,
+    /// Read every record as a monitor sending only its primary lead (lead II) gives it: the
+    /// second lead left out, on the validation part (the rules chosen so) and the reported
+    /// part alike (with `beats`, the classifier is fitted so too).
+    pub primary_lead_only: bool,
     /// Score with the zoo's beat counter, as the daemon does, when the zoo holds one
     /// (`ensemble.count_beats`).
     pub count_beats: bool,
@@ -526,6 +530,7 @@ pub fn evaluate(opts: &EvaluateOptions) -> Result<Evaluation, EvaluateError> {
         .collect();
     Ok(Evaluation {
         part: opts.part.as_str(),
+        primary_lead_only: opts.primary_lead_only,
         records: recs.iter().map(|r| r.key.clone()).collect(),
         validation_records,
         members: ens.member_refs(),
@@ -583,6 +588,15 @@ fn load_part(
 }
 
 /// [`load_part`] of the databases `keep` keeps.
+/// Leaves each record only its primary lead (and that lead's noise marks), as a monitor
+/// sending lead II alone gives it.
+fn primary_lead_only(recs: &mut [RecordData]) {
+    for r in recs {
+        r.leads.truncate(1);
+        r.noise.truncate(1);
+    }
+}
+
 fn load_part_of(
     opts: &EvaluateOptions,
     split: &Split,
@@ -597,10 +611,41 @@ fn load_part_of(
         return Err(EvaluateError::EmptyPart(part.as_str()));
     }
     let mut recs = dataset::load_keys(&opts.data, &keys)?;
+    if opts.primary_lead_only {
+        primary_lead_only(&mut recs);
+    }
     if let Some(n) = opts.max_records {
         recs.sort_by_key(|r| (r.len(), r.key.clone()));
         recs.truncate(n.max(1));
         recs.sort_by(|a, b| a.key.cmp(&b.key));
     }
     Ok(recs)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_record_read_with_its_primary_lead_alone_keeps_that_lead_and_its_noise_marks() {
+        let two = RecordData {
+            db: Database::Mitdb,
+            key: "mitdb/x".into(),
+            group: "mitdb/x".into(),
+            leads: vec![vec![1.0; 10], vec![2.0; 10]],
+            episodes: Vec::new(),
+            noise: vec![vec![(0, 5)], vec![(5, 10)]],
+            beats: Vec::new(),
+            paced: false,
+            ectopy: Vec::new(),
+        };
+        let mut one = two.clone();
+        one.leads.truncate(1);
+        let mut recs = vec![two, one.clone()];
+        primary_lead_only(&mut recs);
+        for r in &recs {
+            assert_eq!(r.leads, vec![vec![1.0; 10]]);
+            assert_eq!(r.noise, vec![vec![(0, 5)]]);
+        }
+    }
 }

@@ -15,8 +15,13 @@ pub fn text(e: &Evaluation) -> String {
     let mut s = String::new();
     let _ = writeln!(
         s,
-        "{} part: {} records ({:.1} h monitored outside episodes); windows of {} s every {} s; members: {} ({})",
+        "{} part{}: {} records ({:.1} h monitored outside episodes); windows of {} s every {} s; members: {} ({})",
         e.part,
+        if e.primary_lead_only {
+            ", the primary lead alone"
+        } else {
+            ""
+        },
         e.records.len(),
         e.detectors
             .first()

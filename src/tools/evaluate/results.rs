@@ -79,6 +79,8 @@ pub struct DetectorResult {
 #[derive(Debug, Clone, Serialize)]
 pub struct Evaluation {
     pub part: &'static str,
+    /// Every record was read with its primary lead alone (`--primary-lead-only`).
+    pub primary_lead_only: bool,
     pub records: Vec<String>,
     pub validation_records: Vec<String>,
     /// The ensemble's members with their weights' SHA-256.

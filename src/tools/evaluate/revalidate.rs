@@ -199,6 +199,7 @@ fn options_for(
         sqi_gate: None,
         sqi_stack: false,
         beats: false,
+        primary_lead_only: false,
         count_beats: row.beat_counter,
         ..base.clone()
     }
