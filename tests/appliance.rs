@@ -36,6 +36,13 @@ fn validate(args: &[&str]) -> Output {
         .unwrap()
 }
 
+/// `holmes validate` on `cfg` (written into `dir`): whether it passed, and what it printed.
+fn validate_config(dir: &Path, cfg: &Config) -> (bool, String) {
+    let p = write_config(dir, cfg);
+    let o = validate(&["--config", p.to_str().unwrap()]);
+    (o.status.success(), text(&o))
+}
+
 fn text(o: &Output) -> String {
     format!(
         "{}{}",
@@ -137,11 +144,7 @@ fn validate_passes_a_good_config_and_names_each_problem() {
 #[test]
 fn validate_checks_the_beat_counter_and_names_the_alarm_rule() {
     let dir = tempfile::tempdir().unwrap();
-    let run = |cfg: &Config| {
-        let p = write_config(dir.path(), cfg);
-        let o = validate(&["--config", p.to_str().unwrap()]);
-        (o.status.success(), text(&o))
-    };
+    let run = |cfg: &Config| validate_config(dir.path(), cfg);
     // The committed zoo on the embedded defaults: the default members' rule is validated.
     let mut cfg = Config::default();
     cfg.storage.db = dir.path().join("holmes.db");
@@ -208,11 +211,7 @@ fn validate_checks_the_tls_certificate_and_key() {
         cert: cert.clone(),
         key: key.clone(),
     });
-    let p = write_config(dir.path(), &cfg);
-    let run = || {
-        let o = validate(&["--config", p.to_str().unwrap()]);
-        (o.status.success(), text(&o))
-    };
+    let run = || validate_config(dir.path(), &cfg);
     let (ok, out) = run();
     assert!(!ok, "{out}");
     assert!(
