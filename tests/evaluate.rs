@@ -189,26 +189,64 @@ fn the_beat_count_is_evaluated_beside_the_ensemble() {
 }
 
 #[test]
-fn the_records_can_be_read_with_the_primary_lead_alone() {
-    let Some(data) = common::data_dir("the_records_can_be_read_with_the_primary_lead_alone") else {
+fn the_records_can_be_read_with_one_lead_alone() {
+    let Some(data) = common::data_dir("the_records_can_be_read_with_one_lead_alone") else {
         return;
     };
     let e = evaluate_json(
         &data,
-        &["--no-classical", "--no-noise", "--primary-lead-only"],
+        &["--no-classical", "--no-noise", "--leads", "primary"],
     );
-    assert_eq!(e["primary_lead_only"], true);
+    assert_eq!(e["leads"], "primary");
     for c in e["detectors"][0]["conditions"].as_array().unwrap() {
         check_condition(c);
     }
+
+    // V alone fills the secondary slot: a secondary-lead member scores every window of it, a
+    // primary-lead member none; records without a second lead (cudb) are not read.
+    for (member, scored) in [
+        ("ecg-secondary-5s-w16-d4", true),
+        ("ecg-primary-5s-w16-d4", false),
+    ] {
+        let e = evaluate_json(
+            &data,
+            &[
+                "--no-classical",
+                "--no-noise",
+                "--leads",
+                "secondary",
+                "--members",
+                member,
+            ],
+        );
+        assert_eq!(e["leads"], "secondary");
+        let records = e["records"].as_array().unwrap();
+        assert_eq!(records.len(), 2);
+        assert!(
+            records
+                .iter()
+                .all(|r| !r.as_str().unwrap().starts_with("cudb/"))
+        );
+        let w = &e["detectors"][0]["conditions"][0]["windows"];
+        let (windows, unscored) = (
+            as_u64(&w["windows"], "windows"),
+            as_u64(&w["unscored"], "unscored"),
+        );
+        if scored {
+            assert!(windows > 0 && unscored == 0, "{member}: {w}");
+        } else {
+            assert!(windows == 0 && unscored > 0, "{member}: {w}");
+        }
+    }
+
     // A rule chosen on one lead is not one for the zoo's book.
     let o = Command::new(env!("CARGO_BIN_EXE_holmes"))
-        .args(["evaluate", "--primary-lead-only", "--save-rule"])
+        .args(["evaluate", "--leads", "primary", "--save-rule"])
         .output()
         .unwrap();
     assert!(!o.status.success());
     assert!(
-        String::from_utf8_lossy(&o.stderr).contains("cannot be used with"),
+        String::from_utf8_lossy(&o.stderr).contains("not with --leads primary"),
         "{}",
         String::from_utf8_lossy(&o.stderr)
     );

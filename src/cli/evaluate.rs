@@ -8,7 +8,7 @@ use anyhow::{Context, Result};
 use crate::alarm::{AlarmRule, DelayLimits};
 use crate::config::{Combine, Config};
 use crate::tools::evaluate::Pooling;
-use crate::tools::evaluate::{self, EvaluateOptions, GateChoice, report};
+use crate::tools::evaluate::{self, EvaluateOptions, GateChoice, LeadSet, report};
 use crate::training::dataset::{self, SplitName};
 
 #[derive(Debug, clap::Args)]
@@ -85,12 +85,13 @@ pub struct EvaluateArgs {
     /// validation.
     #[arg(long)]
     beats: bool,
-    /// Read every record as a monitor sending only its primary lead (lead II) gives it: the
-    /// second lead left out, on the validation part where rules are chosen and on the
-    /// reported part alike (with `--beats` the classifier is fitted so too). Not with
+    /// The leads read of every record, as a monitor sending them gives them: `both`,
+    /// `primary` (lead II alone) or `secondary` (V alone, in the window's secondary slot; only
+    /// records that have one), on the validation part where rules are chosen and on the
+    /// reported part alike (with `--beats` the classifier is fitted so too). Only `both` with
     /// `--save-rule`: the zoo's rules are chosen on the records as they are.
-    #[arg(long, conflicts_with = "save_rule")]
-    primary_lead_only: bool,
+    #[arg(long, value_name = "both|primary|secondary", default_value = "both")]
+    leads: LeadSet,
     /// Only the N shortest records of each part (a smoke check).
     #[arg(long)]
     max_records: Option<usize>,
@@ -112,7 +113,7 @@ pub struct EvaluateArgs {
         conflicts_with_all = [
             "members", "pooling", "hop_secs", "rule", "save_rule", "sqi_gate", "sqi_stack",
             "beats", "report", "part", "target_sensitivity", "any_delay", "noise_db",
-            "no_noise", "no_classical", "primary_lead_only",
+            "no_noise", "no_classical", "leads",
         ]
     )]
     revalidate: bool,
@@ -122,6 +123,12 @@ pub struct EvaluateArgs {
 }
 
 pub fn run(a: EvaluateArgs) -> Result<()> {
+    if a.save_rule && a.leads != LeadSet::Both {
+        anyhow::bail!(
+            "--save-rule keeps rules chosen on the records as they are, not with --leads {}",
+            serde_json::to_value(a.leads)?.as_str().unwrap_or_default()
+        );
+    }
     let cfg = Config::load(a.config.as_deref())?;
     let part = SplitName::ALL
         .into_iter()
@@ -169,7 +176,7 @@ pub fn run(a: EvaluateArgs) -> Result<()> {
         sqi_gate,
         sqi_stack: a.sqi_stack,
         beats: a.beats,
-        primary_lead_only: a.primary_lead_only,
+        leads: a.leads,
         count_beats: cfg.ensemble.count_beats,
     };
     if a.revalidate {

@@ -52,10 +52,12 @@ pub fn mark_alarms(
 }
 
 /// The window `[end - len, end)` (samples at 250 Hz) of a recording as the ward would close it
-/// from a monitor sending every lead whole: `leads[0]` primary, `leads[1]` secondary, the heart
-/// rate of each second ending in the window from `beats` (QRS sample indices).
+/// from a monitor sending these leads whole: `leads[0]` in slot `first_slot` (0 primary, 1
+/// secondary), each next lead in the slot after, the heart rate of each second ending in the
+/// window from `beats` (QRS sample indices).
 pub fn record_window(
     leads: &[Vec<f32>],
+    first_slot: usize,
     beats: &[i64],
     end: usize,
     len: usize,
@@ -65,7 +67,12 @@ pub fn record_window(
     let start = end - len;
     let mut ecg: [Option<Arc<[f32]>>; MAX_LEADS] = Default::default();
     let mut slots: [Option<LeadSlot>; MAX_LEADS] = Default::default();
-    for (slot, lead) in leads.iter().enumerate().take(MAX_LEADS) {
+    for (slot, lead) in leads
+        .iter()
+        .enumerate()
+        .map(|(k, l)| (first_slot + k, l))
+        .take_while(|&(slot, _)| slot < MAX_LEADS)
+    {
         ecg[slot] = Some(lead[start..end].into());
         slots[slot] = Some(LeadSlot {
             coverage: 1.0,
@@ -117,7 +124,7 @@ pub fn score_signals(
             .enumerate()
             .map(|(i, &end)| {
                 let index = (k * OFFLINE_BATCH + i) as u64;
-                record_window(&s.leads, &s.beats, end, win, index)
+                record_window(&s.leads, 0, &s.beats, end, win, index)
             })
             .collect();
         for (o, &end) in ens.score_batch(&windows).into_iter().zip(chunk) {

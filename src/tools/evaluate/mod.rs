@@ -51,6 +51,7 @@ mod condition;
 pub mod episodes;
 mod gate;
 mod gate_search;
+mod leads;
 #[cfg(test)]
 mod noise_check;
 mod pooling_search;
@@ -86,6 +87,7 @@ pub use causes::FalseAlarmCauses;
 pub use gate::{GateParseError, SqiGate};
 pub use gate_search::GateTrial;
 use gate_search::{choose_gate, gate_trials_on};
+pub use leads::LeadSet;
 pub use pooling_search::{Pooling, PoolingTrial};
 use pooling_search::{choose_pooling, pooled, pooling_trials_on, repool, share_of};
 pub use results::{Condition, DetectorResult, Evaluation, RecordRow, WindowMetrics};
@@ -116,7 +118,7 @@ pub enum EvaluateError {
     NothingToSave,
     #[error("{0}: no such zoo folder")]
     NoZoo(PathBuf),
-    #[error("the split has no records of part {0} in the data folder")]
+    #[error("the split has no records of part {0} in the data folder (with the leads read)")]
     EmptyPart(&'static str),
     #[error(
         "the {0} part has no annotated ventricular and other beats to fit the beat classifier on"
@@ -172,10 +174,10 @@ pub struct EvaluateOptions {
     /// Also evaluate the ensemble beside a count of ventricular beats, its beat classifier
     /// fitted on the train part (the ensemble itself then scores without the zoo's counter).
     pub beats: bool,
-    /// Read every record as a monitor sending only its primary lead (lead II) gives it: the
-    /// second lead left out, on the validation part (the rules chosen so) and the reported
-    /// part alike (with `beats`, the classifier is fitted so too).
-    pub primary_lead_only: bool,
+    /// The leads read of every record, as a monitor sending them gives them: on the
+    /// validation part (the rules chosen so) and the reported part alike (with `beats`, the
+    /// classifier is fitted so too).
+    pub leads: LeadSet,
     /// Score with the zoo's beat counter, as the daemon does, when the zoo holds one
     /// (`ensemble.count_beats`).
     pub count_beats: bool,
@@ -250,6 +252,7 @@ pub fn evaluate(opts: &EvaluateOptions) -> Result<Evaluation, EvaluateError> {
             sqi: (opts.sqi_gate.is_some() && (opts.rule.is_none() || choose_gate_here))
                 || opts.sqi_stack,
             beats: classifier.as_ref().map(|c| &c.classifier),
+            first_slot: opts.leads.first_slot(),
         };
         let reps = recs
             .iter()
@@ -283,6 +286,7 @@ pub fn evaluate(opts: &EvaluateOptions) -> Result<Evaluation, EvaluateError> {
         classical: opts.classical,
         sqi: opts.sqi_gate.is_some() || opts.sqi_stack,
         beats: classifier.as_ref().map(|c| &c.classifier),
+        first_slot: opts.leads.first_slot(),
     };
     let ens_choice = match opts.rule {
         Some(_) => None,
@@ -347,6 +351,7 @@ pub fn evaluate(opts: &EvaluateOptions) -> Result<Evaluation, EvaluateError> {
             classical: false,
             sqi: true,
             beats: None,
+            first_slot: opts.leads.first_slot(),
         };
         let reps = recs
             .iter()
@@ -530,7 +535,7 @@ pub fn evaluate(opts: &EvaluateOptions) -> Result<Evaluation, EvaluateError> {
         .collect();
     Ok(Evaluation {
         part: opts.part.as_str(),
-        primary_lead_only: opts.primary_lead_only,
+        leads: opts.leads,
         records: recs.iter().map(|r| r.key.clone()).collect(),
         validation_records,
         members: ens.member_refs(),
@@ -587,16 +592,7 @@ fn load_part(
     load_part_of(opts, split, part, |_| true)
 }
 
-/// [`load_part`] of the databases `keep` keeps.
-/// Leaves each record only its primary lead (and that lead's noise marks), as a monitor
-/// sending lead II alone gives it.
-fn primary_lead_only(recs: &mut [RecordData]) {
-    for r in recs {
-        r.leads.truncate(1);
-        r.noise.truncate(1);
-    }
-}
-
+/// [`load_part`] of the databases `keep` keeps, with the leads `opts.leads` reads.
 fn load_part_of(
     opts: &EvaluateOptions,
     split: &Split,
@@ -611,8 +607,9 @@ fn load_part_of(
         return Err(EvaluateError::EmptyPart(part.as_str()));
     }
     let mut recs = dataset::load_keys(&opts.data, &keys)?;
-    if opts.primary_lead_only {
-        primary_lead_only(&mut recs);
+    opts.leads.select(&mut recs);
+    if recs.is_empty() {
+        return Err(EvaluateError::EmptyPart(part.as_str()));
     }
     if let Some(n) = opts.max_records {
         recs.sort_by_key(|r| (r.len(), r.key.clone()));
@@ -620,32 +617,4 @@ fn load_part_of(
         recs.sort_by(|a, b| a.key.cmp(&b.key));
     }
     Ok(recs)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_record_read_with_its_primary_lead_alone_keeps_that_lead_and_its_noise_marks() {
-        let two = RecordData {
-            db: Database::Mitdb,
-            key: "mitdb/x".into(),
-            group: "mitdb/x".into(),
-            leads: vec![vec![1.0; 10], vec![2.0; 10]],
-            episodes: Vec::new(),
-            noise: vec![vec![(0, 5)], vec![(5, 10)]],
-            beats: Vec::new(),
-            paced: false,
-            ectopy: Vec::new(),
-        };
-        let mut one = two.clone();
-        one.leads.truncate(1);
-        let mut recs = vec![two, one.clone()];
-        primary_lead_only(&mut recs);
-        for r in &recs {
-            assert_eq!(r.leads, vec![vec![1.0; 10]]);
-            assert_eq!(r.noise, vec![vec![(0, 5)]]);
-        }
-    }
 }

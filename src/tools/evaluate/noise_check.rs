@@ -120,6 +120,7 @@ fn the_served_zoo_holds_under_6_db_electrode_motion() {
         classical: false,
         sqi: false,
         beats: None,
+        first_slot: 0,
     };
     let hop_ms = (s.hop * 1000 / SAMPLE_RATE_HZ) as i64;
 

@@ -28,6 +28,9 @@ pub(crate) struct Detectors<'a> {
     pub sqi: bool,
     /// Also count each hop's run of ventricular beats with this classifier.
     pub beats: Option<&'a BeatClassifier>,
+    /// The window slot the first of the replayed leads fills (1 where a monitor sends the
+    /// secondary lead alone, [`LeadSet::first_slot`](super::LeadSet::first_slot)).
+    pub first_slot: usize,
 }
 
 /// A record's replay.
@@ -166,7 +169,8 @@ pub(crate) fn replay(
                 .iter()
                 .enumerate()
                 .map(|(i, &end)| {
-                    record_window(leads, &beats, end, window, (k * OFFLINE_BATCH + i) as u64)
+                    let index = (k * OFFLINE_BATCH + i) as u64;
+                    record_window(leads, det.first_slot, &beats, end, window, index)
                 })
                 .collect();
             for o in ens.score_batch(&windows) {
@@ -339,6 +343,7 @@ mod tests {
             classical: true,
             sqi: true,
             beats: None,
+            first_slot: 0,
         };
         let r = replay(&rec, &rec.leads, 30 * hz, 5 * hz, det).unwrap();
         assert_eq!(r.ends_ms.first(), Some(&30_000));

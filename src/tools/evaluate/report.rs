@@ -6,7 +6,7 @@ use std::fmt::Write;
 use std::path::Path;
 
 use super::episodes::time_to_alarm;
-use super::{Condition, EvaluateError, Evaluation};
+use super::{Condition, EvaluateError, Evaluation, LeadSet};
 use crate::alarm::matching::AlarmTiming;
 
 /// The evaluation as text: the rule per detector, one line per condition, then the clean
@@ -17,10 +17,9 @@ pub fn text(e: &Evaluation) -> String {
         s,
         "{} part{}: {} records ({:.1} h monitored outside episodes); windows of {} s every {} s; members: {} ({})",
         e.part,
-        if e.primary_lead_only {
-            ", the primary lead alone"
-        } else {
-            ""
+        match e.leads {
+            LeadSet::Both => String::new(),
+            set => format!(", {}", set.words()),
         },
         e.records.len(),
         e.detectors

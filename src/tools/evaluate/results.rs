@@ -8,7 +8,9 @@ use std::collections::BTreeMap;
 use serde::Serialize;
 
 use super::episodes::{EpisodeFigures, KindSensitivity, RecordComparison, Summary, TimeToAlarm};
-use super::{BeatReport, BeatTrial, FalseAlarmCauses, GateTrial, PoolingTrial, SqiGate, Stack};
+use super::{
+    BeatReport, BeatTrial, FalseAlarmCauses, GateTrial, LeadSet, PoolingTrial, SqiGate, Stack,
+};
 use crate::alarm::rules::MemberRef;
 use crate::alarm::{AlarmRule, DelayLimits, MatchOptions, ThresholdChoice};
 
@@ -79,8 +81,8 @@ pub struct DetectorResult {
 #[derive(Debug, Clone, Serialize)]
 pub struct Evaluation {
     pub part: &'static str,
-    /// Every record was read with its primary lead alone (`--primary-lead-only`).
-    pub primary_lead_only: bool,
+    /// The leads read of every record (`--leads`).
+    pub leads: LeadSet,
     pub records: Vec<String>,
     pub validation_records: Vec<String>,
     /// The ensemble's members with their weights' SHA-256.

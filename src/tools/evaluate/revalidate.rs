@@ -20,7 +20,7 @@ use crate::tools::rule_book::{self, RuleRow, Ward};
 use crate::training::dataset::SplitName;
 
 use super::save::validated_rule;
-use super::{EvaluateError, EvaluateOptions, Pooling, evaluate};
+use super::{EvaluateError, EvaluateOptions, LeadSet, Pooling, evaluate};
 
 /// What revalidation did with one rule that no longer held.
 #[derive(Debug, Clone, Serialize)]
@@ -199,7 +199,7 @@ fn options_for(
         sqi_gate: None,
         sqi_stack: false,
         beats: false,
-        primary_lead_only: false,
+        leads: LeadSet::Both,
         count_beats: row.beat_counter,
         ..base.clone()
     }
