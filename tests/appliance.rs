@@ -159,6 +159,20 @@ fn validate_checks_the_beat_counter_and_names_the_alarm_rule() {
     );
     assert!(!out.contains("warning:"), "{out}");
 
+    // Members of the committed zoo with no rule of their own: a rule derived from the others'.
+    let mut other = cfg.clone();
+    other.ensemble.members = vec![
+        "ecg-primary-5s-w8-d2".to_owned(),
+        "ecg-secondary-10s-w8-d2".to_owned(),
+    ];
+    let (ok, out) = run(&other);
+    assert!(ok, "{out}");
+    assert!(
+        out.contains("warning: risk alarm of the configured members: on >=")
+            && out.contains("NOT validated: derived from the rules validated for other ensembles"),
+        "{out}"
+    );
+
     // Other members in a zoo with no counter and no rules: they serve, on the fallback.
     let zoo = small_zoo(dir.path());
     let mut cfg = common::test_config(dir.path());
