@@ -39,12 +39,7 @@ pub fn text(e: &Evaluation) -> String {
         }
     );
     for d in &e.detectors {
-        let r = d.rule;
-        let _ = write!(
-            s,
-            "\n{}: alarm at >= {:.2} in {} of {} hops, clear below {:.2}",
-            d.detector, r.on, r.k, r.n, r.off
-        );
+        let _ = write!(s, "\n{}: alarm {}", d.detector, d.rule.words());
         if let Some(g) = &d.gate {
             let _ = write!(s, ", gated where {g}");
         }
