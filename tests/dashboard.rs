@@ -306,6 +306,39 @@ async fn the_ward_page_lives_in_a_real_browser() {
     })
     .await;
 
+    // A monitor sending V alone: its tile says so, and that its alarm is weaker; the tiles of
+    // monitors sending both leads say nothing of their leads.
+    let mut v_hello = common::hello("v-only-1", "mon-v");
+    v_hello["ecg"] = serde_json::json!([{"lead": "V", "hz": 250}]);
+    let mut v = common::Monitor::connect_with(&url, &v_hello).await;
+    let t0 = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as i64
+        - 40_000;
+    v.stream_leads(t0, 0..400, &["V"]).await;
+    until(30, "v-only-1's lead flag", || async {
+        text(&c, ".tile[data-bed='v-only-1'] .flags .one-lead")
+            .await
+            .filter(|t| t.starts_with("V only"))
+    })
+    .await;
+    let tip = c
+        .find(Locator::Css(".tile[data-bed='v-only-1'] .one-lead"))
+        .await
+        .unwrap()
+        .attr("title")
+        .await
+        .unwrap()
+        .unwrap_or_default();
+    assert!(tip.contains("chosen with both leads"), "{tip}");
+    assert!(
+        c.find_all(Locator::Css(".tile[data-bed='bed-1'] .one-lead"))
+            .await
+            .unwrap()
+            .is_empty()
+    );
+
     // Screenshots of the ward and of a bed view, kept as test artifacts.
     let out = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("dashboard");
     std::fs::create_dir_all(&out).unwrap();

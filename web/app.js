@@ -171,6 +171,8 @@ function tile(b, threshold) {
       if (q && q[0] > 0) flags.append(el("span", { text: `lead ${["I", "II", "III"][i] || i + 1} off ${q[0]}%` }));
       else if (q && q[1] < 80) flags.append(el("span", { text: `lead ${i + 1} ${q[1]}% signal` }));
     });
+    const one = oneLead(l.leads || []);
+    if (one) flags.append(one);
     if (l.partial) flags.append(el("span", { text: `partial: ${l.missing.length} missing` }));
     if (l.degraded) flags.append(el("span", { text: "degraded plan" }));
   }
@@ -180,6 +182,19 @@ function tile(b, threshold) {
     t.append(el("div", onsetData(b.risk_alarm_onset_ms, b.risk_alarm_raised_ms, b.risk_alarm_run_onset_ms)));
   }
   return t;
+}
+
+// A monitor sending one ECG lead: which, and for V alone that its alarm is weaker (the alarm
+// rules are chosen with both leads; with V alone the secondary-lead members score it, and on
+// validation they raised about three times the false alarms: BENCHMARKS.md).
+function oneLead(leads) {
+  const [ii, v] = [!!leads[0], !!leads[1]];
+  if (ii && !v) return el("span", { class: "one-lead", text: "II only" });
+  if (v && !ii) {
+    return el("span", { class: "one-lead warn", text: "V only: more false alarms",
+      title: "This monitor sends lead V alone. The alarm rule was chosen with both leads; scored from V alone it raised about three times the false alarms on validation." });
+  }
+  return null;
 }
 
 function renderAlarms() {

@@ -191,7 +191,12 @@ pub fn close_of(m: &Option<Message>) -> Option<(u16, String)> {
 
 impl Monitor {
     pub async fn connect(url: &str, bed: &str, device: &str) -> Monitor {
-        let (ws, first) = connect_raw(url, &hello(bed, device)).await;
+        Monitor::connect_with(url, &hello(bed, device)).await
+    }
+
+    /// Connects with this `hello` and expects a welcome.
+    pub async fn connect_with(url: &str, hello: &Value) -> Monitor {
+        let (ws, first) = connect_raw(url, hello).await;
         let welcome: Value = match first {
             Some(Message::Text(t)) => serde_json::from_str(&t).unwrap(),
             other => panic!("expected a welcome, got {other:?}"),
@@ -217,12 +222,22 @@ impl Monitor {
     /// Sends frames `seqs` of a synthetic signal (25 samples each, 100 ms apart from `t0`),
     /// with a 1 Hz heart rate.
     pub async fn stream(&mut self, t0: i64, seqs: std::ops::Range<u64>) {
+        self.stream_leads(t0, seqs, &["II", "V"]).await;
+    }
+
+    /// [`stream`](Self::stream) on these leads alone (of `II` and `V`).
+    pub async fn stream_leads(&mut self, t0: i64, seqs: std::ops::Range<u64>, names: &[&str]) {
         for seq in seqs {
             let x: Vec<f32> = (0..25).map(|k| signal(seq * 25 + k)).collect();
             let v: Vec<f32> = x.iter().map(|s| -0.5 * s).collect();
+            let leads: serde_json::Map<String, Value> = [("II", x), ("V", v)]
+                .into_iter()
+                .filter(|(n, _)| names.contains(n))
+                .map(|(n, l)| (n.to_owned(), json!(l)))
+                .collect();
             self.send(
                 json!({"type": "samples", "seq": seq, "t_ms": t0 + seq as i64 * 100,
-                             "leads": {"II": x, "V": v}}),
+                             "leads": leads}),
             )
             .await;
             if seq % 10 == 9 {
