@@ -514,3 +514,34 @@ async fn a_frame_larger_than_the_read_buffer_is_accepted_whole() {
     assert_eq!(reply["samples_seq"], 0, "{reply}");
     app.stop().await;
 }
+
+/// The lead-off technical alarm watches the first lead a monitor sends: a monitor sending V
+/// alone raises it when V is off, and its tile names the one lead it is scored from.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_monitor_sending_v_alone_raises_lead_off() {
+    let app = spawn_app(|c| c.ward.beds = vec!["bed-v".into()]).await;
+    let mut h = hello("bed-v", "dev-v");
+    h["ecg"] = json!([{"lead": "V", "hz": 250}]);
+    let mut m = Monitor::connect_with(&app.ws_url(), &h).await;
+    // 20 s of V, then 20 s with V off.
+    m.stream_leads(T0, 0..200, &["V"]).await;
+    for seq in 200..400u64 {
+        let x: Vec<f32> = (0..25).map(|k| common::signal(seq * 25 + k)).collect();
+        m.send(
+            json!({"type": "samples", "seq": seq, "t_ms": T0 + seq as i64 * 100,
+                      "leads": {"V": x}, "lead_off": ["V"]}),
+        )
+        .await;
+    }
+    let snap = app
+        .wait_snapshot(30.0, |s| {
+            s["beds"][0]["alarms"]
+                .as_array()
+                .is_some_and(|a| a.iter().any(|k| k == "lead_off"))
+        })
+        .await;
+    let leads = &snap["beds"][0]["latest"]["leads"];
+    assert!(leads[0].is_null(), "{snap}");
+    assert!(leads[1][0].as_u64().is_some_and(|off| off > 50), "{snap}");
+    app.stop().await;
+}

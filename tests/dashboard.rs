@@ -1,8 +1,9 @@
 //! The ward dashboard in a real browser (headless Chromium through chromedriver, installed by
 //! `.ci/run` from Debian's packages), with the server fed by the simulator: sign-in, tiles for
 //! every bed updating without a reload, a disconnected bed turning stale then lost, a risk
-//! alarm acknowledged by a signed-in nurse, the lead sets covered on the system view and what
-//! would validate its alarm rule, and screenshots of the ward, a bed view and the system view.
+//! alarm acknowledged by a signed-in nurse, a monitor sending V alone marked on its tile and bed
+//! view, the lead sets covered on the system view and what would validate its alarm rule, and
+//! screenshots of the ward, a bed view and the system view.
 
 mod common;
 
@@ -306,8 +307,9 @@ async fn the_ward_page_lives_in_a_real_browser() {
     })
     .await;
 
-    // A monitor sending V alone: its tile says so, and that its alarm is weaker; the tiles of
-    // monitors sending both leads say nothing of their leads.
+    // A monitor sending V alone: its tile says it is scored from the secondary lead alone,
+    // and that its alarm raises more false alarms, as its bed view explains; a tile of a
+    // monitor sending both leads says nothing of its leads.
     let mut v_hello = common::hello("v-only-1", "mon-v");
     v_hello["ecg"] = serde_json::json!([{"lead": "V", "hz": 250}]);
     let mut v = common::Monitor::connect_with(&url, &v_hello).await;
@@ -317,27 +319,41 @@ async fn the_ward_page_lives_in_a_real_browser() {
         .as_millis() as i64
         - 40_000;
     v.stream_leads(t0, 0..400, &["V"]).await;
+    // Tiles are redrawn with every snapshot: read each from a fresh element.
     until(30, "v-only-1's lead flag", || async {
-        text(&c, ".tile[data-bed='v-only-1'] .flags .one-lead")
+        let flag = c
+            .find(Locator::Css(
+                ".tile[data-bed='v-only-1'] .flags .one-lead.warn",
+            ))
             .await
-            .filter(|t| t.starts_with("V only"))
+            .ok()?;
+        let (text, title) = (flag.text().await.ok()?, flag.attr("title").await.ok()??);
+        (text.starts_with("secondary lead only") && title.contains("chosen with both leads"))
+            .then_some(())
     })
     .await;
-    let tip = c
-        .find(Locator::Css(".tile[data-bed='v-only-1'] .one-lead"))
-        .await
-        .unwrap()
-        .attr("title")
-        .await
-        .unwrap()
-        .unwrap_or_default();
-    assert!(tip.contains("chosen with both leads"), "{tip}");
-    assert!(
-        c.find_all(Locator::Css(".tile[data-bed='bed-1'] .one-lead"))
+    until(10, "bed-1's tile without a lead flag", || async {
+        c.find(Locator::Css(".tile[data-bed='bed-1']")).await.ok()?;
+        let flags = c
+            .find_all(Locator::Css(".tile[data-bed='bed-1'] .one-lead"))
             .await
-            .unwrap()
-            .is_empty()
-    );
+            .ok()?;
+        flags.is_empty().then_some(())
+    })
+    .await;
+    c.goto(&format!("{page}#/bed/v-only-1")).await.unwrap();
+    until(15, "v-only-1's bed view naming its one lead", || async {
+        text(&c, "#bed-state")
+            .await
+            .filter(|t| t.contains("scored from the secondary lead alone"))
+    })
+    .await;
+    c.goto(&page).await.unwrap();
+    until(15, "the ward again", || async {
+        let tiles = c.find_all(Locator::Css(".tile")).await.ok()?;
+        (tiles.len() == 4).then_some(())
+    })
+    .await;
 
     // Screenshots of the ward and of a bed view, kept as test artifacts.
     let out = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("dashboard");

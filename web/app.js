@@ -168,10 +168,11 @@ function tile(b, threshold) {
   const flags = el("div", { class: "flags" });
   if (l) {
     (l.leads || []).forEach((q, i) => {
-      if (q && q[0] > 0) flags.append(el("span", { text: `lead ${["I", "II", "III"][i] || i + 1} off ${q[0]}%` }));
-      else if (q && q[1] < 80) flags.append(el("span", { text: `lead ${i + 1} ${q[1]}% signal` }));
+      const role = ROLES[i] || `lead ${i + 1}`;
+      if (q && q[0] > 0) flags.append(el("span", { text: `${role} off ${q[0]}%` }));
+      else if (q && q[1] < 80) flags.append(el("span", { text: `${role} ${q[1]}% signal` }));
     });
-    const one = oneLead(l.leads || []);
+    const one = oneLeadFlag(l.leads || []);
     if (one) flags.append(one);
     if (l.partial) flags.append(el("span", { text: `partial: ${l.missing.length} missing` }));
     if (l.degraded) flags.append(el("span", { text: "degraded plan" }));
@@ -184,17 +185,25 @@ function tile(b, threshold) {
   return t;
 }
 
-// A monitor sending one ECG lead: which, and for V alone that its alarm is weaker (the alarm
-// rules are chosen with both leads; with V alone the secondary-lead members score it, and on
-// validation they raised about three times the false alarms: BENCHMARKS.md).
+// The ECG lead slots by role: the monitor's lead names map to them (`[leads]` in the config).
+const ROLES = ["primary lead", "secondary lead", "third lead"];
+
+// What a bed's window was scored from, when not both leads: the one usable lead (the members
+// of the other lead's role had nothing to score). The alarm rules are chosen with both leads;
+// scored from the secondary lead alone, the served zoo raised several times the false alarms
+// on validation (BENCHMARKS.md, "A monitor sending one lead"), so that is marked.
 function oneLead(leads) {
-  const [ii, v] = [!!leads[0], !!leads[1]];
-  if (ii && !v) return el("span", { class: "one-lead", text: "II only" });
-  if (v && !ii) {
-    return el("span", { class: "one-lead warn", text: "V only: more false alarms",
-      title: "This monitor sends lead V alone. The alarm rule was chosen with both leads; scored from V alone it raised about three times the false alarms on validation." });
-  }
+  const [p, s] = [leads[0] && leads[0][2], leads[1] && leads[1][2]];
+  if (p && !s) return { short: "primary lead only", warn: false,
+    long: "scored from the primary lead alone" };
+  if (s && !p) return { short: "secondary lead only: more false alarms", warn: true,
+    long: "scored from the secondary lead alone: the alarm rule was chosen with both leads, and from this lead alone it raises more false alarms" };
   return null;
+}
+
+function oneLeadFlag(leads) {
+  const one = oneLead(leads);
+  return one && el("span", { class: `one-lead${one.warn ? " warn" : ""}`, text: one.short, title: one.long });
 }
 
 function renderAlarms() {
@@ -311,7 +320,8 @@ async function showBed(bed) {
   ]);
   if (state.route !== "bed" || state.bed !== bed) return;
   const tileData = state.snapshot && state.snapshot.beds.find((b) => b.bed === bed);
-  $("bed-state").textContent = tileData ? `${tileData.status} · ${fmtAge(tileData.data_age_secs)}` : "";
+  const one = tileData && tileData.latest ? oneLead(tileData.latest.leads || []) : null;
+  $("bed-state").textContent = tileData ? `${tileData.status} · ${fmtAge(tileData.data_age_secs)}${one ? " · " + one.long : ""}` : "";
   const onset = tileData ? tileData.risk_alarm_onset_ms : null;
   const strips = $("strips");
   strips.replaceChildren();

@@ -126,7 +126,7 @@ pub fn run(a: EvaluateArgs) -> Result<()> {
     if a.save_rule && a.leads != LeadSet::Both {
         anyhow::bail!(
             "--save-rule keeps rules chosen on the records as they are, not with --leads {}",
-            serde_json::to_value(a.leads)?.as_str().unwrap_or_default()
+            a.leads.as_str()
         );
     }
     let cfg = Config::load(a.config.as_deref())?;

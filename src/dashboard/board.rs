@@ -69,8 +69,9 @@ pub(crate) struct Latest {
     pub(crate) missing: Vec<String>,
     /// Made by a cheaper rung of the plan's ladder.
     pub(crate) degraded: bool,
-    /// Per lead slot: percent of the window lead-off, percent of samples that arrived.
-    pub(crate) leads: Vec<Option<(u8, u8)>>,
+    /// Per lead slot the monitor sends: percent of the window lead-off, percent of samples
+    /// that arrived, and whether the lead was usable (the members of its role scored it).
+    pub(crate) leads: Vec<Option<(u8, u8, bool)>>,
 }
 
 /// What every dashboard client is sent.
@@ -458,7 +459,9 @@ async fn run(
             r = scores.recv() => match r {
                 Ok(s) => {
                     let rung = serving.borrow().rung;
-                    let lead_off = s.quality.leads[0].map(|l| l.lead_off_secs / ((s.end_ms - s.start_ms) as f64 / 1000.0).max(1.0));
+                    // The lead-off alarm watches the first lead the monitor sends: the primary,
+                    // or the secondary where it sends that alone.
+                    let lead_off = s.quality.leads.iter().flatten().next().map(|l| l.lead_off_secs / ((s.end_ms - s.start_ms) as f64 / 1000.0).max(1.0));
                     let latest = latest_of(&s, rung > 0, alarms.rule());
                     let b = beds.entry(s.bed.to_string()).or_insert_with(|| BedBoard { latest: None, trend: VecDeque::new() });
                     if let Some(v) = s.score {
@@ -563,6 +566,7 @@ fn latest_of(s: &ScoreRecord, degraded: bool, rule: ServedRule) -> Latest {
                     (
                         (100.0 * l.lead_off_secs / secs).round().clamp(0.0, 100.0) as u8,
                         (100.0 * l.coverage).round().clamp(0.0, 100.0) as u8,
+                        l.usable,
                     )
                 })
             })

@@ -147,6 +147,22 @@ pub fn score_signals(
 mod tests {
     use super::*;
 
+    #[test]
+    fn a_lead_sent_alone_fills_its_own_slot() {
+        let fs = SAMPLE_RATE_HZ;
+        let v = vec![0.5f32; 40 * fs];
+        let w = record_window(std::slice::from_ref(&v), 1, &[], 40 * fs, 30 * fs, 0);
+        assert!(w.ecg[0].is_none() && w.quality.leads[0].is_none());
+        assert_eq!(w.ecg[1].as_deref().map(<[f32]>::len), Some(30 * fs));
+        assert!(w.quality.leads[1].is_some_and(|l| l.usable));
+        assert_eq!((w.start_ms, w.end_ms), (10_000, 40_000));
+        // Both leads fill both slots, in order.
+        let two = [vec![0.1f32; 40 * fs], v.clone()];
+        let w = record_window(&two, 0, &[], 40 * fs, 30 * fs, 0);
+        assert_eq!(w.ecg[0].as_deref().map(|l| l[0]), Some(0.1));
+        assert_eq!(w.ecg[1].as_deref().map(|l| l[0]), Some(0.5));
+    }
+
     fn row(end_secs: f64, score: Option<f32>) -> OfflineScore {
         OfflineScore {
             start_secs: end_secs - 30.0,

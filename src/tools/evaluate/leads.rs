@@ -1,7 +1,9 @@
 //! Which of a record's leads an evaluation reads ([`LeadSet`]): all of them, as a monitor
 //! sending both gives them, or one alone, as a monitor sending only lead II (the primary) or
 //! only V (the secondary) gives it. A monitor sending V alone fills the window's secondary
-//! slot, so the ensemble scores it with its secondary-lead members, as the ward would.
+//! slot, so the ensemble scores it with its secondary-lead members, as the ward would. Which
+//! signal of a record is "V" is its header's order (the second signal: V1-V5 in mitdb, a chest
+//! lead or ECG2 in svdb and vfdb).
 
 use serde::Serialize;
 
@@ -44,14 +46,27 @@ impl LeadSet {
             LeadSet::Secondary => {
                 recs.retain(|r| r.leads.len() > 1);
                 for r in recs.iter_mut() {
-                    r.leads.drain(..1);
-                    r.leads.truncate(1);
-                    if r.noise.len() > 1 {
-                        r.noise.drain(..1);
-                    }
-                    r.noise.truncate(1);
+                    r.leads = std::mem::take(&mut r.leads)
+                        .into_iter()
+                        .skip(1)
+                        .take(1)
+                        .collect();
+                    r.noise = std::mem::take(&mut r.noise)
+                        .into_iter()
+                        .skip(1)
+                        .take(1)
+                        .collect();
                 }
             }
+        }
+    }
+
+    /// The set's name, as `--leads` takes it.
+    pub(crate) fn as_str(self) -> &'static str {
+        match self {
+            LeadSet::Both => "both",
+            LeadSet::Primary => "primary",
+            LeadSet::Secondary => "secondary",
         }
     }
 
@@ -70,12 +85,10 @@ impl std::str::FromStr for LeadSet {
 
     /// `both`, `primary` or `secondary`.
     fn from_str(s: &str) -> Result<LeadSet, String> {
-        match s {
-            "both" => Ok(LeadSet::Both),
-            "primary" => Ok(LeadSet::Primary),
-            "secondary" => Ok(LeadSet::Secondary),
-            _ => Err(format!("{s:?}: one of both, primary, secondary")),
-        }
+        [LeadSet::Both, LeadSet::Primary, LeadSet::Secondary]
+            .into_iter()
+            .find(|set| set.as_str() == s)
+            .ok_or_else(|| format!("{s:?}: one of both, primary, secondary"))
     }
 }
 
@@ -140,7 +153,8 @@ mod tests {
     fn a_lead_set_reads_from_its_name() {
         for set in [LeadSet::Both, LeadSet::Primary, LeadSet::Secondary] {
             let name = serde_json::to_value(set).unwrap();
-            assert_eq!(name.as_str().unwrap().parse::<LeadSet>(), Ok(set));
+            assert_eq!(name, set.as_str());
+            assert_eq!(set.as_str().parse::<LeadSet>(), Ok(set));
         }
         assert!("v".parse::<LeadSet>().is_err());
     }

@@ -4,7 +4,8 @@
 //! 1. Each record is replayed ([`replay`]) as the daemon sees a bed: windows of the ward's
 //!    length ending at every hop, scored by the ensemble through the engine's own input
 //!    selection and combination, and by the classical detector
-//!    ([`baseline_scores`](crate::signal::classical::baseline_scores)) on the primary lead.
+//!    ([`baseline_scores`](crate::signal::classical::baseline_scores)) on the first lead read
+//!    (the primary; V where `--leads secondary` reads V alone).
 //! 2. The **alarm rule** of each detector is chosen on the validation part (clean records):
 //!    the on-threshold and persistence that reach the target episode sensitivity with the
 //!    fewest false alarms, within a median and p90 time to alarm ([`choose_threshold`],
@@ -118,8 +119,8 @@ pub enum EvaluateError {
     NothingToSave,
     #[error("{0}: no such zoo folder")]
     NoZoo(PathBuf),
-    #[error("the split has no records of part {0} in the data folder (with the leads read)")]
-    EmptyPart(&'static str),
+    #[error("the split has no records of part {0} in the data folder{1}")]
+    EmptyPart(&'static str, &'static str),
     #[error(
         "the {0} part has no annotated ventricular and other beats to fit the beat classifier on"
     )]
@@ -397,7 +398,7 @@ pub fn evaluate(opts: &EvaluateOptions) -> Result<Evaluation, EvaluateError> {
             let rep = match (snr, &bank) {
                 (Some(db), Some(bank)) => {
                     let mut leads = r.leads.clone();
-                    bank.stress(&mut leads, &r.beats, db);
+                    bank.stress(&mut leads, opts.leads.first_slot(), &r.beats, db);
                     replay(r, &leads, win, hop_n, det)?
                 }
                 _ => replay(r, &r.leads, win, hop_n, det)?,
@@ -604,12 +605,15 @@ fn load_part_of(
         .filter(|(db, name)| keep(*db) && split.of(&format!("{}/{name}", db.name())) == Some(part))
         .collect();
     if keys.is_empty() {
-        return Err(EvaluateError::EmptyPart(part.as_str()));
+        return Err(EvaluateError::EmptyPart(part.as_str(), ""));
     }
     let mut recs = dataset::load_keys(&opts.data, &keys)?;
     opts.leads.select(&mut recs);
     if recs.is_empty() {
-        return Err(EvaluateError::EmptyPart(part.as_str()));
+        return Err(EvaluateError::EmptyPart(
+            part.as_str(),
+            " with a second lead",
+        ));
     }
     if let Some(n) = opts.max_records {
         recs.sort_by_key(|r| (r.len(), r.key.clone()));

@@ -130,7 +130,7 @@ fn the_served_zoo_holds_under_6_db_electrode_motion() {
         .find(|r| r.db == Database::Mitdb && r.episodes.is_empty())
         .expect("a mitdb test record without VT/VF");
     let mut leads = sinus.leads.clone();
-    let spans = bank.stress(&mut leads, &sinus.beats, SNR_DB);
+    let spans = bank.stress(&mut leads, 0, &sinus.beats, SNR_DB);
     let r = replay(sinus, &leads, s.window, s.hop, det).unwrap();
     let ms = |x: usize| (x * 1000 / SAMPLE_RATE_HZ) as i64;
     let window_ms = ms(s.window);
@@ -183,7 +183,7 @@ fn the_served_zoo_holds_under_6_db_electrode_motion() {
     let b = (ep.onset as usize + 90 * hz).min(rec.leads[0].len());
     let part = cut(rec, a, b);
     let mut leads = part.leads.clone();
-    bank.stress_from(&mut leads, &part.beats, SNR_DB, 0);
+    bank.stress_from(&mut leads, 0, &part.beats, SNR_DB, 0);
     let r = replay(&part, &leads, s.window, s.hop, det).unwrap();
     let series: Vec<(i64, Option<f32>)> = r
         .ends_ms

@@ -1,8 +1,9 @@
 //! One record replayed as the daemon would see it: windows of the ward's length ending at
 //! every hop, scored by the serving ensemble through its own input selection and combination
-//! ([`Ensemble::score_batch`]), and by the classical detector on the primary lead; beside the
-//! scores, each hop's window label, each lead's signal-quality indices when a gate is to be
-//! judged ([`gate`](super::gate)), and the record's reference episodes on the same timeline.
+//! ([`Ensemble::score_batch`]), and by the classical detector on the first lead read (the
+//! primary, or V where a monitor sending it alone is replayed); beside the scores, each hop's
+//! window label, each lead's signal-quality indices when a gate is to be judged
+//! ([`gate`](super::gate)), and the record's reference episodes on the same timeline.
 
 use crate::config::Combine;
 use crate::core::window::SAMPLE_RATE_HZ;
@@ -145,8 +146,9 @@ impl Replay {
 
 /// Replays `rec` (whose `leads` may carry added noise) with windows of `window` samples every
 /// `hop` samples, the first ending at the first multiple of `hop` that holds a whole window.
-/// Heart rate comes from the QRS detector on the primary lead, as a monitor derives it (not
-/// from the reference beats).
+/// `leads[0]` fills the window slot `det.first_slot`. Heart rate comes from the QRS detector on
+/// `leads[0]` (the primary lead, or V alone), as a monitor derives it (not from the reference
+/// beats).
 pub(crate) fn replay(
     rec: &RecordData,
     leads: &[Vec<f32>],

@@ -122,19 +122,24 @@ impl NoiseBank {
     /// `snr_db`, the bank's `em` pieces taken in turn, each lead its own channel. S is the
     /// squared median QRS peak-to-peak amplitude of the clean lead (at `beats`) over 8. Returns
     /// the noisy stretches as `[start, end)` samples; without `em` noise in the bank, none.
+    /// `leads[0]` is the record's lead `first_slot` (1: the secondary read alone): each lead
+    /// keeps the channel it has among all the record's.
     pub fn stress(
         &self,
         leads: &mut [Vec<f32>],
+        first_slot: usize,
         beats: &[i64],
         snr_db: f32,
     ) -> Vec<(usize, usize)> {
-        self.stress_from(leads, beats, snr_db, STRESS_CLEAN_SECS * SAMPLE_RATE_HZ)
+        let from = STRESS_CLEAN_SECS * SAMPLE_RATE_HZ;
+        self.stress_from(leads, first_slot, beats, snr_db, from)
     }
 
     /// [`stress`](Self::stress) with the first noisy stretch starting at sample `from`.
     pub fn stress_from(
         &self,
         leads: &mut [Vec<f32>],
+        first_slot: usize,
         beats: &[i64],
         snr_db: f32,
         from: usize,
@@ -154,7 +159,7 @@ impl NoiseBank {
             .map(|a| (a, (a + period).min(len)))
             .collect();
         for (i, lead) in leads.iter_mut().enumerate() {
-            let ch = em[i % em.len()];
+            let ch = em[(first_slot + i) % em.len()];
             let at: Vec<usize> = beats
                 .iter()
                 .filter_map(|&b| usize::try_from(b).ok())
@@ -400,7 +405,7 @@ mod tests {
             .collect();
         let beats: Vec<i64> = (0..800).map(|k| (k * hz + 5) as i64).collect();
         let mut leads = vec![clean.clone()];
-        let spans = bank.stress(&mut leads, &beats, 6.0);
+        let spans = bank.stress(&mut leads, 0, &beats, 6.0);
         // Clean to 300 s, noisy 300-420, clean 420-540, noisy 540-660, clean 660-780, noisy 780-800.
         assert_eq!(
             spans,
@@ -417,6 +422,35 @@ mod tests {
         let n = (noisy.iter().map(|v| v * v).sum::<f32>() / noisy.len() as f32).sqrt();
         let snr = 10.0 * ((2.0f32 * 2.0 / 8.0) / (n * n)).log10();
         assert!((snr - 6.0).abs() < 0.3, "got {snr} dB");
+    }
+
+    #[test]
+    fn a_lead_read_alone_keeps_its_own_stress_channel() {
+        let hz = SAMPLE_RATE_HZ;
+        let mut rng = SmallRng::seed_from_u64(5);
+        let channels = (0..2)
+            .map(|_| {
+                let piece: Vec<f32> = (0..120 * hz).map(|_| rng.random_range(-1.0..1.0)).collect();
+                let rms = calibrated_rms(std::slice::from_ref(&piece));
+                Channel {
+                    kind: NoiseKind::Em,
+                    pieces: vec![piece],
+                    rms,
+                }
+            })
+            .collect();
+        let bank = NoiseBank { channels };
+        let len = 500 * hz;
+        let clean: Vec<f32> = (0..len)
+            .map(|i| if i % hz < 10 { 2.0 } else { 0.0 })
+            .collect();
+        let beats: Vec<i64> = (0..500).map(|k| (k * hz + 5) as i64).collect();
+        let mut both = vec![clean.clone(), clean.clone()];
+        bank.stress(&mut both, 0, &beats, 6.0);
+        let mut second = vec![clean.clone()];
+        bank.stress(&mut second, 1, &beats, 6.0);
+        assert_eq!(second[0], both[1]);
+        assert_ne!(both[0], both[1]);
     }
 
     #[test]
