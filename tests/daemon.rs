@@ -516,7 +516,7 @@ async fn a_frame_larger_than_the_read_buffer_is_accepted_whole() {
 }
 
 /// The lead-off technical alarm watches the first lead a monitor sends: a monitor sending V
-/// alone raises it when V is off, and its tile names the one lead it is scored from.
+/// alone raises it when V is off, and the ward's snapshot gives that lead in the secondary slot.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_monitor_sending_v_alone_raises_lead_off() {
     let app = spawn_app(|c| c.ward.beds = vec!["bed-v".into()]).await;

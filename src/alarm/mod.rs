@@ -102,9 +102,7 @@ impl AlarmRule {
         }
         Ok(())
     }
-}
 
-impl AlarmRule {
     /// The rule in words: `on >= 0.42 in 1 of 1 hops, clear below 0.21`.
     pub fn words(&self) -> String {
         format!(

@@ -46,16 +46,8 @@ impl LeadSet {
             LeadSet::Secondary => {
                 recs.retain(|r| r.leads.len() > 1);
                 for r in recs.iter_mut() {
-                    r.leads = std::mem::take(&mut r.leads)
-                        .into_iter()
-                        .skip(1)
-                        .take(1)
-                        .collect();
-                    r.noise = std::mem::take(&mut r.noise)
-                        .into_iter()
-                        .skip(1)
-                        .take(1)
-                        .collect();
+                    keep_second(&mut r.leads);
+                    keep_second(&mut r.noise);
                 }
             }
         }
@@ -78,6 +70,15 @@ impl LeadSet {
             LeadSet::Secondary => "the secondary lead alone",
         }
     }
+}
+
+/// Leaves `v` its second item alone (none where it has one).
+fn keep_second<T>(v: &mut Vec<T>) {
+    v.truncate(2);
+    if !v.is_empty() {
+        v.remove(0);
+    }
+    v.truncate(1);
 }
 
 impl std::str::FromStr for LeadSet {
