@@ -3,7 +3,8 @@
 //! every bed updating without a reload, a disconnected bed turning stale then lost, a risk
 //! alarm acknowledged by a signed-in nurse, a monitor sending V alone marked on its tile and bed
 //! view, the lead sets covered on the system view and what would validate its alarm rule, and
-//! screenshots of the ward, a bed view and the system view.
+//! screenshots of the ward, a bed view and the system view; and, with the composer serving
+//! another ensemble, the system view saying why the configured members do not serve.
 
 mod common;
 
@@ -431,5 +432,45 @@ async fn the_ward_page_lives_in_a_real_browser() {
     println!("screenshots in {}", out.display());
     c.close().await.unwrap();
     long.abort();
+    app.stop().await;
+}
+
+/// Where the composer serves another ensemble than the configured members, the system view
+/// says why: here the configured members are a vitals model, which scores no ECG lead set the
+/// zoo's models can.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_system_view_says_why_the_configured_members_do_not_serve() {
+    if !browser_available("the_system_view_says_why_the_configured_members_do_not_serve") {
+        return;
+    }
+    let zoo = tempfile::tempdir().unwrap();
+    for m in [
+        "ecg-primary-5s-w8-d2",
+        "ecg-secondary-5s-w8-d2",
+        "vitals-hr-logreg",
+    ] {
+        common::copy_model(m, zoo.path());
+    }
+    let zdir = zoo.path().to_owned();
+    let app = common::spawn_app(move |c| {
+        c.ensemble.models_dir = zdir;
+        c.ensemble.members = vec!["vitals-hr-logreg".into()];
+        c.composer.enabled = true;
+        c.composer.method = "exact".into();
+        c.dashboard.public_ward_view = true;
+    })
+    .await;
+    let (_driver, c) = browser().await;
+    c.goto(&format!("http://{}/#/system", app.addr))
+        .await
+        .unwrap();
+    until(60, "why the configured members do not serve", || async {
+        text(&c, "#configured-members").await.filter(|t| {
+            t.starts_with("vitals-hr-logreg: the composer serves the ensemble above instead")
+                && t.contains("they leave monitors sending lead II only or lead V only or both leads unscored")
+        })
+    })
+    .await;
+    c.close().await.unwrap();
     app.stop().await;
 }

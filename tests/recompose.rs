@@ -470,11 +470,18 @@ async fn the_composer_serves_a_validated_ensemble_with_its_rule() {
         ["ecg-primary-5s-w8-d2", "ecg-secondary-5s-w8-d2"],
         "{plan}"
     );
-    // `/api/ensemble` shows the configured members beside what serves.
+    // `/api/ensemble` shows the configured members beside what serves, and why they do not.
     let (_, v) = app.get("/api/ensemble").await;
     assert_eq!(
         v["configured_members"],
         serde_json::json!(["vitals-hr-logreg"]),
+        "{v}"
+    );
+    let note = v["composed_plan"]["configured_note"].as_str().unwrap_or("");
+    assert!(
+        note.contains(
+            "they leave monitors sending lead II only or lead V only or both leads unscored"
+        ),
         "{v}"
     );
     let h = app
@@ -532,7 +539,8 @@ async fn the_composer_serves_a_validated_ensemble_with_its_rule() {
 
 /// Where the configured members are one of the book's validated ensembles and fit, they serve,
 /// though another validated ensemble had fewer false alarms on validation (a difference of a
-/// few alarms there says little: `BENCHMARKS.md`, session 21).
+/// few alarms there says little: `BENCHMARKS.md`, session 21). Where the ward would take more
+/// of a core with them than the composer's cap, the other serves, and the plan says why.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_configured_members_serve_where_the_book_validates_them() {
     let zoo = tempfile::tempdir().unwrap();
@@ -545,29 +553,67 @@ async fn the_configured_members_serve_where_the_book_validates_them() {
         book_rule(zoo.path(), configured, 0.25, 3.0),
     ]});
     std::fs::write(zoo.path().join("alarm_rules.json"), book.to_string()).unwrap();
-    let zdir = zoo.path().to_owned();
+    // Both daemons share one database, so the second prices the members from the profiles
+    // the first measured.
+    let data = tempfile::tempdir().unwrap();
+    let db = data.path().join("holmes.db");
+    let (zdir, db1) = (zoo.path().to_owned(), db.clone());
     let members: Vec<String> = configured.iter().map(|m| m.to_string()).collect();
-    let app = spawn_app(move |c| {
+    let setup = move |c: &mut holmes::config::Config| {
         c.ensemble.models_dir = zdir;
         c.ensemble.members = members;
         c.ward.hop_secs = 5;
+        c.storage.db = db1;
         c.composer.enabled = true;
-    })
-    .await;
+    };
+    let app = spawn_app(setup.clone()).await;
     let plan = wait_plan(&app, "the start-up plan", |v| v["source"] == "plan").await;
-    let mut served: Vec<&str> = plan["members"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|m| m["name"].as_str().unwrap())
-        .collect();
-    served.sort();
-    assert_eq!(served, configured, "{plan}");
+    let served = |plan: &Value| {
+        let mut s: Vec<String> = plan["members"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|m| m["name"].as_str().unwrap().to_owned())
+            .collect();
+        s.sort();
+        s
+    };
+    assert_eq!(served(&plan), configured, "{plan}");
+    assert!(
+        plan["composed_plan"].get("configured_note").is_none(),
+        "{plan}"
+    );
     let h = app
         .wait_health(20.0, "the configured ensemble's rule", |h| {
             h["alarm_rule"]["validated"] == true
         })
         .await;
     assert_eq!(h["alarm_rule"]["on"].as_f64(), Some(0.25), "{h}");
+    app.stop().await;
+
+    // The cap set just under what the ward takes with the configured pair: the cheaper
+    // validated pair serves, and the plan says why the configured members do not.
+    let taken = plan["composed_plan"]["rungs"][0]["utilisation"]
+        .as_f64()
+        .unwrap();
+    let app = spawn_app(move |c| {
+        setup(c);
+        c.composer.max_utilisation = taken * 0.999;
+    })
+    .await;
+    let plan = wait_plan(&app, "the plan under the lower cap", |v| {
+        v["source"] == "plan"
+            && v["composed_plan"]["inputs"]["max_utilisation"].as_f64() < Some(taken)
+    })
+    .await;
+    assert_eq!(served(&plan), quiet, "{plan}");
+    let note = plan["composed_plan"]["configured_note"]
+        .as_str()
+        .unwrap_or("");
+    assert!(
+        note.contains(&format!("would take {taken:.2} of a core"))
+            && note.contains("over composer.max_utilisation"),
+        "{plan}"
+    );
     app.stop().await;
 }

@@ -444,11 +444,12 @@ function configuredMembers(e) {
   if (serving === [...e.configured_members].sort().join(",")) {
     return el("span", { id: "configured-members", text: `${names}: serving` });
   }
+  const note = e.composed_plan && e.composed_plan.configured_note;
   const why = e.source !== "plan"
     ? "not all of them serve"
     : e.rung
       ? `the composer serves the ensemble above instead (stepped down to ladder rung ${e.rung})`
-      : "the composer serves the ensemble above instead (its plan for this ward)";
+      : `the composer serves the ensemble above instead (its plan for this ward${note ? `: ${note}` : ""})`;
   return el("span", { id: "configured-members", class: "warn", text: `${names}: ${why}` });
 }
 

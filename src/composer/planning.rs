@@ -3,7 +3,8 @@
 //! beat counter, the utilisation cap, the ingest's price and the configured members;
 //! [`PlanInputs`]), the stored plan that fits them, and a new one composed from the zoo's
 //! profiles: each rung of the ladder the validated ensemble that [`validated::choose`] picks,
-//! else the search's.
+//! else the search's; and, where rung 0 is not the configured members, why not
+//! ([`Plan::configured_note`]).
 
 use std::path::Path;
 use std::time::Instant;
@@ -294,15 +295,138 @@ pub(crate) fn compose_plan(
             utilisation: model.utilisation(&b),
         });
     }
+    let configured_note = configured_note(
+        &Configured {
+            entries: &entries,
+            candidates: &candidates,
+            preferred: preferred.as_deref(),
+            names: &cfg.ensemble.members,
+            validated_preferred: cfg.composer.prefer_validated,
+        },
+        &rungs[0].members,
+        &model,
+        inputs.budget_ms,
+        cfg.composer.max_utilisation,
+    );
+    if let Some(why) = &configured_note {
+        tracing::warn!(beds, %why, served = ?rungs[0].members, "The configured members (ensemble.members) do not serve");
+    }
     Ok(Plan {
         format: PLAN_FORMAT,
         version: 0,
         inputs,
         rungs,
+        configured_note,
         profiler_calls: calls,
         seconds: t.elapsed().as_secs_f64(),
         created_ms: now_ms(),
     })
+}
+
+/// The configured members as the composer saw them.
+struct Configured<'a> {
+    entries: &'a [compose::Entry],
+    /// The book's ensembles validated for this ward (none when not preferred).
+    candidates: &'a [validated::Candidate],
+    /// The configured members as a choice over `entries` (none where the zoo lacks one, or
+    /// where validated ensembles are not preferred).
+    preferred: Option<&'a [bool]>,
+    /// `ensemble.members`.
+    names: &'a [String],
+    /// `composer.prefer_validated`.
+    validated_preferred: bool,
+}
+
+/// Why the configured members are not `served` (rung 0), in words a clinical engineer can act
+/// on: the zoo lacks one, they leave a lead set unscored, the ward would take more of a core
+/// with them than `cap`, their estimate breaks the `budget_ms`, no rule validates them, or
+/// their rule fell short of its target where another's reached it. None where they serve.
+fn configured_note(
+    c: &Configured,
+    served: &[String],
+    model: &compose::LatencyModel,
+    budget_ms: f64,
+    cap: f64,
+) -> Option<String> {
+    let mut want: Vec<&String> = c.names.iter().collect();
+    want.sort();
+    let mut have: Vec<&String> = served.iter().collect();
+    have.sort();
+    if want == have {
+        return None;
+    }
+    if !c.validated_preferred {
+        return Some(
+            "composer.prefer_validated is off: the search composes the most accurate ensemble \
+             within the budget, without starting from them"
+                .into(),
+        );
+    }
+    let Some(bits) = c.preferred else {
+        let lacking: Vec<&str> = c
+            .names
+            .iter()
+            .filter(|m| !c.entries.iter().any(|e| &e.name == *m))
+            .map(String::as_str)
+            .collect();
+        return Some(format!("the zoo lacks {}", lacking.join(", ")));
+    };
+    let required = compose::zoo_lead_sets(c.entries);
+    let theirs = compose::lead_sets(c.entries, bits);
+    if !theirs.covers(required) {
+        let unscored: Vec<&str> = [
+            (
+                required.primary_only && !theirs.primary_only,
+                "lead II only",
+            ),
+            (
+                required.secondary_only && !theirs.secondary_only,
+                "lead V only",
+            ),
+            (required.both && !theirs.both, "both leads"),
+        ]
+        .into_iter()
+        .filter_map(|(gap, name)| gap.then_some(name))
+        .collect();
+        return Some(format!(
+            "they leave monitors sending {} unscored, which the zoo's models can score",
+            unscored.join(" or ")
+        ));
+    }
+    let u = model.utilisation(bits);
+    if u > cap {
+        return Some(format!(
+            "with them the ward of {} beds would take {u:.2} of a core, over \
+             composer.max_utilisation {cap}",
+            model.beds
+        ));
+    }
+    let latency = model.estimate(bits);
+    if latency > budget_ms {
+        return Some(format!(
+            "their estimated latency at {} beds, {latency:.0} ms, is over the budget of \
+             {budget_ms:.0} ms",
+            model.beds
+        ));
+    }
+    match c.candidates.iter().find(|k| k.bits == bits) {
+        None if c.candidates.is_empty() => Some(
+            "no ensemble of the zoo is validated for this hop, window and beat counter \
+             (alarm_rules.json): the search composes the most accurate within the budget"
+                .into(),
+        ),
+        None => Some(
+            "no rule in the zoo's alarm_rules.json validates them for this hop, window and \
+             beat counter: a validated ensemble serves, with its rule"
+                .into(),
+        ),
+        Some(k) if !k.reached => Some(
+            "their rule fell short of its target sensitivity on validation, and another \
+             validated ensemble's reached it"
+                .into(),
+        ),
+        Some(_) => Some("the composer chose another validated ensemble".into()),
+    }
 }
 
 /// The names of the entries `b` chooses, in zoo order.

@@ -131,6 +131,10 @@ pub(crate) struct Plan {
     pub(crate) version: i64,
     pub(crate) inputs: PlanInputs,
     pub(crate) rungs: Vec<Rung>,
+    /// Why the configured members (`ensemble.members`) are not rung 0, in words for the log
+    /// and the system page (absent where they are, and in plans stored before it was kept).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) configured_note: Option<String>,
     pub(crate) profiler_calls: usize,
     pub(crate) seconds: f64,
     pub(crate) created_ms: i64,
@@ -215,6 +219,7 @@ mod tests {
                 latency_ms: 3.0,
                 utilisation: 0.5,
             }],
+            configured_note: Some("over the cap".into()),
             profiler_calls: 5,
             seconds: 0.1,
             created_ms: 1,
@@ -225,6 +230,7 @@ mod tests {
         let found = latest(&db, &inputs.key()).unwrap().unwrap();
         assert_eq!(found.version, v2);
         assert_eq!(found.rungs, p.rungs);
+        assert_eq!(found.configured_note.as_deref(), Some("over the cap"));
         let other = PlanInputs {
             beds: 32,
             ..inputs.clone()

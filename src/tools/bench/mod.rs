@@ -353,6 +353,9 @@ fn members_for(
             r.utilisation,
             cfg.composer.max_utilisation
         );
+        if let Some(why) = &plan.configured_note {
+            eprintln!("the configured members do not serve: {why}");
+        }
         return Ok((r.members.clone(), Some(r.val_roc_auc)));
     }
     if args.members.is_empty() {
