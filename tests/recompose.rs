@@ -72,6 +72,18 @@ async fn a_zoo_change_leads_to_a_new_plan_while_scores_keep_arriving() {
         .unwrap();
     let cap = holmes::config::Config::default().composer.max_utilisation;
     assert!(u > 0.0 && u <= cap, "{first}");
+    // The configured vitals model does not serve, and the plan says why: no rule book here,
+    // so the search composed what serves.
+    let note = first["composed_plan"]["configured_note"]
+        .as_str()
+        .unwrap_or("");
+    assert!(
+        note.contains("no ensemble of the zoo is validated")
+            && note.ends_with(
+                "the search serves the most accurate ensemble it found within the budget"
+            ),
+        "{first}"
+    );
     let h = app.health().await;
     assert_eq!(h["lead_sets"], primary, "{h}");
     assert_eq!(h["status"], "degraded", "{h}");
@@ -478,10 +490,12 @@ async fn the_composer_serves_a_validated_ensemble_with_its_rule() {
         "{v}"
     );
     let note = v["composed_plan"]["configured_note"].as_str().unwrap_or("");
+    // Every reason that holds, then what serves instead.
     assert!(
         note.contains(
             "they leave monitors sending lead II only or lead V only or both leads unscored"
-        ),
+        ) && note.contains("no rule in the zoo's alarm_rules.json validates them")
+            && note.ends_with("a validated ensemble serves, with its rule"),
         "{v}"
     );
     let h = app
@@ -611,8 +625,9 @@ async fn the_configured_members_serve_where_the_book_validates_them() {
         .as_str()
         .unwrap_or("");
     assert!(
-        note.contains(&format!("would take {taken:.2} of a core"))
-            && note.contains("over composer.max_utilisation"),
+        note.contains(&format!("would take {taken:.3} of a core"))
+            && note.contains("over composer.max_utilisation")
+            && note.ends_with("a validated ensemble serves, with its rule"),
         "{plan}"
     );
     app.stop().await;

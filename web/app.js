@@ -441,7 +441,7 @@ async function showSystem() {
 function configuredMembers(e) {
   const names = e.configured_members.join(", ");
   const serving = e.members.map((m) => m.name).sort().join(",");
-  if (serving === [...e.configured_members].sort().join(",")) {
+  if (serving === [...new Set(e.configured_members)].sort().join(",")) {
     return el("span", { id: "configured-members", text: `${names}: serving` });
   }
   const note = e.composed_plan && e.composed_plan.configured_note;

@@ -235,6 +235,8 @@ pub(crate) fn compose_plan(
             .collect()
     });
     let mut rungs: Vec<Rung> = Vec::new();
+    // Whether rung 0 is the search's (or the fallback's) rather than a validated ensemble.
+    let mut searched = true;
     let mut calls = 0;
     for f in std::iter::once(1.0).chain(cfg.composer.ladder.iter().copied()) {
         let budget = inputs.budget_ms * f;
@@ -245,6 +247,7 @@ pub(crate) fn compose_plan(
             budget,
             &latency,
         );
+        let validated = chosen.is_some();
         let rung = match chosen {
             Some(c) => Rung {
                 members: names_of(&entries, &c.bits),
@@ -275,6 +278,9 @@ pub(crate) fn compose_plan(
         if rung.members.is_empty() || rungs.iter().any(|r| r.members == rung.members) {
             continue;
         }
+        if rungs.is_empty() {
+            searched = !validated;
+        }
         rungs.push(rung);
     }
     if rungs.is_empty() {
@@ -304,6 +310,7 @@ pub(crate) fn compose_plan(
             validated_preferred: cfg.composer.prefer_validated,
         },
         &rungs[0].members,
+        searched,
         &model,
         inputs.budget_ms,
         cfg.composer.max_utilisation,
@@ -338,18 +345,22 @@ struct Configured<'a> {
 }
 
 /// Why the configured members are not `served` (rung 0), in words a clinical engineer can act
-/// on: the zoo lacks one, they leave a lead set unscored, the ward would take more of a core
-/// with them than `cap`, their estimate breaks the `budget_ms`, no rule validates them, or
-/// their rule fell short of its target where another's reached it. None where they serve.
+/// on, every reason that holds: validated ensembles are not preferred, the zoo lacks one of
+/// them, they leave a lead set unscored, the ward would take more of a core with them than
+/// `cap` or their estimate breaks the (calibrated) `budget_ms`, no ensemble or no rule of the
+/// zoo's book is validated for them, or their rule fell short of its target; then what serves
+/// instead (`searched`: the search's ensemble, else a validated one). None where they serve.
 fn configured_note(
     c: &Configured,
     served: &[String],
+    searched: bool,
     model: &compose::LatencyModel,
     budget_ms: f64,
     cap: f64,
 ) -> Option<String> {
     let mut want: Vec<&String> = c.names.iter().collect();
     want.sort();
+    want.dedup();
     let mut have: Vec<&String> = served.iter().collect();
     have.sort();
     if want == have {
@@ -369,8 +380,12 @@ fn configured_note(
             .filter(|m| !c.entries.iter().any(|e| &e.name == *m))
             .map(String::as_str)
             .collect();
-        return Some(format!("the zoo lacks {}", lacking.join(", ")));
+        return Some(format!(
+            "the zoo has no usable model named {}",
+            lacking.join(", ")
+        ));
     };
+    let mut reasons = Vec::new();
     let required = compose::zoo_lead_sets(c.entries);
     let theirs = compose::lead_sets(c.entries, bits);
     if !theirs.covers(required) {
@@ -388,45 +403,54 @@ fn configured_note(
         .into_iter()
         .filter_map(|(gap, name)| gap.then_some(name))
         .collect();
-        return Some(format!(
+        reasons.push(format!(
             "they leave monitors sending {} unscored, which the zoo's models can score",
             unscored.join(" or ")
         ));
     }
     let u = model.utilisation(bits);
     if u > cap {
-        return Some(format!(
-            "with them the ward of {} beds would take {u:.2} of a core, over \
+        reasons.push(format!(
+            "with them the ward of {} beds would take {u:.3} of a core, over \
              composer.max_utilisation {cap}",
             model.beds
         ));
-    }
-    let latency = model.estimate(bits);
-    if latency > budget_ms {
-        return Some(format!(
-            "their estimated latency at {} beds, {latency:.0} ms, is over the budget of \
-             {budget_ms:.0} ms",
-            model.beds
-        ));
+    } else {
+        let latency = model.estimate(bits);
+        if latency > budget_ms {
+            reasons.push(format!(
+                "their estimated latency at {} beds, {latency:.0} ms, is over the budget of \
+                 {budget_ms:.0} ms (engine.slo_ms x composer.budget_fraction, over the \
+                 calibration)",
+                model.beds
+            ));
+        }
     }
     match c.candidates.iter().find(|k| k.bits == bits) {
-        None if c.candidates.is_empty() => Some(
-            "no ensemble of the zoo is validated for this hop, window and beat counter \
-             (alarm_rules.json): the search composes the most accurate within the budget"
-                .into(),
+        None if c.candidates.is_empty() => reasons.push(
+            "no ensemble of the zoo is validated for this hop, window, beat counter and \
+             engine.combine (alarm_rules.json)"
+                .to_owned(),
         ),
-        None => Some(
-            "no rule in the zoo's alarm_rules.json validates them for this hop, window and \
-             beat counter: a validated ensemble serves, with its rule"
-                .into(),
+        None => reasons.push(
+            "no rule in the zoo's alarm_rules.json validates them for this hop, window, beat \
+             counter and engine.combine"
+                .to_owned(),
         ),
-        Some(k) if !k.reached => Some(
-            "their rule fell short of its target sensitivity on validation, and another \
-             validated ensemble's reached it"
-                .into(),
-        ),
-        Some(_) => Some("the composer chose another validated ensemble".into()),
+        Some(k) if !k.reached => {
+            reasons.push("their rule fell short of its target sensitivity on validation".to_owned())
+        }
+        Some(_) => {}
     }
+    if reasons.is_empty() {
+        reasons.push("the composer chose another validated ensemble".to_owned());
+    }
+    let instead = if searched {
+        "the search serves the most accurate ensemble it found within the budget"
+    } else {
+        "a validated ensemble serves, with its rule"
+    };
+    Some(format!("{}; {instead}", reasons.join("; ")))
 }
 
 /// The names of the entries `b` chooses, in zoo order.
