@@ -250,6 +250,17 @@ fn the_records_can_be_read_with_one_lead_alone() {
         "{}",
         String::from_utf8_lossy(&o.stderr)
     );
+    // Nor can one lead's members be weighed against the other's.
+    let o = Command::new(env!("CARGO_BIN_EXE_holmes"))
+        .args(["evaluate", "--leads", "secondary", "--pooling", "choose"])
+        .output()
+        .unwrap();
+    assert!(!o.status.success());
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains("with --leads secondary one lead's members"),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
 }
 
 #[test]

@@ -89,7 +89,8 @@ pub struct EvaluateArgs {
     /// `primary` (lead II alone) or `secondary` (V alone, in the window's secondary slot; only
     /// records that have one), on the validation part where rules are chosen and on the
     /// reported part alike (with `--beats` the classifier is fitted so too). Only `both` with
-    /// `--save-rule`: the zoo's rules are chosen on the records as they are.
+    /// `--save-rule` (the zoo's rules are chosen on the records as they are) and with
+    /// `--pooling choose` (one lead's members cannot be weighed against the other's).
     #[arg(long, value_name = "both|primary|secondary", default_value = "both")]
     leads: LeadSet,
     /// Only the N shortest records of each part (a smoke check).
@@ -154,6 +155,13 @@ pub fn run(a: EvaluateArgs) -> Result<()> {
         Ok(p) => p,
         Err(e) => anyhow::bail!("--pooling {e}"),
     };
+    if pooling == Pooling::Choose && a.leads != LeadSet::Both {
+        anyhow::bail!(
+            "--pooling choose weighs the two leads' members against each other; with --leads {} \
+             one lead's members score alone, and every share pools them the same",
+            a.leads.as_str()
+        );
+    }
     let opts = EvaluateOptions {
         data: a.data.unwrap_or_else(dataset::default_data_dir),
         split: a.split,
