@@ -27,6 +27,18 @@ async fn wait_plan(app: &App, what: &str, pred: impl Fn(&Value) -> bool) -> Valu
     }
 }
 
+/// The names of the members `/api/ensemble` says serve, sorted.
+fn served(v: &Value) -> Vec<String> {
+    let mut s: Vec<String> = v["members"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["name"].as_str().unwrap().to_owned())
+        .collect();
+    s.sort();
+    s
+}
+
 fn zoo_of(v: &Value) -> Vec<String> {
     v["composed_plan"]["inputs"]["zoo"]
         .as_array()
@@ -470,15 +482,8 @@ async fn the_composer_serves_a_validated_ensemble_with_its_rule() {
     })
     .await;
     let plan = wait_plan(&app, "the start-up plan", |v| v["source"] == "plan").await;
-    let mut served: Vec<String> = plan["members"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|m| m["name"].as_str().unwrap().to_owned())
-        .collect();
-    served.sort();
     assert_eq!(
-        served,
+        served(&plan),
         ["ecg-primary-5s-w8-d2", "ecg-secondary-5s-w8-d2"],
         "{plan}"
     );
@@ -582,16 +587,6 @@ async fn the_configured_members_serve_where_the_book_validates_them() {
     };
     let app = spawn_app(setup.clone()).await;
     let plan = wait_plan(&app, "the start-up plan", |v| v["source"] == "plan").await;
-    let served = |plan: &Value| {
-        let mut s: Vec<String> = plan["members"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|m| m["name"].as_str().unwrap().to_owned())
-            .collect();
-        s.sort();
-        s
-    };
     assert_eq!(served(&plan), configured, "{plan}");
     assert!(
         plan["composed_plan"].get("configured_note").is_none(),

@@ -386,23 +386,8 @@ fn configured_note(
         ));
     };
     let mut reasons = Vec::new();
-    let required = compose::zoo_lead_sets(c.entries);
-    let theirs = compose::lead_sets(c.entries, bits);
-    if !theirs.covers(required) {
-        let unscored: Vec<&str> = [
-            (
-                required.primary_only && !theirs.primary_only,
-                "lead II only",
-            ),
-            (
-                required.secondary_only && !theirs.secondary_only,
-                "lead V only",
-            ),
-            (required.both && !theirs.both, "both leads"),
-        ]
-        .into_iter()
-        .filter_map(|(gap, name)| gap.then_some(name))
-        .collect();
+    let unscored = compose::lead_sets(c.entries, bits).uncovered(compose::zoo_lead_sets(c.entries));
+    if !unscored.is_empty() {
         reasons.push(format!(
             "they leave monitors sending {} unscored, which the zoo's models can score",
             unscored.join(" or ")

@@ -79,10 +79,19 @@ impl LeadSets {
 
     /// The lead sets not covered, in words (`lead II only`, `lead V only`, `both leads`).
     pub(crate) fn missing(self) -> Vec<&'static str> {
+        self.uncovered(LeadSets::ALL)
+    }
+
+    /// The lead sets `required` covers that are not covered here, in words (as
+    /// [`missing`](Self::missing)).
+    pub(crate) fn uncovered(self, required: LeadSets) -> Vec<&'static str> {
         [
-            (self.primary_only, "lead II only"),
-            (self.secondary_only, "lead V only"),
-            (self.both, "both leads"),
+            (self.primary_only || !required.primary_only, "lead II only"),
+            (
+                self.secondary_only || !required.secondary_only,
+                "lead V only",
+            ),
+            (self.both || !required.both, "both leads"),
         ]
         .into_iter()
         .filter(|(covered, _)| !covered)
@@ -136,6 +145,12 @@ mod tests {
             }
         );
         assert_eq!(primary_only.missing(), vec!["lead V only"]);
+        // Against what a zoo of primary-lead models covers, nothing is missing.
+        assert!(primary_only.uncovered(primary_only).is_empty());
+        assert_eq!(
+            LeadSets::default().uncovered(primary_only),
+            vec!["lead II only", "both leads"]
+        );
         let secondary_only = of(&[ecg(Lead::Secondary)]);
         assert_eq!(
             secondary_only,
