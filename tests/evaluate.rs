@@ -506,3 +506,154 @@ fn check_condition(c: &Value) {
         .sum();
     assert!(by_kind >= episodes, "{by_kind} < {episodes}");
 }
+
+#[test]
+fn spliced_runs_of_a_held_out_patient_are_judged_by_length_and_rate() {
+    let Some(data) =
+        common::data_dir("spliced_runs_of_a_held_out_patient_are_judged_by_length_and_rate")
+    else {
+        return;
+    };
+    // One test patient with annotated ventricular beats; the rule given, so nothing is chosen
+    // on validation.
+    let dir = tempfile::tempdir().unwrap();
+    let split = dir.path().join("split.toml");
+    std::fs::write(
+        &split,
+        "train = [\"mitdb/100\"]\nvalidation = [\"mitdb/101\"]\ntest = [\"mitdb/205\"]\n",
+    )
+    .unwrap();
+    let report = dir.path().join("report");
+    let run = |seed: &str| -> Value {
+        let o = Command::new(env!("CARGO_BIN_EXE_holmes"))
+            .current_dir(common::root())
+            .args([
+                "evaluate",
+                "--json",
+                "--no-noise",
+                "--no-classical",
+                "--spliced",
+            ])
+            .args([
+                "--splice-seed",
+                seed,
+                "--rule",
+                "0.42,0.21,1,1",
+                "--hop-secs",
+                "5",
+            ])
+            .arg("--split")
+            .arg(&split)
+            .arg("--data")
+            .arg(&data)
+            .arg("--report")
+            .arg(&report)
+            .output()
+            .unwrap();
+        assert!(
+            o.status.success(),
+            "evaluate --spliced failed: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+        let e: Value = serde_json::from_slice(&o.stdout).unwrap();
+        e["spliced"].clone()
+    };
+    let s = run("1");
+    assert_eq!(s["records"], serde_json::json!(["mitdb/205"]));
+    let count = |k: &str| (as_u64(&s[k]["runs"], k), as_u64(&s[k]["detected"], k));
+    let (short, long, salvos, bigeminy) = (
+        count("runs_5_7"),
+        count("runs_8_plus"),
+        count("salvos_2_4"),
+        count("bigeminy"),
+    );
+    for (n, k) in [short, long, salvos, bigeminy] {
+        assert!(k <= n, "{s}");
+    }
+    assert!(short.0 + long.0 > 3 && salvos.0 + bigeminy.0 > 3, "{s}");
+    assert_eq!(
+        short.0 + long.0 + salvos.0 + bigeminy.0,
+        as_u64(&s["events"], "events")
+    );
+    // The length-and-rate bands hold every run once.
+    let banded: u64 = s["bands"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|b| as_u64(&b["runs"], "runs"))
+        .sum();
+    assert_eq!(banded, short.0 + long.0);
+    assert!(
+        long.1 > 0,
+        "the served ensemble detects no spliced run of 8+ beats: {s}"
+    );
+    let svg = std::fs::read_to_string(report.join("spliced.svg")).unwrap();
+    assert!(
+        svg.contains("spliced run") && svg.contains("annotated VT run"),
+        "{svg}"
+    );
+    // Deterministic from the seed; another seed draws other events.
+    assert_eq!(run("1"), s);
+    assert_ne!(run("2")["bands"], s["bands"]);
+}
+
+#[test]
+fn the_beat_classifier_is_judged_on_a_database_it_was_not_fitted_on() {
+    let Some(data) =
+        common::data_dir("the_beat_classifier_is_judged_on_a_database_it_was_not_fitted_on")
+    else {
+        return;
+    };
+    let o = Command::new(env!("CARGO_BIN_EXE_holmes"))
+        .current_dir(common::root())
+        .args([
+            "evaluate",
+            "--cross-database",
+            "--json",
+            "--max-records",
+            "3",
+            "--data",
+        ])
+        .arg(&data)
+        .output()
+        .unwrap();
+    assert!(
+        o.status.success(),
+        "evaluate --cross-database failed: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let c: Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert!((c["anchor_sensitivity"].as_f64().unwrap() - 0.777).abs() < 1e-9);
+    let folds = c["folds"].as_array().unwrap();
+    let held: Vec<&str> = folds
+        .iter()
+        .map(|f| f["held_out"].as_str().unwrap())
+        .collect();
+    assert_eq!(held, ["svdb", "mitdb"]);
+    for f in folds {
+        // Never fitted on the database it is judged on.
+        let fitted: Vec<&str> = f["fitted_on"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|d| d.as_str().unwrap())
+            .collect();
+        assert!(!fitted.contains(&f["held_out"].as_str().unwrap()), "{f}");
+        let q = &f["qrs"];
+        let n = |k: &str| as_u64(&q[k], k);
+        assert!(n("detected") <= n("annotated") && n("ventricular_detected") <= n("ventricular"));
+        assert!(n("annotated") > 1_000 && n("ventricular") > 0, "{q}");
+        assert!(n("false_detections") <= n("detections"));
+        // Every ventricular beat is a true positive or a false negative at every call.
+        let mut last_tp = u64::MAX;
+        for k in f["calls"].as_array().unwrap() {
+            let (tp, fn_) = (
+                as_u64(&k["true_positive"], "tp"),
+                as_u64(&k["false_negative"], "fn"),
+            );
+            assert_eq!(tp + fn_, n("ventricular"), "{k}");
+            assert!(tp <= last_tp, "a stricter call finds no more: {k}");
+            last_tp = tp;
+        }
+    }
+}

@@ -49,6 +49,7 @@
 mod beats;
 mod causes;
 mod condition;
+mod cross_db;
 pub mod episodes;
 mod gate;
 mod gate_search;
@@ -61,6 +62,7 @@ pub mod report;
 mod results;
 mod revalidate;
 mod save;
+mod spliced;
 mod stack;
 
 use std::path::PathBuf;
@@ -85,6 +87,7 @@ use condition::gross_figures;
 
 pub use beats::{BeatReport, BeatTrial};
 pub use causes::FalseAlarmCauses;
+pub use cross_db::{CrossDatabase, cross_database, text as cross_database_text};
 pub use gate::{GateParseError, SqiGate};
 pub use gate_search::GateTrial;
 use gate_search::{choose_gate, gate_trials_on};
@@ -96,6 +99,7 @@ pub(crate) use revalidate::{
     Outcome as RevalidationOutcome, revalidate, text as revalidation_text,
 };
 pub use save::save_rule;
+pub use spliced::{Band, Count, DETECT_WITHIN_SECS, SplicedFigures, SplicedReport};
 pub use stack::Stack;
 
 /// Why an evaluation could not run.
@@ -182,6 +186,10 @@ pub struct EvaluateOptions {
     /// Score with the zoo's beat counter, as the daemon does, when the zoo holds one
     /// (`ensemble.count_beats`).
     pub count_beats: bool,
+    /// Also splice short runs, salvos and bigeminy of each reported patient's own
+    /// ventricular beats into its sinus rhythm, drawn from this seed ([`spliced`]), and judge
+    /// the served ensemble and the classical detector on them.
+    pub spliced: Option<u64>,
 }
 
 /// Which signal-quality gate to evaluate.
@@ -471,6 +479,28 @@ pub fn evaluate(opts: &EvaluateOptions) -> Result<Evaluation, EvaluateError> {
         tracing::info!(snr_db = ?snr, "Condition evaluated");
     }
 
+    let (spliced, spliced_svg) = match opts.spliced {
+        Some(seed) => {
+            let parts = spliced::splice_part(&recs, seed);
+            let report = spliced::evaluate(
+                &parts,
+                seed,
+                win,
+                hop_n,
+                det,
+                ens_rule,
+                cls_choice.as_ref().map(|c| c.rule),
+            )?;
+            tracing::info!(
+                records = report.records.len(),
+                events = report.events,
+                "Spliced runs evaluated"
+            );
+            (Some(report), spliced::figure_svg(&recs, &parts))
+        }
+        None => (None, None),
+    };
+
     let mut detectors = vec![DetectorResult {
         detector: "ensemble",
         gate: None,
@@ -552,6 +582,8 @@ pub fn evaluate(opts: &EvaluateOptions) -> Result<Evaluation, EvaluateError> {
         stacks,
         beats: classifier,
         beat_trials,
+        spliced,
+        spliced_svg,
     })
 }
 

@@ -191,6 +191,9 @@ pub fn text(e: &Evaluation) -> String {
     }
     gate_trials(&mut s, e);
     pooling_trials(&mut s, e);
+    if let Some(sp) = &e.spliced {
+        s.push_str(&super::spliced::text(sp));
+    }
     if let Some(c) = e.detectors.first().and_then(|d| d.conditions.first()) {
         let _ = writeln!(
             s,
@@ -325,7 +328,8 @@ fn opt(v: Option<f64>, digits: usize) -> String {
     v.map_or("-".into(), |x| format!("{x:.digits$}"))
 }
 
-/// Writes `evaluation.json`, `time_to_alarm.svg` and `roc.svg` into `dir` (created).
+/// Writes `evaluation.json`, `time_to_alarm.svg` and `roc.svg` into `dir` (created), and
+/// `spliced.svg` (a spliced run beside a real one) with `--spliced`.
 pub fn write_folder(e: &Evaluation, dir: &Path) -> Result<(), EvaluateError> {
     let io = |source| EvaluateError::Io {
         path: dir.to_owned(),
@@ -336,6 +340,9 @@ pub fn write_folder(e: &Evaluation, dir: &Path) -> Result<(), EvaluateError> {
     std::fs::write(dir.join("evaluation.json"), json).map_err(io)?;
     std::fs::write(dir.join("time_to_alarm.svg"), time_to_alarm_svg(e)).map_err(io)?;
     std::fs::write(dir.join("roc.svg"), roc_svg(e)).map_err(io)?;
+    if let Some(svg) = &e.spliced_svg {
+        std::fs::write(dir.join("spliced.svg"), svg).map_err(io)?;
+    }
     Ok(())
 }
 

@@ -9,7 +9,8 @@ use serde::Serialize;
 
 use super::episodes::{EpisodeFigures, KindSensitivity, RecordComparison, Summary, TimeToAlarm};
 use super::{
-    BeatReport, BeatTrial, FalseAlarmCauses, GateTrial, LeadSet, PoolingTrial, SqiGate, Stack,
+    BeatReport, BeatTrial, FalseAlarmCauses, GateTrial, LeadSet, PoolingTrial, SplicedReport,
+    SqiGate, Stack,
 };
 use crate::alarm::rules::MemberRef;
 use crate::alarm::{AlarmRule, DelayLimits, MatchOptions, ThresholdChoice};
@@ -110,4 +111,10 @@ pub struct Evaluation {
     /// The beat rules tried on validation, each with its alarm rule.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub beat_trials: Vec<BeatTrial>,
+    /// Spliced short runs and hard negatives in the reported part's records, when asked.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub spliced: Option<SplicedReport>,
+    /// The figure of a spliced run beside a real one (the report folder's `spliced.svg`).
+    #[serde(skip)]
+    pub spliced_svg: Option<String>,
 }

@@ -201,6 +201,7 @@ fn options_for(
         beats: false,
         leads: LeadSet::Both,
         count_beats: row.beat_counter,
+        spliced: None,
         ..base.clone()
     }
 }
