@@ -545,3 +545,48 @@ async fn a_monitor_sending_v_alone_raises_lead_off() {
     assert!(leads[1][0].as_u64().is_some_and(|off| off > 50), "{snap}");
     app.stop().await;
 }
+
+/// Monitors name their leads in many ways: one sending I and II uses both (II in the
+/// primary slot, I in the secondary), one sending II and aVR likewise.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_lead_a_monitor_sends_takes_a_role() {
+    let app = spawn_app(|c| c.ward.beds = vec!["bed-i".into(), "bed-r".into()]).await;
+    for (bed, names) in [("bed-i", ["I", "II"]), ("bed-r", ["aVR", "II"])] {
+        let mut h = hello(bed, &format!("dev-{bed}"));
+        h["ecg"] = json!([{"lead": names[0], "hz": 250}, {"lead": names[1], "hz": 250}]);
+        let mut m = Monitor::connect_with(&app.ws_url(), &h).await;
+        for seq in 0..320u64 {
+            let x: Vec<f32> = (0..25).map(|k| common::signal(seq * 25 + k)).collect();
+            let other: Vec<f32> = x.iter().map(|s| -0.5 * s).collect();
+            m.send(
+                json!({"type": "samples", "seq": seq, "t_ms": T0 + seq as i64 * 100,
+                          "leads": {names[0]: other, names[1]: x}}),
+            )
+            .await;
+        }
+        let reply = m
+            .expect(5.0, |v| v["type"] == "ack" || v["type"] == "error")
+            .await;
+        assert_eq!(reply["type"], "ack", "{bed}: {reply}");
+        let snap = app
+            .wait_snapshot(30.0, |s| {
+                s["beds"].as_array().is_some_and(|beds| {
+                    beds.iter().any(|b| {
+                        b["bed"] == bed
+                            && b["latest"]["leads"][0][2] == true
+                            && b["latest"]["leads"][1][2] == true
+                    })
+                })
+            })
+            .await;
+        let tile = snap["beds"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|b| b["bed"] == bed)
+            .unwrap();
+        // Scored from both leads: every member answered.
+        assert_eq!(tile["latest"]["missing"], json!([]), "{tile}");
+    }
+    app.stop().await;
+}

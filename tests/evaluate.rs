@@ -657,3 +657,76 @@ fn the_beat_classifier_is_judged_on_a_database_it_was_not_fitted_on() {
         }
     }
 }
+
+#[test]
+fn the_operating_points_are_chosen_on_the_other_folds_and_pooled() {
+    let Some(data) =
+        common::data_dir("the_operating_points_are_chosen_on_the_other_folds_and_pooled")
+    else {
+        return;
+    };
+    let o = Command::new(env!("CARGO_BIN_EXE_holmes"))
+        .current_dir(common::root())
+        .args([
+            "evaluate",
+            "--folds",
+            "2",
+            "--json",
+            "--no-noise",
+            "--max-records",
+            "3",
+        ])
+        .args(["--hop-secs", "5", "--data"])
+        .arg(&data)
+        .output()
+        .unwrap();
+    assert!(
+        o.status.success(),
+        "evaluate --folds failed: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let c: Value = serde_json::from_slice(&o.stdout).unwrap();
+    let folds = c["per_fold"].as_array().unwrap();
+    assert_eq!(folds.len(), 2);
+    // Every record in exactly one fold.
+    let mut records: Vec<&str> = folds
+        .iter()
+        .flat_map(|f| f["records"].as_array().unwrap().iter())
+        .map(|r| r.as_str().unwrap())
+        .collect();
+    let n = records.len();
+    records.sort_unstable();
+    records.dedup();
+    assert_eq!(records.len(), n, "a record in two folds: {c}");
+    assert_eq!(n, 6, "three shortest of validation and of test: {c}");
+    // The pooled figures are the folds' own, added up.
+    let episodes: u64 = folds
+        .iter()
+        .map(|f| as_u64(&f["episodes"], "episodes"))
+        .sum();
+    let detected: u64 = folds
+        .iter()
+        .map(|f| as_u64(&f["detected"], "detected"))
+        .sum();
+    let pooled = &c["clean"]["detected"];
+    assert_eq!(as_u64(&pooled["of"], "of"), episodes, "{c}");
+    assert_eq!(as_u64(&pooled["count"], "count"), detected, "{c}");
+    assert!(episodes > 0, "{c}");
+    let [lo, hi] = [0, 1].map(|i| pooled["interval"][i].as_f64().unwrap());
+    let v = pooled["value"].as_f64().unwrap();
+    assert!(lo <= v && v <= hi, "{pooled}");
+    let fa: u64 = folds.iter().map(|f| as_u64(&f["false_alarms"], "fa")).sum();
+    assert_eq!(
+        as_u64(&c["clean"]["summary"]["false_alarms"], "false_alarms"),
+        fa
+    );
+    for f in folds {
+        let rule = &f["alarm_rule"];
+        assert!(
+            rule["off"].as_f64().unwrap() <= rule["on"].as_f64().unwrap(),
+            "{f}"
+        );
+        assert!(as_u64(&f["chosen_on_detected"], "d") <= as_u64(&f["chosen_on_episodes"], "e"));
+    }
+    assert!(c["stressed"].is_null(), "--no-noise: {c}");
+}

@@ -80,9 +80,11 @@ pub struct WardConfig {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct LeadsConfig {
-    /// Lead names that take the primary role (case-insensitive, first match wins).
+    /// Lead names for the primary role, in order of preference (case-insensitive): the sent
+    /// lead listed first takes it.
     pub(crate) primary: Vec<String>,
-    /// Lead names that take the secondary role.
+    /// Lead names for the secondary role, in order of preference; a role no listed lead
+    /// takes goes to a remaining lead of either list.
     pub(crate) secondary: Vec<String>,
 }
 

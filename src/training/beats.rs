@@ -149,6 +149,39 @@ impl BeatRows {
     }
 
     fn fit_for(&self, validation: &BeatRows, epochs: usize, batches: usize) -> BeatClassifier {
+        let mut best: Option<(f64, BeatClassifier)> = None;
+        let standardised = self.standardised();
+        self.train(epochs, batches, |epoch, candidate| {
+            let auc = validation.pr_auc(&candidate);
+            let f = validation.judge(&candidate);
+            tracing::info!(
+                epoch,
+                pr_auc = auc,
+                sensitivity = f.sensitivity(),
+                positive_predictivity = f.positive_predictivity(),
+                "Beat classifier epoch"
+            );
+            if best.as_ref().is_none_or(|(b, _)| auc > *b) {
+                best = Some((auc, candidate));
+            }
+        });
+        best.map_or(standardised, |(_, c)| c)
+    }
+
+    /// The classifier after each of the [`EPOCHS`] epochs of the fit (the same fit as
+    /// [`BeatRows::fit`]'s, before any epoch is chosen), for a caller that chooses the epoch
+    /// on beats of its own.
+    pub(crate) fn fit_epochs(&self) -> Vec<BeatClassifier> {
+        let mut out = Vec::with_capacity(EPOCHS);
+        self.train(EPOCHS, BATCHES, |_, c| out.push(c));
+        if out.is_empty() {
+            out.push(self.standardised());
+        }
+        out
+    }
+
+    /// The classifier with these beats' input standardisation and no layers yet.
+    fn standardised(&self) -> BeatClassifier {
         let n = self.xs.len().max(1) as f64;
         let mut mean = vec![0.0f64; FEATURES];
         let mut var = vec![0.0f64; FEATURES];
@@ -162,18 +195,29 @@ impl BeatRows {
                 *s += (v as f64 - m).powi(2) / n;
             }
         }
-        let mut best = BeatClassifier {
+        BeatClassifier {
             measures: BeatClassifier::measure_names(),
             mean: mean.iter().map(|&m| m as f32).collect(),
             std: var.iter().map(|&v| v.sqrt().max(1e-6) as f32).collect(),
             layers: Vec::new(),
-        };
+        }
+    }
+
+    /// Trains for `epochs` of `batches` batches, handing `on_epoch` the classifier after each
+    /// (nothing where the beats hold one class only).
+    fn train(
+        &self,
+        epochs: usize,
+        batches: usize,
+        mut on_epoch: impl FnMut(usize, BeatClassifier),
+    ) {
+        let base = self.standardised();
         let pos: Vec<usize> = (0..self.ys.len()).filter(|&i| self.ys[i]).collect();
         let neg: Vec<usize> = (0..self.ys.len()).filter(|&i| !self.ys[i]).collect();
         if pos.is_empty() || neg.is_empty() {
-            return best;
+            return;
         }
-        let (mean, std) = (best.mean.clone(), best.std.clone());
+        let (mean, std) = (base.mean.clone(), base.std.clone());
         let standardise = |x: &[f32], out: &mut Vec<f32>| {
             out.extend(
                 x.iter()
@@ -189,7 +233,6 @@ impl BeatRows {
         let loss_fn = BinaryCrossEntropyLossConfig::new()
             .with_logits(true)
             .init(&device);
-        let mut best_auc = f64::NEG_INFINITY;
         for epoch in 1..=epochs {
             for _ in 0..batches {
                 let mut x = Vec::with_capacity(BATCH * FEATURES);
@@ -215,24 +258,22 @@ impl BeatRows {
                     .chain(std::iter::once(&valid.out))
                     .map(dense)
                     .collect(),
-                ..best.clone()
+                ..base.clone()
             };
-            let scores: Vec<f32> = validation.xs.iter().map(|x| candidate.logit(x)).collect();
-            let auc = pr_auc(&validation.ys, &scores);
-            let f = validation.judge(&candidate);
-            tracing::info!(
-                epoch,
-                pr_auc = auc,
-                sensitivity = f.sensitivity(),
-                positive_predictivity = f.positive_predictivity(),
-                "Beat classifier epoch"
-            );
-            if auc > best_auc {
-                best_auc = auc;
-                best = candidate;
-            }
+            on_epoch(epoch, candidate);
         }
-        best
+    }
+
+    /// Appends `other`'s beats.
+    pub(crate) fn extend(&mut self, other: &BeatRows) {
+        self.xs.extend(other.xs.iter().cloned());
+        self.ys.extend_from_slice(&other.ys);
+    }
+
+    /// How well `c` ranks these beats: PR-AUC of its logits (what chooses a fit's epoch).
+    pub(crate) fn pr_auc(&self, c: &BeatClassifier) -> f64 {
+        let scores: Vec<f32> = self.xs.iter().map(|x| c.logit(x)).collect();
+        pr_auc(&self.ys, &scores)
     }
 
     /// How `c` calls these beats.

@@ -17,6 +17,8 @@ use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 use crate::config::{IngestConfig, LeadsConfig};
+
+mod leads;
 use crate::core::window::MAX_LEADS;
 use crate::protocol::{
     ClientMsg, ErrorCode, PROTOCOL_VERSION, ServerMsg, close, parse_binary, parse_client,
@@ -24,6 +26,7 @@ use crate::protocol::{
 use crate::serving::ingest::devices::DeviceAuth;
 use crate::serving::store::audit::{Action, AuditLog};
 use crate::serving::ward::{BedCmd, SampleFrame, Ward};
+use leads::lead_slots;
 
 /// Replies queued to one monitor; while the queue is full (the monitor is not reading them),
 /// further replies are dropped and counted.
@@ -42,18 +45,6 @@ pub(crate) struct IngestSettings {
     pub(crate) ingest: IngestConfig,
     pub(crate) leads: LeadsConfig,
     pub(crate) audit: AuditLog,
-}
-
-/// Lead name to role slot, per the `[leads]` config (case-insensitive, first match wins).
-pub(crate) fn lead_slot(cfg: &IngestSettings, lead: &str) -> Option<usize> {
-    let m = |names: &[String]| names.iter().any(|n| n.eq_ignore_ascii_case(lead));
-    if m(&cfg.leads.primary) {
-        Some(0)
-    } else if m(&cfg.leads.secondary) {
-        Some(1)
-    } else {
-        None
-    }
 }
 
 /// A monitor that stops reading must not hold its task (and its bed) forever; also how long
@@ -160,7 +151,10 @@ pub(crate) async fn connection(
             let r = format!("lead {} is announced twice", ch.lead);
             return close_with(&mut socket, close::BAD_HELLO, &truncate(&r)).await;
         }
-        let slot = lead_slot(&cfg, &ch.lead).filter(|s| !present[*s]);
+        ann.by_name.insert(ch.lead.clone(), None);
+    }
+    let names: Vec<&str> = ecg.iter().map(|ch| ch.lead.as_str()).collect();
+    for (ch, slot) in ecg.iter().zip(lead_slots(&cfg.leads, &names)) {
         if let Some(s) = slot {
             present[s] = true;
         }

@@ -1,0 +1,553 @@
+//! Patient-wise cross-validation of the operating points (`holmes evaluate --folds K`): the
+//! records the served members never trained on (the validation and test parts) are dealt by
+//! patient group into K folds, and for each fold the beat counter's epoch, its beat rule and
+//! the alarm rule are chosen on the **other** folds only, then judged on that fold. The
+//! event figures are pooled over every fold, so they rest on every episode of those records
+//! rather than on a dozen, each with its 95 % Wilson interval, per database and per kind
+//! (VT, VF), clean and under 6 dB electrode motion; how far each operating point moved from
+//! fold to fold is reported beside them.
+//!
+//! Patient groups are dealt so that the folds hold about as many episodes and groups each
+//! (the groups with most episodes first, each to the fold with fewest so far). The members score every
+//! record once (they were trained on the train part, which no fold holds); the beat
+//! classifier is fitted once on the train part's beats, as `--beats` fits it, and each fold
+//! keeps the epoch that ranks the other folds' beats best (PR-AUC). Retraining the members per
+//! fold, so that the train part's records can be folded in too, is not done here.
+//!
+//! The 6 dB condition adds the test part's stretches of recorded electrode motion to every
+//! record as `nst` does (clean for 5 min, then 2 min noisy, 2 min clean); the rules are those
+//! chosen on the other folds' clean records.
+
+use std::collections::BTreeMap;
+
+use serde::Serialize;
+
+use crate::alarm::matching::AlarmTiming;
+use crate::alarm::{AlarmRule, MatchOptions, ThresholdSearch};
+use crate::core::stats::wilson_interval;
+use crate::core::window::SAMPLE_RATE_HZ;
+use crate::serving::engine::ensemble::Ensemble;
+use crate::signal::beats::{BeatClassifier, BeatRule, run_evidence};
+use crate::training::beats::BeatRows;
+use crate::training::dataset::{EpisodeKind, NoiseBank, RecordData, Split, SplitName};
+
+use super::episodes::{RecordComparison, Summary, TimeToAlarm, summarize, time_to_alarm};
+use super::replay::{Detectors, Replay, replay};
+use super::{
+    EvaluateError, EvaluateOptions, OFF_RATIO, ON_STEPS, PERSISTENCE, beats, condition, load_part,
+    load_part_of, pooled,
+};
+
+/// Beats for the fit come from windows this far apart, s (as `--beats` fits).
+const FIT_HOP_SECS: usize = 15;
+/// The noise level of the stress condition, dB.
+const STRESS_DB: f32 = 6.0;
+
+/// What one fold chose on the others, and what it reached on itself.
+#[derive(Debug, Clone, Serialize)]
+pub struct FoldRow {
+    pub fold: usize,
+    pub records: Vec<String>,
+    /// The beat classifier's epoch kept (1-based).
+    pub epoch: usize,
+    pub beat_rule: BeatRule,
+    pub alarm_rule: AlarmRule,
+    /// On the other folds: episodes, detected, false alarms (as the rule search counts).
+    pub chosen_on_episodes: usize,
+    pub chosen_on_detected: usize,
+    pub chosen_on_false_alarms: usize,
+    /// On this fold, clean: episodes, detected within the grace, false alarms.
+    pub episodes: usize,
+    pub detected: usize,
+    pub false_alarms: usize,
+}
+
+/// A proportion with its 95 % Wilson interval.
+#[derive(Debug, Clone, Copy, Serialize)]
+pub struct Proportion {
+    pub of: usize,
+    pub count: usize,
+    pub value: Option<f64>,
+    pub interval: Option<[f64; 2]>,
+}
+
+impl Proportion {
+    fn new(count: usize, of: usize) -> Proportion {
+        Proportion {
+            of,
+            count,
+            value: (of > 0).then(|| count as f64 / of as f64),
+            interval: wilson_interval(count, of),
+        }
+    }
+}
+
+/// Pooled figures of one condition over some records.
+#[derive(Debug, Clone, Serialize)]
+pub struct Pooled {
+    /// Episodes an alarm was raised for (or already on at) within the matcher's grace.
+    pub detected: Proportion,
+    /// The same by kind (`vt`, `vf`).
+    pub detected_by_kind: BTreeMap<&'static str, Proportion>,
+    /// EC57's gross figures, their intervals, EC57's record set, false alarms, time to alarm.
+    pub summary: Summary,
+    /// Time to alarm by kind.
+    pub time_to_alarm_by_kind: BTreeMap<&'static str, TimeToAlarm>,
+}
+
+/// The cross-validation's report.
+#[derive(Debug, Clone, Serialize)]
+pub struct CrossValidation {
+    pub folds: usize,
+    pub members: Vec<String>,
+    pub window_secs: u32,
+    pub hop_secs: u32,
+    pub target_sensitivity: f64,
+    pub matching: MatchOptions,
+    pub per_fold: Vec<FoldRow>,
+    /// All records, clean; then each database apart.
+    pub clean: Pooled,
+    pub clean_by_database: BTreeMap<String, Pooled>,
+    /// All records under 6 dB electrode motion (absent with `--no-noise`).
+    pub stressed: Option<Pooled>,
+}
+
+/// Runs the cross-validation. Blocking and CPU-heavy: the validation and test parts replayed
+/// once clean and once at 6 dB, the beat classifier fitted once, K rule searches.
+pub fn cross_validate(opts: &EvaluateOptions, k: usize) -> Result<CrossValidation, EvaluateError> {
+    let k = k.max(2);
+    let (window, hop) = (opts.window_secs, opts.hop_secs);
+    if hop == 0 || window == 0 || hop > window {
+        return Err(EvaluateError::Timing { hop, window });
+    }
+    let fs = SAMPLE_RATE_HZ;
+    let (win, hop_n) = (window as usize * fs, hop as usize * fs);
+    let hop_ms = hop as i64 * 1000;
+    let split = Split::read(&opts.split)?;
+    let ens = Ensemble::load(&opts.models_dir, &opts.members, window)?.with_beats(None);
+    let ens = pooled(ens, opts.pooling, &opts.models_dir, hop, window)?;
+
+    let mut recs = load_part(opts, &split, SplitName::Validation)?;
+    recs.extend(load_part(opts, &split, SplitName::Test)?);
+    let fold_of = deal(&recs, k);
+
+    // The classifier's epochs, fitted on the train part's beats.
+    let labelled = |db: crate::training::dataset::Database| db.labels_ventricular_beats();
+    let mut train_rows = BeatRows::default();
+    for r in &load_part_of(opts, &split, SplitName::Train, labelled)? {
+        train_rows.add_record(r, win, FIT_HOP_SECS * fs);
+    }
+    if !train_rows.ys.iter().any(|&y| y) {
+        return Err(EvaluateError::NoBeats("train"));
+    }
+    let epochs = train_rows.fit_epochs();
+    let record_rows: Vec<BeatRows> = recs
+        .iter()
+        .map(|r| {
+            let mut rows = BeatRows::default();
+            rows.add_record(r, win, FIT_HOP_SECS * fs);
+            rows
+        })
+        .collect();
+
+    // The members' scores, clean and stressed, once.
+    let det = Detectors {
+        ensemble: Some(&ens),
+        classical: false,
+        sqi: false,
+        beats: None,
+        first_slot: opts.leads.first_slot(),
+    };
+    let stressed_leads: Option<Vec<Vec<Vec<f32>>>> = if opts.noise_db.is_empty() {
+        None
+    } else {
+        let bank = NoiseBank::load(&opts.data, &[SplitName::Test])?.pop();
+        bank.map(|bank| {
+            recs.iter()
+                .map(|r| {
+                    let mut leads = r.leads.clone();
+                    bank.stress(&mut leads, opts.leads.first_slot(), &r.beats, STRESS_DB);
+                    leads
+                })
+                .collect()
+        })
+    };
+    let mut clean = Vec::with_capacity(recs.len());
+    let mut stressed = Vec::new();
+    for (i, r) in recs.iter().enumerate() {
+        clean.push(replay(r, &r.leads, win, hop_n, det)?);
+        if let Some(s) = &stressed_leads {
+            stressed.push(replay(r, &s[i], win, hop_n, det)?);
+        }
+    }
+    tracing::info!(
+        records = recs.len(),
+        folds = k,
+        "Records replayed for cross-validation"
+    );
+
+    let search = ThresholdSearch {
+        target_sensitivity: opts.target_sensitivity,
+        off_ratio: OFF_RATIO,
+        on_grid: ThresholdSearch::even_grid(ON_STEPS),
+        persistence: PERSISTENCE.to_vec(),
+        hop_ms,
+        matching: MatchOptions::default(),
+        delay_limits: opts.delay_limits,
+    };
+    let mut per_fold = Vec::with_capacity(k);
+    let (mut clean_rows, mut stressed_rows) = (Vec::new(), Vec::new());
+    for f in 0..k {
+        let held: Vec<usize> = (0..recs.len()).filter(|&i| fold_of[i] == f).collect();
+        let others: Vec<usize> = (0..recs.len()).filter(|&i| fold_of[i] != f).collect();
+        // The epoch that ranks the other folds' beats best.
+        let mut other_rows = BeatRows::default();
+        for &i in &others {
+            other_rows.extend(&record_rows[i]);
+        }
+        let (epoch, classifier) = epochs
+            .iter()
+            .enumerate()
+            .map(|(e, c)| (e, c, other_rows.pr_auc(c)))
+            .fold(
+                None,
+                |best: Option<(usize, &BeatClassifier, f64)>, x| match best {
+                    Some(b) if b.2 >= x.2 => Some(b),
+                    _ => Some(x),
+                },
+            )
+            .map(|(e, c, _)| (e + 1, c))
+            .expect("one epoch at least");
+        let with_runs = |reps: &[Replay], idx: &[usize], leads: Option<&Vec<Vec<Vec<f32>>>>| {
+            idx.iter()
+                .map(|&i| {
+                    let mut r = reps[i].clone();
+                    let l = leads.map_or(&recs[i].leads, |s| &s[i]);
+                    r.beat_runs = runs(classifier, l, &r, win, hop_n);
+                    r
+                })
+                .collect::<Vec<Replay>>()
+        };
+        let mut chosen_on = with_runs(&clean, &others, None);
+        let (beat_rule, choice, _, _) = beats::choose(&mut chosen_on, &search)?;
+        drop(chosen_on);
+        let mut held_clean = with_runs(&clean, &held, None);
+        beats::apply(&mut held_clean, beat_rule);
+        let c = condition(
+            &held_clean,
+            Replay::with_beats_scores,
+            Replay::with_beats_run_onsets,
+            choice.rule,
+            hop_ms,
+            None,
+            search.matching,
+        )?;
+        let rows: Vec<Judged> = c
+            .records
+            .into_iter()
+            .zip(&held_clean)
+            .map(|(row, rep)| (row.record, row.comparison, rep.by_kind.clone()))
+            .collect();
+        let timings: Vec<AlarmTiming> = rows
+            .iter()
+            .flat_map(|(_, c, _)| c.timings.iter().map(|t| t.timing))
+            .collect();
+        per_fold.push(FoldRow {
+            fold: f + 1,
+            records: held.iter().map(|&i| recs[i].key.clone()).collect(),
+            epoch,
+            beat_rule,
+            alarm_rule: choice.rule,
+            chosen_on_episodes: choice.episodes,
+            chosen_on_detected: choice.detected,
+            chosen_on_false_alarms: choice.false_alarms,
+            episodes: timings.len(),
+            detected: timings
+                .iter()
+                .filter(|&&t| t != AlarmTiming::Missed)
+                .count(),
+            false_alarms: rows.iter().map(|(_, c, _)| c.false_alarms).sum(),
+        });
+        clean_rows.extend(rows);
+        if stressed_leads.is_some() {
+            let mut held_noisy = with_runs(&stressed, &held, stressed_leads.as_ref());
+            beats::apply(&mut held_noisy, beat_rule);
+            let c = condition(
+                &held_noisy,
+                Replay::with_beats_scores,
+                Replay::with_beats_run_onsets,
+                choice.rule,
+                hop_ms,
+                Some(STRESS_DB),
+                search.matching,
+            )?;
+            stressed_rows.extend(
+                c.records
+                    .into_iter()
+                    .zip(&held_noisy)
+                    .map(|(row, rep)| (row.record, row.comparison, rep.by_kind.clone())),
+            );
+        }
+        tracing::info!(
+            fold = f + 1,
+            epoch,
+            call_at = beat_rule.call_at,
+            on = choice.rule.on,
+            "Fold judged"
+        );
+    }
+    let mut by_db: BTreeMap<String, Pooled> = BTreeMap::new();
+    let dbs: Vec<String> = {
+        let mut v: Vec<String> = recs.iter().map(|r| r.db.name().to_owned()).collect();
+        v.dedup();
+        v
+    };
+    for db in dbs {
+        let prefix = format!("{db}/");
+        let subset: Vec<_> = clean_rows
+            .iter()
+            .filter(|(k, _, _)| k.starts_with(&prefix))
+            .cloned()
+            .collect();
+        by_db.insert(db, pool(&subset));
+    }
+    Ok(CrossValidation {
+        folds: k,
+        members: opts.members.clone(),
+        window_secs: window,
+        hop_secs: hop,
+        target_sensitivity: opts.target_sensitivity,
+        matching: search.matching,
+        per_fold,
+        clean: pool(&clean_rows),
+        clean_by_database: by_db,
+        stressed: (!stressed_rows.is_empty()).then(|| pool(&stressed_rows)),
+    })
+}
+
+/// A record judged on its fold: its key, its comparison with the reference, and its reference
+/// episodes by kind (to give each episode's timing its kind).
+type Judged = (String, RecordComparison, Vec<(EpisodeKind, (i64, i64))>);
+
+/// Each hop's run evidence under classifier `c`, on `leads` as the replay `r` saw them.
+fn runs(
+    c: &BeatClassifier,
+    leads: &[Vec<f32>],
+    r: &Replay,
+    window: usize,
+    hop: usize,
+) -> Vec<crate::signal::beats::RunEvidence> {
+    r.ends_ms
+        .iter()
+        .map(|&t| {
+            let e = (t * SAMPLE_RATE_HZ as i64 / 1000) as usize;
+            let w: Vec<&[f32]> = leads.iter().map(|l| &l[e - window..e]).collect();
+            run_evidence(c, &w, hop, true)
+        })
+        .collect()
+}
+
+/// The fold of each record: patient groups, those with the most episodes first, each to the
+/// fold with the fewest episodes so far (then the fewest groups), so that every fold holds
+/// episodes to judge and the others enough to choose on.
+fn deal(recs: &[RecordData], k: usize) -> Vec<usize> {
+    let mut groups: BTreeMap<&str, (usize, crate::training::dataset::Database)> = BTreeMap::new();
+    for r in recs {
+        let g = groups.entry(r.group.as_str()).or_insert((0, r.db));
+        g.0 += r.episodes.len();
+    }
+    let mut order: Vec<(&str, usize, crate::training::dataset::Database)> =
+        groups.iter().map(|(g, &(n, db))| (*g, n, db)).collect();
+    order.sort_by(|a, b| b.1.cmp(&a.1).then(a.2.cmp(&b.2)).then(a.0.cmp(b.0)));
+    let mut load = vec![(0usize, 0usize); k];
+    let mut fold: BTreeMap<&str, usize> = BTreeMap::new();
+    for (g, n, _) in order {
+        let f = (0..k).min_by_key(|&f| (load[f], f)).expect("k >= 1");
+        load[f].0 += n;
+        load[f].1 += 1;
+        fold.insert(g, f);
+    }
+    recs.iter().map(|r| fold[r.group.as_str()]).collect()
+}
+
+/// Pools record comparisons: EC57's summary, detection within the grace overall and by kind,
+/// time to alarm by kind (each reference episode's kind is that of the episode it begins with).
+fn pool(rows: &[Judged]) -> Pooled {
+    let comparisons: Vec<RecordComparison> = rows.iter().map(|(_, c, _)| c.clone()).collect();
+    let mut by_kind: BTreeMap<&'static str, Vec<AlarmTiming>> = BTreeMap::new();
+    let mut all = Vec::new();
+    for (_, c, kinds) in rows {
+        for t in &c.timings {
+            all.push(t.timing);
+            let kind = kinds
+                .iter()
+                .min_by_key(|(_, (a, _))| (a - t.onset_ms).abs())
+                .map_or(EpisodeKind::Vt, |(k, _)| *k);
+            let name = match kind {
+                EpisodeKind::Vt => "vt",
+                EpisodeKind::Vf => "vf",
+            };
+            by_kind.entry(name).or_default().push(t.timing);
+        }
+    }
+    let detected = |v: &[AlarmTiming]| {
+        Proportion::new(
+            v.iter().filter(|&&t| t != AlarmTiming::Missed).count(),
+            v.len(),
+        )
+    };
+    Pooled {
+        detected: detected(&all),
+        detected_by_kind: by_kind.iter().map(|(k, v)| (*k, detected(v))).collect(),
+        summary: summarize(&comparisons),
+        time_to_alarm_by_kind: by_kind
+            .iter()
+            .map(|(k, v)| (*k, time_to_alarm(v)))
+            .collect(),
+    }
+}
+
+/// The figures as lines for a person.
+pub fn text(c: &CrossValidation) -> String {
+    use std::fmt::Write;
+    let mut s = String::new();
+    let _ = writeln!(
+        s,
+        "patient-wise {}-fold cross-validation over the validation and test parts (members: {}; \
+         window {} s, hop {} s; rules chosen on the other folds for ESe {})",
+        c.folds,
+        c.members.join(", "),
+        c.window_secs,
+        c.hop_secs,
+        c.target_sensitivity
+    );
+    let _ = writeln!(
+        s,
+        "\n  fold records epoch call bSQI   alarm rule        on others det/epis FA   here det/epis FA"
+    );
+    for f in &c.per_fold {
+        let _ = writeln!(
+            s,
+            "  {:>4} {:>7} {:>5} {:>4.2} {:>4.1}   {:<17} {:>6}/{:<3} {:>4}    {:>4}/{:<3} {:>3}",
+            f.fold,
+            f.records.len(),
+            f.epoch,
+            f.beat_rule.call_at,
+            f.beat_rule.min_bsqi,
+            f.alarm_rule.words(),
+            f.chosen_on_detected,
+            f.chosen_on_episodes,
+            f.chosen_on_false_alarms,
+            f.detected,
+            f.episodes,
+            f.false_alarms
+        );
+    }
+    let line = |s: &mut String, name: &str, p: &Pooled| {
+        let iv = |v: Option<[f64; 2]>| v.map_or("-".into(), |[a, b]| format!("{a:.2}-{b:.2}"));
+        let g = &p.summary;
+        let _ = writeln!(
+            s,
+            "  {name:<14} detected {}/{} ({}, {}); VT {}; VF {}; ESe {} E+P {} ({}); EC57 set ESe {} E+P {}; \
+             FA/h {} ({} in {:.1} h); time to alarm median {} s, p90 {} s",
+            p.detected.count,
+            p.detected.of,
+            p.detected.value.map_or("-".into(), |v| format!("{v:.3}")),
+            iv(p.detected.interval),
+            p.detected_by_kind
+                .get("vt")
+                .map_or("-".into(), |v| format!("{}/{}", v.count, v.of)),
+            p.detected_by_kind
+                .get("vf")
+                .map_or("-".into(), |v| format!("{}/{}", v.count, v.of)),
+            g.gross_figures.se.map_or("-".into(), |v| format!("{v:.3}")),
+            g.gross_figures.pp.map_or("-".into(), |v| format!("{v:.3}")),
+            iv(g.gross_intervals.pp),
+            g.ec57_figures.se.map_or("-".into(), |v| format!("{v:.3}")),
+            g.ec57_figures.pp.map_or("-".into(), |v| format!("{v:.3}")),
+            g.false_alarms_per_hour
+                .map_or("-".into(), |v| format!("{v:.2}")),
+            g.false_alarms,
+            g.monitored_ms as f64 / 3.6e6,
+            g.time_to_alarm
+                .median_s
+                .map_or("-".into(), |v| format!("{v:.1}")),
+            g.time_to_alarm
+                .p90_s
+                .map_or("-".into(), |v| format!("{v:.1}")),
+        );
+    };
+    s.push_str("\npooled over the folds, clean:\n");
+    line(&mut s, "all", &c.clean);
+    for (db, p) in &c.clean_by_database {
+        line(&mut s, db, p);
+    }
+    if let Some(p) = &c.stressed {
+        s.push_str("pooled, 6 dB electrode motion:\n");
+        line(&mut s, "all", p);
+    }
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::training::dataset::Database;
+
+    fn rec(db: Database, name: &str, episodes: usize) -> RecordData {
+        RecordData {
+            db,
+            key: format!("{}/{name}", db.name()),
+            group: crate::training::dataset::group_of(&format!("{}/{name}", db.name())),
+            leads: vec![vec![0.0; 10]],
+            episodes: (0..episodes)
+                .map(|i| crate::training::dataset::Episode {
+                    kind: EpisodeKind::Vt,
+                    onset: i as i64,
+                    confirmed: i as i64,
+                    end: i as i64 + 1,
+                })
+                .collect(),
+            noise: vec![Vec::new()],
+            beats: Vec::new(),
+            ectopy: Vec::new(),
+            paced: false,
+        }
+    }
+
+    #[test]
+    fn groups_stay_whole_and_the_folds_even() {
+        let recs = vec![
+            rec(Database::Mitdb, "201", 3),
+            rec(Database::Mitdb, "202", 1),
+            rec(Database::Mitdb, "205", 2),
+            rec(Database::Vfdb, "418", 5),
+            rec(Database::Vfdb, "419", 4),
+            rec(Database::Vfdb, "420", 1),
+        ];
+        let f = deal(&recs, 3);
+        assert_eq!(f[0], f[1], "mitdb 201 and 202 are one patient");
+        let mut sizes = [0usize; 3];
+        for &x in &f {
+            sizes[x] += 1;
+        }
+        assert!(sizes.iter().all(|&n| n >= 1), "{sizes:?}");
+        // The records with most episodes go to different folds, and the episodes even out.
+        assert_ne!(f[3], f[4]);
+        let mut episodes = [0usize; 3];
+        for (r, &x) in recs.iter().zip(&f) {
+            episodes[x] += r.episodes.len();
+        }
+        episodes.sort_unstable();
+        assert_eq!(episodes, [5, 5, 6], "{f:?}");
+    }
+
+    #[test]
+    fn a_proportion_carries_its_interval() {
+        let p = Proportion::new(9, 10);
+        assert_eq!(p.value, Some(0.9));
+        let [a, b] = p.interval.unwrap();
+        assert!(a < 0.9 && b > 0.9 && b <= 1.0);
+        assert!(Proportion::new(0, 0).value.is_none());
+    }
+}
