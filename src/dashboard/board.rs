@@ -192,6 +192,11 @@ pub(crate) struct Sources {
     /// Bumped by the zoo watcher at every change of the zoo (a member retrained in place is
     /// hot-swapped without a switch of ensemble): the rule is looked up again.
     pub(crate) zoo_generation: watch::Receiver<u64>,
+    /// Every alarm transition (raised, acknowledged, silenced, silence ended, cleared), for the
+    /// HL7 link (`outbound`, which holds the receiver); `None` when nothing reads them. Sent
+    /// with `try_send`, so the board never waits: a full channel is counted
+    /// (`holmes_alarm_feed_dropped_total`) and logged at error.
+    pub(crate) alarm_feed: Option<mpsc::Sender<Transition>>,
 }
 
 /// The zoo's rule book and the ward's hop and window a rule must match.
@@ -377,8 +382,19 @@ async fn run(
         db,
         rules,
         mut zoo_generation,
+        alarm_feed,
         ..
     } = src;
+    let feed = move |t: &Transition| {
+        if let Some(f) = &alarm_feed
+            && f.try_send(t.clone()).is_err()
+        {
+            metrics::counter!("holmes_alarm_feed_dropped_total").increment(1);
+            tracing::error!(
+                "An alarm change could not be handed to the HL7 link (its queue is full or closed)"
+            );
+        }
+    };
     let mut zoo_open = true;
     let Outputs {
         snapshot: out,
@@ -442,6 +458,7 @@ async fn run(
             if let Transition::Raised(a) = t {
                 tracing::info!(id = a.id, kind = a.kind.as_str(), "Alarm raised");
             }
+            feed(t);
         }
         tokio::task::spawn_blocking(move || {
             let db = adb.lock().expect("alarm db lock");
@@ -505,6 +522,7 @@ async fn run(
                     Ok(t) => {
                         let a = match &t { Transition::Raised(a) | Transition::Changed(a) => a.clone() };
                         tracing::info!(id = a.id, action = action.as_str(), "Alarm action");
+                        feed(&t);
                         // The user hears back once the action and its audit entry are stored,
                         // or that they could not be (the action stands on the ward).
                         let (adb, audit_log) = (adb.clone(), audit_log.clone());
