@@ -456,10 +456,17 @@ async fn reports_reach_a_real_receiver_coded_and_refusals_park_while_silence_res
         "a resend is the same message"
     );
     // An answer naming another MSH-10 is not this message's: it goes again.
+    peer.set("aa");
+    let done = peer
+        .wait(20.0, "an answer after the silence", |m| {
+            m.answer == "aa" && m.control_id() > sid
+        })
+        .await
+        .control_id();
     peer.set("wrong");
     let w = peer
         .wait(20.0, "a message answered for another", |m| {
-            m.answer == "wrong"
+            m.answer == "wrong" && m.control_id() > done
         })
         .await;
     let until = Instant::now() + Duration::from_secs(20);
