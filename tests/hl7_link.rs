@@ -109,8 +109,11 @@ impl Peer {
             }
             assert!(
                 Instant::now() < until,
-                "the receiver got no {what}; it got {:?}",
-                self.received().iter().map(|m| &m.text).collect::<Vec<_>>()
+                "the receiver got no {what}; it got (MSH-10, MSH-9, answer) {:?}",
+                self.received()
+                    .iter()
+                    .map(|m| (m.control_id(), m.kind(), m.answer.clone()))
+                    .collect::<Vec<_>>()
             );
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
@@ -485,13 +488,23 @@ async fn reports_reach_a_real_receiver_coded_and_refusals_park_while_silence_res
     }
     // Late (after the 1-s timeout): sent again, and the late answer still counts.
     peer.set("late 1.5");
-    peer.wait(20.0, "a late answer", |m| m.answer == "late 1.5")
-        .await;
+    let late = peer
+        .wait(20.0, "a late answer", |m| {
+            m.answer == "late 1.5" && m.control_id() > w.control_id()
+        })
+        .await
+        .control_id();
     peer.set("aa");
-    peer.wait(20.0, "a message after the late ones", |m| {
-        m.answer == "aa" && m.control_id() > sid
+    peer.wait(20.0, "a message after the late one", |m| {
+        m.answer == "aa" && m.control_id() > late
     })
     .await;
+    let copies = peer
+        .received()
+        .iter()
+        .filter(|m| m.control_id() == late)
+        .count();
+    assert!(copies >= 2, "the late message was not sent again");
     let h = app.health().await;
     assert_eq!(h["hl7"]["connected"], true, "{h}");
     assert!(h["hl7"]["last_ack_ms"].is_i64(), "{h}");
@@ -508,8 +521,12 @@ async fn reports_reach_a_real_receiver_coded_and_refusals_park_while_silence_res
         ("huge 2000000", "longer than"),
     ] {
         let scored = latest(&app.get("/api/beds").await.1);
+        // A message not yet received: an earlier one's resent copy may still be on its way.
+        let before = peer.received().iter().map(Msg::control_id).max().unwrap();
         peer.set(mode);
-        let m = peer.wait(20.0, mode, |m| m.answer == mode).await;
+        let m = peer
+            .wait(20.0, mode, |m| m.answer == mode && m.control_id() > before)
+            .await;
         app.wait_health(20.0, "the connection dropped", |h| {
             h["hl7"]["last_error"]
                 .as_str()
