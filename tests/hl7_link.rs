@@ -5,7 +5,8 @@
 //! an acknowledgement on the dashboard as the alarm's inactivation state, AE and AR parked and
 //! visible, unanswered and late messages sent again with the same MSH-10, and, across a
 //! receiver killed mid-stream and a daemon restarted mid-backlog, every message arriving by
-//! its MSH-10, in order.
+//! its MSH-10, in order; and the link over TLS, refused by a receiver its CA does not vouch
+//! for.
 //!
 //! Without python3 and its `hl7` package these print `SKIPPED` (`pip install hl7`), unless
 //! `HOLMES_REQUIRE_HL7` is set, as in CI.
@@ -49,6 +50,11 @@ struct Peer {
 impl Peer {
     /// Starts the peer on `port` (0: any) answering `mode`, recording into `dir`.
     fn start(dir: &Path, port: u16, mode: &str) -> Peer {
+        Peer::start_with(dir, port, mode, None)
+    }
+
+    /// As [`start`](Self::start), over TLS with this PEM certificate and key.
+    fn start_with(dir: &Path, port: u16, mode: &str, tls: Option<(&Path, &Path)>) -> Peer {
         let control = dir.join("control");
         let out = dir.join("received.jsonl");
         let port_file = dir.join("port");
@@ -60,6 +66,7 @@ impl Peer {
             .arg(&control)
             .arg(&out)
             .arg(&port_file)
+            .args(tls.map(|(c, k)| [c, k]).into_iter().flatten())
             .spawn()
             .unwrap();
         let until = Instant::now() + Duration::from_secs(20);
@@ -678,4 +685,64 @@ async fn a_killed_receiver_and_a_restarted_daemon_lose_nothing_and_keep_order() 
         assert_eq!(end.facet(4), "inactive");
         assert!(!end.get("OBR", 0, 8).is_empty(), "{}", end.text);
     }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_link_speaks_tls_to_a_receiver_its_ca_vouches_for() {
+    let test = "the_link_speaks_tls_to_a_receiver_its_ca_vouches_for";
+    if !hl7_available(test) {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let ck = rcgen::generate_simple_self_signed(vec!["hl7.ward.test".into()]).unwrap();
+    let (cert, key) = (dir.path().join("cert.pem"), dir.path().join("key.pem"));
+    std::fs::write(&cert, ck.cert.pem()).unwrap();
+    std::fs::write(&key, ck.signing_key.serialize_pem()).unwrap();
+    let peer = Peer::start_with(dir.path(), 0, "aa", Some((&cert, &key)));
+    let (port, ca) = (peer.port, cert.clone());
+    let app = common::spawn_app(move |c| {
+        hl7_config(c, port);
+        c.hl7.tls_ca = Some(ca);
+        c.hl7.tls_server_name = Some("hl7.ward.test".into());
+    })
+    .await;
+    let streaming = stream(app.ws_url(), "bed-3");
+    let o = peer
+        .wait(60.0, "an observation over TLS", |m| m.kind() == ORU_R01)
+        .await;
+    assert_eq!(o.bed(), "bed-3");
+    let h = app
+        .wait_health(10.0, "an acknowledgement", |h| {
+            h["hl7"]["last_ack_ms"].is_i64()
+        })
+        .await;
+    assert_eq!(h["hl7"]["connected"], true, "{h}");
+    streaming.abort();
+    app.stop().await;
+
+    // A CA that does not vouch for the receiver: no connection, nothing delivered, the
+    // reason in /api/health.
+    let other = rcgen::generate_simple_self_signed(vec!["hl7.ward.test".into()]).unwrap();
+    let wrong = dir.path().join("other.pem");
+    std::fs::write(&wrong, other.cert.pem()).unwrap();
+    let before = peer.received().len();
+    let app = common::spawn_app(move |c| {
+        hl7_config(c, port);
+        c.hl7.tls_ca = Some(wrong);
+        c.hl7.tls_server_name = Some("hl7.ward.test".into());
+    })
+    .await;
+    let streaming = stream(app.ws_url(), "bed-3");
+    let h = app
+        .wait_health(30.0, "a refused certificate", |h| {
+            h["hl7"]["last_error"]
+                .as_str()
+                .is_some_and(|e| e.contains("TLS"))
+                && h["hl7"]["backlog"].as_u64() > Some(0)
+        })
+        .await;
+    assert_eq!(h["hl7"]["connected"], false, "{h}");
+    assert_eq!(peer.received().len(), before);
+    streaming.abort();
+    app.stop().await;
 }

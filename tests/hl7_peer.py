@@ -1,8 +1,9 @@
 """An HL7 receiver for tests/hl7_link.rs: the Python `hl7` package's asyncio MLLP server.
 
-    python3 tests/hl7_peer.py PORT CONTROL_FILE OUT_FILE [PORT_FILE]
+    python3 tests/hl7_peer.py PORT CONTROL_FILE OUT_FILE [PORT_FILE [CERT KEY]]
 
-Listens on 127.0.0.1:PORT (0: any free port, written to PORT_FILE). Every message received is
+Listens on 127.0.0.1:PORT (0: any free port, written to PORT_FILE), over TLS with the PEM
+certificate CERT and key KEY when they are given. Every message received is
 appended to OUT_FILE as one JSON line {"msg": the message, segments joined by "\r", "answer":
 how it was answered}, flushed, before it is answered. How to answer is read from CONTROL_FILE
 at each message (so the test changes it while the peer runs):
@@ -28,6 +29,12 @@ import hl7.mllp
 def main():
     port, control, out = int(sys.argv[1]), sys.argv[2], sys.argv[3]
     port_file = sys.argv[4] if len(sys.argv) > 4 else None
+    tls = None
+    if len(sys.argv) > 6:
+        import ssl
+
+        tls = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        tls.load_cert_chain(sys.argv[5], sys.argv[6])
 
     async def answer(reader, writer):
         try:
@@ -64,7 +71,9 @@ def main():
             writer.close()
 
     async def serve():
-        server = await hl7.mllp.start_hl7_server(answer, "127.0.0.1", port, limit=1 << 20)
+        server = await hl7.mllp.start_hl7_server(
+            answer, "127.0.0.1", port, limit=1 << 20, ssl=tls
+        )
         if port_file:
             with open(port_file + ".tmp", "w") as f:
                 f.write(str(server.sockets[0].getsockname()[1]))
