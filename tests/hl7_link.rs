@@ -746,3 +746,109 @@ async fn the_link_speaks_tls_to_a_receiver_its_ca_vouches_for() {
     streaming.abort();
     app.stop().await;
 }
+
+/// The outbox's rows as `(id, state)`, read beside a running daemon.
+fn outbox_rows(db: &Path) -> Vec<(i64, String)> {
+    let Ok(c) = rusqlite::Connection::open(db) else {
+        return Vec::new();
+    };
+    let Ok(mut st) = c.prepare("SELECT id, state FROM hl7_outbox ORDER BY id") else {
+        return Vec::new();
+    };
+    st.query_map([], |r| Ok((r.get(0)?, r.get(1)?)))
+        .map(|rows| rows.filter_map(Result::ok).collect())
+        .unwrap_or_default()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_daemon_killed_9_mid_backlog_delivers_every_committed_message_after_restart() {
+    let test = "a_daemon_killed_9_mid_backlog_delivers_every_committed_message_after_restart";
+    if !hl7_available(test) {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let free = || {
+        std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port()
+    };
+    // The receiver is down at first: a port nothing listens on.
+    let receiver = free();
+    let mut cfg = common::test_config(dir.path());
+    cfg.server.listen = format!("127.0.0.1:{}", free()).parse().unwrap();
+    hl7_config(&mut cfg, receiver);
+    let config = dir.path().join("holmes.toml");
+    std::fs::write(&config, toml::to_string(&cfg).unwrap()).unwrap();
+    let db = cfg.storage.db.clone();
+    let serve = || {
+        Command::new(env!("CARGO_BIN_EXE_holmes"))
+            .args(["serve", "--config"])
+            .arg(&config)
+            .env("RUST_LOG", "warn")
+            .stdout(Stdio::null())
+            .spawn()
+            .unwrap()
+    };
+    let url = format!("ws://{}/ws/monitor", cfg.server.listen);
+    let ready = |secs: u64| {
+        let url = url.clone();
+        async move {
+            let until = Instant::now() + Duration::from_secs(secs);
+            while tokio_tungstenite::connect_async(&url).await.is_err() {
+                assert!(Instant::now() < until, "the daemon does not answer");
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+        }
+    };
+    let mut daemon = serve();
+    ready(120).await;
+    let streaming = stream(url.clone(), "bed-4");
+    // A backlog builds in the outbox, committed; then kill -9.
+    let until = Instant::now() + Duration::from_secs(60);
+    while outbox_rows(&db).iter().filter(|r| r.1 == "pending").count() < 5 {
+        assert!(Instant::now() < until, "no backlog: {:?}", outbox_rows(&db));
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let committed = outbox_rows(&db);
+    daemon.kill().unwrap(); // SIGKILL
+    daemon.wait().unwrap();
+    streaming.abort();
+    assert!(committed.iter().all(|r| r.1 == "pending"), "{committed:?}");
+
+    // The receiver comes up, the daemon restarts: everything committed arrives, in order.
+    let peer = Peer::start(dir.path(), receiver, "aa");
+    let mut daemon = serve();
+    ready(120).await;
+    let until = Instant::now() + Duration::from_secs(60);
+    loop {
+        let rows = outbox_rows(&db);
+        if rows.len() > committed.len() && rows.iter().all(|r| r.1 == "acked") {
+            break;
+        }
+        assert!(Instant::now() < until, "not drained: {rows:?}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    daemon.kill().unwrap();
+    daemon.wait().unwrap();
+    let got = peer.received();
+    let first = check_order(&got);
+    for (id, _) in &committed {
+        assert!(
+            first.contains(id),
+            "{id}, committed before the kill, never arrived"
+        );
+    }
+    // The risk alarm the killed run left open was ended by the next one.
+    let start = got
+        .iter()
+        .find(|m| m.is_alarm("HOLMES-RISK-ALARM^", "start"))
+        .expect("the risk alarm's start");
+    assert!(
+        got.iter().any(|m| m.is_alarm("HOLMES-RISK-ALARM^", "end")
+            && m.get("OBR", 0, 2) == start.get("OBR", 0, 2)),
+        "no end of alarm {}",
+        start.get("OBR", 0, 2)
+    );
+}
