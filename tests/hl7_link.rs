@@ -8,7 +8,9 @@
 //! its MSH-10, in order; and the link over TLS, refused by a receiver its CA does not vouch
 //! for.
 //!
-//! Without python3 and its `hl7` package these print `SKIPPED` (`pip install hl7`), unless
+//! `holmes validate` on the `[hl7]` section is checked here too (no receiver needed).
+//!
+//! Without python3 and its `hl7` package the receiver's tests print `SKIPPED` (`pip install hl7`), unless
 //! `HOLMES_REQUIRE_HL7` is set, as in CI.
 
 mod common;
@@ -851,4 +853,40 @@ async fn a_daemon_killed_9_mid_backlog_delivers_every_committed_message_after_re
         "no end of alarm {}",
         start.get("OBR", 0, 2)
     );
+}
+
+#[test]
+fn holmes_validate_checks_the_hl7_section() {
+    let dir = tempfile::tempdir().unwrap();
+    let run = |edit: &dyn Fn(&mut holmes::config::Config)| {
+        let mut cfg = common::test_config(dir.path());
+        cfg.hl7.enabled = true;
+        edit(&mut cfg);
+        let path = dir.path().join("holmes.toml");
+        std::fs::write(&path, toml::to_string(&cfg).unwrap()).unwrap();
+        let o = Command::new(env!("CARGO_BIN_EXE_holmes"))
+            .args(["validate", "--config"])
+            .arg(&path)
+            .output()
+            .unwrap();
+        let text =
+            String::from_utf8_lossy(&o.stdout).to_string() + &String::from_utf8_lossy(&o.stderr);
+        (o.status.success(), text)
+    };
+    let (ok, text) = run(&|_| {});
+    assert!(ok, "{text}");
+    assert!(
+        text.contains("hl7: PCD-01 every 60 s and PCD-04 alarms to 127.0.0.1:2575"),
+        "{text}"
+    );
+    let missing = dir.path().join("no-such-ca.pem");
+    let (ok, text) = run(&|c| c.hl7.tls_ca = Some(missing.clone()));
+    assert!(
+        !ok && text.contains("hl7.tls_ca") && text.contains("no-such-ca.pem"),
+        "{text}"
+    );
+    let (ok, text) = run(&|c| c.hl7.receiver = "ward-gateway".into());
+    assert!(!ok && text.contains("hl7.receiver"), "{text}");
+    let (ok, text) = run(&|c| c.hl7.facet_state = "68482".into());
+    assert!(!ok && text.contains("hl7.facet_state"), "{text}");
 }
