@@ -385,14 +385,19 @@ async fn run(
         alarm_feed,
         ..
     } = src;
+    // Loud once per episode of a full queue.
+    let feed_full = std::sync::atomic::AtomicBool::new(false);
     let feed = move |t: &Transition| {
-        if let Some(f) = &alarm_feed
-            && f.try_send(t.clone()).is_err()
-        {
+        let Some(f) = &alarm_feed else { return };
+        if f.try_send(t.clone()).is_ok() {
+            feed_full.store(false, std::sync::atomic::Ordering::Relaxed);
+        } else {
             metrics::counter!("holmes_alarm_feed_dropped_total").increment(1);
-            tracing::error!(
-                "An alarm change could not be handed to the HL7 link (its queue is full or closed)"
-            );
+            if !feed_full.swap(true, std::sync::atomic::Ordering::Relaxed) {
+                tracing::error!(
+                    "Alarm changes cannot be handed to the HL7 link (its queue is full or closed); counted in holmes_alarm_feed_dropped_total"
+                );
+            }
         }
     };
     let mut zoo_open = true;

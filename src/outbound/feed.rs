@@ -116,7 +116,7 @@ impl Feed {
                             risk_alarm: risk.contains(&*bed),
                             quality: s.status.as_str(),
                         };
-                        if self.outbox.try_enqueue(Draft::Observation(o)).is_err() {
+                        if !self.outbox.try_enqueue(Draft::Observation(o)) {
                             self.status.queue_dropped.fetch_add(1, Ordering::Relaxed);
                             metrics::counter!("holmes_hl7_observations_dropped_total").increment(1);
                         }

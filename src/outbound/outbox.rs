@@ -84,13 +84,9 @@ pub(crate) struct Outbox {
 }
 
 impl Outbox {
-    /// Queues a draft without waiting; `false` when the queue is full (the caller decides).
-    pub(crate) fn try_enqueue(&self, d: Draft) -> Result<(), Draft> {
-        self.tx.try_send(Cmd::Enqueue(d)).map_err(|e| match e {
-            mpsc::error::TrySendError::Full(Cmd::Enqueue(d))
-            | mpsc::error::TrySendError::Closed(Cmd::Enqueue(d)) => d,
-            _ => unreachable!("an enqueue comes back as sent"),
-        })
+    /// Queues a draft without waiting; `false` when the queue is full (or the outbox stopped).
+    pub(crate) fn try_enqueue(&self, d: Draft) -> bool {
+        self.tx.try_send(Cmd::Enqueue(d)).is_ok()
     }
 
     /// Queues a draft, waiting for room.
