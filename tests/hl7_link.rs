@@ -599,7 +599,29 @@ async fn reports_reach_a_real_receiver_coded_and_refusals_park_while_silence_res
         parked.len() as i64,
         "one audit row per parked message"
     );
+    // A receiver that never answers holds up no shutdown: the nurse acknowledges the
+    // lost-signal alarm, and that report goes unanswered.
+    peer.set("never");
+    let lost_id = lost.get("OBR", 0, 2);
+    let lost_id = lost_id.split('^').next().unwrap();
+    let (code, text) = request(
+        &app,
+        "POST",
+        &format!("/api/alarms/{lost_id}/ack"),
+        &format!("Cookie: {cookie}\r\n"),
+        "",
+    )
+    .await;
+    assert_eq!(code, 200, "{text}");
+    let cont = peer
+        .wait(20.0, "the lost-signal alarm acknowledged", |m| {
+            m.answer == "never" && m.is_alarm("HOLMES-SIGNAL-LOST^", "continue")
+        })
+        .await;
+    assert_eq!(cont.facet(5), "alert-acknowledged");
+    let t = Instant::now();
     app.stop().await;
+    assert!(t.elapsed() < Duration::from_secs(10), "{:?}", t.elapsed());
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -749,15 +771,15 @@ async fn the_link_speaks_tls_to_a_receiver_its_ca_vouches_for() {
     app.stop().await;
 }
 
-/// The outbox's rows as `(id, state)`, read beside a running daemon.
-fn outbox_rows(db: &Path) -> Vec<(i64, String)> {
+/// The outbox's rows as `(id, state, kind)`, read beside a running daemon.
+fn outbox_rows(db: &Path) -> Vec<(i64, String, String)> {
     let Ok(c) = rusqlite::Connection::open(db) else {
         return Vec::new();
     };
-    let Ok(mut st) = c.prepare("SELECT id, state FROM hl7_outbox ORDER BY id") else {
+    let Ok(mut st) = c.prepare("SELECT id, state, kind FROM hl7_outbox ORDER BY id") else {
         return Vec::new();
     };
-    st.query_map([], |r| Ok((r.get(0)?, r.get(1)?)))
+    st.query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
         .map(|rows| rows.filter_map(Result::ok).collect())
         .unwrap_or_default()
 }
@@ -836,7 +858,7 @@ async fn a_daemon_killed_9_mid_backlog_delivers_every_committed_message_after_re
     daemon.wait().unwrap();
     let got = peer.received();
     let first = check_order(&got);
-    for (id, _) in &committed {
+    for (id, _, _) in &committed {
         assert!(
             first.contains(id),
             "{id}, committed before the kill, never arrived"
@@ -889,4 +911,64 @@ fn holmes_validate_checks_the_hl7_section() {
     assert!(!ok && text.contains("hl7.receiver"), "{text}");
     let (ok, text) = run(&|c| c.hl7.facet_state = "68482".into());
     assert!(!ok && text.contains("hl7.facet_state"), "{text}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn old_observations_are_dropped_and_counted_while_alarms_wait_for_the_receiver() {
+    let test = "old_observations_are_dropped_and_counted_while_alarms_wait_for_the_receiver";
+    if !hl7_available(test) {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let receiver = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let db = dir.path().join("holmes.db");
+    let db2 = db.clone();
+    let app = common::spawn_app(move |c| {
+        hl7_config(c, receiver);
+        c.hl7.max_observation_age_secs = 1.0;
+        c.storage.db = db2;
+    })
+    .await;
+    // The receiver is down while the bed streams and its risk alarm starts.
+    let streaming = stream(app.ws_url(), "bed-5");
+    let until = Instant::now() + Duration::from_secs(60);
+    loop {
+        let rows = outbox_rows(&db);
+        let alarms = rows.iter().filter(|r| r.2 == "alarm").count();
+        if alarms > 0 && rows.len() >= 4 {
+            break;
+        }
+        assert!(Instant::now() < until, "no backlog: {rows:?}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    streaming.abort();
+    tokio::time::sleep(Duration::from_millis(1_500)).await;
+    // Back after more than max_observation_age_secs: what was queued then goes by kind.
+    let peer = Peer::start(dir.path(), receiver, "aa");
+    let h = app
+        .wait_health(30.0, "the backlog drained", |h| {
+            h["hl7"]["backlog"] == 0 && h["hl7"]["dropped_observations"].as_u64() > Some(0)
+        })
+        .await;
+    assert!(
+        common::problems(&h).iter().any(|p| p.contains("dropped")),
+        "{h}"
+    );
+    app.stop().await;
+    let rows = outbox_rows(&db);
+    assert!(
+        rows.iter().all(|r| r.2 == "observation" || r.1 == "acked"),
+        "an alarm was not delivered: {rows:?}"
+    );
+    assert!(rows.iter().any(|r| r.1 == "dropped"), "{rows:?}");
+    let got = peer.received();
+    assert!(
+        got.iter()
+            .any(|m| m.is_alarm("HOLMES-RISK-ALARM^", "start"))
+    );
+    check_order(&got);
 }
