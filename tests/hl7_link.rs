@@ -3,15 +3,17 @@
 //! from scripted monitors; the tests read what the receiver got and check the coded values
 //! themselves (the peer checks none): PCD-01 observation reports and PCD-04 alarm reports,
 //! an acknowledgement on the dashboard as the alarm's inactivation state, AE and AR parked and
-//! visible, unanswered and late messages sent again with the same MSH-10, and, across a
-//! receiver killed mid-stream and a daemon restarted mid-backlog, every message arriving by
-//! its MSH-10, in order; and the link over TLS, refused by a receiver its CA does not vouch
-//! for.
+//! visible, unanswered, late and wrongly answered messages sent again with the same MSH-10,
+//! garbage and a frame over the limit costing the receiver its connection (never scoring its
+//! pace), a silent receiver holding up no shutdown; across a receiver killed mid-stream, a
+//! daemon restarted mid-backlog and a daemon killed with SIGKILL, every message arriving by
+//! its MSH-10, in order; observations too old dropped and counted while alarms wait; and the
+//! link over TLS, refused by a receiver its CA does not vouch for.
 //!
 //! `holmes validate` on the `[hl7]` section is checked here too (no receiver needed).
 //!
-//! Without python3 and its `hl7` package the receiver's tests print `SKIPPED` (`pip install hl7`), unless
-//! `HOLMES_REQUIRE_HL7` is set, as in CI.
+//! Without python3 and its `hl7` package the receiver's tests print `SKIPPED` (`pip install
+//! hl7`), unless `HOLMES_REQUIRE_HL7` is set, as in CI.
 
 mod common;
 
