@@ -195,7 +195,7 @@ pub(crate) struct Sources {
     /// Every alarm transition (raised, acknowledged, silenced, silence ended, cleared), for the
     /// HL7 link (`outbound`, which holds the receiver); `None` when nothing reads them. Sent
     /// with `try_send`, so the board never waits: a full channel is counted
-    /// (`holmes_alarm_feed_dropped_total`) and logged at error.
+    /// (`holmes_alarm_feed_dropped_total`) and logged at error once an episode.
     pub(crate) alarm_feed: Option<mpsc::Sender<Transition>>,
 }
 
