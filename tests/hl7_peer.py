@@ -1,4 +1,5 @@
-"""An HL7 receiver for tests/hl7_link.rs: the Python `hl7` package's asyncio MLLP server.
+"""An HL7 receiver for tests/hl7_link.rs and tests/hl7_durability.rs: the Python `hl7`
+package's asyncio MLLP server.
 
     python3 tests/hl7_peer.py PORT CONTROL_FILE OUT_FILE [PORT_FILE [CERT KEY]]
 
