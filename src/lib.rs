@@ -23,6 +23,8 @@
 //! - [`composer`]: which members to serve within the latency budget (HOLMES), and the actor
 //!   that recomposes while serving.
 //! - [`dashboard`]: the ward page: board, alarms, users.
+//! - [`outbound`]: scores and alarms out to the hospital, HL7 v2 (IHE PCD-01, PCD-04) over
+//!   MLLP, through a durable outbox.
 //! - [`http`]: the router, its state and errors, the accept loop and TLS.
 //! - [`appliance`]: the daemon's wiring and shutdown order, and the system service.
 //! - [`tools`]: the simulator, `holmes bench`, `holmes bench-cpu`, `holmes score`, and the
@@ -35,6 +37,7 @@
 //! serving:  monitor --protocol--> ingest --> ward --ClosedWindow--> engine --ScoreRecord--> store
 //!                                                                                  |
 //!           page <-- dashboard <-- http <------------------------------------------+
+//!                    dashboard (alarms) + store (scores) --> outbound --HL7 v2/MLLP--> hospital
 //! training: PhysioNet --wfdb--> dataset --train--> zoo: models/<name>/{manifest.json, weights.mpk}
 //! ```
 
@@ -53,6 +56,8 @@ pub mod serving;
 
 pub mod composer;
 pub mod dashboard;
+pub mod outbound;
+
 pub mod http;
 
 pub mod appliance;

@@ -19,6 +19,7 @@ const LAYERS: &[&[&str]] = &[
     &["serving::ingest"],
     &["composer"],
     &["dashboard"],
+    &["outbound"],
     &["http"],
     &["appliance"],
     &["tools"],
@@ -33,6 +34,7 @@ const SERVING_SIDE: &[&str] = &[
     "serving::ingest",
     "composer",
     "dashboard",
+    "outbound",
     "http",
     "appliance",
 ];

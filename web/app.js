@@ -418,6 +418,13 @@ async function showSystem() {
     }
     add("Storage backlog", `${s.backlog_rows} of ${s.backlog_capacity} rows; ${s.backlog_dropped_rows} dropped, ${s.fault_episodes} fault episodes since start`);
     if (h.lead_sets) kv.append(el("strong", { text: "Lead sets covered" }), leadSets(h.lead_sets));
+    const l = h.hl7;
+    add("HL7 link", !l ? "off" : `${l.connected ? "connected to" : "NOT CONNECTED to"} ${l.receiver}; ` +
+      `${l.backlog} waiting${l.oldest_pending_ms ? ` (oldest queued ${fmtTime(l.oldest_pending_ms)})` : ""}, ` +
+      `last acknowledgement ${l.last_ack_ms ? fmtTime(l.last_ack_ms) : "none yet"}, ${l.parked} parked` +
+      (l.last_parked ? ` (last: ${l.last_parked.code} ${l.last_parked.reason})` : "") +
+      (l.dropped_observations ? `, ${l.dropped_observations} observations dropped` : "") +
+      (l.last_error && !l.connected ? `; ${l.last_error}` : ""));
   }
   add("Model faults", e.members.map((m) => `${m.name}: ${m.faults}`).join(", "));
   if (models.ok) {

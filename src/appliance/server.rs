@@ -1,7 +1,8 @@
 //! Wiring of the daemon: store writer, serving engine (its ensemble prepared by
 //! [`ensemble::prepare`]), ward (with the sink that hands its windows to the engine and its
-//! events to the store), composer, dashboard board and HTTP server, started in that order and
-//! stopped in reverse through one [`CancellationToken`], SQLite flushed last.
+//! events to the store), composer, the HL7 link where `[hl7]` turns it on, dashboard board and
+//! HTTP server, started in that order and stopped in reverse through one [`CancellationToken`],
+//! SQLite flushed last.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -42,6 +43,8 @@ pub enum ServerError {
     Devices(#[from] crate::serving::ingest::devices::DeviceError),
     #[error("beat counter: {0}")]
     Beats(#[from] crate::signal::beats::BeatsError),
+    #[error("HL7 link: {0}")]
+    Outbound(String),
 }
 
 /// The zoo's beat counter, when the config counts beats and the zoo holds one. Blocking.
@@ -269,6 +272,20 @@ pub async fn start(cfg: Config, listener: TcpListener) -> Result<Running, Server
         .await
         .expect("opening the users table does not panic")
         .map_err(|e| ServerError::Dashboard(e.to_string()))?;
+    let (outbound, alarm_feed, outbox_thread) = if cfg.hl7.enabled {
+        let s = crate::outbound::start(
+            &cfg.hl7,
+            &cfg.storage.db,
+            store.subscribe(),
+            shutdown.child_token(),
+            &tracker,
+        )
+        .await
+        .map_err(|e| ServerError::Outbound(e.to_string()))?;
+        (Some(s.handle), Some(s.alarm_feed), Some(s.outbox))
+    } else {
+        (None, None, None)
+    };
     let board = crate::dashboard::board::start(
         dcfg,
         crate::dashboard::board::Sources {
@@ -283,6 +300,7 @@ pub async fn start(cfg: Config, listener: TcpListener) -> Result<Running, Server
                 window_secs: cfg.ward.window_secs,
             },
             zoo_generation: board_zoo_generation,
+            alarm_feed,
         },
         shutdown.child_token(),
         &tracker,
@@ -316,6 +334,7 @@ pub async fn start(cfg: Config, listener: TcpListener) -> Result<Running, Server
         zoo: zoo_status,
         shutdown: shutdown.child_token(),
         body_limits: crate::http::body::BodyLimits::new(&cfg.server),
+        outbound,
     };
     let store_health = store.health.clone();
     let app = router(state);
@@ -331,6 +350,11 @@ pub async fn start(cfg: Config, listener: TcpListener) -> Result<Running, Server
         tracker.wait().await;
         drop(ward);
         let _ = tokio::task::spawn_blocking(move || {
+            // The feed and the link have stopped: the outbox thread finishes what it was
+            // asked and ends.
+            if let Some(t) = outbox_thread {
+                let _ = t.join();
+            }
             eng.shutdown();
             store.close();
             let _ = writer.join();

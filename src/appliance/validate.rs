@@ -5,9 +5,9 @@
 //! Checks, each problem reported on one line: the config parses (unknown keys and bad values
 //! named with their line) and passes [`Config::validate`]; every model folder in the zoo
 //! loads and passes its smoke check (manifest, checksum, weights, a forward pass); every
-//! configured ensemble member is one of them; the beat counter the config serves and the TLS
-//! certificate and key of `[server.tls]` load (the daemon refuses to start on either that does
-//! not); the database's folder is writable or can be
+//! configured ensemble member is one of them; the beat counter the config serves, the TLS
+//! certificate and key of `[server.tls]` and, with `[hl7]` on, its `tls_ca` load (the daemon
+//! refuses to start on any that does not); the database's folder is writable or can be
 //! created, and an existing database is writable and not newer than this build.
 //!
 //! Warnings, which do not fail it: the risk alarm rule the configured members would start on
@@ -91,6 +91,7 @@ pub(crate) fn check(config: Option<&Path>, models: Option<&Path>) -> Report {
     // The alarm is judged on a config the daemon would start with.
     check_alarm(&cfg, members_load && valid.is_ok(), &mut r);
     check_tls(&cfg, &mut r);
+    check_hl7(&cfg, &mut r);
     check_database(&cfg.storage.db, &mut r);
     r
 }
@@ -220,6 +221,29 @@ fn check_tls(cfg: &Config, r: &mut Report) {
             .problems
             .push(format!("server.tls: {e} (the daemon would not start)")),
     }
+}
+
+/// The HL7 link, where it is on: its CA file loads (the daemon refuses to start otherwise).
+/// The `[hl7]` values themselves are checked with the rest of the config.
+fn check_hl7(cfg: &Config, r: &mut Report) {
+    let h = &cfg.hl7;
+    if !h.enabled {
+        return;
+    }
+    let tls = match &h.tls_ca {
+        Some(ca) => match crate::outbound::client_config(ca) {
+            Ok(_) => " over TLS",
+            Err(e) => {
+                r.problems.push(format!("{e} (the daemon would not start)"));
+                return;
+            }
+        },
+        None => "",
+    };
+    r.summary.push(format!(
+        "hl7: PCD-01 every {} s and PCD-04 alarms to {}{tls}",
+        h.cadence_secs, h.receiver
+    ));
 }
 
 /// The database is writable, or its folder is (or can be created); an existing database's

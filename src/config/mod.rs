@@ -1,15 +1,17 @@
 //! Configuration, pure data: one TOML file, strict (`deny_unknown_fields`), with the defaults
 //! embedded from `config/holmes.toml` so the binary runs from a bare checkout. Every section is
 //! defined here ([`serving`]: the daemon's data path; [`control`]: composer, dashboard,
-//! service), with its own checks; nothing here imports a subsystem.
+//! service; [`outbound`]: HL7 to the hospital), with its own checks; nothing here imports a subsystem.
 //!
 //! Read at start-up by the command line; each subsystem is handed its own section.
 
 mod control;
+mod outbound;
 mod serving;
 
 pub use control::METHODS;
 pub(crate) use control::{ComposerConfig, DashboardConfig, HolmesParams, ServiceConfig};
+pub use outbound::Hl7Config;
 pub(crate) use serving::{
     AuthConfig, EnsembleConfig, IngestConfig, LeadsConfig, PlainHttpOnNetwork, QualityConfig,
     ServerConfig, WardConfig, check_transport,
@@ -59,6 +61,9 @@ pub struct Config {
     /// Running as a system service: shutdown bound, watchdog (absent: the defaults).
     #[serde(default)]
     pub service: ServiceConfig,
+    /// Scores and alarms out to the hospital over HL7 v2 / MLLP (absent: the defaults, off).
+    #[serde(default)]
+    pub hl7: Hl7Config,
 }
 
 impl Default for Config {
@@ -150,6 +155,7 @@ impl Config {
         self.composer.validate()?;
         self.dashboard.validate()?;
         self.service.validate()?;
+        self.hl7.validate()?;
         let st = &self.storage;
         if st.batch_rows == 0 || st.backlog_rows == 0 {
             return Err("storage.batch_rows and storage.backlog_rows must be positive".into());

@@ -67,7 +67,38 @@ pub(crate) struct ScoreRecord {
     pub(crate) missing: Vec<String>,
     pub(crate) ensemble_id: i64,
     pub(crate) quality: WindowQuality,
+    /// The heart rate the monitor reported over the window, the median of its 1 Hz values,
+    /// beats/min (`None`: too few readings arrived).
+    pub(crate) heart_rate_bpm: Option<f32>,
     /// Queue, compute and combination times (engine scores).
     pub(crate) timing: Option<serde_json::Value>,
     pub(crate) last_sample_at: Instant,
+}
+
+/// The median of a window's heart-rate readings (`None` when there are none or none is
+/// finite).
+pub(crate) fn median_heart_rate(hr: Option<&[f32]>) -> Option<f32> {
+    let mut v: Vec<f32> = hr?.iter().copied().filter(|x| x.is_finite()).collect();
+    if v.is_empty() {
+        return None;
+    }
+    v.sort_by(f32::total_cmp);
+    let m = v.len() / 2;
+    Some(if v.len() % 2 == 1 {
+        v[m]
+    } else {
+        (v[m - 1] + v[m]) / 2.0
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn median_heart_rate_of_odd_even_and_empty_windows() {
+        use super::median_heart_rate as m;
+        assert_eq!(m(Some(&[80.0, 60.0, 70.0])), Some(70.0));
+        assert_eq!(m(Some(&[80.0, 60.0, f32::NAN, 70.0, 90.0])), Some(75.0));
+        assert_eq!(m(Some(&[])), None);
+        assert_eq!(m(None), None);
+    }
 }

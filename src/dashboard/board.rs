@@ -192,6 +192,11 @@ pub(crate) struct Sources {
     /// Bumped by the zoo watcher at every change of the zoo (a member retrained in place is
     /// hot-swapped without a switch of ensemble): the rule is looked up again.
     pub(crate) zoo_generation: watch::Receiver<u64>,
+    /// Every alarm transition (raised, acknowledged, silenced, silence ended, cleared), for the
+    /// HL7 link (`outbound`, which holds the receiver); `None` when nothing reads them. Sent
+    /// with `try_send`, so the board never waits: a full channel is counted
+    /// (`holmes_alarm_feed_dropped_total`) and logged at error once an episode.
+    pub(crate) alarm_feed: Option<mpsc::Sender<Transition>>,
 }
 
 /// The zoo's rule book and the ward's hop and window a rule must match.
@@ -377,8 +382,24 @@ async fn run(
         db,
         rules,
         mut zoo_generation,
+        alarm_feed,
         ..
     } = src;
+    // Loud once per episode of a full queue.
+    let feed_full = std::sync::atomic::AtomicBool::new(false);
+    let feed = move |t: &Transition| {
+        let Some(f) = &alarm_feed else { return };
+        if f.try_send(t.clone()).is_ok() {
+            feed_full.store(false, std::sync::atomic::Ordering::Relaxed);
+        } else {
+            metrics::counter!("holmes_alarm_feed_dropped_total").increment(1);
+            if !feed_full.swap(true, std::sync::atomic::Ordering::Relaxed) {
+                tracing::error!(
+                    "Alarm changes cannot be handed to the HL7 link (its queue is full or closed); counted in holmes_alarm_feed_dropped_total"
+                );
+            }
+        }
+    };
     let mut zoo_open = true;
     let Outputs {
         snapshot: out,
@@ -442,6 +463,7 @@ async fn run(
             if let Transition::Raised(a) = t {
                 tracing::info!(id = a.id, kind = a.kind.as_str(), "Alarm raised");
             }
+            feed(t);
         }
         tokio::task::spawn_blocking(move || {
             let db = adb.lock().expect("alarm db lock");
@@ -505,6 +527,7 @@ async fn run(
                     Ok(t) => {
                         let a = match &t { Transition::Raised(a) | Transition::Changed(a) => a.clone() };
                         tracing::info!(id = a.id, action = action.as_str(), "Alarm action");
+                        feed(&t);
                         // The user hears back once the action and its audit entry are stored,
                         // or that they could not be (the action stands on the ward).
                         let (adb, audit_log) = (adb.clone(), audit_log.clone());

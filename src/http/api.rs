@@ -397,6 +397,9 @@ pub(super) struct Health {
     /// The risk alarm rule serving now: validated for the serving ensemble, or the configured
     /// fallback (`validated: false`).
     alarm_rule: ServedRule,
+    /// The HL7 link (`null` when `[hl7]` is off): connected, backlog, oldest pending, last
+    /// acknowledgement, parked messages.
+    hl7: Option<crate::outbound::LinkView>,
 }
 
 /// Everything an operator needs at a glance: storage (fault, backlog), models (faults, zoo
@@ -446,6 +449,9 @@ pub(super) async fn health(State(s): State<AppState>) -> Json<Health> {
             "zoo: the alarm rules do not read ({e}); the risk alarm rule serving stays"
         ));
     }
+    if let Some(o) = &s.outbound {
+        problems.extend(o.problems());
+    }
     Json(Health {
         status: if problems.is_empty() {
             "ok"
@@ -460,6 +466,7 @@ pub(super) async fn health(State(s): State<AppState>) -> Json<Health> {
         beds_connected: s.ward.connected_beds(),
         stream_clients: s.dashboard.board.stream_clients(),
         alarm_rule: s.dashboard.board.alarm_rule(),
+        hl7: s.outbound.as_ref().map(|o| o.view()),
     })
 }
 

@@ -63,6 +63,8 @@ pub(crate) struct AppState {
     pub(crate) shutdown: CancellationToken,
     /// Every request's body: its size and the time it may take to arrive.
     pub(crate) body_limits: body::BodyLimits,
+    /// The HL7 link, where `[hl7]` turns it on (`/api/health` shows it).
+    pub(crate) outbound: Option<crate::outbound::Outbound>,
 }
 
 impl FromRef<AppState> for DashboardState {

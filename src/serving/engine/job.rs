@@ -368,6 +368,9 @@ impl WindowJob {
             missing,
             ensemble_id: shared.ensemble_id,
             quality: self.window.quality.clone(),
+            heart_rate_bpm: crate::core::score::median_heart_rate(
+                self.window.heart_rate.as_deref(),
+            ),
             timing: Some(serde_json::to_value(&timing).expect("timing serialises")),
             last_sample_at: self.window.last_sample_at,
         });

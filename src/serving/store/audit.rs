@@ -60,6 +60,9 @@ pub(crate) enum Action {
     AlarmRulesChanged,
     /// The composer switched the served ensemble (a new plan, or a rung of the ladder).
     PlanSwitched,
+    /// The HL7 receiver refused a message (AE/AR, CE/CR): it is parked, not sent again; the
+    /// detail names the message (its MSH-10, kind), the receiver's code and reason.
+    Hl7MessageParked,
 }
 
 impl Action {
@@ -78,6 +81,7 @@ impl Action {
             Action::ModelLoaded => "model_loaded",
             Action::ModelRefused => "model_refused",
             Action::ModelRemoved => "model_removed",
+            Action::Hl7MessageParked => "hl7_message_parked",
             Action::AlarmRulesChanged => "alarm_rules_changed",
             Action::PlanSwitched => "plan_switched",
         }

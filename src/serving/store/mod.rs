@@ -177,6 +177,23 @@ const MIGRATIONS: &[&str] = &[
         measured_ms INTEGER NOT NULL,
         PRIMARY KEY (hardware, beds)
     );",
+    // 12: the HL7 outbox (`outbound::outbox`): each message until the receiver acknowledges
+    // it; `id` is its MSH-10 and never reused (AUTOINCREMENT).
+    "CREATE TABLE hl7_outbox (
+        id INTEGER PRIMARY KEY AUTOINCREMENT,
+        kind TEXT NOT NULL,
+        bed TEXT NOT NULL,
+        alarm_id INTEGER,
+        phase TEXT,
+        created_ms INTEGER NOT NULL,
+        body TEXT NOT NULL,
+        state TEXT NOT NULL,
+        attempts INTEGER NOT NULL DEFAULT 0,
+        done_ms INTEGER,
+        ack_code TEXT,
+        reason TEXT
+    );
+    CREATE INDEX hl7_outbox_pending ON hl7_outbox (id) WHERE state = 'pending';",
 ];
 
 /// The schema version this build migrates to (`PRAGMA user_version`).

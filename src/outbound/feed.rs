@@ -1,0 +1,185 @@
+//! What goes out: a tokio task turning the dashboard's alarm transitions into PCD-04 alarm
+//! reports (queued as they happen, each waiting for room in the outbox's queue: an alarm is
+//! never dropped here), and every `hl7.cadence_secs` each bed's latest committed window (from
+//! the store writer's broadcast of scores) into a PCD-01 observation report (dropped and
+//! counted when the queue is full: the next cadence brings a newer one). It holds one score
+//! per bed between cadences, so its memory is bounded by the ward.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use tokio::sync::{broadcast, mpsc};
+use tokio_util::sync::CancellationToken;
+
+use super::LinkStatus;
+use super::message::{AlarmReport, Draft, Observation, Phase};
+use super::outbox::Outbox;
+use crate::core::score::ScoreRecord;
+use crate::core::time::now_ms;
+use crate::dashboard::alarms::{Alarm, AlarmKind, Transition};
+
+/// What the feed reads and where it writes.
+pub(crate) struct Feed {
+    pub(crate) cadence: Duration,
+    pub(crate) outbox: Outbox,
+    pub(crate) status: Arc<LinkStatus>,
+    /// The scores the store writer takes (its broadcast).
+    pub(crate) scores: broadcast::Receiver<Arc<ScoreRecord>>,
+    /// The board's alarm transitions (the board holds the sender).
+    pub(crate) alarms: mpsc::Receiver<Transition>,
+    pub(crate) shutdown: CancellationToken,
+}
+
+/// The report of one alarm transition, dated when it happened (`now` for a change that
+/// carries no time of its own, such as a silence running out).
+pub(crate) fn report(t: &Transition, now: i64) -> AlarmReport {
+    let (a, phase, at): (&Alarm, Phase, i64) = match t {
+        Transition::Raised(a) => (a, Phase::Start, a.raised_ms),
+        Transition::Changed(a) => match a.cleared_ms {
+            Some(c) => (a, Phase::End, c),
+            // A silence that ran out has no time of its own: now.
+            None if a.silenced_until_ms.is_none()
+                && a.silenced_ms.is_some()
+                && a.silenced_ms >= a.acked_ms =>
+            {
+                (a, Phase::Continue, now)
+            }
+            None => {
+                let at = [a.acked_ms, a.silenced_ms].into_iter().flatten().max();
+                (a, Phase::Continue, at.unwrap_or(now).max(a.raised_ms))
+            }
+        },
+    };
+    let inactivation = if a.silenced_until_ms.is_some_and(|u| u > now) {
+        "audio-paused"
+    } else if a.acked_by.is_some() {
+        "alert-acknowledged"
+    } else {
+        "enabled"
+    };
+    AlarmReport {
+        alarm_id: a.id,
+        bed: a.bed.clone(),
+        kind: a.kind,
+        phase,
+        raised_ms: a.raised_ms,
+        at_ms: at,
+        inactivation,
+    }
+}
+
+impl Feed {
+    pub(crate) async fn run(mut self) {
+        let mut latest: HashMap<Arc<str>, Arc<ScoreRecord>> = HashMap::new();
+        let mut risk: HashSet<String> = HashSet::new();
+        let start = tokio::time::Instant::now() + self.cadence;
+        let mut tick = tokio::time::interval_at(start, self.cadence);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let (mut scores_open, mut alarms_open) = (true, true);
+        loop {
+            tokio::select! {
+                _ = self.shutdown.cancelled() => break,
+                r = self.scores.recv(), if scores_open => match r {
+                    Ok(s) => {
+                        let newer = latest.get(&s.bed).is_none_or(|o| o.end_ms <= s.end_ms);
+                        if newer {
+                            latest.insert(s.bed.clone(), s);
+                        }
+                    }
+                    // Observations sample the latest window: a skipped score changes nothing.
+                    Err(broadcast::error::RecvError::Lagged(_)) => {}
+                    Err(broadcast::error::RecvError::Closed) => scores_open = false,
+                },
+                t = self.alarms.recv(), if alarms_open => match t {
+                    Some(t) => {
+                        let r = report(&t, now_ms());
+                        if r.kind == AlarmKind::Risk {
+                            if r.phase == Phase::End {
+                                risk.remove(&r.bed);
+                            } else {
+                                risk.insert(r.bed.clone());
+                            }
+                        }
+                        self.outbox.enqueue(Draft::Alarm(r)).await;
+                    }
+                    None => alarms_open = false,
+                },
+                _ = tick.tick() => {
+                    for (bed, s) in latest.drain() {
+                        let o = Observation {
+                            bed: bed.to_string(),
+                            at_ms: s.end_ms,
+                            score: s.score,
+                            heart_rate_bpm: s.heart_rate_bpm,
+                            risk_alarm: risk.contains(&*bed),
+                            quality: s.status.as_str(),
+                        };
+                        if !self.outbox.try_enqueue(Draft::Observation(o)) {
+                            self.status.queue_dropped.fetch_add(1, Ordering::Relaxed);
+                            metrics::counter!("holmes_hl7_observations_dropped_total").increment(1);
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn alarm() -> Alarm {
+        Alarm {
+            id: 4,
+            bed: "b1".into(),
+            kind: AlarmKind::LeadOff,
+            technical: true,
+            raised_ms: 100,
+            onset_ms: None,
+            run_onset_ms: None,
+            value: Some(0.9),
+            rule: None,
+            acked_by: None,
+            acked_ms: None,
+            silenced_by: None,
+            silenced_ms: None,
+            silenced_until_ms: None,
+            cleared_ms: None,
+        }
+    }
+
+    #[test]
+    fn transitions_become_phases_with_their_own_times_and_inactivation_states() {
+        let mut a = alarm();
+        let r = report(&Transition::Raised(a.clone()), 999);
+        assert_eq!(
+            (r.phase, r.at_ms, r.inactivation),
+            (Phase::Start, 100, "enabled")
+        );
+        a.acked_by = Some("nina".into());
+        a.acked_ms = Some(200);
+        let r = report(&Transition::Changed(a.clone()), 999);
+        assert_eq!(
+            (r.phase, r.at_ms, r.inactivation),
+            (Phase::Continue, 200, "alert-acknowledged")
+        );
+        a.silenced_by = Some("nina".into());
+        a.silenced_ms = Some(300);
+        a.silenced_until_ms = Some(60_300);
+        let r = report(&Transition::Changed(a.clone()), 999);
+        assert_eq!(
+            (r.phase, r.at_ms, r.inactivation),
+            (Phase::Continue, 300, "audio-paused")
+        );
+        // The silence ran out: acknowledged still, dated when the feed saw it.
+        a.silenced_until_ms = None;
+        let r = report(&Transition::Changed(a.clone()), 70_000);
+        assert_eq!((r.at_ms, r.inactivation), (70_000, "alert-acknowledged"));
+        a.cleared_ms = Some(80_000);
+        let r = report(&Transition::Changed(a), 80_001);
+        assert_eq!((r.phase, r.at_ms, r.alarm_id), (Phase::End, 80_000, 4));
+    }
+}

@@ -1,0 +1,215 @@
+//! Scores and alarms out to the hospital: HL7 v2.6 over MLLP, Holmes connecting out to one
+//! receiver (`[hl7]`). IHE PCD-01 `ORU^R01` observation reports per bed every
+//! `hl7.cadence_secs` (risk score, heart rate, risk alarm state, data quality) and IHE PCD-04
+//! `ORU^R40` reports of every risk and technical alarm's start, change (acknowledged or
+//! silenced on the dashboard) and end.
+//!
+//! [`feed`] reads the store writer's broadcast of scores and the
+//! [`board`](crate::dashboard::board)'s alarm transitions and queues drafts; [`outbox`] is the
+//! durable queue in SQLite on a thread of its own, which gives each message its MSH-10;
+//! [`link`] is the connection's task (one message in flight, answers matched by MSA-2,
+//! refusals parked, resends with back-off, keep-alives); [`message`] builds and reads the
+//! messages; [`mllp`] frames them. [`LinkStatus`] is what `/api/health` and the metrics show.
+
+pub(crate) mod feed;
+pub(crate) mod link;
+pub(crate) mod message;
+pub(crate) mod mllp;
+pub(crate) mod outbox;
+
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use serde::Serialize;
+use tokio::sync::{broadcast, mpsc};
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+
+use crate::config::Hl7Config;
+use crate::core::score::ScoreRecord;
+use crate::dashboard::alarms::Transition;
+
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum OutboundError {
+    #[error(transparent)]
+    Outbox(#[from] outbox::OutboxError),
+    #[error("hl7.tls_ca {path}: {reason}")]
+    Tls { path: String, reason: String },
+}
+
+/// The link's state, shared by the outbox thread, the link and feed tasks (writers) and
+/// `/api/health` (reader).
+#[derive(Debug, Default)]
+pub(crate) struct LinkStatus {
+    pub(crate) connected: AtomicBool,
+    /// Messages waiting for the receiver.
+    pub(crate) backlog: AtomicU64,
+    /// When the oldest of them was queued, ms (0: none).
+    pub(crate) oldest_pending_ms: AtomicI64,
+    /// The receiver's last acceptance (a message's or a keep-alive's), ms (0: none yet).
+    pub(crate) last_ack_ms: AtomicI64,
+    /// Messages the receiver refused, in the outbox.
+    pub(crate) parked: AtomicU64,
+    /// Observations dropped as too old since start.
+    pub(crate) dropped_observations: AtomicU64,
+    /// Observations not queued since start: the outbox's queue was full.
+    pub(crate) queue_dropped: AtomicU64,
+    /// The last refusal: MSH-10, kind, the receiver's code and reason.
+    pub(crate) last_parked: Mutex<Option<serde_json::Value>>,
+    /// The link's or the outbox's last error.
+    pub(crate) last_error: Mutex<Option<String>>,
+}
+
+/// The link as `/api/health` shows it.
+#[derive(Debug, Clone, Serialize)]
+pub(crate) struct LinkView {
+    pub(crate) receiver: String,
+    pub(crate) connected: bool,
+    pub(crate) backlog: u64,
+    pub(crate) oldest_pending_ms: Option<i64>,
+    pub(crate) last_ack_ms: Option<i64>,
+    pub(crate) parked: u64,
+    pub(crate) last_parked: Option<serde_json::Value>,
+    pub(crate) dropped_observations: u64,
+    pub(crate) last_error: Option<String>,
+}
+
+/// A handle to the running link, for health. Cheap to clone.
+#[derive(Clone)]
+pub(crate) struct Outbound {
+    receiver: String,
+    status: Arc<LinkStatus>,
+}
+
+impl Outbound {
+    pub(crate) fn view(&self) -> LinkView {
+        let s = &self.status;
+        let some = |v: i64| (v > 0).then_some(v);
+        LinkView {
+            receiver: self.receiver.clone(),
+            connected: s.connected.load(Ordering::Relaxed),
+            backlog: s.backlog.load(Ordering::Relaxed),
+            oldest_pending_ms: some(s.oldest_pending_ms.load(Ordering::Relaxed)),
+            last_ack_ms: some(s.last_ack_ms.load(Ordering::Relaxed)),
+            parked: s.parked.load(Ordering::Relaxed),
+            last_parked: s.last_parked.lock().expect("status lock").clone(),
+            dropped_observations: s.dropped_observations.load(Ordering::Relaxed)
+                + s.queue_dropped.load(Ordering::Relaxed),
+            last_error: s.last_error.lock().expect("status lock").clone(),
+        }
+    }
+
+    /// What `/api/health` lists as problems of the link.
+    pub(crate) fn problems(&self) -> Vec<String> {
+        let v = self.view();
+        let mut out = Vec::new();
+        if !v.connected {
+            out.push(format!(
+                "hl7: not connected to {}; {} message(s) wait in the outbox",
+                v.receiver, v.backlog
+            ));
+        }
+        if v.parked > 0 {
+            out.push(format!(
+                "hl7: the receiver refused {} message(s), parked in the outbox",
+                v.parked
+            ));
+        }
+        if v.dropped_observations > 0 {
+            out.push(format!(
+                "hl7: {} observation report(s) dropped (too old or the queue full)",
+                v.dropped_observations
+            ));
+        }
+        out
+    }
+}
+
+/// The link, started.
+pub(crate) struct Started {
+    pub(crate) handle: Outbound,
+    /// For the board: every alarm transition.
+    pub(crate) alarm_feed: mpsc::Sender<Transition>,
+    /// The outbox thread: it ends once the feed and the link have stopped.
+    pub(crate) outbox: std::thread::JoinHandle<()>,
+}
+
+/// Opens the outbox on `db` and starts the feed and the link under `shutdown`.
+pub(crate) async fn start(
+    cfg: &Hl7Config,
+    db: &Path,
+    scores: broadcast::Receiver<Arc<ScoreRecord>>,
+    shutdown: CancellationToken,
+    tracker: &TaskTracker,
+) -> Result<Started, OutboundError> {
+    let status = Arc::new(LinkStatus::default());
+    let wake = Arc::new(tokio::sync::Notify::new());
+    let (c, d, s, w) = (cfg.clone(), db.to_owned(), status.clone(), wake.clone());
+    let (outbox, thread, tls) = tokio::task::spawn_blocking(move || {
+        let tls = c.tls_ca.as_deref().map(client_config).transpose()?;
+        let (outbox, thread) = outbox::start(&c, &d, s, w)?;
+        Ok::<_, OutboundError>((outbox, thread, tls))
+    })
+    .await
+    .expect("opening the HL7 outbox does not panic")?;
+    let (alarm_feed, alarms) = mpsc::channel(cfg.queue);
+    tracker.spawn(
+        feed::Feed {
+            cadence: Duration::from_secs_f64(cfg.cadence_secs),
+            outbox: outbox.clone(),
+            status: status.clone(),
+            scores,
+            alarms,
+            shutdown: shutdown.clone(),
+        }
+        .run(),
+    );
+    tracker.spawn(
+        link::Link {
+            cfg: cfg.clone(),
+            outbox,
+            status: status.clone(),
+            wake,
+            tls,
+            shutdown,
+        }
+        .run(),
+    );
+    tracing::info!(receiver = %cfg.receiver, tls = cfg.tls_ca.is_some(), "HL7 link started");
+    Ok(Started {
+        handle: Outbound {
+            receiver: cfg.receiver.clone(),
+            status,
+        },
+        alarm_feed,
+        outbox: thread,
+    })
+}
+
+/// The TLS client trusting only the CA certificates of `ca_pem`. Blocking.
+pub(crate) fn client_config(ca_pem: &Path) -> Result<Arc<rustls::ClientConfig>, OutboundError> {
+    use rustls::pki_types::CertificateDer;
+    use rustls::pki_types::pem::PemObject;
+    let fail = |reason: String| OutboundError::Tls {
+        path: ca_pem.display().to_string(),
+        reason,
+    };
+    let mut roots = rustls::RootCertStore::empty();
+    for cert in CertificateDer::pem_file_iter(ca_pem).map_err(|e| fail(e.to_string()))? {
+        roots
+            .add(cert.map_err(|e| fail(e.to_string()))?)
+            .map_err(|e| fail(e.to_string()))?;
+    }
+    if roots.is_empty() {
+        return Err(fail("no CERTIFICATE block".into()));
+    }
+    let provider = Arc::new(rustls::crypto::aws_lc_rs::default_provider());
+    let c = rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .map_err(|e| fail(e.to_string()))?
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    Ok(Arc::new(c))
+}
