@@ -730,3 +730,54 @@ fn the_operating_points_are_chosen_on_the_other_folds_and_pooled() {
     }
     assert!(c["stressed"].is_null(), "--no-noise: {c}");
 }
+
+#[test]
+fn cross_validation_chooses_with_spliced_runs_and_judges_each_folds_own() {
+    let Some(data) =
+        common::data_dir("cross_validation_chooses_with_spliced_runs_and_judges_each_folds_own")
+    else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let split = dir.path().join("split.toml");
+    std::fs::write(
+        &split,
+        "train = [\"mitdb/100\", \"mitdb/106\"]\nvalidation = [\"mitdb/205\", \"mitdb/203\"]\n\
+         test = [\"mitdb/213\", \"mitdb/219\"]\n",
+    )
+    .unwrap();
+    let o = Command::new(env!("CARGO_BIN_EXE_holmes"))
+        .current_dir(common::root())
+        .args([
+            "evaluate",
+            "--folds",
+            "2",
+            "--spliced",
+            "--json",
+            "--no-noise",
+        ])
+        .args(["--hop-secs", "5", "--split"])
+        .arg(&split)
+        .arg("--data")
+        .arg(&data)
+        .output()
+        .unwrap();
+    assert!(
+        o.status.success(),
+        "evaluate --folds --spliced failed: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let c: Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(c["splice_seed"], 1);
+    let s = &c["spliced"];
+    let runs = as_u64(&s["runs_5_7"]["runs"], "runs") + as_u64(&s["runs_8_plus"]["runs"], "runs");
+    let detected =
+        as_u64(&s["runs_5_7"]["detected"], "d") + as_u64(&s["runs_8_plus"]["detected"], "d");
+    assert!(runs >= 10 && detected <= runs, "{s}");
+    assert!(as_u64(&s["salvos_2_4"]["runs"], "salvos") > 0, "{s}");
+    // The rules were chosen with the other fold's spliced runs: more episodes there than the
+    // real records of one fold hold.
+    for f in c["per_fold"].as_array().unwrap() {
+        assert!(as_u64(&f["chosen_on_episodes"], "e") >= 10, "{f}");
+    }
+}

@@ -149,7 +149,9 @@ pub struct EvaluateArgs {
     /// rule are chosen on the other folds, as `--beats` chooses them on validation, and
     /// judged on the fold; episodes detected, EC57 figures with 95 % intervals, false alarms
     /// per hour and time to alarm are pooled over the folds, per database and kind, clean and
-    /// at 6 dB electrode motion (none with `--no-noise`), beside each fold's rules.
+    /// at 6 dB electrode motion (none with `--no-noise`), beside each fold's rules. With
+    /// `--spliced`, the rules are chosen with the other folds' spliced events too, and each
+    /// fold's spliced events are judged.
     #[arg(
         long,
         value_name = "K",
@@ -157,7 +159,7 @@ pub struct EvaluateArgs {
         default_missing_value = "5",
         conflicts_with_all = [
             "pooling", "rule", "save_rule", "sqi_gate", "sqi_stack", "beats", "report",
-            "part", "no_classical", "spliced", "revalidate", "cross_database",
+            "part", "no_classical", "revalidate", "cross_database",
         ]
     )]
     folds: Option<usize>,

@@ -14,6 +14,11 @@
 //! keeps the epoch that ranks the other folds' beats best (PR-AUC). Retraining the members per
 //! fold, so that the train part's records can be folded in too, is not done here.
 //!
+//! With `--spliced`, each record that can be spliced (`training::dataset::splice`) is also
+//! replayed with runs, salvos and bigeminy of its own patient's beats: the rules are chosen on
+//! the other folds' spliced copies (their real episodes and false alarms included), and each
+//! fold's spliced events are judged under its rules; the real figures stay the real records'.
+//!
 //! The 6 dB condition adds the test part's stretches of recorded electrode motion to every
 //! record as `nst` does (clean for 5 min, then 2 min noisy, 2 min clean); the rules are those
 //! chosen on the other folds' clean records.
@@ -33,10 +38,12 @@ use crate::training::dataset::{EpisodeKind, NoiseBank, RecordData, Split, SplitN
 
 use super::episodes::{RecordComparison, Summary, TimeToAlarm, summarize, time_to_alarm};
 use super::replay::{Detectors, Replay, replay};
+use super::spliced::{SplicedFigures, figures_under};
 use super::{
     EvaluateError, EvaluateOptions, OFF_RATIO, ON_STEPS, PERSISTENCE, beats, condition, load_part,
     load_part_of, pooled,
 };
+use crate::training::dataset::{SpliceMix, Spliced, splice};
 
 /// Beats for the fit come from windows this far apart, s (as `--beats` fits).
 const FIT_HOP_SECS: usize = 15;
@@ -110,6 +117,12 @@ pub struct CrossValidation {
     pub clean_by_database: BTreeMap<String, Pooled>,
     /// All records under 6 dB electrode motion (absent with `--no-noise`).
     pub stressed: Option<Pooled>,
+    /// With `--spliced`: the seed; the rules were chosen with the other folds' spliced
+    /// events too, and each fold's spliced events judged under its rules.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub splice_seed: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub spliced: Option<SplicedFigures>,
 }
 
 /// Runs the cross-validation. Blocking and CPU-heavy: the validation and test parts replayed
@@ -130,6 +143,14 @@ pub fn cross_validate(opts: &EvaluateOptions, k: usize) -> Result<CrossValidatio
     let mut recs = load_part(opts, &split, SplitName::Validation)?;
     recs.extend(load_part(opts, &split, SplitName::Test)?);
     let fold_of = deal(&recs, k);
+    // Spliced copies (runs, salvos and bigeminy of each patient's own beats), where asked.
+    let spliced: Vec<Option<Spliced>> = recs
+        .iter()
+        .map(|r| {
+            opts.spliced
+                .and_then(|seed| splice(r, seed, SpliceMix::EVALUATION))
+        })
+        .collect();
 
     // The classifier's epochs, fitted on the train part's beats.
     let labelled = |db: crate::training::dataset::Database| db.labels_ventricular_beats();
@@ -174,8 +195,13 @@ pub fn cross_validate(opts: &EvaluateOptions, k: usize) -> Result<CrossValidatio
     };
     let mut clean = Vec::with_capacity(recs.len());
     let mut stressed = Vec::new();
+    let mut spliced_clean: Vec<Option<Replay>> = Vec::with_capacity(recs.len());
     for (i, r) in recs.iter().enumerate() {
         clean.push(replay(r, &r.leads, win, hop_n, det)?);
+        spliced_clean.push(match &spliced[i] {
+            Some(sp) => Some(replay(&sp.record, &sp.record.leads, win, hop_n, det)?),
+            None => None,
+        });
         if let Some(s) = &stressed_leads {
             stressed.push(replay(r, &s[i], win, hop_n, det)?);
         }
@@ -196,6 +222,7 @@ pub fn cross_validate(opts: &EvaluateOptions, k: usize) -> Result<CrossValidatio
         delay_limits: opts.delay_limits,
     };
     let mut per_fold = Vec::with_capacity(k);
+    let mut spliced_judged: Vec<(usize, Replay, AlarmRule)> = Vec::new();
     let (mut clean_rows, mut stressed_rows) = (Vec::new(), Vec::new());
     for f in 0..k {
         let held: Vec<usize> = (0..recs.len()).filter(|&i| fold_of[i] == f).collect();
@@ -228,7 +255,18 @@ pub fn cross_validate(opts: &EvaluateOptions, k: usize) -> Result<CrossValidatio
                 })
                 .collect::<Vec<Replay>>()
         };
-        let mut chosen_on = with_runs(&clean, &others, None);
+        // Chosen on the other folds' records, spliced where asked and possible.
+        let mut chosen_on: Vec<Replay> = others
+            .iter()
+            .map(|&i| match (&spliced[i], &spliced_clean[i]) {
+                (Some(sp), Some(rep)) => {
+                    let mut r = rep.clone();
+                    r.beat_runs = runs(classifier, &sp.record.leads, &r, win, hop_n);
+                    r
+                }
+                _ => with_runs(&clean, &[i], None).remove(0),
+            })
+            .collect();
         let (beat_rule, choice, _, _) = beats::choose(&mut chosen_on, &search)?;
         drop(chosen_on);
         let mut held_clean = with_runs(&clean, &held, None);
@@ -269,6 +307,14 @@ pub fn cross_validate(opts: &EvaluateOptions, k: usize) -> Result<CrossValidatio
             false_alarms: rows.iter().map(|(_, c, _)| c.false_alarms).sum(),
         });
         clean_rows.extend(rows);
+        for &i in &held {
+            if let (Some(sp), Some(rep)) = (&spliced[i], &spliced_clean[i]) {
+                let mut r = rep.clone();
+                r.beat_runs = runs(classifier, &sp.record.leads, &r, win, hop_n);
+                beats::apply(std::slice::from_mut(&mut r), beat_rule);
+                spliced_judged.push((i, r, choice.rule));
+            }
+        }
         if stressed_leads.is_some() {
             let mut held_noisy = with_runs(&stressed, &held, stressed_leads.as_ref());
             beats::apply(&mut held_noisy, beat_rule);
@@ -311,6 +357,15 @@ pub fn cross_validate(opts: &EvaluateOptions, k: usize) -> Result<CrossValidatio
             .collect();
         by_db.insert(db, pool(&subset));
     }
+    let spliced_figures = if opts.spliced.is_some() {
+        let judged: Vec<(&Spliced, &Replay, AlarmRule)> = spliced_judged
+            .iter()
+            .filter_map(|(i, r, rule)| spliced[*i].as_ref().map(|sp| (sp, r, *rule)))
+            .collect();
+        Some(figures_under(&judged, Replay::with_beats_scores, hop_ms)?)
+    } else {
+        None
+    };
     Ok(CrossValidation {
         folds: k,
         members: opts.members.clone(),
@@ -322,6 +377,8 @@ pub fn cross_validate(opts: &EvaluateOptions, k: usize) -> Result<CrossValidatio
         clean: pool(&clean_rows),
         clean_by_database: by_db,
         stressed: (!stressed_rows.is_empty()).then(|| pool(&stressed_rows)),
+        splice_seed: opts.spliced,
+        spliced: spliced_figures,
     })
 }
 
@@ -485,6 +542,21 @@ pub fn text(c: &CrossValidation) -> String {
     if let Some(p) = &c.stressed {
         s.push_str("pooled, 6 dB electrode motion:\n");
         line(&mut s, "all", p);
+    }
+    if let (Some(seed), Some(f)) = (c.splice_seed, &c.spliced) {
+        let frac = |c: &super::Count| format!("{}/{}", c.detected, c.runs);
+        let _ = writeln!(
+            s,
+            "spliced events (seed {seed}; the rules chosen with the other folds' too), each fold's \
+             under its rules: runs of 5-7 beats detected {}, of 8+ {}; alarms on salvos of 2-4 {}, \
+             on bigeminy {}; fifth beat to alarm median {} s",
+            frac(&f.runs_5_7),
+            frac(&f.runs_8_plus),
+            frac(&f.salvos_2_4),
+            frac(&f.bigeminy),
+            f.time_to_alarm_median_secs
+                .map_or("-".into(), |v| format!("{v:.1}")),
+        );
     }
     s
 }

@@ -152,6 +152,21 @@ fn figures(
     rule: AlarmRule,
     hop_ms: i64,
 ) -> Result<SplicedFigures, EvaluateError> {
+    let judged: Vec<(&Spliced, &Replay, AlarmRule)> = spliced
+        .iter()
+        .zip(reps)
+        .map(|(s, r)| (s, r, rule))
+        .collect();
+    figures_under(&judged, pick, hop_ms)
+}
+
+/// [`figures`] with a rule of its own for each spliced record (each fold's, in
+/// cross-validation).
+pub(crate) fn figures_under(
+    judged: &[(&Spliced, &Replay, AlarmRule)],
+    pick: fn(&Replay) -> &[Option<f32>],
+    hop_ms: i64,
+) -> Result<SplicedFigures, EvaluateError> {
     let ms = |samples: i64| samples * 1000 / SAMPLE_RATE_HZ as i64;
     let within = DETECT_WITHIN_SECS * 1000;
     let mut f = SplicedFigures {
@@ -174,7 +189,7 @@ fn figures(
         time_to_alarm_p90_secs: None,
     };
     let mut delays = Vec::new();
-    for (s, r) in spliced.iter().zip(reps) {
+    for &(s, r, rule) in judged {
         let series: Vec<(i64, Option<f32>)> = r
             .ends_ms
             .iter()
