@@ -150,8 +150,7 @@ pub struct EvaluateArgs {
     /// judged on the fold; episodes detected, EC57 figures with 95 % intervals, false alarms
     /// per hour and time to alarm are pooled over the folds, per database and kind, clean and
     /// at 6 dB electrode motion (none with `--no-noise`), beside each fold's rules. With
-    /// `--spliced`, the rules are chosen with the other folds' spliced events too, and each
-    /// fold's spliced events are judged.
+    /// `--spliced`, each fold's spliced events are judged under its rules too.
     #[arg(
         long,
         value_name = "K",
