@@ -41,6 +41,8 @@ pub(crate) enum LinkError {
     Framing(#[from] MllpError),
     #[error("the receiver did not answer the keep-alive in time")]
     KeepAlive,
+    #[error("the receiver refused the keep-alive ({0})")]
+    KeepAliveRefused(String),
     #[error("the receiver did not take a message within the answer timeout")]
     WriteStalled,
     #[error("stopping")]
@@ -279,10 +281,12 @@ impl Link {
             .await?;
         metrics::counter!("holmes_hl7_keepalives_total").increment(1);
         match self.answer(conn, &control_id).await? {
-            Some(_) => {
+            // Only an accepting answer shows the receiver's application is taking messages.
+            Some(a) if a.verdict == Verdict::Accepted => {
                 self.status.last_ack_ms.store(now_ms(), Ordering::Relaxed);
                 Ok(())
             }
+            Some(a) => Err(LinkError::KeepAliveRefused(a.code)),
             None => Err(LinkError::KeepAlive),
         }
     }
