@@ -131,8 +131,9 @@ impl Hl7Config {
         if self.retry_min_ms == 0 || self.retry_max_ms < self.retry_min_ms {
             return Err("hl7: 0 < retry_min_ms <= retry_max_ms".into());
         }
-        if self.max_frame_bytes < 1024 {
-            return Err("hl7.max_frame_bytes must be at least 1024".into());
+        // A default PCD-04 alarm report is about 1.2 KB; room for long bed names and codes.
+        if self.max_frame_bytes < 64 * 1024 {
+            return Err("hl7.max_frame_bytes must be at least 65536 (64 KiB)".into());
         }
         if self.queue == 0 {
             return Err("hl7.queue must be positive".into());
@@ -184,6 +185,7 @@ mod tests {
         assert!(bad(|c| c.receiver = "h:0".into()).contains("hl7.receiver"));
         assert!(bad(|c| c.cadence_secs = 0.0).contains("hl7.cadence_secs"));
         assert!(bad(|c| c.retry_max_ms = 1).contains("retry_min_ms"));
+        assert!(bad(|c| c.max_frame_bytes = 60_000).contains("hl7.max_frame_bytes"));
         assert!(bad(|c| c.facet_phase = "68481".into()).contains("hl7.facet_phase"));
         assert!(bad(|c| c.pcd04_profile = "a^b^c".into()).contains("hl7.pcd04_profile"));
         assert!(bad(|c| c.tls_server_name = Some("x".into())).contains("tls_ca"));

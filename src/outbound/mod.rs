@@ -113,7 +113,7 @@ impl Outbound {
         }
         if v.parked > 0 {
             out.push(format!(
-                "hl7: the receiver refused {} message(s), parked in the outbox",
+                "hl7: {} message(s) parked in the outbox (refused by the receiver, or longer than max_frame_bytes)",
                 v.parked
             ));
         }
