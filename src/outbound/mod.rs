@@ -32,7 +32,7 @@ use crate::core::score::ScoreRecord;
 use crate::dashboard::alarms::Transition;
 
 #[derive(Debug, thiserror::Error)]
-pub(crate) enum OutboundError {
+pub enum OutboundError {
     #[error(transparent)]
     Outbox(#[from] outbox::OutboxError),
     #[error("hl7.tls_ca {path}: {reason}")]

@@ -25,7 +25,7 @@ use crate::dashboard::alarms::AlarmKind;
 use crate::serving::store::audit::{Action, AuditLog, SYSTEM};
 
 #[derive(Debug, thiserror::Error)]
-pub(crate) enum OutboxError {
+pub enum OutboxError {
     #[error("HL7 outbox {path}: {source}")]
     Sqlite {
         path: PathBuf,
