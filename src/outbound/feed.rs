@@ -172,13 +172,21 @@ mod tests {
         assert!(!feed.try_hand(Transition::Raised(alarm())));
         let o = super::super::Outbound {
             receiver: "r:1".into(),
-            status,
+            stuck_ms: 50_000,
+            status: status.clone(),
         };
         assert!(
             o.problems().iter().any(|p| p.contains("1 alarm change")),
             "{:?}",
             o.problems()
         );
+        // A message pending longer than five answer timeouts is a problem, connected or not.
+        assert!(!o.problems().iter().any(|p| p.contains("has waited")));
+        status
+            .oldest_pending_ms
+            .store(now_ms() - 60_000, Ordering::Relaxed);
+        status.backlog.store(1, Ordering::Relaxed);
+        assert!(o.problems().iter().any(|p| p.contains("has waited 60 s")));
     }
 
     #[test]

@@ -43,11 +43,17 @@ pub(crate) enum LinkError {
     KeepAlive,
     #[error("the receiver refused the keep-alive ({0})")]
     KeepAliveRefused(String),
+    #[error("the receiver left {UNANSWERED_IN_A_ROW} sends in a row unanswered")]
+    Unanswered,
     #[error("the receiver did not take a message within the answer timeout")]
     WriteStalled,
     #[error("stopping")]
     Stopping,
 }
+
+/// Sends left unanswered in a row after which the connection is dropped and made again (a
+/// receiver whose TCP is up but whose application hangs).
+const UNANSWERED_IN_A_ROW: u32 = 3;
 
 /// A connection's byte stream, plain or TLS.
 trait Io: AsyncRead + AsyncWrite + Unpin + Send {}
@@ -232,6 +238,7 @@ impl Link {
         let control_id = p.control_id();
         let max_age_ms = (self.cfg.max_observation_age_secs * 1000.0) as i64;
         let mut first = true;
+        let mut unanswered = 0;
         loop {
             if p.observation && now_ms() - p.created_ms > max_age_ms {
                 self.outbox.tell(Cmd::Expired(p.id)).await;
@@ -251,6 +258,10 @@ impl Link {
                     return Ok(());
                 }
                 None => {
+                    unanswered += 1;
+                    if unanswered >= UNANSWERED_IN_A_ROW {
+                        return Err(LinkError::Unanswered);
+                    }
                     tracing::debug!(control_id = %control_id, "No HL7 answer in time; sending it again");
                     tokio::select! {
                         _ = self.shutdown.cancelled() => return Err(LinkError::Stopping),

@@ -83,6 +83,8 @@ pub(crate) struct LinkView {
 #[derive(Clone)]
 pub(crate) struct Outbound {
     receiver: String,
+    /// Five answer timeouts, ms: a message pending longer is a problem even while connected.
+    stuck_ms: i64,
     status: Arc<LinkStatus>,
 }
 
@@ -112,6 +114,15 @@ impl Outbound {
             out.push(format!(
                 "hl7: not connected to {}; {} message(s) wait in the outbox",
                 v.receiver, v.backlog
+            ));
+        }
+        if let Some(oldest) = v.oldest_pending_ms
+            && crate::core::time::now_ms() - oldest > self.stuck_ms
+        {
+            out.push(format!(
+                "hl7: the oldest of {} message(s) in the outbox has waited {} s for the receiver",
+                v.backlog,
+                (crate::core::time::now_ms() - oldest) / 1000
             ));
         }
         if v.parked > 0 {
@@ -212,6 +223,7 @@ pub(crate) async fn start(
     Ok(Started {
         handle: Outbound {
             receiver: cfg.receiver.clone(),
+            stuck_ms: (5.0 * cfg.ack_timeout_secs * 1000.0) as i64,
             status: status.clone(),
         },
         alarm_feed: AlarmFeed {
