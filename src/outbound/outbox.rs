@@ -452,14 +452,17 @@ impl State {
             .collect())
     }
 
-    /// Deletes acknowledged and dropped rows past `keep_sent_hours`, except the rows of an
-    /// alarm whose end has not been queued (a restart still needs to know it started).
+    /// Deletes acknowledged and dropped rows, and parked observations, past `keep_sent_hours`,
+    /// except the rows of an alarm whose end has not been queued (a restart still needs to
+    /// know it started). Parked alarms are kept.
     fn prune(&self) -> Result<(), OutboxError> {
         let before = now_ms() - (self.cfg.keep_sent_hours * 3.6e6) as i64;
         self.exec(
-            "DELETE FROM hl7_outbox WHERE state IN ('acked', 'dropped') AND done_ms < ?1
-               AND (kind = 'observation'
-                    OR alarm_id IN (SELECT alarm_id FROM hl7_outbox WHERE phase = 'end'))",
+            "DELETE FROM hl7_outbox WHERE done_ms < ?1
+               AND ((state = 'parked' AND kind = 'observation')
+                    OR (state IN ('acked', 'dropped')
+                        AND (kind = 'observation'
+                             OR alarm_id IN (SELECT alarm_id FROM hl7_outbox WHERE phase = 'end'))))",
             params![before],
         )
     }
