@@ -213,6 +213,10 @@ async fn old_observations_are_dropped_and_counted_while_alarms_wait_for_the_rece
         hl7_config(c, receiver);
         c.hl7.max_observation_age_secs = 1.0;
         c.storage.db = db2;
+        // No stale/lost technical alarm is raised after the stream stops (its report could
+        // be queued after the backlog drained).
+        c.ward.stale_secs = 3_600.0;
+        c.ward.lost_secs = 7_200.0;
     })
     .await;
     // The receiver is down while the bed streams and its risk alarm starts.

@@ -249,6 +249,21 @@ async fn reports_reach_a_real_receiver_coded_and_refusals_park_while_silence_res
         })
         .await
         .control_id();
+    // The resend goes unanswered, so only the late answer to the first copy can ack it.
+    peer.set("never");
+    let until = Instant::now() + Duration::from_secs(20);
+    let outbox = dir.path().join("holmes.db");
+    while !outbox_rows(&outbox)
+        .iter()
+        .any(|r| r.0 == late && r.1 == "acked")
+    {
+        assert!(
+            Instant::now() < until,
+            "the late answer did not ack the message: {:?}",
+            outbox_rows(&outbox)
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
     peer.set("aa");
     peer.wait(20.0, "a message after the late one", |m| {
         m.answer == "aa" && m.control_id() > late

@@ -44,7 +44,7 @@ pub enum ServerError {
     #[error("beat counter: {0}")]
     Beats(#[from] crate::signal::beats::BeatsError),
     #[error("HL7 link: {0}")]
-    Outbound(String),
+    Outbound(#[from] crate::outbound::OutboundError),
 }
 
 /// The zoo's beat counter, when the config counts beats and the zoo holds one. Blocking.
@@ -280,8 +280,7 @@ pub async fn start(cfg: Config, listener: TcpListener) -> Result<Running, Server
             shutdown.child_token(),
             &tracker,
         )
-        .await
-        .map_err(|e| ServerError::Outbound(e.to_string()))?;
+        .await?;
         (Some(s.handle), Some(s.alarm_feed), Some(s.outbox))
     } else {
         (None, None, None)

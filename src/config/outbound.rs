@@ -116,23 +116,32 @@ impl Hl7Config {
                 self.receiver
             ));
         }
-        for (name, v) in [
-            ("cadence_secs", self.cadence_secs),
-            ("keepalive_secs", self.keepalive_secs),
-            ("ack_timeout_secs", self.ack_timeout_secs),
-            ("connect_timeout_secs", self.connect_timeout_secs),
-            ("max_observation_age_secs", self.max_observation_age_secs),
-            ("keep_sent_hours", self.keep_sent_hours),
+        // Bounded above too, so every one makes a Duration (and a ms count) without overflow.
+        const DAY: f64 = 86_400.0;
+        for (name, v, max) in [
+            ("cadence_secs", self.cadence_secs, DAY),
+            ("keepalive_secs", self.keepalive_secs, DAY),
+            ("ack_timeout_secs", self.ack_timeout_secs, 3_600.0),
+            ("connect_timeout_secs", self.connect_timeout_secs, 3_600.0),
+            (
+                "max_observation_age_secs",
+                self.max_observation_age_secs,
+                365.0 * DAY,
+            ),
+            ("keep_sent_hours", self.keep_sent_hours, 10.0 * 365.0 * 24.0),
         ] {
-            if !(v.is_finite() && v > 0.0) {
-                return Err(format!("hl7.{name} must be positive, not {v}"));
+            if !(v.is_finite() && v > 0.0 && v <= max) {
+                return Err(format!(
+                    "hl7.{name} must be positive and at most {max}, not {v}"
+                ));
             }
         }
         if self.retry_min_ms == 0 || self.retry_max_ms < self.retry_min_ms {
             return Err("hl7: 0 < retry_min_ms <= retry_max_ms".into());
         }
-        if self.max_frame_bytes < 1024 {
-            return Err("hl7.max_frame_bytes must be at least 1024".into());
+        // A default PCD-04 alarm report is about 1.2 KB; room for long bed names and codes.
+        if self.max_frame_bytes < 64 * 1024 {
+            return Err("hl7.max_frame_bytes must be at least 65536 (64 KiB)".into());
         }
         if self.queue == 0 {
             return Err("hl7.queue must be positive".into());
@@ -183,7 +192,10 @@ mod tests {
         assert!(bad(|c| c.receiver = "nohost".into()).contains("hl7.receiver"));
         assert!(bad(|c| c.receiver = "h:0".into()).contains("hl7.receiver"));
         assert!(bad(|c| c.cadence_secs = 0.0).contains("hl7.cadence_secs"));
+        assert!(bad(|c| c.ack_timeout_secs = 1e30).contains("hl7.ack_timeout_secs"));
+        assert!(bad(|c| c.keep_sent_hours = f64::INFINITY).contains("hl7.keep_sent_hours"));
         assert!(bad(|c| c.retry_max_ms = 1).contains("retry_min_ms"));
+        assert!(bad(|c| c.max_frame_bytes = 60_000).contains("hl7.max_frame_bytes"));
         assert!(bad(|c| c.facet_phase = "68481".into()).contains("hl7.facet_phase"));
         assert!(bad(|c| c.pcd04_profile = "a^b^c".into()).contains("hl7.pcd04_profile"));
         assert!(bad(|c| c.tls_server_name = Some("x".into())).contains("tls_ca"));

@@ -194,9 +194,10 @@ pub(crate) struct Sources {
     pub(crate) zoo_generation: watch::Receiver<u64>,
     /// Every alarm transition (raised, acknowledged, silenced, silence ended, cleared), for the
     /// HL7 link (`outbound`, which holds the receiver); `None` when nothing reads them. Sent
-    /// with `try_send`, so the board never waits: a full channel is counted
-    /// (`holmes_alarm_feed_dropped_total`) and logged at error once an episode.
-    pub(crate) alarm_feed: Option<mpsc::Sender<Transition>>,
+    /// without waiting, so the board never waits: a change that finds the channel full (or
+    /// closed) is not reported; it is counted (`holmes_alarm_feed_dropped_total`, and a problem
+    /// in `/api/health`) and logged at error once an episode.
+    pub(crate) alarm_feed: Option<crate::outbound::AlarmFeed>,
 }
 
 /// The zoo's rule book and the ward's hop and window a rule must match.
@@ -389,10 +390,9 @@ async fn run(
     let feed_full = std::sync::atomic::AtomicBool::new(false);
     let feed = move |t: &Transition| {
         let Some(f) = &alarm_feed else { return };
-        if f.try_send(t.clone()).is_ok() {
+        if f.try_hand(t.clone()) {
             feed_full.store(false, std::sync::atomic::Ordering::Relaxed);
         } else {
-            metrics::counter!("holmes_alarm_feed_dropped_total").increment(1);
             if !feed_full.swap(true, std::sync::atomic::Ordering::Relaxed) {
                 tracing::error!(
                     "Alarm changes cannot be handed to the HL7 link (its queue is full or closed); counted in holmes_alarm_feed_dropped_total"

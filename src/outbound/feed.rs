@@ -1,6 +1,8 @@
 //! What goes out: a tokio task turning the dashboard's alarm transitions into PCD-04 alarm
-//! reports (queued as they happen, each waiting for room in the outbox's queue: an alarm is
-//! never dropped here), and every `hl7.cadence_secs` each bed's latest committed window (from
+//! reports (queued as they happen, each waiting for room in the outbox's queue, and those
+//! handed over before shutdown queued before the feed stops: the feed drops none; the board
+//! hands changes over without waiting, so one that finds this feed's channel full is lost
+//! and counted there, `holmes_alarm_feed_dropped_total`, a problem in `/api/health`), and every `hl7.cadence_secs` each bed's latest committed window (from
 //! the store writer's broadcast of scores) into a PCD-01 observation report (dropped and
 //! counted when the queue is full: the next cadence brings a newer one). It holds one score
 //! per bed between cadences, so its memory is bounded by the ward.
@@ -124,6 +126,13 @@ impl Feed {
                 }
             }
         }
+        // Alarm changes the board handed over before shutdown still go to the outbox.
+        self.alarms.close();
+        while let Some(t) = self.alarms.recv().await {
+            self.outbox
+                .enqueue(Draft::Alarm(report(&t, now_ms())))
+                .await;
+        }
     }
 }
 
@@ -149,6 +158,35 @@ mod tests {
             silenced_until_ms: None,
             cleared_ms: None,
         }
+    }
+
+    #[test]
+    fn an_alarm_change_the_feed_cannot_take_is_counted_and_a_problem() {
+        let status = Arc::new(LinkStatus::default());
+        let (tx, _rx) = mpsc::channel(1);
+        let feed = super::super::AlarmFeed {
+            tx,
+            status: status.clone(),
+        };
+        assert!(feed.try_hand(Transition::Raised(alarm())));
+        assert!(!feed.try_hand(Transition::Raised(alarm())));
+        let o = super::super::Outbound {
+            receiver: "r:1".into(),
+            stuck_ms: 50_000,
+            status: status.clone(),
+        };
+        assert!(
+            o.problems().iter().any(|p| p.contains("1 alarm change")),
+            "{:?}",
+            o.problems()
+        );
+        // A message pending longer than five answer timeouts is a problem, connected or not.
+        assert!(!o.problems().iter().any(|p| p.contains("has waited")));
+        status
+            .oldest_pending_ms
+            .store(now_ms() - 60_000, Ordering::Relaxed);
+        status.backlog.store(1, Ordering::Relaxed);
+        assert!(o.problems().iter().any(|p| p.contains("has waited 60 s")));
     }
 
     #[test]

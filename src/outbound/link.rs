@@ -41,11 +41,19 @@ pub(crate) enum LinkError {
     Framing(#[from] MllpError),
     #[error("the receiver did not answer the keep-alive in time")]
     KeepAlive,
+    #[error("the receiver refused the keep-alive ({0})")]
+    KeepAliveRefused(String),
+    #[error("the receiver left {UNANSWERED_IN_A_ROW} sends in a row unanswered")]
+    Unanswered,
     #[error("the receiver did not take a message within the answer timeout")]
     WriteStalled,
     #[error("stopping")]
     Stopping,
 }
+
+/// Sends left unanswered in a row after which the connection is dropped and made again (a
+/// receiver whose TCP is up but whose application hangs).
+const UNANSWERED_IN_A_ROW: u32 = 3;
 
 /// A connection's byte stream, plain or TLS.
 trait Io: AsyncRead + AsyncWrite + Unpin + Send {}
@@ -230,6 +238,7 @@ impl Link {
         let control_id = p.control_id();
         let max_age_ms = (self.cfg.max_observation_age_secs * 1000.0) as i64;
         let mut first = true;
+        let mut unanswered = 0;
         loop {
             if p.observation && now_ms() - p.created_ms > max_age_ms {
                 self.outbox.tell(Cmd::Expired(p.id)).await;
@@ -249,6 +258,10 @@ impl Link {
                     return Ok(());
                 }
                 None => {
+                    unanswered += 1;
+                    if unanswered >= UNANSWERED_IN_A_ROW {
+                        return Err(LinkError::Unanswered);
+                    }
                     tracing::debug!(control_id = %control_id, "No HL7 answer in time; sending it again");
                     tokio::select! {
                         _ = self.shutdown.cancelled() => return Err(LinkError::Stopping),
@@ -279,10 +292,12 @@ impl Link {
             .await?;
         metrics::counter!("holmes_hl7_keepalives_total").increment(1);
         match self.answer(conn, &control_id).await? {
-            Some(_) => {
+            // Only an accepting answer shows the receiver's application is taking messages.
+            Some(a) if a.verdict == Verdict::Accepted => {
                 self.status.last_ack_ms.store(now_ms(), Ordering::Relaxed);
                 Ok(())
             }
+            Some(a) => Err(LinkError::KeepAliveRefused(a.code)),
             None => Err(LinkError::KeepAlive),
         }
     }

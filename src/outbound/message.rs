@@ -250,6 +250,17 @@ pub(crate) fn render(cfg: &Hl7Config, draft: &Draft, control_id: &str, created_m
 }
 
 /// An IHE PCD-01 observation report.
+/// An observation OBX: its OBX-4 sub-id's last part, value type, code, value, units and
+/// whether it is measured.
+type ObservationRow = (
+    u8,
+    &'static str,
+    &'static str,
+    String,
+    Option<&'static str>,
+    bool,
+);
+
 fn observation(cfg: &Hl7Config, o: &Observation, control_id: &str, created_ms: i64) -> String {
     let mut m = MessageBuilder::new(Separators::default()).with_segment(msh(
         cfg,
@@ -270,9 +281,12 @@ fn observation(cfg: &Hl7Config, o: &Observation, control_id: &str, created_ms: i
             .with_field(4, coded(MONITORING))
             .with_field_value(7, hl7_time(o.at_ms)),
     );
-    let mut rows: Vec<(&str, &str, String, Option<&str>, bool)> = Vec::new();
+    // Each metric has a fixed OBX-4 sub-id (score .1, heart rate .2, alarm state .3, quality
+    // .4), present or not, so a receiver can key on it.
+    let mut rows: Vec<ObservationRow> = Vec::new();
     if let Some(s) = o.score {
         rows.push((
+            1,
             "NM",
             RISK_SCORE,
             format!("{s:.3}"),
@@ -282,6 +296,7 @@ fn observation(cfg: &Hl7Config, o: &Observation, control_id: &str, created_ms: i
     }
     if let Some(hr) = o.heart_rate_bpm {
         rows.push((
+            2,
             "NM",
             HEART_RATE,
             format!("{hr:.0}"),
@@ -290,16 +305,16 @@ fn observation(cfg: &Hl7Config, o: &Observation, control_id: &str, created_ms: i
         ));
     }
     let state = if o.risk_alarm { "active" } else { "inactive" };
-    rows.push(("ST", RISK_ALARM_STATE, state.to_owned(), None, false));
-    rows.push(("ST", DATA_QUALITY, o.quality.to_owned(), None, false));
-    for (i, (kind, code, value, units, method)) in rows.into_iter().enumerate() {
+    rows.push((3, "ST", RISK_ALARM_STATE, state.to_owned(), None, false));
+    rows.push((4, "ST", DATA_QUALITY, o.quality.to_owned(), None, false));
+    for (i, (sub, kind, code, value, units, method)) in rows.into_iter().enumerate() {
         m.push_segment(obx(
             cfg,
             Obx {
                 set: i + 1,
                 kind,
                 code,
-                sub: format!("1.1.1.{}", i + 1),
+                sub: format!("1.1.1.{sub}"),
                 value,
                 units,
                 flags: &[],
@@ -512,6 +527,9 @@ mod tests {
         assert_eq!(m.segments().filter(|s| s.name == "OBX").count(), 2);
         assert_eq!(field(&m, "OBX[1].5"), "inactive");
         assert_eq!(field(&m, "OBX[2].5"), "insufficient_signal");
+        // Sub-ids are the metrics' own, not their positions.
+        assert_eq!(field(&m, "OBX[1].4"), "1.1.1.3");
+        assert_eq!(field(&m, "OBX[2].4"), "1.1.1.4");
     }
 
     #[test]

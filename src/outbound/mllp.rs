@@ -66,7 +66,10 @@ impl Decoder for Mllp {
                 Ok(Some(frame))
             }
             None => {
-                if src.len() - 1 > self.max {
+                // The frame's contents so far: all but the start byte, and but a last byte
+                // that may be the first of the end marker.
+                let body = src.len() - 1 - usize::from(src.last() == Some(&END[0]));
+                if body > self.max {
                     return Err(MllpError::TooLong { max: self.max });
                 }
                 // The last byte may be the first of the end marker.
@@ -144,5 +147,17 @@ mod tests {
         assert!(matches!(c.decode(&mut buf), Err(MllpError::Garbage(b'H'))));
         let mut out = BytesMut::new();
         assert!(c.encode([0u8; 9].as_slice(), &mut out).is_err());
+    }
+
+    #[test]
+    fn a_frame_of_exactly_the_maximum_split_between_its_end_bytes_is_accepted() {
+        let mut c = Mllp::new(8);
+        let wire = frame(&[b'x'; 8]);
+        let (head, tail) = wire.split_at(wire.len() - 1);
+        let mut buf = BytesMut::from(head);
+        assert!(c.decode(&mut buf).unwrap().is_none());
+        buf.extend_from_slice(tail);
+        assert_eq!(&c.decode(&mut buf).unwrap().unwrap()[..], &[b'x'; 8]);
+        assert!(buf.is_empty());
     }
 }

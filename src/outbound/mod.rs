@@ -32,7 +32,7 @@ use crate::core::score::ScoreRecord;
 use crate::dashboard::alarms::Transition;
 
 #[derive(Debug, thiserror::Error)]
-pub(crate) enum OutboundError {
+pub enum OutboundError {
     #[error(transparent)]
     Outbox(#[from] outbox::OutboxError),
     #[error("hl7.tls_ca {path}: {reason}")]
@@ -56,6 +56,9 @@ pub(crate) struct LinkStatus {
     pub(crate) dropped_observations: AtomicU64,
     /// Observations not queued since start: the outbox's queue was full.
     pub(crate) queue_dropped: AtomicU64,
+    /// Alarm changes the board could not hand to the feed since start (its channel full or
+    /// closed): their reports are never sent.
+    pub(crate) alarm_feed_dropped: AtomicU64,
     /// The last refusal: MSH-10, kind, the receiver's code and reason.
     pub(crate) last_parked: Mutex<Option<serde_json::Value>>,
     /// The link's or the outbox's last error.
@@ -80,6 +83,8 @@ pub(crate) struct LinkView {
 #[derive(Clone)]
 pub(crate) struct Outbound {
     receiver: String,
+    /// Five answer timeouts, ms: a message pending longer is a problem even while connected.
+    stuck_ms: i64,
     status: Arc<LinkStatus>,
 }
 
@@ -111,10 +116,25 @@ impl Outbound {
                 v.receiver, v.backlog
             ));
         }
+        if let Some(oldest) = v.oldest_pending_ms
+            && crate::core::time::now_ms() - oldest > self.stuck_ms
+        {
+            out.push(format!(
+                "hl7: the oldest of {} message(s) in the outbox has waited {} s for the receiver",
+                v.backlog,
+                (crate::core::time::now_ms() - oldest) / 1000
+            ));
+        }
         if v.parked > 0 {
             out.push(format!(
-                "hl7: the receiver refused {} message(s), parked in the outbox",
+                "hl7: {} message(s) parked in the outbox (refused by the receiver, or longer than max_frame_bytes)",
                 v.parked
+            ));
+        }
+        let lost = self.status.alarm_feed_dropped.load(Ordering::Relaxed);
+        if lost > 0 {
+            out.push(format!(
+                "hl7: {lost} alarm change(s) could not be handed to the HL7 feed and will not be reported (holmes_alarm_feed_dropped_total)"
             ));
         }
         if v.dropped_observations > 0 {
@@ -127,11 +147,33 @@ impl Outbound {
     }
 }
 
+/// The board's end of the alarm feed: hands transitions over without waiting, counting
+/// those it cannot (the channel full or closed) for `/api/health`.
+#[derive(Clone)]
+pub(crate) struct AlarmFeed {
+    tx: mpsc::Sender<Transition>,
+    status: Arc<LinkStatus>,
+}
+
+impl AlarmFeed {
+    /// `false` (and counted) when the transition could not be handed over.
+    pub(crate) fn try_hand(&self, t: Transition) -> bool {
+        let ok = self.tx.try_send(t).is_ok();
+        if !ok {
+            self.status
+                .alarm_feed_dropped
+                .fetch_add(1, Ordering::Relaxed);
+            metrics::counter!("holmes_alarm_feed_dropped_total").increment(1);
+        }
+        ok
+    }
+}
+
 /// The link, started.
 pub(crate) struct Started {
     pub(crate) handle: Outbound,
     /// For the board: every alarm transition.
-    pub(crate) alarm_feed: mpsc::Sender<Transition>,
+    pub(crate) alarm_feed: AlarmFeed,
     /// The outbox thread: it ends once the feed and the link have stopped.
     pub(crate) outbox: std::thread::JoinHandle<()>,
 }
@@ -181,9 +223,13 @@ pub(crate) async fn start(
     Ok(Started {
         handle: Outbound {
             receiver: cfg.receiver.clone(),
-            status,
+            stuck_ms: (5.0 * cfg.ack_timeout_secs * 1000.0) as i64,
+            status: status.clone(),
         },
-        alarm_feed,
+        alarm_feed: AlarmFeed {
+            tx: alarm_feed,
+            status: status.clone(),
+        },
         outbox: thread,
     })
 }

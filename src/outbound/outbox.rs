@@ -25,7 +25,7 @@ use crate::dashboard::alarms::AlarmKind;
 use crate::serving::store::audit::{Action, AuditLog, SYSTEM};
 
 #[derive(Debug, thiserror::Error)]
-pub(crate) enum OutboxError {
+pub enum OutboxError {
     #[error("HL7 outbox {path}: {source}")]
     Sqlite {
         path: PathBuf,
@@ -38,6 +38,8 @@ pub(crate) enum OutboxError {
 
 /// Drafts taken into one transaction at most.
 const BATCH: usize = 512;
+/// The reason a message too long to frame is parked with.
+const TOO_LONG: &str = "message longer than max_frame_bytes";
 /// How often acknowledged and dropped rows past `keep_sent_hours` are deleted.
 const PRUNE_EVERY: Duration = Duration::from_secs(600);
 
@@ -302,6 +304,7 @@ impl State {
             source,
         };
         let now = now_ms();
+        let mut too_long = Vec::new();
         let tx = self.conn.transaction().map_err(err)?;
         for d in drafts {
             let (kind, alarm, phase) = match d {
@@ -316,6 +319,17 @@ impl State {
             .map_err(err)?;
             let id = tx.last_insert_rowid();
             let body = render(&self.cfg, d, &id.to_string(), now);
+            if body.len() > self.cfg.max_frame_bytes {
+                // It could never be framed: sending it would fail and hold up the queue.
+                tx.execute(
+                    "UPDATE hl7_outbox SET body = ?2, state = 'parked', done_ms = ?3, reason = ?4
+                     WHERE id = ?1",
+                    params![id, body, now, TOO_LONG],
+                )
+                .map_err(err)?;
+                too_long.push((id, kind));
+                continue;
+            }
             tx.execute(
                 "UPDATE hl7_outbox SET body = ?2 WHERE id = ?1",
                 params![id, body],
@@ -323,7 +337,24 @@ impl State {
             .map_err(err)?;
         }
         tx.commit().map_err(err)?;
-        let n = drafts.len() as u64;
+        for &(id, kind) in &too_long {
+            tracing::warn!(
+                control_id = id,
+                kind,
+                "An HL7 message is longer than hl7.max_frame_bytes; it is parked"
+            );
+            self.status.parked.fetch_add(1, Ordering::Relaxed);
+            metrics::counter!("holmes_hl7_parked_total").increment(1);
+            let detail = json!({"control_id": id.to_string(), "kind": kind, "code": null, "reason": TOO_LONG});
+            if let Err(e) = self
+                .audit
+                .write(Some(SYSTEM), Action::Hl7MessageParked, &detail)
+            {
+                tracing::error!(error = %e, "Cannot write the audit log");
+            }
+            *self.status.last_parked.lock().expect("status lock") = Some(detail);
+        }
+        let n = (drafts.len() - too_long.len()) as u64;
         self.status.backlog.fetch_add(n, Ordering::Relaxed);
         metrics::counter!("holmes_hl7_queued_total").increment(n);
         self.publish_oldest()?;
@@ -421,14 +452,17 @@ impl State {
             .collect())
     }
 
-    /// Deletes acknowledged and dropped rows past `keep_sent_hours`, except the rows of an
-    /// alarm whose end has not been queued (a restart still needs to know it started).
+    /// Deletes acknowledged and dropped rows, and parked observations, past `keep_sent_hours`,
+    /// except the rows of an alarm whose end has not been queued (a restart still needs to
+    /// know it started). Parked alarms are kept.
     fn prune(&self) -> Result<(), OutboxError> {
         let before = now_ms() - (self.cfg.keep_sent_hours * 3.6e6) as i64;
         self.exec(
-            "DELETE FROM hl7_outbox WHERE state IN ('acked', 'dropped') AND done_ms < ?1
-               AND (kind = 'observation'
-                    OR alarm_id IN (SELECT alarm_id FROM hl7_outbox WHERE phase = 'end'))",
+            "DELETE FROM hl7_outbox WHERE done_ms < ?1
+               AND ((state = 'parked' AND kind = 'observation')
+                    OR (state IN ('acked', 'dropped')
+                        AND (kind = 'observation'
+                             OR alarm_id IN (SELECT alarm_id FROM hl7_outbox WHERE phase = 'end'))))",
             params![before],
         )
     }
@@ -533,5 +567,31 @@ mod tests {
         );
         drop(ob);
         th.join().unwrap();
+    }
+
+    #[tokio::test]
+    async fn a_message_longer_than_max_frame_bytes_is_parked_not_queued() {
+        let (_d, path) = setup();
+        // Below validate's minimum, so that a default report is too long.
+        let cfg = Hl7Config {
+            max_frame_bytes: 200,
+            ..Hl7Config::default()
+        };
+        let status = Arc::new(LinkStatus::default());
+        let wake = Arc::new(tokio::sync::Notify::new());
+        let (ob, th) = start(&cfg, &path, status.clone(), wake).unwrap();
+        ob.enqueue(alarm(1, Phase::Start)).await;
+        assert_eq!(ob.next().await, None, "nothing is left to block the queue");
+        assert_eq!(status.backlog.load(Ordering::Relaxed), 0);
+        assert_eq!(status.parked.load(Ordering::Relaxed), 1);
+        drop(ob);
+        th.join().unwrap();
+        let c = crate::serving::store::open(&path).unwrap();
+        let (state, reason): (String, String) = c
+            .query_row("SELECT state, reason FROM hl7_outbox", [], |r| {
+                Ok((r.get(0)?, r.get(1)?))
+            })
+            .unwrap();
+        assert_eq!((state.as_str(), reason.as_str()), ("parked", TOO_LONG));
     }
 }
