@@ -197,7 +197,7 @@ pub(crate) struct Sources {
     /// without waiting, so the board never waits: a change that finds the channel full (or
     /// closed) is not reported; it is counted (`holmes_alarm_feed_dropped_total`, and a problem
     /// in `/api/health`) and logged at error once an episode.
-    pub(crate) alarm_feed: Option<crate::outbound::AlarmFeed>,
+    pub(crate) alarm_feed: Option<super::handover::AlarmFeed>,
 }
 
 /// The zoo's rule book and the ward's hop and window a rule must match.

@@ -164,10 +164,8 @@ mod tests {
     fn an_alarm_change_the_feed_cannot_take_is_counted_and_a_problem() {
         let status = Arc::new(LinkStatus::default());
         let (tx, _rx) = mpsc::channel(1);
-        let feed = super::super::AlarmFeed {
-            tx,
-            status: status.clone(),
-        };
+        let feed =
+            crate::dashboard::handover::AlarmFeed::new(tx, status.alarm_feed_dropped.clone());
         assert!(feed.try_hand(Transition::Raised(alarm())));
         assert!(!feed.try_hand(Transition::Raised(alarm())));
         let o = super::super::Outbound {

@@ -29,7 +29,7 @@ use tokio_util::task::TaskTracker;
 
 use crate::config::Hl7Config;
 use crate::core::score::ScoreRecord;
-use crate::dashboard::alarms::Transition;
+use crate::dashboard::handover::AlarmFeed;
 
 #[derive(Debug, thiserror::Error)]
 pub enum OutboundError {
@@ -58,7 +58,7 @@ pub(crate) struct LinkStatus {
     pub(crate) queue_dropped: AtomicU64,
     /// Alarm changes the board could not hand to the feed since start (its channel full or
     /// closed): their reports are never sent.
-    pub(crate) alarm_feed_dropped: AtomicU64,
+    pub(crate) alarm_feed_dropped: Arc<AtomicU64>,
     /// The last refusal: MSH-10, kind, the receiver's code and reason.
     pub(crate) last_parked: Mutex<Option<serde_json::Value>>,
     /// The link's or the outbox's last error.
@@ -147,28 +147,6 @@ impl Outbound {
     }
 }
 
-/// The board's end of the alarm feed: hands transitions over without waiting, counting
-/// those it cannot (the channel full or closed) for `/api/health`.
-#[derive(Clone)]
-pub(crate) struct AlarmFeed {
-    tx: mpsc::Sender<Transition>,
-    status: Arc<LinkStatus>,
-}
-
-impl AlarmFeed {
-    /// `false` (and counted) when the transition could not be handed over.
-    pub(crate) fn try_hand(&self, t: Transition) -> bool {
-        let ok = self.tx.try_send(t).is_ok();
-        if !ok {
-            self.status
-                .alarm_feed_dropped
-                .fetch_add(1, Ordering::Relaxed);
-            metrics::counter!("holmes_alarm_feed_dropped_total").increment(1);
-        }
-        ok
-    }
-}
-
 /// The link, started.
 pub(crate) struct Started {
     pub(crate) handle: Outbound,
@@ -226,10 +204,7 @@ pub(crate) async fn start(
             stuck_ms: (5.0 * cfg.ack_timeout_secs * 1000.0) as i64,
             status: status.clone(),
         },
-        alarm_feed: AlarmFeed {
-            tx: alarm_feed,
-            status: status.clone(),
-        },
+        alarm_feed: AlarmFeed::new(alarm_feed, status.alarm_feed_dropped.clone()),
         outbox: thread,
     })
 }
