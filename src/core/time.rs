@@ -1,4 +1,4 @@
-//! Wall-clock time as stored and shown: Unix milliseconds.
+//! Wall-clock time as stored and shown: Unix milliseconds, and their UTC calendar fields.
 
 use std::time::{SystemTime, UNIX_EPOCH};
 
@@ -7,4 +7,21 @@ pub fn now_ms() -> i64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map_or(0, |d| d.as_millis() as i64)
+}
+
+/// Unix milliseconds as UTC calendar fields: year, month, day, hour, minute, second,
+/// millisecond (H. Hinnant's civil-from-days).
+pub(crate) fn utc_fields(ms: i64) -> [i64; 7] {
+    let (secs, milli) = (ms.div_euclid(1000), ms.rem_euclid(1000));
+    let (days, rem) = (secs.div_euclid(86_400), secs.rem_euclid(86_400));
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = yoe + era * 400 + i64::from(m <= 2);
+    [y, m, d, rem / 3600, rem / 60 % 60, rem % 60, milli]
 }
