@@ -35,6 +35,22 @@ fn evaluate_json(data: &std::path::Path, extra: &[&str]) -> Value {
     serde_json::from_slice(&o.stdout).expect("--json prints JSON")
 }
 
+/// `holmes` with `args`, run in the repository root: what it printed as JSON (it must succeed).
+fn holmes_json<S: AsRef<std::ffi::OsStr>>(args: &[S]) -> Value {
+    let o = Command::new(env!("CARGO_BIN_EXE_holmes"))
+        .current_dir(common::root())
+        .args(args)
+        .output()
+        .unwrap();
+    assert!(
+        o.status.success(),
+        "holmes {:?} failed: {}",
+        args.iter().map(|a| a.as_ref()).collect::<Vec<_>>(),
+        String::from_utf8_lossy(&o.stderr)
+    );
+    serde_json::from_slice(&o.stdout).expect("--json prints JSON")
+}
+
 fn as_u64(v: &Value, what: &str) -> u64 {
     v.as_u64()
         .unwrap_or_else(|| panic!("{what} is not a count: {v}"))
@@ -525,37 +541,25 @@ fn spliced_runs_of_a_held_out_patient_are_judged_by_length_and_rate() {
     .unwrap();
     let report = dir.path().join("report");
     let run = |seed: &str| -> Value {
-        let o = Command::new(env!("CARGO_BIN_EXE_holmes"))
-            .current_dir(common::root())
-            .args([
-                "evaluate",
-                "--json",
-                "--no-noise",
-                "--no-classical",
-                "--spliced",
-            ])
-            .args([
-                "--splice-seed",
-                seed,
-                "--rule",
-                "0.42,0.21,1,1",
-                "--hop-secs",
-                "5",
-            ])
-            .arg("--split")
-            .arg(&split)
-            .arg("--data")
-            .arg(&data)
-            .arg("--report")
-            .arg(&report)
-            .output()
-            .unwrap();
-        assert!(
-            o.status.success(),
-            "evaluate --spliced failed: {}",
-            String::from_utf8_lossy(&o.stderr)
-        );
-        let e: Value = serde_json::from_slice(&o.stdout).unwrap();
+        let e = holmes_json(&[
+            "evaluate",
+            "--json",
+            "--no-noise",
+            "--no-classical",
+            "--spliced",
+            "--splice-seed",
+            seed,
+            "--rule",
+            "0.42,0.21,1,1",
+            "--hop-secs",
+            "5",
+            "--split",
+            split.to_str().unwrap(),
+            "--data",
+            data.to_str().unwrap(),
+            "--report",
+            report.to_str().unwrap(),
+        ]);
         e["spliced"].clone()
     };
     let s = run("1");
@@ -604,25 +608,15 @@ fn the_beat_classifier_is_judged_on_a_database_it_was_not_fitted_on() {
     else {
         return;
     };
-    let o = Command::new(env!("CARGO_BIN_EXE_holmes"))
-        .current_dir(common::root())
-        .args([
-            "evaluate",
-            "--cross-database",
-            "--json",
-            "--max-records",
-            "3",
-            "--data",
-        ])
-        .arg(&data)
-        .output()
-        .unwrap();
-    assert!(
-        o.status.success(),
-        "evaluate --cross-database failed: {}",
-        String::from_utf8_lossy(&o.stderr)
-    );
-    let c: Value = serde_json::from_slice(&o.stdout).unwrap();
+    let c = holmes_json(&[
+        "evaluate",
+        "--cross-database",
+        "--json",
+        "--max-records",
+        "3",
+        "--data",
+        data.to_str().unwrap(),
+    ]);
     assert!((c["anchor_sensitivity"].as_f64().unwrap() - 0.777).abs() < 1e-9);
     let folds = c["folds"].as_array().unwrap();
     let held: Vec<&str> = folds
@@ -665,27 +659,19 @@ fn the_operating_points_are_chosen_on_the_other_folds_and_pooled() {
     else {
         return;
     };
-    let o = Command::new(env!("CARGO_BIN_EXE_holmes"))
-        .current_dir(common::root())
-        .args([
-            "evaluate",
-            "--folds",
-            "2",
-            "--json",
-            "--no-noise",
-            "--max-records",
-            "3",
-        ])
-        .args(["--hop-secs", "5", "--data"])
-        .arg(&data)
-        .output()
-        .unwrap();
-    assert!(
-        o.status.success(),
-        "evaluate --folds failed: {}",
-        String::from_utf8_lossy(&o.stderr)
-    );
-    let c: Value = serde_json::from_slice(&o.stdout).unwrap();
+    let c = holmes_json(&[
+        "evaluate",
+        "--folds",
+        "2",
+        "--json",
+        "--no-noise",
+        "--max-records",
+        "3",
+        "--hop-secs",
+        "5",
+        "--data",
+        data.to_str().unwrap(),
+    ]);
     let folds = c["per_fold"].as_array().unwrap();
     assert_eq!(folds.len(), 2);
     // Every record in exactly one fold.
@@ -744,28 +730,20 @@ fn cross_validation_judges_each_folds_own_spliced_runs() {
          test = [\"mitdb/213\", \"mitdb/219\"]\n",
     )
     .unwrap();
-    let o = Command::new(env!("CARGO_BIN_EXE_holmes"))
-        .current_dir(common::root())
-        .args([
-            "evaluate",
-            "--folds",
-            "2",
-            "--spliced",
-            "--json",
-            "--no-noise",
-        ])
-        .args(["--hop-secs", "5", "--split"])
-        .arg(&split)
-        .arg("--data")
-        .arg(&data)
-        .output()
-        .unwrap();
-    assert!(
-        o.status.success(),
-        "evaluate --folds --spliced failed: {}",
-        String::from_utf8_lossy(&o.stderr)
-    );
-    let c: Value = serde_json::from_slice(&o.stdout).unwrap();
+    let c = holmes_json(&[
+        "evaluate",
+        "--folds",
+        "2",
+        "--spliced",
+        "--json",
+        "--no-noise",
+        "--hop-secs",
+        "5",
+        "--split",
+        split.to_str().unwrap(),
+        "--data",
+        data.to_str().unwrap(),
+    ]);
     assert_eq!(c["splice_seed"], 1);
     let s = &c["spliced"];
     let runs = as_u64(&s["runs_5_7"]["runs"], "runs") + as_u64(&s["runs_8_plus"]["runs"], "runs");

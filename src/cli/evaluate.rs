@@ -237,30 +237,18 @@ pub fn run(a: EvaluateArgs) -> Result<()> {
             anyhow::bail!("--folds {k}: at least 2");
         }
         let c = evaluate::cross_validate(&opts, k).context("cross-validation failed")?;
-        if a.json {
-            println!("{}", serde_json::to_string_pretty(&c)?);
-        } else {
-            print!("{}", evaluate::cross_validation_text(&c));
-        }
+        print_as(a.json, &c, evaluate::cross_validation_text)?;
         return Ok(());
     }
     if a.cross_database {
         let c = evaluate::cross_database(&opts).context("cross-database evaluation failed")?;
-        if a.json {
-            println!("{}", serde_json::to_string_pretty(&c)?);
-        } else {
-            print!("{}", evaluate::cross_database_text(&c));
-        }
+        print_as(a.json, &c, evaluate::cross_database_text)?;
         return Ok(());
     }
     if a.revalidate {
         let weighs = cfg.engine.combine == Combine::WeightedMean;
         let done = evaluate::revalidate(&opts, weighs).context("revalidation failed")?;
-        if a.json {
-            println!("{}", serde_json::to_string_pretty(&done)?);
-        } else {
-            print!("{}", evaluate::revalidation_text(&done));
-        }
+        print_as(a.json, done.as_slice(), evaluate::revalidation_text)?;
         let failed = done
             .iter()
             .filter(|r| matches!(r.outcome, evaluate::RevalidationOutcome::Failed { .. }))
@@ -292,6 +280,20 @@ pub fn run(a: EvaluateArgs) -> Result<()> {
         if let Some(dir) = &a.report {
             println!("\nreport: {}", dir.display());
         }
+    }
+    Ok(())
+}
+
+/// Prints `value` as JSON, or as `text` gives it for a person.
+fn print_as<T: serde::Serialize + ?Sized>(
+    json: bool,
+    value: &T,
+    text: fn(&T) -> String,
+) -> Result<()> {
+    if json {
+        println!("{}", serde_json::to_string_pretty(value)?);
+    } else {
+        print!("{}", text(value));
     }
     Ok(())
 }

@@ -28,7 +28,7 @@ use std::collections::BTreeMap;
 use serde::Serialize;
 
 use crate::alarm::matching::AlarmTiming;
-use crate::alarm::{AlarmRule, MatchOptions, ThresholdSearch};
+use crate::alarm::{AlarmRule, MatchOptions};
 use crate::core::stats::wilson_interval;
 use crate::core::window::SAMPLE_RATE_HZ;
 use crate::serving::engine::ensemble::Ensemble;
@@ -39,10 +39,7 @@ use crate::training::dataset::{EpisodeKind, NoiseBank, RecordData, Split, SplitN
 use super::episodes::{RecordComparison, Summary, TimeToAlarm, summarize, time_to_alarm};
 use super::replay::{Detectors, Replay, replay};
 use super::spliced::{SplicedFigures, figures_under};
-use super::{
-    EvaluateError, EvaluateOptions, OFF_RATIO, ON_STEPS, PERSISTENCE, beats, condition, load_part,
-    load_part_of, pooled,
-};
+use super::{EvaluateError, EvaluateOptions, beats, condition, load_part, load_part_of, pooled};
 use crate::training::dataset::{SpliceMix, Spliced, splice};
 
 /// Beats for the fit come from windows this far apart, s (as `--beats` fits).
@@ -128,10 +125,7 @@ pub struct CrossValidation {
 /// once clean and once at 6 dB, the beat classifier fitted once, K rule searches.
 pub fn cross_validate(opts: &EvaluateOptions, k: usize) -> Result<CrossValidation, EvaluateError> {
     let k = k.max(2);
-    let (window, hop) = (opts.window_secs, opts.hop_secs);
-    if hop == 0 || window == 0 || hop > window {
-        return Err(EvaluateError::Timing { hop, window });
-    }
+    let (window, hop) = opts.timing()?;
     let fs = SAMPLE_RATE_HZ;
     let (win, hop_n) = (window as usize * fs, hop as usize * fs);
     let hop_ms = hop as i64 * 1000;
@@ -211,15 +205,7 @@ pub fn cross_validate(opts: &EvaluateOptions, k: usize) -> Result<CrossValidatio
         "Records replayed for cross-validation"
     );
 
-    let search = ThresholdSearch {
-        target_sensitivity: opts.target_sensitivity,
-        off_ratio: OFF_RATIO,
-        on_grid: ThresholdSearch::even_grid(ON_STEPS),
-        persistence: PERSISTENCE.to_vec(),
-        hop_ms,
-        matching: MatchOptions::default(),
-        delay_limits: opts.delay_limits,
-    };
+    let search = opts.search(MatchOptions::default());
     let mut per_fold = Vec::with_capacity(k);
     let mut spliced_judged: Vec<(usize, Replay, AlarmRule)> = Vec::new();
     let (mut clean_rows, mut stressed_rows) = (Vec::new(), Vec::new());

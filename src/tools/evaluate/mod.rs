@@ -194,6 +194,31 @@ pub struct EvaluateOptions {
     pub spliced: Option<u64>,
 }
 
+impl EvaluateOptions {
+    /// The ward's window and hop, s: both positive, the hop at most the window.
+    fn timing(&self) -> Result<(u32, u32), EvaluateError> {
+        let (window, hop) = (self.window_secs, self.hop_secs);
+        if hop == 0 || window == 0 || hop > window {
+            return Err(EvaluateError::Timing { hop, window });
+        }
+        Ok((window, hop))
+    }
+
+    /// The alarm rule search every detector's rule is chosen by: the target, the threshold
+    /// grid and persistences, the time-to-alarm bound, at the hop.
+    fn search(&self, matching: MatchOptions) -> ThresholdSearch {
+        ThresholdSearch {
+            target_sensitivity: self.target_sensitivity,
+            off_ratio: OFF_RATIO,
+            on_grid: ThresholdSearch::even_grid(ON_STEPS),
+            persistence: PERSISTENCE.to_vec(),
+            hop_ms: self.hop_secs as i64 * 1000,
+            matching,
+            delay_limits: self.delay_limits,
+        }
+    }
+}
+
 /// Which signal-quality gate to evaluate.
 #[derive(Debug, Clone, PartialEq)]
 pub enum GateChoice {
@@ -212,10 +237,7 @@ const ON_STEPS: u32 = 50;
 /// Runs the evaluation. Blocking and CPU-heavy (every record of the part, once per noise
 /// level, plus the validation part when a rule is to be chosen).
 pub fn evaluate(opts: &EvaluateOptions) -> Result<Evaluation, EvaluateError> {
-    let (window, hop) = (opts.window_secs, opts.hop_secs);
-    if hop == 0 || window == 0 || hop > window {
-        return Err(EvaluateError::Timing { hop, window });
-    }
+    let (window, hop) = opts.timing()?;
     // The zoo's counter names the served rule whose pooling `served` reads; with `--beats` a
     // new counter is fitted and the ensemble scores without the zoo's.
     let counter = if opts.count_beats {
@@ -273,15 +295,7 @@ pub fn evaluate(opts: &EvaluateOptions) -> Result<Evaluation, EvaluateError> {
     } else {
         (Vec::new(), Vec::new())
     };
-    let search = ThresholdSearch {
-        target_sensitivity: opts.target_sensitivity,
-        off_ratio: OFF_RATIO,
-        on_grid: ThresholdSearch::even_grid(ON_STEPS),
-        persistence: PERSISTENCE.to_vec(),
-        hop_ms,
-        matching,
-        delay_limits: opts.delay_limits,
-    };
+    let search = opts.search(matching);
     // The pooling, when chosen: tried on validation, the replays then pooled as chosen.
     let (ens, pooling_trials) = if choose_pooling_here {
         let trials = pooling_trials_on(&mut val_replays, &ens, &search)?;

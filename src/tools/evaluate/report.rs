@@ -551,7 +551,8 @@ fn chart(
     s
 }
 
-fn esc(s: &str) -> String {
+/// Text escaped for SVG.
+pub(super) fn esc(s: &str) -> String {
     s.replace('&', "&amp;")
         .replace('<', "&lt;")
         .replace('>', "&gt;")

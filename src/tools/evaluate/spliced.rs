@@ -23,6 +23,7 @@ use crate::training::dataset::{RecordData, SpliceKind, SpliceMix, Spliced, splic
 
 use super::EvaluateError;
 use super::replay::{Detectors, Replay, replay};
+use super::report::esc;
 
 /// A run counts as detected when an alarm is raised this long after its fifth beat at most,
 /// s.
@@ -418,12 +419,6 @@ fn traces_svg(panels: &[(String, Vec<Vec<f32>>)]) -> String {
     }
     s.push_str("</svg>\n");
     s
-}
-
-fn esc(s: &str) -> String {
-    s.replace('&', "&amp;")
-        .replace('<', "&lt;")
-        .replace('>', "&gt;")
 }
 
 #[cfg(test)]
