@@ -4,7 +4,9 @@
 //!
 //! The detector is a compact Pan-Tompkins: baseline removal, derivative, squaring, a 150 ms
 //! moving integral, then peaks above an adaptive threshold between signal and noise levels
-//! with a 200 ms refractory period.
+//! with a 200 ms refractory period. The beat counter's detector ([`detect_qrs_leads`]) sums
+//! the integrals of both leads, each in units of its own typical beat and weighted by how far
+//! its beats stand out, and lowers the threshold after a long gap.
 
 /// Seconds of beats a reported heart rate averages over.
 pub(crate) const HR_AVERAGE_SECS: f64 = 8.0;
@@ -29,31 +31,137 @@ pub(crate) fn heart_rate_at(beats: &[i64], fs: f64, t_secs: f64) -> f32 {
 
 /// Detects QRS complexes in `x` (physical units) sampled at `fs`; returns sample indices.
 pub(crate) fn detect_qrs(x: &[f32], fs: f64) -> Vec<i64> {
-    let n = x.len();
+    if x.len() < (fs * 2.0) as usize {
+        return Vec::new();
+    }
+    let (y, m) = energy(x, fs);
+    place(&pick(&m, fs, false), &y, fs)
+}
+
+/// Detects QRS complexes on every lead of `leads` together (each as long as the first, in
+/// physical units, sampled at `fs`): each lead's [`energy`] in units of its typical beat's,
+/// weighted by how far its beats stand above its baseline energy, capped at
+/// [`LEAD_ENERGY_CAP`], summed, then peaks picked as [`detect_qrs`] picks them on one lead,
+/// with the threshold halved once a beat is overdue. A beat that one lead barely shows (a wide
+/// ventricular complex of low slope on lead II) stands out on the other; a lead of noise or a
+/// flat one weighs little. Beats are placed on the first lead. One lead: [`detect_qrs`].
+pub(crate) fn detect_qrs_leads(leads: &[&[f32]], fs: f64) -> Vec<i64> {
+    let Some(&first) = leads.first() else {
+        return Vec::new();
+    };
+    let n = first.len();
     if n < (fs * 2.0) as usize {
         return Vec::new();
     }
+    let others: Vec<&[f32]> = leads[1..]
+        .iter()
+        .copied()
+        .filter(|l| l.len() == n)
+        .collect();
+    if others.is_empty() {
+        return detect_qrs(first, fs);
+    }
+    let (y0, m0) = energy(first, fs);
+    let mut sum = vec![0.0f32; n];
+    let mut weights = 0.0f32;
+    for m in std::iter::once(m0).chain(others.iter().map(|l| energy(l, fs).1)) {
+        let (level, weight) = beat_level(&m, fs);
+        if level <= 0.0 || weight <= 0.0 {
+            continue;
+        }
+        for (s, v) in sum.iter_mut().zip(&m) {
+            *s += weight * (v / level).min(LEAD_ENERGY_CAP);
+        }
+        weights += weight;
+    }
+    if weights <= 0.0 {
+        return detect_qrs(first, fs);
+    }
+    place(&pick(&sum, fs, true), &y0, fs)
+}
+
+/// A lead's energy enters a sum of leads capped at this many times its typical beat's: a run
+/// of complexes far taller on one lead than its usual beats would otherwise lift the signal
+/// level so far that the usual beats after it fall under the threshold.
+const LEAD_ENERGY_CAP: f32 = 3.0;
+
+/// A lead's baseline-free signal and its QRS energy: the squared derivative's 150 ms moving
+/// integral.
+fn energy(x: &[f32], fs: f64) -> (Vec<f32>, Vec<f32>) {
+    let n = x.len();
     let w = |secs: f64| ((secs * fs).round() as usize).max(1);
     // Baseline removal: subtract a 200 ms moving mean.
     let y = sub_moving_mean(x, w(0.2));
     // Derivative, squared.
     let mut d = vec![0.0f32; n];
-    for i in 1..n - 1 {
+    for i in 1..n.saturating_sub(1) {
         let v = y[i + 1] - y[i - 1];
         d[i] = v * v;
     }
     // 150 ms moving integral.
     let m = moving_sum(&d, w(0.15));
+    (y, m)
+}
+
+/// A lead's typical beat energy (the median of its per-second maxima) and its weight in a
+/// sum of leads: how many times its median energy that level is, less one (0 for a lead
+/// whose peaks do not stand out: noise, or a flat line).
+fn beat_level(m: &[f32], fs: f64) -> (f32, f32) {
+    let second = (fs as usize).max(1);
+    let mut peaks: Vec<f32> = m
+        .chunks(second)
+        .map(|c| c.iter().copied().fold(0.0f32, f32::max))
+        .collect();
+    let mut all: Vec<f32> = m.to_vec();
+    let level = median_f32(&mut peaks);
+    let base = median_f32(&mut all);
+    if level <= 0.0 {
+        return (0.0, 0.0);
+    }
+    let standing = if base > 0.0 { level / base } else { 100.0 };
+    (level, (standing.min(100.0) - 1.0).max(0.0))
+}
+
+fn median_f32(v: &mut [f32]) -> f32 {
+    if v.is_empty() {
+        return 0.0;
+    }
+    let mid = v.len() / 2;
+    *v.select_nth_unstable_by(mid, f32::total_cmp).1
+}
+
+/// Peaks of the energy `m` above an adaptive threshold between signal and noise levels, with
+/// a 200 ms refractory period. With `search_back`, as in Pan and Tompkins' search-back: once
+/// no beat has come for 1.66 mean intervals (of the last eight), a peak over half the
+/// threshold is a beat, so a level lifted by a run of tall complexes cannot hide the beats
+/// after it.
+fn pick(m: &[f32], fs: f64, search_back: bool) -> Vec<i64> {
+    let n = m.len();
+    let w = |secs: f64| ((secs * fs).round() as usize).max(1);
     let refractory = w(0.2) as i64;
     let learn = w(2.0).min(n);
     let mut spk = m[..learn].iter().cloned().fold(0.0f32, f32::max) * 0.5;
     let mut npk = m[..learn].iter().sum::<f32>() / learn as f32 * 0.5;
     let mut beats: Vec<i64> = Vec::new();
+    let mean_rr = |beats: &[i64]| {
+        let k = beats.len().min(9);
+        if k < 2 {
+            return fs as f32;
+        }
+        (beats[beats.len() - 1] - beats[beats.len() - k]) as f32 / (k - 1) as f32
+    };
     for i in 1..n - 1 {
         if !(m[i] > m[i - 1] && m[i] >= m[i + 1]) {
             continue;
         }
-        let threshold = npk + 0.25 * (spk - npk);
+        let mut threshold = npk + 0.25 * (spk - npk);
+        if search_back
+            && beats
+                .last()
+                .is_some_and(|&b| (i as i64 - b) as f32 > 1.66 * mean_rr(&beats))
+        {
+            threshold *= 0.5;
+        }
         let is_beat = m[i] > threshold && beats.last().is_none_or(|&b| i as i64 - b > refractory);
         if is_beat {
             beats.push(i as i64);
@@ -62,9 +170,13 @@ pub(crate) fn detect_qrs(x: &[f32], fs: f64) -> Vec<i64> {
             npk = 0.125 * m[i] + 0.875 * npk;
         }
     }
-    // The integral peaks after the QRS: place each beat at the largest deflection of the
-    // baseline-free signal in the integration window before the detection.
-    let back = w(0.15) as i64;
+    beats
+}
+
+/// The integral peaks after the QRS: each beat placed at the largest deflection of the
+/// baseline-free signal `y` in the integration window before the detection.
+fn place(beats: &[i64], y: &[f32], fs: f64) -> Vec<i64> {
+    let back = ((0.15 * fs).round() as i64).max(1);
     beats
         .iter()
         .map(|&b| {
@@ -129,6 +241,7 @@ pub(crate) fn moving_sum(x: &[f32], win: usize) -> Vec<f32> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::signal::test_signals::lead_pair_with_a_quiet_run;
 
     /// A lead-like test signal: beats, wander and a step, at values with long mantissas.
     fn wiggly(n: usize) -> Vec<f32> {
@@ -207,5 +320,41 @@ mod tests {
         for (f, t) in found.iter().zip(&truth) {
             assert!((*f - *t as i64).abs() <= 10, "{f} vs {t}");
         }
+    }
+
+    fn found_all(found: &[i64], truth: &[usize]) -> usize {
+        truth
+            .iter()
+            .filter(|&&t| found.iter().any(|&f| (f - t as i64).abs() <= 30))
+            .count()
+    }
+
+    #[test]
+    fn beats_one_lead_barely_shows_are_found_on_both_together() {
+        let (a, b, truth) = lead_pair_with_a_quiet_run();
+        let one = detect_qrs(&a, 250.0);
+        assert!(
+            found_all(&one, &truth) < truth.len(),
+            "lead II alone finds them all"
+        );
+        let both = detect_qrs_leads(&[&a, &b], 250.0);
+        assert_eq!(found_all(&both, &truth), truth.len(), "{both:?}");
+        assert_eq!(both.len(), truth.len(), "no extra detections: {both:?}");
+    }
+
+    #[test]
+    fn a_second_lead_of_noise_or_a_flat_one_changes_nothing() {
+        let (a, _, truth) = lead_pair_with_a_quiet_run();
+        let one = detect_qrs(&a, 250.0);
+        let flat = vec![0.0f32; a.len()];
+        assert_eq!(detect_qrs_leads(&[&a, &flat], 250.0), one);
+        let noise: Vec<f32> = (0..a.len())
+            .map(|i| ((i as u64 * 2_654_435_761) % 1_000) as f32 / 2_000.0 - 0.25)
+            .collect();
+        let with_noise = detect_qrs_leads(&[&a, &noise], 250.0);
+        assert_eq!(found_all(&with_noise, &truth), found_all(&one, &truth));
+        assert_eq!(with_noise.len(), one.len(), "{with_noise:?}");
+        // One lead is the one-lead detector.
+        assert_eq!(detect_qrs_leads(&[&a], 250.0), one);
     }
 }

@@ -1,7 +1,8 @@
 //! Synthetic leads at 250 Hz for the tests of the detectors and quality indices: sinus rhythm
 //! from [`ecgsyn`](super::ecgsyn), and by hand a run of fast wide complexes (monomorphic VT), a
 //! sine-like fibrillation wave (VF), seeded white noise, and a train of narrow beats with wide
-//! inverted ones among them (ventricular ectopy).
+//! inverted ones among them (ventricular ectopy), and a pair of leads holding a run that only
+//! the second shows well.
 
 use std::f64::consts::PI;
 
@@ -85,4 +86,37 @@ pub(crate) fn ectopic_train(len: usize, rr: usize, wide: &[usize]) -> (Vec<f32>,
         centres.push(at);
     }
     (x, centres)
+}
+
+/// Two leads of 20 s: narrow beats every 0.8 s (1 mV on the first lead, 0.2 mV on the
+/// second), and from 8 s on a run of seven broad complexes every 0.4 s that the first lead
+/// barely shows (0.3 mV over 200 ms) and the second shows tall (2 mV, inverted); returns the
+/// leads and every beat's centre.
+pub(crate) fn lead_pair_with_a_quiet_run() -> (Vec<f32>, Vec<f32>, Vec<usize>) {
+    let n = samples(20.0);
+    let (mut a, mut b) = (vec![0.0f32; n], vec![0.0f32; n]);
+    let mut truth = Vec::new();
+    let add = |x: &mut [f32], at: usize, half: usize, amp: f32| {
+        for i in 0..2 * half {
+            let phase = i as f32 / (2 * half) as f32 * std::f32::consts::PI;
+            x[at - half + i] += amp * phase.sin();
+        }
+    };
+    let mut at = 200;
+    while at < n - 200 {
+        if (2_000..2_700).contains(&at) {
+            add(&mut a, at, 25, 0.3);
+            add(&mut b, at, 25, -2.0);
+        } else {
+            add(&mut a, at, 5, 1.0);
+            add(&mut b, at, 5, 0.2);
+        }
+        truth.push(at);
+        at += if (1_900..2_600).contains(&at) {
+            100
+        } else {
+            200
+        };
+    }
+    (a, b, truth)
 }

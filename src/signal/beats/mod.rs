@@ -1,5 +1,5 @@
-//! Beats counted one by one: each QRS that [`detect_qrs`] finds in a window, described against
-//! the window's own dominant beat, classified ventricular or not ([`BeatClassifier`], a small
+//! Beats counted one by one: each QRS that [`detect_qrs_leads`] finds on a window's leads,
+//! described against the window's own dominant beat, classified ventricular or not ([`BeatClassifier`], a small
 //! perceptron fitted on annotated beats), and the run of ventricular beats a VT alarm counts
 //! (at least [`VT_MIN_BEATS`] in a row, faster than 100/min, the rule of the label; one
 //! uncertain beat between two confident ones does not break it). [`BeatCounter`] is what the
@@ -26,7 +26,7 @@ use crate::core::stats::median;
 use crate::core::window::SAMPLE_RATE_HZ;
 
 use super::classical::{VT_MIN_BEATS, qrs_width_secs, slope};
-use super::heart_rate::{detect_qrs, sub_moving_mean};
+use super::heart_rate::{detect_qrs_leads, sub_moving_mean};
 
 mod counter;
 
@@ -87,9 +87,10 @@ pub(crate) struct Beat {
     pub features: Vec<f32>,
 }
 
-/// Finds the beats of a window and describes them: `leads[0]` is the primary lead (beats are
-/// found on it), `leads[1]`, when present and as long, the second (a lone lead stands in for
-/// it). Beats whose QRS stretch does not lie wholly in the window are left out; fewer than
+/// Finds the beats of a window and describes them: `leads[0]` is the primary lead, `leads[1]`,
+/// when present and as long, the second (a lone lead stands in for it). Beats are found on
+/// both leads together ([`detect_qrs_leads`]: a wide complex that lead II barely shows stands
+/// out on V) and placed at the primary lead's largest deflection. Beats whose QRS stretch does not lie wholly in the window are left out; fewer than
 /// [`MIN_BEATS`] beats give none (no template).
 pub(crate) fn describe(leads: &[&[f32]]) -> Vec<Beat> {
     let Some(&first) = leads.first() else {
@@ -100,7 +101,8 @@ pub(crate) fn describe(leads: &[&[f32]]) -> Vec<Beat> {
     let y0 = sub_moving_mean(first, BASELINE);
     let y1 = second.map(|l| sub_moving_mean(l, BASELINE));
     let mut peaks: Vec<usize> = Vec::new();
-    for d in detect_qrs(first, SAMPLE_RATE_HZ as f64) {
+    let both: Vec<&[f32]> = std::iter::once(first).chain(second).collect();
+    for d in detect_qrs_leads(&both, SAMPLE_RATE_HZ as f64) {
         let d = d as usize;
         let (lo, hi) = (d.saturating_sub(R_BEFORE), (d + R_AFTER + 1).min(n));
         let Some(r) = (lo..hi).max_by(|&a, &b| y0[a].abs().total_cmp(&y0[b].abs())) else {
@@ -580,6 +582,30 @@ mod tests {
                 );
             }
         }
+    }
+
+    #[test]
+    fn a_run_the_primary_lead_barely_shows_is_found_on_the_second() {
+        let (a, b, truth) = crate::signal::test_signals::lead_pair_with_a_quiet_run();
+        let found = |beats: &[Beat]| {
+            truth
+                .iter()
+                .filter(|&&t| beats.iter().any(|b| b.sample.abs_diff(t) <= 30))
+                .count()
+        };
+        // Every beat whose QRS stretch lies in the window: all but none at the edges here.
+        let both = describe(&[&a, &b]);
+        assert_eq!(
+            found(&both),
+            truth.len(),
+            "{:?}",
+            both.iter().map(|b| b.sample).collect::<Vec<_>>()
+        );
+        let one = describe(&[&a]);
+        assert!(
+            found(&one) < truth.len(),
+            "lead II alone finds the quiet run"
+        );
     }
 
     #[test]
