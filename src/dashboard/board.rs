@@ -193,7 +193,7 @@ pub(crate) struct Sources {
     /// hot-swapped without a switch of ensemble): the rule is looked up again.
     pub(crate) zoo_generation: watch::Receiver<u64>,
     /// Every alarm transition (raised, acknowledged, silenced, silence ended, cleared), for the
-    /// HL7 link (`outbound`, which holds the receiver); `None` when nothing reads them. Sent
+    /// outbound links (`outbound`: HL7, FHIR, each holding its receiver); `None` when nothing reads them. Sent
     /// without waiting, so the board never waits: a change that finds the channel full (or
     /// closed) is not reported; it is counted (`holmes_alarm_feed_dropped_total`, and a problem
     /// in `/api/health`) and logged at error once an episode.
@@ -395,7 +395,7 @@ async fn run(
         } else {
             if !feed_full.swap(true, std::sync::atomic::Ordering::Relaxed) {
                 tracing::error!(
-                    "Alarm changes cannot be handed to the HL7 link (its queue is full or closed); counted in holmes_alarm_feed_dropped_total"
+                    "Alarm changes cannot be handed to an outbound link (its queue is full or closed); counted in holmes_alarm_feed_dropped_total"
                 );
             }
         }
