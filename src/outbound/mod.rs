@@ -146,7 +146,7 @@ impl Outbound {
         let lost = self.status.alarm_feed_dropped.load(Ordering::Relaxed);
         if lost > 0 {
             out.push(format!(
-                "{link}: {lost} alarm change(s) could not be handed to the {link} feed and will not be reported (holmes_alarm_feed_dropped_total)"
+                "{link}: {lost} alarm change(s) could not be handed to the {} feed and will not be reported (holmes_alarm_feed_dropped_total)", link.to_ascii_uppercase()
             ));
         }
         if v.dropped_observations > 0 {

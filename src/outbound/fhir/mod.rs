@@ -60,7 +60,7 @@ pub(crate) async fn start(
     shutdown: CancellationToken,
     tracker: &TaskTracker,
 ) -> Result<Started, OutboundError> {
-    let base = BaseUrl::parse(&cfg.base_url).map_err(|reason| OutboundError::Config(reason))?;
+    let base = BaseUrl::parse(&cfg.base_url).map_err(OutboundError::Config)?;
     let status = Arc::new(LinkStatus::default());
     let wake = Arc::new(tokio::sync::Notify::new());
     let (c, d, s, w) = (cfg.clone(), db.to_owned(), status.clone(), wake.clone());
