@@ -365,3 +365,6 @@ fn verdict(id: i64, a: Ack) -> Final {
         },
     }
 }
+
+#[cfg(test)]
+mod tests;
