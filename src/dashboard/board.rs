@@ -510,7 +510,7 @@ async fn run(
                         tracing::info!(id, action = action.as_str(), "Alarm action");
                         // The user hears back once the action and its audit entry are stored,
                         // or that they could not be (the action stands on the ward).
-                        let _ = recorder.send(Record::Action { change: t, user, action, reply }).await;
+                        let _ = recorder.send(Record::Action { change: Box::new(t), user, action, reply }).await;
                     }
                     Err(e) => {
                         let _ = reply.send(Err(e));

@@ -24,7 +24,7 @@ pub(crate) enum Record {
     /// A user's action: stored with its audit entry; the user hears back either way (the
     /// action stands on the ward).
     Action {
-        change: Transition,
+        change: Box<Transition>,
         user: String,
         action: Action,
         reply: oneshot::Sender<Result<Alarm, AlarmError>>,
@@ -81,7 +81,7 @@ impl Recorder {
                 action,
                 reply,
             } => {
-                let a = match &change {
+                let a = match &*change {
                     Transition::Raised(a) | Transition::Changed(a) => a.clone(),
                 };
                 let detail = json!({"alarm": a.id, "bed": a.bed, "kind": a.kind.as_str(), "silenced_until_ms": a.silenced_until_ms});
@@ -178,7 +178,7 @@ mod tests {
         acked.acked_by = Some("nina".into());
         acked.acked_ms = Some(200);
         tx.send(Record::Action {
-            change: Transition::Changed(acked),
+            change: Box::new(Transition::Changed(acked)),
             user: "nina".into(),
             action: Action::AlarmAcknowledged,
             reply,

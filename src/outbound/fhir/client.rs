@@ -91,6 +91,11 @@ pub(crate) async fn connect(
 }
 
 impl Conn {
+    /// The server closed the connection (an idle keep-alive run out, typically).
+    pub(crate) fn is_closed(&self) -> bool {
+        self.send.is_closed()
+    }
+
     /// Sends `req` to `base` and reads the answer, all within `limit`, its body up to
     /// `max_body` bytes. Any failure leaves the connection unusable.
     pub(crate) async fn send(

@@ -39,8 +39,13 @@ pub(crate) enum FhirError {
     Timeout(Duration),
     #[error("cannot build the request: {0}")]
     Request(String),
-    #[error("the server answered {status}: {reason}")]
+    /// The reason (the OperationOutcome's) is shown in `/api/health`, not logged: a server may
+    /// quote the resource.
+    #[error("the server answered {status}")]
     Server { status: u16, reason: String },
+    /// The server closed the idle connection (its keep-alive ran out): open another.
+    #[error("the server closed the idle connection")]
+    Idle,
     #[error("cannot read fhir.token_file {path}: {reason}")]
     Token { path: String, reason: String },
     #[error("stopping")]
@@ -113,7 +118,11 @@ impl Link {
         } else {
             tracing::warn!(error = %e, server = %self.base.address(), "FHIR link trouble; resources wait in the outbox");
         }
-        *self.status.last_error.lock().expect("status lock") = Some(e.to_string());
+        let shown = match e {
+            FhirError::Server { reason, .. } => format!("{e}: {reason}"),
+            _ => e.to_string(),
+        };
+        *self.status.last_error.lock().expect("status lock") = Some(shown);
     }
 
     /// Connects, serves, and reconnects after a back-off until shutdown.
@@ -124,6 +133,7 @@ impl Link {
             max: Duration::from_millis(self.cfg.retry_max_ms),
             next: min,
         };
+        let mut announced = false;
         loop {
             let res = tokio::select! {
                 _ = self.shutdown.cancelled() => return,
@@ -132,8 +142,12 @@ impl Link {
             let res = match res {
                 Ok((conn, auth)) => {
                     self.set_connected(true);
-                    if !self.failing.load(Ordering::Relaxed) {
+                    // At info once, not again for a connection the server let go idle.
+                    if self.failing.load(Ordering::Relaxed) || announced {
+                        tracing::debug!(server = %self.base.address(), "FHIR link connected");
+                    } else {
                         tracing::info!(server = %self.base.address(), "FHIR link connected");
+                        announced = true;
                     }
                     let r = self.serve(conn, auth.as_deref(), &mut backoff).await;
                     self.set_connected(false);
@@ -144,9 +158,14 @@ impl Link {
             if self.shutdown.is_cancelled() {
                 return;
             }
-            if let Err(e) = res {
-                metrics::counter!("holmes_fhir_connection_failures_total").increment(1);
-                self.trouble(&e);
+            match res {
+                // A keep-alive run out is no failure: connect again at once.
+                Err(FhirError::Idle) => continue,
+                Err(e) => {
+                    metrics::counter!("holmes_fhir_connection_failures_total").increment(1);
+                    self.trouble(&e);
+                }
+                Ok(()) => {}
             }
             tokio::select! {
                 _ = self.shutdown.cancelled() => return,
@@ -189,6 +208,9 @@ impl Link {
                 }
                 continue;
             };
+            if conn.is_closed() {
+                return Err(FhirError::Idle);
+            }
             self.deliver(&mut conn, auth, &p, backoff).await?;
         }
     }
@@ -296,6 +318,100 @@ impl Link {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::outbound::message::{Draft, Observation};
+    use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
+
+    #[tokio::test]
+    async fn a_connection_the_server_let_go_idle_is_replaced_quietly() {
+        // A server that answers 201 and then closes the connection, as one whose keep-alive
+        // ran out; it counts the requests it got.
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let got = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let count = got.clone();
+        tokio::spawn(async move {
+            while let Ok((tcp, _)) = listener.accept().await {
+                let (r, mut w) = tcp.into_split();
+                let mut r = BufReader::new(r);
+                let mut len = 0;
+                loop {
+                    let mut line = String::new();
+                    if r.read_line(&mut line).await.unwrap_or(0) == 0 {
+                        break;
+                    }
+                    if line == "\r\n" {
+                        let mut body = vec![0; len];
+                        r.read_exact(&mut body).await.unwrap();
+                        count.fetch_add(1, Ordering::Relaxed);
+                        let _ = w
+                            .write_all(b"HTTP/1.1 201 Created\r\nContent-Length: 2\r\n\r\n{}")
+                            .await;
+                        break;
+                    }
+                    if let Some(v) = line.to_ascii_lowercase().strip_prefix("content-length:") {
+                        len = v.trim().parse().unwrap();
+                    }
+                }
+            }
+        });
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("f.db");
+        let mut c = crate::serving::store::open(&path).unwrap();
+        crate::serving::store::migrate(&mut c, &path).unwrap();
+        let cfg = FhirConfig {
+            base_url: format!("http://127.0.0.1:{port}/fhir/R4"),
+            retry_min_ms: 200,
+            retry_max_ms: 400,
+            ..FhirConfig::default()
+        };
+        let status = Arc::new(LinkStatus::default());
+        let wake = Arc::new(Notify::new());
+        let (ob, th) = crate::outbound::outbox::start(
+            super::super::spec(&cfg),
+            &path,
+            status.clone(),
+            wake.clone(),
+        )
+        .unwrap();
+        let shutdown = CancellationToken::new();
+        let task = tokio::spawn(
+            Link {
+                base: BaseUrl::parse(&cfg.base_url).unwrap(),
+                cfg,
+                outbox: ob.clone(),
+                status: status.clone(),
+                wake,
+                tls: None,
+                shutdown: shutdown.clone(),
+                failing: AtomicBool::new(false),
+            }
+            .run(),
+        );
+        for at_ms in [1, 2, 3] {
+            ob.enqueue(Draft::Observation(Observation {
+                bed: "b1".into(),
+                at_ms,
+                score: Some(0.5),
+                heart_rate_bpm: None,
+                risk_alarm: false,
+                quality: "scored",
+            }))
+            .await;
+            let t = Instant::now();
+            while status.backlog.load(Ordering::Relaxed) > 0 {
+                assert!(t.elapsed() < Duration::from_secs(5), "not delivered");
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+            // Idle long enough for the client to see the server's close.
+            tokio::time::sleep(Duration::from_millis(300)).await;
+        }
+        assert_eq!(got.load(Ordering::Relaxed), 3, "each sent once");
+        assert_eq!(*status.last_error.lock().unwrap(), None, "no trouble");
+        shutdown.cancel();
+        task.await.unwrap();
+        drop(ob);
+        th.join().unwrap();
+    }
 
     #[test]
     fn statuses_say_accept_park_or_retry() {
