@@ -96,6 +96,10 @@ async fn an_acknowledgement_the_outbox_cannot_record_backs_the_link_off() {
     let (port, frames) = receiver(true).await;
     let (l, ob, th) = link(&config(port), dir.path());
     ob.enqueue(obs()).await;
+    let status = l.status.clone();
+    while status.backlog.load(Ordering::Relaxed) == 0 {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
     // Every update of the table fails (an acknowledgement cannot be recorded); reads work.
     let c = crate::serving::store::open(&dir.path().join("h.db")).unwrap();
     c.execute_batch(
