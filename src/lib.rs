@@ -24,7 +24,7 @@
 //!   that recomposes while serving.
 //! - [`dashboard`]: the ward page: board, alarms, users.
 //! - [`outbound`]: scores and alarms out to the hospital, HL7 v2 (IHE PCD-01, PCD-04) over
-//!   MLLP, through a durable outbox.
+//!   MLLP and FHIR R4 Observations over HTTP(S), each through a durable outbox.
 //! - [`http`]: the router, its state and errors, the accept loop and TLS.
 //! - [`appliance`]: the daemon's wiring and shutdown order, and the system service.
 //! - [`tools`]: the simulator, `holmes bench`, `holmes bench-cpu`, `holmes score`, and the
@@ -37,7 +37,7 @@
 //! serving:  monitor --protocol--> ingest --> ward --ClosedWindow--> engine --ScoreRecord--> store
 //!                                                                                  |
 //!           page <-- dashboard <-- http <------------------------------------------+
-//!                    dashboard (alarms) + store (scores) --> outbound --HL7 v2/MLLP--> hospital
+//!                    dashboard (alarms) + store (scores) --> outbound --HL7 v2/MLLP, FHIR R4--> hospital
 //! training: PhysioNet --wfdb--> dataset --train--> zoo: models/<name>/{manifest.json, weights.mpk}
 //! ```
 

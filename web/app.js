@@ -425,6 +425,13 @@ async function showSystem() {
       (l.last_parked ? ` (last: ${l.last_parked.code} ${l.last_parked.reason})` : "") +
       (l.dropped_observations ? `, ${l.dropped_observations} observations dropped` : "") +
       (l.last_error && !l.connected ? `; ${l.last_error}` : ""));
+    const f = h.fhir;
+    add("FHIR link", !f ? "off" : `${f.connected ? "connected to" : "NOT CONNECTED to"} ${f.receiver}; ` +
+      `${f.backlog} waiting${f.oldest_pending_ms ? ` (oldest queued ${fmtTime(f.oldest_pending_ms)})` : ""}, ` +
+      `last acceptance ${f.last_ack_ms ? fmtTime(f.last_ack_ms) : "none yet"}, ${f.parked} parked` +
+      (f.last_parked ? ` (last: ${f.last_parked.code} ${f.last_parked.reason})` : "") +
+      (f.dropped_observations ? `, ${f.dropped_observations} observations dropped` : "") +
+      (f.last_error ? `; last error: ${f.last_error}` : ""));
   }
   add("Model faults", e.members.map((m) => `${m.name}: ${m.faults}`).join(", "));
   if (models.ok) {

@@ -285,6 +285,23 @@ pub async fn start(cfg: Config, listener: TcpListener) -> Result<Running, Server
     } else {
         (None, None, None)
     };
+    let (fhir, alarm_feed, fhir_outbox_thread) = if cfg.fhir.enabled {
+        let s = crate::outbound::fhir::start(
+            &cfg.fhir,
+            &cfg.storage.db,
+            store.subscribe(),
+            shutdown.child_token(),
+            &tracker,
+        )
+        .await?;
+        let feed = match alarm_feed {
+            Some(hl7) => hl7.and(s.alarm_feed),
+            None => s.alarm_feed,
+        };
+        (Some(s.handle), Some(feed), Some(s.outbox))
+    } else {
+        (None, alarm_feed, None)
+    };
     let board = crate::dashboard::board::start(
         dcfg,
         crate::dashboard::board::Sources {
@@ -334,6 +351,7 @@ pub async fn start(cfg: Config, listener: TcpListener) -> Result<Running, Server
         shutdown: shutdown.child_token(),
         body_limits: crate::http::body::BodyLimits::new(&cfg.server),
         outbound,
+        fhir,
     };
     let store_health = store.health.clone();
     let app = router(state);
@@ -351,7 +369,7 @@ pub async fn start(cfg: Config, listener: TcpListener) -> Result<Running, Server
         let _ = tokio::task::spawn_blocking(move || {
             // The feed and the link have stopped: the outbox thread finishes what it was
             // asked and ends.
-            if let Some(t) = outbox_thread {
+            for t in [outbox_thread, fhir_outbox_thread].into_iter().flatten() {
                 let _ = t.join();
             }
             eng.shutdown();

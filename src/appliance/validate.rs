@@ -6,8 +6,8 @@
 //! named with their line) and passes [`Config::validate`]; every model folder in the zoo
 //! loads and passes its smoke check (manifest, checksum, weights, a forward pass); every
 //! configured ensemble member is one of them; the beat counter the config serves, the TLS
-//! certificate and key of `[server.tls]` and, with `[hl7]` on, its `tls_ca` load (the daemon
-//! refuses to start on any that does not); the database's folder is writable or can be
+//! certificate and key of `[server.tls]` and, with `[hl7]` or `[fhir]` on, its `tls_ca` load (the daemon
+//! refuses to start on any that does not) and `[fhir]`'s token file reads; the database's folder is writable or can be
 //! created, and an existing database is writable and not newer than this build.
 //!
 //! Warnings, which do not fail it: the risk alarm rule the configured members would start on
@@ -92,6 +92,7 @@ pub(crate) fn check(config: Option<&Path>, models: Option<&Path>) -> Report {
     check_alarm(&cfg, members_load && valid.is_ok(), &mut r);
     check_tls(&cfg, &mut r);
     check_hl7(&cfg, &mut r);
+    check_fhir(&cfg, &mut r);
     check_database(&cfg.storage.db, &mut r);
     r
 }
@@ -231,7 +232,7 @@ fn check_hl7(cfg: &Config, r: &mut Report) {
         return;
     }
     let tls = match &h.tls_ca {
-        Some(ca) => match crate::outbound::client_config(ca) {
+        Some(ca) => match crate::outbound::client_config("hl7", ca) {
             Ok(_) => " over TLS",
             Err(e) => {
                 r.problems.push(format!("{e} (the daemon would not start)"));
@@ -243,6 +244,44 @@ fn check_hl7(cfg: &Config, r: &mut Report) {
     r.summary.push(format!(
         "hl7: PCD-01 every {} s and PCD-04 alarms to {}{tls}",
         h.cadence_secs, h.receiver
+    ));
+}
+
+/// The FHIR link, where it is on: its CA file loads and its token file reads (the daemon
+/// refuses to start without the CA; without the token it starts and the link shows the
+/// error). The `[fhir]` values themselves are checked with the rest of the config.
+fn check_fhir(cfg: &Config, r: &mut Report) {
+    let f = &cfg.fhir;
+    if !f.enabled {
+        return;
+    }
+    let tls = match &f.tls_ca {
+        Some(ca) => match crate::outbound::client_config("fhir", ca) {
+            Ok(_) => " over TLS",
+            Err(e) => {
+                r.problems.push(format!("{e} (the daemon would not start)"));
+                return;
+            }
+        },
+        None => "",
+    };
+    if !f.token_file.is_empty()
+        && let Err(e) = std::fs::read_to_string(&f.token_file)
+    {
+        r.problems.push(format!(
+            "fhir.token_file {}: {e} (the link could not authenticate)",
+            f.token_file
+        ));
+        return;
+    }
+    let token = if f.token_file.is_empty() {
+        ", no bearer token"
+    } else {
+        ", with a bearer token"
+    };
+    r.summary.push(format!(
+        "fhir: Observations every {} s and alarm events to {}{tls}{token}",
+        f.cadence_secs, f.base_url
     ));
 }
 

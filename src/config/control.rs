@@ -184,6 +184,9 @@ pub struct DashboardConfig {
     pub(crate) labels: BTreeMap<String, String>,
     /// Most live-feed (`/api/stream`) clients at once; more are answered 503.
     pub max_stream_clients: usize,
+    /// Alarm changes waiting for the alarm writer (stored, then handed to the outbound
+    /// links); a full queue makes the board wait.
+    pub(crate) alarm_write_queue: usize,
     /// Failed sign-ins per user name, and per client address, before back-off.
     pub login_free_failures: u32,
     /// The first back-off, seconds; it doubles with each further failure.
@@ -213,6 +216,7 @@ impl Default for DashboardConfig {
             sort: "bed".into(),
             labels: BTreeMap::new(),
             max_stream_clients: 64,
+            alarm_write_queue: 1024,
             login_free_failures: 5,
             login_backoff_secs: 1.0,
             login_backoff_max_secs: 300.0,
@@ -237,10 +241,11 @@ impl DashboardConfig {
             || self.trend_hours <= 0.0
             || self.max_silence_secs == 0
             || self.max_stream_clients == 0
+            || self.alarm_write_queue == 0
         {
             return Err(
-                "dashboard.session_hours, trend_hours, max_silence_secs and \
-                 max_stream_clients must be positive"
+                "dashboard.session_hours, trend_hours, max_silence_secs, max_stream_clients \
+                 and alarm_write_queue must be positive"
                     .into(),
             );
         }

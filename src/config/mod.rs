@@ -1,16 +1,20 @@
 //! Configuration, pure data: one TOML file, strict (`deny_unknown_fields`), with the defaults
 //! embedded from `config/holmes.toml` so the binary runs from a bare checkout. Every section is
 //! defined here ([`serving`]: the daemon's data path; [`control`]: composer, dashboard,
-//! service; [`outbound`]: HL7 to the hospital), with its own checks; nothing here imports a subsystem.
+//! service; [`outbound`]: HL7 to the hospital; [`fhir`]: FHIR R4 to the hospital), with its own
+//! checks; nothing here imports a subsystem.
 //!
 //! Read at start-up by the command line; each subsystem is handed its own section.
 
 mod control;
+mod fhir;
 mod outbound;
 mod serving;
 
 pub use control::METHODS;
 pub(crate) use control::{ComposerConfig, DashboardConfig, HolmesParams, ServiceConfig};
+pub(crate) use fhir::BaseUrl;
+pub use fhir::FhirConfig;
 pub use outbound::Hl7Config;
 pub(crate) use serving::{
     AuthConfig, EnsembleConfig, IngestConfig, LeadsConfig, PlainHttpOnNetwork, QualityConfig,
@@ -64,6 +68,9 @@ pub struct Config {
     /// Scores and alarms out to the hospital over HL7 v2 / MLLP (absent: the defaults, off).
     #[serde(default)]
     pub hl7: Hl7Config,
+    /// Scores and alarms out to the hospital as FHIR R4 resources (absent: the defaults, off).
+    #[serde(default)]
+    pub fhir: FhirConfig,
 }
 
 impl Default for Config {
@@ -156,6 +163,7 @@ impl Config {
         self.dashboard.validate()?;
         self.service.validate()?;
         self.hl7.validate()?;
+        self.fhir.validate()?;
         let st = &self.storage;
         if st.batch_rows == 0 || st.backlog_rows == 0 {
             return Err("storage.batch_rows and storage.backlog_rows must be positive".into());

@@ -13,15 +13,15 @@
 //! ([`Board::alarm_rule`], read by `/api/health`).
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use serde::Serialize;
-use serde_json::json;
 use tokio::sync::{broadcast, mpsc, oneshot, watch};
 use tokio_util::sync::CancellationToken;
 
 use super::alarms::{Alarm, AlarmDb, AlarmError, Alarms, Thresholds, Transition};
+use super::recorder::Record;
 use super::rule::{self, ServedRule};
 use crate::alarm::rules::MemberRef;
 use crate::composer::service::Serving;
@@ -193,7 +193,7 @@ pub(crate) struct Sources {
     /// hot-swapped without a switch of ensemble): the rule is looked up again.
     pub(crate) zoo_generation: watch::Receiver<u64>,
     /// Every alarm transition (raised, acknowledged, silenced, silence ended, cleared), for the
-    /// HL7 link (`outbound`, which holds the receiver); `None` when nothing reads them. Sent
+    /// outbound links (`outbound`: HL7, FHIR, each holding its receiver); `None` when nothing reads them. Sent
     /// without waiting, so the board never waits: a change that finds the channel full (or
     /// closed) is not reported; it is counted (`holmes_alarm_feed_dropped_total`, and a problem
     /// in `/api/health`) and logged at error once an episode.
@@ -386,20 +386,6 @@ async fn run(
         alarm_feed,
         ..
     } = src;
-    // Loud once per episode of a full queue.
-    let feed_full = std::sync::atomic::AtomicBool::new(false);
-    let feed = move |t: &Transition| {
-        let Some(f) = &alarm_feed else { return };
-        if f.try_hand(t.clone()) {
-            feed_full.store(false, std::sync::atomic::Ordering::Relaxed);
-        } else {
-            if !feed_full.swap(true, std::sync::atomic::Ordering::Relaxed) {
-                tracing::error!(
-                    "Alarm changes cannot be handed to the HL7 link (its queue is full or closed); counted in holmes_alarm_feed_dropped_total"
-                );
-            }
-        }
-    };
     let mut zoo_open = true;
     let Outputs {
         snapshot: out,
@@ -442,7 +428,9 @@ async fn run(
             return;
         }
     };
-    let adb = Arc::new(Mutex::new(adb));
+    // Every change is stored before it is handed to the outbound links, in order.
+    let (recorder, recorder_thread) =
+        super::recorder::start(adb, audit_log, alarm_feed, cfg.alarm_write_queue);
     let first_rule = *rule_tx.borrow();
     let mut alarms = Alarms::new(
         Thresholds {
@@ -452,27 +440,20 @@ async fn run(
         first_rule,
         last_id,
     );
-    // Automatic transitions (raised, cleared, expired); user actions are stored where they are
-    // answered, below.
+    // Automatic transitions (raised, cleared, expired) and users' actions go to the recorder.
     let persist = |ts: Vec<Transition>| {
-        let adb = adb.clone();
-        if ts.is_empty() {
-            return;
-        }
-        for t in &ts {
-            if let Transition::Raised(a) = t {
-                tracing::info!(id = a.id, kind = a.kind.as_str(), "Alarm raised");
+        let recorder = recorder.clone();
+        async move {
+            if ts.is_empty() {
+                return;
             }
-            feed(t);
-        }
-        tokio::task::spawn_blocking(move || {
-            let db = adb.lock().expect("alarm db lock");
             for t in &ts {
-                if let Err(e) = db.apply(t) {
-                    tracing::error!(error = %e, "Cannot store an alarm change");
+                if let Transition::Raised(a) = t {
+                    tracing::info!(id = a.id, kind = a.kind.as_str(), "Alarm raised");
                 }
             }
-        });
+            let _ = recorder.send(Record::Changes(ts)).await;
+        }
     };
     let mut tick = tokio::time::interval(Duration::from_secs(1));
     loop {
@@ -493,7 +474,7 @@ async fn run(
                         }
                     }
                     b.latest = Some(latest);
-                    persist(alarms.on_score(&s.bed, s.end_ms, s.score, s.run_onset_ms, lead_off, now_ms()));
+                    persist(alarms.on_score(&s.bed, s.end_ms, s.score, s.run_onset_ms, lead_off, now_ms())).await;
                 }
                 Err(broadcast::error::RecvError::Lagged(n)) => {
                     tracing::warn!(skipped = n, "The dashboard fell behind the scores");
@@ -525,26 +506,11 @@ async fn run(
                 };
                 match res {
                     Ok(t) => {
-                        let a = match &t { Transition::Raised(a) | Transition::Changed(a) => a.clone() };
-                        tracing::info!(id = a.id, action = action.as_str(), "Alarm action");
-                        feed(&t);
+                        let id = match &t { Transition::Raised(a) | Transition::Changed(a) => a.id };
+                        tracing::info!(id, action = action.as_str(), "Alarm action");
                         // The user hears back once the action and its audit entry are stored,
                         // or that they could not be (the action stands on the ward).
-                        let (adb, audit_log) = (adb.clone(), audit_log.clone());
-                        tokio::task::spawn_blocking(move || {
-                            let db = adb.lock().expect("alarm db lock");
-                            let detail = json!({"alarm": a.id, "bed": a.bed, "kind": a.kind.as_str(), "silenced_until_ms": a.silenced_until_ms});
-                            let stored = db.apply(&t).map_err(|e| e.to_string()).and_then(|()| {
-                                audit_log.write(Some(&user), action, &detail).map_err(|e| e.to_string())
-                            });
-                            let _ = reply.send(match stored {
-                                Ok(()) => Ok(a),
-                                Err(e) => {
-                                    tracing::error!(error = %e, id = a.id, "Cannot store an alarm action");
-                                    Err(AlarmError::NotRecorded { alarm: a.id, reason: e })
-                                }
-                            });
-                        });
+                        let _ = recorder.send(Record::Action { change: Box::new(t), user, action, reply }).await;
                     }
                     Err(e) => {
                         let _ = reply.send(Err(e));
@@ -555,13 +521,16 @@ async fn run(
             _ = tick.tick() => {
                 let now = now_ms();
                 for v in ward.views() {
-                    persist(alarms.on_status(&v.bed, v.status, now));
+                    persist(alarms.on_status(&v.bed, v.status, now)).await;
                 }
-                persist(alarms.expire(now));
+                persist(alarms.expire(now)).await;
                 let _ = out.send(Arc::new(snapshot(&cfg, &ward, &beds, &alarms)));
             }
         }
     }
+    // What the recorder holds is stored (and handed over) before the board counts as stopped.
+    drop(recorder);
+    let _ = tokio::task::spawn_blocking(move || recorder_thread.join()).await;
 }
 
 fn latest_of(s: &ScoreRecord, degraded: bool, rule: ServedRule) -> Latest {

@@ -3,8 +3,8 @@
 //!
 //! [`board`] keeps the ward's tiles and alarms and publishes snapshots; [`alarms`] is the
 //! alarm state machine and its table; [`rule`] chooses the risk alarm rule for the serving
-//! ensemble; [`handover`] hands alarm transitions to a consumer above (the HL7 link) without
-//! waiting; [`auth`] holds users and sessions, `throttle` the
+//! ensemble; [`recorder`] stores each alarm change, then [`handover`] hands it to the consumers
+//! above (the outbound links) without waiting; [`auth`] holds users and sessions, `throttle` the
 //! sign-in back-off; [`web`] holds the routes (generic over the app's state through
 //! [`DashboardState`]): the page, the feed (server-sent events), sign-in and alarm actions, the
 //! read guard, the same-origin check on state-changing requests and the security headers.
@@ -15,6 +15,7 @@ pub mod auth;
 pub(crate) mod board;
 pub(crate) mod handover;
 pub(crate) mod origin;
+mod recorder;
 pub(crate) mod rule;
 mod throttle;
 pub(crate) mod web;

@@ -400,6 +400,8 @@ pub(super) struct Health {
     /// The HL7 link (`null` when `[hl7]` is off): connected, backlog, oldest pending, last
     /// acknowledgement, parked messages.
     hl7: Option<crate::outbound::LinkView>,
+    /// The FHIR link (`null` when `[fhir]` is off), as the HL7 link.
+    fhir: Option<crate::outbound::LinkView>,
 }
 
 /// Everything an operator needs at a glance: storage (fault, backlog), models (faults, zoo
@@ -449,7 +451,7 @@ pub(super) async fn health(State(s): State<AppState>) -> Json<Health> {
             "zoo: the alarm rules do not read ({e}); the risk alarm rule serving stays"
         ));
     }
-    if let Some(o) = &s.outbound {
+    for o in [&s.outbound, &s.fhir].into_iter().flatten() {
         problems.extend(o.problems());
     }
     Json(Health {
@@ -467,6 +469,7 @@ pub(super) async fn health(State(s): State<AppState>) -> Json<Health> {
         stream_clients: s.dashboard.board.stream_clients(),
         alarm_rule: s.dashboard.board.alarm_rule(),
         hl7: s.outbound.as_ref().map(|o| o.view()),
+        fhir: s.fhir.as_ref().map(|o| o.view()),
     })
 }
 

@@ -65,6 +65,8 @@ pub(crate) struct AppState {
     pub(crate) body_limits: body::BodyLimits,
     /// The HL7 link, where `[hl7]` turns it on (`/api/health` shows it).
     pub(crate) outbound: Option<crate::outbound::Outbound>,
+    /// The FHIR link, where `[fhir]` turns it on (`/api/health` shows it).
+    pub(crate) fhir: Option<crate::outbound::Outbound>,
 }
 
 impl FromRef<AppState> for DashboardState {

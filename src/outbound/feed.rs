@@ -1,9 +1,10 @@
-//! What goes out: a tokio task turning the dashboard's alarm transitions into PCD-04 alarm
-//! reports (queued as they happen, each waiting for room in the outbox's queue, and those
+//! What goes out, one feed per link (HL7, FHIR): a tokio task turning the dashboard's alarm
+//! transitions into alarm reports (PCD-04 messages, FHIR alarm Observations) (queued as they happen, each waiting for room in the outbox's queue, and those
 //! handed over before shutdown queued before the feed stops: the feed drops none; the board
 //! hands changes over without waiting, so one that finds this feed's channel full is lost
-//! and counted there, `holmes_alarm_feed_dropped_total`, a problem in `/api/health`), and every `hl7.cadence_secs` each bed's latest committed window (from
-//! the store writer's broadcast of scores) into a PCD-01 observation report (dropped and
+//! and counted there, `holmes_alarm_feed_dropped_total`, a problem in `/api/health`), and
+//! every `hl7.cadence_secs` (`fhir.cadence_secs`) each bed's latest committed window (from
+//! the store writer's broadcast of scores) into an observation report (dropped and
 //! counted when the queue is full: the next cadence brings a newer one). It holds one score
 //! per bed between cadences, so its memory is bounded by the ward.
 
@@ -17,7 +18,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::LinkStatus;
 use super::message::{AlarmReport, Draft, Observation, Phase};
-use super::outbox::Outbox;
+use super::outbox::{Names, Outbox};
 use crate::core::score::ScoreRecord;
 use crate::core::time::now_ms;
 use crate::dashboard::alarms::{Alarm, AlarmKind, Transition};
@@ -26,6 +27,8 @@ use crate::dashboard::alarms::{Alarm, AlarmKind, Transition};
 pub(crate) struct Feed {
     pub(crate) cadence: Duration,
     pub(crate) outbox: Outbox,
+    /// The link's metric names.
+    pub(crate) names: &'static Names,
     pub(crate) status: Arc<LinkStatus>,
     /// The scores the store writer takes (its broadcast).
     pub(crate) scores: broadcast::Receiver<Arc<ScoreRecord>>,
@@ -120,7 +123,7 @@ impl Feed {
                         };
                         if !self.outbox.try_enqueue(Draft::Observation(o)) {
                             self.status.queue_dropped.fetch_add(1, Ordering::Relaxed);
-                            metrics::counter!("holmes_hl7_observations_dropped_total").increment(1);
+                            metrics::counter!(self.names.dropped_total).increment(1);
                         }
                     }
                 }
@@ -169,6 +172,7 @@ mod tests {
         assert!(feed.try_hand(Transition::Raised(alarm())));
         assert!(!feed.try_hand(Transition::Raised(alarm())));
         let o = super::super::Outbound {
+            link: "hl7",
             receiver: "r:1".into(),
             stuck_ms: 50_000,
             status: status.clone(),

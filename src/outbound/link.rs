@@ -27,7 +27,7 @@ use tokio_util::sync::CancellationToken;
 use super::LinkStatus;
 use super::message::{Ack, Verdict, keep_alive, parse_ack};
 use super::mllp::{Mllp, MllpError};
-use super::outbox::{Cmd, Outbox, Pending};
+use super::outbox::{Cmd, Final, Outbox, Pending};
 use crate::config::Hl7Config;
 use crate::core::time::now_ms;
 
@@ -123,10 +123,20 @@ impl Link {
             let res = match res {
                 Ok(conn) => {
                     self.set_connected(true);
-                    tracing::info!(receiver = %self.cfg.receiver, "HL7 link connected");
-                    failing = false;
+                    if failing {
+                        tracing::debug!(receiver = %self.cfg.receiver, "HL7 link connected");
+                    } else {
+                        tracing::info!(receiver = %self.cfg.receiver, "HL7 link connected");
+                    }
+                    let acked = self.status.last_ack_ms.load(Ordering::Relaxed);
                     let r = self.serve(conn, &mut backoff).await;
                     self.set_connected(false);
+                    // An outage ends with an acceptance, not a connection: a receiver that
+                    // takes connections and refuses or ignores every message is one episode,
+                    // logged once.
+                    if self.status.last_ack_ms.load(Ordering::Relaxed) != acked {
+                        failing = false;
+                    }
                     r
                 }
                 Err(e) => Err(e),
@@ -206,7 +216,6 @@ impl Link {
                 continue;
             };
             self.deliver(&mut conn, &p, backoff).await?;
-            backoff.reset();
             quiet_since = Instant::now();
         }
     }
@@ -241,8 +250,7 @@ impl Link {
         let mut unanswered = 0;
         loop {
             if p.observation && now_ms() - p.created_ms > max_age_ms {
-                self.outbox.tell(Cmd::Expired(p.id)).await;
-                return Ok(());
+                return self.finish(Final::Expired(p.id), backoff).await;
             }
             self.write(conn, p.body.as_bytes()).await?;
             self.outbox.tell(Cmd::Sent(p.id)).await;
@@ -253,10 +261,7 @@ impl Link {
                 metrics::counter!("holmes_hl7_resent_total").increment(1);
             }
             match self.answer(conn, &control_id).await? {
-                Some(a) => {
-                    self.outbox.tell(verdict(p.id, a)).await;
-                    return Ok(());
-                }
+                Some(a) => return self.finish(verdict(p.id, a), backoff).await,
                 None => {
                     unanswered += 1;
                     if unanswered >= UNANSWERED_IN_A_ROW {
@@ -269,6 +274,20 @@ impl Link {
                     }
                 }
             }
+        }
+    }
+
+    /// Records a message's final state; one the outbox cannot write leaves the message
+    /// pending, so the link backs off before it goes again (no tight loop of resends while the
+    /// database refuses).
+    async fn finish(&self, f: Final, backoff: &mut Backoff) -> Result<(), LinkError> {
+        if self.outbox.finish(f).await {
+            backoff.reset();
+            return Ok(());
+        }
+        tokio::select! {
+            _ = self.shutdown.cancelled() => Err(LinkError::Stopping),
+            _ = tokio::time::sleep(backoff.step()) => Ok(()),
         }
     }
 
@@ -332,10 +351,10 @@ impl Link {
     }
 }
 
-fn verdict(id: i64, a: Ack) -> Cmd {
+fn verdict(id: i64, a: Ack) -> Final {
     match a.verdict {
-        Verdict::Accepted => Cmd::Acked { id, code: a.code },
-        Verdict::Refused => Cmd::Parked {
+        Verdict::Accepted => Final::Acked { id, code: a.code },
+        Verdict::Refused => Final::Parked {
             id,
             reason: if a.reason.is_empty() {
                 "(no reason given)".into()
@@ -346,3 +365,6 @@ fn verdict(id: i64, a: Ack) -> Cmd {
         },
     }
 }
+
+#[cfg(test)]
+mod tests;

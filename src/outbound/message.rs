@@ -26,7 +26,7 @@ const BEATS_PER_MIN: &str = "264864^MDC_DIM_BEAT_PER_MIN^MDC";
 const DIMENSIONLESS: &str = "262656^MDC_DIM_DIMLESS^MDC";
 const AUTO_MEASUREMENT: &str = "AMEAS^auto-measurement^MDC";
 const MONITORING: &str = "182777000^monitoring of patient^SCT";
-const ALARM_EVENT: &str = "196616^MDC_EVT_ALARM^MDC";
+pub(crate) const ALARM_EVENT: &str = "196616^MDC_EVT_ALARM^MDC";
 const KEEP_ALIVE: &str = "HOLMES-KEEP-ALIVE^Keep-alive^99HOLMES";
 
 #[derive(Debug, thiserror::Error)]
@@ -107,7 +107,9 @@ impl Draft {
 }
 
 /// Event code (facet 1), source (facet 2), priority and alert type of an alarm kind.
-fn alarm_codes(kind: AlarmKind) -> (&'static str, &'static str, &'static str, &'static str) {
+pub(crate) fn alarm_codes(
+    kind: AlarmKind,
+) -> (&'static str, &'static str, &'static str, &'static str) {
     const MDS: &str = "69965^MDC_DEV_MON_PHYSIO_MULTI_PARAM_MDS^MDC";
     match kind {
         AlarmKind::Risk => (

@@ -1,17 +1,22 @@
-//! Scores and alarms out to the hospital: HL7 v2.6 over MLLP, Holmes connecting out to one
-//! receiver (`[hl7]`). IHE PCD-01 `ORU^R01` observation reports per bed every
+//! Scores and alarms out to the hospital, over two links, each off by default: HL7 v2.6 over
+//! MLLP, Holmes connecting out to one receiver (`[hl7]`), and FHIR R4 over HTTP(S) to one
+//! server (`[fhir]`, [`fhir`]). HL7: IHE PCD-01 `ORU^R01` observation reports per bed every
 //! `hl7.cadence_secs` (risk score, heart rate, risk alarm state, data quality) and IHE PCD-04
 //! `ORU^R40` reports of every risk and technical alarm's start, change (acknowledged or
-//! silenced on the dashboard) and end.
+//! silenced on the dashboard) and end; FHIR: the same as Observation resources.
 //!
-//! [`feed`] reads the store writer's broadcast of scores and the
-//! [`board`](crate::dashboard::board)'s alarm transitions and queues drafts; [`outbox`] is the
-//! durable queue in SQLite on a thread of its own, which gives each message its MSH-10;
-//! [`link`] is the connection's task (one message in flight, answers matched by MSA-2,
-//! refusals parked, resends with back-off, keep-alives); [`message`] builds and reads the
-//! messages; [`mllp`] frames them. [`LinkStatus`] is what `/api/health` and the metrics show.
+//! Each link has its own [`feed`] (reading the store writer's broadcast of scores and the
+//! [`board`](crate::dashboard::board)'s alarm transitions, queueing drafts), its own
+//! [`outbox`] (the durable queue in SQLite on a thread of its own, which fixes each message's
+//! id: the HL7 MSH-10) and its own link task: [`link`] for HL7 (one message in flight, answers
+//! matched by MSA-2, refusals parked, resends with back-off, keep-alives; [`message`] builds
+//! and reads the messages, [`mllp`] frames them), [`fhir::link`] for FHIR.
+//! [`LinkStatus`] is what `/api/health` and the metrics show of a link.
 
+#[cfg(test)]
+mod bench;
 pub(crate) mod feed;
+pub(crate) mod fhir;
 pub(crate) mod link;
 pub(crate) mod message;
 pub(crate) mod mllp;
@@ -35,11 +40,17 @@ use crate::dashboard::handover::AlarmFeed;
 pub enum OutboundError {
     #[error(transparent)]
     Outbox(#[from] outbox::OutboxError),
-    #[error("hl7.tls_ca {path}: {reason}")]
-    Tls { path: String, reason: String },
+    #[error("{0}")]
+    Config(String),
+    #[error("{section}.tls_ca {path}: {reason}")]
+    Tls {
+        section: &'static str,
+        path: String,
+        reason: String,
+    },
 }
 
-/// The link's state, shared by the outbox thread, the link and feed tasks (writers) and
+/// A link's state, shared by its outbox thread, its link and feed tasks (writers) and
 /// `/api/health` (reader).
 #[derive(Debug, Default)]
 pub(crate) struct LinkStatus {
@@ -59,13 +70,13 @@ pub(crate) struct LinkStatus {
     /// Alarm changes the board could not hand to the feed since start (its channel full or
     /// closed): their reports are never sent.
     pub(crate) alarm_feed_dropped: Arc<AtomicU64>,
-    /// The last refusal: MSH-10, kind, the receiver's code and reason.
+    /// The last refusal: the message's id, kind, the receiver's code and reason.
     pub(crate) last_parked: Mutex<Option<serde_json::Value>>,
     /// The link's or the outbox's last error.
     pub(crate) last_error: Mutex<Option<String>>,
 }
 
-/// The link as `/api/health` shows it.
+/// A link as `/api/health` shows it.
 #[derive(Debug, Clone, Serialize)]
 pub(crate) struct LinkView {
     pub(crate) receiver: String,
@@ -79,9 +90,11 @@ pub(crate) struct LinkView {
     pub(crate) last_error: Option<String>,
 }
 
-/// A handle to the running link, for health. Cheap to clone.
+/// A handle to a running link, for health. Cheap to clone.
 #[derive(Clone)]
 pub(crate) struct Outbound {
+    /// `hl7` or `fhir`: how its problems begin.
+    link: &'static str,
     receiver: String,
     /// Five answer timeouts, ms: a message pending longer is a problem even while connected.
     stuck_ms: i64,
@@ -109,10 +122,11 @@ impl Outbound {
     /// What `/api/health` lists as problems of the link.
     pub(crate) fn problems(&self) -> Vec<String> {
         let v = self.view();
+        let link = self.link;
         let mut out = Vec::new();
         if !v.connected {
             out.push(format!(
-                "hl7: not connected to {}; {} message(s) wait in the outbox",
+                "{link}: not connected to {}; {} message(s) wait in the outbox",
                 v.receiver, v.backlog
             ));
         }
@@ -120,30 +134,54 @@ impl Outbound {
             && crate::core::time::now_ms() - oldest > self.stuck_ms
         {
             out.push(format!(
-                "hl7: the oldest of {} message(s) in the outbox has waited {} s for the receiver",
+                "{link}: the oldest of {} message(s) in the outbox has waited {} s for the receiver",
                 v.backlog,
                 (crate::core::time::now_ms() - oldest) / 1000
             ));
         }
         if v.parked > 0 {
             out.push(format!(
-                "hl7: {} message(s) parked in the outbox (refused by the receiver, or longer than max_frame_bytes)",
+                "{link}: {} message(s) parked in the outbox (refused by the receiver, or too long to send)",
                 v.parked
             ));
         }
         let lost = self.status.alarm_feed_dropped.load(Ordering::Relaxed);
         if lost > 0 {
             out.push(format!(
-                "hl7: {lost} alarm change(s) could not be handed to the HL7 feed and will not be reported (holmes_alarm_feed_dropped_total)"
+                "{link}: {lost} alarm change(s) could not be handed to the {} feed and will not be reported (holmes_alarm_feed_dropped_total)", link.to_ascii_uppercase()
             ));
         }
         if v.dropped_observations > 0 {
             out.push(format!(
-                "hl7: {} observation report(s) dropped (too old or the queue full)",
+                "{link}: {} observation report(s) dropped (too old or the queue full)",
                 v.dropped_observations
             ));
         }
         out
+    }
+}
+
+/// The HL7 link's messages: one per draft, its row id the MSH-10.
+struct Hl7Render(Hl7Config);
+
+impl outbox::Render for Hl7Render {
+    fn parts(&self, _: &message::Draft) -> usize {
+        1
+    }
+
+    fn render(&self, d: &message::Draft, _: usize, id: i64, created_ms: i64) -> String {
+        message::render(&self.0, d, &id.to_string(), created_ms)
+    }
+}
+
+/// The HL7 link's outbox.
+pub(crate) fn hl7_spec(cfg: &Hl7Config) -> outbox::Spec {
+    outbox::Spec {
+        names: &outbox::HL7,
+        render: Box::new(Hl7Render(cfg.clone())),
+        max_body_bytes: cfg.max_frame_bytes,
+        keep_sent_hours: cfg.keep_sent_hours,
+        queue: cfg.queue,
     }
 }
 
@@ -168,8 +206,12 @@ pub(crate) async fn start(
     let wake = Arc::new(tokio::sync::Notify::new());
     let (c, d, s, w) = (cfg.clone(), db.to_owned(), status.clone(), wake.clone());
     let (outbox, thread, tls) = tokio::task::spawn_blocking(move || {
-        let tls = c.tls_ca.as_deref().map(client_config).transpose()?;
-        let (outbox, thread) = outbox::start(&c, &d, s, w)?;
+        let tls = c
+            .tls_ca
+            .as_deref()
+            .map(|ca| client_config("hl7", ca))
+            .transpose()?;
+        let (outbox, thread) = outbox::start(hl7_spec(&c), &d, s, w)?;
         Ok::<_, OutboundError>((outbox, thread, tls))
     })
     .await
@@ -179,6 +221,7 @@ pub(crate) async fn start(
         feed::Feed {
             cadence: Duration::from_secs_f64(cfg.cadence_secs),
             outbox: outbox.clone(),
+            names: &outbox::HL7,
             status: status.clone(),
             scores,
             alarms,
@@ -200,6 +243,7 @@ pub(crate) async fn start(
     tracing::info!(receiver = %cfg.receiver, tls = cfg.tls_ca.is_some(), "HL7 link started");
     Ok(Started {
         handle: Outbound {
+            link: "hl7",
             receiver: cfg.receiver.clone(),
             stuck_ms: (5.0 * cfg.ack_timeout_secs * 1000.0) as i64,
             status: status.clone(),
@@ -209,11 +253,16 @@ pub(crate) async fn start(
     })
 }
 
-/// The TLS client trusting only the CA certificates of `ca_pem`. Blocking.
-pub(crate) fn client_config(ca_pem: &Path) -> Result<Arc<rustls::ClientConfig>, OutboundError> {
+/// The TLS client trusting only the CA certificates of `ca_pem` (`section`'s `tls_ca`).
+/// Blocking.
+pub(crate) fn client_config(
+    section: &'static str,
+    ca_pem: &Path,
+) -> Result<Arc<rustls::ClientConfig>, OutboundError> {
     use rustls::pki_types::CertificateDer;
     use rustls::pki_types::pem::PemObject;
     let fail = |reason: String| OutboundError::Tls {
+        section,
         path: ca_pem.display().to_string(),
         reason,
     };

@@ -1,12 +1,17 @@
-//! The durable outbox: every message in the `hl7_outbox` table from the moment it is queued
-//! until the receiver acknowledges it (`acked`), refuses it (`parked`, with its reason and
-//! an audit row), or, for an observation, it grows too old to matter (`dropped`, counted).
-//! A row's id is its MSH-10, so a resend after an outage or a restart is the same message.
-//! Messages leave in id order, which keeps each bed's order.
+//! The durable outbox of a link: every message in its table (`hl7_outbox` for HL7,
+//! `fhir_outbox` for FHIR) from the moment it is queued until the receiver accepts it
+//! (`acked`), refuses it (`parked`, with its reason and an audit row), or, for an observation,
+//! it grows too old to matter (`dropped`, counted). A row's id is fixed when it is queued (the
+//! HL7 link's MSH-10; a FHIR resource's identifier is rendered into its body), so a resend
+//! after an outage or a restart is the same message. Messages leave in id order, which keeps
+//! each bed's order.
 //!
-//! SQLite is blocking, so the table has one owner: the `holmes-hl7-outbox` thread, with a
-//! connection of its own, taking [`Cmd`]s from a bounded channel (the feed's drafts, the
-//! link's requests). It stops when every sender is gone.
+//! SQLite is blocking, so each table has one owner: its outbox thread (`holmes-hl7-outbox`,
+//! `holmes-fhir-outbox`), with a connection of its own, taking [`Cmd`]s from a bounded channel
+//! (the feed's drafts, the link's requests). It stops when every sender is gone. A batch it
+//! cannot write is held and written again after a back-off (a storage fault loses no draft the
+//! feed handed over); a final state it cannot write is answered as a failure, so the link backs
+//! off before it sends that message again.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -18,15 +23,14 @@ use serde_json::json;
 use tokio::sync::{mpsc, oneshot};
 
 use super::LinkStatus;
-use super::message::{AlarmReport, Draft, Phase, render};
-use crate::config::Hl7Config;
+use super::message::{AlarmReport, Draft, Phase};
 use crate::core::time::now_ms;
 use crate::dashboard::alarms::AlarmKind;
 use crate::serving::store::audit::{Action, AuditLog, SYSTEM};
 
 #[derive(Debug, thiserror::Error)]
 pub enum OutboxError {
-    #[error("HL7 outbox {path}: {source}")]
+    #[error("outbox {path}: {source}")]
     Sqlite {
         path: PathBuf,
         #[source]
@@ -38,10 +42,80 @@ pub enum OutboxError {
 
 /// Drafts taken into one transaction at most.
 const BATCH: usize = 512;
-/// The reason a message too long to frame is parked with.
-const TOO_LONG: &str = "message longer than max_frame_bytes";
+/// The reason a message too long to send is parked with.
+const TOO_LONG: &str = "message longer than the link's limit";
 /// How often acknowledged and dropped rows past `keep_sent_hours` are deleted.
 const PRUNE_EVERY: Duration = Duration::from_secs(600);
+/// The back-off between tries of a batch that could not be written: from...
+const HOLD_MIN: Duration = Duration::from_millis(100);
+/// ...doubling up to.
+const HOLD_MAX: Duration = Duration::from_secs(5);
+
+/// How a link's drafts become rows: how many rows (messages) a draft makes, and each one's
+/// body once its row id is known.
+pub(crate) trait Render: Send + 'static {
+    fn parts(&self, d: &Draft) -> usize;
+    fn render(&self, d: &Draft, part: usize, id: i64, created_ms: i64) -> String;
+}
+
+/// The metric names, audit action and words of one link's outbox.
+#[derive(Debug)]
+pub(crate) struct Names {
+    /// `HL7`, `FHIR`: in log lines.
+    pub(crate) link: &'static str,
+    pub(crate) thread: &'static str,
+    pub(crate) table: &'static str,
+    /// The key naming a row in a parked row's audit detail (`control_id`: the MSH-10).
+    pub(crate) id_key: &'static str,
+    pub(crate) parked_action: Action,
+    pub(crate) acked_total: &'static str,
+    pub(crate) parked_total: &'static str,
+    pub(crate) dropped_total: &'static str,
+    pub(crate) queued_total: &'static str,
+    pub(crate) backlog: &'static str,
+    pub(crate) parked: &'static str,
+}
+
+/// The HL7 link's outbox.
+pub(crate) const HL7: Names = Names {
+    link: "HL7",
+    thread: "holmes-hl7-outbox",
+    table: "hl7_outbox",
+    id_key: "control_id",
+    parked_action: Action::Hl7MessageParked,
+    acked_total: "holmes_hl7_acked_total",
+    parked_total: "holmes_hl7_parked_total",
+    dropped_total: "holmes_hl7_observations_dropped_total",
+    queued_total: "holmes_hl7_queued_total",
+    backlog: "holmes_hl7_backlog",
+    parked: "holmes_hl7_parked",
+};
+
+/// The FHIR link's outbox.
+pub(crate) const FHIR: Names = Names {
+    link: "FHIR",
+    thread: "holmes-fhir-outbox",
+    table: "fhir_outbox",
+    id_key: "outbox_id",
+    parked_action: Action::FhirResourceParked,
+    acked_total: "holmes_fhir_acked_total",
+    parked_total: "holmes_fhir_parked_total",
+    dropped_total: "holmes_fhir_observations_dropped_total",
+    queued_total: "holmes_fhir_queued_total",
+    backlog: "holmes_fhir_backlog",
+    parked: "holmes_fhir_parked",
+};
+
+/// What an outbox is made of.
+pub(crate) struct Spec {
+    pub(crate) names: &'static Names,
+    pub(crate) render: Box<dyn Render>,
+    /// Longest body the link can send; a longer one is parked as it is queued.
+    pub(crate) max_body_bytes: usize,
+    pub(crate) keep_sent_hours: f64,
+    /// The channel's capacity (the link's `queue`).
+    pub(crate) queue: usize,
+}
 
 /// A message waiting for the receiver.
 #[derive(Debug, Clone, PartialEq)]
@@ -67,7 +141,14 @@ pub(crate) enum Cmd {
     Next(oneshot::Sender<Option<Pending>>),
     /// It was written to the receiver once more.
     Sent(i64),
-    /// The receiver accepted it (`code`: AA or CA).
+    /// A message's final state, answered `true` once written (`false`: it stays pending).
+    Final(Final, oneshot::Sender<bool>),
+}
+
+/// A message's final state.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) enum Final {
+    /// The receiver accepted it (`code`: AA or CA; the HTTP status).
     Acked { id: i64, code: String },
     /// The receiver refused it: parked with the reason, audited, never sent again.
     Parked {
@@ -105,6 +186,16 @@ impl Outbox {
     pub(crate) async fn tell(&self, c: Cmd) {
         let _ = self.tx.send(c).await;
     }
+
+    /// Records a final state; `false` when it could not be written (the message stays
+    /// pending: back off before sending it again) or the outbox stopped.
+    pub(crate) async fn finish(&self, f: Final) -> bool {
+        let (reply, rx) = oneshot::channel();
+        if self.tx.send(Cmd::Final(f, reply)).await.is_err() {
+            return false;
+        }
+        rx.await.unwrap_or(false)
+    }
 }
 
 /// Opens the outbox on `db` (migrated by the store) and starts its thread. Alarms whose
@@ -112,16 +203,18 @@ impl Outbox {
 /// killed while they were active) get their end queued now, dated when the dashboard closed
 /// them. Blocking.
 pub(crate) fn start(
-    cfg: &Hl7Config,
+    spec: Spec,
     db: &Path,
     status: Arc<LinkStatus>,
     wake: Arc<tokio::sync::Notify>,
 ) -> Result<(Outbox, std::thread::JoinHandle<()>), OutboxError> {
     let conn = crate::serving::store::open(db)?;
+    let queue = spec.queue;
+    let thread_name = spec.names.thread;
     let mut st = State {
         conn,
         path: db.to_owned(),
-        cfg: cfg.clone(),
+        spec,
         status,
         wake,
         audit: AuditLog::new(db),
@@ -130,9 +223,9 @@ pub(crate) fn start(
     st.count()?;
     let ends = st.unfinished_alarms()?;
     st.insert(&ends)?;
-    let (tx, rx) = mpsc::channel(cfg.queue);
+    let (tx, rx) = mpsc::channel(queue);
     let thread = std::thread::Builder::new()
-        .name("holmes-hl7-outbox".into())
+        .name(thread_name.into())
         .spawn(move || st.run(rx))
         .expect("spawning the outbox thread");
     Ok((Outbox { tx }, thread))
@@ -141,7 +234,7 @@ pub(crate) fn start(
 struct State {
     conn: Connection,
     path: PathBuf,
-    cfg: Hl7Config,
+    spec: Spec,
     status: Arc<LinkStatus>,
     /// Woken when a message is queued (the link waits on it when the outbox is empty).
     wake: Arc<tokio::sync::Notify>,
@@ -168,30 +261,67 @@ impl State {
         }
     }
 
+    fn names(&self) -> &'static Names {
+        self.spec.names
+    }
+
     fn run(mut self, mut rx: mpsc::Receiver<Cmd>) {
-        while let Some(c) = rx.blocking_recv() {
-            let res = match c {
-                Cmd::Enqueue(d) => {
-                    let mut batch = vec![d];
-                    while batch.len() < BATCH {
-                        match rx.try_recv() {
-                            Ok(Cmd::Enqueue(d)) => batch.push(d),
-                            Ok(other) => {
-                                let r = self.insert(&batch).and_then(|()| self.handle(other));
-                                batch.clear();
-                                if let Err(e) = r {
-                                    self.failed(&e);
-                                }
-                            }
-                            Err(_) => break,
+        // Drafts taken from the channel and not yet written (a batch whose transaction
+        // failed waits here, in order, and goes first).
+        let mut held: Vec<Draft> = Vec::new();
+        let mut hold_wait = HOLD_MIN;
+        loop {
+            if held.is_empty() {
+                match rx.blocking_recv() {
+                    Some(Cmd::Enqueue(d)) => held.push(d),
+                    Some(other) => self.handle(other),
+                    None => break,
+                }
+            }
+            // Take what else is queued, up to a batch (while the database refuses, all of it,
+            // so the link's requests are still answered); other commands are answered after
+            // the drafts before them are written. Held drafts are bounded: past the channel's
+            // capacity plus a batch, an observation is dropped (counted); alarms are kept.
+            let failing = hold_wait > HOLD_MIN;
+            let mut after = None;
+            while (held.len() < BATCH || failing) && after.is_none() {
+                match rx.try_recv() {
+                    Ok(Cmd::Enqueue(d)) => {
+                        if held.len() >= self.spec.queue + BATCH
+                            && matches!(d, Draft::Observation(_))
+                        {
+                            self.status.queue_dropped.fetch_add(1, Ordering::Relaxed);
+                            metrics::counter!(self.names().dropped_total).increment(1);
+                        } else {
+                            held.push(d);
                         }
                     }
-                    self.insert(&batch)
+                    Ok(other) => after = Some(other),
+                    Err(_) => break,
                 }
-                other => self.handle(other),
-            };
-            if let Err(e) = res {
-                self.failed(&e);
+            }
+            if !held.is_empty() {
+                match self.insert(&held) {
+                    Ok(()) => {
+                        held.clear();
+                        hold_wait = HOLD_MIN;
+                    }
+                    Err(e) => {
+                        self.failed(&e);
+                        if let Some(c) = after.take() {
+                            self.handle(c);
+                        }
+                        if rx.is_closed() && rx.is_empty() {
+                            break;
+                        }
+                        std::thread::sleep(hold_wait);
+                        hold_wait = (hold_wait * 2).min(HOLD_MAX);
+                        continue;
+                    }
+                }
+            }
+            if let Some(c) = after {
+                self.handle(c);
             }
             if self.pruned.elapsed() >= PRUNE_EVERY {
                 self.pruned = Instant::now();
@@ -200,57 +330,74 @@ impl State {
                 }
             }
         }
+        if !held.is_empty() {
+            // Every sender is gone (shutdown) and the database still refuses: one last try.
+            if let Err(e) = self.insert(&held) {
+                tracing::error!(error = %e, lost = held.len(), link = self.names().link, "Drafts could not be written to the outbox before shutdown; they are lost");
+            }
+        }
     }
 
     fn failed(&self, e: &OutboxError) {
-        tracing::error!(error = %e, "The HL7 outbox cannot be written");
+        tracing::error!(error = %e, link = self.names().link, "The outbox cannot be written");
         *self.status.last_error.lock().expect("status lock") = Some(e.to_string());
     }
 
-    fn handle(&mut self, c: Cmd) -> Result<(), OutboxError> {
-        let now = now_ms();
-        match c {
+    /// A command other than a draft; its failure is logged and shown.
+    fn handle(&mut self, c: Cmd) {
+        let res = match c {
             Cmd::Enqueue(d) => self.insert(&[d]),
-            Cmd::Next(reply) => {
-                let p = self.oldest()?;
+            Cmd::Next(reply) => self.oldest().map(|p| {
                 let _ = reply.send(p);
-                Ok(())
-            }
+            }),
             Cmd::Sent(id) => self.exec(
-                "UPDATE hl7_outbox SET attempts = attempts + 1 WHERE id = ?1",
+                &format!(
+                    "UPDATE {} SET attempts = attempts + 1 WHERE id = ?1",
+                    self.names().table
+                ),
                 params![id],
             ),
-            Cmd::Acked { id, code } => {
+            Cmd::Final(f, reply) => {
+                let r = self.finish_as(f);
+                let _ = reply.send(r.is_ok());
+                r
+            }
+        };
+        if let Err(e) = res {
+            self.failed(&e);
+        }
+    }
+
+    fn finish_as(&mut self, f: Final) -> Result<(), OutboxError> {
+        let names = self.names();
+        match f {
+            Final::Acked { id, code } => {
                 self.finish(id, "acked", Some(&code), None)?;
-                self.status.last_ack_ms.store(now, Ordering::Relaxed);
-                metrics::counter!("holmes_hl7_acked_total").increment(1);
+                self.status.last_ack_ms.store(now_ms(), Ordering::Relaxed);
+                metrics::counter!(names.acked_total).increment(1);
                 Ok(())
             }
-            Cmd::Parked { id, code, reason } => {
+            Final::Parked { id, code, reason } => {
                 self.finish(id, "parked", Some(&code), Some(&reason))?;
                 self.status.parked.fetch_add(1, Ordering::Relaxed);
-                metrics::counter!("holmes_hl7_parked_total").increment(1);
+                metrics::counter!(names.parked_total).increment(1);
                 let kind: Option<String> = self
                     .conn
-                    .query_row("SELECT kind FROM hl7_outbox WHERE id = ?1", [id], |r| {
-                        r.get(0)
-                    })
+                    .query_row(
+                        &format!("SELECT kind FROM {} WHERE id = ?1", names.table),
+                        [id],
+                        |r| r.get(0),
+                    )
                     .optional()
                     .map_err(|e| self.err(e))?;
                 // The reason stays out of the log (a receiver may quote the message): it is
                 // in /api/health and the audit log.
-                tracing::warn!(control_id = id, code = %code, "The HL7 receiver refused a message; it is parked");
-                let detail = json!({"control_id": id.to_string(), "kind": kind, "code": code, "reason": reason});
-                if let Err(e) = self
-                    .audit
-                    .write(Some(SYSTEM), Action::Hl7MessageParked, &detail)
-                {
-                    tracing::error!(error = %e, "Cannot write the audit log");
-                }
-                *self.status.last_parked.lock().expect("status lock") = Some(detail);
+                tracing::warn!(id, code = %code, link = names.link, "The receiver refused a message; it is parked");
+                let detail = json!({names.id_key: id.to_string(), "kind": kind, "code": code, "reason": reason});
+                self.parked(detail);
                 Ok(())
             }
-            Cmd::Expired(id) => {
+            Final::Expired(id) => {
                 self.finish(
                     id,
                     "dropped",
@@ -260,10 +407,21 @@ impl State {
                 self.status
                     .dropped_observations
                     .fetch_add(1, Ordering::Relaxed);
-                metrics::counter!("holmes_hl7_observations_dropped_total").increment(1);
+                metrics::counter!(names.dropped_total).increment(1);
                 Ok(())
             }
         }
+    }
+
+    /// Audits a parked message and shows it as the last one.
+    fn parked(&self, detail: serde_json::Value) {
+        if let Err(e) = self
+            .audit
+            .write(Some(SYSTEM), self.names().parked_action, &detail)
+        {
+            tracing::error!(error = %e, "Cannot write the audit log");
+        }
+        *self.status.last_parked.lock().expect("status lock") = Some(detail);
     }
 
     fn exec(&self, sql: &str, p: impl rusqlite::Params) -> Result<(), OutboxError> {
@@ -282,8 +440,11 @@ impl State {
         let n = self
             .conn
             .execute(
-                "UPDATE hl7_outbox SET state = ?2, done_ms = ?3, ack_code = ?4, reason = ?5
-                 WHERE id = ?1 AND state = 'pending'",
+                &format!(
+                    "UPDATE {} SET state = ?2, done_ms = ?3, ack_code = ?4, reason = ?5
+                     WHERE id = ?1 AND state = 'pending'",
+                    self.names().table
+                ),
                 params![id, state, now_ms(), code, reason],
             )
             .map_err(|e| self.err(e))?;
@@ -293,7 +454,8 @@ impl State {
         self.publish_oldest()
     }
 
-    /// Writes drafts in one transaction, each row's id its MSH-10.
+    /// Writes drafts in one transaction (all or none), each of their messages a row whose
+    /// id is fixed before its body is rendered.
     fn insert(&mut self, drafts: &[Draft]) -> Result<(), OutboxError> {
         if drafts.is_empty() {
             return Ok(());
@@ -303,60 +465,65 @@ impl State {
             path: path.clone(),
             source,
         };
+        let table = self.names().table;
         let now = now_ms();
         let mut too_long = Vec::new();
+        let mut queued = 0u64;
         let tx = self.conn.transaction().map_err(err)?;
         for d in drafts {
             let (kind, alarm, phase) = match d {
                 Draft::Observation(_) => ("observation", None, None),
                 Draft::Alarm(a) => ("alarm", Some(a.alarm_id), Some(a.phase.as_str())),
             };
-            tx.execute(
-                "INSERT INTO hl7_outbox (kind, bed, alarm_id, phase, created_ms, body, state)
-                 VALUES (?1, ?2, ?3, ?4, ?5, '', 'pending')",
-                params![kind, d.bed(), alarm, phase, now],
-            )
-            .map_err(err)?;
-            let id = tx.last_insert_rowid();
-            let body = render(&self.cfg, d, &id.to_string(), now);
-            if body.len() > self.cfg.max_frame_bytes {
-                // It could never be framed: sending it would fail and hold up the queue.
+            for part in 0..self.spec.render.parts(d) {
                 tx.execute(
-                    "UPDATE hl7_outbox SET body = ?2, state = 'parked', done_ms = ?3, reason = ?4
-                     WHERE id = ?1",
-                    params![id, body, now, TOO_LONG],
+                    &format!(
+                        "INSERT INTO {table} (kind, bed, alarm_id, phase, created_ms, body, state)
+                         VALUES (?1, ?2, ?3, ?4, ?5, '', 'pending')"
+                    ),
+                    params![kind, d.bed(), alarm, phase, now],
                 )
                 .map_err(err)?;
-                too_long.push((id, kind));
-                continue;
+                let id = tx.last_insert_rowid();
+                let body = self.spec.render.render(d, part, id, now);
+                if body.len() > self.spec.max_body_bytes {
+                    // It could never be sent: trying would fail and hold up the queue.
+                    tx.execute(
+                        &format!(
+                            "UPDATE {table} SET body = ?2, state = 'parked', done_ms = ?3, reason = ?4
+                             WHERE id = ?1"
+                        ),
+                        params![id, body, now, TOO_LONG],
+                    )
+                    .map_err(err)?;
+                    too_long.push((id, kind));
+                    continue;
+                }
+                tx.execute(
+                    &format!("UPDATE {table} SET body = ?2 WHERE id = ?1"),
+                    params![id, body],
+                )
+                .map_err(err)?;
+                queued += 1;
             }
-            tx.execute(
-                "UPDATE hl7_outbox SET body = ?2 WHERE id = ?1",
-                params![id, body],
-            )
-            .map_err(err)?;
         }
         tx.commit().map_err(err)?;
+        let names = self.names();
         for &(id, kind) in &too_long {
             tracing::warn!(
-                control_id = id,
+                id,
                 kind,
-                "An HL7 message is longer than hl7.max_frame_bytes; it is parked"
+                link = names.link,
+                "A message is longer than its link can send; it is parked"
             );
             self.status.parked.fetch_add(1, Ordering::Relaxed);
-            metrics::counter!("holmes_hl7_parked_total").increment(1);
-            let detail = json!({"control_id": id.to_string(), "kind": kind, "code": null, "reason": TOO_LONG});
-            if let Err(e) = self
-                .audit
-                .write(Some(SYSTEM), Action::Hl7MessageParked, &detail)
-            {
-                tracing::error!(error = %e, "Cannot write the audit log");
-            }
-            *self.status.last_parked.lock().expect("status lock") = Some(detail);
+            metrics::counter!(names.parked_total).increment(1);
+            self.parked(
+                json!({names.id_key: id.to_string(), "kind": kind, "code": null, "reason": TOO_LONG}),
+            );
         }
-        let n = (drafts.len() - too_long.len()) as u64;
-        self.status.backlog.fetch_add(n, Ordering::Relaxed);
-        metrics::counter!("holmes_hl7_queued_total").increment(n);
+        self.status.backlog.fetch_add(queued, Ordering::Relaxed);
+        metrics::counter!(names.queued_total).increment(queued);
         self.publish_oldest()?;
         self.wake.notify_one();
         Ok(())
@@ -365,8 +532,11 @@ impl State {
     fn oldest(&self) -> Result<Option<Pending>, OutboxError> {
         self.conn
             .query_row(
-                "SELECT id, kind, created_ms, body FROM hl7_outbox WHERE state = 'pending'
-                 ORDER BY id LIMIT 1",
+                &format!(
+                    "SELECT id, kind, created_ms, body FROM {} WHERE state = 'pending'
+                     ORDER BY id LIMIT 1",
+                    self.names().table
+                ),
                 [],
                 |r| {
                     Ok(Pending {
@@ -385,18 +555,21 @@ impl State {
         let oldest = self.oldest()?.map_or(0, |p| p.created_ms);
         let s = &self.status;
         s.oldest_pending_ms.store(oldest, Ordering::Relaxed);
-        metrics::gauge!("holmes_hl7_backlog").set(s.backlog.load(Ordering::Relaxed) as f64);
-        metrics::gauge!("holmes_hl7_parked").set(s.parked.load(Ordering::Relaxed) as f64);
+        metrics::gauge!(self.names().backlog).set(s.backlog.load(Ordering::Relaxed) as f64);
+        metrics::gauge!(self.names().parked).set(s.parked.load(Ordering::Relaxed) as f64);
         Ok(())
     }
 
-    /// The backlog and parked counts as the table holds them (at start-up).
+    /// The backlog and parked counts as the table holds them (at start-up, after pruning).
     fn count(&self) -> Result<(), OutboxError> {
         let (pending, parked): (u64, u64) = self
             .conn
             .query_row(
-                "SELECT count(*) FILTER (WHERE state = 'pending'),
-                        count(*) FILTER (WHERE state = 'parked') FROM hl7_outbox",
+                &format!(
+                    "SELECT count(*) FILTER (WHERE state = 'pending'),
+                            count(*) FILTER (WHERE state = 'parked') FROM {}",
+                    self.names().table
+                ),
                 [],
                 |r| Ok((r.get(0)?, r.get(1)?)),
             )
@@ -410,13 +583,14 @@ impl State {
     fn unfinished_alarms(&self) -> Result<Vec<Draft>, OutboxError> {
         let mut st = self
             .conn
-            .prepare(
+            .prepare(&format!(
                 "SELECT a.id, a.bed, a.kind, a.raised_ms, a.cleared_ms, a.acked_ms
-                 FROM alarms a JOIN (SELECT alarm_id FROM hl7_outbox WHERE kind = 'alarm'
+                 FROM alarms a JOIN (SELECT alarm_id FROM {} WHERE kind = 'alarm'
                                      GROUP BY alarm_id HAVING sum(phase = 'end') = 0) o
                    ON a.id = o.alarm_id
                  ORDER BY a.id",
-            )
+                self.names().table
+            ))
             .map_err(|e| self.err(e))?;
         let rows = st
             .query_map([], |r| {
@@ -454,144 +628,24 @@ impl State {
 
     /// Deletes acknowledged and dropped rows, and parked observations, past `keep_sent_hours`,
     /// except the rows of an alarm whose end has not been queued (a restart still needs to
-    /// know it started). Parked alarms are kept.
+    /// know it started). Parked alarms are kept. The counts are read again afterwards (the
+    /// parked observations deleted are no longer parked).
     fn prune(&self) -> Result<(), OutboxError> {
-        let before = now_ms() - (self.cfg.keep_sent_hours * 3.6e6) as i64;
+        let before = now_ms() - (self.spec.keep_sent_hours * 3.6e6) as i64;
+        let table = self.names().table;
         self.exec(
-            "DELETE FROM hl7_outbox WHERE done_ms < ?1
-               AND ((state = 'parked' AND kind = 'observation')
-                    OR (state IN ('acked', 'dropped')
-                        AND (kind = 'observation'
-                             OR alarm_id IN (SELECT alarm_id FROM hl7_outbox WHERE phase = 'end'))))",
+            &format!(
+                "DELETE FROM {table} WHERE done_ms < ?1
+                   AND ((state = 'parked' AND kind = 'observation')
+                        OR (state IN ('acked', 'dropped')
+                            AND (kind = 'observation'
+                                 OR alarm_id IN (SELECT alarm_id FROM {table} WHERE phase = 'end'))))"
+            ),
             params![before],
-        )
+        )?;
+        self.count()
     }
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::outbound::message::Observation;
-
-    fn setup() -> (tempfile::TempDir, PathBuf) {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("h.db");
-        let mut c = crate::serving::store::open(&path).unwrap();
-        crate::serving::store::migrate(&mut c, &path).unwrap();
-        (dir, path)
-    }
-
-    fn obs(bed: &str) -> Draft {
-        Draft::Observation(Observation {
-            bed: bed.into(),
-            at_ms: 1,
-            score: Some(0.5),
-            heart_rate_bpm: None,
-            risk_alarm: false,
-            quality: "scored",
-        })
-    }
-
-    fn alarm(id: i64, phase: Phase) -> Draft {
-        Draft::Alarm(AlarmReport {
-            alarm_id: id,
-            bed: "b1".into(),
-            kind: AlarmKind::Risk,
-            phase,
-            raised_ms: 5,
-            at_ms: 5,
-            inactivation: "enabled",
-        })
-    }
-
-    #[tokio::test]
-    async fn messages_leave_in_order_and_survive_a_restart_with_their_ids() {
-        let (_d, path) = setup();
-        let cfg = Hl7Config::default();
-        let status = Arc::new(LinkStatus::default());
-        let wake = Arc::new(tokio::sync::Notify::new());
-        let (ob, th) = start(&cfg, &path, status.clone(), wake.clone()).unwrap();
-        ob.enqueue(obs("b1")).await;
-        ob.enqueue(alarm(1, Phase::Start)).await;
-        ob.enqueue(obs("b2")).await;
-        let first = ob.next().await.unwrap();
-        assert!(first.observation && first.body.contains("|ORU^R01^ORU_R01|1|"));
-        ob.tell(Cmd::Sent(first.id)).await;
-        ob.tell(Cmd::Acked {
-            id: first.id,
-            code: "AA".into(),
-        })
-        .await;
-        let second = ob.next().await.unwrap();
-        assert_eq!(second.id, 2);
-        ob.tell(Cmd::Parked {
-            id: 2,
-            code: "AE".into(),
-            reason: "no such bed".into(),
-        })
-        .await;
-        assert_eq!(ob.next().await.unwrap().id, 3);
-        assert_eq!(status.backlog.load(Ordering::Relaxed), 1);
-        assert_eq!(status.parked.load(Ordering::Relaxed), 1);
-        drop(ob);
-        th.join().unwrap();
-        // A new run: the pending message keeps its id and body; the alarm that started and
-        // never ended gets its end queued behind it; a new message gets a fresh id.
-        let status = Arc::new(LinkStatus::default());
-        let c = crate::serving::store::open(&path).unwrap();
-        c.execute(
-            "INSERT INTO alarms (id, bed, kind, raised_ms, cleared_ms) VALUES (1, 'b1', 'risk', 5, 9)",
-            [],
-        )
-        .unwrap();
-        let (ob, th) = start(&cfg, &path, status.clone(), wake).unwrap();
-        assert_eq!(status.backlog.load(Ordering::Relaxed), 2);
-        assert_eq!(status.parked.load(Ordering::Relaxed), 1);
-        let p = ob.next().await.unwrap();
-        assert_eq!(p.id, 3);
-        ob.tell(Cmd::Expired(3)).await;
-        let end = ob.next().await.unwrap();
-        assert_eq!(end.id, 4);
-        assert!(end.body.contains("|end|") && end.body.contains("|ORU^R40^ORU_R40|4|"));
-        assert_eq!(status.dropped_observations.load(Ordering::Relaxed), 1);
-        let audit: String = c
-            .query_row(
-                "SELECT detail FROM audit WHERE action = 'hl7_message_parked'",
-                [],
-                |r| r.get(0),
-            )
-            .unwrap();
-        assert!(
-            audit.contains("no such bed") && audit.contains("\"control_id\":\"2\""),
-            "{audit}"
-        );
-        drop(ob);
-        th.join().unwrap();
-    }
-
-    #[tokio::test]
-    async fn a_message_longer_than_max_frame_bytes_is_parked_not_queued() {
-        let (_d, path) = setup();
-        // Below validate's minimum, so that a default report is too long.
-        let cfg = Hl7Config {
-            max_frame_bytes: 200,
-            ..Hl7Config::default()
-        };
-        let status = Arc::new(LinkStatus::default());
-        let wake = Arc::new(tokio::sync::Notify::new());
-        let (ob, th) = start(&cfg, &path, status.clone(), wake).unwrap();
-        ob.enqueue(alarm(1, Phase::Start)).await;
-        assert_eq!(ob.next().await, None, "nothing is left to block the queue");
-        assert_eq!(status.backlog.load(Ordering::Relaxed), 0);
-        assert_eq!(status.parked.load(Ordering::Relaxed), 1);
-        drop(ob);
-        th.join().unwrap();
-        let c = crate::serving::store::open(&path).unwrap();
-        let (state, reason): (String, String) = c
-            .query_row("SELECT state, reason FROM hl7_outbox", [], |r| {
-                Ok((r.get(0)?, r.get(1)?))
-            })
-            .unwrap();
-        assert_eq!((state.as_str(), reason.as_str()), ("parked", TOO_LONG));
-    }
-}
+mod tests;

@@ -63,6 +63,10 @@ pub(crate) enum Action {
     /// The HL7 receiver refused a message (AE/AR, CE/CR): it is parked, not sent again; the
     /// detail names the message (its MSH-10, kind), the receiver's code and reason.
     Hl7MessageParked,
+    /// The FHIR server refused a resource (a 4xx other than 401, 403, 404, 408 and 429): it
+    /// is parked, not sent again; the detail names the outbox row, kind, the HTTP status and
+    /// the OperationOutcome's reason.
+    FhirResourceParked,
 }
 
 impl Action {
@@ -82,6 +86,7 @@ impl Action {
             Action::ModelRefused => "model_refused",
             Action::ModelRemoved => "model_removed",
             Action::Hl7MessageParked => "hl7_message_parked",
+            Action::FhirResourceParked => "fhir_resource_parked",
             Action::AlarmRulesChanged => "alarm_rules_changed",
             Action::PlanSwitched => "plan_switched",
         }

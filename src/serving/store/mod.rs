@@ -194,6 +194,23 @@ const MIGRATIONS: &[&str] = &[
         reason TEXT
     );
     CREATE INDEX hl7_outbox_pending ON hl7_outbox (id) WHERE state = 'pending';",
+    // 13: the FHIR outbox (`outbound::outbox` for `outbound::fhir`): each resource until the
+    // server accepts it; `body` is the resource, whose identifier makes a resend idempotent.
+    "CREATE TABLE fhir_outbox (
+        id INTEGER PRIMARY KEY AUTOINCREMENT,
+        kind TEXT NOT NULL,
+        bed TEXT NOT NULL,
+        alarm_id INTEGER,
+        phase TEXT,
+        created_ms INTEGER NOT NULL,
+        body TEXT NOT NULL,
+        state TEXT NOT NULL,
+        attempts INTEGER NOT NULL DEFAULT 0,
+        done_ms INTEGER,
+        ack_code TEXT,
+        reason TEXT
+    );
+    CREATE INDEX fhir_outbox_pending ON fhir_outbox (id) WHERE state = 'pending';",
 ];
 
 /// The schema version this build migrates to (`PRAGMA user_version`).

@@ -1,0 +1,116 @@
+//! Scores and alarms out to the hospital as FHIR R4 (`[fhir]`, off by default): per bed every
+//! `fhir.cadence_secs` a heart-rate and a risk-score Observation, and an alarm-event
+//! Observation for every alarm's start, change and end ([`resource`] says which codes and
+//! why), each posted to the server as a conditional create on its stable identifier.
+//!
+//! It shares the HL7 link's parts: a [`feed`](super::feed) of its own, an
+//! [`outbox`](super::outbox) on the `fhir_outbox` table with its own thread, and
+//! [`LinkStatus`](super::LinkStatus); [`link`] is its task and [`client`] its HTTP connection.
+
+pub(crate) mod client;
+pub(crate) mod link;
+pub(crate) mod resource;
+
+use std::path::Path;
+use std::sync::Arc;
+use std::sync::atomic::AtomicBool;
+use std::time::Duration;
+
+use tokio::sync::{broadcast, mpsc};
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+
+use super::message::Draft;
+use super::outbox::{self, FHIR, Render, Spec};
+use super::{LinkStatus, Outbound, OutboundError, Started, feed};
+use crate::config::{BaseUrl, FhirConfig};
+use crate::core::score::ScoreRecord;
+use crate::dashboard::handover::AlarmFeed;
+
+/// The FHIR link's rows: a draft's resources, rendered once, so a resend is the same body.
+struct FhirRender(FhirConfig);
+
+impl Render for FhirRender {
+    fn parts(&self, d: &Draft) -> usize {
+        resource::parts(d)
+    }
+
+    fn render(&self, d: &Draft, part: usize, _id: i64, created_ms: i64) -> String {
+        resource::render(&self.0, d, part, created_ms)
+    }
+}
+
+/// The FHIR link's outbox.
+pub(crate) fn spec(cfg: &FhirConfig) -> Spec {
+    Spec {
+        names: &FHIR,
+        render: Box::new(FhirRender(cfg.clone())),
+        // A resource is a few KB; the server's own limit is its business (a 413 parks it).
+        max_body_bytes: usize::MAX,
+        keep_sent_hours: cfg.keep_sent_hours,
+        queue: cfg.queue,
+    }
+}
+
+/// Opens the FHIR outbox on `db` and starts the feed and the link under `shutdown`.
+pub(crate) async fn start(
+    cfg: &FhirConfig,
+    db: &Path,
+    scores: broadcast::Receiver<Arc<ScoreRecord>>,
+    shutdown: CancellationToken,
+    tracker: &TaskTracker,
+) -> Result<Started, OutboundError> {
+    let base = BaseUrl::parse(&cfg.base_url).map_err(OutboundError::Config)?;
+    let status = Arc::new(LinkStatus::default());
+    let wake = Arc::new(tokio::sync::Notify::new());
+    let (c, d, s, w) = (cfg.clone(), db.to_owned(), status.clone(), wake.clone());
+    let (outbox, thread, tls) = tokio::task::spawn_blocking(move || {
+        let tls = c
+            .tls_ca
+            .as_deref()
+            .map(|ca| super::client_config("fhir", ca))
+            .transpose()?;
+        let (outbox, thread) = outbox::start(spec(&c), &d, s, w)?;
+        Ok::<_, OutboundError>((outbox, thread, tls))
+    })
+    .await
+    .expect("opening the FHIR outbox does not panic")?;
+    let (alarm_feed, alarms) = mpsc::channel(cfg.queue);
+    tracker.spawn(
+        feed::Feed {
+            cadence: Duration::from_secs_f64(cfg.cadence_secs),
+            outbox: outbox.clone(),
+            names: &FHIR,
+            status: status.clone(),
+            scores,
+            alarms,
+            shutdown: shutdown.clone(),
+        }
+        .run(),
+    );
+    let server = base.address();
+    tracker.spawn(
+        link::Link {
+            cfg: cfg.clone(),
+            base,
+            outbox,
+            status: status.clone(),
+            wake,
+            tls,
+            shutdown,
+            failing: AtomicBool::new(false),
+        }
+        .run(),
+    );
+    tracing::info!(server = %server, tls = cfg.tls_ca.is_some(), "FHIR link started");
+    Ok(Started {
+        handle: Outbound {
+            link: "fhir",
+            receiver: cfg.base_url.clone(),
+            stuck_ms: (5.0 * cfg.request_timeout_secs * 1000.0) as i64,
+            status: status.clone(),
+        },
+        alarm_feed: AlarmFeed::new(alarm_feed, status.alarm_feed_dropped.clone()),
+        outbox: thread,
+    })
+}
