@@ -110,51 +110,6 @@ fn evaluate_json_adds_up_on_a_subset() {
 }
 
 #[test]
-fn the_sqi_gate_and_stack_are_evaluated_beside_the_ensemble() {
-    let Some(data) = common::data_dir("the_sqi_gate_and_stack_are_evaluated_beside_the_ensemble")
-    else {
-        return;
-    };
-    let e = evaluate_json(
-        &data,
-        &["--no-classical", "--sqi-gate", "choose", "--sqi-stack"],
-    );
-    let detectors = e["detectors"].as_array().unwrap();
-    let names: Vec<&str> = detectors
-        .iter()
-        .map(|d| d["detector"].as_str().unwrap())
-        .collect();
-    assert_eq!(
-        names,
-        [
-            "ensemble",
-            "ensemble+gate",
-            "stacked (score)",
-            "stacked (score+sqi)"
-        ]
-    );
-    for d in detectors {
-        for c in d["conditions"].as_array().unwrap() {
-            check_condition(c);
-        }
-    }
-    // The grid: no gate first, then every candidate, each with its rule and shares.
-    let trials = e["gate_trials"].as_array().unwrap();
-    assert!(trials.len() > 10);
-    assert!(trials[0]["gate"].is_null());
-    assert!(trials[1..].iter().all(|t| t["gate"].is_string()));
-    for t in trials {
-        for share in ["gated_positive", "gated_negative"] {
-            let x = t[share].as_f64().unwrap();
-            assert!((0.0..=1.0).contains(&x), "{share} {x}");
-        }
-    }
-    let gate = detectors[1]["gate"].as_str().unwrap();
-    assert!(trials.iter().any(|t| t["gate"] == gate), "{gate}");
-    assert_eq!(e["stacks"].as_array().unwrap().len(), 2);
-}
-
-#[test]
 fn the_beat_count_is_evaluated_beside_the_ensemble() {
     let Some(data) = common::data_dir("the_beat_count_is_evaluated_beside_the_ensemble") else {
         return;

@@ -8,7 +8,7 @@ use anyhow::{Context, Result};
 use crate::alarm::{AlarmRule, DelayLimits};
 use crate::config::{Combine, Config};
 use crate::tools::evaluate::Pooling;
-use crate::tools::evaluate::{self, EvaluateOptions, GateChoice, LeadSet, report};
+use crate::tools::evaluate::{self, EvaluateOptions, LeadSet, report};
 use crate::training::dataset::{self, SplitName};
 
 #[derive(Debug, clap::Args)]
@@ -64,21 +64,6 @@ pub struct EvaluateArgs {
     /// Skip the classical baseline detector.
     #[arg(long)]
     no_classical: bool,
-    /// Also evaluate the ensemble behind a signal-quality gate, on which a hop whose ECG is
-    /// unreadable cannot raise the alarm (nor clear one: its score is dropped, as a lead-off
-    /// hop's). `choose` tries a grid of gates on the validation part, each with its own rule
-    /// chosen for the target, and keeps the one with the fewest false alarms; or give one as
-    /// bounds on a lead's indices, all of which make the lead unreadable, and which leads must
-    /// be: `bsqi<0.7,kurtosis>3,leads=all` (indices bsqi, flat, kurtosis, psqi on each lead's
-    /// last 10 s; leads all, any, or one of two).
-    #[arg(long, value_name = "choose|GATE")]
-    sqi_gate: Option<String>,
-    /// Also evaluate a logistic regression stacked on the ensemble's score and both leads'
-    /// signal-quality indices, fitted on the train part's replayed hops (which it replays
-    /// too), its rule chosen on validation: the indices as model inputs; beside it, the same
-    /// regression on the score alone as a control.
-    #[arg(long)]
-    sqi_stack: bool,
     /// Also evaluate the ensemble beside a count of ventricular beats: a beat classifier
     /// fitted on the train part's annotated beats (which it reads), and the larger of the
     /// ensemble's score and the beat run's (a run of five scores 1), its rule chosen on
@@ -123,9 +108,9 @@ pub struct EvaluateArgs {
     #[arg(
         long,
         conflicts_with_all = [
-            "members", "pooling", "hop_secs", "rule", "save_rule", "sqi_gate", "sqi_stack",
-            "beats", "report", "part", "target_sensitivity", "any_delay", "noise_db",
-            "no_noise", "no_classical", "leads", "spliced",
+            "members", "pooling", "hop_secs", "rule", "save_rule", "beats", "report", "part",
+            "target_sensitivity", "any_delay", "noise_db", "no_noise", "no_classical", "leads",
+            "spliced",
         ]
     )]
     revalidate: bool,
@@ -136,9 +121,9 @@ pub struct EvaluateArgs {
     #[arg(
         long,
         conflicts_with_all = [
-            "members", "pooling", "rule", "save_rule", "sqi_gate", "sqi_stack", "beats",
-            "report", "part", "target_sensitivity", "any_delay", "noise_db", "no_noise",
-            "no_classical", "leads", "spliced", "revalidate",
+            "members", "pooling", "rule", "save_rule", "beats", "report", "part",
+            "target_sensitivity", "any_delay", "noise_db", "no_noise", "no_classical", "leads",
+            "spliced", "revalidate",
         ]
     )]
     cross_database: bool,
@@ -157,8 +142,8 @@ pub struct EvaluateArgs {
         num_args = 0..=1,
         default_missing_value = "5",
         conflicts_with_all = [
-            "pooling", "rule", "save_rule", "sqi_gate", "sqi_stack", "beats", "report",
-            "part", "no_classical", "revalidate", "cross_database",
+            "pooling", "rule", "save_rule", "beats", "report", "part", "no_classical",
+            "revalidate", "cross_database",
         ]
     )]
     folds: Option<usize>,
@@ -185,13 +170,6 @@ pub fn run(a: EvaluateArgs) -> Result<()> {
             s.parse::<AlarmRule>()
                 .map_err(|e| anyhow::anyhow!("--rule {e}"))?,
         ),
-    };
-    let sqi_gate = match a.sqi_gate.as_deref() {
-        None => None,
-        Some("choose") => Some(GateChoice::Choose),
-        Some(g) => Some(GateChoice::Given(
-            g.parse().with_context(|| format!("--sqi-gate {g:?}"))?,
-        )),
     };
     let pooling = match a.pooling.parse::<Pooling>() {
         // The daemon pools by the plain mean when its engine does not weigh members.
@@ -225,8 +203,6 @@ pub fn run(a: EvaluateArgs) -> Result<()> {
         noise_db: if a.no_noise { Vec::new() } else { a.noise_db },
         classical: !a.no_classical,
         max_records: a.max_records,
-        sqi_gate,
-        sqi_stack: a.sqi_stack,
         beats: a.beats,
         leads: a.leads,
         count_beats: cfg.ensemble.count_beats,

@@ -8,11 +8,9 @@
 //! - [`score`]: a window's outcome (status, score, members), as the engine hands it to the store.
 //! - [`metrics`]: ROC-AUC, PR-AUC, thresholds and the mean-probability ensemble of predictions.
 //! - [`stats`], [`time`], [`hash`]: percentiles, wall-clock milliseconds, SHA-256.
-//! - [`logistic`]: a small logistic regression fitted by Newton's method.
 
 pub(crate) mod event;
 pub(crate) mod hash;
-pub(crate) mod logistic;
 pub(crate) mod metrics;
 pub(crate) mod score;
 pub mod stats;

@@ -168,7 +168,6 @@ pub fn cross_validate(opts: &EvaluateOptions, k: usize) -> Result<CrossValidatio
     let det = Detectors {
         ensemble: Some(&ens),
         classical: false,
-        sqi: false,
         beats: None,
         first_slot: opts.leads.first_slot(),
     };

@@ -21,24 +21,13 @@
 //!    (`em`, a stretch of time no model trained or was chosen on) added to every lead as `nst`
 //!    does, at each SNR asked.
 //!
-//! 5. With `--sqi-gate`, a third detector: the ensemble behind a **signal-quality gate**
-//!    ([`gate`]) that keeps hops with unreadable ECG from raising the alarm, its own rule chosen
-//!    on validation as the ensemble's is; the gate is given, or chosen on validation among
-//!    [`SqiGate::candidates`] as the one with the fewest false alarms at the target
-//!    ([`gate_search`]).
-//!
-//! 6. With `--sqi-stack`, two more: a logistic regression on the ensemble's score and both
-//!    leads' indices, fitted on the train part's replayed hops ([`stack`]), its rule chosen on
-//!    validation; and, as its control, the same regression on the score alone (a monotone
-//!    recalibration, which moves only where the threshold grid falls).
-//!
-//! 7. With `--beats`, the ensemble beside a **count of ventricular beats** ([`beats`]): a beat
+//! 5. With `--beats`, the ensemble beside a **count of ventricular beats** ([`beats`]): a beat
 //!    classifier fitted on the train part's annotated beats, and a beat rule (the probability
 //!    at which a beat is called ventricular, and a bSQI gate) chosen on validation together
 //!    with the alarm rule; where the window ends in a run of five called beats faster than
 //!    100/min, the ensemble's score is raised to 1.
 //!
-//! 8. With `--revalidate`, instead of all this: every rule of the zoo's rule book that a
+//! 6. With `--revalidate`, instead of all this: every rule of the zoo's rule book that a
 //!    retrained member or a refitted beat counter keeps from holding is chosen again on the
 //!    validation part, for the target it was chosen for, and replaces the old one
 //!    ([`revalidate`]).
@@ -52,8 +41,6 @@ mod condition;
 mod cross_db;
 pub mod episodes;
 mod folds;
-mod gate;
-mod gate_search;
 mod leads;
 #[cfg(test)]
 mod noise_check;
@@ -64,7 +51,6 @@ mod results;
 mod revalidate;
 mod save;
 mod spliced;
-mod stack;
 
 use std::path::PathBuf;
 
@@ -81,7 +67,7 @@ use crate::training::dataset::{
     self, Database, DatasetError, NoiseBank, RecordData, Split, SplitName,
 };
 use episodes::EpisodeError;
-use replay::{Detectors, Replay, apply_gate, replay};
+use replay::{Detectors, Replay, replay};
 
 pub(crate) use condition::condition;
 use condition::gross_figures;
@@ -90,9 +76,6 @@ pub use beats::{BeatReport, BeatTrial};
 pub use causes::FalseAlarmCauses;
 pub use cross_db::{CrossDatabase, cross_database, text as cross_database_text};
 pub use folds::{CrossValidation, cross_validate, text as cross_validation_text};
-pub use gate::{GateParseError, SqiGate};
-pub use gate_search::GateTrial;
-use gate_search::{choose_gate, gate_trials_on};
 pub use leads::LeadSet;
 pub use pooling_search::{Pooling, PoolingTrial};
 use pooling_search::{choose_pooling, pooled, pooling_trials_on, repool, share_of};
@@ -102,7 +85,6 @@ pub(crate) use revalidate::{
 };
 pub use save::save_rule;
 pub use spliced::{Band, Count, DETECT_WITHIN_SECS, SplicedFigures, SplicedReport};
-pub use stack::Stack;
 
 /// Why an evaluation could not run.
 #[derive(Debug, thiserror::Error)]
@@ -173,11 +155,6 @@ pub struct EvaluateOptions {
     pub classical: bool,
     /// Keep only the this many shortest records of each part (a smoke check).
     pub max_records: Option<usize>,
-    /// Also evaluate the ensemble behind a signal-quality gate.
-    pub sqi_gate: Option<GateChoice>,
-    /// Also evaluate a logistic regression stacked on the ensemble's score and the indices,
-    /// fitted on the train part.
-    pub sqi_stack: bool,
     /// Also evaluate the ensemble beside a count of ventricular beats, its beat classifier
     /// fitted on the train part (the ensemble itself then scores without the zoo's counter).
     pub beats: bool,
@@ -219,14 +196,6 @@ impl EvaluateOptions {
     }
 }
 
-/// Which signal-quality gate to evaluate.
-#[derive(Debug, Clone, PartialEq)]
-pub enum GateChoice {
-    /// The one of [`SqiGate::candidates`] with the fewest validation false alarms at the target.
-    Choose,
-    Given(SqiGate),
-}
-
 /// Candidate persistences `(k, n)` the rule search tries.
 const PERSISTENCE: [(u32, u32); 4] = [(1, 1), (2, 2), (2, 3), (3, 4)];
 /// The clear threshold as a share of the on-threshold.
@@ -264,26 +233,14 @@ pub fn evaluate(opts: &EvaluateOptions) -> Result<Evaluation, EvaluateError> {
     let matching = MatchOptions::default();
 
     // The rules: given, or chosen on the clean validation records.
-    let choose_gate_here = opts.sqi_gate == Some(GateChoice::Choose);
     let choose_pooling_here = opts.pooling == Pooling::Choose;
-    let needs_validation = opts.rule.is_none()
-        || opts.classical
-        || choose_gate_here
-        || opts.sqi_stack
-        || opts.beats
-        || choose_pooling_here;
+    let needs_validation =
+        opts.rule.is_none() || opts.classical || opts.beats || choose_pooling_here;
     let (validation_records, mut val_replays) = if needs_validation {
         let recs = load_part(opts, &split, SplitName::Validation)?;
         let det = Detectors {
-            ensemble: (opts.rule.is_none()
-                || choose_gate_here
-                || opts.sqi_stack
-                || opts.beats
-                || choose_pooling_here)
-                .then_some(&ens),
+            ensemble: (opts.rule.is_none() || opts.beats || choose_pooling_here).then_some(&ens),
             classical: opts.classical,
-            sqi: (opts.sqi_gate.is_some() && (opts.rule.is_none() || choose_gate_here))
-                || opts.sqi_stack,
             beats: classifier.as_ref().map(|c| &c.classifier),
             first_slot: opts.leads.first_slot(),
         };
@@ -309,7 +266,6 @@ pub fn evaluate(opts: &EvaluateOptions) -> Result<Evaluation, EvaluateError> {
     let det = Detectors {
         ensemble: Some(&ens),
         classical: opts.classical,
-        sqi: opts.sqi_gate.is_some() || opts.sqi_stack,
         beats: classifier.as_ref().map(|c| &c.classifier),
         first_slot: opts.leads.first_slot(),
     };
@@ -346,61 +302,6 @@ pub fn evaluate(opts: &EvaluateOptions) -> Result<Evaluation, EvaluateError> {
     } else {
         None
     };
-    // The gate, given or chosen, and the rule behind it (given, or chosen for it).
-    let mut gate_trials = Vec::new();
-    let gated: Option<(SqiGate, Option<ThresholdChoice>)> = match &opts.sqi_gate {
-        None => None,
-        Some(GateChoice::Given(g)) => {
-            let choice = match opts.rule {
-                Some(_) => None,
-                None => {
-                    apply_gate(&mut val_replays, g);
-                    Some(choose_rule(&val_replays, Replay::gated_scores, &search)?)
-                }
-            };
-            Some((g.clone(), choice))
-        }
-        Some(GateChoice::Choose) => {
-            gate_trials = gate_trials_on(&mut val_replays, &search, opts.rule)?;
-            let best = choose_gate(&gate_trials).expect("candidates are not empty");
-            let t = &gate_trials[best];
-            let g = t.gate.clone().expect("a gate, not the baseline");
-            Some((g, opts.rule.is_none().then(|| t.choice.clone())))
-        }
-    };
-    // The stack, fitted on the train part, its rule chosen on validation.
-    let mut stacks = if opts.sqi_stack {
-        let recs = load_part(opts, &split, SplitName::Train)?;
-        let det = Detectors {
-            ensemble: Some(&ens),
-            classical: false,
-            sqi: true,
-            beats: None,
-            first_slot: opts.leads.first_slot(),
-        };
-        let reps = recs
-            .iter()
-            .map(|r| replay(r, &r.leads, win, hop_n, det))
-            .collect::<Result<Vec<_>, _>>()?;
-        let mut out = Vec::new();
-        for with_sqi in [false, true] {
-            let stack = Stack::fit(&reps, with_sqi);
-            tracing::info!(
-                with_sqi,
-                hops = stack.hops,
-                weights = ?stack.model.weights,
-                "Stack fitted on the train part"
-            );
-            for r in &mut val_replays {
-                r.stacked = stack.scores(r);
-            }
-            let choice = choose_rule(&val_replays, Replay::stacked_scores, &search)?;
-            out.push((stack, choice, Vec::new()));
-        }
-        out
-    } else {
-        Vec::new()
-    };
     drop(val_replays);
 
     // The reported part: clean, then each noise level.
@@ -413,7 +314,6 @@ pub fn evaluate(opts: &EvaluateOptions) -> Result<Evaluation, EvaluateError> {
     };
     let mut ens_conditions = Vec::new();
     let mut cls_conditions = Vec::new();
-    let mut gated_conditions = Vec::new();
     let mut beats_conditions = Vec::new();
     let levels = std::iter::once(None).chain(opts.noise_db.iter().map(|&d| Some(d)));
     for snr in levels {
@@ -439,36 +339,6 @@ pub fn evaluate(opts: &EvaluateOptions) -> Result<Evaluation, EvaluateError> {
             snr,
             matching,
         )?);
-        if let Some((g, choice)) = &gated {
-            apply_gate(&mut reps, g);
-            let rule = choice.as_ref().map_or(ens_rule, |c| c.rule);
-            gated_conditions.push(condition(
-                &reps,
-                Replay::gated_scores,
-                // A hop the gate holds back raises nothing; one it lets through is the
-                // ensemble's, with its counted run.
-                Replay::ensemble_run_onsets,
-                rule,
-                hop_ms,
-                snr,
-                matching,
-            )?);
-        }
-        for (stack, choice, conditions) in &mut stacks {
-            for r in &mut reps {
-                r.stacked = stack.scores(r);
-            }
-            conditions.push(condition(
-                &reps,
-                Replay::stacked_scores,
-                // The regression's score is not the counter's: its alarms are not dated.
-                Replay::no_onsets,
-                choice.rule,
-                hop_ms,
-                snr,
-                matching,
-            )?);
-        }
         if let Some((beat_rule, c, _, _)) = &beats_choice {
             beats::apply(&mut reps, *beat_rule);
             beats_conditions.push(condition(
@@ -519,7 +389,6 @@ pub fn evaluate(opts: &EvaluateOptions) -> Result<Evaluation, EvaluateError> {
 
     let mut detectors = vec![DetectorResult {
         detector: "ensemble",
-        gate: None,
         rule: ens_rule,
         chosen_on_validation: ens_choice,
         ec57_on_validation: ens_val_ec57,
@@ -528,7 +397,6 @@ pub fn evaluate(opts: &EvaluateOptions) -> Result<Evaluation, EvaluateError> {
     if let Some(c) = cls_choice {
         detectors.push(DetectorResult {
             detector: "classical",
-            gate: None,
             rule: c.rule,
             chosen_on_validation: Some(c),
             ec57_on_validation: None,
@@ -539,7 +407,6 @@ pub fn evaluate(opts: &EvaluateOptions) -> Result<Evaluation, EvaluateError> {
         Some((beat_rule, c, trials, figures)) => {
             detectors.push(DetectorResult {
                 detector: "ensemble+beats",
-                gate: None,
                 rule: c.rule,
                 chosen_on_validation: Some(c),
                 ec57_on_validation: Some(figures),
@@ -552,34 +419,6 @@ pub fn evaluate(opts: &EvaluateOptions) -> Result<Evaluation, EvaluateError> {
         }
         None => Vec::new(),
     };
-    if let Some((g, choice)) = gated {
-        detectors.push(DetectorResult {
-            detector: "ensemble+gate",
-            gate: Some(g),
-            rule: choice.as_ref().map_or(ens_rule, |c| c.rule),
-            chosen_on_validation: choice,
-            ec57_on_validation: None,
-            conditions: gated_conditions,
-        });
-    }
-    let stacks = stacks
-        .into_iter()
-        .map(|(stack, choice, conditions)| {
-            detectors.push(DetectorResult {
-                detector: if stack.with_sqi {
-                    "stacked (score+sqi)"
-                } else {
-                    "stacked (score)"
-                },
-                gate: None,
-                rule: choice.rule,
-                chosen_on_validation: Some(choice),
-                ec57_on_validation: None,
-                conditions,
-            });
-            stack
-        })
-        .collect();
     Ok(Evaluation {
         part: opts.part.as_str(),
         leads: opts.leads,
@@ -594,8 +433,6 @@ pub fn evaluate(opts: &EvaluateOptions) -> Result<Evaluation, EvaluateError> {
         target_sensitivity: opts.target_sensitivity,
         delay_limits: opts.delay_limits,
         detectors,
-        gate_trials,
-        stacks,
         beats: classifier,
         beat_trials,
         spliced,

@@ -118,7 +118,6 @@ fn the_served_zoo_holds_under_6_db_electrode_motion() {
     let det = Detectors {
         ensemble: Some(&s.ens),
         classical: false,
-        sqi: false,
         beats: None,
         first_slot: 0,
     };

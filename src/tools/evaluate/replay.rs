@@ -2,8 +2,7 @@
 //! every hop, scored by the serving ensemble through its own input selection and combination
 //! ([`Ensemble::score_batch`]), and by the classical detector on the first lead read (the
 //! primary, or V where a monitor sending it alone is replayed); beside the scores, each hop's
-//! window label, each lead's signal-quality indices when a gate is to be judged
-//! ([`gate`](super::gate)), and the record's reference episodes on the same timeline.
+//! window label and the record's reference episodes on the same timeline.
 
 use crate::config::Combine;
 use crate::core::window::SAMPLE_RATE_HZ;
@@ -11,11 +10,8 @@ use crate::serving::engine::ensemble::{Ensemble, OFFLINE_BATCH, combine};
 use crate::signal::beats::{BeatClassifier, RunEvidence, run_evidence};
 use crate::signal::classical::{ClassicalError, baseline_scores};
 use crate::signal::heart_rate::detect_qrs;
-use crate::signal::quality::{WindowSqi, window_sqi};
 use crate::tools::score::record_window;
 use crate::training::dataset::{EpisodeKind, LABEL_GRACE_SECS, Label, RecordData, label_at};
-
-use super::gate::{SQI_WINDOW_SECS, SqiGate};
 
 /// Milliseconds per sample at 250 Hz.
 const MS_PER_SAMPLE: i64 = 1000 / SAMPLE_RATE_HZ as i64;
@@ -25,8 +21,6 @@ const MS_PER_SAMPLE: i64 = 1000 / SAMPLE_RATE_HZ as i64;
 pub(crate) struct Detectors<'a> {
     pub ensemble: Option<&'a Ensemble>,
     pub classical: bool,
-    /// Also compute each hop's signal-quality indices.
-    pub sqi: bool,
     /// Also count each hop's run of ventricular beats with this classifier.
     pub beats: Option<&'a BeatClassifier>,
     /// The window slot the first of the replayed leads fills (1 where a monitor sends the
@@ -51,14 +45,6 @@ pub(crate) struct Replay {
     pub raised: Vec<bool>,
     /// The classical detector's score at each hop (empty when not replayed).
     pub classical: Vec<Option<f32>>,
-    /// Each hop's signal-quality indices by lead, on the window's last
-    /// [`SQI_WINDOW_SECS`] (empty when not asked).
-    pub sqi: Vec<Vec<Option<WindowSqi>>>,
-    /// The ensemble's scores under the signal-quality gate being judged (empty until one is
-    /// applied).
-    pub gated: Vec<Option<f32>>,
-    /// The stacked regression's scores (empty unless `--sqi-stack`).
-    pub stacked: Vec<Option<f32>>,
     /// Each hop's run level, where its run began, and the agreement of the two QRS detectors
     /// on the primary lead's last 10 s ([`run_evidence`]; empty unless a beat classifier is
     /// replayed).
@@ -94,14 +80,6 @@ impl Replay {
 
     pub fn classical_scores(&self) -> &[Option<f32>] {
         &self.classical
-    }
-
-    pub fn gated_scores(&self) -> &[Option<f32>] {
-        &self.gated
-    }
-
-    pub fn stacked_scores(&self) -> &[Option<f32>] {
-        &self.stacked
     }
 
     pub fn with_beats_scores(&self) -> &[Option<f32>] {
@@ -191,20 +169,6 @@ pub(crate) fn replay(
         Vec::new()
     };
 
-    let sqi = if det.sqi {
-        let span = (SQI_WINDOW_SECS * SAMPLE_RATE_HZ).min(window);
-        ends.iter()
-            .map(|&e| {
-                leads
-                    .iter()
-                    .map(|l| Some(window_sqi(&l[e - span..e], SAMPLE_RATE_HZ as f64)))
-                    .collect()
-            })
-            .collect()
-    } else {
-        Vec::new()
-    };
-
     let grace = (LABEL_GRACE_SECS * SAMPLE_RATE_HZ as f64).round() as i64;
     let beat_runs: Vec<RunEvidence> = match det.beats {
         Some(c) => ends
@@ -259,9 +223,6 @@ pub(crate) fn replay(
         members,
         raised,
         classical,
-        sqi,
-        gated: Vec::new(),
-        stacked: Vec::new(),
         beat_runs,
         with_beats: Vec::new(),
         with_beats_onsets: Vec::new(),
@@ -286,13 +247,6 @@ fn merge(mut v: Vec<(i64, i64)>) -> Vec<(i64, i64)> {
         }
     }
     out
-}
-
-/// Sets each replay's gated series to its ensemble scores under `gate`.
-pub(crate) fn apply_gate(reps: &mut [Replay], gate: &SqiGate) {
-    for r in reps {
-        r.gated = gate.apply(&r.ensemble, &r.sqi);
-    }
 }
 
 #[cfg(test)]
@@ -343,7 +297,6 @@ mod tests {
         let det = Detectors {
             ensemble: None,
             classical: true,
-            sqi: true,
             beats: None,
             first_slot: 0,
         };
@@ -353,8 +306,6 @@ mod tests {
         assert_eq!(r.ends_ms.len(), 19);
         assert_eq!(r.classical.len(), 19);
         assert!(r.ensemble.is_empty());
-        assert_eq!(r.sqi.len(), 19);
-        assert_eq!(r.sqi[0].len(), 1);
         // The VF under way at the first window starts with it; VT into VF is one episode.
         assert_eq!(r.reference, vec![(30_000, 40_000), (60_000, 90_000)]);
         assert_eq!(r.by_kind.len(), 3);

@@ -40,9 +40,6 @@ pub fn text(e: &Evaluation) -> String {
     );
     for d in &e.detectors {
         let _ = write!(s, "\n{}: alarm {}", d.detector, d.rule.words());
-        if let Some(g) = &d.gate {
-            let _ = write!(s, ", gated where {g}");
-        }
         match &d.chosen_on_validation {
             Some(c) => {
                 let bound = match e.delay_limits {
@@ -189,7 +186,6 @@ pub fn text(e: &Evaluation) -> String {
             );
         }
     }
-    gate_trials(&mut s, e);
     pooling_trials(&mut s, e);
     if let Some(sp) = &e.spliced {
         s.push_str(&super::spliced::text(sp));
@@ -246,50 +242,6 @@ fn pooling_trials(s: &mut String, e: &Evaluation) {
             c.false_alarms,
             opt(t.ec57_se, 3),
             opt(t.ec57_pp, 3)
-        );
-    }
-}
-
-/// The gates tried on validation: each one's rule, what it reached and what it silenced.
-fn gate_trials(s: &mut String, e: &Evaluation) {
-    if e.gate_trials.is_empty() {
-        return;
-    }
-    let _ = writeln!(
-        s,
-        "\nsignal-quality gates tried on validation (share of positive / negative hops gated; VT and VF detected, median time to alarm):\n  {:<40} {:>5} {:>3} {:>3} {:>5}/{:<5} {:>4} {:>6} {:>6} {:>6} {:>6} {:>8} {:>8}",
-        "gate", "on", "k", "n", "det", "epis", "FA", "FA/h", "pos", "neg", "", "VT", "VF"
-    );
-    for t in &e.gate_trials {
-        let c = &t.choice;
-        let kind = |k: &str| {
-            t.by_kind.get(k).map_or("-".to_owned(), |x| {
-                format!(
-                    "{}/{} {}",
-                    x.raised + x.already_on,
-                    x.episodes,
-                    opt(x.median_s, 0)
-                )
-            })
-        };
-        let _ = writeln!(
-            s,
-            "  {:<40} {:>5.2} {:>3} {:>3} {:>5}/{:<5} {:>4} {:>6} {:>6.3} {:>6.3} {:>6} {:>8} {:>8}",
-            t.gate
-                .as_ref()
-                .map_or("(none)".to_owned(), ToString::to_string),
-            c.rule.on,
-            c.rule.k,
-            c.rule.n,
-            c.detected,
-            c.episodes,
-            c.false_alarms,
-            opt(c.false_alarms_per_hour, 2),
-            t.gated_positive,
-            t.gated_negative,
-            "",
-            kind("vt"),
-            kind("vf")
         );
     }
 }

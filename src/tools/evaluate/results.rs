@@ -8,10 +8,7 @@ use std::collections::BTreeMap;
 use serde::Serialize;
 
 use super::episodes::{EpisodeFigures, KindSensitivity, RecordComparison, Summary, TimeToAlarm};
-use super::{
-    BeatReport, BeatTrial, FalseAlarmCauses, GateTrial, LeadSet, PoolingTrial, SplicedReport,
-    SqiGate, Stack,
-};
+use super::{BeatReport, BeatTrial, FalseAlarmCauses, LeadSet, PoolingTrial, SplicedReport};
 use crate::alarm::rules::MemberRef;
 use crate::alarm::{AlarmRule, DelayLimits, MatchOptions, ThresholdChoice};
 
@@ -62,11 +59,8 @@ pub struct Condition {
 /// One detector's evaluation.
 #[derive(Debug, Clone, Serialize)]
 pub struct DetectorResult {
-    /// `ensemble`, `classical` or `ensemble+gate`.
+    /// `ensemble`, `classical` or `ensemble+beats`.
     pub detector: &'static str,
-    /// The signal-quality gate in front of the rule (`ensemble+gate` only).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub gate: Option<SqiGate>,
     pub rule: AlarmRule,
     /// How the rule was chosen, with what it reached on the validation records; `None` when
     /// the rule was given.
@@ -100,11 +94,6 @@ pub struct Evaluation {
     /// The time to alarm the rules had to keep on validation, if bounded.
     pub delay_limits: Option<DelayLimits>,
     pub detectors: Vec<DetectorResult>,
-    /// The gates tried on validation when `--sqi-gate` chooses one (no gate first).
-    pub gate_trials: Vec<GateTrial>,
-    /// The stacked regressions, when asked: on the score alone, then with the indices.
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub stacks: Vec<Stack>,
     /// The beat classifier and its beat rule, when asked.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub beats: Option<BeatReport>,

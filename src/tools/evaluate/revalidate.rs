@@ -173,8 +173,8 @@ impl Revalidation {
 
 /// The evaluation that validates `row`'s ensemble again: the validation part, its members,
 /// hop and window, the counter where it had one, the target and time-to-alarm bound `old` was
-/// chosen for; pooling and rule chosen there; no noise stress test, classical detector, gate,
-/// stack or beat fit.
+/// chosen for; pooling and rule chosen there; no noise stress test, classical detector or beat
+/// fit.
 fn options_for(
     base: &EvaluateOptions,
     weighs: bool,
@@ -196,8 +196,6 @@ fn options_for(
         delay_limits: old.validation.delay_limits,
         noise_db: Vec::new(),
         classical: false,
-        sqi_gate: None,
-        sqi_stack: false,
         beats: false,
         leads: LeadSet::Both,
         count_beats: row.beat_counter,

@@ -110,7 +110,6 @@ pub(crate) fn evaluate(
     let hop_ms = (hop * 1000 / SAMPLE_RATE_HZ) as i64;
     let det = Detectors {
         classical: det.classical && classical_rule.is_some(),
-        sqi: false,
         beats: None,
         ..det
     };
