@@ -1,8 +1,7 @@
-//! Spectra of short ECG stretches, for the spectral VF rule of [`classical`](super::classical)
-//! and the spectral quality index of [`quality`](super::quality): the mean removed, a Hamming
-//! window, one real FFT (realfft), planned once per stretch length; a caller that keeps its
-//! [`Spectrum`] reuses the plan across windows (the classical detector does, `window_sqi`
-//! plans afresh per call).
+//! Spectra of short ECG stretches, for the spectral VF rule of [`classical`](super::classical):
+//! the mean removed, a Hamming window, one real FFT (realfft), planned once per stretch
+//! length; a caller that keeps its [`Spectrum`] reuses the plan across windows (the classical
+//! detector does).
 
 use std::sync::Arc;
 
