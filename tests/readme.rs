@@ -1,13 +1,22 @@
-//! The README's commands against the binary: every `--flag` the README gives a `holmes`
-//! subcommand (in a code block, or in a `holmes ...` code span of its prose) is one that
-//! subcommand, or one of its own subcommands, takes. And every configuration key the README
-//! and docs/ARCHITECTURE.md name (`ward.hop_secs`, `[engine] device`) is one
-//! `config/holmes.toml` has.
+//! The documents' commands against the binary: every `--flag` the README, docs/OPERATIONS.md,
+//! docs/ZOO.md or docs/DATA.md gives a `holmes` subcommand (in a code block, or in a
+//! `holmes ...` code span of its prose) is one that subcommand, or one of its own
+//! subcommands, takes. And every configuration key those and docs/ARCHITECTURE.md name
+//! (`ward.hop_secs`, `[engine] device`) is one `config/holmes.toml` has.
 
 use std::collections::BTreeMap;
 use std::process::Command;
 
 const BIN: &str = env!("CARGO_BIN_EXE_holmes");
+
+/// The documents whose `holmes` commands are checked: the README and the reference it points
+/// to (the daemon's, the zoo's, the data's).
+const COMMAND_DOCS: [&str; 4] = [
+    "README.md",
+    "docs/OPERATIONS.md",
+    "docs/ZOO.md",
+    "docs/DATA.md",
+];
 
 fn help(words: &[&str]) -> String {
     let o = Command::new(BIN)
@@ -86,8 +95,7 @@ fn readme_commands(readme: &str) -> Vec<String> {
 
 #[test]
 fn every_flag_the_readme_gives_a_subcommand_is_one_it_takes() {
-    let readme =
-        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md")).unwrap();
+    let root = env!("CARGO_MANIFEST_DIR");
     // Each subcommand's help and its own subcommands' helps, together.
     let mut helps: BTreeMap<String, String> = BTreeMap::new();
     for sub in commands(&help(&[])) {
@@ -100,26 +108,32 @@ fn every_flag_the_readme_gives_a_subcommand_is_one_it_takes() {
     assert!(helps.len() >= 15, "{:?}", helps.keys());
     let mut checked = 0;
     let mut wrong = Vec::new();
-    for cmd in readme_commands(&readme) {
-        let Some(sub) = cmd.split_whitespace().nth(1) else {
-            continue;
-        };
-        let Some(h) = helps.get(sub) else {
-            wrong.push(format!("{cmd:?}: holmes has no subcommand {sub:?}"));
-            continue;
-        };
-        for f in flags(&cmd) {
-            checked += 1;
-            // An option's line in a help begins with it (`-h, --help` or `--json`).
-            let taken = h
-                .lines()
-                .any(|l| l.trim_start().starts_with('-') && flags(l).first() == Some(&f));
-            if !taken {
-                wrong.push(format!("{cmd:?}: holmes {sub} takes no {f}"));
+    for doc in COMMAND_DOCS {
+        let text = std::fs::read_to_string(format!("{root}/{doc}")).unwrap();
+        for cmd in readme_commands(&text) {
+            let Some(sub) = cmd.split_whitespace().nth(1) else {
+                continue;
+            };
+            let Some(h) = helps.get(sub) else {
+                wrong.push(format!("{doc}: {cmd:?}: holmes has no subcommand {sub:?}"));
+                continue;
+            };
+            for f in flags(&cmd) {
+                checked += 1;
+                // An option's line in a help begins with it (`-h, --help` or `--json`).
+                let taken = h
+                    .lines()
+                    .any(|l| l.trim_start().starts_with('-') && flags(l).first() == Some(&f));
+                if !taken {
+                    wrong.push(format!("{doc}: {cmd:?}: holmes {sub} takes no {f}"));
+                }
             }
         }
     }
-    assert!(checked > 50, "only {checked} flags found in the README");
+    assert!(
+        checked > 50,
+        "only {checked} flags found in {COMMAND_DOCS:?}"
+    );
     assert!(wrong.is_empty(), "{}", wrong.join("\n"));
 }
 
@@ -153,7 +167,7 @@ fn every_config_key_the_docs_name_is_one_the_config_has() {
     let sections: Vec<String> = config.keys().cloned().collect();
     let mut checked = 0;
     let mut wrong = Vec::new();
-    for doc in ["README.md", "docs/ARCHITECTURE.md"] {
+    for doc in COMMAND_DOCS.iter().chain(&["docs/ARCHITECTURE.md"]) {
         let text = std::fs::read_to_string(format!("{root}/{doc}")).unwrap();
         for span in text.split('`').skip(1).step_by(2) {
             let Some(key) = config_key(span, &sections) else {
