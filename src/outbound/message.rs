@@ -6,7 +6,7 @@
 //! Codes: the heart rate, units, facets and sources are ISO/IEEE 11073-10101 (MDC) codes; the
 //! risk score, the risk alarm, its state and the data quality have none, so they carry local
 //! codes of the local coding system `99HOLMES` (HL7's `99` prefix for local tables; the
-//! README lists them). Times are UTC,
+//! docs/OPERATIONS.md lists them). Times are UTC,
 //! `YYYYMMDDHHMMSS.SSS+0000`; an alarm keeps its original times however late it is sent.
 
 use hl7_parser::builder::prelude::*;

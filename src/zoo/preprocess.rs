@@ -2,7 +2,7 @@
 //!
 //! ECG: models trained so (the manifest's `bandpass`) first pass the window through a
 //! monitor-style 0.5-40 Hz band-pass, which on validation under recorded noise ranked better
-//! than the raw window (README, "The model zoo"). Then each window is centred on its mean and divided by its standard deviation, floored at
+//! than the raw window (docs/ZOO.md, "The model zoo"). Then each window is centred on its mean and divided by its standard deviation, floored at
 //! [`ECG_MIN_SCALE_MV`] so a flat line (asystole, lead off) is not blown up into noise, then
 //! clipped to +/-[`ECG_CLIP`]. Non-finite samples count as 0 mV (the daemon's quality gate
 //! rejects such windows before they get here). Vitals: the 1 Hz heart-rate series becomes five

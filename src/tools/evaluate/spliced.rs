@@ -248,7 +248,7 @@ pub(crate) fn figures_under(
     Ok(f)
 }
 
-/// The figure the README shows: a real VT run of the part (the first beat-labelled one)
+/// The figure docs/OPERATIONS.md shows: a real VT run of the part (the first beat-labelled one)
 /// above a spliced run of similar length, both leads, 8 s each; `None` without either.
 pub(crate) fn figure_svg(recs: &[RecordData], spliced: &[Spliced]) -> Option<String> {
     let fs = SAMPLE_RATE_HZ as i64;

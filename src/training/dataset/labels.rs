@@ -1,7 +1,7 @@
 //! From annotations to time intervals: ventricular tachyarrhythmia episodes, noise per lead,
 //! beats, and the label of a window by its end.
 //!
-//! Rules (documented in the README's "Task" section):
+//! Rules (documented in docs/ZOO.md, "The task the zoo learns"):
 //! - **VF/VFL episodes**: `[` ... `]` flutter/fibrillation brackets (an unmatched `[` runs to the
 //!   record end) and rhythm episodes labelled `(VF`, `(VFL` or `(VFIB`;
 //! - **VT episodes**: in a database that labels ventricular beats (mitdb, svdb, nstdb), runs of
