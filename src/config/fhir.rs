@@ -150,26 +150,21 @@ impl FhirConfig {
             return Err("fhir.tls_ca is set but fhir.base_url is not https".into());
         }
         const DAY: f64 = 86_400.0;
-        for (name, v, max) in [
-            ("cadence_secs", self.cadence_secs, DAY),
-            ("request_timeout_secs", self.request_timeout_secs, 3_600.0),
-            ("connect_timeout_secs", self.connect_timeout_secs, 3_600.0),
-            (
-                "max_observation_age_secs",
-                self.max_observation_age_secs,
-                365.0 * DAY,
-            ),
-            ("keep_sent_hours", self.keep_sent_hours, 10.0 * 365.0 * 24.0),
-        ] {
-            if !(v.is_finite() && v > 0.0 && v <= max) {
-                return Err(format!(
-                    "fhir.{name} must be positive and at most {max}, not {v}"
-                ));
-            }
-        }
-        if self.retry_min_ms == 0 || self.retry_max_ms < self.retry_min_ms {
-            return Err("fhir: 0 < retry_min_ms <= retry_max_ms".into());
-        }
+        super::outbound::check_link_times(
+            "fhir",
+            &[
+                ("cadence_secs", self.cadence_secs, DAY),
+                ("request_timeout_secs", self.request_timeout_secs, 3_600.0),
+                ("connect_timeout_secs", self.connect_timeout_secs, 3_600.0),
+                (
+                    "max_observation_age_secs",
+                    self.max_observation_age_secs,
+                    365.0 * DAY,
+                ),
+                ("keep_sent_hours", self.keep_sent_hours, 10.0 * 365.0 * 24.0),
+            ],
+            (self.retry_min_ms, self.retry_max_ms),
+        )?;
         if self.max_response_bytes < 4096 {
             return Err("fhir.max_response_bytes must be at least 4096".into());
         }

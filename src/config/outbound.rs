@@ -118,27 +118,22 @@ impl Hl7Config {
         }
         // Bounded above too, so every one makes a Duration (and a ms count) without overflow.
         const DAY: f64 = 86_400.0;
-        for (name, v, max) in [
-            ("cadence_secs", self.cadence_secs, DAY),
-            ("keepalive_secs", self.keepalive_secs, DAY),
-            ("ack_timeout_secs", self.ack_timeout_secs, 3_600.0),
-            ("connect_timeout_secs", self.connect_timeout_secs, 3_600.0),
-            (
-                "max_observation_age_secs",
-                self.max_observation_age_secs,
-                365.0 * DAY,
-            ),
-            ("keep_sent_hours", self.keep_sent_hours, 10.0 * 365.0 * 24.0),
-        ] {
-            if !(v.is_finite() && v > 0.0 && v <= max) {
-                return Err(format!(
-                    "hl7.{name} must be positive and at most {max}, not {v}"
-                ));
-            }
-        }
-        if self.retry_min_ms == 0 || self.retry_max_ms < self.retry_min_ms {
-            return Err("hl7: 0 < retry_min_ms <= retry_max_ms".into());
-        }
+        check_link_times(
+            "hl7",
+            &[
+                ("cadence_secs", self.cadence_secs, DAY),
+                ("keepalive_secs", self.keepalive_secs, DAY),
+                ("ack_timeout_secs", self.ack_timeout_secs, 3_600.0),
+                ("connect_timeout_secs", self.connect_timeout_secs, 3_600.0),
+                (
+                    "max_observation_age_secs",
+                    self.max_observation_age_secs,
+                    365.0 * DAY,
+                ),
+                ("keep_sent_hours", self.keep_sent_hours, 10.0 * 365.0 * 24.0),
+            ],
+            (self.retry_min_ms, self.retry_max_ms),
+        )?;
         // A default PCD-04 alarm report is about 1.2 KB; room for long bed names and codes.
         if self.max_frame_bytes < 64 * 1024 {
             return Err("hl7.max_frame_bytes must be at least 65536 (64 KiB)".into());
@@ -175,6 +170,27 @@ impl Hl7Config {
         }
         Ok(())
     }
+}
+
+/// A link section's times (name, value, bound) are each positive and within their bound, so
+/// every one makes a `Duration` (and a ms count) without overflow; and its back-off runs
+/// `0 < retry_min_ms <= retry_max_ms`.
+pub(crate) fn check_link_times(
+    section: &str,
+    times: &[(&str, f64, f64)],
+    (retry_min_ms, retry_max_ms): (u64, u64),
+) -> Result<(), String> {
+    for &(name, v, max) in times {
+        if !(v.is_finite() && v > 0.0 && v <= max) {
+            return Err(format!(
+                "{section}.{name} must be positive and at most {max}, not {v}"
+            ));
+        }
+    }
+    if retry_min_ms == 0 || retry_max_ms < retry_min_ms {
+        return Err(format!("{section}: 0 < retry_min_ms <= retry_max_ms"));
+    }
+    Ok(())
 }
 
 #[cfg(test)]

@@ -24,10 +24,10 @@ use tokio::time::Instant;
 use tokio_util::codec::Framed;
 use tokio_util::sync::CancellationToken;
 
-use super::LinkStatus;
 use super::message::{Ack, Verdict, keep_alive, parse_ack};
 use super::mllp::{Mllp, MllpError};
 use super::outbox::{Cmd, Final, Outbox, Pending};
+use super::{Backoff, LinkStatus};
 use crate::config::Hl7Config;
 use crate::core::time::now_ms;
 
@@ -73,34 +73,6 @@ pub(crate) struct Link {
     pub(crate) shutdown: CancellationToken,
 }
 
-/// Exponential back-off between `min` and `max`.
-struct Backoff {
-    min: Duration,
-    max: Duration,
-    next: Duration,
-}
-
-impl Backoff {
-    fn new(cfg: &Hl7Config) -> Backoff {
-        let min = Duration::from_millis(cfg.retry_min_ms);
-        Backoff {
-            min,
-            max: Duration::from_millis(cfg.retry_max_ms),
-            next: min,
-        }
-    }
-
-    fn step(&mut self) -> Duration {
-        let d = self.next;
-        self.next = (self.next * 2).min(self.max);
-        d
-    }
-
-    fn reset(&mut self) {
-        self.next = self.min;
-    }
-}
-
 impl Link {
     fn set_error(&self, e: &LinkError) {
         *self.status.last_error.lock().expect("status lock") = Some(e.to_string());
@@ -113,7 +85,7 @@ impl Link {
 
     /// Connects, serves, and reconnects after a back-off until shutdown.
     pub(crate) async fn run(self) {
-        let mut backoff = Backoff::new(&self.cfg);
+        let mut backoff = Backoff::new(self.cfg.retry_min_ms, self.cfg.retry_max_ms);
         let mut failing = false;
         loop {
             let res = tokio::select! {
@@ -155,9 +127,8 @@ impl Link {
                 }
                 self.set_error(&e);
             }
-            tokio::select! {
-                _ = self.shutdown.cancelled() => return,
-                _ = tokio::time::sleep(backoff.step()) => {}
+            if !backoff.wait(&self.shutdown).await {
+                return;
             }
         }
     }
@@ -268,9 +239,8 @@ impl Link {
                         return Err(LinkError::Unanswered);
                     }
                     tracing::debug!(control_id = %control_id, "No HL7 answer in time; sending it again");
-                    tokio::select! {
-                        _ = self.shutdown.cancelled() => return Err(LinkError::Stopping),
-                        _ = tokio::time::sleep(backoff.step()) => {}
+                    if !backoff.wait(&self.shutdown).await {
+                        return Err(LinkError::Stopping);
                     }
                 }
             }
@@ -285,9 +255,10 @@ impl Link {
             backoff.reset();
             return Ok(());
         }
-        tokio::select! {
-            _ = self.shutdown.cancelled() => Err(LinkError::Stopping),
-            _ = tokio::time::sleep(backoff.step()) => Ok(()),
+        if backoff.wait(&self.shutdown).await {
+            Ok(())
+        } else {
+            Err(LinkError::Stopping)
         }
     }
 

@@ -185,6 +185,43 @@ pub(crate) fn hl7_spec(cfg: &Hl7Config) -> outbox::Spec {
     }
 }
 
+/// Exponential back-off of a link, from its `retry_min_ms` doubling to its `retry_max_ms`.
+pub(crate) struct Backoff {
+    min: Duration,
+    max: Duration,
+    next: Duration,
+}
+
+impl Backoff {
+    pub(crate) fn new(min_ms: u64, max_ms: u64) -> Backoff {
+        let min = Duration::from_millis(min_ms);
+        Backoff {
+            min,
+            max: Duration::from_millis(max_ms),
+            next: min,
+        }
+    }
+
+    fn step(&mut self) -> Duration {
+        let d = self.next;
+        self.next = (self.next * 2).min(self.max);
+        d
+    }
+
+    pub(crate) fn reset(&mut self) {
+        self.next = self.min;
+    }
+
+    /// Sleeps the next step; false when `shutdown` comes first.
+    pub(crate) async fn wait(&mut self, shutdown: &CancellationToken) -> bool {
+        let d = self.step();
+        tokio::select! {
+            _ = shutdown.cancelled() => false,
+            _ = tokio::time::sleep(d) => true,
+        }
+    }
+}
+
 /// The link, started.
 pub(crate) struct Started {
     pub(crate) handle: Outbound,
@@ -202,33 +239,26 @@ pub(crate) async fn start(
     shutdown: CancellationToken,
     tracker: &TaskTracker,
 ) -> Result<Started, OutboundError> {
-    let status = Arc::new(LinkStatus::default());
-    let wake = Arc::new(tokio::sync::Notify::new());
-    let (c, d, s, w) = (cfg.clone(), db.to_owned(), status.clone(), wake.clone());
-    let (outbox, thread, tls) = tokio::task::spawn_blocking(move || {
-        let tls = c
-            .tls_ca
-            .as_deref()
-            .map(|ca| client_config("hl7", ca))
-            .transpose()?;
-        let (outbox, thread) = outbox::start(hl7_spec(&c), &d, s, w)?;
-        Ok::<_, OutboundError>((outbox, thread, tls))
-    })
-    .await
-    .expect("opening the HL7 outbox does not panic")?;
-    let (alarm_feed, alarms) = mpsc::channel(cfg.queue);
-    tracker.spawn(
-        feed::Feed {
-            cadence: Duration::from_secs_f64(cfg.cadence_secs),
-            outbox: outbox.clone(),
-            names: &outbox::HL7,
-            status: status.clone(),
+    let Opened {
+        outbox,
+        thread,
+        tls,
+        status,
+        wake,
+        alarm_feed,
+    } = open(
+        "hl7",
+        cfg.tls_ca.clone(),
+        hl7_spec(cfg),
+        Feeding {
+            db,
+            cadence_secs: cfg.cadence_secs,
             scores,
-            alarms,
-            shutdown: shutdown.clone(),
-        }
-        .run(),
-    );
+            shutdown: &shutdown,
+            tracker,
+        },
+    )
+    .await?;
     tracker.spawn(
         link::Link {
             cfg: cfg.clone(),
@@ -248,8 +278,74 @@ pub(crate) async fn start(
             stuck_ms: (5.0 * cfg.ack_timeout_secs * 1000.0) as i64,
             status: status.clone(),
         },
-        alarm_feed: AlarmFeed::new(alarm_feed, status.alarm_feed_dropped.clone()),
+        alarm_feed,
         outbox: thread,
+    })
+}
+
+/// Where a link's feed reads from and writes to.
+pub(crate) struct Feeding<'a> {
+    pub(crate) db: &'a Path,
+    pub(crate) cadence_secs: f64,
+    pub(crate) scores: broadcast::Receiver<Arc<ScoreRecord>>,
+    pub(crate) shutdown: &'a CancellationToken,
+    pub(crate) tracker: &'a TaskTracker,
+}
+
+/// What both links start from: the outbox open on its own thread, the TLS client where
+/// `tls_ca` is set, and the feed filling the outbox at the cadence.
+pub(crate) struct Opened {
+    pub(crate) outbox: outbox::Outbox,
+    pub(crate) thread: std::thread::JoinHandle<()>,
+    pub(crate) tls: Option<Arc<rustls::ClientConfig>>,
+    pub(crate) status: Arc<LinkStatus>,
+    pub(crate) wake: Arc<tokio::sync::Notify>,
+    pub(crate) alarm_feed: AlarmFeed,
+}
+
+/// Opens the outbox of `spec` (and reads `section`'s `tls_ca`) on a blocking thread, then
+/// starts the feed.
+pub(crate) async fn open(
+    section: &'static str,
+    tls_ca: Option<std::path::PathBuf>,
+    spec: outbox::Spec,
+    f: Feeding<'_>,
+) -> Result<Opened, OutboundError> {
+    let status = Arc::new(LinkStatus::default());
+    let wake = Arc::new(tokio::sync::Notify::new());
+    let (names, queue) = (spec.names, spec.queue);
+    let (d, s, w) = (f.db.to_owned(), status.clone(), wake.clone());
+    let (outbox, thread, tls) = tokio::task::spawn_blocking(move || {
+        let tls = tls_ca
+            .as_deref()
+            .map(|ca| client_config(section, ca))
+            .transpose()?;
+        let (outbox, thread) = outbox::start(spec, &d, s, w)?;
+        Ok::<_, OutboundError>((outbox, thread, tls))
+    })
+    .await
+    .expect("opening an outbox does not panic")?;
+    let (alarm_tx, alarms) = mpsc::channel(queue);
+    f.tracker.spawn(
+        feed::Feed {
+            cadence: Duration::from_secs_f64(f.cadence_secs),
+            outbox: outbox.clone(),
+            names,
+            status: status.clone(),
+            scores: f.scores,
+            alarms,
+            shutdown: f.shutdown.clone(),
+        }
+        .run(),
+    );
+    let alarm_feed = AlarmFeed::new(alarm_tx, status.alarm_feed_dropped.clone());
+    Ok(Opened {
+        outbox,
+        thread,
+        tls,
+        status,
+        wake,
+        alarm_feed,
     })
 }
 

@@ -26,8 +26,8 @@ use super::client::{self, Conn, Request};
 use super::resource::{outcome_reason, request_of};
 use crate::config::{BaseUrl, FhirConfig};
 use crate::core::time::now_ms;
-use crate::outbound::LinkStatus;
 use crate::outbound::outbox::{Cmd, Final, Outbox, Pending};
+use crate::outbound::{Backoff, LinkStatus};
 
 #[derive(Debug, thiserror::Error)]
 pub(crate) enum FhirError {
@@ -86,25 +86,6 @@ pub(crate) struct Link {
     pub(crate) failing: AtomicBool,
 }
 
-/// Exponential back-off between `min` and `max`.
-struct Backoff {
-    min: Duration,
-    max: Duration,
-    next: Duration,
-}
-
-impl Backoff {
-    fn step(&mut self) -> Duration {
-        let d = self.next;
-        self.next = (self.next * 2).min(self.max);
-        d
-    }
-
-    fn reset(&mut self) {
-        self.next = self.min;
-    }
-}
-
 impl Link {
     fn set_connected(&self, on: bool) {
         self.status.connected.store(on, Ordering::Relaxed);
@@ -127,12 +108,7 @@ impl Link {
 
     /// Connects, serves, and reconnects after a back-off until shutdown.
     pub(crate) async fn run(self) {
-        let min = Duration::from_millis(self.cfg.retry_min_ms);
-        let mut backoff = Backoff {
-            min,
-            max: Duration::from_millis(self.cfg.retry_max_ms),
-            next: min,
-        };
+        let mut backoff = Backoff::new(self.cfg.retry_min_ms, self.cfg.retry_max_ms);
         let mut announced = false;
         loop {
             let res = tokio::select! {
@@ -167,9 +143,8 @@ impl Link {
                 }
                 Ok(()) => {}
             }
-            tokio::select! {
-                _ = self.shutdown.cancelled() => return,
-                _ = tokio::time::sleep(backoff.step()) => {}
+            if !backoff.wait(&self.shutdown).await {
+                return;
             }
         }
     }
@@ -292,9 +267,8 @@ impl Link {
                         return Err(e);
                     }
                     self.trouble(&e);
-                    tokio::select! {
-                        _ = self.shutdown.cancelled() => return Err(FhirError::Stopping),
-                        _ = tokio::time::sleep(backoff.step()) => {}
+                    if !backoff.wait(&self.shutdown).await {
+                        return Err(FhirError::Stopping);
                     }
                 }
             }
@@ -308,9 +282,10 @@ impl Link {
             backoff.reset();
             return Ok(());
         }
-        tokio::select! {
-            _ = self.shutdown.cancelled() => Err(FhirError::Stopping),
-            _ = tokio::time::sleep(backoff.step()) => Ok(()),
+        if backoff.wait(&self.shutdown).await {
+            Ok(())
+        } else {
+            Err(FhirError::Stopping)
         }
     }
 }

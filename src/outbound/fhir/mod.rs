@@ -14,18 +14,16 @@ pub(crate) mod resource;
 use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
-use std::time::Duration;
 
-use tokio::sync::{broadcast, mpsc};
+use tokio::sync::broadcast;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 use super::message::Draft;
-use super::outbox::{self, FHIR, Render, Spec};
-use super::{LinkStatus, Outbound, OutboundError, Started, feed};
+use super::outbox::{FHIR, Render, Spec};
+use super::{Feeding, Opened, Outbound, OutboundError, Started};
 use crate::config::{BaseUrl, FhirConfig};
 use crate::core::score::ScoreRecord;
-use crate::dashboard::handover::AlarmFeed;
 
 /// The FHIR link's rows: a draft's resources, rendered once, so a resend is the same body.
 struct FhirRender(FhirConfig);
@@ -61,33 +59,26 @@ pub(crate) async fn start(
     tracker: &TaskTracker,
 ) -> Result<Started, OutboundError> {
     let base = BaseUrl::parse(&cfg.base_url).map_err(OutboundError::Config)?;
-    let status = Arc::new(LinkStatus::default());
-    let wake = Arc::new(tokio::sync::Notify::new());
-    let (c, d, s, w) = (cfg.clone(), db.to_owned(), status.clone(), wake.clone());
-    let (outbox, thread, tls) = tokio::task::spawn_blocking(move || {
-        let tls = c
-            .tls_ca
-            .as_deref()
-            .map(|ca| super::client_config("fhir", ca))
-            .transpose()?;
-        let (outbox, thread) = outbox::start(spec(&c), &d, s, w)?;
-        Ok::<_, OutboundError>((outbox, thread, tls))
-    })
-    .await
-    .expect("opening the FHIR outbox does not panic")?;
-    let (alarm_feed, alarms) = mpsc::channel(cfg.queue);
-    tracker.spawn(
-        feed::Feed {
-            cadence: Duration::from_secs_f64(cfg.cadence_secs),
-            outbox: outbox.clone(),
-            names: &FHIR,
-            status: status.clone(),
+    let Opened {
+        outbox,
+        thread,
+        tls,
+        status,
+        wake,
+        alarm_feed,
+    } = super::open(
+        "fhir",
+        cfg.tls_ca.clone(),
+        spec(cfg),
+        Feeding {
+            db,
+            cadence_secs: cfg.cadence_secs,
             scores,
-            alarms,
-            shutdown: shutdown.clone(),
-        }
-        .run(),
-    );
+            shutdown: &shutdown,
+            tracker,
+        },
+    )
+    .await?;
     let server = base.address();
     tracker.spawn(
         link::Link {
@@ -110,7 +101,7 @@ pub(crate) async fn start(
             stuck_ms: (5.0 * cfg.request_timeout_secs * 1000.0) as i64,
             status: status.clone(),
         },
-        alarm_feed: AlarmFeed::new(alarm_feed, status.alarm_feed_dropped.clone()),
+        alarm_feed,
         outbox: thread,
     })
 }
