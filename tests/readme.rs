@@ -1,7 +1,7 @@
-//! The documents' commands against the binary: every `--flag` the README, docs/OPERATIONS.md,
-//! docs/ZOO.md or docs/DATA.md gives a `holmes` subcommand (in a code block, or in a
-//! `holmes ...` code span of its prose) is one that subcommand, or one of its own
-//! subcommands, takes. And every configuration key those and docs/ARCHITECTURE.md name
+//! The documents' commands against the binary: every `--flag` the README, BENCHMARKS.md,
+//! docs/OPERATIONS.md, docs/ZOO.md or docs/DATA.md gives a `holmes` subcommand (in a code
+//! block, or in a `holmes ...` code span of its prose) is one that subcommand, or one of its
+//! own subcommands, takes. And every configuration key those and docs/ARCHITECTURE.md name
 //! (`ward.hop_secs`, `[engine] device`) is one `config/holmes.toml` has.
 
 use std::collections::BTreeMap;
@@ -9,10 +9,11 @@ use std::process::Command;
 
 const BIN: &str = env!("CARGO_BIN_EXE_holmes");
 
-/// The documents whose `holmes` commands are checked: the README and the reference it points
-/// to (the daemon's, the zoo's, the data's).
-const COMMAND_DOCS: [&str; 4] = [
+/// The documents whose `holmes` commands are checked: the README, the benchmarks' commands
+/// and the reference it points to (the daemon's, the zoo's, the data's).
+const COMMAND_DOCS: [&str; 5] = [
     "README.md",
+    "BENCHMARKS.md",
     "docs/OPERATIONS.md",
     "docs/ZOO.md",
     "docs/DATA.md",

@@ -558,7 +558,7 @@ async fn the_composer_serves_a_validated_ensemble_with_its_rule() {
 
 /// Where the configured members are one of the book's validated ensembles and fit, they serve,
 /// though another validated ensemble had fewer false alarms on validation (a difference of a
-/// few alarms there says little: `BENCHMARKS.md`, 2026-11-26). Where the ward would take more
+/// few alarms there says little: `docs/EXPERIMENTS.md`, 2026-11-26). Where the ward would take more
 /// of a core with them than the composer's cap, the other serves, and the plan says why.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_configured_members_serve_where_the_book_validates_them() {

@@ -104,7 +104,7 @@ fn pooled_roc_auc(entries: &[Entry], bits: &[bool], share: f64) -> Option<f64> {
 /// ensemble (the configured members) where it is one, then the fewest validation false alarms
 /// an hour, the higher validation ROC-AUC, the cheaper. The figures the book records of
 /// validated ensembles differ by a few false alarms on validation's 44 records, less than they
-/// move from one part to another (`BENCHMARKS.md`, 2026-11-26), so the book's other ensembles
+/// move from one part to another (`docs/EXPERIMENTS.md`, 2026-11-26), so the book's other ensembles
 /// replace the configured one only where it does not fit or fell short of its target.
 pub(crate) fn choose(
     entries: &[Entry],

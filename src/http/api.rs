@@ -27,7 +27,7 @@ use crate::zoo::LeadSets;
 
 /// A monitor connection's read buffer, bytes. tungstenite zero-fills the whole buffer before
 /// every read of the socket, so its 128 KiB default spent 14 % of the ingest's CPU clearing
-/// memory for frames of a few hundred bytes (`BENCHMARKS.md`, 2026-11-26); a larger frame
+/// memory for frames of a few hundred bytes (`docs/EXPERIMENTS.md`, 2026-11-26); a larger frame
 /// is still read whole, in several reads.
 const MONITOR_READ_BUFFER: usize = 8 * 1024;
 

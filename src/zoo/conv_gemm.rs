@@ -15,7 +15,7 @@
 //! Layout groups need not be the network's groups (see [`layout_fits`]): narrow groups are
 //! merged into block-diagonal weights, and a layer may write more layout groups than it reads.
 //!
-//! Shaped by what is fast on `flex` (measured, see BENCHMARKS.md): strided GEMM operands,
+//! Shaped by what is fast on `flex` (measured, see docs/EXPERIMENTS.md, 2026-11-21): strided GEMM operands,
 //! contiguous `cat`, whole-row `select` and same-shape or shared-row element-wise ops are;
 //! element-wise ops on strided views, broadcasts over middle axes and copies of permuted
 //! views go through a generic per-element path one to two orders of magnitude slower.

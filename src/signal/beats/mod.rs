@@ -7,8 +7,8 @@
 //!
 //! A window's networks are asked whether a window ends in VT; this module asks the question the
 //! label itself asks, beat by beat, so that two or four ventricular beats (a couplet, a salvo)
-//! can be told from five, which the networks do not learn (BENCHMARKS, "Rules bounded by time to
-//! alarm").
+//! can be told from five, which the networks do not learn (`docs/EXPERIMENTS.md`,
+//! 2026-11-24, "ectopy negatives alone").
 //!
 //! The features of a beat compare it with the window's **template**, the per-sample median of
 //! all its beats' QRS stretches (the dominant rhythm, which outnumbers a short run): shape

@@ -284,7 +284,7 @@ struct Monitor {
 /// reads with. The server sends a monitor only short acks and errors, and tungstenite zeroes
 /// the free part of its read buffer (128 KiB by default) before every read: with a thousand
 /// monitors on the appliance's own cores (`holmes bench`), that zeroing was a sixth of the
-/// simulator's CPU (`BENCHMARKS.md`, 2026-11-26).
+/// simulator's CPU (`docs/EXPERIMENTS.md`, 2026-11-26).
 fn client_config() -> WebSocketConfig {
     WebSocketConfig::default().read_buffer_size(8 * 1024)
 }
