@@ -12,6 +12,12 @@
 //! that lead only (it stands in for the second). So each window of two leads is described
 //! twice: with both, and with one of them alone, the primary and the secondary in turn from
 //! window to window.
+//!
+//! The beats a fit learns from are also seen as other patients and monitors would show them
+//! ([`BeatRows::add_augmented`]): each training record again with runs, salvos and bigeminy of
+//! its patient's own ventricular beats spliced into its sinus rhythm, every window of that copy
+//! through a monitor's filter mode, gain, polarity, baseline wander and lead order. The beats
+//! that choose the epoch, and those the figures judge, are never augmented.
 
 use std::collections::HashSet;
 
@@ -31,7 +37,10 @@ use crate::core::metrics::pr_auc;
 use crate::core::window::SAMPLE_RATE_HZ;
 use crate::signal::beats::{BeatClassifier, Dense, FEATURES, VENTRICULAR_AT, describe};
 
+use crate::zoo::preprocess::band_pass;
+
 use super::dataset::RecordData;
+use super::dataset::{SpliceMix, splice};
 
 /// A detected beat and an annotated one this close are the same beat, s.
 const MATCH_SECS: f64 = 0.15;
@@ -109,6 +118,29 @@ impl BeatRows {
     /// its database does not label ventricular beats): each window with both its leads, and
     /// where it has two, again with one alone (the primary, then the secondary, in turn).
     pub(crate) fn add_record(&mut self, rec: &RecordData, window: usize, hop: usize) {
+        self.add_windows(rec, window, hop, None);
+    }
+
+    /// The beats of a copy of `rec` as other monitors and patients would show it, for a fit
+    /// (never for the beats that choose its epoch or judge it): runs, salvos and bigeminy of the
+    /// patient's own ventricular beats spliced into its sinus rhythm ([`splice`], where the
+    /// record has enough of them), and each window seen through a monitor
+    /// ([`monitor_variant`]: a filter mode, gain, polarity, baseline wander, leads swapped).
+    /// Deterministic from `seed`.
+    pub(crate) fn add_augmented(&mut self, rec: &RecordData, window: usize, hop: usize, seed: u64) {
+        let spliced = splice(rec, seed, SpliceMix::EVALUATION);
+        let rec = spliced.as_ref().map_or(rec, |s| &s.record);
+        let mut rng = SmallRng::seed_from_u64(seed ^ SEED);
+        self.add_windows(rec, window, hop, Some(&mut rng));
+    }
+
+    fn add_windows(
+        &mut self,
+        rec: &RecordData,
+        window: usize,
+        hop: usize,
+        mut augment: Option<&mut SmallRng>,
+    ) {
         if !rec.db.labels_ventricular_beats() || hop == 0 {
             return;
         }
@@ -123,6 +155,14 @@ impl BeatRows {
         for (k, end) in (window..=len).step_by(hop).enumerate() {
             let start = end - window;
             let leads: Vec<&[f32]> = rec.leads.iter().map(|l| &l[start..end]).collect();
+            let seen: Vec<Vec<f32>>;
+            let leads: Vec<&[f32]> = match augment.as_deref_mut() {
+                Some(rng) => {
+                    seen = monitor_variant(&leads, rng);
+                    seen.iter().map(Vec::as_slice).collect()
+                }
+                None => leads,
+            };
             let alone = (leads.len() > 1).then(|| vec![leads[k % 2]]);
             for b in std::iter::once(&leads)
                 .chain(alone.as_ref())
@@ -292,6 +332,51 @@ impl BeatRows {
     }
 }
 
+/// Filter modes of bedside monitors, `(high-pass, low-pass)` Hz: monitoring (0.5-40),
+/// diagnostic (0.05-150, at 250 Hz a high-pass alone), ST/artifact (1-30); `None` leaves the
+/// recording's own.
+const MONITOR_FILTERS: [Option<(f64, Option<f64>)>; 4] = [
+    None,
+    Some((0.5, Some(40.0))),
+    Some((0.05, None)),
+    Some((1.0, Some(30.0))),
+];
+
+/// One window's leads as another monitor would send them: its leads swapped (half the time,
+/// where there are two), one filter mode for all ([`MONITOR_FILTERS`]), and on each lead a
+/// gain of 0.5-2, a polarity flip (one time in six) and a slow baseline wander of up to
+/// 0.3 mV.
+pub(crate) fn monitor_variant(leads: &[&[f32]], rng: &mut SmallRng) -> Vec<Vec<f32>> {
+    let mut order: Vec<&[f32]> = leads.to_vec();
+    if order.len() > 1 && rng.random_bool(0.5) {
+        order.swap(0, 1);
+    }
+    let filter = MONITOR_FILTERS[rng.random_range(0..MONITOR_FILTERS.len())];
+    let hz = SAMPLE_RATE_HZ as f32;
+    order
+        .into_iter()
+        .map(|lead| {
+            let mut x = match filter {
+                Some((low, high)) => band_pass(lead, low, high),
+                None => lead.to_vec(),
+            };
+            let gain = rng.random_range(-0.7f32..0.7).exp();
+            let sign = if rng.random_bool(1.0 / 6.0) {
+                -1.0
+            } else {
+                1.0
+            };
+            let (a, f) = (rng.random_range(0.0f32..0.3), rng.random_range(0.1f32..0.4));
+            let phase = rng.random_range(0.0..std::f32::consts::TAU);
+            for (i, v) in x.iter_mut().enumerate() {
+                let wander = a * (std::f32::consts::TAU * f * i as f32 / hz + phase).sin();
+                *v = sign * gain * *v + wander;
+            }
+            x
+        })
+        .collect()
+}
+
 /// A beat classifier's calls against the annotations.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq, Serialize)]
 pub struct BeatFigures {
@@ -374,6 +459,71 @@ mod tests {
         let v = |r: &BeatRows| r.ys.iter().filter(|&&y| y).count();
         assert_eq!(b.ys.len(), 2 * a.ys.len());
         assert_eq!(v(&b), 2 * v(&a));
+    }
+
+    #[test]
+    fn a_monitor_variant_is_deterministic_finite_and_sometimes_swaps_the_leads() {
+        let rec = record(Database::Mitdb);
+        let a = &rec.leads[0][..7_500];
+        // The second lead: the first 40 samples later, so each is told by its shape.
+        let b: Vec<f32> = (0..a.len())
+            .map(|i| a[(i + a.len() - 40) % a.len()])
+            .collect();
+        let leads: Vec<&[f32]> = vec![a, &b];
+        let variant = |seed| monitor_variant(&leads, &mut SmallRng::seed_from_u64(seed));
+        assert_eq!(variant(7), variant(7));
+        let corr = |x: &[f32], y: &[f32]| -> f32 {
+            let dot = |p: &[f32], q: &[f32]| p.iter().zip(q).map(|(u, w)| u * w).sum::<f32>();
+            dot(x, y).abs() / (dot(x, x) * dot(y, y)).sqrt()
+        };
+        let mut swapped = 0;
+        for seed in 0..20 {
+            let v = variant(seed);
+            assert_eq!(v.len(), 2);
+            assert!(
+                v.iter()
+                    .all(|l| l.len() == a.len() && l.iter().all(|x| x.is_finite()))
+            );
+            assert_ne!(v[0], a, "seed {seed}: seen through no monitor");
+            if corr(&v[0], &b) > corr(&v[0], a) {
+                swapped += 1;
+            }
+        }
+        assert!((3..=17).contains(&swapped), "{swapped} of 20 swapped");
+    }
+
+    #[test]
+    fn augmented_copies_add_spliced_runs_of_the_patients_own_beats() {
+        // Ventricular beats only in the first half minute, sinus rhythm after: room to splice.
+        let wide: Vec<usize> = (3..40).step_by(7).collect();
+        let (lead, centres) = ectopic_train(300 * SAMPLE_RATE_HZ, 200, &wide);
+        let rec = RecordData {
+            leads: vec![lead],
+            beats: centres.iter().map(|&c| c as i64).collect(),
+            ectopy: wide
+                .iter()
+                .filter_map(|&k| centres.get(k))
+                .map(|&c| (c as i64, c as i64 + 1))
+                .collect(),
+            ..record(Database::Mitdb)
+        };
+        let (window, hop) = (30 * SAMPLE_RATE_HZ, 15 * SAMPLE_RATE_HZ);
+        let (mut plain, mut more, mut again) = (
+            BeatRows::default(),
+            BeatRows::default(),
+            BeatRows::default(),
+        );
+        plain.add_record(&rec, window, hop);
+        more.add_augmented(&rec, window, hop, 3);
+        again.add_augmented(&rec, window, hop, 3);
+        let v = |r: &BeatRows| r.ys.iter().filter(|&&y| y).count();
+        assert!(
+            v(&more) > 2 * v(&plain),
+            "{} against {}",
+            v(&more),
+            v(&plain)
+        );
+        assert_eq!((&more.xs, &more.ys), (&again.xs, &again.ys));
     }
 
     #[test]

@@ -43,15 +43,23 @@ pub(crate) fn prepare_ecg_into(x: &[f32], bandpass: bool, out: &mut [f32]) {
 /// low-pass sections, causal, started at rest on the first sample), as bedside monitors
 /// filter their ECG display.
 pub(crate) fn monitor_bandpass(x: &[f32]) -> Vec<f32> {
+    band_pass(x, 0.5, Some(40.0))
+}
+
+/// A causal band-pass at [`SAMPLE_RATE_HZ`]: a second-order Butterworth high-pass at `low_hz`,
+/// then, where `high_hz` is given, a low-pass at it; started at rest on the first sample
+/// (non-finite samples read as it). A monitor's filter modes, for training and tests.
+pub(crate) fn band_pass(x: &[f32], low_hz: f64, high_hz: Option<f64>) -> Vec<f32> {
     let fs = SAMPLE_RATE_HZ as f64;
-    let hp = Biquad::butterworth(0.5, fs, true);
-    let lp = Biquad::butterworth(40.0, fs, false);
+    let hp = Biquad::butterworth(low_hz, fs, true);
+    let lp = high_hz.map(|f| Biquad::butterworth(f, fs, false));
     let x0 = x.first().copied().filter(|v| v.is_finite()).unwrap_or(0.0) as f64;
     let (mut h, mut l) = ([0.0f64; 4], [0.0f64; 4]);
     x.iter()
         .map(|&v| {
             let v = if v.is_finite() { v as f64 - x0 } else { 0.0 };
-            lp.step(hp.step(v, &mut h), &mut l) as f32
+            let y = hp.step(v, &mut h);
+            lp.as_ref().map_or(y, |lp| lp.step(y, &mut l)) as f32
         })
         .collect()
 }
@@ -153,6 +161,31 @@ mod tests {
         assert!(gain(10.0) > 0.95, "10 Hz passes: {}", gain(10.0));
         assert!(gain(0.1) < 0.1, "0.1 Hz drift removed: {}", gain(0.1));
         assert!(gain(100.0) < 0.25, "100 Hz removed: {}", gain(100.0));
+    }
+
+    #[test]
+    fn each_monitor_filter_mode_keeps_its_band() {
+        let tone = |f: f32| -> Vec<f32> {
+            (0..10_000)
+                .map(|i| (std::f32::consts::TAU * f * i as f32 / 250.0).sin())
+                .collect()
+        };
+        let rms = |x: &[f32]| (x[5000..].iter().map(|v| v * v).sum::<f32>() / 5000.0).sqrt();
+        let gain = |f: f32, low: f64, high: Option<f64>| {
+            rms(&band_pass(&tone(f), low, high)) / rms(&tone(f))
+        };
+        // ST/artifact mode, 1-30 Hz: 60 Hz hum and 0.3 Hz wander go, 10 Hz stays.
+        assert!(gain(10.0, 1.0, Some(30.0)) > 0.9);
+        assert!(gain(60.0, 1.0, Some(30.0)) < 0.3);
+        assert!(gain(0.3, 1.0, Some(30.0)) < 0.15);
+        // Diagnostic mode: a high-pass at 0.05 Hz alone keeps 0.5 Hz and 100 Hz.
+        assert!(gain(0.5, 0.05, None) > 0.95);
+        assert!(gain(100.0, 0.05, None) > 0.95);
+        assert!(
+            band_pass(&[f32::NAN, 1.0, 2.0], 0.5, Some(40.0))
+                .iter()
+                .all(|v| v.is_finite())
+        );
     }
 
     #[test]

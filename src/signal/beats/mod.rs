@@ -11,12 +11,14 @@
 //! 2026-11-24, "ectopy negatives alone").
 //!
 //! The features of a beat compare it with the window's **template**, the per-sample median of
-//! all its beats' QRS stretches (the dominant rhythm, which outnumbers a short run): shape
+//! all its beats' stretches (the dominant rhythm, which outnumbers a short run): shape
 //! (correlation and residual on both leads), size, steepest slope, QRS width, and prematurity
-//! (the interval from the previous beat against the window's median interval); then the QRS
-//! stretch itself and its difference from the template, on both leads, at 125 Hz and in units
-//! of the template's size. Nothing after a beat's own QRS enters its features, so a run is
-//! counted as it happens.
+//! (the interval from the previous beat against the window's median interval), all measured on
+//! the QRS; then the beat's context stretch (0.25 s before its R peak to 0.45 s after: the P
+//! wave a sinus beat has, the QRS, the broad discordant T wave of a ventricular beat) and its
+//! difference from the template's, on both leads, at 125 Hz and in units of the QRS template's
+//! size. A beat is described once its context stretch lies in the window, 0.45 s after its R
+//! peak.
 
 use std::path::PathBuf;
 
@@ -35,8 +37,8 @@ pub(crate) use counter::{RunEvidence, run_evidence};
 
 /// Measured features per beat, named by [`MEASURES`].
 const MEASURED: usize = 10;
-/// Samples of each shape vector: the QRS stretch at half rate.
-const SHAPE: usize = (PRE + POST).div_ceil(2);
+/// Samples of each shape vector: the beat's context stretch at half rate.
+const SHAPE: usize = (CONTEXT_PRE + CONTEXT_POST).div_ceil(2);
 /// Inputs per beat: the measured features, then four shape vectors (the stretch and its
 /// difference from the template, on each lead).
 pub(crate) const FEATURES: usize = MEASURED + 4 * SHAPE;
@@ -58,6 +60,11 @@ const MEASURES: [&str; MEASURED] = [
 const PRE: usize = SAMPLE_RATE_HZ / 10;
 /// ... and from it on (0.15 s).
 const POST: usize = SAMPLE_RATE_HZ * 3 / 20;
+/// The shape vectors reach further: from this long before the R peak (0.25 s: the P wave a
+/// sinus beat has and a ventricular one lacks) ...
+const CONTEXT_PRE: usize = SAMPLE_RATE_HZ / 4;
+/// ... to this long after it (0.45 s: the broad T wave that follows a wide complex).
+const CONTEXT_POST: usize = SAMPLE_RATE_HZ * 9 / 20;
 /// The detector marks a beat at its integral's peak, up to this long after the R peak (0.2 s)
 /// ...
 const R_BEFORE: usize = SAMPLE_RATE_HZ / 5;
@@ -90,7 +97,8 @@ pub(crate) struct Beat {
 /// Finds the beats of a window and describes them: `leads[0]` is the primary lead, `leads[1]`,
 /// when present and as long, the second (a lone lead stands in for it). Beats are found on
 /// both leads together ([`detect_qrs_leads`]: a wide complex that lead II barely shows stands
-/// out on V) and placed at the primary lead's largest deflection. Beats whose QRS stretch does not lie wholly in the window are left out; fewer than
+/// out on V) and placed at the primary lead's largest deflection. Beats whose context stretch does
+/// not lie wholly in the window are left out; fewer than
 /// [`MIN_BEATS`] beats give none (no template).
 pub(crate) fn describe(leads: &[&[f32]]) -> Vec<Beat> {
     let Some(&first) = leads.first() else {
@@ -108,7 +116,7 @@ pub(crate) fn describe(leads: &[&[f32]]) -> Vec<Beat> {
         let Some(r) = (lo..hi).max_by(|&a, &b| y0[a].abs().total_cmp(&y0[b].abs())) else {
             continue;
         };
-        if r < PRE || r + POST > n {
+        if r < CONTEXT_PRE || r + CONTEXT_POST > n {
             continue;
         }
         // Two detections of one complex land on one peak.
@@ -129,6 +137,18 @@ pub(crate) fn describe(leads: &[&[f32]]) -> Vec<Beat> {
         .map(|y| peaks.iter().map(|&r| seg(y, r)).collect());
     let t0 = median_template(&segs0);
     let t1 = segs1.as_deref().map(median_template);
+    let context = |y: &[f32], r: usize| -> Vec<f64> {
+        y[r - CONTEXT_PRE..r + CONTEXT_POST]
+            .iter()
+            .map(|&v| v as f64)
+            .collect()
+    };
+    let wide0: Vec<Vec<f64>> = peaks.iter().map(|&r| context(&y0, r)).collect();
+    let wide1: Option<Vec<Vec<f64>>> = y1
+        .as_ref()
+        .map(|y| peaks.iter().map(|&r| context(y, r)).collect());
+    let w0 = median_template(&wide0);
+    let w1 = wide1.as_deref().map(median_template);
     let rr: Vec<f64> = peaks.windows(2).map(|p| (p[1] - p[0]) as f64).collect();
     let median_rr = median(&rr).max(1.0);
     let sl = slope(first);
@@ -158,14 +178,15 @@ pub(crate) fn describe(leads: &[&[f32]]) -> Vec<Beat> {
                 ratio_ln(area(s0), t_area),
             ];
             let mut features: Vec<f32> = measured.iter().map(|&v| v as f32).collect();
-            let s1 = segs1.as_ref().map_or(s0, |s| &s[k]);
-            let t1 = t1.as_ref().unwrap_or(&t0);
-            for (s, t) in [(s0, &t0), (s1, t1)] {
-                let scale = ptp(t).max(1e-3);
+            let x0 = &wide0[k];
+            let x1 = wide1.as_ref().map_or(x0, |s| &s[k]);
+            let (q1, w1) = (t1.as_ref().unwrap_or(&t0), w1.as_ref().unwrap_or(&w0));
+            for (s, w, q) in [(x0, &w0, &t0), (x1, w1, q1)] {
+                let scale = ptp(q).max(1e-3);
                 features.extend(s.iter().step_by(2).map(|v| (v / scale) as f32));
                 features.extend(
                     s.iter()
-                        .zip(t.iter())
+                        .zip(w.iter())
                         .step_by(2)
                         .map(|(v, u)| ((v - u) / scale) as f32),
                 );

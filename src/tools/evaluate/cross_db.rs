@@ -33,6 +33,8 @@ use super::{EvaluateError, EvaluateOptions};
 const MATCH_SECS: f64 = 0.15;
 /// Beats for the fit come from windows this far apart, s (as `--beats` fits).
 const FIT_HOP_SECS: usize = 15;
+/// The seed of the fit's augmented copies (the record's index is added).
+const AUGMENT_SEED: u64 = 0x6175_676d;
 /// Every this many patient groups of the databases fitted on, one chooses the fit's epoch.
 const EPOCH_GROUP_EVERY: usize = 5;
 /// Call probabilities reported.
@@ -139,13 +141,13 @@ pub fn cross_database(opts: &EvaluateOptions) -> Result<CrossDatabase, EvaluateE
             epoch_groups.extend(groups.last());
         }
         let (mut fit_rows, mut epoch_rows) = (BeatRows::default(), BeatRows::default());
-        for r in &fit_recs {
-            let rows = if epoch_groups.contains(&r.group.as_str()) {
-                &mut epoch_rows
+        for (i, r) in fit_recs.iter().enumerate() {
+            if epoch_groups.contains(&r.group.as_str()) {
+                epoch_rows.add_record(r, window, FIT_HOP_SECS * fs);
             } else {
-                &mut fit_rows
-            };
-            rows.add_record(r, window, FIT_HOP_SECS * fs);
+                fit_rows.add_record(r, window, FIT_HOP_SECS * fs);
+                fit_rows.add_augmented(r, window, FIT_HOP_SECS * fs, AUGMENT_SEED + i as u64);
+            }
         }
         if !fit_rows.ys.iter().any(|&y| y) || !epoch_rows.ys.iter().any(|&y| y) {
             return Err(EvaluateError::NoBeats("cross-database"));

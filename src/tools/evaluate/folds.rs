@@ -44,6 +44,8 @@ use crate::training::dataset::{SpliceMix, Spliced, splice};
 
 /// Beats for the fit come from windows this far apart, s (as `--beats` fits).
 const FIT_HOP_SECS: usize = 15;
+/// The seed of the fit's augmented copies (the record's index is added).
+const AUGMENT_SEED: u64 = 0x6175_676d;
 /// The noise level of the stress condition, dB.
 const STRESS_DB: f32 = 6.0;
 
@@ -148,8 +150,12 @@ pub fn cross_validate(opts: &EvaluateOptions, k: usize) -> Result<CrossValidatio
     // The classifier's epochs, fitted on the train part's beats.
     let labelled = |db: crate::training::dataset::Database| db.labels_ventricular_beats();
     let mut train_rows = BeatRows::default();
-    for r in &load_part_of(opts, &split, SplitName::Train, labelled)? {
+    for (i, r) in load_part_of(opts, &split, SplitName::Train, labelled)?
+        .iter()
+        .enumerate()
+    {
         train_rows.add_record(r, win, FIT_HOP_SECS * fs);
+        train_rows.add_augmented(r, win, FIT_HOP_SECS * fs, AUGMENT_SEED + i as u64);
     }
     if !train_rows.ys.iter().any(|&y| y) {
         return Err(EvaluateError::NoBeats("train"));
