@@ -1,4 +1,5 @@
-//! `holmes bench` (the daemon under simulated monitors) and `holmes bench-cpu` (the zoo's
+//! `holmes bench` (the daemon under simulated monitors, or draining an outbound outage with
+//! `--drain`) and `holmes bench-cpu` (the zoo's
 //! convolutions against ONNX Runtime).
 
 use std::path::PathBuf;
@@ -6,6 +7,7 @@ use std::path::PathBuf;
 use anyhow::Result;
 
 use super::ConfigArgs;
+use crate::tools::bench::drain::{DrainArgs, Link};
 use crate::tools::bench::{BenchArgs, Scenario};
 use crate::tools::cpu_bench::BenchCpuArgs;
 
@@ -41,6 +43,27 @@ pub struct BenchCli {
     /// bisect.
     #[arg(long)]
     pub(crate) capacity: bool,
+    /// Time the outbound links draining a receiver outage instead: `--outage-minutes` at the
+    /// first `--beds` left in each link's outbox, drained by the daemon once the receiver
+    /// (`--hl7-peer`, `--fhir-peer`) returns; checked for loss, duplicates and each bed's order.
+    #[arg(long)]
+    pub(crate) drain: bool,
+    /// Minutes of receiver outage left in the outbox (`--drain`).
+    #[arg(long, default_value_t = 60.0, requires = "drain")]
+    pub(crate) outage_minutes: f64,
+    /// The links drained, one daemon run each (`--drain`; repeatable: hl7, fhir).
+    #[arg(long = "link", default_values = ["hl7", "fhir"], requires = "drain")]
+    pub(crate) links: Vec<Link>,
+    /// The HL7 receiver (`--drain`): a script taking `PORT CONTROL_FILE OUT_FILE`.
+    #[arg(long, default_value = "tests/hl7_peer.py", requires = "drain")]
+    pub(crate) hl7_peer: PathBuf,
+    /// The FHIR server (`--drain`): a script taking `PORT DIR` (node for `.mjs`, python3 for
+    /// `.py`).
+    #[arg(long, default_value = "tests/fhir_peer/server.mjs", requires = "drain")]
+    pub(crate) fhir_peer: PathBuf,
+    /// Seconds a drain may take before it is reported unfinished (`--drain`).
+    #[arg(long, default_value_t = 600.0, requires = "drain")]
+    pub(crate) drain_timeout: f64,
     #[command(flatten)]
     pub(crate) config: ConfigArgs,
     #[arg(long)]
@@ -72,6 +95,19 @@ pub struct BenchCpuCli {
 
 pub(crate) fn bench(a: BenchCli) -> Result<()> {
     let cfg = a.config.load()?;
+    if a.drain {
+        let args = DrainArgs {
+            beds: a.beds.first().copied().unwrap_or(16),
+            outage_minutes: a.outage_minutes,
+            links: a.links,
+            hl7_peer: a.hl7_peer,
+            fhir_peer: a.fhir_peer,
+            timeout_secs: a.drain_timeout,
+            json: a.json,
+        };
+        crate::tools::bench::drain::main(cfg, args)?;
+        return Ok(());
+    }
     let args = BenchArgs {
         beds: a.beds,
         scenario: a.scenario,

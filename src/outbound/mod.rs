@@ -13,8 +13,6 @@
 //! and reads the messages, [`mllp`] frames them), [`fhir::link`] for FHIR.
 //! [`LinkStatus`] is what `/api/health` and the metrics show of a link.
 
-#[cfg(test)]
-mod bench;
 pub(crate) mod feed;
 pub(crate) mod fhir;
 pub(crate) mod link;

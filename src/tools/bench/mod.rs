@@ -4,12 +4,14 @@
 //! queueing, computing and committing from the daemon's own metrics, and the daemon's CPU and
 //! resident memory. Scenarios: steady (staggered windows), aligned (every bed's windows close
 //! together), a reconnect storm, an admission ramp, twice the planned beds, and ingest only;
-//! `--capacity` searches for the most beds that stay within the budget.
+//! `--capacity` searches for the most beds that stay within the budget. `--drain` ([`drain`])
+//! times the daemon draining a receiver outage's backlog instead.
 //!
 //! Neighbours: [`sim`](crate::tools::sim) plays the monitors in this process, [`daemon`] runs the
 //! server, [`prom`] reads its metrics, the composer picks the members for `--composed`.
 
 pub(crate) mod daemon;
+pub(crate) mod drain;
 pub(crate) mod prom;
 
 use std::time::{Duration, Instant};

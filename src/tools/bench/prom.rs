@@ -73,7 +73,12 @@ impl Scrape {
 
     /// A counter (or a histogram's `_sum`/`_count`), summed over labels; 0 when absent.
     pub(crate) fn value(&self, name: &str) -> f64 {
-        self.values.get(name).copied().unwrap_or(0.0)
+        self.get(name).unwrap_or(0.0)
+    }
+
+    /// A series' value, if the daemon published it.
+    pub(crate) fn get(&self, name: &str) -> Option<f64> {
+        self.values.get(name).copied()
     }
 
     /// What happened between `earlier` and this scrape.
