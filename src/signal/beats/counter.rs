@@ -4,6 +4,7 @@
 //! agreement of two QRS detectors on its primary lead.
 
 use std::path::Path;
+use std::sync::Mutex;
 
 use serde::{Deserialize, Serialize};
 
@@ -11,6 +12,7 @@ use crate::core::window::{ClosedWindow, SAMPLE_RATE_HZ};
 use crate::signal::heart_rate::detect_qrs;
 use crate::signal::quality::{bsqi, detect_qrs_length};
 
+use super::memory::{BeatMemory, BedMemories};
 use super::{BeatClassifier, BeatsError, CALL_GRID, RunFirsts, describe, highest_level};
 
 /// The beat counter's file in the zoo folder: the classifier and the beat rule chosen with it
@@ -78,18 +80,22 @@ impl RunEvidence {
 
 /// The run a window (`leads` as [`describe`] takes them) ends in and its primary lead's bSQI
 /// over the last [`GATE_SECS`] (1 when `gate` is off, which skips the second detector): what
-/// a [`BeatRule`] judges. `hop` samples have passed since the last window.
+/// a [`BeatRule`] judges. `hop` samples have passed since the last window. With the bed's
+/// `memory` and the window's end (ms on its timeline), a beat an earlier window classified
+/// is not classified again.
 pub(crate) fn run_evidence(
     c: &BeatClassifier,
     leads: &[&[f32]],
     hop: usize,
     gate: bool,
+    memory: Option<(&mut BeatMemory, i64)>,
 ) -> RunEvidence {
     let Some(&first) = leads.first() else {
         return RunEvidence::NONE;
     };
     let len = first.len();
-    let run = c.run_level(&describe(leads), len, hop + RUN_GRACE_SECS * SAMPLE_RATE_HZ);
+    let recent = hop + RUN_GRACE_SECS * SAMPLE_RATE_HZ;
+    let run = c.run_level(&describe(leads), len, recent, memory);
     let agreement = if gate {
         let last = &first[len.saturating_sub(GATE_SECS * SAMPLE_RATE_HZ)..];
         let fs = SAMPLE_RATE_HZ as f64;
@@ -127,14 +133,28 @@ impl BeatsFile {
 }
 
 /// The beat counter a ward serves beside its ensemble: a window whose beats end in a VT run
-/// under the rule scores 1, whatever the members say.
-#[derive(Debug, Clone)]
+/// under the rule scores 1, whatever the members say. It remembers each bed's classified beats
+/// ([`BedMemories`]), so a beat is classified once, not in each window that holds it; a clone
+/// starts with no memories.
+#[derive(Debug)]
 pub struct BeatCounter {
     pub file: BeatsFile,
     /// SHA-256 of the file: the counter's identity in the alarm rules.
     pub sha256: String,
     /// Samples between two windows of a bed (the ward's hop).
     hop: usize,
+    memories: Mutex<BedMemories>,
+}
+
+impl Clone for BeatCounter {
+    fn clone(&self) -> Self {
+        BeatCounter {
+            file: self.file.clone(),
+            sha256: self.sha256.clone(),
+            hop: self.hop,
+            memories: Mutex::default(),
+        }
+    }
 }
 
 impl BeatCounter {
@@ -159,7 +179,13 @@ impl BeatCounter {
             file,
             sha256: crate::core::hash::sha256_hex(&bytes),
             hop: hop_secs as usize * SAMPLE_RATE_HZ,
+            memories: Mutex::default(),
         }))
+    }
+
+    /// Samples between two windows of a bed (the ward's hop).
+    pub(crate) fn hop_samples(&self) -> usize {
+        self.hop
     }
 
     /// Multiply-accumulates of the classifier per beat.
@@ -186,11 +212,23 @@ impl BeatCounter {
     }
 
     /// What the counter reads of a window: the run its beats end in and, when the rule gates
-    /// on it, the primary lead's bSQI. All of the counter's work is here.
+    /// on it, the primary lead's bSQI. All of the counter's work is here; the beats earlier
+    /// windows of the bed classified are read from its memory.
     pub(crate) fn read(&self, w: &ClosedWindow) -> RunEvidence {
         let leads: Vec<&[f32]> = w.ecg.iter().flatten().map(|l| &l[..]).collect();
         let gate = self.file.rule.min_bsqi > 0.0;
-        run_evidence(&self.file.classifier, &leads, self.hop, gate)
+        let mut memories = self
+            .memories
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let memory = memories.of(&w.bed);
+        run_evidence(
+            &self.file.classifier,
+            &leads,
+            self.hop,
+            gate,
+            Some((memory, w.end_ms)),
+        )
     }
 
     /// The score of a window ending at `end_ms` with the counter, from what it read there
@@ -296,6 +334,36 @@ mod tests {
             },
             last_sample_at: std::time::Instant::now(),
         }
+    }
+
+    #[test]
+    fn a_beds_beats_are_classified_once_across_its_overlapping_windows() {
+        let c = counter(BeatRule {
+            call_at: 0.9,
+            min_bsqi: 0.0,
+        });
+        // A minute of beats every 0.56 s, read as seven 30-s windows a 5-s hop apart.
+        let (x, beats) = ectopic_train(60 * SAMPLE_RATE_HZ, 140, &[]);
+        let (len, hop) = (30 * SAMPLE_RATE_HZ, 5 * SAMPLE_RATE_HZ);
+        let mut described = 0;
+        for k in 0..7 {
+            let end = len + k * hop;
+            let mut w = window(x[end - len..end].to_vec());
+            w.end_ms = (end * 1000 / SAMPLE_RATE_HZ) as i64;
+            w.start_ms = w.end_ms - 30_000;
+            c.read(&w);
+            described += describe(&[&x[end - len..end]]).len();
+        }
+        let bed: std::sync::Arc<str> = "b".into();
+        let classified = c.memories.lock().unwrap().of(&bed).classified() as usize;
+        assert!(
+            classified <= beats.len() && classified + 6 >= beats.len(),
+            "{classified} classified of {} beats",
+            beats.len()
+        );
+        assert!(described >= 3 * classified, "{described} described");
+        // A clone starts with no memories.
+        assert_eq!(c.clone().memories.lock().unwrap().of(&bed).classified(), 0);
     }
 
     #[test]

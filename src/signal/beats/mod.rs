@@ -3,7 +3,8 @@
 //! perceptron fitted on annotated beats), and the run of ventricular beats a VT alarm counts
 //! (at least [`VT_MIN_BEATS`] in a row, faster than 100/min, the rule of the label; one
 //! uncertain beat between two confident ones does not break it). [`BeatCounter`] is what the
-//! ward serves: the classifier and its [`BeatRule`] from the zoo's `beats.json`.
+//! ward serves: the classifier and its [`BeatRule`] from the zoo's `beats.json`, with each
+//! bed's [`BeatMemory`] (a beat is classified once, in the first window that describes it).
 //!
 //! A window's networks are asked whether a window ends in VT; this module asks the question the
 //! label itself asks, beat by beat, so that two or four ventricular beats (a couplet, a salvo)
@@ -31,9 +32,11 @@ use super::classical::{VT_MIN_BEATS, qrs_width_secs, slope};
 use super::heart_rate::{detect_qrs_leads, sub_moving_mean};
 
 mod counter;
+mod memory;
 
 pub use counter::{BEATS_FILE, BeatCounter, BeatRule, BeatsFile, Counted};
 pub(crate) use counter::{RunEvidence, run_evidence};
+pub(crate) use memory::BeatMemory;
 
 /// Measured features per beat, named by [`MEASURES`].
 const MEASURED: usize = 10;
@@ -340,9 +343,19 @@ impl BeatClassifier {
     }
 
     /// The VT runs the window of `len` samples ends in, one per call probability
-    /// ([`RunFirsts`]).
-    pub(crate) fn run_level(&self, beats: &[Beat], len: usize, recent: usize) -> RunFirsts {
-        let p: Vec<f64> = beats.iter().map(|b| self.probability(b)).collect();
+    /// ([`RunFirsts`]). With a bed's `memory` and the window's end (ms on the bed's timeline),
+    /// each beat an earlier window classified keeps its probability ([`BeatMemory`]).
+    pub(crate) fn run_level(
+        &self,
+        beats: &[Beat],
+        len: usize,
+        recent: usize,
+        memory: Option<(&mut BeatMemory, i64)>,
+    ) -> RunFirsts {
+        let p: Vec<f64> = match memory {
+            Some((m, end_ms)) => m.probabilities(self, beats, len, end_ms),
+            None => beats.iter().map(|b| self.probability(b)).collect(),
+        };
         run_level(beats, &p, len, recent)
     }
 }

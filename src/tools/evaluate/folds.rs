@@ -32,7 +32,7 @@ use crate::alarm::{AlarmRule, MatchOptions};
 use crate::core::stats::wilson_interval;
 use crate::core::window::SAMPLE_RATE_HZ;
 use crate::serving::engine::ensemble::Ensemble;
-use crate::signal::beats::{BeatClassifier, BeatRule, run_evidence};
+use crate::signal::beats::{BeatClassifier, BeatMemory, BeatRule, run_evidence};
 use crate::training::beats::BeatRows;
 use crate::training::dataset::{EpisodeKind, NoiseBank, RecordData, Split, SplitName};
 
@@ -373,12 +373,14 @@ fn runs(
     window: usize,
     hop: usize,
 ) -> Vec<crate::signal::beats::RunEvidence> {
+    // Each beat classified once, as the ward's counter does.
+    let mut memory = BeatMemory::default();
     r.ends_ms
         .iter()
         .map(|&t| {
             let e = (t * SAMPLE_RATE_HZ as i64 / 1000) as usize;
             let w: Vec<&[f32]> = leads.iter().map(|l| &l[e - window..e]).collect();
-            run_evidence(c, &w, hop, true)
+            run_evidence(c, &w, hop, true, Some((&mut memory, t)))
         })
         .collect()
 }

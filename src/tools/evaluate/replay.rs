@@ -7,7 +7,7 @@
 use crate::config::Combine;
 use crate::core::window::SAMPLE_RATE_HZ;
 use crate::serving::engine::ensemble::{Ensemble, OFFLINE_BATCH, combine};
-use crate::signal::beats::{BeatClassifier, RunEvidence, run_evidence};
+use crate::signal::beats::{BeatClassifier, BeatMemory, RunEvidence, run_evidence};
 use crate::signal::classical::{ClassicalError, baseline_scores};
 use crate::signal::heart_rate::detect_qrs;
 use crate::tools::score::record_window;
@@ -171,13 +171,17 @@ pub(crate) fn replay(
 
     let grace = (LABEL_GRACE_SECS * SAMPLE_RATE_HZ as f64).round() as i64;
     let beat_runs: Vec<RunEvidence> = match det.beats {
-        Some(c) => ends
-            .iter()
-            .map(|&e| {
-                let w: Vec<&[f32]> = leads.iter().map(|l| &l[e - window..e]).collect();
-                run_evidence(c, &w, hop, true)
-            })
-            .collect(),
+        Some(c) => {
+            // Each beat classified once, as the ward's counter does.
+            let mut memory = BeatMemory::default();
+            ends.iter()
+                .map(|&e| {
+                    let w: Vec<&[f32]> = leads.iter().map(|l| &l[e - window..e]).collect();
+                    let end_ms = e as i64 * MS_PER_SAMPLE;
+                    run_evidence(c, &w, hop, true, Some((&mut memory, end_ms)))
+                })
+                .collect()
+        }
         None => Vec::new(),
     };
     let labels = ends
