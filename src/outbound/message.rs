@@ -456,6 +456,60 @@ mod tests {
             .unwrap_or_default()
     }
 
+    /// The ```text blocks of a document that hold `kind` (an MSH-9), as segments.
+    fn samples(doc: &str, kind: &str) -> Vec<Vec<String>> {
+        let text =
+            std::fs::read_to_string(std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(doc))
+                .unwrap();
+        text.split("```text\n")
+            .skip(1)
+            .filter_map(|b| b.split("```").next())
+            .filter(|b| b.contains(kind))
+            .map(|b| b.lines().map(str::to_owned).collect())
+            .collect()
+    }
+
+    #[test]
+    fn the_sample_messages_of_the_readme_and_operations_are_what_holmes_renders() {
+        let cfg = Hl7Config {
+            receiving_application: "GATEWAY".into(),
+            receiving_facility: "HOSP".into(),
+            equipment_id: "HOLMES^^0050C2FFFE12A3B4^EUI-64".into(),
+            ..Hl7Config::default()
+        };
+        // 2025-11-27 08:00:00 UTC.
+        let t0 = 1_764_230_400_000;
+        let o = Observation {
+            bed: "bed-7".into(),
+            at_ms: t0,
+            score: Some(0.041),
+            heart_rate_bpm: Some(72.0),
+            risk_alarm: false,
+            quality: "scored",
+        };
+        let a = AlarmReport {
+            alarm_id: 57,
+            bed: "bed-7".into(),
+            kind: AlarmKind::Risk,
+            phase: Phase::Start,
+            raised_ms: t0 + 55_310,
+            at_ms: t0 + 55_310,
+            inactivation: "enabled",
+        };
+        let segments = |m: String| -> Vec<String> {
+            m.split('\r')
+                .filter(|s| !s.is_empty())
+                .map(str::to_owned)
+                .collect()
+        };
+        let r01 = segments(render(&cfg, &Draft::Observation(o), "1042", t0 + 1_250));
+        let r40 = segments(render(&cfg, &Draft::Alarm(a), "1043", t0 + 55_320));
+        for doc in ["README.md", "docs/OPERATIONS.md"] {
+            assert_eq!(samples(doc, "ORU^R01"), vec![r01.clone()], "{doc}'s PCD-01");
+            assert_eq!(samples(doc, "ORU^R40"), vec![r40.clone()], "{doc}'s PCD-04");
+        }
+    }
+
     #[test]
     fn times_are_utc_with_milliseconds() {
         assert_eq!(hl7_time(0), "19700101000000.000+0000");
