@@ -152,8 +152,21 @@ async fn reports_reach_a_real_receiver_coded_and_refusals_park_while_silence_res
         "the original start time"
     );
 
-    // AE and AR: parked with the receiver's reason, visible and audited, never sent again.
-    for code in ["ae", "ar"] {
+    // CA and an ORA^R41 accept as AA does: the next message follows, not the same one again.
+    for code in ["ca", "ora"] {
+        peer.set(code);
+        let first = peer
+            .wait(20.0, "a message to accept", |m| m.answer == code)
+            .await;
+        peer.wait(20.0, "the message after an acceptance", |m| {
+            m.answer == code && m.control_id() > first.control_id()
+        })
+        .await;
+    }
+
+    // AE, AR, CE and CR: parked with the receiver's reason, visible and audited, never sent
+    // again.
+    for code in ["ae", "ar", "ce", "cr"] {
         peer.set(code);
         peer.wait(20.0, "a message to refuse", |m| m.answer == code)
             .await;
@@ -183,7 +196,7 @@ async fn reports_reach_a_real_receiver_coded_and_refusals_park_while_silence_res
     let parked: Vec<i64> = peer
         .received()
         .iter()
-        .filter(|m| m.answer == "ae" || m.answer == "ar")
+        .filter(|m| ["ae", "ar", "ce", "cr"].contains(&m.answer.as_str()))
         .map(Msg::control_id)
         .collect();
 

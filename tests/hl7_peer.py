@@ -9,7 +9,9 @@ appended to OUT_FILE as one JSON line {"msg": the message, segments joined by "\
 how it was answered}, flushed, before it is answered. How to answer is read from CONTROL_FILE
 at each message (so the test changes it while the peer runs):
 
-    aa | ae | ar | ca     that acknowledgement code (AE and AR with MSA-3 "refused by test")
+    aa | ae | ar          that acknowledgement code (AE and AR with MSA-3 "refused by test")
+    ca | ce | cr          that commit acknowledgement code (CE and CR likewise refused)
+    ora                   AA in an ORA^R41 (the alarm report's own answer) instead of an ACK
     wrong                 AA, its MSA-2 naming another message
     late SECS             AA, after SECS seconds
     never                 no answer
@@ -47,11 +49,17 @@ def main():
                     f.write(json.dumps({"msg": str(msg), "answer": " ".join(mode)}) + "\n")
                     f.flush()
                 kind = mode[0]
-                if kind in ("aa", "ae", "ar", "ca"):
+                if kind in ("aa", "ae", "ar", "ca", "ce", "cr"):
                     ack = str(msg.create_ack(kind.upper())).rstrip("\r")
-                    if kind in ("ae", "ar"):
+                    if kind in ("ae", "ar", "ce", "cr"):
                         ack += "|refused by test"
                     writer.writeblock(ack.encode())
+                elif kind == "ora":
+                    segs = str(msg.create_ack("AA")).rstrip("\r").split("\r")
+                    msh = segs[0].split("|")
+                    msh[8] = "ORA^R41^ORA_R41"
+                    segs[0] = "|".join(msh)
+                    writer.writeblock("\r".join(segs).encode())
                 elif kind == "wrong":
                     ack = str(msg.create_ack("AA")).rstrip("\r").split("\r")
                     ack[-1] = "MSA|AA|999999999"
