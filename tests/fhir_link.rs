@@ -19,6 +19,7 @@ mod hl7_receiver;
 
 use std::collections::HashSet;
 use std::process::Command;
+use std::time::{Duration, Instant};
 
 use fhir_server::*;
 use hl7_receiver::stream;
@@ -347,6 +348,86 @@ async fn a_killed_server_and_a_restarted_daemon_make_no_duplicates_and_keep_orde
             "no end of {bed}'s risk alarm"
         );
     }
+}
+
+/// The outbox's rows, in order: (state, kind).
+fn outbox_rows(db: &std::path::Path) -> Vec<(String, String)> {
+    let Ok(conn) = rusqlite::Connection::open(db) else {
+        return Vec::new();
+    };
+    let Ok(mut st) = conn.prepare("SELECT state, kind FROM fhir_outbox ORDER BY id") else {
+        return Vec::new();
+    };
+    st.query_map([], |r| Ok((r.get(0)?, r.get(1)?)))
+        .map(|rows| rows.map(Result::unwrap).collect())
+        .unwrap_or_default()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn old_observations_are_dropped_and_counted_while_alarms_wait_for_the_server() {
+    let test = "old_observations_are_dropped_and_counted_while_alarms_wait_for_the_server";
+    if !fhir_available(test) {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    // A port nothing listens on yet: the server is away while the bed streams.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let db = dir.path().join("holmes.db");
+    let app = common::spawn_app({
+        let db = db.clone();
+        move |c| {
+            fhir_config(c, format!("http://127.0.0.1:{port}/fhir/R4"));
+            c.fhir.max_observation_age_secs = 1.0;
+            c.storage.db = db.clone();
+            // No stale/lost technical alarm is raised after the stream stops (its report could
+            // be queued after the backlog drained).
+            c.ward.stale_secs = 3_600.0;
+            c.ward.lost_secs = 7_200.0;
+        }
+    })
+    .await;
+    let streaming = stream(app.ws_url(), "bed-5");
+    let until = Instant::now() + Duration::from_secs(60);
+    loop {
+        let rows = outbox_rows(&db);
+        if rows.iter().any(|r| r.1 == "alarm") && rows.len() >= 4 {
+            break;
+        }
+        assert!(Instant::now() < until, "no backlog: {rows:?}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    streaming.abort();
+    tokio::time::sleep(Duration::from_millis(1_500)).await;
+    // Back after more than max_observation_age_secs: what was queued then goes by kind.
+    let peer = Peer::start(dir.path(), port, "ok", None);
+    let h = app
+        .wait_health(60.0, "the backlog drained", |h| {
+            h["fhir"]["backlog"] == 0 && h["fhir"]["dropped_observations"].as_u64() > Some(0)
+        })
+        .await;
+    assert!(
+        common::problems(&h).iter().any(|p| p.contains("dropped")),
+        "{h}"
+    );
+    app.stop().await;
+    let rows = outbox_rows(&db);
+    assert!(
+        rows.iter().all(|r| r.1 == "observation" || r.0 == "acked"),
+        "an alarm was not delivered: {rows:?}"
+    );
+    assert!(rows.iter().any(|r| r.0 == "dropped"), "{rows:?}");
+    let alarms = peer.search(None, ALARM).await;
+    assert!(
+        alarms
+            .iter()
+            .any(|r| r["extension"][0]["valueString"] == "bed-5"
+                && component(r, "68481").as_deref() == Some("start")),
+        "the risk alarm's start never arrived"
+    );
 }
 
 #[test]
