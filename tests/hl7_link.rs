@@ -152,6 +152,32 @@ async fn reports_reach_a_real_receiver_coded_and_refusals_park_while_silence_res
         "the original start time"
     );
 
+    // She silences it for a second: "continue", audio paused; when the silence runs out,
+    // "continue" again, the audio no longer paused.
+    let (code, text) = request(
+        &app,
+        "POST",
+        &format!("/api/alarms/{alarm_id}/silence"),
+        &format!("Cookie: {cookie}\r\n"),
+        r#"{"secs":1}"#,
+    )
+    .await;
+    assert_eq!(code, 200, "{text}");
+    let paused = peer
+        .wait(20.0, "the silence", |m| {
+            m.is_alarm("HOLMES-RISK-ALARM^", "continue")
+                && m.get("OBR", 0, 2) == alarm_ref
+                && m.facet(5) == "audio-paused"
+        })
+        .await;
+    peer.wait(20.0, "the silence running out", |m| {
+        m.is_alarm("HOLMES-RISK-ALARM^", "continue")
+            && m.get("OBR", 0, 2) == alarm_ref
+            && m.control_id() > paused.control_id()
+            && m.facet(5) != "audio-paused"
+    })
+    .await;
+
     // CA and an ORA^R41 accept as AA does: the next message follows, not the same one again.
     for code in ["ca", "ora"] {
         peer.set(code);
