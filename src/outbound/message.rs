@@ -446,38 +446,15 @@ pub(crate) fn parse_ack(frame: &[u8]) -> Result<Ack, MessageError> {
     })
 }
 
+/// What the documents' sample messages were rendered from, and the documents' code blocks, for
+/// the tests that hold the two together.
 #[cfg(test)]
-mod tests {
-    use super::*;
+pub(crate) mod samples {
+    use super::{AlarmKind, AlarmReport, Observation, Phase};
 
-    fn field<'m>(m: &'m hl7_parser::Message<'m>, q: &str) -> String {
-        m.query(q)
-            .map(|r| m.separators.decode(r.raw_value()).to_string())
-            .unwrap_or_default()
-    }
-
-    /// The ```text blocks of a document that hold `kind` (an MSH-9), as segments.
-    fn samples(doc: &str, kind: &str) -> Vec<Vec<String>> {
-        let text =
-            std::fs::read_to_string(std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(doc))
-                .unwrap();
-        text.split("```text\n")
-            .skip(1)
-            .filter_map(|b| b.split("```").next())
-            .filter(|b| b.contains(kind))
-            .map(|b| b.lines().map(str::to_owned).collect())
-            .collect()
-    }
-
-    #[test]
-    fn the_sample_messages_of_the_readme_and_operations_are_what_holmes_renders() {
-        let cfg = Hl7Config {
-            receiving_application: "GATEWAY".into(),
-            receiving_facility: "HOSP".into(),
-            equipment_id: "HOLMES^^0050C2FFFE12A3B4^EUI-64".into(),
-            ..Hl7Config::default()
-        };
-        // 2025-11-27 08:00:00 UTC.
+    /// The samples' time (2025-11-27 08:00:00 UTC), a bed's observation then, and the start of
+    /// its risk alarm 55.31 s later.
+    pub(crate) fn drafts() -> (i64, Observation, AlarmReport) {
         let t0 = 1_764_230_400_000;
         let o = Observation {
             bed: "bed-7".into(),
@@ -496,6 +473,51 @@ mod tests {
             at_ms: t0 + 55_310,
             inactivation: "enabled",
         };
+        (t0, o, a)
+    }
+
+    /// The ```lang code blocks of a document of the checkout, in order.
+    pub(crate) fn blocks(doc: &str, lang: &str) -> Vec<String> {
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(doc);
+        let text = std::fs::read_to_string(path).unwrap();
+        text.split(&format!("```{lang}\n"))
+            .skip(1)
+            .filter_map(|b| b.split("```").next())
+            .map(str::to_owned)
+            .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn field<'m>(m: &'m hl7_parser::Message<'m>, q: &str) -> String {
+        m.query(q)
+            .map(|r| m.separators.decode(r.raw_value()).to_string())
+            .unwrap_or_default()
+    }
+
+    use super::samples::{blocks, drafts};
+
+    /// The ```text blocks of a document that hold `kind` (an MSH-9), as segments.
+    fn samples(doc: &str, kind: &str) -> Vec<Vec<String>> {
+        blocks(doc, "text")
+            .into_iter()
+            .filter(|b| b.contains(kind))
+            .map(|b| b.lines().map(str::to_owned).collect())
+            .collect()
+    }
+
+    #[test]
+    fn the_sample_messages_of_the_readme_and_operations_are_what_holmes_renders() {
+        let cfg = Hl7Config {
+            receiving_application: "GATEWAY".into(),
+            receiving_facility: "HOSP".into(),
+            equipment_id: "HOLMES^^0050C2FFFE12A3B4^EUI-64".into(),
+            ..Hl7Config::default()
+        };
+        let (t0, o, a) = drafts();
         let segments = |m: String| -> Vec<String> {
             m.split('\r')
                 .filter(|s| !s.is_empty())

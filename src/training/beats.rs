@@ -55,6 +55,8 @@ const EPOCHS: usize = 8;
 const LEARNING_RATE: f64 = 1e-3;
 /// The fit's random seed.
 const SEED: u64 = 0x6265_6174;
+/// The augmented copies' seed, to which each copy's number is added.
+const AUGMENT_SEED: u64 = 0x6175_676d;
 
 type Train = Autodiff<Flex>;
 
@@ -126,8 +128,9 @@ impl BeatRows {
     /// patient's own ventricular beats spliced into its sinus rhythm ([`splice`], where the
     /// record has enough of them), and each window seen through a monitor
     /// ([`monitor_variant`]: a filter mode, gain, polarity, baseline wander, leads swapped).
-    /// Deterministic from `seed`.
-    pub(crate) fn add_augmented(&mut self, rec: &RecordData, window: usize, hop: usize, seed: u64) {
+    /// Deterministic from `copy` (a fit gives each of its records its own, e.g. its index).
+    pub(crate) fn add_augmented(&mut self, rec: &RecordData, window: usize, hop: usize, copy: u64) {
+        let seed = AUGMENT_SEED.wrapping_add(copy);
         let spliced = splice(rec, seed, SpliceMix::EVALUATION);
         let rec = spliced.as_ref().map_or(rec, |s| &s.record);
         let mut rng = SmallRng::seed_from_u64(seed ^ SEED);

@@ -276,12 +276,9 @@ mod tests {
 
     /// The ```json blocks of a document, each line or the whole block one resource.
     fn samples(doc: &str) -> Vec<Value> {
-        let text =
-            std::fs::read_to_string(std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(doc))
-                .unwrap();
         let mut out = Vec::new();
-        for block in text.split("```json\n").skip(1) {
-            let block = block.split("```").next().unwrap_or_default();
+        for block in crate::outbound::message::samples::blocks(doc, "json") {
+            let block = block.as_str();
             match serde_json::from_str::<Value>(block) {
                 Ok(v) => out.push(v),
                 Err(_) => out.extend(block.lines().map(|l| serde_json::from_str(l).unwrap())),
@@ -297,25 +294,8 @@ mod tests {
             device_id: "0050C2FFFE12A3B4".into(),
             ..FhirConfig::default()
         };
-        // 2025-11-27 08:00:00 UTC.
-        let t0 = 1_764_230_400_000;
-        let o = Draft::Observation(Observation {
-            bed: "bed-7".into(),
-            at_ms: t0,
-            score: Some(0.041),
-            heart_rate_bpm: Some(72.0),
-            risk_alarm: false,
-            quality: "scored",
-        });
-        let a = Draft::Alarm(AlarmReport {
-            alarm_id: 57,
-            bed: "bed-7".into(),
-            kind: AlarmKind::Risk,
-            phase: Phase::Start,
-            raised_ms: t0 + 55_310,
-            at_ms: t0 + 55_310,
-            inactivation: "enabled",
-        });
+        let (t0, o, a) = crate::outbound::message::samples::drafts();
+        let (o, a) = (Draft::Observation(o), Draft::Alarm(a));
         let v = |s: String| serde_json::from_str::<Value>(&s).unwrap();
         let hr = v(render(&cfg, &o, 1, t0 + 1_250));
         let risk = v(render(&cfg, &o, 0, t0 + 1_250));

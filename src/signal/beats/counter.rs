@@ -265,7 +265,6 @@ pub struct Counted {
 
 #[cfg(test)]
 mod tests {
-    use super::super::{Dense, FEATURES};
     use super::*;
     use crate::signal::test_signals::ectopic_train;
 
@@ -291,20 +290,8 @@ mod tests {
     /// A counter whose classifier calls a beat ventricular when it correlates poorly with the
     /// template (logit 10 - 20 x correlation), under `rule`.
     fn counter(rule: BeatRule) -> BeatCounter {
-        let mut weight = vec![0.0; FEATURES];
-        weight[0] = -20.0;
         let file = BeatsFile {
-            classifier: BeatClassifier {
-                measures: BeatClassifier::measure_names(),
-                mean: vec![0.0; FEATURES],
-                std: vec![1.0; FEATURES],
-                layers: vec![Dense {
-                    inputs: FEATURES,
-                    outputs: 1,
-                    weight,
-                    bias: vec![10.0],
-                }],
-            },
+            classifier: BeatClassifier::on_first_feature(-20.0, 10.0),
             rule,
         };
         let dir = std::env::temp_dir().join(format!("holmes-beats-{}", std::process::id()));

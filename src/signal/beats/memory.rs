@@ -122,24 +122,12 @@ impl BedMemories {
 
 #[cfg(test)]
 mod tests {
-    use super::super::{Dense, FEATURES};
+    use super::super::FEATURES;
     use super::*;
 
     /// A classifier whose probability is the logistic of the first feature.
     fn first_feature() -> BeatClassifier {
-        let mut weight = vec![0.0; FEATURES];
-        weight[0] = 1.0;
-        BeatClassifier {
-            measures: BeatClassifier::measure_names(),
-            mean: vec![0.0; FEATURES],
-            std: vec![1.0; FEATURES],
-            layers: vec![Dense {
-                inputs: FEATURES,
-                outputs: 1,
-                weight,
-                bias: vec![0.0],
-            }],
-        }
+        BeatClassifier::on_first_feature(1.0, 0.0)
     }
 
     fn beat(sample: usize, x: f32) -> Beat {

@@ -100,9 +100,9 @@ pub(crate) struct Beat {
 /// Finds the beats of a window and describes them: `leads[0]` is the primary lead, `leads[1]`,
 /// when present and as long, the second (a lone lead stands in for it). Beats are found on
 /// both leads together ([`detect_qrs_leads`]: a wide complex that lead II barely shows stands
-/// out on V) and placed at the primary lead's largest deflection. Beats whose context stretch does
-/// not lie wholly in the window are left out; fewer than
-/// [`MIN_BEATS`] beats give none (no template).
+/// out on V) and placed at the primary lead's largest deflection. Beats whose context stretch
+/// does not lie wholly in the window are left out; fewer than [`MIN_BEATS`] beats give none
+/// (no template).
 pub(crate) fn describe(leads: &[&[f32]]) -> Vec<Beat> {
     let Some(&first) = leads.first() else {
         return Vec::new();
@@ -335,6 +335,25 @@ impl BeatClassifier {
             }
         }
         h.first().copied().unwrap_or(0.0)
+    }
+
+    /// A classifier for tests: one layer reading the first feature (standardised as is), its
+    /// logit `weight x feature + bias`.
+    #[cfg(test)]
+    pub(crate) fn on_first_feature(weight: f32, bias: f32) -> BeatClassifier {
+        let mut w = vec![0.0; FEATURES];
+        w[0] = weight;
+        BeatClassifier {
+            measures: BeatClassifier::measure_names(),
+            mean: vec![0.0; FEATURES],
+            std: vec![1.0; FEATURES],
+            layers: vec![Dense {
+                inputs: FEATURES,
+                outputs: 1,
+                weight: w,
+                bias: vec![bias],
+            }],
+        }
     }
 
     /// The probability that `beat` is ventricular.

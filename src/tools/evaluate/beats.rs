@@ -25,8 +25,6 @@ use super::{EvaluateError, EvaluateOptions, choose_rule, load_part_of};
 /// Beats for the fit are taken from windows this far apart, s: each beat lies in two windows
 /// of 30 s, against two templates.
 const FIT_HOP_SECS: usize = 15;
-/// The seed of the fit's augmented copies (the record's index is added).
-const AUGMENT_SEED: u64 = 0x6175_676d;
 
 /// The fitted classifier and how it calls beats.
 #[derive(Debug, Clone, Serialize)]
@@ -58,7 +56,7 @@ pub(crate) fn fit(
             rows.add_record(r, window, FIT_HOP_SECS * SAMPLE_RATE_HZ);
             if part == SplitName::Train {
                 let hop = FIT_HOP_SECS * SAMPLE_RATE_HZ;
-                rows.add_augmented(r, window, hop, AUGMENT_SEED + i as u64);
+                rows.add_augmented(r, window, hop, i as u64);
             }
         }
         if !rows.ys.iter().any(|&y| y) || rows.ys.iter().all(|&y| y) {

@@ -33,8 +33,6 @@ use super::{EvaluateError, EvaluateOptions};
 const MATCH_SECS: f64 = 0.15;
 /// Beats for the fit come from windows this far apart, s (as `--beats` fits).
 const FIT_HOP_SECS: usize = 15;
-/// The seed of the fit's augmented copies (the record's index is added).
-const AUGMENT_SEED: u64 = 0x6175_676d;
 /// Every this many patient groups of the databases fitted on, one chooses the fit's epoch.
 const EPOCH_GROUP_EVERY: usize = 5;
 /// Call probabilities reported.
@@ -146,7 +144,7 @@ pub fn cross_database(opts: &EvaluateOptions) -> Result<CrossDatabase, EvaluateE
                 epoch_rows.add_record(r, window, FIT_HOP_SECS * fs);
             } else {
                 fit_rows.add_record(r, window, FIT_HOP_SECS * fs);
-                fit_rows.add_augmented(r, window, FIT_HOP_SECS * fs, AUGMENT_SEED + i as u64);
+                fit_rows.add_augmented(r, window, FIT_HOP_SECS * fs, i as u64);
             }
         }
         if !fit_rows.ys.iter().any(|&y| y) || !epoch_rows.ys.iter().any(|&y| y) {

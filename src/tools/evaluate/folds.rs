@@ -44,8 +44,6 @@ use crate::training::dataset::{SpliceMix, Spliced, splice};
 
 /// Beats for the fit come from windows this far apart, s (as `--beats` fits).
 const FIT_HOP_SECS: usize = 15;
-/// The seed of the fit's augmented copies (the record's index is added).
-const AUGMENT_SEED: u64 = 0x6175_676d;
 /// The noise level of the stress condition, dB.
 const STRESS_DB: f32 = 6.0;
 
@@ -155,7 +153,7 @@ pub fn cross_validate(opts: &EvaluateOptions, k: usize) -> Result<CrossValidatio
         .enumerate()
     {
         train_rows.add_record(r, win, FIT_HOP_SECS * fs);
-        train_rows.add_augmented(r, win, FIT_HOP_SECS * fs, AUGMENT_SEED + i as u64);
+        train_rows.add_augmented(r, win, FIT_HOP_SECS * fs, i as u64);
     }
     if !train_rows.ys.iter().any(|&y| y) {
         return Err(EvaluateError::NoBeats("train"));
