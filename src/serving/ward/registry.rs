@@ -535,3 +535,58 @@ impl Ward {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::core::patient::Patient;
+
+    struct Nowhere;
+
+    impl WardSink for Nowhere {
+        fn window(&self, _: ClosedWindow) {}
+        fn event(&self, _: Event) {}
+        fn bed_seen(&self, _: &str, _: &str) {}
+    }
+
+    #[tokio::test]
+    async fn an_evicted_beds_patient_is_forgotten() {
+        let c = crate::config::Config::default();
+        let mut ward_cfg = c.ward.clone();
+        ward_cfg.max_beds = 1;
+        ward_cfg.beds.clear();
+        ward_cfg.admit_unknown_beds = true;
+        let ward = Ward::new(
+            WardSettings {
+                ward: ward_cfg,
+                quality: c.quality.clone(),
+                bed_queue: 8,
+            },
+            Arc::new(Nowhere),
+            HashMap::new(),
+            CancellationToken::new(),
+            TaskTracker::new(),
+        );
+        let (out, _rx) = mpsc::channel(8);
+        let attach = |bed: &'static str| {
+            let (ward, out) = (ward.clone(), out.clone());
+            async move {
+                ward.attach(bed, "gw", Claim::default(), [true; MAX_LEADS], vec![], out)
+                    .await
+            }
+        };
+        let a = attach("a").await.unwrap();
+        let p = Patient {
+            id: "MRN-1".into(),
+            authority: "HOSP".into(),
+        };
+        ward.admissions().set("a", Some(p.clone()));
+        // Still attached: bed b finds no place, bed a keeps its patient.
+        assert!(attach("b").await.is_err());
+        assert_eq!(ward.admissions().get("a").as_deref(), Some(&p));
+        // Gone without streaming: b takes its place and a's patient is forgotten.
+        ward.detach("a", a.conn).await;
+        attach("b").await.unwrap();
+        assert_eq!(ward.admissions().get("a"), None);
+    }
+}
