@@ -6,7 +6,9 @@
 
 use std::collections::BTreeMap;
 
-use serde::{Deserialize, Serialize};
+use serde::{Deserialize, Deserializer, Serialize};
+
+pub use crate::core::patient::{MAX_PATIENT_CHARS, Patient};
 
 /// Protocol version a hello must name.
 pub(crate) const PROTOCOL_VERSION: u32 = 1;
@@ -87,6 +89,16 @@ pub enum ClientMsg {
         ecg: Vec<EcgChannel>,
         #[serde(default)]
         vitals: Vec<VitalsChannel>,
+        /// The patient the bed is admitted with; absent: none (the bed is not admitted, or
+        /// no longer).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        patient: Option<Patient>,
+    },
+    /// The bed's patient changed: admitted (`patient` an object) or discharged (`null`); the
+    /// field is required, so a message without it discharges no one.
+    Patient {
+        #[serde(deserialize_with = "nullable")]
+        patient: Option<Patient>,
     },
     /// A short run of ECG samples per lead, in mV; `t_ms` is the device time of the first.
     Samples {
@@ -293,7 +305,14 @@ fn nests_deeper_than(text: &str, max: usize) -> bool {
     false
 }
 
-/// Parses a text message from a monitor.
+/// A field that must be present and may be `null` (serde would read a missing `Option` as
+/// `None`).
+fn nullable<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Patient>, D::Error> {
+    Option::<Patient>::deserialize(d)
+}
+
+/// Parses a text message from a monitor: its shape, sequence numbers within `0..=MAX_SEQ`, a
+/// patient identity that [`Patient::check`] accepts.
 pub fn parse_client(text: &str) -> Result<ClientMsg, String> {
     if nests_deeper_than(text, MAX_JSON_DEPTH) {
         return Err(format!("JSON nested deeper than {MAX_JSON_DEPTH} levels"));
@@ -301,7 +320,13 @@ pub fn parse_client(text: &str) -> Result<ClientMsg, String> {
     let msg: ClientMsg = serde_json::from_str(text).map_err(|e| e.to_string())?;
     match &msg {
         ClientMsg::Samples { seq, .. } | ClientMsg::Vitals { seq, .. } => check_seq(*seq)?,
-        ClientMsg::Hello { .. } | ClientMsg::Bye {} => {}
+        ClientMsg::Hello {
+            patient: Some(p), ..
+        }
+        | ClientMsg::Patient { patient: Some(p) } => p.check().map_err(|e| e.to_string())?,
+        ClientMsg::Hello { patient: None, .. }
+        | ClientMsg::Patient { patient: None }
+        | ClientMsg::Bye {} => {}
     }
     Ok(msg)
 }
@@ -364,6 +389,72 @@ mod tests {
         assert!(matches!(parse_client(v).unwrap(), ClientMsg::Vitals { .. }));
         assert!(parse_client(r#"{"type":"samples","seq":1}"#).is_err());
         assert!(parse_client(r#"{"type":"nonsense"}"#).is_err());
+    }
+
+    #[test]
+    fn a_patient_is_read_from_the_hello_and_the_patient_message_and_checked() {
+        let hello = |patient: &str| {
+            format!(
+                r#"{{"type":"hello","protocol":1,"bed":"icu-3","device":"mon-17","token":"t",
+                "ecg":[{{"lead":"II","hz":250}}]{patient}}}"#
+            )
+        };
+        let mrn = Patient {
+            id: "MRN-00417".into(),
+            authority: "HOSP".into(),
+        };
+        match parse_client(&hello(
+            r#","patient":{"id":"MRN-00417","authority":"HOSP"}"#,
+        )) {
+            Ok(ClientMsg::Hello { patient, .. }) => assert_eq!(patient, Some(mrn.clone())),
+            m => panic!("{m:?}"),
+        }
+        assert!(matches!(
+            parse_client(&hello("")),
+            Ok(ClientMsg::Hello { patient: None, .. })
+        ));
+        for (bad, why) in [
+            (r#","patient":{"id":"a|b","authority":"HOSP"}"#, "delimiter"),
+            (r#","patient":{"id":"1","authority":"H^X"}"#, "delimiter"),
+            (
+                r#","patient":{"id":"1
+2","authority":"HOSP"}"#,
+                "control",
+            ),
+            (r#","patient":{"id":"","authority":"HOSP"}"#, "empty"),
+            (r#","patient":{"id":"1"}"#, "missing field"),
+            (
+                r#","patient":{"id":"1","authority":"H","name":"x"}"#,
+                "unknown field",
+            ),
+            (r#","patient":"MRN-00417""#, "invalid type"),
+        ] {
+            let e = parse_client(&hello(bad)).unwrap_err();
+            assert!(e.contains(why), "{bad}: {e}");
+        }
+        let admit = r#"{"type":"patient","patient":{"id":"MRN-00417","authority":"HOSP"}}"#;
+        assert_eq!(
+            parse_client(admit).unwrap(),
+            ClientMsg::Patient {
+                patient: Some(mrn.clone())
+            }
+        );
+        assert_eq!(
+            parse_client(r#"{"type":"patient","patient":null}"#).unwrap(),
+            ClientMsg::Patient { patient: None }
+        );
+        // Discharging takes an explicit null.
+        assert!(parse_client(r#"{"type":"patient"}"#).is_err());
+        let long = format!(
+            r#"{{"type":"patient","patient":{{"id":"{}","authority":"H"}}}}"#,
+            "x".repeat(MAX_PATIENT_CHARS + 1)
+        );
+        assert!(parse_client(&long).unwrap_err().contains("longer than 64"));
+        // A round trip keeps the identity, and a hello without one says nothing of it.
+        let text = serde_json::to_string(&parse_client(admit).unwrap()).unwrap();
+        assert_eq!(parse_client(&text).unwrap(), parse_client(admit).unwrap());
+        let text = serde_json::to_string(&parse_client(&hello("")).unwrap()).unwrap();
+        assert!(!text.contains("patient"), "{text}");
     }
 
     #[test]

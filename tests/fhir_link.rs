@@ -6,7 +6,8 @@
 //! LOINC 8867-4 and MDC 147842 in UCUM /min, the risk score under its local code, the risk
 //! alarm as an alarm-event Observation; a refused resource parked and visible, a failing
 //! server and a lost answer resent without a duplicate; across a killed server and a
-//! restarted daemon, every resource the outbox held arrives once, in order.
+//! restarted daemon, every resource the outbox held arrives once, in order; an admitted bed's
+//! resources name its patient in `subject`, another bed's name none.
 //!
 //! `holmes validate` on the `[fhir]` section is checked here too (no server needed).
 //!
@@ -428,6 +429,59 @@ async fn old_observations_are_dropped_and_counted_while_alarms_wait_for_the_serv
                 && component(r, "68481").as_deref() == Some("start")),
         "the risk alarm's start never arrived"
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_admitted_beds_resources_name_its_patient_as_subject_and_others_none() {
+    let test = "an_admitted_beds_resources_name_its_patient_as_subject_and_others_none";
+    if !fhir_available(test) {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let peer = Peer::start(dir.path(), 0, "ok", None);
+    let base = peer.base_url();
+    let app = common::spawn_app(move |c| fhir_config(c, base)).await;
+    // bed-1's monitor names a URI authority, bed-3's a namespace id; bed-2's none.
+    let admitted = |bed: &str, authority: &str| {
+        let mut h = common::hello(bed, &format!("mon-{bed}"));
+        h["patient"] = serde_json::json!({"id": format!("MRN-{bed}"), "authority": authority});
+        let (_tx, rx) = tokio::sync::mpsc::unbounded_channel();
+        hl7_receiver::stream_with(app.ws_url(), h, rx)
+    };
+    let one = admitted("bed-1", "urn:oid:1.2.840.99.7");
+    let three = admitted("bed-3", "HOSP");
+    let two = stream(app.ws_url(), "bed-2");
+    let bed = |r: &Value| {
+        r["extension"][0]["valueString"]
+            .as_str()
+            .unwrap_or("")
+            .to_owned()
+    };
+    let want_one =
+        serde_json::json!({"identifier": {"system": "urn:oid:1.2.840.99.7", "value": "MRN-bed-1"}});
+    let want_three = serde_json::json!({"identifier": {
+        "system": "urn:holmes:fhir:authority:HOSP",
+        "value": "MRN-bed-3",
+        "assigner": {"display": "HOSP"}
+    }});
+    // The server validated and stored each kind with the subject, for every bed.
+    for code in [LOINC_HR, RISK, ALARM] {
+        for b in ["bed-1", "bed-2", "bed-3"] {
+            peer.wait_found(None, 60.0, code, |r| bed(r) == b).await;
+        }
+    }
+    one.abort();
+    two.abort();
+    three.abort();
+    let all = everything(&peer, None).await;
+    for r in &all {
+        match bed(r).as_str() {
+            "bed-1" => assert_eq!(r["subject"], want_one, "{r}"),
+            "bed-3" => assert_eq!(r["subject"], want_three, "{r}"),
+            _ => assert!(r.get("subject").is_none(), "{r}"),
+        }
+    }
+    app.stop().await;
 }
 
 #[test]

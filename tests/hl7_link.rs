@@ -6,8 +6,9 @@
 //! parked and visible, unanswered, late and wrongly answered messages sent again with the same
 //! MSH-10, garbage and a frame over the limit costing the receiver its connection (never
 //! scoring its pace), a silent receiver holding up no shutdown; and the link over TLS,
-//! refused by a receiver its CA does not vouch for. Delivery across outages, restarts and
-//! kills: `tests/hl7_durability.rs`.
+//! refused by a receiver its CA does not vouch for; the patient a monitor admits its bed with
+//! in PID-3 of that bed's reports alone, as it changes, each change audited. Delivery across
+//! outages, restarts and kills: `tests/hl7_durability.rs`.
 //!
 //! `holmes validate` on the `[hl7]` section is checked here too (no receiver needed).
 //!
@@ -21,7 +22,7 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use hl7_receiver::*;
-use serde_json::Value;
+use serde_json::{Value, json};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn reports_reach_a_real_receiver_coded_and_refusals_park_while_silence_resends() {
@@ -481,6 +482,136 @@ async fn the_link_speaks_tls_to_a_receiver_its_ca_vouches_for() {
     assert_eq!(h["hl7"]["connected"], false, "{h}");
     assert_eq!(peer.received().len(), before);
     streaming.abort();
+    app.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_admitted_beds_reports_name_its_patient_in_pid_3_as_it_changes() {
+    let test = "an_admitted_beds_reports_name_its_patient_in_pid_3_as_it_changes";
+    if !hl7_available(test) {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let peer = Peer::start(dir.path(), 0, "aa");
+    let port = peer.port;
+    let app = common::spawn_app(move |c| hl7_config(c, port)).await;
+    let db = app.dir.path().join("holmes.db");
+
+    // An identity HL7 cannot carry as it is, or with a control character: the hello is
+    // refused, saying which part and why, and the bed is not admitted.
+    for (id, why) in [("MRN|1", "delimiter"), ("MRN\u{7}", "control character")] {
+        let mut h = common::hello("bed-9", "mon-bed-9");
+        h["patient"] = json!({"id": id, "authority": "HOSP"});
+        let (_ws, first) = common::connect_raw(&app.ws_url(), &h).await;
+        let (code, reason) = common::close_of(&first).unwrap();
+        assert_eq!(code, 4000, "{reason}");
+        assert!(
+            reason.contains("patient.id") && reason.contains(why),
+            "{reason}"
+        );
+    }
+    // A bad patient message is a per-frame error; the connection carries on.
+    let mut m = common::Monitor::connect(&app.ws_url(), "bed-9", "mon-bed-9").await;
+    m.send(json!({"type": "patient", "patient": {"id": "1", "authority": "H&S"}}))
+        .await;
+    let e = m.expect(10.0, |v| v["type"] == "error").await;
+    assert_eq!(e["code"], "malformed", "{e}");
+    assert!(
+        e["message"].as_str().unwrap().contains("patient.authority"),
+        "{e}"
+    );
+    m.send(json!({"type": "patient"})).await;
+    let e = m.expect(10.0, |v| v["type"] == "error").await;
+    assert!(e["message"].as_str().unwrap().contains("patient"), "{e}");
+    drop(m);
+
+    // bed-1 is admitted in its hello, bed-2 not.
+    let mut h = common::hello("bed-1", "mon-bed-1");
+    h["patient"] = json!({"id": "MRN-00417", "authority": "HOSP"});
+    let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+    let one = stream_with(app.ws_url(), h, rx);
+    let two = stream(app.ws_url(), "bed-2");
+    let pid3 = |m: &Msg| m.get("PID", 0, 3);
+    let first = "MRN-00417^^^HOSP^MR";
+    let o = peer
+        .wait(60.0, "bed-1's observation", |m| {
+            m.kind() == ORU_R01 && m.bed() == "bed-1"
+        })
+        .await;
+    assert_eq!(pid3(&o), first, "{}", o.text);
+    let a = peer
+        .wait(30.0, "bed-1's risk alarm", |m| {
+            m.is_alarm("HOLMES-RISK-ALARM", "start") && m.bed() == "bed-1"
+        })
+        .await;
+    assert_eq!(pid3(&a), first, "{}", a.text);
+    let o2 = peer
+        .wait(30.0, "bed-2's observation", |m| {
+            m.kind() == ORU_R01 && m.bed() == "bed-2"
+        })
+        .await;
+    assert_eq!(o2.segments("PID"), vec![vec!["PID", "1"]], "{}", o2.text);
+
+    // Discharged, then admitted with another patient, without reconnecting.
+    tx.send(json!({"type": "patient", "patient": null}))
+        .unwrap();
+    peer.wait(30.0, "bed-1's report after the discharge", |m| {
+        m.bed() == "bed-1" && m.kind() == ORU_R01 && pid3(m).is_empty()
+    })
+    .await;
+    let second = "4711^^^urn:oid:1.2.840.99.7^MR";
+    tx.send(
+        json!({"type": "patient", "patient": {"id": "4711", "authority": "urn:oid:1.2.840.99.7"}}),
+    )
+    .unwrap();
+    peer.wait(30.0, "bed-1's report after the new admission", |m| {
+        m.bed() == "bed-1" && m.kind() == ORU_R01 && pid3(m) == second
+    })
+    .await;
+    one.abort();
+    two.abort();
+    // Every report carries the identity in force when it was made: in MSH-10 order, bed-1's
+    // went from the first patient to none to the second, never back; bed-2's never had one.
+    let mut got = peer.received();
+    got.sort_by_key(Msg::control_id);
+    got.dedup_by_key(|m| m.control_id());
+    let mut seen: Vec<String> = Vec::new();
+    for m in got.iter().filter(|m| m.bed() == "bed-1") {
+        if seen.last() != Some(&pid3(m)) {
+            seen.push(pid3(m));
+        }
+    }
+    assert_eq!(seen, [first, "", second]);
+    assert!(
+        got.iter()
+            .filter(|m| m.bed() == "bed-2")
+            .all(|m| pid3(m).is_empty())
+    );
+
+    // One audit row a change, the device the actor; none for bed-2 or the refused hellos.
+    let rows = patient_audit(&db, 3).await;
+    let mrn = json!({"id": "MRN-00417", "authority": "HOSP"});
+    let oid = json!({"id": "4711", "authority": "urn:oid:1.2.840.99.7"});
+    assert_eq!(
+        rows,
+        vec![
+            (
+                "mon-bed-1".to_string(),
+                "patient_admitted".to_string(),
+                json!({"bed": "bed-1", "patient": mrn, "previous": null})
+            ),
+            (
+                "mon-bed-1".to_string(),
+                "patient_discharged".to_string(),
+                json!({"bed": "bed-1", "patient": mrn})
+            ),
+            (
+                "mon-bed-1".to_string(),
+                "patient_admitted".to_string(),
+                json!({"bed": "bed-1", "patient": oid, "previous": null})
+            ),
+        ]
+    );
     app.stop().await;
 }
 

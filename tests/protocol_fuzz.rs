@@ -9,8 +9,8 @@ use std::time::Duration;
 use common::{Monitor, close_of, spawn_app};
 use futures_util::{SinkExt, StreamExt};
 use holmes::protocol::{
-    BINARY_HEADER, BinarySamples, ClientMsg, EcgChannel, MAX_SEQ, VitalValue, VitalsChannel,
-    encode_binary, parse_binary, parse_client,
+    BINARY_HEADER, BinarySamples, ClientMsg, EcgChannel, MAX_SEQ, Patient, VitalValue,
+    VitalsChannel, encode_binary, parse_binary, parse_client,
 };
 use proptest::prelude::*;
 use serde_json::{Value, json};
@@ -31,6 +31,15 @@ fn sample() -> impl Strategy<Value = Option<f32>> {
     ]
 }
 
+/// A patient identity or none.
+fn patient() -> impl Strategy<Value = Option<Patient>> {
+    prop::option::of(
+        (name(), "[A-Za-z0-9:./_\\-]{1,20}")
+            .prop_map(|(id, authority)| Patient { id, authority })
+            .prop_filter("a valid identity", |p| p.check().is_ok()),
+    )
+}
+
 /// Any valid client message.
 fn client_msg() -> impl Strategy<Value = ClientMsg> {
     let hello = (
@@ -40,9 +49,10 @@ fn client_msg() -> impl Strategy<Value = ClientMsg> {
         name(),
         prop::collection::vec((name(), 1.0f64..1000.0), 0..4),
         prop::collection::vec((name(), name()), 0..4),
+        patient(),
     )
         .prop_map(
-            |(protocol, bed, device, token, ecg, vitals)| ClientMsg::Hello {
+            |(protocol, bed, device, token, ecg, vitals, patient)| ClientMsg::Hello {
                 protocol,
                 bed,
                 device,
@@ -55,6 +65,7 @@ fn client_msg() -> impl Strategy<Value = ClientMsg> {
                     .into_iter()
                     .map(|(name, unit)| VitalsChannel { name, unit })
                     .collect(),
+                patient,
             },
         );
     let samples = (
@@ -93,7 +104,8 @@ fn client_msg() -> impl Strategy<Value = ClientMsg> {
                 })
                 .collect(),
         });
-    prop_oneof![hello, samples, vitals, Just(ClientMsg::Bye {})]
+    let admission = patient().prop_map(|patient| ClientMsg::Patient { patient });
+    prop_oneof![hello, samples, vitals, admission, Just(ClientMsg::Bye {})]
 }
 
 /// Any JSON value, nested a little.

@@ -277,6 +277,7 @@ pub async fn start(cfg: Config, listener: TcpListener) -> Result<Running, Server
             &cfg.hl7,
             &cfg.storage.db,
             store.subscribe(),
+            ward.admissions(),
             shutdown.child_token(),
             &tracker,
         )
@@ -290,6 +291,7 @@ pub async fn start(cfg: Config, listener: TcpListener) -> Result<Running, Server
             &cfg.fhir,
             &cfg.storage.db,
             store.subscribe(),
+            ward.admissions(),
             shutdown.child_token(),
             &tracker,
         )

@@ -6,12 +6,15 @@
 //!   quality, as the ward hands it to the engine.
 //! - [`event`]: technical events and where they come from ([`event::Origin`]).
 //! - [`score`]: a window's outcome (status, score, members), as the engine hands it to the store.
+//! - [`patient`]: the patient a monitor says its bed is admitted with, and each bed's current one
+//!   ([`patient::Admissions`], written by the monitors' connections, read by the outbound feeds).
 //! - [`metrics`]: ROC-AUC, PR-AUC, thresholds and the mean-probability ensemble of predictions.
 //! - [`stats`], [`time`], [`hash`]: percentiles, wall-clock milliseconds, SHA-256.
 
 pub(crate) mod event;
 pub(crate) mod hash;
 pub(crate) mod metrics;
+pub mod patient;
 pub(crate) mod score;
 pub mod stats;
 pub mod time;

@@ -5,8 +5,9 @@
 //! and counted there, `holmes_alarm_feed_dropped_total`, a problem in `/api/health`), and
 //! every `hl7.cadence_secs` (`fhir.cadence_secs`) each bed's latest committed window (from
 //! the store writer's broadcast of scores) into an observation report (dropped and
-//! counted when the queue is full: the next cadence brings a newer one). It holds one score
-//! per bed between cadences, so its memory is bounded by the ward.
+//! counted when the queue is full: the next cadence brings a newer one). Each report carries
+//! the patient its bed is admitted with as the feed makes it (the ward's admissions). It holds
+//! one score per bed between cadences, so its memory is bounded by the ward.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
@@ -19,6 +20,7 @@ use tokio_util::sync::CancellationToken;
 use super::LinkStatus;
 use super::message::{AlarmReport, Draft, Observation, Phase};
 use super::outbox::{Names, Outbox};
+use crate::core::patient::Admissions;
 use crate::core::score::ScoreRecord;
 use crate::core::time::now_ms;
 use crate::dashboard::alarms::{Alarm, AlarmKind, Transition};
@@ -34,11 +36,13 @@ pub(crate) struct Feed {
     pub(crate) scores: broadcast::Receiver<Arc<ScoreRecord>>,
     /// The board's alarm transitions (the board holds the sender).
     pub(crate) alarms: mpsc::Receiver<Transition>,
+    /// The patient each bed is admitted with (the monitors' connections write it).
+    pub(crate) admissions: Admissions,
     pub(crate) shutdown: CancellationToken,
 }
 
 /// The report of one alarm transition, dated when it happened (`now` for a change that
-/// carries no time of its own, such as a silence running out).
+/// carries no time of its own, such as a silence running out), without a patient.
 pub(crate) fn report(t: &Transition, now: i64) -> AlarmReport {
     let (a, phase, at): (&Alarm, Phase, i64) = match t {
         Transition::Raised(a) => (a, Phase::Start, a.raised_ms),
@@ -72,10 +76,18 @@ pub(crate) fn report(t: &Transition, now: i64) -> AlarmReport {
         raised_ms: a.raised_ms,
         at_ms: at,
         inactivation,
+        patient: None,
     }
 }
 
 impl Feed {
+    /// The report of `t` now, with the patient its bed is admitted with now.
+    fn alarm_report(&self, t: &Transition) -> AlarmReport {
+        let mut r = report(t, now_ms());
+        r.patient = self.admissions.get(&r.bed);
+        r
+    }
+
     pub(crate) async fn run(mut self) {
         let mut latest: HashMap<Arc<str>, Arc<ScoreRecord>> = HashMap::new();
         let mut risk: HashSet<String> = HashSet::new();
@@ -99,7 +111,7 @@ impl Feed {
                 },
                 t = self.alarms.recv(), if alarms_open => match t {
                     Some(t) => {
-                        let r = report(&t, now_ms());
+                        let r = self.alarm_report(&t);
                         if r.kind == AlarmKind::Risk {
                             if r.phase == Phase::End {
                                 risk.remove(&r.bed);
@@ -120,6 +132,7 @@ impl Feed {
                             heart_rate_bpm: s.heart_rate_bpm,
                             risk_alarm: risk.contains(&*bed),
                             quality: s.status.as_str(),
+                            patient: self.admissions.get(&bed),
                         };
                         if !self.outbox.try_enqueue(Draft::Observation(o)) {
                             self.status.queue_dropped.fetch_add(1, Ordering::Relaxed);
@@ -132,9 +145,8 @@ impl Feed {
         // Alarm changes the board handed over before shutdown still go to the outbox.
         self.alarms.close();
         while let Some(t) = self.alarms.recv().await {
-            self.outbox
-                .enqueue(Draft::Alarm(report(&t, now_ms())))
-                .await;
+            let r = self.alarm_report(&t);
+            self.outbox.enqueue(Draft::Alarm(r)).await;
         }
     }
 }

@@ -9,9 +9,12 @@
 //! docs/OPERATIONS.md lists them). Times are UTC,
 //! `YYYYMMDDHHMMSS.SSS+0000`; an alarm keeps its original times however late it is sent.
 
+use std::sync::Arc;
+
 use hl7_parser::builder::prelude::*;
 
 use crate::config::Hl7Config;
+use crate::core::patient::Patient;
 use crate::dashboard::alarms::AlarmKind;
 
 /// OBX-3 of the risk score (PCD-01) and the risk alarm's source (PCD-04).
@@ -53,6 +56,8 @@ pub(crate) struct Observation {
     pub(crate) risk_alarm: bool,
     /// The score's status ([`DATA_QUALITY`]).
     pub(crate) quality: &'static str,
+    /// The patient the bed is admitted with when the report is made, if any (PID-3).
+    pub(crate) patient: Option<Arc<Patient>>,
 }
 
 /// An alarm report's phase (facet 3).
@@ -88,6 +93,8 @@ pub(crate) struct AlarmReport {
     pub(crate) at_ms: i64,
     /// `enabled`, `alert-acknowledged` or `audio-paused` (facet 5).
     pub(crate) inactivation: &'static str,
+    /// The patient the bed is admitted with when the report is made, if any (PID-3).
+    pub(crate) patient: Option<Arc<Patient>>,
 }
 
 /// What goes into the outbox; rendered once its MSH-10 is known.
@@ -181,11 +188,22 @@ fn msh(cfg: &Hl7Config, kind: &str, control_id: &str, at_ms: i64, profile: &str)
         .with_field(21, coded(profile))
 }
 
-/// The patient and the bed: Holmes knows no patient identity (no admissions), so PID carries
-/// none; PV1-3 is the bed (its third component, PL.3).
-fn patient(bed: &str) -> [SegmentBuilder; 2] {
+/// The patient and the bed: PID-3 is the patient the bed's monitor said it is admitted with
+/// (`id^^^authority^MR`: CX.1, CX.4 and the identifier type code, medical record number),
+/// empty where it named none; PV1-3 is the bed (its third component, PL.3).
+fn patient(bed: &str, who: Option<&Patient>) -> [SegmentBuilder; 2] {
+    let mut pid = SegmentBuilder::new("PID").with_field_value(1, "1");
+    if let Some(p) = who {
+        pid = pid.with_field(
+            3,
+            FieldBuilder::default()
+                .with_component(1, p.id.as_str())
+                .with_component(4, p.authority.as_str())
+                .with_component(5, "MR"),
+        );
+    }
     [
-        SegmentBuilder::new("PID").with_field_value(1, "1"),
+        pid,
         SegmentBuilder::new("PV1")
             .with_field_value(2, "I")
             .with_field(3, FieldBuilder::default().with_component(3, bed)),
@@ -255,7 +273,7 @@ fn observation(cfg: &Hl7Config, o: &Observation, control_id: &str, created_ms: i
         created_ms,
         &cfg.pcd01_profile,
     ));
-    for s in patient(&o.bed) {
+    for s in patient(&o.bed, o.patient.as_deref()) {
         m.push_segment(s);
     }
     let app = &cfg.sending_application;
@@ -321,7 +339,7 @@ fn alarm(cfg: &Hl7Config, a: &AlarmReport, control_id: &str, created_ms: i64) ->
         created_ms,
         &cfg.pcd04_profile,
     ));
-    for s in patient(&a.bed) {
+    for s in patient(&a.bed, a.patient.as_deref()) {
         m.push_segment(s);
     }
     let app = &cfg.sending_application;
@@ -463,6 +481,7 @@ pub(crate) mod samples {
             heart_rate_bpm: Some(72.0),
             risk_alarm: false,
             quality: "scored",
+            patient: None,
         };
         let a = AlarmReport {
             alarm_id: 57,
@@ -472,6 +491,7 @@ pub(crate) mod samples {
             raised_ms: t0 + 55_310,
             at_ms: t0 + 55_310,
             inactivation: "enabled",
+            patient: None,
         };
         (t0, o, a)
     }
@@ -489,204 +509,4 @@ pub(crate) mod samples {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn field<'m>(m: &'m hl7_parser::Message<'m>, q: &str) -> String {
-        m.query(q)
-            .map(|r| m.separators.decode(r.raw_value()).to_string())
-            .unwrap_or_default()
-    }
-
-    use super::samples::{blocks, drafts};
-
-    /// The ```text blocks of a document that hold `kind` (an MSH-9), as segments.
-    fn samples(doc: &str, kind: &str) -> Vec<Vec<String>> {
-        blocks(doc, "text")
-            .into_iter()
-            .filter(|b| b.contains(kind))
-            .map(|b| b.lines().map(str::to_owned).collect())
-            .collect()
-    }
-
-    #[test]
-    fn the_sample_messages_of_the_readme_and_operations_are_what_holmes_renders() {
-        let cfg = Hl7Config {
-            receiving_application: "GATEWAY".into(),
-            receiving_facility: "HOSP".into(),
-            equipment_id: "HOLMES^^0050C2FFFE12A3B4^EUI-64".into(),
-            ..Hl7Config::default()
-        };
-        let (t0, o, a) = drafts();
-        let segments = |m: String| -> Vec<String> {
-            m.split('\r')
-                .filter(|s| !s.is_empty())
-                .map(str::to_owned)
-                .collect()
-        };
-        let r01 = segments(render(&cfg, &Draft::Observation(o), "1042", t0 + 1_250));
-        let r40 = segments(render(&cfg, &Draft::Alarm(a), "1043", t0 + 55_320));
-        for doc in ["README.md", "docs/OPERATIONS.md"] {
-            assert_eq!(samples(doc, "ORU^R01"), vec![r01.clone()], "{doc}'s PCD-01");
-            assert_eq!(samples(doc, "ORU^R40"), vec![r40.clone()], "{doc}'s PCD-04");
-        }
-    }
-
-    #[test]
-    fn times_are_utc_with_milliseconds() {
-        assert_eq!(hl7_time(0), "19700101000000.000+0000");
-        // 2024-02-29 23:59:59.123 UTC.
-        assert_eq!(hl7_time(1_709_251_199_123), "20240229235959.123+0000");
-    }
-
-    #[test]
-    fn an_observation_report_carries_the_codes_the_bed_and_the_equipment() {
-        let cfg = Hl7Config::default();
-        let o = Observation {
-            bed: "bed|1^a".into(),
-            at_ms: 1_709_251_199_123,
-            score: Some(0.8126),
-            heart_rate_bpm: Some(72.4),
-            risk_alarm: true,
-            quality: "scored",
-        };
-        let text = render(&cfg, &Draft::Observation(o), "17", 1_709_251_200_000);
-        let m = hl7_parser::parse_message(&text).unwrap();
-        assert_eq!(field(&m, "MSH.9"), "ORU^R01^ORU_R01");
-        assert_eq!(field(&m, "MSH.10"), "17");
-        assert_eq!(field(&m, "MSH.12"), "2.6");
-        assert_eq!(field(&m, "MSH.21.3"), "1.3.6.1.4.1.19376.1.6.1.1.1");
-        // The bed id is escaped into one component and decodes back whole.
-        assert_eq!(field(&m, "PV1.3.3"), "bed|1^a");
-        assert_eq!(field(&m, "PID.3"), "");
-        assert_eq!(field(&m, "OBR.7"), "20240229235959.123+0000");
-        let obx: Vec<_> = m.segments().filter(|s| s.name == "OBX").collect();
-        assert_eq!(obx.len(), 4);
-        assert_eq!(field(&m, "OBX[1].3.1"), "HOLMES-RISK");
-        assert_eq!(field(&m, "OBX[1].5"), "0.813");
-        assert_eq!(field(&m, "OBX[2].3"), HEART_RATE);
-        assert_eq!(field(&m, "OBX[2].5"), "72");
-        assert_eq!(field(&m, "OBX[2].6.2"), "MDC_DIM_BEAT_PER_MIN");
-        assert_eq!(field(&m, "OBX[2].18.3"), "0000000000000000");
-        assert_eq!(field(&m, "OBX[3].5"), "active");
-        assert_eq!(field(&m, "OBX[4].5"), "scored");
-        assert_eq!(field(&m, "OBX[4].4"), "1.1.1.4");
-    }
-
-    #[test]
-    fn an_unscored_window_reports_no_score_and_says_why() {
-        let cfg = Hl7Config::default();
-        let o = Observation {
-            bed: "b".into(),
-            at_ms: 0,
-            score: None,
-            heart_rate_bpm: None,
-            risk_alarm: false,
-            quality: "insufficient_signal",
-        };
-        let text = render(&cfg, &Draft::Observation(o), "1", 0);
-        let m = hl7_parser::parse_message(&text).unwrap();
-        assert_eq!(m.segments().filter(|s| s.name == "OBX").count(), 2);
-        assert_eq!(field(&m, "OBX[1].5"), "inactive");
-        assert_eq!(field(&m, "OBX[2].5"), "insufficient_signal");
-        // Sub-ids are the metrics' own, not their positions.
-        assert_eq!(field(&m, "OBX[1].4"), "1.1.1.3");
-        assert_eq!(field(&m, "OBX[2].4"), "1.1.1.4");
-    }
-
-    #[test]
-    fn an_alarm_report_has_seven_facets_with_the_configured_codes() {
-        let cfg = Hl7Config {
-            facet_phase: "68165^MDC_ATTR_EVENT_PHASE^MDC".into(),
-            ..Hl7Config::default()
-        };
-        let a = AlarmReport {
-            alarm_id: 9,
-            bed: "b7".into(),
-            kind: AlarmKind::Lost,
-            phase: Phase::End,
-            raised_ms: 1_000,
-            at_ms: 61_000,
-            inactivation: "alert-acknowledged",
-        };
-        let text = render(&cfg, &Draft::Alarm(a), "33", 70_000);
-        let m = hl7_parser::parse_message(&text).unwrap();
-        assert_eq!(field(&m, "MSH.9"), "ORU^R40^ORU_R40");
-        assert_eq!(field(&m, "MSH.21.3"), "1.3.6.1.4.1.19376.1.6.4.4");
-        assert_eq!(field(&m, "OBR.2"), "9^HOLMES");
-        assert_eq!(field(&m, "OBR.7"), hl7_time(1_000));
-        assert_eq!(field(&m, "OBR.8"), hl7_time(61_000));
-        let facets: Vec<(String, String, String)> = (1..=7)
-            .map(|i| {
-                (
-                    field(&m, &format!("OBX[{i}].4")),
-                    field(&m, &format!("OBX[{i}].3.1")),
-                    field(&m, &format!("OBX[{i}].5")),
-                )
-            })
-            .collect();
-        let want = [
-            ("1.1.1.1.1", "HOLMES-SIGNAL-LOST", "lost"),
-            ("1.1.1.1.2", "69965", ""),
-            ("1.1.1.1.3", "68165", "end"),
-            ("1.1.1.1.4", "68482", "inactive"),
-            ("1.1.1.1.5", "68483", "alert-acknowledged"),
-            ("1.1.1.1.6", "68484", "PM"),
-            ("1.1.1.1.7", "68485", "ST"),
-        ];
-        for (got, want) in facets.iter().zip(want) {
-            assert_eq!((got.0.as_str(), got.1.as_str(), got.2.as_str()), want);
-        }
-        assert_eq!(field(&m, "OBX[1].8"), "PM~ST");
-        assert_eq!(field(&m, "OBX[3].14"), hl7_time(61_000));
-    }
-
-    #[test]
-    fn acks_of_both_modes_and_the_receivers_reason_are_read() {
-        let ack = |msa: &str| {
-            format!(
-                "MSH|^~\\&|R|F|HOLMES|WARD|20260101||ACK^R01^ACK|9|P|2.6\r{msa}\rERR|||207^Application internal error^HL70357|E||||disk \\F\\ full\r"
-            )
-        };
-        let a = parse_ack(ack("MSA|AA|17").as_bytes()).unwrap();
-        assert_eq!(
-            (a.verdict, a.control_id.as_str()),
-            (Verdict::Accepted, "17")
-        );
-        let a = parse_ack(ack("MSA|CR|18|bad").as_bytes()).unwrap();
-        assert_eq!((a.verdict, a.code.as_str()), (Verdict::Refused, "CR"));
-        assert_eq!(
-            a.reason,
-            "bad; 207^Application internal error^HL70357; disk | full"
-        );
-        let ora = "MSH|^~\\&|R|F|||20260101||ORA^R41^ORA_R41|9|P|2.6\nMSA|AE|19\n";
-        let a = parse_ack(ora.as_bytes()).unwrap();
-        assert_eq!((a.verdict, a.control_id.as_str()), (Verdict::Refused, "19"));
-        assert!(matches!(
-            parse_ack(ack("MSA|XX|1").as_bytes()),
-            Err(MessageError::BadCode(_))
-        ));
-        let oru = render(
-            &Hl7Config::default(),
-            &Draft::Observation(Observation {
-                bed: "b".into(),
-                at_ms: 0,
-                score: None,
-                heart_rate_bpm: None,
-                risk_alarm: false,
-                quality: "scored",
-            }),
-            "1",
-            0,
-        );
-        assert!(matches!(
-            parse_ack(oru.as_bytes()),
-            Err(MessageError::NotAnAck(_))
-        ));
-        assert!(parse_ack(b"garbage").is_err());
-        assert!(matches!(
-            parse_ack(&[0xff, 0xfe]),
-            Err(MessageError::NotText)
-        ));
-    }
-}
+mod tests;

@@ -31,6 +31,7 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 use crate::config::Hl7Config;
+use crate::core::patient::Admissions;
 use crate::core::score::ScoreRecord;
 use crate::dashboard::handover::AlarmFeed;
 
@@ -229,11 +230,13 @@ pub(crate) struct Started {
     pub(crate) outbox: std::thread::JoinHandle<()>,
 }
 
-/// Opens the outbox on `db` and starts the feed and the link under `shutdown`.
+/// Opens the outbox on `db` and starts the feed (its reports carrying the beds' patients of
+/// `admissions`) and the link under `shutdown`.
 pub(crate) async fn start(
     cfg: &Hl7Config,
     db: &Path,
     scores: broadcast::Receiver<Arc<ScoreRecord>>,
+    admissions: Admissions,
     shutdown: CancellationToken,
     tracker: &TaskTracker,
 ) -> Result<Started, OutboundError> {
@@ -252,6 +255,7 @@ pub(crate) async fn start(
             db,
             cadence_secs: cfg.cadence_secs,
             scores,
+            admissions,
             shutdown: &shutdown,
             tracker,
         },
@@ -286,6 +290,8 @@ pub(crate) struct Feeding<'a> {
     pub(crate) db: &'a Path,
     pub(crate) cadence_secs: f64,
     pub(crate) scores: broadcast::Receiver<Arc<ScoreRecord>>,
+    /// The beds' patients (the ward's).
+    pub(crate) admissions: Admissions,
     pub(crate) shutdown: &'a CancellationToken,
     pub(crate) tracker: &'a TaskTracker,
 }
@@ -332,6 +338,7 @@ pub(crate) async fn open(
             status: status.clone(),
             scores: f.scores,
             alarms,
+            admissions: f.admissions,
             shutdown: f.shutdown.clone(),
         }
         .run(),

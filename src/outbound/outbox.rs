@@ -579,7 +579,9 @@ impl State {
         self.publish_oldest()
     }
 
-    /// End reports for alarms an earlier run reported started and never ended.
+    /// End reports for alarms an earlier run reported started and never ended (with no
+    /// patient identity: the beds' identities live in memory and their monitors have not
+    /// said hello yet).
     fn unfinished_alarms(&self) -> Result<Vec<Draft>, OutboxError> {
         let mut st = self
             .conn
@@ -621,6 +623,8 @@ impl State {
                     } else {
                         "enabled"
                     },
+                    // An earlier run's admissions are not kept.
+                    patient: None,
                 }))
             })
             .collect())

@@ -227,6 +227,46 @@ pub fn stream(url: String, bed: &'static str) -> tokio::task::JoinHandle<()> {
     })
 }
 
+/// Streams as [`stream`] with this `hello`, sending each message of `extra` (a `patient`
+/// message, say) between two bursts of frames, until the task is aborted.
+pub fn stream_with(
+    url: String,
+    hello: Value,
+    mut extra: tokio::sync::mpsc::UnboundedReceiver<Value>,
+) -> tokio::task::JoinHandle<()> {
+    tokio::spawn(async move {
+        let mut m = Monitor::connect_with(&url, &hello).await;
+        let t0 = 1_700_000_000_000;
+        let mut seq = 0;
+        loop {
+            while let Ok(v) = extra.try_recv() {
+                m.send(v).await;
+            }
+            m.stream(t0, seq..seq + 20).await;
+            seq += 20;
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    })
+}
+
+/// The rows of the audit log about patients, as `(actor, action, detail)`, once there are
+/// `n` of them (they are written off the connection's task), in a minute at most.
+pub async fn patient_audit(db: &Path, n: usize) -> Vec<(String, String, Value)> {
+    let until = Instant::now() + Duration::from_secs(60);
+    loop {
+        let rows: Vec<(String, String, Value)> = holmes::serving::store::audit::read_all(db)
+            .unwrap()
+            .into_iter()
+            .filter(|r| r.1.starts_with("patient_"))
+            .map(|(u, a, d)| (u.unwrap_or_default(), a, serde_json::from_str(&d).unwrap()))
+            .collect();
+        if rows.len() >= n || Instant::now() > until {
+            return rows;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
 /// A raw HTTP request to the daemon: status and JSON body.
 pub async fn request(
     app: &App,

@@ -370,6 +370,7 @@ mod tests {
                 heart_rate_bpm: None,
                 risk_alarm: false,
                 quality: "scored",
+                patient: None,
             }))
             .await;
             let t = Instant::now();

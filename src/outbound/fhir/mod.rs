@@ -23,6 +23,7 @@ use super::message::Draft;
 use super::outbox::{FHIR, Render, Spec};
 use super::{Feeding, Opened, Outbound, OutboundError, Started};
 use crate::config::{BaseUrl, FhirConfig};
+use crate::core::patient::Admissions;
 use crate::core::score::ScoreRecord;
 
 /// The FHIR link's rows: a draft's resources, rendered once, so a resend is the same body.
@@ -55,6 +56,7 @@ pub(crate) async fn start(
     cfg: &FhirConfig,
     db: &Path,
     scores: broadcast::Receiver<Arc<ScoreRecord>>,
+    admissions: Admissions,
     shutdown: CancellationToken,
     tracker: &TaskTracker,
 ) -> Result<Started, OutboundError> {
@@ -74,6 +76,7 @@ pub(crate) async fn start(
             db,
             cadence_secs: cfg.cadence_secs,
             scores,
+            admissions,
             shutdown: &shutdown,
             tracker,
         },

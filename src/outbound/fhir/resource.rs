@@ -16,13 +16,16 @@
 //!   alarm to a person is the alarm-management system's job.
 //!
 //! Every resource names the appliance in `device` (a logical reference by identifier) and
-//! the bed in the extension [`BED_EXTENSION`]; no `subject`: Holmes knows no patient. Its
+//! the bed in the extension [`BED_EXTENSION`]; where the bed's monitor names the patient the
+//! bed is admitted with, `subject` is a logical reference by that identifier (see
+//! [`subject`]), else there is none. Its
 //! `identifier` (system `fhir.identifier_system`, value bed / kind / time) is what a
 //! conditional create (`If-None-Exist`) matches, so a resend is never a second resource.
 
 use serde_json::{Value, json};
 
 use crate::config::FhirConfig;
+use crate::core::patient::Patient;
 use crate::outbound::message::{ALARM_EVENT, AlarmReport, Draft, Observation, Phase, alarm_codes};
 
 /// The local code system of Holmes's own codes (the risk score, its alarm, the data quality,
@@ -35,6 +38,8 @@ pub(crate) const MDC: &str = "urn:iso:std:iso:11073:10101";
 pub(crate) const UCUM: &str = "http://unitsofmeasure.org";
 const CATEGORY: &str = "http://terminology.hl7.org/CodeSystem/observation-category";
 const ABSENT: &str = "http://terminology.hl7.org/CodeSystem/data-absent-reason";
+/// The prefix of an identifier system made of an authority that is not a URI.
+pub(crate) const AUTHORITY_PREFIX: &str = "urn:holmes:fhir:authority:";
 
 /// How many resources a draft becomes: an alarm one; an observation its risk score, and its
 /// heart rate where the window has one.
@@ -74,9 +79,47 @@ fn coding(v2: &str) -> Value {
     json!({"system": system, "code": code, "display": display})
 }
 
-/// What every resource carries: type, identifier, status, times, device, bed.
-fn base(cfg: &FhirConfig, bed: &str, kind: &str, at_ms: i64, created_ms: i64) -> Value {
-    json!({
+/// Whether `s` is an absolute URI: a scheme (a letter, then letters, digits, `+`, `-` or
+/// `.`), a colon, something after it, and no white space.
+fn is_uri(s: &str) -> bool {
+    let Some((scheme, rest)) = s.split_once(':') else {
+        return false;
+    };
+    let mut c = scheme.chars();
+    c.next().is_some_and(|f| f.is_ascii_alphabetic())
+        && c.all(|x| x.is_ascii_alphanumeric() || matches!(x, '+' | '-' | '.'))
+        && !rest.is_empty()
+        && !s.contains(char::is_whitespace)
+}
+
+/// The patient as a logical reference: `{"identifier": {"system", "value"}}`. FHIR wants an
+/// identifier's system to be a URI: an authority that is one (`urn:oid:...`, `https://...`)
+/// is the system as it is; any other (a namespace id such as `HOSP`, as HL7 v2's CX.4 holds)
+/// becomes [`AUTHORITY_PREFIX`] and the authority percent-encoded, and is also given whole as
+/// the identifier's `assigner.display`.
+pub(crate) fn subject(p: &Patient) -> Value {
+    if is_uri(&p.authority) {
+        json!({"identifier": {"system": p.authority, "value": p.id}})
+    } else {
+        json!({"identifier": {
+            "system": format!("{AUTHORITY_PREFIX}{}", percent(&p.authority)),
+            "value": p.id,
+            "assigner": {"display": p.authority}
+        }})
+    }
+}
+
+/// What every resource carries: type, identifier, status, times, device, bed, and the
+/// patient as `subject` where the bed has one.
+fn base(
+    cfg: &FhirConfig,
+    bed: &str,
+    patient: Option<&Patient>,
+    kind: &str,
+    at_ms: i64,
+    created_ms: i64,
+) -> Value {
+    let mut r = json!({
         "resourceType": "Observation",
         "identifier": [{"system": cfg.identifier_system, "value": format!("{bed}/{kind}/{at_ms}")}],
         "status": "final",
@@ -86,7 +129,11 @@ fn base(cfg: &FhirConfig, bed: &str, kind: &str, at_ms: i64, created_ms: i64) ->
             "display": "Holmes"
         },
         "extension": [{"url": BED_EXTENSION, "valueString": bed}],
-    })
+    });
+    if let Some(p) = patient {
+        r["subject"] = subject(p);
+    }
+    r
 }
 
 fn category(system: &str, code: &str, display: &str) -> Value {
@@ -94,7 +141,14 @@ fn category(system: &str, code: &str, display: &str) -> Value {
 }
 
 fn heart_rate(cfg: &FhirConfig, o: &Observation, created_ms: i64) -> Value {
-    let mut r = base(cfg, &o.bed, "heart-rate", o.at_ms, created_ms);
+    let mut r = base(
+        cfg,
+        &o.bed,
+        o.patient.as_deref(),
+        "heart-rate",
+        o.at_ms,
+        created_ms,
+    );
     let hr = o.heart_rate_bpm.unwrap_or(f32::NAN);
     r["category"] = category(CATEGORY, "vital-signs", "Vital Signs");
     r["code"] = json!({
@@ -113,7 +167,14 @@ fn heart_rate(cfg: &FhirConfig, o: &Observation, created_ms: i64) -> Value {
 }
 
 fn risk(cfg: &FhirConfig, o: &Observation, created_ms: i64) -> Value {
-    let mut r = base(cfg, &o.bed, "risk", o.at_ms, created_ms);
+    let mut r = base(
+        cfg,
+        &o.bed,
+        o.patient.as_deref(),
+        "risk",
+        o.at_ms,
+        created_ms,
+    );
     r["category"] = category(CATEGORY, "survey", "Survey");
     r["code"] = json!({
         "coding": [{"system": HOLMES, "code": "HOLMES-RISK", "display": "VT/VF risk score"}],
@@ -149,7 +210,14 @@ fn risk(cfg: &FhirConfig, o: &Observation, created_ms: i64) -> Value {
 
 fn alarm(cfg: &FhirConfig, a: &AlarmReport, created_ms: i64) -> Value {
     let kind = format!("alarm/{}/{}", a.alarm_id, a.phase.as_str());
-    let mut r = base(cfg, &a.bed, &kind, a.at_ms, created_ms);
+    let mut r = base(
+        cfg,
+        &a.bed,
+        a.patient.as_deref(),
+        &kind,
+        a.at_ms,
+        created_ms,
+    );
     let (event, _source, priority, alert_type) = alarm_codes(a.kind);
     let state = if a.phase == Phase::End {
         "inactive"
@@ -271,6 +339,7 @@ mod tests {
             heart_rate_bpm: hr,
             risk_alarm: true,
             quality: "scored",
+            patient: None,
         })
     }
 
@@ -348,6 +417,7 @@ mod tests {
             raised_ms: 1_000,
             at_ms: 61_000,
             inactivation: "alert-acknowledged",
+            patient: None,
         });
         let body = render(&cfg, &d, 0, 70_000);
         let r: Value = serde_json::from_str(&body).unwrap();
@@ -370,6 +440,58 @@ mod tests {
             query,
             "identifier=urn%3Aholmes%3A0000000000000000|b%5C%7C1%2Falarm%2F9%2Fend%2F61000"
         );
+    }
+
+    #[test]
+    fn an_admitted_beds_resources_name_the_patient_by_identifier() {
+        let cfg = FhirConfig::default();
+        let who = |authority: &str| {
+            Some(std::sync::Arc::new(Patient {
+                id: "MRN 00417".into(),
+                authority: authority.into(),
+            }))
+        };
+        let mut d = obs(Some(72.0), Some(0.5));
+        if let Draft::Observation(o) = &mut d {
+            o.patient = who("urn:oid:1.2.840.99.7");
+        }
+        for part in 0..2 {
+            let r: Value = serde_json::from_str(&render(&cfg, &d, part, 5)).unwrap();
+            assert_eq!(
+                r["subject"],
+                json!({"identifier": {"system": "urn:oid:1.2.840.99.7", "value": "MRN 00417"}})
+            );
+        }
+        let a = Draft::Alarm(AlarmReport {
+            alarm_id: 3,
+            bed: "bed-7".into(),
+            kind: AlarmKind::Risk,
+            phase: Phase::Start,
+            raised_ms: 1_000,
+            at_ms: 1_000,
+            inactivation: "enabled",
+            patient: who("St Mary's/MRN"),
+        });
+        let r: Value = serde_json::from_str(&render(&cfg, &a, 0, 5)).unwrap();
+        assert_eq!(
+            r["subject"]["identifier"],
+            json!({
+                "system": "urn:holmes:fhir:authority:St%20Mary%27s%2FMRN",
+                "value": "MRN 00417",
+                "assigner": {"display": "St Mary's/MRN"}
+            })
+        );
+        for (s, uri) in [
+            ("https://h.example/mrn", true),
+            ("urn:oid:1.2.3", true),
+            ("HOSP", false),
+            ("1x:y", false),
+            ("urn:", false),
+            ("urn:a b", false),
+            (":x", false),
+        ] {
+            assert_eq!(is_uri(s), uri, "{s}");
+        }
     }
 
     #[test]

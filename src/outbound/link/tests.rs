@@ -87,6 +87,7 @@ fn obs() -> Draft {
         heart_rate_bpm: None,
         risk_alarm: false,
         quality: "scored",
+        patient: None,
     })
 }
 

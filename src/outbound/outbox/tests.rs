@@ -20,6 +20,7 @@ fn obs(bed: &str) -> Draft {
         heart_rate_bpm: None,
         risk_alarm: false,
         quality: "scored",
+        patient: None,
     })
 }
 
@@ -32,6 +33,7 @@ fn alarm(id: i64, phase: Phase) -> Draft {
         raised_ms: 5,
         at_ms: 5,
         inactivation: "enabled",
+        patient: None,
     })
 }
 

@@ -3,10 +3,12 @@
 //! It checks the hello and its device token ([`devices`](crate::serving::ingest::devices)), attaches to the
 //! bed in the [`ward`](crate::serving::ward), validates every frame against what the hello announced,
 //! answers bad frames with an error (the connection carries on) and fatal problems with a
-//! close code.
+//! close code. The bed's patient identity, from the hello and `patient` messages, goes to the
+//! ward's admissions ([`patient`]).
 
 pub(crate) mod cost;
 pub(crate) mod devices;
+mod patient;
 mod replies;
 
 use std::collections::HashMap;
@@ -27,6 +29,7 @@ use crate::serving::ingest::devices::DeviceAuth;
 use crate::serving::store::audit::{Action, AuditLog};
 use crate::serving::ward::{BedCmd, SampleFrame, Ward};
 use leads::lead_slots;
+use patient::Bedside;
 
 /// Replies queued to one monitor; while the queue is full (the monitor is not reading them),
 /// further replies are dropped and counted.
@@ -87,7 +90,7 @@ pub(crate) async fn connection(
         Ok(None) => return,
         Err(_) => Err(format!("no hello within {} s", hello_timeout.as_secs_f64())),
     };
-    let (bed, device, token, ecg, vitals) = match hello {
+    let (bed, device, token, ecg, vitals, admitted) = match hello {
         Ok(ClientMsg::Hello {
             protocol,
             bed,
@@ -95,6 +98,7 @@ pub(crate) async fn connection(
             token,
             ecg,
             vitals,
+            patient,
         }) => {
             if protocol != PROTOCOL_VERSION {
                 let r = format!(
@@ -102,7 +106,7 @@ pub(crate) async fn connection(
                 );
                 return close_with(&mut socket, close::BAD_HELLO, &r).await;
             }
-            (bed, device, token, ecg, vitals)
+            (bed, device, token, ecg, vitals, patient)
         }
         Ok(_) => {
             return close_with(
@@ -189,6 +193,14 @@ pub(crate) async fn connection(
             return close_with(&mut socket, e.code, &truncate(&e.reason)).await;
         }
     };
+    // The bed's patient is the hello's from now on (none: discharged).
+    let bedside = Bedside {
+        bed: &bed,
+        device: &device,
+        admissions: ward.admissions(),
+        audit: &cfg.audit,
+    };
+    bedside.admit(admitted);
     let welcome = ServerMsg::Welcome {
         bed: bed.clone(),
         next_samples_seq: attach.next_samples_seq,
@@ -247,7 +259,7 @@ pub(crate) async fn connection(
                 let reply = match incoming {
                     None | Some(Ok(Message::Close(_))) => break None,
                     Some(Err(e)) => break read_failure(&e, &cfg),
-                    Some(Ok(Message::Text(t))) => handle_text(&cfg, &t, &ann, &attach.tx).await,
+                    Some(Ok(Message::Text(t))) => handle_text(&cfg, &t, &ann, &attach.tx, &bedside).await,
                     Some(Ok(Message::Binary(b))) => handle_binary(&cfg, &b, &ann, &attach.tx).await,
                     Some(Ok(_)) => None,
                 };
@@ -390,6 +402,7 @@ async fn handle_text(
     text: &str,
     ann: &Announced,
     bed: &mpsc::Sender<BedCmd>,
+    bedside: &Bedside<'_>,
 ) -> Option<Reply> {
     let arrived = Instant::now();
     let msg = match parse_client(text) {
@@ -408,6 +421,10 @@ async fn handle_text(
             return Some(m.into());
         }
         ClientMsg::Bye {} => BedCmd::Bye,
+        ClientMsg::Patient { patient } => {
+            bedside.admit(patient);
+            return None;
+        }
         ClientMsg::Vitals { seq, t_ms, values } => {
             let mut implausible = Vec::new();
             let values = values

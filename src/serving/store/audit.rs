@@ -4,9 +4,10 @@
 //!
 //! Writers: the dashboard's handlers (sign-ins, refused sign-ins and their back-off, plan
 //! controls), the board (alarm acknowledgements and silences), the monitors' connections (a
-//! hello that found no place in the ward), the command line (`holmes user add`, `holmes device
-//! add` / `revoke`), the zoo watcher (models loaded, refused, removed) and the composer (plan
-//! switches). Rows never carry secrets: a device's token or a user's password stays out.
+//! hello that found no place in the ward, a bed's patient admitted or discharged), the command
+//! line (`holmes user add`, `holmes device add` / `revoke`), the zoo watcher (models loaded,
+//! refused, removed) and the composer (plan switches). Rows never carry secrets: a device's
+//! token or a user's password stays out.
 
 use std::path::{Path, PathBuf};
 
@@ -63,6 +64,13 @@ pub(crate) enum Action {
     /// The HL7 receiver refused a message (AE/AR, CE/CR): it is parked, not sent again; the
     /// detail names the message (its MSH-10, kind), the receiver's code and reason.
     Hl7MessageParked,
+    /// A monitor said its bed is admitted with a patient other than the one it had (in its
+    /// hello or a `patient` message); the actor is the device, the detail names the bed, the
+    /// patient (identifier and authority) and the one before it, if any.
+    PatientAdmitted,
+    /// A monitor said its bed has no patient any more (a hello without one, or a `patient`
+    /// message of `null`) where it had one; the detail names the bed and that patient.
+    PatientDischarged,
     /// The FHIR server refused a resource (a 4xx other than 401, 403, 404, 408 and 429): it
     /// is parked, not sent again; the detail names the outbox row, kind, the HTTP status and
     /// the OperationOutcome's reason.
@@ -87,6 +95,8 @@ impl Action {
             Action::ModelRemoved => "model_removed",
             Action::Hl7MessageParked => "hl7_message_parked",
             Action::FhirResourceParked => "fhir_resource_parked",
+            Action::PatientAdmitted => "patient_admitted",
+            Action::PatientDischarged => "patient_discharged",
             Action::AlarmRulesChanged => "alarm_rules_changed",
             Action::PlanSwitched => "plan_switched",
         }

@@ -24,6 +24,7 @@ use super::bed::{BedParams, BedState, Phase};
 use super::task::{BedCmd, BedTask, Counters, Strip};
 use crate::config::{QualityConfig, Stagger, WardConfig};
 use crate::core::event::{Event, EventKind};
+use crate::core::patient::Admissions;
 use crate::core::window::{ClosedWindow, MAX_LEADS, SAMPLE_RATE_HZ};
 use crate::protocol::{ServerMsg, close};
 
@@ -139,6 +140,9 @@ struct Inner {
     tracker: TaskTracker,
     /// The wall clock's origin for the beds' slots (`ward.stagger = "wall_clock"`).
     epoch: Instant,
+    /// The patient each bed is admitted with, as its monitor said (an evicted bed's is
+    /// forgotten).
+    admissions: Admissions,
 }
 
 /// Handle to the bed registry. Cheap to clone.
@@ -170,6 +174,7 @@ impl Ward {
                 cancel,
                 tracker,
                 epoch: Instant::now(),
+                admissions: Admissions::default(),
             }),
         }
     }
@@ -178,6 +183,12 @@ impl Ward {
     /// places are reserved.
     pub(crate) fn set_bound_beds(&self, beds: HashSet<String>) {
         *self.inner.bound.lock().expect("lock") = beds;
+    }
+
+    /// The beds' patient identities: the monitors' connections set them, the outbound feeds
+    /// read them.
+    pub(crate) fn admissions(&self) -> Admissions {
+        self.inner.admissions.clone()
     }
 
     /// Window length, seconds (told to each monitor in its welcome).
@@ -403,6 +414,8 @@ impl Ward {
                 *u = (*u).max(end);
             }
             let why = why.map_or("idle", Idle::as_str);
+            // Its monitor names the patient again when it comes back.
+            self.inner.admissions.forget(&b);
             metrics::counter!("holmes_beds_evicted_total").increment(1);
             tracing::debug!(bed = %b, why, "Bed evicted to make room");
             self.inner
@@ -520,5 +533,60 @@ impl Ward {
             left: Instant::now(),
             replies_dropped,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::core::patient::Patient;
+
+    struct Nowhere;
+
+    impl WardSink for Nowhere {
+        fn window(&self, _: ClosedWindow) {}
+        fn event(&self, _: Event) {}
+        fn bed_seen(&self, _: &str, _: &str) {}
+    }
+
+    #[tokio::test]
+    async fn an_evicted_beds_patient_is_forgotten() {
+        let c = crate::config::Config::default();
+        let mut ward_cfg = c.ward.clone();
+        ward_cfg.max_beds = 1;
+        ward_cfg.beds.clear();
+        ward_cfg.admit_unknown_beds = true;
+        let ward = Ward::new(
+            WardSettings {
+                ward: ward_cfg,
+                quality: c.quality.clone(),
+                bed_queue: 8,
+            },
+            Arc::new(Nowhere),
+            HashMap::new(),
+            CancellationToken::new(),
+            TaskTracker::new(),
+        );
+        let (out, _rx) = mpsc::channel(8);
+        let attach = |bed: &'static str| {
+            let (ward, out) = (ward.clone(), out.clone());
+            async move {
+                ward.attach(bed, "gw", Claim::default(), [true; MAX_LEADS], vec![], out)
+                    .await
+            }
+        };
+        let a = attach("a").await.unwrap();
+        let p = Patient {
+            id: "MRN-1".into(),
+            authority: "HOSP".into(),
+        };
+        ward.admissions().set("a", Some(p.clone()));
+        // Still attached: bed b finds no place, bed a keeps its patient.
+        assert!(attach("b").await.is_err());
+        assert_eq!(ward.admissions().get("a").as_deref(), Some(&p));
+        // Gone without streaming: b takes its place and a's patient is forgotten.
+        ward.detach("a", a.conn).await;
+        attach("b").await.unwrap();
+        assert_eq!(ward.admissions().get("a"), None);
     }
 }

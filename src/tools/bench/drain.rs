@@ -322,6 +322,7 @@ fn fill(
                     heart_rate_bpm: Some(72.0),
                     risk_alarm: false,
                     quality: "scored",
+                    patient: None,
                 }))
                 .await;
             }
