@@ -1,6 +1,6 @@
 //! Beats counted one by one: each QRS that [`detect_qrs_leads`] finds on a window's leads,
-//! described against the window's own dominant beat, classified ventricular or not ([`BeatClassifier`], a small
-//! perceptron fitted on annotated beats), and the run of ventricular beats a VT alarm counts
+//! described against the window's own dominant beat, classified ventricular or not
+//! ([`BeatClassifier`], a small network fitted on annotated beats), and the run of ventricular beats a VT alarm counts
 //! (at least [`VT_MIN_BEATS`] in a row, faster than 100/min, the rule of the label; one
 //! uncertain beat between two confident ones does not break it). [`BeatCounter`] is what the
 //! ward serves: the classifier and its [`BeatRule`] from the zoo's `beats.json`, with each
@@ -21,10 +21,6 @@
 //! size. A beat is described once its context stretch lies in the window, 0.45 s after its R
 //! peak.
 
-use std::path::PathBuf;
-
-use serde::{Deserialize, Serialize};
-
 use crate::core::stats::median;
 use crate::core::window::SAMPLE_RATE_HZ;
 
@@ -33,18 +29,21 @@ use super::heart_rate::{detect_qrs_leads, sub_moving_mean};
 
 mod counter;
 mod memory;
+mod network;
 
 pub use counter::{BEATS_FILE, BeatCounter, BeatRule, BeatsFile, Counted};
 pub(crate) use counter::{RunEvidence, run_evidence};
 pub(crate) use memory::BeatMemory;
+pub(crate) use network::SHAPE_ROWS;
+pub use network::{BeatClassifier, BeatsError, Conv, Dense};
 
 /// Measured features per beat, named by [`MEASURES`].
-const MEASURED: usize = 10;
+pub(crate) const MEASURED: usize = 10;
 /// Samples of each shape vector: the beat's context stretch at half rate.
-const SHAPE: usize = (CONTEXT_PRE + CONTEXT_POST).div_ceil(2);
+pub(crate) const SHAPE: usize = (CONTEXT_PRE + CONTEXT_POST).div_ceil(2);
 /// Inputs per beat: the measured features, then four shape vectors (the stretch and its
 /// difference from the template, on each lead).
-pub(crate) const FEATURES: usize = MEASURED + 4 * SHAPE;
+pub(crate) const FEATURES: usize = MEASURED + SHAPE_ROWS * SHAPE;
 /// The measured features, in order.
 const MEASURES: [&str; MEASURED] = [
     "correlation with the template",
@@ -203,159 +202,7 @@ pub(crate) fn describe(leads: &[&[f32]]) -> Vec<Beat> {
         .collect()
 }
 
-/// One fully connected layer: `y = x W + b`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct Dense {
-    pub inputs: usize,
-    pub outputs: usize,
-    /// `inputs x outputs`, row-major (one row per input).
-    pub weight: Vec<f32>,
-    pub bias: Vec<f32>,
-}
-
-/// Outputs of a [`Dense`] layer computed together, their sums held in registers.
-const BLOCK: usize = 16;
-
-impl Dense {
-    /// `y = x W + b`, each output summed from its bias through the inputs in order.
-    fn forward_into(&self, x: &[f32], y: &mut Vec<f32>) {
-        let o = self.outputs;
-        y.clear();
-        y.resize(o, 0.0);
-        let blocks = o / BLOCK * BLOCK;
-        for j in (0..blocks).step_by(BLOCK) {
-            let mut acc = [0.0f32; BLOCK];
-            acc.copy_from_slice(&self.bias[j..j + BLOCK]);
-            for (&xi, row) in x.iter().zip(self.weight.chunks_exact(o)) {
-                for (a, &w) in acc.iter_mut().zip(&row[j..j + BLOCK]) {
-                    *a += xi * w;
-                }
-            }
-            y[j..j + BLOCK].copy_from_slice(&acc);
-        }
-        for (j, yj) in y.iter_mut().enumerate().skip(blocks) {
-            let mut a = self.bias[j];
-            for (&xi, row) in x.iter().zip(self.weight.chunks_exact(o)) {
-                a += xi * row[j];
-            }
-            *yj = a;
-        }
-    }
-}
-
-/// A beat classifier: the probability that a beat is ventricular, from its features, by a
-/// perceptron with rectified hidden layers and one output logit.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct BeatClassifier {
-    /// Names of the measured features (the shape vectors follow them).
-    pub measures: Vec<String>,
-    /// Each input's mean and standard deviation over the beats fitted on.
-    pub mean: Vec<f32>,
-    pub std: Vec<f32>,
-    /// The layers, input first; all but the last are followed by a ReLU.
-    pub layers: Vec<Dense>,
-}
-
-/// Why a beat classifier cannot be used.
-#[derive(Debug, thiserror::Error)]
-pub enum BeatsError {
-    #[error("{path}: {source}")]
-    Io {
-        path: PathBuf,
-        #[source]
-        source: std::io::Error,
-    },
-    #[error("{path}: {source}")]
-    Parse {
-        path: PathBuf,
-        #[source]
-        source: serde_json::Error,
-    },
-    #[error("{path}: {source}")]
-    Invalid {
-        path: PathBuf,
-        #[source]
-        source: Box<BeatsError>,
-    },
-    #[error("the beat classifier reads {got} inputs, the beats have {need}")]
-    Inputs { got: usize, need: usize },
-    #[error("the beat classifier's layer {layer} does not fit the one before")]
-    Layers { layer: usize },
-}
-
 impl BeatClassifier {
-    /// Names of the measured features, in order.
-    pub(crate) fn measure_names() -> Vec<String> {
-        MEASURES.iter().map(|s| s.to_string()).collect()
-    }
-
-    /// Checks that the layers chain from [`FEATURES`] inputs to one output.
-    pub fn check(&self) -> Result<(), BeatsError> {
-        let need = FEATURES;
-        if self.mean.len() != need || self.std.len() != need {
-            return Err(BeatsError::Inputs {
-                got: self.mean.len(),
-                need,
-            });
-        }
-        let mut width = need;
-        for (k, l) in self.layers.iter().enumerate() {
-            if l.inputs != width
-                || l.weight.len() != l.inputs * l.outputs
-                || l.bias.len() != l.outputs
-            {
-                return Err(BeatsError::Layers { layer: k });
-            }
-            width = l.outputs;
-        }
-        if width != 1 {
-            return Err(BeatsError::Layers {
-                layer: self.layers.len(),
-            });
-        }
-        Ok(())
-    }
-
-    /// The logit that a beat with inputs `x` is ventricular.
-    pub(crate) fn logit(&self, x: &[f32]) -> f32 {
-        let mut h: Vec<f32> = x
-            .iter()
-            .zip(self.mean.iter().zip(&self.std))
-            .map(|(v, (m, s))| (v - m) / s)
-            .collect();
-        let mut next = Vec::new();
-        let last = self.layers.len().saturating_sub(1);
-        for (k, l) in self.layers.iter().enumerate() {
-            l.forward_into(&h, &mut next);
-            std::mem::swap(&mut h, &mut next);
-            if k < last {
-                h.iter_mut().for_each(|v| *v = v.max(0.0));
-            }
-        }
-        h.first().copied().unwrap_or(0.0)
-    }
-
-    /// A classifier for tests: one layer reading the first feature (standardised as is), its
-    /// logit `weight x feature + bias`.
-    #[cfg(test)]
-    pub(crate) fn on_first_feature(weight: f32, bias: f32) -> BeatClassifier {
-        let mut w = vec![0.0; FEATURES];
-        w[0] = weight;
-        BeatClassifier {
-            measures: BeatClassifier::measure_names(),
-            mean: vec![0.0; FEATURES],
-            std: vec![1.0; FEATURES],
-            layers: vec![Dense {
-                inputs: FEATURES,
-                outputs: 1,
-                weight: w,
-                bias: vec![bias],
-            }],
-        }
-    }
-
     /// The probability that `beat` is ventricular.
     pub(crate) fn probability(&self, beat: &Beat) -> f64 {
         1.0 / (1.0 + (-self.logit(&beat.features) as f64).exp())
@@ -606,35 +453,6 @@ mod tests {
         assert!(typical.features[0] > 0.95, "{:?}", typical.features);
         // A lone lead stands in for the second.
         assert_eq!(typical.features[0], typical.features[6]);
-    }
-
-    #[test]
-    fn a_dense_layer_sums_each_output_from_its_bias_through_the_inputs_in_order() {
-        // Widths around the block of outputs computed together.
-        for (inputs, outputs) in [(3, 1), (5, 16), (7, 20), (134, 64), (64, 32), (2, 33)] {
-            let f = |k: usize| ((k * 7_919) % 1_013) as f32 / 97.0 - 5.0;
-            let layer = Dense {
-                inputs,
-                outputs,
-                weight: (0..inputs * outputs).map(f).collect(),
-                bias: (0..outputs).map(|k| f(k + 3)).collect(),
-            };
-            let x: Vec<f32> = (0..inputs).map(|k| f(k + 11) * 0.37).collect();
-            let mut y = vec![9.0; 3];
-            layer.forward_into(&x, &mut y);
-            assert_eq!(y.len(), outputs);
-            for (j, &yj) in y.iter().enumerate() {
-                let mut want = layer.bias[j];
-                for (i, &xi) in x.iter().enumerate() {
-                    want += xi * layer.weight[i * outputs + j];
-                }
-                assert_eq!(
-                    yj.to_bits(),
-                    want.to_bits(),
-                    "{inputs}x{outputs} output {j}"
-                );
-            }
-        }
     }
 
     #[test]

@@ -1,0 +1,297 @@
+//! The beat classifier's network: [`BeatClassifier`], the probability that a beat is
+//! ventricular from its [`FEATURES`](super::FEATURES) inputs, computed on the host CPU by
+//! plain loops (the counter runs on the scoring thread, beat by beat, and needs no tensor
+//! library). The shape vectors go through [`Conv`] layers (a small 1-D CNN over the beat's
+//! context stretch and its difference from the template, both leads as channels), whose
+//! output joins the measured features in [`Dense`] layers that end in one logit. A
+//! classifier without convolutions reads all its inputs in the dense layers (a perceptron).
+//! `training::beats` fits it with burn and copies the weights out in the layouts below.
+
+use std::path::PathBuf;
+
+use serde::{Deserialize, Serialize};
+
+use super::{FEATURES, MEASURED, MEASURES, SHAPE};
+
+/// Rows of shape vectors among a beat's inputs: each lead's context stretch and its difference
+/// from the template's.
+pub(crate) const SHAPE_ROWS: usize = 4;
+
+/// One fully connected layer: `y = x W + b`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Dense {
+    pub inputs: usize,
+    pub outputs: usize,
+    /// `inputs x outputs`, row-major (one row per input).
+    pub weight: Vec<f32>,
+    pub bias: Vec<f32>,
+}
+
+/// Outputs of a [`Dense`] layer computed together, their sums held in registers.
+const BLOCK: usize = 16;
+
+impl Dense {
+    /// `y = x W + b`, each output summed from its bias through the inputs in order.
+    fn forward_into(&self, x: &[f32], y: &mut Vec<f32>) {
+        let o = self.outputs;
+        y.clear();
+        y.resize(o, 0.0);
+        let blocks = o / BLOCK * BLOCK;
+        for j in (0..blocks).step_by(BLOCK) {
+            let mut acc = [0.0f32; BLOCK];
+            acc.copy_from_slice(&self.bias[j..j + BLOCK]);
+            for (&xi, row) in x.iter().zip(self.weight.chunks_exact(o)) {
+                for (a, &w) in acc.iter_mut().zip(&row[j..j + BLOCK]) {
+                    *a += xi * w;
+                }
+            }
+            y[j..j + BLOCK].copy_from_slice(&acc);
+        }
+        for (j, yj) in y.iter_mut().enumerate().skip(blocks) {
+            let mut a = self.bias[j];
+            for (&xi, row) in x.iter().zip(self.weight.chunks_exact(o)) {
+                a += xi * row[j];
+            }
+            *yj = a;
+        }
+    }
+}
+
+/// One 1-D convolution over channels-first rows, zero-padded to keep the length (an odd
+/// kernel), followed by a ReLU and a max-pool of 2 (stride 2, a last odd sample dropped).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Conv {
+    pub inputs: usize,
+    pub outputs: usize,
+    pub kernel: usize,
+    /// `outputs x inputs x kernel`, row-major (burn's `Conv1d` layout).
+    pub weight: Vec<f32>,
+    pub bias: Vec<f32>,
+}
+
+impl Conv {
+    /// `x` (`inputs` rows of `len`) to `outputs` rows of `len / 2`.
+    fn forward(&self, x: &[f32], len: usize) -> Vec<f32> {
+        let (k, half) = (self.kernel, self.kernel / 2);
+        let mut row = vec![0.0f32; len];
+        let mut y = Vec::with_capacity(self.outputs * (len / 2));
+        for o in 0..self.outputs {
+            row.fill(self.bias[o]);
+            for i in 0..self.inputs {
+                let xi = &x[i * len..(i + 1) * len];
+                let w = &self.weight[(o * self.inputs + i) * k..][..k];
+                for (t, &wt) in w.iter().enumerate() {
+                    // Output p reads input p + t - half.
+                    let lo = half.saturating_sub(t);
+                    let hi = (len + half).saturating_sub(t).min(len);
+                    for p in lo..hi {
+                        row[p] += wt * xi[p + t - half];
+                    }
+                }
+            }
+            y.extend(row.chunks_exact(2).map(|a| a[0].max(a[1]).max(0.0)));
+        }
+        y
+    }
+}
+
+/// A beat classifier: the probability that a beat is ventricular, from its features: the shape
+/// vectors through the convolutions (where it has any), then with the measured features
+/// through dense layers with rectified hidden outputs and one output logit.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct BeatClassifier {
+    /// Names of the measured features (the shape vectors follow them).
+    pub measures: Vec<String>,
+    /// Each input's mean and standard deviation over the beats fitted on.
+    pub mean: Vec<f32>,
+    pub std: Vec<f32>,
+    /// Convolutions over the four shape vectors (`[4, SHAPE]` channels: each lead's stretch
+    /// and its difference from the template), input first; none for a perceptron.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub convs: Vec<Conv>,
+    /// The layers, input first; all but the last are followed by a ReLU. The first reads the
+    /// measured features and then the last convolution's rows (or the shape vectors as they
+    /// are, without convolutions).
+    pub layers: Vec<Dense>,
+}
+
+/// Why a beat classifier cannot be used.
+#[derive(Debug, thiserror::Error)]
+pub enum BeatsError {
+    #[error("{path}: {source}")]
+    Io {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("{path}: {source}")]
+    Parse {
+        path: PathBuf,
+        #[source]
+        source: serde_json::Error,
+    },
+    #[error("{path}: {source}")]
+    Invalid {
+        path: PathBuf,
+        #[source]
+        source: Box<BeatsError>,
+    },
+    #[error("the beat classifier reads {got} inputs, the beats have {need}")]
+    Inputs { got: usize, need: usize },
+    #[error("the beat classifier's layer {layer} does not fit the one before")]
+    Layers { layer: usize },
+    #[error("the beat classifier's convolution {layer} does not fit the one before")]
+    Convolutions { layer: usize },
+}
+
+impl BeatClassifier {
+    /// Names of the measured features, in order.
+    pub(crate) fn measure_names() -> Vec<String> {
+        MEASURES.iter().map(|s| s.to_string()).collect()
+    }
+
+    /// Checks that the layers chain from [`FEATURES`] inputs to one output.
+    pub fn check(&self) -> Result<(), BeatsError> {
+        let need = FEATURES;
+        if self.mean.len() != need || self.std.len() != need {
+            return Err(BeatsError::Inputs {
+                got: self.mean.len(),
+                need,
+            });
+        }
+        let (mut channels, mut len) = (SHAPE_ROWS, SHAPE);
+        for (k, c) in self.convs.iter().enumerate() {
+            if c.inputs != channels
+                || c.kernel % 2 == 0
+                || c.weight.len() != c.outputs * c.inputs * c.kernel
+                || c.bias.len() != c.outputs
+                || len < 2
+            {
+                return Err(BeatsError::Convolutions { layer: k });
+            }
+            (channels, len) = (c.outputs, len / 2);
+        }
+        let mut width = MEASURED + channels * len;
+        for (k, l) in self.layers.iter().enumerate() {
+            if l.inputs != width
+                || l.weight.len() != l.inputs * l.outputs
+                || l.bias.len() != l.outputs
+            {
+                return Err(BeatsError::Layers { layer: k });
+            }
+            width = l.outputs;
+        }
+        if width != 1 {
+            return Err(BeatsError::Layers {
+                layer: self.layers.len(),
+            });
+        }
+        Ok(())
+    }
+
+    /// The logit that a beat with inputs `x` is ventricular.
+    pub(crate) fn logit(&self, x: &[f32]) -> f32 {
+        let mut h: Vec<f32> = x
+            .iter()
+            .zip(self.mean.iter().zip(&self.std))
+            .map(|(v, (m, s))| (v - m) / s)
+            .collect();
+        if !self.convs.is_empty() {
+            let mut len = SHAPE;
+            let mut rows = h.split_off(MEASURED);
+            for c in &self.convs {
+                rows = c.forward(&rows, len);
+                len /= 2;
+            }
+            h.extend(rows);
+        }
+        let mut next = Vec::new();
+        let last = self.layers.len().saturating_sub(1);
+        for (k, l) in self.layers.iter().enumerate() {
+            l.forward_into(&h, &mut next);
+            std::mem::swap(&mut h, &mut next);
+            if k < last {
+                h.iter_mut().for_each(|v| *v = v.max(0.0));
+            }
+        }
+        h.first().copied().unwrap_or(0.0)
+    }
+
+    /// A classifier for tests: one layer reading the first feature (standardised as is), its
+    /// logit `weight x feature + bias`.
+    #[cfg(test)]
+    pub(crate) fn on_first_feature(weight: f32, bias: f32) -> BeatClassifier {
+        let mut w = vec![0.0; FEATURES];
+        w[0] = weight;
+        BeatClassifier {
+            measures: BeatClassifier::measure_names(),
+            mean: vec![0.0; FEATURES],
+            std: vec![1.0; FEATURES],
+            convs: Vec::new(),
+            layers: vec![Dense {
+                inputs: FEATURES,
+                outputs: 1,
+                weight: w,
+                bias: vec![bias],
+            }],
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_dense_layer_sums_each_output_from_its_bias_through_the_inputs_in_order() {
+        // Widths around the block of outputs computed together.
+        for (inputs, outputs) in [(3, 1), (5, 16), (7, 20), (134, 64), (64, 32), (2, 33)] {
+            let f = |k: usize| ((k * 7_919) % 1_013) as f32 / 97.0 - 5.0;
+            let layer = Dense {
+                inputs,
+                outputs,
+                weight: (0..inputs * outputs).map(f).collect(),
+                bias: (0..outputs).map(|k| f(k + 3)).collect(),
+            };
+            let x: Vec<f32> = (0..inputs).map(|k| f(k + 11) * 0.37).collect();
+            let mut y = vec![9.0; 3];
+            layer.forward_into(&x, &mut y);
+            assert_eq!(y.len(), outputs);
+            for (j, &yj) in y.iter().enumerate() {
+                let mut want = layer.bias[j];
+                for (i, &xi) in x.iter().enumerate() {
+                    want += xi * layer.weight[i * outputs + j];
+                }
+                assert_eq!(
+                    yj.to_bits(),
+                    want.to_bits(),
+                    "{inputs}x{outputs} output {j}"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn a_convolution_that_does_not_read_the_shape_rows_is_refused() {
+        let mut c = BeatClassifier::on_first_feature(1.0, 0.0);
+        c.check().expect("a perceptron on the inputs as they are");
+        c.convs.push(Conv {
+            inputs: SHAPE_ROWS + 1,
+            outputs: 2,
+            kernel: 3,
+            weight: vec![0.0; 2 * (SHAPE_ROWS + 1) * 3],
+            bias: vec![0.0; 2],
+        });
+        assert!(matches!(
+            c.check(),
+            Err(BeatsError::Convolutions { layer: 0 })
+        ));
+        c.convs[0].inputs = SHAPE_ROWS;
+        c.convs[0].weight.truncate(2 * SHAPE_ROWS * 3);
+        // The dense layer still reads the shape vectors whole, not the convolution's rows.
+        assert!(matches!(c.check(), Err(BeatsError::Layers { layer: 0 })));
+    }
+}
