@@ -124,18 +124,29 @@ pub struct BeatTrial {
     pub choice: ThresholdChoice,
 }
 
-/// Chooses the beat rule and its alarm rule on the validation replays: the pair that meets
-/// the target with the fewest false alarms (else the most sensitive), ties to the stricter
-/// call. Leaves the chosen rule applied, and gives what the pair reached on validation by
-/// EC57's overlap beside it.
+/// Chooses the beat rule and its alarm rule on the validation replays: among the pairs whose
+/// rule reaches the target both by count and by EC57's overlap (what the composer asks of a
+/// validated rule, `ValidationSummary::reached`), the one with the fewest false alarms; where
+/// none does, the pair that meets the target by count with the fewest false alarms (else the
+/// most sensitive); ties to the stricter call. Leaves the chosen rule applied, and gives what
+/// the pair reached on validation by EC57's overlap beside it.
 pub(crate) fn choose(
     val: &mut [Replay],
     search: &ThresholdSearch,
 ) -> Result<(BeatRule, ThresholdChoice, Vec<BeatTrial>, EpisodeFigures), EvaluateError> {
     let mut trials = Vec::new();
+    let mut overlap = Vec::new();
     for beat_rule in candidates() {
         apply(val, beat_rule);
         let choice = choose_rule(val, Replay::with_beats_scores, search)?;
+        let figures = gross_figures(
+            val,
+            Replay::with_beats_scores,
+            Replay::with_beats_run_onsets,
+            choice.rule,
+            search.hop_ms,
+            search.matching,
+        )?;
         tracing::info!(
             call_at = beat_rule.call_at,
             min_bsqi = beat_rule.min_bsqi,
@@ -143,31 +154,29 @@ pub(crate) fn choose(
             met = choice.met_target,
             detected = choice.detected,
             false_alarms = choice.false_alarms,
+            ec57_sensitivity = figures.se,
             "Beat rule tried on validation"
         );
+        let by_overlap = figures
+            .se
+            .is_none_or(|se| se >= search.target_sensitivity - 1e-9);
+        overlap.push((choice.met_target && by_overlap, figures));
         trials.push(BeatTrial { beat_rule, choice });
     }
-    let best = trials
-        .iter()
-        .enumerate()
-        .min_by(|(i, a), (j, b)| {
-            a.choice
-                .rank()
-                .cmp(&b.choice.rank())
+    let best = (0..trials.len())
+        .min_by(|&i, &j| {
+            let (a, b) = (&trials[i], &trials[j]);
+            overlap[j]
+                .0
+                .cmp(&overlap[i].0)
+                .then(a.choice.rank().cmp(&b.choice.rank()))
                 .then(b.beat_rule.call_at.total_cmp(&a.beat_rule.call_at))
-                .then(i.cmp(j))
+                .then(i.cmp(&j))
         })
-        .map(|(_, t)| t.clone())
         .expect("candidates are not empty");
-    apply(val, best.beat_rule);
-    let figures = gross_figures(
-        val,
-        Replay::with_beats_scores,
-        Replay::with_beats_run_onsets,
-        best.choice.rule,
-        search.hop_ms,
-        search.matching,
-    )?;
+    apply(val, trials[best].beat_rule);
+    let figures = overlap[best].1;
+    let best = trials[best].clone();
     Ok((best.beat_rule, best.choice, trials, figures))
 }
 
