@@ -24,7 +24,7 @@
 use std::collections::HashSet;
 
 use burn::backend::{Autodiff, Flex};
-use burn::module::{AutodiffModule, Module};
+use burn::module::{AutodiffModule, Module, Param};
 use burn::nn::conv::{Conv1d, Conv1dConfig};
 use burn::nn::loss::BinaryCrossEntropyLossConfig;
 use burn::nn::{Linear, LinearConfig, PaddingConfig1d};
@@ -137,21 +137,24 @@ impl<B: Backend> BeatNet<B> {
     }
 }
 
+/// A parameter's values, row-major.
+fn values<B: Backend, const D: usize>(p: &Param<Tensor<B, D>>) -> Vec<f32> {
+    p.val().into_data().to_vec::<f32>().expect("f32 parameters")
+}
+
+/// A layer's bias, zeros where it has none.
+fn bias<B: Backend>(b: &Option<Param<Tensor<B, 1>>>, outputs: usize) -> Vec<f32> {
+    b.as_ref().map_or(vec![0.0; outputs], values)
+}
+
 fn conv<B: Backend>(c: &Conv1d<B>) -> Conv {
     let [outputs, inputs, kernel] = c.weight.val().dims();
     Conv {
         inputs,
         outputs,
         kernel,
-        weight: c
-            .weight
-            .val()
-            .into_data()
-            .to_vec::<f32>()
-            .expect("f32 weights"),
-        bias: c.bias.as_ref().map_or(vec![0.0; outputs], |b| {
-            b.val().into_data().to_vec::<f32>().expect("f32 bias")
-        }),
+        weight: values(&c.weight),
+        bias: bias(&c.bias, outputs),
     }
 }
 
@@ -160,15 +163,8 @@ fn dense<B: Backend>(l: &Linear<B>) -> Dense {
     Dense {
         inputs,
         outputs,
-        weight: l
-            .weight
-            .val()
-            .into_data()
-            .to_vec::<f32>()
-            .expect("f32 weights"),
-        bias: l.bias.as_ref().map_or(vec![0.0; outputs], |b| {
-            b.val().into_data().to_vec::<f32>().expect("f32 bias")
-        }),
+        weight: values(&l.weight),
+        bias: bias(&l.bias, outputs),
     }
 }
 
