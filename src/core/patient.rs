@@ -6,7 +6,8 @@
 //! Holmes does not look patients up: an identity is an identifier value and the namespace
 //! that assigned it (HL7 CX.1 and CX.4, FHIR `Identifier.value` and `system`), passed through
 //! as the monitor gave it. Neither may hold a control character or an HL7 delimiter
-//! (`|^~\&`), so the value is written into PID-3 as it is.
+//! (`|^~\&`), so the value is written into PID-3 as it is, and an authority that is a URI
+//! into CX.4's subcomponents ([`Authority`]) without breaking them.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -68,6 +69,51 @@ impl Patient {
         }
         Ok(())
     }
+}
+
+/// What an authority is, as HL7 v2's HD (CX.4) tells it: an ISO OID (`urn:oid:1.2.3`), any
+/// other URI, or a local namespace id (`HOSP`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Authority<'a> {
+    /// `urn:oid:` and an OID (digits in arcs separated by dots): the OID alone.
+    Oid(&'a str),
+    /// Any other absolute URI ([`is_uri`]), whole.
+    Uri(&'a str),
+    /// Anything else: a namespace id.
+    Namespace(&'a str),
+}
+
+impl Patient {
+    /// The kind of this identity's authority.
+    pub(crate) fn authority_kind(&self) -> Authority<'_> {
+        let a = self.authority.as_str();
+        let oid = a
+            .get(..8)
+            .filter(|p| p.eq_ignore_ascii_case("urn:oid:"))
+            .map(|_| &a[8..])
+            .filter(|o| {
+                o.split('.')
+                    .all(|arc| !arc.is_empty() && arc.bytes().all(|b| b.is_ascii_digit()))
+            });
+        match oid {
+            Some(o) => Authority::Oid(o),
+            None if is_uri(a) => Authority::Uri(a),
+            None => Authority::Namespace(a),
+        }
+    }
+}
+
+/// Whether `s` is an absolute URI: a scheme (a letter, then letters, digits, `+`, `-` or
+/// `.`), a colon, something after it, and no white space.
+pub(crate) fn is_uri(s: &str) -> bool {
+    let Some((scheme, rest)) = s.split_once(':') else {
+        return false;
+    };
+    let mut c = scheme.chars();
+    c.next().is_some_and(|f| f.is_ascii_alphabetic())
+        && c.all(|x| x.is_ascii_alphanumeric() || matches!(x, '+' | '-' | '.'))
+        && !rest.is_empty()
+        && !s.contains(char::is_whitespace)
 }
 
 /// A bed's identity changed.
@@ -155,6 +201,52 @@ mod tests {
         // The message names the field, never the value.
         let e = p("secret|1", "H").check().unwrap_err().to_string();
         assert!(!e.contains("secret"), "{e}");
+    }
+
+    #[test]
+    fn an_authority_is_an_oid_another_uri_or_a_namespace() {
+        let kind = |a: &str| {
+            let p = p("1", a);
+            format!("{:?}", p.authority_kind())
+        };
+        assert_eq!(kind("urn:oid:1.2.840.99.7"), r#"Oid("1.2.840.99.7")"#);
+        assert_eq!(kind("URN:OID:2.16.840"), r#"Oid("2.16.840")"#);
+        assert_eq!(kind("urn:oid:1..2"), r#"Uri("urn:oid:1..2")"#);
+        assert_eq!(kind("urn:oid:1.2x"), r#"Uri("urn:oid:1.2x")"#);
+        assert_eq!(kind("urn:oid:"), r#"Uri("urn:oid:")"#);
+        assert_eq!(
+            kind("https://h.example/mrn"),
+            r#"Uri("https://h.example/mrn")"#
+        );
+        assert_eq!(kind("HOSP"), r#"Namespace("HOSP")"#);
+        assert_eq!(kind("1x:y"), r#"Namespace("1x:y")"#);
+        for (s, uri) in [
+            ("https://h.example/mrn", true),
+            ("urn:oid:1.2.3", true),
+            ("HOSP", false),
+            ("1x:y", false),
+            ("urn:", false),
+            ("urn:a b", false),
+            (":x", false),
+        ] {
+            assert_eq!(is_uri(s), uri, "{s}");
+        }
+        // An authority that would break CX.4's subcomponents (or any other HL7 structure)
+        // never gets this far: the check refuses every delimiter, `&` included.
+        for a in [
+            "urn:oid:1.2&3",
+            "https://h.example/?a=1&b=2",
+            "H^X",
+            "a|b",
+            "a~b",
+            "a\\b",
+        ] {
+            assert_eq!(
+                p("1", a).check(),
+                Err(PatientError::Delimiter("authority")),
+                "{a}"
+            );
+        }
     }
 
     #[test]
