@@ -417,6 +417,8 @@ async fn history_is_readable_after_a_restart_before_the_monitor_returns() {
     assert_eq!(listed[0]["bed"], "dur-2");
     assert_eq!(listed[0]["status"], "lost", "{beds}");
     assert_eq!(listed[0]["connected"], false, "{beds}");
+    // The patient outlives the restart.
+    assert_eq!(listed[0]["patient"], mrn, "{beds}");
     assert_eq!(
         listed[0]["latest"]["window_end_ms"],
         before.last().unwrap()["window_end_ms"],

@@ -1,7 +1,8 @@
 //! The patient a bed is admitted with, as its monitor names them (the hello's `patient`, or a
 //! `patient` message), and the beds' current identities ([`Admissions`]): the monitors'
 //! connections write them, the outbound feeds read them when they make a report, and the ward
-//! forgets a bed's when it evicts the bed.
+//! forgets a bed's when it evicts the bed; the daemon's are kept across restarts by a
+//! [`Journal`] (the store's `admissions` table).
 //!
 //! Holmes does not look patients up: an identity is an identifier value and the namespace
 //! that assigned it (HL7 CX.1 and CX.4, FHIR `Identifier.value` and `system`), passed through
@@ -128,14 +129,42 @@ pub(crate) enum Change {
     Discharged { previous: Arc<Patient> },
 }
 
+/// Where the beds' identities are kept beyond the process (the store's `admissions` table):
+/// told each change as it is made, in the order they are made (under the admissions' lock),
+/// so it must not block.
+pub(crate) trait Journal: Send + Sync + std::fmt::Debug {
+    /// `bed` is admitted with `patient` from now on (None: with no one).
+    fn keep(&self, bed: &str, patient: Option<&Patient>);
+}
+
 /// The current identity of each bed that has one. Cheap to clone; its memory is bounded by
-/// the beds the ward holds (an evicted bed's entry is forgotten).
+/// the beds the ward holds (an evicted bed's entry is forgotten) and, after a restart, those
+/// an earlier run held.
 #[derive(Debug, Clone, Default)]
 pub(crate) struct Admissions {
     beds: Arc<Mutex<HashMap<String, Arc<Patient>>>>,
+    /// Told every change, where the identities outlive the process (None in tests).
+    journal: Option<Arc<dyn Journal>>,
 }
 
 impl Admissions {
+    /// The identities an earlier run kept in `journal`, which is told every change from now
+    /// on.
+    pub(crate) fn restored(beds: HashMap<String, Patient>, journal: Arc<dyn Journal>) -> Self {
+        Admissions {
+            beds: Arc::new(Mutex::new(
+                beds.into_iter().map(|(b, p)| (b, Arc::new(p))).collect(),
+            )),
+            journal: Some(journal),
+        }
+    }
+
+    fn keep(&self, bed: &str, patient: Option<&Patient>) {
+        if let Some(j) = &self.journal {
+            j.keep(bed, patient);
+        }
+    }
+
     /// The patient `bed` is admitted with now, if any.
     pub(crate) fn get(&self, bed: &str) -> Option<Arc<Patient>> {
         self.beds.lock().expect("admissions lock").get(bed).cloned()
@@ -149,19 +178,25 @@ impl Admissions {
                 if beds.get(bed).is_some_and(|q| **q == p) {
                     return None;
                 }
+                self.keep(bed, Some(&p));
                 let now = Arc::new(p);
                 let previous = beds.insert(bed.to_owned(), now.clone());
                 Some(Change::Admitted { previous, now })
             }
-            None => beds
-                .remove(bed)
-                .map(|previous| Change::Discharged { previous }),
+            None => {
+                let previous = beds.remove(bed)?;
+                self.keep(bed, None);
+                Some(Change::Discharged { previous })
+            }
         }
     }
 
     /// Forgets `bed`'s identity (the ward evicted the bed); the patient it had.
     pub(crate) fn forget(&self, bed: &str) -> Option<Arc<Patient>> {
-        self.beds.lock().expect("admissions lock").remove(bed)
+        let mut beds = self.beds.lock().expect("admissions lock");
+        let previous = beds.remove(bed)?;
+        self.keep(bed, None);
+        Some(previous)
     }
 }
 
@@ -276,5 +311,40 @@ mod tests {
         assert_eq!(a.forget("b3").as_deref(), Some(&p("3", "H")));
         assert_eq!(a.get("b3"), None);
         assert_eq!(a.forget("b3"), None);
+    }
+
+    /// Records what it is told.
+    #[derive(Debug, Default)]
+    struct Log(Mutex<Vec<(String, Option<Patient>)>>);
+
+    impl Journal for Log {
+        fn keep(&self, bed: &str, patient: Option<&Patient>) {
+            self.0.lock().unwrap().push((bed.into(), patient.cloned()));
+        }
+    }
+
+    #[test]
+    fn restored_admissions_tell_their_journal_each_change_and_nothing_else() {
+        let log = Arc::new(Log::default());
+        let a = Admissions::restored(
+            HashMap::from([("b1".to_string(), p("1", "H"))]),
+            log.clone(),
+        );
+        assert_eq!(a.get("b1").as_deref(), Some(&p("1", "H")));
+        assert_eq!(a.set("b1", Some(p("1", "H"))), None);
+        a.set("b2", None);
+        a.forget("b9");
+        a.set("b2", Some(p("2", "H")));
+        a.set("b1", None);
+        a.forget("b2");
+        assert_eq!((a.get("b1"), a.get("b2")), (None, None));
+        assert_eq!(
+            *log.0.lock().unwrap(),
+            vec![
+                ("b2".to_string(), Some(p("2", "H"))),
+                ("b1".to_string(), None),
+                ("b2".to_string(), None),
+            ]
+        );
     }
 }

@@ -66,7 +66,8 @@ pub(super) struct BedSummary {
     risk_alarm_run_onset_ms: Option<i64>,
     /// When the ward raised that alarm (the server's clock, ms since the epoch).
     risk_alarm_raised_ms: Option<i64>,
-    /// The patient the bed is admitted with, as its monitor said; `null`: none.
+    /// The patient the bed is admitted with, as its monitor said (kept across a restart);
+    /// `null`: none.
     patient: Option<Patient>,
 }
 
