@@ -1,8 +1,10 @@
 //! Issue 42's durable outbox against a real receiver (`tests/hl7_peer.py`, started by
 //! `hl7_receiver`): across a receiver killed mid-stream, a daemon restarted mid-backlog and a
 //! daemon killed with SIGKILL, every message the outbox committed arrives by its MSH-10, in
-//! order, and an alarm a stopped run left open is ended; after a long outage observations too
-//! old are dropped and counted while the alarms queued meanwhile are delivered.
+//! order, and an alarm a stopped run left open is ended (naming the patient its bed was
+//! admitted with, which the database kept across the restart); after a long outage
+//! observations too old are dropped and counted while the alarms queued meanwhile are
+//! delivered.
 //!
 //! Without python3 and its `hl7` package these print `SKIPPED` (`pip install hl7`), unless
 //! `HOLMES_REQUIRE_HL7` is set, as in CI.
