@@ -389,12 +389,18 @@ async fn history_is_readable_after_a_restart_before_the_monitor_returns() {
         c.ward.stagger = Stagger::Off;
     })
     .await;
-    let mut m = Monitor::connect(&app.ws_url(), "dur-2", "dev-d").await;
+    // The bed is admitted with a patient in its monitor's hello; /api/beds names them.
+    let mrn = json!({"id": "MRN-00417", "authority": "urn:oid:1.2.840.99.7"});
+    let mut h = hello("dur-2", "dev-d");
+    h["patient"] = mrn.clone();
+    let mut m = Monitor::connect_with(&app.ws_url(), &h).await;
     m.stream(T0, 0..950).await;
     // Every window of the 95 s streamed, so that none lands after `before` is read.
     let ward = holmes::config::Config::default().ward;
     let all = ((95 - ward.window_secs) / ward.hop_secs + 1) as usize;
     let before = app.wait_scores("dur-2", 60.0, |r| r.len() >= all).await;
+    let (_, beds) = app.get("/api/beds").await;
+    assert_eq!(beds["beds"][0]["patient"], mrn, "{beds}");
     drop(m);
     app.stop().await;
 
@@ -411,6 +417,8 @@ async fn history_is_readable_after_a_restart_before_the_monitor_returns() {
     assert_eq!(listed[0]["bed"], "dur-2");
     assert_eq!(listed[0]["status"], "lost", "{beds}");
     assert_eq!(listed[0]["connected"], false, "{beds}");
+    // The patient outlives the restart.
+    assert_eq!(listed[0]["patient"], mrn, "{beds}");
     assert_eq!(
         listed[0]["latest"]["window_end_ms"],
         before.last().unwrap()["window_end_ms"],
@@ -432,13 +440,15 @@ async fn history_is_readable_after_a_restart_before_the_monitor_returns() {
     // A bed the database never saw is still unknown.
     let (status, v) = app.get("/api/beds/never-seen/scores").await;
     assert_eq!(status, 404, "{v}");
-    // When the monitor returns, the bed is the ward's again: live, one entry.
+    // When the monitor returns, the bed is the ward's again: live, one entry; its hello
+    // names no patient, so the bed has none any more.
     let mut m = Monitor::connect(&app.ws_url(), "dur-2", "dev-d").await;
     m.stream(T0 + 95_000, 0..10).await;
     let (_, beds) = app.get("/api/beds").await;
     let listed = beds["beds"].as_array().unwrap();
     assert_eq!(listed.len(), 1, "{beds}");
     assert_eq!(listed[0]["connected"], true, "{beds}");
+    assert_eq!(listed[0]["patient"], serde_json::Value::Null, "{beds}");
     app.stop().await;
 }
 

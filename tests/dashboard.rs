@@ -104,6 +104,7 @@ fn sim(url: &str, prefix: &str, beds: usize, secs: f64) -> SimOptions {
         seed: 7,
         ramp: std::time::Duration::ZERO,
         storm_at: None,
+        patient_authority: None,
     }
 }
 

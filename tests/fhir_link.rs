@@ -23,7 +23,7 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use fhir_server::*;
-use hl7_receiver::stream;
+use hl7_receiver::{stream, stream_with};
 use serde_json::Value;
 
 const LOINC_HR: &str = "http://loinc.org|8867-4";
@@ -264,7 +264,14 @@ async fn a_killed_server_and_a_restarted_daemon_make_no_duplicates_and_keep_orde
         }
     };
     let app = common::spawn_app(config.clone()).await;
-    let beds = [stream(app.ws_url(), "bed-1"), stream(app.ws_url(), "bed-2")];
+    // bed-1 is admitted with a patient; the database keeps it across the restart.
+    let mut hello = common::hello("bed-1", "mon-bed-1");
+    hello["patient"] = serde_json::json!({"id": "MRN-1", "authority": "urn:oid:1.2.840.99.7"});
+    let (_keep, none) = tokio::sync::mpsc::unbounded_channel();
+    let beds = [
+        stream_with(app.ws_url(), hello, none),
+        stream(app.ws_url(), "bed-2"),
+    ];
     for bed in ["bed-1", "bed-2"] {
         peer.wait_found(None, 60.0, LOINC_HR, |r| {
             r["extension"][0]["valueString"] == bed
@@ -339,15 +346,21 @@ async fn a_killed_server_and_a_restarted_daemon_make_no_duplicates_and_keep_orde
         })
         .collect();
     assert_eq!(first_sent, queued_queries, "sent against queued");
-    // The risk alarms open when the first run stopped were ended by the second.
-    for bed in ["bed-1", "bed-2"] {
+    // The risk alarms open when the first run stopped were ended by the second, bed-1's with
+    // its patient as `subject` (before its monitor said hello again), bed-2's with none.
+    let mrn =
+        serde_json::json!({"identifier": {"system": "urn:oid:1.2.840.99.7", "value": "MRN-1"}});
+    for (bed, subject) in [("bed-1", mrn), ("bed-2", Value::Null)] {
         let ends = peer.search(None, ALARM).await;
-        assert!(
-            ends.iter().any(|r| r["extension"][0]["valueString"] == bed
-                && component(r, "68481").as_deref() == Some("end")
-                && r["effectivePeriod"]["end"].is_string()),
-            "no end of {bed}'s risk alarm"
-        );
+        let end = ends
+            .iter()
+            .find(|r| {
+                r["extension"][0]["valueString"] == bed
+                    && component(r, "68481").as_deref() == Some("end")
+                    && r["effectivePeriod"]["end"].is_string()
+            })
+            .unwrap_or_else(|| panic!("no end of {bed}'s risk alarm"));
+        assert_eq!(end["subject"], subject, "{end}");
     }
 }
 

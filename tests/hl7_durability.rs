@@ -1,8 +1,10 @@
 //! Issue 42's durable outbox against a real receiver (`tests/hl7_peer.py`, started by
 //! `hl7_receiver`): across a receiver killed mid-stream, a daemon restarted mid-backlog and a
 //! daemon killed with SIGKILL, every message the outbox committed arrives by its MSH-10, in
-//! order, and an alarm a stopped run left open is ended; after a long outage observations too
-//! old are dropped and counted while the alarms queued meanwhile are delivered.
+//! order, and an alarm a stopped run left open is ended (naming the patient its bed was
+//! admitted with, which the database kept across the restart); after a long outage
+//! observations too old are dropped and counted while the alarms queued meanwhile are
+//! delivered.
 //!
 //! Without python3 and its `hl7` package these print `SKIPPED` (`pip install hl7`), unless
 //! `HOLMES_REQUIRE_HL7` is set, as in CI.
@@ -257,4 +259,113 @@ async fn old_observations_are_dropped_and_counted_while_alarms_wait_for_the_rece
             .any(|m| m.is_alarm("HOLMES-RISK-ALARM^", "start"))
     );
     check_order(&got);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_beds_patient_outlives_a_restart_in_the_reports_made_before_its_monitor_returns() {
+    let test = "a_beds_patient_outlives_a_restart_in_the_reports_made_before_its_monitor_returns";
+    if !hl7_available(test) {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let peer = Peer::start(dir.path(), 0, "aa");
+    let port = peer.port;
+    let db = dir.path().join("holmes.db");
+    let config = {
+        let db = db.clone();
+        move |c: &mut holmes::config::Config| {
+            hl7_config(c, port);
+            c.storage.db = db.clone();
+            // The risk alarms stay open across the restart; no technical alarm joins them.
+            c.ward.stale_secs = 3_600.0;
+            c.ward.lost_secs = 7_200.0;
+        }
+    };
+    let app = common::spawn_app(config.clone()).await;
+    // bed-1 is admitted in its hello and stays so; bed-2 is admitted, then discharged.
+    let admitted = |bed: &str, id: &str| {
+        let mut h = common::hello(bed, &format!("mon-{bed}"));
+        h["patient"] = serde_json::json!({"id": id, "authority": "urn:oid:1.2.840.99.7"});
+        h
+    };
+    let (_keep, none) = tokio::sync::mpsc::unbounded_channel();
+    let one = stream_with(app.ws_url(), admitted("bed-1", "MRN-1"), none);
+    let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+    let two = stream_with(app.ws_url(), admitted("bed-2", "MRN-2"), rx);
+    let pid3 = |m: &Msg| m.get("PID", 0, 3);
+    let first = "MRN-1^^^&1.2.840.99.7&ISO^MR";
+    for (bed, pid) in [("bed-1", first), ("bed-2", "MRN-2^^^&1.2.840.99.7&ISO^MR")] {
+        let a = peer
+            .wait(60.0, "the risk alarm's start", |m| {
+                m.bed() == bed && m.is_alarm("HOLMES-RISK-ALARM^", "start")
+            })
+            .await;
+        assert_eq!(pid3(&a), pid, "{}", a.text);
+    }
+    tx.send(serde_json::json!({"type": "patient", "patient": null}))
+        .unwrap();
+    peer.wait(30.0, "bed-2's report after its discharge", |m| {
+        m.bed() == "bed-2" && m.kind() == ORU_R01 && pid3(m).is_empty()
+    })
+    .await;
+    one.abort();
+    two.abort();
+    app.stop().await;
+    let before = peer.received().len();
+
+    // A new run; neither monitor has said hello again. The alarms the stopped run left open
+    // are ended at start-up, bed-1's naming its patient, bed-2's no one.
+    let app = common::spawn_app(config).await;
+    let end = |bed: &'static str| {
+        peer.wait(60.0, "the risk alarm's end", move |m| {
+            m.bed() == bed && m.is_alarm("HOLMES-RISK-ALARM^", "end")
+        })
+    };
+    let e1 = end("bed-1").await;
+    assert_eq!(pid3(&e1), first, "{}", e1.text);
+    let e2 = end("bed-2").await;
+    assert!(pid3(&e2).is_empty(), "{}", e2.text);
+    assert!(
+        peer.received()[before..]
+            .iter()
+            .any(|m| m.control_id() == e1.control_id()),
+        "the end was sent by the second run"
+    );
+    // /api/beds names bed-1's patient too, and the first report of its monitor's stream
+    // after it comes back (with the same patient) as well; the same patient is no change,
+    // so nothing new is audited.
+    let (_, beds) = app.get("/api/beds").await;
+    let listed = beds["beds"].as_array().unwrap();
+    let bed = |b: &str| listed.iter().find(|x| x["bed"] == b).unwrap().clone();
+    assert_eq!(
+        bed("bed-1")["patient"],
+        serde_json::json!({"id": "MRN-1", "authority": "urn:oid:1.2.840.99.7"}),
+        "{beds}"
+    );
+    assert_eq!(bed("bed-2")["patient"], serde_json::Value::Null, "{beds}");
+    // Its monitor comes back naming the same patient: no change, nothing new audited.
+    let (_keep, none) = tokio::sync::mpsc::unbounded_channel();
+    let one = stream_with(app.ws_url(), admitted("bed-1", "MRN-1"), none);
+    let o = peer
+        .wait(60.0, "bed-1's observation after the restart", |m| {
+            m.bed() == "bed-1" && m.kind() == ORU_R01 && m.control_id() > e1.control_id()
+        })
+        .await;
+    assert_eq!(pid3(&o), first, "{}", o.text);
+    one.abort();
+    app.stop().await;
+    let mut actions: Vec<(String, String)> = patient_audit(&db, 3)
+        .await
+        .into_iter()
+        .map(|r| (r.2["bed"].as_str().unwrap().to_owned(), r.1))
+        .collect();
+    actions.sort();
+    assert_eq!(
+        actions,
+        [
+            ("bed-1".to_string(), "patient_admitted".to_string()),
+            ("bed-2".to_string(), "patient_admitted".to_string()),
+            ("bed-2".to_string(), "patient_discharged".to_string()),
+        ]
+    );
 }

@@ -559,7 +559,8 @@ async fn an_admitted_beds_reports_name_its_patient_in_pid_3_as_it_changes() {
         m.bed() == "bed-1" && m.kind() == ORU_R01 && pid3(m).is_empty()
     })
     .await;
-    let second = "4711^^^urn:oid:1.2.840.99.7^MR";
+    // An OID authority is CX.4's universal id, of type ISO.
+    let second = "4711^^^&1.2.840.99.7&ISO^MR";
     tx.send(
         json!({"type": "patient", "patient": {"id": "4711", "authority": "urn:oid:1.2.840.99.7"}}),
     )

@@ -25,6 +25,7 @@ fn opts(url: String, beds: usize, faults: Faults) -> SimOptions {
         seed: 3,
         ramp: std::time::Duration::ZERO,
         storm_at: None,
+        patient_authority: None,
     }
 }
 
@@ -84,4 +85,57 @@ async fn simulator_reconnects_after_the_server_restarts() {
     assert!(report.frames_sent.load(Ordering::Relaxed) > 100);
     running.shutdown.cancel();
     running.stopped().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn simulated_beds_are_admitted_with_a_patient_under_the_authority_given() {
+    let app = common::spawn_app(|_| {}).await;
+    let mut o = opts(app.ws_url(), 2, Faults::default());
+    o.duration = Duration::from_secs(2);
+    o.patient_authority = Some("urn:oid:1.2.840.99.7".into());
+    holmes::tools::sim::run(o).await.unwrap();
+    let (_, v) = app.get("/api/beds").await;
+    let beds = v["beds"].as_array().unwrap();
+    assert_eq!(beds.len(), 2, "{v}");
+    for (b, n) in beds.iter().zip(1..) {
+        assert_eq!(b["bed"], format!("sim-{n}"));
+        assert_eq!(
+            b["patient"],
+            serde_json::json!({"id": format!("SIM-{n}"), "authority": "urn:oid:1.2.840.99.7"}),
+            "{v}"
+        );
+    }
+    app.stop().await;
+    // Without the option, no patient.
+    let app = common::spawn_app(|_| {}).await;
+    let mut o = opts(app.ws_url(), 1, Faults::default());
+    o.duration = Duration::from_secs(1);
+    holmes::tools::sim::run(o).await.unwrap();
+    let (_, v) = app.get("/api/beds").await;
+    assert_eq!(v["beds"][0]["bed"], "sim-1", "{v}");
+    assert_eq!(v["beds"][0]["patient"], serde_json::Value::Null, "{v}");
+    app.stop().await;
+}
+
+#[test]
+fn holmes_simulate_refuses_an_authority_no_monitor_could_send() {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_holmes"))
+        .args([
+            "simulate",
+            "--synthetic",
+            "--url",
+            "ws://127.0.0.1:9/ws/monitor",
+            "--duration",
+            "1",
+            "--patient-authority",
+            "H&S",
+        ])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("--patient-authority") && err.contains("delimiter"),
+        "{err}"
+    );
 }

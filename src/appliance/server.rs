@@ -179,10 +179,11 @@ pub async fn start(cfg: Config, listener: TcpListener) -> Result<Running, Server
     .await
     .expect("store start-up does not panic")?;
     let db = cfg.storage.db.clone();
-    let (reader, scored_until) = tokio::task::spawn_blocking(move || {
+    let (reader, scored_until, admissions) = tokio::task::spawn_blocking(move || {
         let r = StoreReader::open(&db)?;
         let until = r.scored_until()?;
-        Ok::<_, crate::serving::store::StoreError>((r, until))
+        let admissions = crate::serving::store::admissions::restore(&db)?;
+        Ok::<_, crate::serving::store::StoreError>((r, until, admissions))
     })
     .await
     .expect("opening the database does not panic")?;
@@ -230,6 +231,7 @@ pub async fn start(cfg: Config, listener: TcpListener) -> Result<Running, Server
             store: store.clone(),
         }),
         scored_until,
+        admissions,
         shutdown.child_token(),
         tracker.clone(),
     );

@@ -3,7 +3,7 @@
 use std::path::PathBuf;
 use std::sync::atomic::Ordering;
 
-use anyhow::Result;
+use anyhow::{Context, Result};
 
 use crate::tools::sim::{Faults, SimOptions, Source};
 use crate::training::dataset;
@@ -54,6 +54,12 @@ pub struct SimulateArgs {
     /// Bed name prefix.
     #[arg(long, default_value = "bed-")]
     pub(crate) prefix: String,
+    /// Admit every simulated bed with a patient in its hello: bed n's identifier is `SIM-<n>`
+    /// under this assigning authority (a namespace id such as `HOSP`, or a URI such as
+    /// `urn:oid:1.2.840.99.7`), sent out in PID-3 and as the FHIR `subject` [default: no
+    /// patient].
+    #[arg(long, value_name = "AUTHORITY")]
+    pub(crate) patient_authority: Option<String>,
 }
 
 pub(crate) fn run(a: SimulateArgs) -> Result<()> {
@@ -70,6 +76,11 @@ pub(crate) fn run(a: SimulateArgs) -> Result<()> {
     opts.device = a.device;
     opts.ca = a.ca;
     opts.bed_prefix = a.prefix;
+    opts.patient_authority = a.patient_authority;
+    // Refused here rather than by the daemon closing every connection.
+    if let Some(p) = opts.patient(1) {
+        p.check().context("--patient-authority")?;
+    }
     opts.faults = Faults {
         drop: a.drop,
         duplicate: a.duplicate,

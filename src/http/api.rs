@@ -17,6 +17,7 @@ use crate::composer::plans::Plan;
 use crate::composer::service::Switch;
 use crate::config::Combine;
 use crate::core::event::Origin;
+use crate::core::patient::Patient;
 use crate::dashboard::rule::ServedRule;
 use crate::serving::engine::ensemble::ModelInfo;
 use crate::serving::engine::profile::Profile;
@@ -65,6 +66,9 @@ pub(super) struct BedSummary {
     risk_alarm_run_onset_ms: Option<i64>,
     /// When the ward raised that alarm (the server's clock, ms since the epoch).
     risk_alarm_raised_ms: Option<i64>,
+    /// The patient the bed is admitted with, as its monitor said (kept across a restart);
+    /// `null`: none.
+    patient: Option<Patient>,
 }
 
 #[derive(Debug, Serialize)]
@@ -79,6 +83,8 @@ pub(super) async fn beds(State(s): State<AppState>) -> Result<Json<Beds>, ApiErr
     let latest = tokio::task::spawn_blocking(move || reader.latest_scores()).await??;
     let mut latest: HashMap<String, _> = latest.into_iter().map(|r| (r.bed.clone(), r)).collect();
     let snap = s.dashboard.board.snapshot();
+    let admissions = s.ward.admissions();
+    let patient = |bed: &str| admissions.get(bed).map(|p| (*p).clone());
     let risk = |bed: &str| {
         snap.alarms
             .iter()
@@ -95,11 +101,13 @@ pub(super) async fn beds(State(s): State<AppState>) -> Result<Json<Beds>, ApiErr
                 risk_alarm_onset_ms: risk.and_then(|a| a.onset_ms),
                 risk_alarm_run_onset_ms: risk.and_then(|a| a.run_onset_ms),
                 risk_alarm_raised_ms: risk.map(|a| a.raised_ms),
+                patient: patient(&view.bed),
                 view,
             }
         })
         .collect();
     beds.extend(latest.into_iter().map(|(bed, row)| BedSummary {
+        patient: patient(&bed),
         view: BedView {
             bed,
             status: BedStatus::Lost,

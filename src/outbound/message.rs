@@ -14,7 +14,7 @@ use std::sync::Arc;
 use hl7_parser::builder::prelude::*;
 
 use crate::config::Hl7Config;
-use crate::core::patient::Patient;
+use crate::core::patient::{Authority, Patient};
 use crate::dashboard::alarms::AlarmKind;
 
 /// OBX-3 of the risk score (PCD-01) and the risk alarm's source (PCD-04).
@@ -189,8 +189,8 @@ fn msh(cfg: &Hl7Config, kind: &str, control_id: &str, at_ms: i64, profile: &str)
 }
 
 /// The patient and the bed: PID-3 is the patient the bed's monitor said it is admitted with
-/// (`id^^^authority^MR`: CX.1, CX.4 and the identifier type code, medical record number),
-/// empty where it named none; PV1-3 is the bed (its third component, PL.3).
+/// (`id^^^authority^MR`: CX.1, CX.4 ([`assigning_authority`]) and the identifier type code,
+/// medical record number), empty where it named none; PV1-3 is the bed (its third component, PL.3).
 fn patient(bed: &str, who: Option<&Patient>) -> [SegmentBuilder; 2] {
     let mut pid = SegmentBuilder::new("PID").with_field_value(1, "1");
     if let Some(p) = who {
@@ -198,7 +198,7 @@ fn patient(bed: &str, who: Option<&Patient>) -> [SegmentBuilder; 2] {
             3,
             FieldBuilder::default()
                 .with_component(1, p.id.as_str())
-                .with_component(4, p.authority.as_str())
+                .with_component(4, assigning_authority(p))
                 .with_component(5, "MR"),
         );
     }
@@ -208,6 +208,21 @@ fn patient(bed: &str, who: Option<&Patient>) -> [SegmentBuilder; 2] {
             .with_field_value(2, "I")
             .with_field(3, FieldBuilder::default().with_component(3, bed)),
     ]
+}
+
+/// CX.4, an HD: a namespace id (HD.1, `HOSP`) as it is; an OID (`urn:oid:1.2.3`) as the
+/// universal id with its type, `&1.2.3&ISO`; any other URI as `&<uri>&URI`. The authority's
+/// check keeps `&` and the other delimiters out, so the subcomponents hold.
+fn assigning_authority(p: &Patient) -> ComponentBuilder {
+    match p.authority_kind() {
+        Authority::Namespace(n) => ComponentBuilder::from(n),
+        Authority::Oid(oid) => ComponentBuilder::default()
+            .with_subcomponent(2, oid)
+            .with_subcomponent(3, "ISO"),
+        Authority::Uri(uri) => ComponentBuilder::default()
+            .with_subcomponent(2, uri)
+            .with_subcomponent(3, "URI"),
+    }
 }
 
 /// One OBX: set id, value type, code, sub-id (OBX-4), value, units, time, equipment.

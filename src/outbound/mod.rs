@@ -319,12 +319,13 @@ pub(crate) async fn open(
     let wake = Arc::new(tokio::sync::Notify::new());
     let (names, queue) = (spec.names, spec.queue);
     let (d, s, w) = (f.db.to_owned(), status.clone(), wake.clone());
+    let a = f.admissions.clone();
     let (outbox, thread, tls) = tokio::task::spawn_blocking(move || {
         let tls = tls_ca
             .as_deref()
             .map(|ca| client_config(section, ca))
             .transpose()?;
-        let (outbox, thread) = outbox::start(spec, &d, s, w)?;
+        let (outbox, thread) = outbox::start(spec, &d, &a, s, w)?;
         Ok::<_, OutboundError>((outbox, thread, tls))
     })
     .await

@@ -24,6 +24,7 @@ use tokio::sync::{mpsc, oneshot};
 
 use super::LinkStatus;
 use super::message::{AlarmReport, Draft, Phase};
+use crate::core::patient::Admissions;
 use crate::core::time::now_ms;
 use crate::dashboard::alarms::AlarmKind;
 use crate::serving::store::audit::{Action, AuditLog, SYSTEM};
@@ -201,10 +202,12 @@ impl Outbox {
 /// Opens the outbox on `db` (migrated by the store) and starts its thread. Alarms whose
 /// start was queued by an earlier run and whose end never was (the daemon stopped or was
 /// killed while they were active) get their end queued now, dated when the dashboard closed
-/// them. Blocking.
+/// them, naming the patient `admissions` has for the bed (the one the store kept from the
+/// earlier run). Blocking.
 pub(crate) fn start(
     spec: Spec,
     db: &Path,
+    admissions: &Admissions,
     status: Arc<LinkStatus>,
     wake: Arc<tokio::sync::Notify>,
 ) -> Result<(Outbox, std::thread::JoinHandle<()>), OutboxError> {
@@ -221,7 +224,7 @@ pub(crate) fn start(
         pruned: Instant::now(),
     };
     st.count()?;
-    let ends = st.unfinished_alarms()?;
+    let ends = st.unfinished_alarms(admissions)?;
     st.insert(&ends)?;
     let (tx, rx) = mpsc::channel(queue);
     let thread = std::thread::Builder::new()
@@ -579,10 +582,10 @@ impl State {
         self.publish_oldest()
     }
 
-    /// End reports for alarms an earlier run reported started and never ended (with no
-    /// patient identity: the beds' identities live in memory and their monitors have not
-    /// said hello yet).
-    fn unfinished_alarms(&self) -> Result<Vec<Draft>, OutboxError> {
+    /// End reports for alarms an earlier run reported started and never ended, each with the
+    /// patient its bed is admitted with in `admissions` (as the earlier run left it: the
+    /// monitors have not said hello yet).
+    fn unfinished_alarms(&self, admissions: &Admissions) -> Result<Vec<Draft>, OutboxError> {
         let mut st = self
             .conn
             .prepare(&format!(
@@ -613,6 +616,7 @@ impl State {
             .filter_map(|(id, bed, kind, raised, cleared, acked)| {
                 Some(Draft::Alarm(AlarmReport {
                     alarm_id: id,
+                    patient: admissions.get(&bed),
                     bed,
                     kind: kind_of(&kind)?,
                     phase: Phase::End,
@@ -623,8 +627,6 @@ impl State {
                     } else {
                         "enabled"
                     },
-                    // An earlier run's admissions are not kept.
-                    patient: None,
                 }))
             })
             .collect())

@@ -344,6 +344,7 @@ mod tests {
         let (ob, th) = crate::outbound::outbox::start(
             super::super::spec(&cfg),
             &path,
+            &Default::default(),
             status.clone(),
             wake.clone(),
         )

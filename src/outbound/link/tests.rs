@@ -67,7 +67,14 @@ fn link(
     crate::serving::store::migrate(&mut c, &path).unwrap();
     let status = Arc::new(LinkStatus::default());
     let wake = Arc::new(Notify::new());
-    let (ob, th) = outbox::start(hl7_spec(cfg), &path, status.clone(), wake.clone()).unwrap();
+    let (ob, th) = outbox::start(
+        hl7_spec(cfg),
+        &path,
+        &Default::default(),
+        status.clone(),
+        wake.clone(),
+    )
+    .unwrap();
     let l = Link {
         cfg: cfg.clone(),
         outbox: ob.clone(),

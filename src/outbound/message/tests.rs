@@ -208,25 +208,49 @@ fn acks_of_both_modes_and_the_receivers_reason_are_read() {
 fn an_admitted_beds_reports_carry_the_patient_in_pid_3_and_others_none() {
     let cfg = Hl7Config::default();
     let (t0, mut o, mut a) = drafts();
-    let who = Arc::new(Patient {
-        id: "MRN-00417".into(),
-        authority: "urn:oid:1.2.840.99.7".into(),
-    });
-    o.patient = Some(who.clone());
-    a.patient = Some(who);
-    for text in [
-        render(&cfg, &Draft::Observation(o.clone()), "1", t0),
-        render(&cfg, &Draft::Alarm(a.clone()), "2", t0),
+    // The authority is CX.4, an HD: an OID as universal id of type ISO, another URI as one
+    // of type URI, anything else the namespace id.
+    for (authority, pid3, hd) in [
+        (
+            "urn:oid:1.2.840.99.7",
+            "MRN-00417^^^&1.2.840.99.7&ISO^MR",
+            ["", "1.2.840.99.7", "ISO"],
+        ),
+        (
+            "https://h.example/mrn",
+            "MRN-00417^^^&https://h.example/mrn&URI^MR",
+            ["", "https://h.example/mrn", "URI"],
+        ),
+        ("HOSP", "MRN-00417^^^HOSP^MR", ["HOSP", "", ""]),
+        // Not an OID after all: a URI.
+        (
+            "urn:oid:1.2.x",
+            "MRN-00417^^^&urn:oid:1.2.x&URI^MR",
+            ["", "urn:oid:1.2.x", "URI"],
+        ),
     ] {
-        let m = hl7_parser::parse_message(&text).unwrap();
-        assert_eq!(field(&m, "PID.1"), "1");
-        assert_eq!(field(&m, "PID.3"), "MRN-00417^^^urn:oid:1.2.840.99.7^MR");
-        assert_eq!(field(&m, "PID.3.1"), "MRN-00417");
-        assert_eq!(field(&m, "PID.3.4"), "urn:oid:1.2.840.99.7");
-        assert_eq!(field(&m, "PID.3.5"), "MR");
-        assert_eq!(field(&m, "PV1.3.3"), "bed-7");
-        let pid = text.split('\r').find(|s| s.starts_with("PID")).unwrap();
-        assert_eq!(pid, "PID|1||MRN-00417^^^urn:oid:1.2.840.99.7^MR");
+        let who = Arc::new(Patient {
+            id: "MRN-00417".into(),
+            authority: authority.into(),
+        });
+        o.patient = Some(who.clone());
+        a.patient = Some(who);
+        for text in [
+            render(&cfg, &Draft::Observation(o.clone()), "1", t0),
+            render(&cfg, &Draft::Alarm(a.clone()), "2", t0),
+        ] {
+            let m = hl7_parser::parse_message(&text).unwrap();
+            assert_eq!(field(&m, "PID.1"), "1");
+            assert_eq!(field(&m, "PID.3"), pid3);
+            assert_eq!(field(&m, "PID.3.1"), "MRN-00417");
+            for (k, want) in hd.iter().enumerate() {
+                assert_eq!(field(&m, &format!("PID.3.4.{}", k + 1)), *want, "{text}");
+            }
+            assert_eq!(field(&m, "PID.3.5"), "MR");
+            assert_eq!(field(&m, "PV1.3.3"), "bed-7");
+            let pid = text.split('\r').find(|s| s.starts_with("PID")).unwrap();
+            assert_eq!(pid, format!("PID|1||{pid3}"));
+        }
     }
     o.patient = None;
     let text = render(&cfg, &Draft::Observation(o), "3", t0);

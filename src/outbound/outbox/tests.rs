@@ -43,7 +43,14 @@ async fn messages_leave_in_order_and_survive_a_restart_with_their_ids() {
     let cfg = Hl7Config::default();
     let status = Arc::new(LinkStatus::default());
     let wake = Arc::new(tokio::sync::Notify::new());
-    let (ob, th) = start(hl7_spec(&cfg), &path, status.clone(), wake.clone()).unwrap();
+    let (ob, th) = start(
+        hl7_spec(&cfg),
+        &path,
+        &Default::default(),
+        status.clone(),
+        wake.clone(),
+    )
+    .unwrap();
     ob.enqueue(obs("b1")).await;
     ob.enqueue(alarm(1, Phase::Start)).await;
     ob.enqueue(obs("b2")).await;
@@ -79,7 +86,16 @@ async fn messages_leave_in_order_and_survive_a_restart_with_their_ids() {
         [],
     )
     .unwrap();
-    let (ob, th) = start(hl7_spec(&cfg), &path, status.clone(), wake).unwrap();
+    // The bed's patient as the store kept it from the earlier run: the end names it.
+    let admitted = Admissions::default();
+    admitted.set(
+        "b1",
+        Some(crate::core::patient::Patient {
+            id: "MRN-1".into(),
+            authority: "HOSP".into(),
+        }),
+    );
+    let (ob, th) = start(hl7_spec(&cfg), &path, &admitted, status.clone(), wake).unwrap();
     assert_eq!(status.backlog.load(Ordering::Relaxed), 2);
     assert_eq!(status.parked.load(Ordering::Relaxed), 1);
     let p = ob.next().await.unwrap();
@@ -88,6 +104,11 @@ async fn messages_leave_in_order_and_survive_a_restart_with_their_ids() {
     let end = ob.next().await.unwrap();
     assert_eq!(end.id, 4);
     assert!(end.body.contains("|end|") && end.body.contains("|ORU^R40^ORU_R40|4|"));
+    assert!(
+        end.body.contains("\rPID|1||MRN-1^^^HOSP^MR\r"),
+        "{}",
+        end.body
+    );
     assert_eq!(status.dropped_observations.load(Ordering::Relaxed), 1);
     let audit: String = c
         .query_row(
@@ -114,7 +135,14 @@ async fn a_message_longer_than_max_frame_bytes_is_parked_not_queued() {
     };
     let status = Arc::new(LinkStatus::default());
     let wake = Arc::new(tokio::sync::Notify::new());
-    let (ob, th) = start(hl7_spec(&cfg), &path, status.clone(), wake).unwrap();
+    let (ob, th) = start(
+        hl7_spec(&cfg),
+        &path,
+        &Default::default(),
+        status.clone(),
+        wake,
+    )
+    .unwrap();
     ob.enqueue(alarm(1, Phase::Start)).await;
     assert_eq!(ob.next().await, None, "nothing is left to block the queue");
     assert_eq!(status.backlog.load(Ordering::Relaxed), 0);
@@ -144,7 +172,14 @@ async fn a_batch_the_database_refuses_is_held_and_written_once_it_recovers() {
     let (_d, path) = setup();
     let status = Arc::new(LinkStatus::default());
     let wake = Arc::new(tokio::sync::Notify::new());
-    let (ob, th) = start(hl7_spec(&Hl7Config::default()), &path, status.clone(), wake).unwrap();
+    let (ob, th) = start(
+        hl7_spec(&Hl7Config::default()),
+        &path,
+        &Default::default(),
+        status.clone(),
+        wake,
+    )
+    .unwrap();
     let c = crate::serving::store::open(&path).unwrap();
     c.execute_batch(
         "CREATE TRIGGER refuse BEFORE INSERT ON hl7_outbox
@@ -207,7 +242,14 @@ async fn a_final_state_the_database_refuses_is_answered_so_and_the_message_stays
     let (_d, path) = setup();
     let status = Arc::new(LinkStatus::default());
     let wake = Arc::new(tokio::sync::Notify::new());
-    let (ob, th) = start(hl7_spec(&Hl7Config::default()), &path, status.clone(), wake).unwrap();
+    let (ob, th) = start(
+        hl7_spec(&Hl7Config::default()),
+        &path,
+        &Default::default(),
+        status.clone(),
+        wake,
+    )
+    .unwrap();
     ob.enqueue(obs("b1")).await;
     let p = ob.next().await.unwrap();
     let c = crate::serving::store::open(&path).unwrap();

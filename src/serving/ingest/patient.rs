@@ -1,7 +1,8 @@
 //! A bed's patient identity as its monitor gives it: the hello's `patient` and each `patient`
 //! message set the ward's [`Admissions`] entry of the bed, and each change writes one audit
 //! row (the actor is the device; the detail names the bed, the patient and the one before).
-//! The identifier goes to the audit table, the clinical trail, and never into the log.
+//! The identifier goes to the audit table, the clinical trail (and, through the admissions'
+//! journal, to the store's `admissions` table), and never into the log.
 
 use serde_json::json;
 

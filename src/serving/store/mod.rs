@@ -5,7 +5,8 @@
 //!
 //! Fed through [`StoreHandle`]: the ward's events and hellos (through the daemon's ward sink),
 //! the engine's scores, the zoo's and the composer's events; read through [`StoreReader`] by
-//! the API. [`audit`] writes the audit log; [`lifecycle`] records starts and stops.
+//! the API. [`audit`] writes the audit log; [`lifecycle`] records starts and stops;
+//! [`admissions`] keeps the beds' patients across restarts.
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
@@ -211,6 +212,14 @@ const MIGRATIONS: &[&str] = &[
         reason TEXT
     );
     CREATE INDEX fhir_outbox_pending ON fhir_outbox (id) WHERE state = 'pending';",
+    // 14: each bed's current patient, kept across restarts (`admissions`).
+    "CREATE TABLE admissions (
+        bed TEXT PRIMARY KEY,
+        patient_id TEXT,
+        authority TEXT,
+        seq INTEGER NOT NULL,
+        at_ms INTEGER NOT NULL
+    );",
 ];
 
 /// The schema version this build migrates to (`PRAGMA user_version`).
@@ -561,6 +570,7 @@ impl StoreHandle {
     }
 }
 
+pub(crate) mod admissions;
 pub mod audit;
 mod backlog;
 pub(crate) mod lifecycle;

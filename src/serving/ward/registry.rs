@@ -154,11 +154,13 @@ pub(crate) struct Ward {
 const GOLDEN: f64 = 0.618_033_988_749_894_9;
 impl Ward {
     /// A ward handing its output to `sink`; `scored_until` holds, per bed, where an earlier
-    /// run's stored windows end (device ms).
+    /// run's stored windows end (device ms), `admissions` the beds' patients (an earlier
+    /// run's, where the store kept them).
     pub(crate) fn new(
         cfg: WardSettings,
         sink: Arc<dyn WardSink>,
         scored_until: HashMap<String, i64>,
+        admissions: Admissions,
         cancel: CancellationToken,
         tracker: TaskTracker,
     ) -> Ward {
@@ -174,7 +176,7 @@ impl Ward {
                 cancel,
                 tracker,
                 epoch: Instant::now(),
-                admissions: Admissions::default(),
+                admissions,
             }),
         }
     }
@@ -564,6 +566,7 @@ mod tests {
             },
             Arc::new(Nowhere),
             HashMap::new(),
+            Admissions::default(),
             CancellationToken::new(),
             TaskTracker::new(),
         );

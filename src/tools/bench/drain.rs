@@ -302,6 +302,7 @@ fn fill(
     let (ob, thread) = outbox::start(
         spec,
         db,
+        &Default::default(),
         status.clone(),
         Arc::new(tokio::sync::Notify::new()),
     )?;

@@ -19,7 +19,7 @@ use tokio_tungstenite::Connector;
 use tokio_tungstenite::tungstenite::Message;
 use tokio_tungstenite::tungstenite::protocol::WebSocketConfig;
 
-use crate::protocol::ServerMsg;
+use crate::protocol::{Patient, ServerMsg};
 use crate::signal::heart_rate::heart_rate_at;
 use crate::training::dataset::{self, Database, RecordData};
 
@@ -73,6 +73,9 @@ pub struct SimOptions {
     pub ca: Option<PathBuf>,
     /// Beds are named `<prefix><n>`, n from 1.
     pub bed_prefix: String,
+    /// Each monitor's hello admits its bed with the patient `SIM-<n>` under this authority
+    /// (None: no patient). `holmes simulate` checks it as the daemon will.
+    pub patient_authority: Option<String>,
     pub faults: Faults,
     /// Only these record keys (`db/name`), in this order; empty: every record.
     pub records: Vec<String>,
@@ -87,6 +90,15 @@ pub struct SimOptions {
 }
 
 impl SimOptions {
+    /// The patient bed `n` (from 1) is admitted with: `SIM-<n>` under
+    /// [`patient_authority`](Self::patient_authority), if one is set.
+    pub fn patient(&self, n: usize) -> Option<Patient> {
+        self.patient_authority.as_ref().map(|a| Patient {
+            id: format!("SIM-{n}"),
+            authority: a.clone(),
+        })
+    }
+
     /// `beds` monitors of `source` against `url` for a day, in real time, without faults:
     /// token `demo`, beds `bed-1`, `bed-2`, ..., each its own device; every record, seed 1,
     /// all at once. Set the fields that differ.
@@ -102,6 +114,7 @@ impl SimOptions {
             device: None,
             ca: None,
             bed_prefix: "bed-".into(),
+            patient_authority: None,
             faults: Faults::default(),
             records: Vec::new(),
             seed: 1,
@@ -249,6 +262,7 @@ pub async fn run(opts: SimOptions) -> Result<Arc<SimReport>, SimError> {
         let join_at = start + opts.ramp.mul_f64(i as f64 / opts.beds.max(1) as f64);
         let m = Monitor {
             bed,
+            patient: opts.patient(i + 1),
             opts: opts.clone(),
             connector: connector.clone(),
             join_at,
@@ -268,6 +282,8 @@ pub async fn run(opts: SimOptions) -> Result<Arc<SimReport>, SimError> {
 /// One simulated monitor's schedule.
 struct Monitor {
     bed: String,
+    /// The patient its hello names, if any.
+    patient: Option<Patient>,
     opts: SimOptions,
     /// TLS client settings for `wss://` (absent: the default roots).
     connector: Option<Connector>,
@@ -326,6 +342,7 @@ fn samples_text(seq: u64, t_ms: i64, primary: &[f32], secondary: Option<&[f32]>)
 async fn monitor(m: Monitor, mut sig: Signal) {
     let Monitor {
         bed,
+        patient,
         opts,
         connector,
         join_at,
@@ -348,10 +365,12 @@ async fn monitor(m: Monitor, mut sig: Signal) {
     if sig.has_secondary() {
         ecg.push(json!({"lead": "V", "hz": 250}));
     }
-    let hello =
-        json!({"type": "hello", "protocol": 1, "bed": bed, "device": device, "token": opts.token,
-                       "ecg": ecg, "vitals": [{"name": "hr", "unit": "bpm"}]})
-        .to_string();
+    let mut hello = json!({"type": "hello", "protocol": 1, "bed": bed, "device": device, "token": opts.token,
+                       "ecg": ecg, "vitals": [{"name": "hr", "unit": "bpm"}]});
+    if let Some(p) = patient {
+        hello["patient"] = json!(p);
+    }
+    let hello = hello.to_string();
     let mut next_tick = Instant::now();
     while Instant::now() < deadline {
         let Ok(Ok((ws, _))) = tokio::time::timeout(
