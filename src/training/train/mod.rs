@@ -15,8 +15,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::core::window::SAMPLE_RATE_HZ;
 use crate::training::dataset::{
-    self, Augment, Dataset, DatasetError, NoiseBank, RecordData, SpliceMix, Split, SplitName,
-    WindowSpec,
+    self, Augment, Dataset, DatasetError, NoiseBank, Split, SplitName, WindowSpec,
 };
 use crate::zoo::{
     self, Architecture, Input, Lead, MANIFEST_FORMAT, Manifest, ResNeXtArch, Training, VitalsArch,
@@ -83,11 +82,6 @@ pub(crate) struct TrainConfig {
     pub(crate) train_hop_samples: usize,
     /// How training windows are corrupted.
     pub(crate) augment: Augment,
-    /// Copies of each train-part record that can be spliced ([`dataset::splice`]) added to
-    /// the train part with runs, salvos and bigeminy of its own patient's ventricular beats in
-    /// its sinus rhythm: short runs inside sinus rhythm as positives, salvos and bigeminy as
-    /// hard negatives. Never a validation or test record.
-    pub(crate) spliced_copies: u64,
 }
 
 impl TrainConfig {
@@ -118,7 +112,6 @@ impl TrainConfig {
             window: WindowSpec::default(),
             train_hop_samples: SAMPLE_RATE_HZ / 2,
             augment: Augment::default(),
-            spliced_copies: 1,
         }
     }
 
@@ -262,9 +255,7 @@ pub(crate) fn run(opts: &TrainOptions) -> Result<(Vec<String>, Vec<String>), Tra
     } else {
         keys
     };
-    let mut split = split;
-    let records = with_spliced_copies(dataset::load_keys(&opts.data, &keys)?, &mut split, &cfg);
-    let ds = Dataset::new(records, cfg.window);
+    let ds = Dataset::new(dataset::load_keys(&opts.data, &keys)?, cfg.window);
     let [train, validation]: [NoiseBank; 2] =
         NoiseBank::load(&opts.data, &[SplitName::Train, SplitName::Validation])?
             .try_into()
@@ -313,34 +304,6 @@ pub(crate) fn run(opts: &TrainOptions) -> Result<(Vec<String>, Vec<String>), Tra
     Ok((trained, kept))
 }
 
-/// `records` and, after them, [`TrainConfig::spliced_copies`] spliced copies of each
-/// train-part record that can be spliced, each added to `split`'s train part under its own
-/// key (`<key>~spliced<copy>`) and its source's patient group.
-fn with_spliced_copies(
-    mut records: Vec<RecordData>,
-    split: &mut Split,
-    cfg: &TrainConfig,
-) -> Vec<RecordData> {
-    let copies: Vec<RecordData> = (1..=cfg.spliced_copies)
-        .flat_map(|copy| {
-            records
-                .iter()
-                .filter(|r| split.of(&r.key) == Some(SplitName::Train))
-                .filter_map(move |r| {
-                    let seed = cfg.seed.wrapping_add(copy);
-                    let mut s = dataset::splice(r, seed, SpliceMix::EVALUATION)?.record;
-                    s.key = format!("{}~spliced{copy}", r.key);
-                    Some(s)
-                })
-                .collect::<Vec<_>>()
-        })
-        .collect();
-    split.train.extend(copies.iter().map(|r| r.key.clone()));
-    tracing::info!(records = copies.len(), "Spliced copies of train-part records added");
-    records.extend(copies);
-    records
-}
-
 /// Quick mode reads two records per database and split.
 fn quick_records(
     split: &Split,
@@ -377,18 +340,6 @@ fn data_description(cfg: &TrainConfig) -> String {
         w.first_end_secs,
         w.episode_hop_secs,
         w.max_noise_fraction * 100.0
-    ) + &spliced_description(cfg.spliced_copies)
-}
-
-fn spliced_description(copies: u64) -> String {
-    if copies == 0 {
-        return String::new();
-    }
-    format!(
-        "; the train part also holds {copies} spliced cop{} of each of its mitdb, svdb and nstdb \
-         records with enough ventricular beats (the patient's own ventricular beats placed into \
-         its sinus rhythm: runs of 5-30 beats at 100-250/min, salvos of 2-4 and bigeminy)",
-        if copies == 1 { "y" } else { "ies" }
     )
 }
 
