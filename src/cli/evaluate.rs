@@ -147,6 +147,12 @@ pub struct EvaluateArgs {
         ]
     )]
     folds: Option<usize>,
+    /// With --folds K: fold over every record of the split instead, judging fold k with the
+    /// zoo DIR/fold-k (`holmes train --fold k --folds K --out DIR/fold-k`), whose members
+    /// learnt from the other folds but the next; the beat classifier is fitted on the same
+    /// folds, and its epoch, the beat rule and the alarm rule are chosen on that next fold.
+    #[arg(long, value_name = "DIR", requires = "folds")]
+    fold_zoos: Option<PathBuf>,
     /// Print the evaluation as JSON instead of tables.
     #[arg(long)]
     json: bool,
@@ -212,7 +218,15 @@ pub fn run(a: EvaluateArgs) -> Result<()> {
         if k < 2 {
             anyhow::bail!("--folds {k}: at least 2");
         }
-        let c = evaluate::cross_validate(&opts, k).context("cross-validation failed")?;
+        let c = match &a.fold_zoos {
+            Some(dir) if k < 3 => anyhow::bail!(
+                "--folds {k} --fold-zoos {}: at least 3 (one judged, one chosen on, one learnt)",
+                dir.display()
+            ),
+            Some(dir) => evaluate::cross_validate_retrained(&opts, k, dir),
+            None => evaluate::cross_validate(&opts, k),
+        }
+        .context("cross-validation failed")?;
         print_as(a.json, &c, evaluate::cross_validation_text)?;
         return Ok(());
     }

@@ -5,16 +5,16 @@ use std::path::PathBuf;
 use anyhow::{Context, Result};
 
 use crate::training::dataset::{self, Dataset, Split, WindowSpec};
-use crate::training::train::{self, TrainOptions};
+use crate::training::train::{self, Fold, TrainOptions};
 
 #[derive(Debug, clap::Args)]
 pub struct TrainArgs {
     /// Folder holding vfdb/, cudb/, mitdb/, svdb/ and nstdb/ [default: $HOLMES_DATA or ../shared/data/physionet]
     #[arg(long)]
     data: Option<PathBuf>,
-    /// Zoo folder to write.
-    #[arg(long, default_value = "models")]
-    out: PathBuf,
+    /// Zoo folder to write [default: models, or runs/folds-K/fold-k with --fold].
+    #[arg(long)]
+    out: Option<PathBuf>,
     /// The committed patient-wise split.
     #[arg(long, default_value = "config/split.toml")]
     split: PathBuf,
@@ -27,6 +27,14 @@ pub struct TrainArgs {
     /// Retrain models that already exist.
     #[arg(long)]
     force: bool,
+    /// Train for fold k (1-based) of patient-wise cross-validation over every record of the
+    /// split: that fold held out, the next one for early stopping, the others learnt from
+    /// (`holmes evaluate --folds K --fold-zoos` judges each fold with its zoo).
+    #[arg(long, requires = "folds")]
+    fold: Option<usize>,
+    /// The number of folds K of --fold.
+    #[arg(long, requires = "fold")]
+    folds: Option<usize>,
 }
 
 #[derive(Debug, clap::Args)]
@@ -48,7 +56,18 @@ pub(crate) fn train(a: TrainArgs) -> Result<()> {
         quick,
         only,
         force,
+        fold,
+        folds,
     } = a;
+    let fold = match (fold, folds) {
+        (Some(k), Some(n)) if n >= 3 && (1..=n).contains(&k) => Some(Fold { fold: k, of: n }),
+        (Some(k), Some(n)) => anyhow::bail!("--fold {k} --folds {n}: needs 3 <= K and 1 <= k <= K"),
+        _ => None,
+    };
+    let out = out.unwrap_or_else(|| match fold {
+        Some(f) => f.default_out(),
+        None => PathBuf::from("models"),
+    });
     let opts = TrainOptions {
         data: data.unwrap_or_else(dataset::default_data_dir),
         out,
@@ -56,6 +75,7 @@ pub(crate) fn train(a: TrainArgs) -> Result<()> {
         quick,
         only,
         force,
+        fold,
     };
     let (trained, kept) = train::run(&opts).context("training failed")?;
     println!(

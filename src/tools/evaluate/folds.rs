@@ -28,7 +28,7 @@ use std::collections::BTreeMap;
 use serde::Serialize;
 
 use crate::alarm::matching::AlarmTiming;
-use crate::alarm::{AlarmRule, MatchOptions};
+use crate::alarm::{AlarmRule, MatchOptions, ThresholdSearch};
 use crate::core::stats::wilson_interval;
 use crate::core::window::SAMPLE_RATE_HZ;
 use crate::serving::engine::ensemble::Ensemble;
@@ -40,12 +40,12 @@ use super::episodes::{RecordComparison, Summary, TimeToAlarm, summarize, time_to
 use super::replay::{Detectors, Replay, replay};
 use super::spliced::{SplicedFigures, figures_under};
 use super::{EvaluateError, EvaluateOptions, beats, condition, load_part, load_part_of, pooled};
-use crate::training::dataset::{SpliceMix, Spliced, splice};
+use crate::training::dataset::{SpliceMix, Spliced, deal, splice};
 
 /// Beats for the fit come from windows this far apart, s (as `--beats` fits).
-const FIT_HOP_SECS: usize = 15;
+pub(super) const FIT_HOP_SECS: usize = 15;
 /// The noise level of the stress condition, dB.
-const STRESS_DB: f32 = 6.0;
+pub(super) const STRESS_DB: f32 = 6.0;
 
 /// What one fold chose on the others, and what it reached on itself.
 #[derive(Debug, Clone, Serialize)]
@@ -103,6 +103,7 @@ pub struct Pooled {
 #[derive(Debug, Clone, Serialize)]
 pub struct CrossValidation {
     pub folds: usize,
+    pub scope: Scope,
     pub members: Vec<String>,
     pub window_secs: u32,
     pub hop_secs: u32,
@@ -128,7 +129,6 @@ pub fn cross_validate(opts: &EvaluateOptions, k: usize) -> Result<CrossValidatio
     let (window, hop) = opts.timing()?;
     let fs = SAMPLE_RATE_HZ;
     let (win, hop_n) = (window as usize * fs, hop as usize * fs);
-    let hop_ms = hop as i64 * 1000;
     let split = Split::read(&opts.split)?;
     let ens = Ensemble::load(&opts.models_dir, &opts.members, window)?.with_beats(None);
     let ens = pooled(ens, opts.pooling, &opts.models_dir, hop, window)?;
@@ -209,125 +209,80 @@ pub fn cross_validate(opts: &EvaluateOptions, k: usize) -> Result<CrossValidatio
     );
 
     let search = opts.search(MatchOptions::default());
-    let mut per_fold = Vec::with_capacity(k);
-    let mut spliced_judged: Vec<(usize, Replay, AlarmRule)> = Vec::new();
-    let (mut clean_rows, mut stressed_rows) = (Vec::new(), Vec::new());
+    let mut judged = Judgements::default();
     for f in 0..k {
         let held: Vec<usize> = (0..recs.len()).filter(|&i| fold_of[i] == f).collect();
         let others: Vec<usize> = (0..recs.len()).filter(|&i| fold_of[i] != f).collect();
-        // The epoch that ranks the other folds' beats best.
         let mut other_rows = BeatRows::default();
         for &i in &others {
             other_rows.extend(&record_rows[i]);
         }
-        let (epoch, classifier) = epochs
-            .iter()
-            .enumerate()
-            .map(|(e, c)| (e, c, other_rows.pr_auc(c)))
-            .fold(
-                None,
-                |best: Option<(usize, &BeatClassifier, f64)>, x| match best {
-                    Some(b) if b.2 >= x.2 => Some(b),
-                    _ => Some(x),
-                },
-            )
-            .map(|(e, c, _)| (e + 1, c))
-            .expect("one epoch at least");
-        let with_runs = |reps: &[Replay], idx: &[usize], leads: Option<&Vec<Vec<Vec<f32>>>>| {
-            idx.iter()
-                .map(|&i| {
-                    let mut r = reps[i].clone();
-                    let l = leads.map_or(&recs[i].leads, |s| &s[i]);
-                    r.beat_runs = runs(classifier, l, &r, win, hop_n);
-                    r
-                })
-                .collect::<Vec<Replay>>()
-        };
-        let mut chosen_on = with_runs(&clean, &others, None);
-        let (beat_rule, choice, _, _) = beats::choose(&mut chosen_on, &search)?;
-        drop(chosen_on);
-        let mut held_clean = with_runs(&clean, &held, None);
-        beats::apply(&mut held_clean, beat_rule);
-        let c = condition(
-            &held_clean,
-            Replay::with_beats_scores,
-            Replay::with_beats_run_onsets,
-            choice.rule,
-            hop_ms,
-            None,
-            search.matching,
-        )?;
-        let rows: Vec<Judged> = c
-            .records
-            .into_iter()
-            .zip(&held_clean)
-            .map(|(row, rep)| (row.record, row.comparison, rep.by_kind.clone()))
-            .collect();
-        let timings: Vec<AlarmTiming> = rows
-            .iter()
-            .flat_map(|(_, c, _)| c.timings.iter().map(|t| t.timing))
-            .collect();
-        per_fold.push(FoldRow {
-            fold: f + 1,
-            records: held.iter().map(|&i| recs[i].key.clone()).collect(),
-            epoch,
-            beat_rule,
-            alarm_rule: choice.rule,
-            chosen_on_episodes: choice.episodes,
-            chosen_on_detected: choice.detected,
-            chosen_on_false_alarms: choice.false_alarms,
-            episodes: timings.len(),
-            detected: timings
+        let fold = Fold {
+            number: f + 1,
+            epochs: &epochs,
+            chosen_rows: &other_rows,
+            chosen_on: others
                 .iter()
-                .filter(|&&t| t != AlarmTiming::Missed)
-                .count(),
-            false_alarms: rows.iter().map(|(_, c, _)| c.false_alarms).sum(),
+                .map(|&i| (&clean[i], &recs[i].leads[..]))
+                .collect(),
+            held: held
+                .iter()
+                .map(|&i| Held {
+                    record: &recs[i],
+                    clean: &clean[i],
+                    stressed: stressed_leads.as_ref().map(|s| (&s[i][..], &stressed[i])),
+                    spliced: spliced[i].as_ref().zip(spliced_clean[i].as_ref()),
+                })
+                .collect(),
+        };
+        let j = judge_fold(&fold, &search, win, hop_n)?;
+        judged.add(j, |k| {
+            spliced[held[k]]
+                .as_ref()
+                .expect("judged spliced events have one")
         });
-        clean_rows.extend(rows);
-        for &i in &held {
-            if let (Some(sp), Some(rep)) = (&spliced[i], &spliced_clean[i]) {
-                let mut r = rep.clone();
-                r.beat_runs = runs(classifier, &sp.record.leads, &r, win, hop_n);
-                beats::apply(std::slice::from_mut(&mut r), beat_rule);
-                spliced_judged.push((i, r, choice.rule));
-            }
-        }
-        if stressed_leads.is_some() {
-            let mut held_noisy = with_runs(&stressed, &held, stressed_leads.as_ref());
-            beats::apply(&mut held_noisy, beat_rule);
-            let c = condition(
-                &held_noisy,
-                Replay::with_beats_scores,
-                Replay::with_beats_run_onsets,
-                choice.rule,
-                hop_ms,
-                Some(STRESS_DB),
-                search.matching,
-            )?;
-            stressed_rows.extend(
-                c.records
-                    .into_iter()
-                    .zip(&held_noisy)
-                    .map(|(row, rep)| (row.record, row.comparison, rep.by_kind.clone())),
-            );
-        }
-        tracing::info!(
-            fold = f + 1,
-            epoch,
-            call_at = beat_rule.call_at,
-            on = choice.rule.on,
-            "Fold judged"
-        );
     }
+    report(
+        opts,
+        k,
+        (window, hop),
+        search.matching,
+        &recs,
+        judged,
+        Scope::HeldOutParts,
+    )
+}
+
+/// Which records a cross-validation folds, and how its members were trained.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Scope {
+    /// The validation and test parts; the members trained once on the train part.
+    HeldOutParts,
+    /// Every record; the members trained for each fold on the folds it does not judge or
+    /// choose on (`holmes train --fold`).
+    EveryRecordRetrained,
+}
+
+/// The report of folds judged over `recs`.
+pub(super) fn report(
+    opts: &EvaluateOptions,
+    k: usize,
+    (window, hop): (u32, u32),
+    matching: MatchOptions,
+    recs: &[RecordData],
+    judged: Judgements<'_>,
+    scope: Scope,
+) -> Result<CrossValidation, EvaluateError> {
+    let hop_ms = hop as i64 * 1000;
     let mut by_db: BTreeMap<String, Pooled> = BTreeMap::new();
-    let dbs: Vec<String> = {
-        let mut v: Vec<String> = recs.iter().map(|r| r.db.name().to_owned()).collect();
-        v.dedup();
-        v
-    };
+    let mut dbs: Vec<String> = recs.iter().map(|r| r.db.name().to_owned()).collect();
+    dbs.sort();
+    dbs.dedup();
     for db in dbs {
         let prefix = format!("{db}/");
-        let subset: Vec<_> = clean_rows
+        let subset: Vec<_> = judged
+            .clean
             .iter()
             .filter(|(k, _, _)| k.starts_with(&prefix))
             .cloned()
@@ -335,33 +290,205 @@ pub fn cross_validate(opts: &EvaluateOptions, k: usize) -> Result<CrossValidatio
         by_db.insert(db, pool(&subset));
     }
     let spliced_figures = if opts.spliced.is_some() {
-        let judged: Vec<(&Spliced, &Replay, AlarmRule)> = spliced_judged
+        let events: Vec<(&Spliced, &Replay, AlarmRule)> = judged
+            .spliced
             .iter()
-            .filter_map(|(i, r, rule)| spliced[*i].as_ref().map(|sp| (sp, r, *rule)))
+            .map(|(sp, r, rule)| (*sp, r, *rule))
             .collect();
-        Some(figures_under(&judged, Replay::with_beats_scores, hop_ms)?)
+        Some(figures_under(&events, Replay::with_beats_scores, hop_ms)?)
     } else {
         None
     };
+    let mut per_fold = judged.per_fold;
+    per_fold.sort_by_key(|f| f.fold);
     Ok(CrossValidation {
         folds: k,
+        scope,
         members: opts.members.clone(),
         window_secs: window,
         hop_secs: hop,
         target_sensitivity: opts.target_sensitivity,
-        matching: search.matching,
+        matching,
         per_fold,
-        clean: pool(&clean_rows),
+        clean: pool(&judged.clean),
         clean_by_database: by_db,
-        stressed: (!stressed_rows.is_empty()).then(|| pool(&stressed_rows)),
+        stressed: (!judged.stressed.is_empty()).then(|| pool(&judged.stressed)),
         splice_seed: opts.spliced,
         spliced: spliced_figures,
     })
 }
 
+/// One fold to judge: the beat classifier's epochs, the records its rules are chosen on (and
+/// their beats, which choose the epoch), and the records it is judged on, each replayed by
+/// the ensemble this fold is judged with.
+pub(super) struct Fold<'a, 'r> {
+    /// 1-based.
+    pub number: usize,
+    pub epochs: &'r [BeatClassifier],
+    pub chosen_rows: &'r BeatRows,
+    pub chosen_on: Vec<(&'a Replay, &'a [Vec<f32>])>,
+    pub held: Vec<Held<'a>>,
+}
+
+/// A record of the judged fold: clean, under the stress condition, and with its spliced
+/// events, where asked.
+pub(super) struct Held<'a> {
+    pub record: &'a RecordData,
+    pub clean: &'a Replay,
+    pub stressed: Option<(&'a [Vec<f32>], &'a Replay)>,
+    pub spliced: Option<(&'a Spliced, &'a Replay)>,
+}
+
+/// What one fold reached: its row, its held records judged clean and stressed, and its
+/// spliced events (each by its position in [`Fold::held`]) under its rules.
+pub(super) struct FoldJudged {
+    pub row: FoldRow,
+    pub clean: Vec<Judged>,
+    pub stressed: Vec<Judged>,
+    pub spliced: Vec<(usize, Replay, AlarmRule)>,
+}
+
+/// What the folds reached, gathered.
+#[derive(Default)]
+pub(super) struct Judgements<'a> {
+    pub per_fold: Vec<FoldRow>,
+    pub clean: Vec<Judged>,
+    pub stressed: Vec<Judged>,
+    pub spliced: Vec<(&'a Spliced, Replay, AlarmRule)>,
+}
+
+impl<'a> Judgements<'a> {
+    /// Adds a fold's judgement; `source` gives the spliced record of its `k`-th held record.
+    pub fn add(&mut self, j: FoldJudged, source: impl Fn(usize) -> &'a Spliced) {
+        self.per_fold.push(j.row);
+        self.clean.extend(j.clean);
+        self.stressed.extend(j.stressed);
+        self.spliced.extend(
+            j.spliced
+                .into_iter()
+                .map(|(k, r, rule)| (source(k), r, rule)),
+        );
+    }
+}
+
+/// Chooses a fold's epoch (the one that ranks `chosen_rows` best by PR-AUC), beat rule and
+/// alarm rule on `chosen_on`, and judges its held records under them.
+pub(super) fn judge_fold(
+    fold: &Fold<'_, '_>,
+    search: &ThresholdSearch,
+    win: usize,
+    hop_n: usize,
+) -> Result<FoldJudged, EvaluateError> {
+    let hop_ms = search.hop_ms;
+    let (epoch, classifier) = fold
+        .epochs
+        .iter()
+        .enumerate()
+        .map(|(e, c)| (e, c, fold.chosen_rows.pr_auc(c)))
+        .fold(
+            None,
+            |best: Option<(usize, &BeatClassifier, f64)>, x| match best {
+                Some(b) if b.2 >= x.2 => Some(b),
+                _ => Some(x),
+            },
+        )
+        .map(|(e, c, _)| (e + 1, c))
+        .expect("one epoch at least");
+    let with_runs = |r: &Replay, leads: &[Vec<f32>]| {
+        let mut r = r.clone();
+        r.beat_runs = runs(classifier, leads, &r, win, hop_n);
+        r
+    };
+    let mut chosen_on: Vec<Replay> = fold
+        .chosen_on
+        .iter()
+        .map(|(r, leads)| with_runs(r, leads))
+        .collect();
+    let (beat_rule, choice, _, _) = beats::choose(&mut chosen_on, search)?;
+    drop(chosen_on);
+    let judge = |reps: &[Replay], snr: Option<f32>| -> Result<Vec<Judged>, EvaluateError> {
+        let c = condition(
+            reps,
+            Replay::with_beats_scores,
+            Replay::with_beats_run_onsets,
+            choice.rule,
+            hop_ms,
+            snr,
+            search.matching,
+        )?;
+        Ok(c.records
+            .into_iter()
+            .zip(reps)
+            .map(|(row, rep)| (row.record, row.comparison, rep.by_kind.clone()))
+            .collect())
+    };
+    let mut held_clean: Vec<Replay> = fold
+        .held
+        .iter()
+        .map(|h| with_runs(h.clean, &h.record.leads))
+        .collect();
+    beats::apply(&mut held_clean, beat_rule);
+    let clean = judge(&held_clean, None)?;
+    let mut held_noisy: Vec<Replay> = fold
+        .held
+        .iter()
+        .filter_map(|h| h.stressed.map(|(leads, r)| with_runs(r, leads)))
+        .collect();
+    beats::apply(&mut held_noisy, beat_rule);
+    let stressed = if held_noisy.is_empty() {
+        Vec::new()
+    } else {
+        judge(&held_noisy, Some(STRESS_DB))?
+    };
+    let spliced = fold
+        .held
+        .iter()
+        .enumerate()
+        .filter_map(|(k, h)| h.spliced.map(|s| (k, s)))
+        .map(|(k, (sp, rep))| {
+            let mut r = with_runs(rep, &sp.record.leads);
+            beats::apply(std::slice::from_mut(&mut r), beat_rule);
+            (k, r, choice.rule)
+        })
+        .collect();
+    let timings: Vec<AlarmTiming> = clean
+        .iter()
+        .flat_map(|(_, c, _)| c.timings.iter().map(|t| t.timing))
+        .collect();
+    let row = FoldRow {
+        fold: fold.number,
+        records: fold.held.iter().map(|h| h.record.key.clone()).collect(),
+        epoch,
+        beat_rule,
+        alarm_rule: choice.rule,
+        chosen_on_episodes: choice.episodes,
+        chosen_on_detected: choice.detected,
+        chosen_on_false_alarms: choice.false_alarms,
+        episodes: timings.len(),
+        detected: timings
+            .iter()
+            .filter(|&&t| t != AlarmTiming::Missed)
+            .count(),
+        false_alarms: clean.iter().map(|(_, c, _)| c.false_alarms).sum(),
+    };
+    tracing::info!(
+        fold = fold.number,
+        epoch,
+        call_at = beat_rule.call_at,
+        on = choice.rule.on,
+        "Fold judged"
+    );
+    Ok(FoldJudged {
+        row,
+        clean,
+        stressed,
+        spliced,
+    })
+}
+
 /// A record judged on its fold: its key, its comparison with the reference, and its reference
 /// episodes by kind (to give each episode's timing its kind).
-type Judged = (String, RecordComparison, Vec<(EpisodeKind, (i64, i64))>);
+pub(super) type Judged = (String, RecordComparison, Vec<(EpisodeKind, (i64, i64))>);
 
 /// Each hop's run evidence under classifier `c`, on `leads` as the replay `r` saw them.
 fn runs(
@@ -381,29 +508,6 @@ fn runs(
             run_evidence(c, &w, hop, true, Some((&mut memory, t)))
         })
         .collect()
-}
-
-/// The fold of each record: patient groups, those with the most episodes first, each to the
-/// fold with the fewest episodes so far (then the fewest groups), so that every fold holds
-/// episodes to judge and the others enough to choose on.
-fn deal(recs: &[RecordData], k: usize) -> Vec<usize> {
-    let mut groups: BTreeMap<&str, (usize, crate::training::dataset::Database)> = BTreeMap::new();
-    for r in recs {
-        let g = groups.entry(r.group.as_str()).or_insert((0, r.db));
-        g.0 += r.episodes.len();
-    }
-    let mut order: Vec<(&str, usize, crate::training::dataset::Database)> =
-        groups.iter().map(|(g, &(n, db))| (*g, n, db)).collect();
-    order.sort_by(|a, b| b.1.cmp(&a.1).then(a.2.cmp(&b.2)).then(a.0.cmp(b.0)));
-    let mut load = vec![(0usize, 0usize); k];
-    let mut fold: BTreeMap<&str, usize> = BTreeMap::new();
-    for (g, n, _) in order {
-        let f = (0..k).min_by_key(|&f| (load[f], f)).expect("k >= 1");
-        load[f].0 += n;
-        load[f].1 += 1;
-        fold.insert(g, f);
-    }
-    recs.iter().map(|r| fold[r.group.as_str()]).collect()
 }
 
 /// Pools record comparisons: EC57's summary, detection within the grace overall and by kind,
@@ -449,12 +553,20 @@ pub fn text(c: &CrossValidation) -> String {
     let mut s = String::new();
     let _ = writeln!(
         s,
-        "patient-wise {}-fold cross-validation over the validation and test parts (members: {}; \
-         window {} s, hop {} s; rules chosen on the other folds for ESe {})",
+        "patient-wise {}-fold cross-validation {} (members: {}; window {} s, hop {} s; rules \
+         chosen on {} for ESe {})",
         c.folds,
+        match c.scope {
+            Scope::HeldOutParts => "over the validation and test parts",
+            Scope::EveryRecordRetrained => "over every record, the members retrained per fold",
+        },
         c.members.join(", "),
         c.window_secs,
         c.hop_secs,
+        match c.scope {
+            Scope::HeldOutParts => "the other folds",
+            Scope::EveryRecordRetrained => "the next fold",
+        },
         c.target_sensitivity
     );
     let _ = writeln!(
@@ -542,55 +654,6 @@ pub fn text(c: &CrossValidation) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::training::dataset::Database;
-
-    fn rec(db: Database, name: &str, episodes: usize) -> RecordData {
-        RecordData {
-            db,
-            key: format!("{}/{name}", db.name()),
-            group: crate::training::dataset::group_of(&format!("{}/{name}", db.name())),
-            leads: vec![vec![0.0; 10]],
-            episodes: (0..episodes)
-                .map(|i| crate::training::dataset::Episode {
-                    kind: EpisodeKind::Vt,
-                    onset: i as i64,
-                    confirmed: i as i64,
-                    end: i as i64 + 1,
-                })
-                .collect(),
-            noise: vec![Vec::new()],
-            beats: Vec::new(),
-            ectopy: Vec::new(),
-            paced: false,
-        }
-    }
-
-    #[test]
-    fn groups_stay_whole_and_the_folds_even() {
-        let recs = vec![
-            rec(Database::Mitdb, "201", 3),
-            rec(Database::Mitdb, "202", 1),
-            rec(Database::Mitdb, "205", 2),
-            rec(Database::Vfdb, "418", 5),
-            rec(Database::Vfdb, "419", 4),
-            rec(Database::Vfdb, "420", 1),
-        ];
-        let f = deal(&recs, 3);
-        assert_eq!(f[0], f[1], "mitdb 201 and 202 are one patient");
-        let mut sizes = [0usize; 3];
-        for &x in &f {
-            sizes[x] += 1;
-        }
-        assert!(sizes.iter().all(|&n| n >= 1), "{sizes:?}");
-        // The records with most episodes go to different folds, and the episodes even out.
-        assert_ne!(f[3], f[4]);
-        let mut episodes = [0usize; 3];
-        for (r, &x) in recs.iter().zip(&f) {
-            episodes[x] += r.episodes.len();
-        }
-        episodes.sort_unstable();
-        assert_eq!(episodes, [5, 5, 6], "{f:?}");
-    }
 
     #[test]
     fn a_proportion_carries_its_interval() {

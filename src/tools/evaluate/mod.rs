@@ -41,6 +41,7 @@ mod condition;
 mod cross_db;
 pub mod episodes;
 mod folds;
+mod folds_retrained;
 mod leads;
 #[cfg(test)]
 mod noise_check;
@@ -76,6 +77,7 @@ pub use beats::{BeatReport, BeatTrial};
 pub use causes::FalseAlarmCauses;
 pub use cross_db::{CrossDatabase, cross_database, text as cross_database_text};
 pub use folds::{CrossValidation, cross_validate, text as cross_validation_text};
+pub use folds_retrained::cross_validate_retrained;
 pub use leads::LeadSet;
 pub use pooling_search::{Pooling, PoolingTrial};
 use pooling_search::{choose_pooling, pooled, pooling_trials_on, repool, share_of};
@@ -107,6 +109,14 @@ pub enum EvaluateError {
     NothingToSave,
     #[error("{0}: no such zoo folder")]
     NoZoo(PathBuf),
+    #[error(
+        "{model}: not trained for fold {fold} of {folds} (train it with holmes train --fold {fold} --folds {folds})"
+    )]
+    FoldZoo {
+        model: PathBuf,
+        fold: usize,
+        folds: usize,
+    },
     #[error("the split has no records of part {0} in the data folder{1}")]
     EmptyPart(&'static str, &'static str),
     #[error(

@@ -6,12 +6,14 @@
 //! input lives in [`zoo::preprocess`](crate::zoo::preprocess), shared with serving.
 
 mod augment;
+mod folds;
 mod labels;
 mod splice;
 mod split;
 mod windows;
 
 pub(crate) use augment::{Augment, NoiseBank, qrs_peak_to_peak};
+pub(crate) use folds::{deal, fold_split};
 pub(crate) use labels::{Episode, EpisodeKind, LABEL_GRACE_SECS, Label, Span};
 
 use augment::NoiseKind;

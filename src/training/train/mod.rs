@@ -206,6 +206,23 @@ pub(crate) struct TrainOptions {
     pub(crate) only: Vec<String>,
     /// Retrain models that already exist.
     pub(crate) force: bool,
+    /// Train for one fold of cross-validation instead of the committed split's parts.
+    pub(crate) fold: Option<Fold>,
+}
+
+/// Fold `fold` (1-based) of `of`: the split [`dataset::fold_split`] makes over every record
+/// of the committed split.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Fold {
+    pub(crate) fold: usize,
+    pub(crate) of: usize,
+}
+
+impl Fold {
+    /// Where a fold's zoo goes unless told: `runs/folds-K/fold-k`.
+    pub(crate) fn default_out(self) -> PathBuf {
+        PathBuf::from(format!("runs/folds-{}/fold-{}", self.of, self.fold))
+    }
 }
 
 /// Trains the planned zoo; returns the names of models trained and kept.
@@ -216,7 +233,7 @@ pub(crate) fn run(opts: &TrainOptions) -> Result<(Vec<String>, Vec<String>), Tra
         TrainConfig::full()
     };
     let split = Split::read(&opts.split)?;
-    let split_text = std::fs::read(&opts.split).map_err(|source| TrainError::Io {
+    let mut split_text = std::fs::read(&opts.split).map_err(|source| TrainError::Io {
         path: opts.split.clone(),
         source,
     })?;
@@ -255,7 +272,26 @@ pub(crate) fn run(opts: &TrainOptions) -> Result<(Vec<String>, Vec<String>), Tra
     } else {
         keys
     };
-    let ds = Dataset::new(dataset::load_keys(&opts.data, &keys)?, cfg.window);
+    let records = dataset::load_keys(&opts.data, &keys)?;
+    let split = match opts.fold {
+        Some(f) => {
+            let s = dataset::fold_split(&records, f.of, f.fold - 1);
+            split_text = toml::to_string(&s)
+                .expect("a split serialises")
+                .into_bytes();
+            tracing::info!(
+                fold = f.fold,
+                of = f.of,
+                train = s.train.len(),
+                validation = s.validation.len(),
+                test = s.test.len(),
+                "Training for one fold"
+            );
+            s
+        }
+        None => split,
+    };
+    let ds = Dataset::new(records, cfg.window);
     let [train, validation]: [NoiseBank; 2] =
         NoiseBank::load(&opts.data, &[SplitName::Train, SplitName::Validation])?
             .try_into()
@@ -288,7 +324,7 @@ pub(crate) fn run(opts: &TrainOptions) -> Result<(Vec<String>, Vec<String>), Tra
         bar.set_prefix(p.name.clone());
         let fitted = fit::fit(p, &ds, &split, &banks, &cfg, &bar)?;
         bar.finish_and_clear();
-        let dir = write(p, fitted, &cfg, &split_text, &opts.out)?;
+        let dir = write(p, fitted, &cfg, opts.fold, &split_text, &opts.out)?;
         let m = ZooModel::<burn::backend::Flex>::load(&dir, &device)?;
         tracing::info!(
             model = %p.name,
@@ -347,6 +383,7 @@ fn write(
     p: &ModelPlan,
     f: fit::Fitted,
     cfg: &TrainConfig,
+    fold: Option<Fold>,
     split_text: &[u8],
     out: &std::path::Path,
 ) -> Result<PathBuf, TrainError> {
@@ -371,7 +408,15 @@ fn write(
             bytes: 0,
         },
         training: Training {
-            data: data_description(cfg),
+            data: data_description(cfg)
+                + &fold.map_or(String::new(), |f| {
+                    format!(
+                        "; cross-validation fold {} of {}: that fold's patients held out, the \
+                         next fold's for early stopping, the rest learnt from (split_sha256 \
+                         is that split's)",
+                        f.fold, f.of
+                    )
+                }),
             split_sha256: zoo::sha256_hex(split_text),
             windows: f
                 .windows
