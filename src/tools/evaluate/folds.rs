@@ -136,29 +136,12 @@ pub fn cross_validate(opts: &EvaluateOptions, k: usize) -> Result<CrossValidatio
     let mut recs = load_part(opts, &split, SplitName::Validation)?;
     recs.extend(load_part(opts, &split, SplitName::Test)?);
     let fold_of = deal(&recs, k);
-    // Spliced copies (runs, salvos and bigeminy of each patient's own beats), where asked.
-    let spliced: Vec<Option<Spliced>> = recs
-        .iter()
-        .map(|r| {
-            opts.spliced
-                .and_then(|seed| splice(r, seed, SpliceMix::EVALUATION))
-        })
-        .collect();
+    let spliced = spliced_copies(&recs, opts);
 
     // The classifier's epochs, fitted on the train part's beats.
     let labelled = |db: crate::training::dataset::Database| db.labels_ventricular_beats();
-    let mut train_rows = BeatRows::default();
-    for (i, r) in load_part_of(opts, &split, SplitName::Train, labelled)?
-        .iter()
-        .enumerate()
-    {
-        train_rows.add_record(r, win, FIT_HOP_SECS * fs);
-        train_rows.add_augmented(r, win, FIT_HOP_SECS * fs, i as u64);
-    }
-    if !train_rows.ys.iter().any(|&y| y) {
-        return Err(EvaluateError::NoBeats("train"));
-    }
-    let epochs = train_rows.fit_epochs();
+    let train = load_part_of(opts, &split, SplitName::Train, labelled)?;
+    let epochs = fit_epochs(train.iter(), win, "train")?;
     let record_rows: Vec<BeatRows> = recs
         .iter()
         .map(|r| {
@@ -251,6 +234,36 @@ pub fn cross_validate(opts: &EvaluateOptions, k: usize) -> Result<CrossValidatio
         judged,
         Scope::HeldOutParts,
     )
+}
+
+/// Each record's spliced copy (runs, salvos and bigeminy of its patient's own beats), where
+/// `--spliced` asks and the record can be spliced.
+pub(super) fn spliced_copies(recs: &[RecordData], opts: &EvaluateOptions) -> Vec<Option<Spliced>> {
+    recs.iter()
+        .map(|r| {
+            opts.spliced
+                .and_then(|seed| splice(r, seed, SpliceMix::EVALUATION))
+        })
+        .collect()
+}
+
+/// The beat classifier's epochs, fitted on the beats of `recs` and of their augmented copies
+/// (as `--beats` fits); `part` names them in the error when they hold no ventricular beat.
+pub(super) fn fit_epochs<'r>(
+    recs: impl Iterator<Item = &'r RecordData>,
+    win: usize,
+    part: &'static str,
+) -> Result<Vec<BeatClassifier>, EvaluateError> {
+    let hop = FIT_HOP_SECS * SAMPLE_RATE_HZ;
+    let mut rows = BeatRows::default();
+    for (i, r) in recs.enumerate() {
+        rows.add_record(r, win, hop);
+        rows.add_augmented(r, win, hop, i as u64);
+    }
+    if !rows.ys.iter().any(|&y| y) {
+        return Err(EvaluateError::NoBeats(part));
+    }
+    Ok(rows.fit_epochs())
 }
 
 /// Which records a cross-validation folds, and how its members were trained.

@@ -12,13 +12,12 @@ use std::path::Path;
 use crate::core::window::SAMPLE_RATE_HZ;
 use crate::serving::engine::ensemble::Ensemble;
 use crate::training::beats::BeatRows;
-use crate::training::dataset::{
-    NoiseBank, SpliceMix, Spliced, Split, SplitName, fold_split, splice,
-};
+use crate::training::dataset::{NoiseBank, Split, SplitName, fold_split};
 use crate::zoo::Manifest;
 
 use super::folds::{
-    CrossValidation, FIT_HOP_SECS, Fold, Held, Judgements, STRESS_DB, Scope, judge_fold, report,
+    CrossValidation, FIT_HOP_SECS, Fold, Held, Judgements, STRESS_DB, Scope, fit_epochs,
+    judge_fold, report, spliced_copies,
 };
 use super::replay::{Detectors, Replay, replay};
 use super::{EvaluateError, EvaluateOptions, load_part, pooled};
@@ -50,13 +49,7 @@ pub fn cross_validate_retrained(
         NoiseBank::load(&opts.data, &[SplitName::Test])?.pop()
     };
     let search = opts.search(crate::alarm::MatchOptions::default());
-    let spliced: Vec<Option<Spliced>> = recs
-        .iter()
-        .map(|r| {
-            opts.spliced
-                .and_then(|seed| splice(r, seed, SpliceMix::EVALUATION))
-        })
-        .collect();
+    let spliced = spliced_copies(&recs, opts);
 
     let mut judged = Judgements::default();
     for f in 0..k {
@@ -82,16 +75,7 @@ pub fn cross_validate_retrained(
         };
 
         // The beat classifier's epochs, fitted on the learnt folds' beats.
-        let mut fit_rows = BeatRows::default();
-        for &i in &learnt {
-            fit_rows.add_record(&recs[i], win, FIT_HOP_SECS * fs);
-            fit_rows.add_augmented(&recs[i], win, FIT_HOP_SECS * fs, i as u64);
-        }
-        if !fit_rows.ys.iter().any(|&y| y) {
-            return Err(EvaluateError::NoBeats("learnt folds'"));
-        }
-        let epochs = fit_rows.fit_epochs();
-        drop(fit_rows);
+        let epochs = fit_epochs(learnt.iter().map(|&i| &recs[i]), win, "learnt folds'")?;
         let mut chosen_rows = BeatRows::default();
         for &i in &chosen {
             chosen_rows.add_record(&recs[i], win, FIT_HOP_SECS * fs);
