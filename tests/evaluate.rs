@@ -22,7 +22,7 @@ fn evaluate_json(data: &std::path::Path, extra: &[&str]) -> Value {
             "--noise-db",
             "6",
         ])
-        .args(["--hop-secs", "5", "--data"])
+        .arg("--data")
         .arg(data)
         .args(extra)
         .output()
@@ -506,8 +506,6 @@ fn spliced_runs_of_a_held_out_patient_are_judged_by_length_and_rate() {
             seed,
             "--rule",
             "0.42,0.21,1,1",
-            "--hop-secs",
-            "5",
             "--split",
             split.to_str().unwrap(),
             "--data",
@@ -622,8 +620,6 @@ fn the_operating_points_are_chosen_on_the_other_folds_and_pooled() {
         "--no-noise",
         "--max-records",
         "3",
-        "--hop-secs",
-        "5",
         "--data",
         data.to_str().unwrap(),
     ]);
@@ -692,8 +688,6 @@ fn cross_validation_judges_each_folds_own_spliced_runs() {
         "--spliced",
         "--json",
         "--no-noise",
-        "--hop-secs",
-        "5",
         "--split",
         split.to_str().unwrap(),
         "--data",

@@ -37,19 +37,12 @@ pub struct EvaluateArgs {
     /// carry 0.9 together, the secondary's 0.1). A rule saved with `--save-rule` keeps it.
     #[arg(long, default_value = "served")]
     pooling: String,
-    /// Hop between windows, s [default: the config's ward.hop_secs].
-    #[arg(long)]
-    hop_secs: Option<u32>,
     /// The ensemble's alarm rule as `on,off,k,n` instead of choosing it on the validation part.
     #[arg(long)]
     rule: Option<String>,
     /// Episode sensitivity the alarm rules are chosen for on the validation part.
     #[arg(long, default_value_t = 0.95)]
     target_sensitivity: f64,
-    /// Choose rules without bounding their time to alarm (by default a rule must also keep a
-    /// median of 6 s and a p90 of 10 s from onset to alarm on the validation part).
-    #[arg(long)]
-    any_delay: bool,
     /// Electrode-motion SNRs of the noise stress test, dB (comma-separated).
     #[arg(
         long,
@@ -108,8 +101,8 @@ pub struct EvaluateArgs {
     #[arg(
         long,
         conflicts_with_all = [
-            "members", "pooling", "hop_secs", "rule", "save_rule", "beats", "report", "part",
-            "target_sensitivity", "any_delay", "noise_db", "no_noise", "no_classical", "leads",
+            "members", "pooling", "rule", "save_rule", "beats", "report", "part",
+            "target_sensitivity", "noise_db", "no_noise", "no_classical", "leads",
             "spliced",
         ]
     )]
@@ -122,7 +115,7 @@ pub struct EvaluateArgs {
         long,
         conflicts_with_all = [
             "members", "pooling", "rule", "save_rule", "beats", "report", "part",
-            "target_sensitivity", "any_delay", "noise_db", "no_noise", "no_classical", "leads",
+            "target_sensitivity", "noise_db", "no_noise", "no_classical", "leads",
             "spliced", "revalidate",
         ]
     )]
@@ -202,10 +195,10 @@ pub fn run(a: EvaluateArgs) -> Result<()> {
         },
         pooling,
         window_secs: cfg.ward.window_secs,
-        hop_secs: a.hop_secs.unwrap_or(cfg.ward.hop_secs),
+        hop_secs: cfg.ward.hop_secs,
         rule,
         target_sensitivity: a.target_sensitivity,
-        delay_limits: (!a.any_delay).then_some(DelayLimits::BEDSIDE),
+        delay_limits: Some(DelayLimits::BEDSIDE),
         noise_db: if a.no_noise { Vec::new() } else { a.noise_db },
         classical: !a.no_classical,
         max_records: a.max_records,
