@@ -1,15 +1,15 @@
 //! Direct 1-D convolution on the host CPU: channels-first rows, vectorised along the length,
 //! every multiply-add one the network needs. What the fast path runs on flex.
 //!
-//! [`conv_gemm`](super::conv_gemm) turns each convolution into one batched GEMM, which is fast
-//! when every group writes 8 or more channels. With 1 to 4 channels per group (the yardstick's
-//! W=32 D=4 has 32 groups of 1, 2 and 4) the GEMM is a sliver, and merging groups into
-//! block-diagonal weights multiplies the work by 2 to 8. Here instead each output row is
-//! `sum over (input channel, tap) of weight * shifted input row`, computed for a tile of
-//! positions at once: the position tile is the SIMD axis, several output channels of a group
-//! share each loaded input vector, and the accumulators stay in registers. A stride-2 input is
-//! split once into its even and odd samples, so every load is a contiguous run. Measured, this
-//! beats the GEMM form on every zoo model, dense groups included (BENCHMARKS.md).
+//! A grouped convolution as one batched GEMM (the form this replaced, retired 2026-11-27: lab
+//! notebook) is fast when every group writes 8 or more channels; with 1 to 4 channels per
+//! group (the yardstick's W=32 D=4 has 32 groups of 1, 2 and 4) the GEMM is a sliver, and
+//! merging groups into block-diagonal weights multiplies the work by 2 to 8. Here instead each
+//! output row is `sum over (input channel, tap) of weight * shifted input row`, computed for a
+//! tile of positions at once: the position tile is the SIMD axis, several output channels of a
+//! group share each loaded input vector, and the accumulators stay in registers. A stride-2
+//! input is split once into its even and odd samples, so every load is a contiguous run.
+//! Measured, this beat the GEMM form on every zoo model, dense groups included (lab notebook, 2026-11-21).
 //!
 //! Fused into the convolution's store: the folded bias, the residual shortcut (the block input
 //! max-pooled by 2, zero channels appended) and the ReLU. The layout is plain
@@ -20,13 +20,12 @@
 //! rows, else (tiny batches) the calling thread alone. Each task runs compiled for AVX2 and FMA
 //! where the CPU has them (detected at run time), else a portable loop.
 //!
-//! This reads host memory, so [`fast`](super::fast) uses it only on the flex CPU backend; other
-//! backends (CUDA) keep the GEMM form.
+//! This reads host memory, so [`fast`](super::fast) serves it only on the flex CPU backend; a
+//! GPU runs the plain path.
 
 use rayon::prelude::*;
 
-use super::conv_gemm::{FoldedWeights, same_padding};
-use super::fast::FoldedBlock;
+use super::folded::{FoldedBlock, FoldedWeights, same_padding};
 
 /// A convolution with BatchNorm folded in, in the form the direct kernel reads.
 #[derive(Debug, Clone)]

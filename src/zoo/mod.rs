@@ -1,15 +1,15 @@
 //! The model zoo: model families, the folder format (`models/<name>/manifest.json` plus
 //! `weights.mpk`), loading with validation, and input preprocessing shared with serving.
-//! ECG models also carry a fast inference form (`fast`: the direct convolutions of `direct` on
-//! flex, the GEMM convolutions of `conv_gemm` elsewhere), which serving runs; the
-//! training-form modules stay its reference. [`LeadSets`] says which lead sets a monitor
+//! ECG models also carry a fast inference form (`fast`: BatchNorm folded by `folded`, the
+//! direct convolutions of `direct` on host memory), which serving runs on the CPU; the
+//! training-form modules stay its reference and are what a GPU runs. [`LeadSets`] says which lead sets a monitor
 //! can send (lead II alone, V alone, both) a set of members scores.
 //!
 //! [`train`](crate::training::train) writes models here; the engine and the composer read them.
 
-mod conv_gemm;
 mod direct;
 mod fast;
+mod folded;
 mod lead_sets;
 mod listing;
 mod manifest;
@@ -19,9 +19,9 @@ mod resnext;
 mod vitals;
 
 pub use crate::core::hash::sha256_hex;
-pub(crate) use conv_gemm::{FoldedWeights, same_padding};
-pub(crate) use fast::{FastResNeXt1d, FoldedBlock, on_host};
-pub use fast::{InferencePath, Kernel};
+pub use fast::InferencePath;
+pub(crate) use fast::{FastResNeXt1d, on_host};
+pub(crate) use folded::{FoldedBlock, FoldedWeights, same_padding};
 pub use lead_sets::LeadSets;
 pub(crate) use listing::list;
 pub(crate) use manifest::{

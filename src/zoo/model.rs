@@ -13,7 +13,7 @@ use burn::record::{FullPrecisionSettings, NamedMpkBytesRecorder, Recorder};
 use burn::tensor::backend::Backend;
 use burn::tensor::{Tensor, TensorData};
 
-use super::fast::{FastResNeXt1d, InferencePath, Kernel};
+use super::fast::{FastResNeXt1d, InferencePath};
 use super::manifest::{Architecture, FeatureScaling, Input, MANIFEST_FILE, Manifest};
 use super::preprocess::{VITALS_FEATURES, prepare_ecg_into, vitals_features};
 use super::resnext::ResNeXt1d;
@@ -165,19 +165,6 @@ impl<B: Backend> ZooModel<B> {
             (InferencePath::Fast, Net::Ecg(m)) => Some(m.inference_form()),
             _ => None,
         };
-    }
-
-    /// Rebuilds the fast path with the given convolution kernel (when the fast path runs):
-    /// how tests hold both kernels to the plain path in one process.
-    pub fn set_fast_kernel(&mut self, kernel: Kernel) {
-        if let (Some(_), Net::Ecg(m)) = (&self.fast, &self.net) {
-            self.fast = Some(m.inference_form_with(kernel));
-        }
-    }
-
-    /// The convolution kernel the fast path runs, if it runs.
-    pub fn fast_kernel(&self) -> Option<Kernel> {
-        self.fast.as_ref().map(FastResNeXt1d::kernel)
     }
 
     /// Whether the fast path runs and matches the plain one (1e-3 on logits) on `window`.

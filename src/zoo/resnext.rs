@@ -15,8 +15,8 @@ use burn::tensor::backend::Backend;
 use burn::tensor::module::max_pool1d;
 use serde::{Deserialize, Serialize};
 
-use super::conv_gemm::FoldedWeights;
-use super::fast::{FastResNeXt1d, FoldedBlock, Kernel};
+use super::fast::FastResNeXt1d;
+use super::folded::{FoldedBlock, FoldedWeights};
 
 /// Hyper-parameters of one ResNeXt-1D model.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -239,14 +239,9 @@ pub(crate) struct ResNeXt1d<B: Backend> {
 }
 
 impl<B: Backend> ResNeXt1d<B> {
-    /// The inference form of this network (BatchNorm folded, direct convolutions on flex and
-    /// GEMM convolutions elsewhere: [`Kernel::choose`]).
+    /// The inference form of this network (BatchNorm folded, direct convolutions on host
+    /// memory).
     pub(crate) fn inference_form(&self) -> FastResNeXt1d<B> {
-        self.inference_form_with(Kernel::choose::<B>())
-    }
-
-    /// The inference form with the given convolution kernel.
-    pub(crate) fn inference_form_with(&self, kernel: Kernel) -> FastResNeXt1d<B> {
         let blocks: Vec<FoldedBlock> = self
             .blocks
             .iter()
@@ -255,8 +250,7 @@ impl<B: Backend> ResNeXt1d<B> {
                 c2: b.c2.fold(),
             })
             .collect();
-        let device = self.fc.weight.device();
-        FastResNeXt1d::with_kernel(&self.stem.fold(), &blocks, self.fc.clone(), &device, kernel)
+        FastResNeXt1d::new(&self.stem.fold(), &blocks, self.fc.clone())
     }
 
     /// Replaces every convolution's weights by already folded ones (BatchNorm set to the

@@ -27,19 +27,15 @@ use crate::zoo::{Input, ZooModel};
 pub(crate) const BURN_VERSION: &str = "0.21";
 
 /// The `burn_version` column of a profile's key on `device` (`cpu`, `cuda:N`): the burn
-/// release and the inference path (`fast` or `plain`, [`crate::zoo::InferencePath`];
-/// `fast+direct` when the CPU runs the direct kernel, [`crate::zoo::Kernel`]; a GPU always
-/// runs the plain path), so profiles of one path or kernel never stand in for another.
+/// release and the inference path (`plain`, [`crate::zoo::InferencePath`], or `fast+direct`:
+/// the CPU's fast path, whose convolutions are the direct kernels; a GPU always runs the plain
+/// path), so profiles of one path never stand in for another.
 pub(crate) fn engine_version(device: &str) -> String {
-    use crate::zoo::{InferencePath, Kernel};
-    let path = match (
-        device == "cpu",
-        InferencePath::from_env(),
-        Kernel::on_flex(),
-    ) {
-        (false, ..) => "plain",
-        (true, InferencePath::Fast, Kernel::Direct) => "fast+direct",
-        (true, p, _) => p.name(),
+    use crate::zoo::InferencePath;
+    let path = match (device == "cpu", InferencePath::from_env()) {
+        (false, _) => "plain",
+        (true, InferencePath::Fast) => "fast+direct",
+        (true, InferencePath::Plain) => "plain",
     };
     format!("{BURN_VERSION}/{path}")
 }
