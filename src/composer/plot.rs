@@ -8,6 +8,8 @@
 use std::collections::HashMap;
 use std::fmt::Write;
 
+use crate::core::svg::escape as esc;
+
 use super::compose::Row;
 use super::search::Goal;
 
@@ -71,14 +73,6 @@ const BOTTOM: f64 = 60.0;
 const COLOURS: [&str; 8] = [
     "#1f77b4", "#ff7f0e", "#2ca02c", "#9467bd", "#d62728", "#8c564b", "#111111", "#e377c2",
 ];
-
-/// Escapes text for SVG content and attributes.
-fn esc(s: &str) -> String {
-    s.replace('&', "&amp;")
-        .replace('<', "&lt;")
-        .replace('>', "&gt;")
-        .replace('"', "&quot;")
-}
 
 /// An axis: data to pixels, linear or log10.
 struct Axis {

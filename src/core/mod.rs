@@ -9,7 +9,8 @@
 //! - [`patient`]: the patient a monitor says its bed is admitted with, and each bed's current one
 //!   ([`patient::Admissions`], written by the monitors' connections, read by the outbound feeds).
 //! - [`metrics`]: ROC-AUC, PR-AUC, thresholds and the mean-probability ensemble of predictions.
-//! - [`stats`], [`time`], [`hash`]: percentiles, wall-clock milliseconds, SHA-256.
+//! - [`stats`], [`time`], [`hash`], [`svg`]: percentiles, wall-clock milliseconds, SHA-256,
+//!   text escaped for the reports' SVG figures.
 
 pub(crate) mod event;
 pub(crate) mod hash;
@@ -17,5 +18,6 @@ pub(crate) mod metrics;
 pub mod patient;
 pub(crate) mod score;
 pub mod stats;
+pub(crate) mod svg;
 pub mod time;
 pub mod window;

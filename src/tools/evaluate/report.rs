@@ -8,6 +8,7 @@ use std::path::Path;
 use super::episodes::time_to_alarm;
 use super::{Condition, EvaluateError, Evaluation, LeadSet};
 use crate::alarm::matching::AlarmTiming;
+use crate::core::svg::escape as esc;
 
 /// The evaluation as text: the rule per detector, one line per condition, then the clean
 /// per-record table of the ensemble.
@@ -501,13 +502,6 @@ fn chart(
     }
     s.push_str("</svg>\n");
     s
-}
-
-/// Text escaped for SVG.
-pub(super) fn esc(s: &str) -> String {
-    s.replace('&', "&amp;")
-        .replace('<', "&lt;")
-        .replace('>', "&gt;")
 }
 
 #[cfg(test)]

@@ -18,12 +18,12 @@ use serde::Serialize;
 
 use crate::alarm::{AlarmRule, alarm_episodes};
 use crate::core::stats::percentile;
+use crate::core::svg::escape as esc;
 use crate::core::window::SAMPLE_RATE_HZ;
 use crate::training::dataset::{RecordData, SpliceKind, SpliceMix, Spliced, splice};
 
 use super::EvaluateError;
 use super::replay::{Detectors, Replay, replay};
-use super::report::esc;
 
 /// A run counts as detected when an alarm is raised this long after its fifth beat at most,
 /// s.
