@@ -26,18 +26,14 @@ fn ecg_models() -> Vec<ZooModel<B>> {
     ecg
 }
 
-/// Runs the plain path and the fast path on the same batch and compares logits and
-/// probabilities.
-fn assert_paths_agree(m: &mut ZooModel<B>, windows: &[Vec<f32>], what: &str) {
+/// Runs the plain path and the fast path (which flex serves) on the same batch and compares
+/// logits and probabilities.
+fn assert_paths_agree(m: &ZooModel<B>, windows: &[Vec<f32>], what: &str) {
     assert_eq!(
         m.inference_path(),
         InferencePath::Fast,
         "flex serves the fast path"
     );
-    assert_kernel_agrees(m, windows, what);
-}
-
-fn assert_kernel_agrees(m: &ZooModel<B>, windows: &[Vec<f32>], what: &str) {
     let inputs: Vec<&[f32]> = windows.iter().map(Vec::as_slice).collect();
     let plain = m.logits(&inputs, InferencePath::Plain).unwrap();
     let fast = m.logits(&inputs, InferencePath::Fast).unwrap();
@@ -76,11 +72,11 @@ fn synthetic_windows(samples: usize) -> Vec<Vec<f32>> {
 
 #[test]
 fn fast_path_matches_plain_on_synthetic_ecg() {
-    for mut m in ecg_models() {
+    for m in ecg_models() {
         let windows = synthetic_windows(m.manifest.input.samples());
-        assert_paths_agree(&mut m, &windows, "synthetic ECG");
+        assert_paths_agree(&m, &windows, "synthetic ECG");
         // A batch of one takes the same path as a batch of many.
-        assert_paths_agree(&mut m, &windows[..1], "one synthetic window");
+        assert_paths_agree(&m, &windows[..1], "one synthetic window");
     }
 }
 
@@ -99,7 +95,7 @@ fn fast_path_matches_plain_on_real_windows() {
         .into_iter()
         .flatten()
         .collect();
-    for mut m in ecg_models() {
+    for m in ecg_models() {
         let Input::Ecg { lead, samples, .. } = m.manifest.input else {
             unreachable!()
         };
@@ -113,7 +109,7 @@ fn fast_path_matches_plain_on_real_windows() {
             "vfdb 422 has {} windows",
             ds.windows.len()
         );
-        assert_paths_agree(&mut m, &windows, "vfdb/422");
+        assert_paths_agree(&m, &windows, "vfdb/422");
     }
 }
 

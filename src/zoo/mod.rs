@@ -2,8 +2,8 @@
 //! `weights.mpk`), loading with validation, and input preprocessing shared with serving.
 //! ECG models also carry a fast inference form (`fast`: BatchNorm folded by `folded`, the
 //! direct convolutions of `direct` on host memory), which serving runs on the CPU; the
-//! training-form modules stay its reference and are what a GPU runs. [`LeadSets`] says which lead sets a monitor
-//! can send (lead II alone, V alone, both) a set of members scores.
+//! training-form modules stay its reference and are what a GPU runs. [`LeadSets`] says which
+//! lead sets a monitor can send (lead II alone, V alone, both) a set of members scores.
 //!
 //! [`train`](crate::training::train) writes models here; the engine and the composer read them.
 
