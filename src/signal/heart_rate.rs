@@ -38,6 +38,15 @@ pub(crate) fn detect_qrs(x: &[f32], fs: f64) -> Vec<i64> {
     place(&pick(&m, fs, false), &y, fs)
 }
 
+/// Experiment: [`detect_qrs`] with the search-back.
+pub(crate) fn detect_qrs_search_back(x: &[f32], fs: f64) -> Vec<i64> {
+    if x.len() < (fs * 2.0) as usize {
+        return Vec::new();
+    }
+    let (y, m) = energy(x, fs);
+    place(&pick(&m, fs, true), &y, fs)
+}
+
 /// Detects QRS complexes on every lead of `leads` together (each as long as the first, in
 /// physical units, sampled at `fs`): each lead's [`energy`] in units of its typical beat's,
 /// weighted by how far its beats stand above its baseline energy, capped at

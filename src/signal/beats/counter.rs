@@ -97,9 +97,27 @@ pub(crate) fn run_evidence(
     let recent = hop + RUN_GRACE_SECS * SAMPLE_RATE_HZ;
     let run = c.run_level(&describe(leads), len, recent, memory);
     let agreement = if gate {
-        let last = &first[len.saturating_sub(GATE_SECS * SAMPLE_RATE_HZ)..];
         let fs = SAMPLE_RATE_HZ as f64;
-        bsqi(&detect_qrs(last, fs), &detect_qrs_length(last, fs), fs)
+        let from = len.saturating_sub(GATE_SECS * SAMPLE_RATE_HZ);
+        let mode = std::env::var("HOLMES_EXP_GATE").unwrap_or_default();
+        let one = |l: &[f32]| {
+            let last = &l[from.min(l.len())..];
+            let a = if mode.contains("sb") {
+                crate::signal::heart_rate::detect_qrs_search_back(last, fs)
+            } else {
+                detect_qrs(last, fs)
+            };
+            bsqi(&a, &detect_qrs_length(last, fs), fs)
+        };
+        if mode.contains("max") {
+            leads
+                .iter()
+                .filter(|l| l.len() == len)
+                .map(|l| one(l))
+                .fold(0.0f32, f32::max)
+        } else {
+            one(first)
+        }
     } else {
         1.0
     };
