@@ -243,6 +243,31 @@ pub(super) fn highest_level(firsts: &RunFirsts) -> f32 {
         .unwrap_or(0.0)
 }
 
+/// Experiment (HOLMES_EXP_BRIDGE): `two`: two beats of at least [`VENTRICULAR_AT`] in a row
+/// between beats reaching `g`; `cadence`: one beat of any probability after two beats reaching
+/// `g` and before one, when both its intervals are within 1.25 times the two's; `both`.
+fn exp_bridge(beats: &[Beat], p: &[f64], g: f64, k: usize) -> bool {
+    let mode = std::env::var("HOLMES_EXP_BRIDGE").unwrap_or_default();
+    let n = p.len();
+    let va = VENTRICULAR_AT;
+    let two = (mode == "two" || mode == "both")
+        && p[k] >= va
+        && ((k > 0 && k + 2 < n && p[k - 1] >= g && p[k + 1] >= va && p[k + 2] >= g)
+            || (k > 1 && k + 1 < n && p[k - 2] >= g && p[k - 1] >= va && p[k + 1] >= g));
+    let cadence = (mode == "cadence" || mode == "both")
+        && k > 1
+        && k + 1 < n
+        && p[k - 2] >= g
+        && p[k - 1] >= g
+        && p[k + 1] >= g
+        && {
+            let rr = (beats[k - 1].sample - beats[k - 2].sample) as f64 * 1.25;
+            ((beats[k].sample - beats[k - 1].sample) as f64) <= rr
+                && ((beats[k + 1].sample - beats[k].sample) as f64) <= rr
+        };
+    two || cadence
+}
+
 /// [`BeatClassifier::run_level`] on the beats' probabilities `p`. At a grid probability `g`, a
 /// beat is called when it reaches `g`, or when it reaches [`VENTRICULAR_AT`] between two
 /// beats that reach `g` (one uncertain beat inside a run does not break it).
@@ -258,6 +283,7 @@ fn run_level(beats: &[Beat], p: &[f64], len: usize, recent: usize) -> RunFirsts 
                         && k + 1 < p.len()
                         && p[k - 1] >= gf
                         && p[k + 1] >= gf)
+                    || exp_bridge(beats, p, gf, k)
             })
             .collect();
         let (n, first) = recent_run(beats, &called, len, recent);
