@@ -557,3 +557,145 @@ mod tests {
         assert!(splice(&rec, 1, SpliceMix::EVALUATION).is_none());
     }
 }
+
+#[cfg(test)]
+mod probe {
+    use super::*;
+    use crate::signal::heart_rate::detect_qrs_leads;
+    use crate::training::dataset::{Database, default_data_dir, load_keys, record_keys};
+
+    /// Probe: the both-lead detector on spliced runs of every mitdb and svdb record, the
+    /// placed ventricular beats it finds within 150 ms, by rate band. The stretch read is the
+    /// 30 s ending 3 s after the run's last beat, as a window would hold it.
+    #[test]
+    #[ignore]
+    fn probe_detector_on_spliced_runs() {
+        let data = default_data_dir();
+        let keys: Vec<_> = record_keys(&data)
+            .unwrap()
+            .into_iter()
+            .filter(|(db, _)| matches!(db, Database::Mitdb | Database::Svdb))
+            .filter(|(db, name)| {
+                std::env::var("PROBE_PART").is_err() || {
+                    let split = crate::training::dataset::split::Split::read(std::path::Path::new(
+                        "config/split.toml",
+                    ))
+                    .unwrap();
+                    split.of(&format!("{}/{name}", db.name()))
+                        == Some(crate::training::dataset::split::SplitName::Train)
+                }
+            })
+            .collect();
+        let recs = load_keys(&data, &keys).unwrap();
+        let fs = SAMPLE_RATE_HZ as f64;
+        let tol = (0.15 * fs) as i64;
+        let mode = std::env::var("PROBE_LEADS").unwrap_or_default();
+        // band -> (runs, runs with every beat found, beats, beats found)
+        let mut bands = [[0usize; 4]; 3];
+        for seed in 1..=2u64 {
+            for r in &recs {
+                let Some(s) = splice(r, seed, SpliceMix::EVALUATION) else {
+                    continue;
+                };
+                for e in s.events.iter().filter(|e| e.kind == SpliceKind::Run) {
+                    let last = *e.ventricular.last().unwrap();
+                    let end = ((last + 3 * SAMPLE_RATE_HZ as i64) as usize).min(s.record.leads[0].len());
+                    let start = end.saturating_sub(30 * SAMPLE_RATE_HZ);
+                    let leads: Vec<&[f32]> = match mode.as_str() {
+                        "primary" => vec![&s.record.leads[0][start..end]],
+                        _ => s.record.leads.iter().map(|l| &l[start..end]).collect(),
+                    };
+                    let found = detect_qrs_leads(&leads, fs);
+                    let hit = e
+                        .ventricular
+                        .iter()
+                        .filter(|&&v| found.iter().any(|&f| (f + start as i64 - v).abs() <= tol))
+                        .count();
+                    let b = ((e.rate_bpm - 100.0) / 50.0).clamp(0.0, 2.0) as usize;
+                    bands[b][0] += 1;
+                    bands[b][1] += usize::from(hit == e.ventricular.len());
+                    bands[b][2] += e.ventricular.len();
+                    bands[b][3] += hit;
+                    if hit + 1 < e.ventricular.len() && std::env::var("PROBE_VERBOSE").is_ok() {
+                        eprintln!(
+                            "{} seed {seed} rate {:.0} beats {} found {hit}",
+                            r.key, e.rate_bpm, e.beats
+                        );
+                    }
+                }
+            }
+        }
+        for (b, v) in bands.iter().enumerate() {
+            eprintln!(
+                "rate {}-{}: runs {} all beats found {} ; beats {} found {} ({:.3})",
+                100 + 50 * b,
+                150 + 50 * b,
+                v[0],
+                v[1],
+                v[2],
+                v[3],
+                v[3] as f64 / v[2].max(1) as f64
+            );
+        }
+    }
+}
+
+#[cfg(test)]
+mod probe_real {
+    use crate::core::window::SAMPLE_RATE_HZ;
+    use crate::signal::heart_rate::detect_qrs_leads;
+    use crate::training::dataset::{Database, default_data_dir, load_keys, record_keys};
+
+    /// Probe: the both-lead detector against the annotated beats of the train part's mitdb
+    /// and svdb records, in 30-s stretches: Se and +P within 150 ms.
+    #[test]
+    #[ignore]
+    fn probe_detector_on_real_beats() {
+        let data = default_data_dir();
+        let split = crate::training::dataset::split::Split::read(std::path::Path::new(
+            "config/split.toml",
+        ))
+        .unwrap();
+        let keys: Vec<_> = record_keys(&data)
+            .unwrap()
+            .into_iter()
+            .filter(|(db, _)| matches!(db, Database::Mitdb | Database::Svdb))
+            .filter(|(db, name)| {
+                split.of(&format!("{}/{name}", db.name()))
+                    == Some(crate::training::dataset::split::SplitName::Train)
+            })
+            .collect();
+        let recs = load_keys(&data, &keys).unwrap();
+        let fs = SAMPLE_RATE_HZ as f64;
+        let tol = (0.15 * fs) as i64;
+        let win = 30 * SAMPLE_RATE_HZ;
+        let (mut tp, mut fneg, mut fp) = (0usize, 0usize, 0usize);
+        for r in &recs {
+            let n = r.leads[0].len();
+            let mut start = 0;
+            while start + win <= n {
+                let leads: Vec<&[f32]> = r.leads.iter().map(|l| &l[start..start + win]).collect();
+                let found: Vec<i64> = detect_qrs_leads(&leads, fs)
+                    .into_iter()
+                    .map(|f| f + start as i64)
+                    .collect();
+                // Judge the middle 26 s (edges are partial beats).
+                let (lo, hi) = (start as i64 + 2 * SAMPLE_RATE_HZ as i64, (start + win) as i64 - 2 * SAMPLE_RATE_HZ as i64);
+                let truth: Vec<i64> = r.beats.iter().copied().filter(|&b| b >= lo && b < hi).collect();
+                let got: Vec<i64> = found.iter().copied().filter(|&b| b >= lo && b < hi).collect();
+                let m = truth.iter().filter(|&&t| got.iter().any(|&g| (g - t).abs() <= tol)).count();
+                let mg = got.iter().filter(|&&g| truth.iter().any(|&t| (g - t).abs() <= tol)).count();
+                tp += m;
+                fneg += truth.len() - m;
+                fp += got.len() - mg;
+                start += win;
+            }
+        }
+        eprintln!(
+            "real beats: Se {:.4} (+{fneg} missed of {}), +P {:.4} ({fp} extra)",
+            tp as f64 / (tp + fneg) as f64,
+            tp + fneg,
+            tp as f64 / (tp + fp) as f64
+        );
+    }
+}
