@@ -70,10 +70,14 @@ pub(crate) fn detect_qrs_leads(leads: &[&[f32]], fs: f64) -> Vec<i64> {
     if others.is_empty() {
         return detect_qrs(first, fs);
     }
-    let (y0, m0) = energy(first, fs);
+    let (y0, m0) = energy_over(first, fs, LEADS_INTEGRAL_SECS);
     let mut sum = vec![0.0f32; n];
     let mut weights = 0.0f32;
-    for m in std::iter::once(m0).chain(others.iter().map(|l| energy(l, fs).1)) {
+    for m in std::iter::once(m0).chain(
+        others
+            .iter()
+            .map(|l| energy_over(l, fs, LEADS_INTEGRAL_SECS).1),
+    ) {
         let (level, weight) = beat_level(&m, fs);
         if level <= 0.0 || weight <= 0.0 {
             continue;
@@ -94,9 +98,19 @@ pub(crate) fn detect_qrs_leads(leads: &[&[f32]], fs: f64) -> Vec<i64> {
 /// level so far that the usual beats after it fall under the threshold.
 const LEAD_ENERGY_CAP: f32 = 3.0;
 
+/// The beat counter's detector integrates each lead's energy over this long, s: shorter than
+/// the single-lead detector's 150 ms, so that the wide complexes of a run at 200/min and faster
+/// (beats 240-300 ms apart) still make one peak each.
+const LEADS_INTEGRAL_SECS: f64 = 0.10;
+
 /// A lead's baseline-free signal and its QRS energy: the squared derivative's 150 ms moving
 /// integral.
 fn energy(x: &[f32], fs: f64) -> (Vec<f32>, Vec<f32>) {
+    energy_over(x, fs, 0.15)
+}
+
+/// [`energy`] with the moving integral over `integral` s.
+fn energy_over(x: &[f32], fs: f64, integral: f64) -> (Vec<f32>, Vec<f32>) {
     let n = x.len();
     let w = |secs: f64| ((secs * fs).round() as usize).max(1);
     // Baseline removal: subtract a 200 ms moving mean.
@@ -107,8 +121,7 @@ fn energy(x: &[f32], fs: f64) -> (Vec<f32>, Vec<f32>) {
         let v = y[i + 1] - y[i - 1];
         d[i] = v * v;
     }
-    // 150 ms moving integral.
-    let m = moving_sum(&d, w(0.15));
+    let m = moving_sum(&d, w(integral));
     (y, m)
 }
 
