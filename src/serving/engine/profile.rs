@@ -31,8 +31,8 @@ pub(crate) const BURN_VERSION: &str = "0.21";
 /// the CPU's fast path, whose convolutions are the direct kernels; a GPU always runs the plain
 /// path), so profiles of one path never stand in for another.
 pub(crate) fn engine_version(device: &str) -> String {
-    let fast =
-        device == "cpu" && crate::zoo::InferencePath::from_env() == crate::zoo::InferencePath::Fast;
+    use crate::zoo::InferencePath;
+    let fast = device == "cpu" && InferencePath::from_env() == InferencePath::Fast;
     let path = if fast { "fast+direct" } else { "plain" };
     format!("{BURN_VERSION}/{path}")
 }
