@@ -657,6 +657,23 @@ fn the_operating_points_are_chosen_on_the_other_folds_and_pooled() {
         as_u64(&c["clean"]["summary"]["false_alarms"], "false_alarms"),
         fa
     );
+    // Every false alarm has one cause, overall and in each database.
+    let pooled_rows =
+        std::iter::once(&c["clean"]).chain(c["clean_by_database"].as_object().unwrap().values());
+    for p in pooled_rows {
+        let why = &p["false_alarm_causes"];
+        let causes: u64 = [
+            "noise_marked",
+            "ectopy",
+            "before_episode",
+            "after_episode",
+            "other",
+        ]
+        .iter()
+        .map(|k| as_u64(&why[*k], k))
+        .sum();
+        assert_eq!(causes, as_u64(&p["summary"]["false_alarms"], "fa"), "{p}");
+    }
     for f in folds {
         let rule = &f["alarm_rule"];
         assert!(

@@ -39,7 +39,10 @@ use crate::training::dataset::{EpisodeKind, NoiseBank, RecordData, Split, SplitN
 use super::episodes::{RecordComparison, Summary, TimeToAlarm, summarize, time_to_alarm};
 use super::replay::{Detectors, Replay, replay};
 use super::spliced::{SplicedFigures, figures_under};
-use super::{EvaluateError, EvaluateOptions, beats, condition, load_part, load_part_of, pooled};
+use super::{
+    EvaluateError, EvaluateOptions, FalseAlarmCauses, beats, condition, load_part, load_part_of,
+    pooled,
+};
 use crate::training::dataset::{SpliceMix, Spliced, deal, splice};
 
 /// Beats for the fit come from windows this far apart, s (as `--beats` fits).
@@ -97,6 +100,8 @@ pub struct Pooled {
     pub summary: Summary,
     /// Time to alarm by kind.
     pub time_to_alarm_by_kind: BTreeMap<&'static str, TimeToAlarm>,
+    /// What the annotations say at each false alarm.
+    pub false_alarm_causes: FalseAlarmCauses,
 }
 
 /// The cross-validation's report.
@@ -297,7 +302,7 @@ pub(super) fn report(
         let subset: Vec<_> = judged
             .clean
             .iter()
-            .filter(|(k, _, _)| k.starts_with(&prefix))
+            .filter(|j| j.record.starts_with(&prefix))
             .cloned()
             .collect();
         by_db.insert(db, pool(&subset));
@@ -432,7 +437,12 @@ pub(super) fn judge_fold(
         Ok(c.records
             .into_iter()
             .zip(reps)
-            .map(|(row, rep)| (row.record, row.comparison, rep.by_kind.clone()))
+            .map(|(row, rep)| Judged {
+                record: row.record,
+                comparison: row.comparison,
+                kinds: rep.by_kind.clone(),
+                causes: row.false_alarm_causes,
+            })
             .collect())
     };
     let mut held_clean: Vec<Replay> = fold
@@ -466,7 +476,7 @@ pub(super) fn judge_fold(
         .collect();
     let timings: Vec<AlarmTiming> = clean
         .iter()
-        .flat_map(|(_, c, _)| c.timings.iter().map(|t| t.timing))
+        .flat_map(|j| j.comparison.timings.iter().map(|t| t.timing))
         .collect();
     let row = FoldRow {
         fold: fold.number,
@@ -482,7 +492,7 @@ pub(super) fn judge_fold(
             .iter()
             .filter(|&&t| t != AlarmTiming::Missed)
             .count(),
-        false_alarms: clean.iter().map(|(_, c, _)| c.false_alarms).sum(),
+        false_alarms: clean.iter().map(|j| j.comparison.false_alarms).sum(),
     };
     tracing::info!(
         fold = fold.number,
@@ -499,9 +509,17 @@ pub(super) fn judge_fold(
     })
 }
 
-/// A record judged on its fold: its key, its comparison with the reference, and its reference
-/// episodes by kind (to give each episode's timing its kind).
-pub(super) type Judged = (String, RecordComparison, Vec<(EpisodeKind, (i64, i64))>);
+/// A record judged on its fold.
+#[derive(Clone)]
+pub(super) struct Judged {
+    pub record: String,
+    /// Its comparison with the reference.
+    pub comparison: RecordComparison,
+    /// Its reference episodes by kind (to give each episode's timing its kind).
+    pub kinds: Vec<(EpisodeKind, (i64, i64))>,
+    /// What the annotations say at each of its false alarms.
+    pub causes: FalseAlarmCauses,
+}
 
 /// Each hop's run evidence under classifier `c`, on `leads` as the replay `r` saw them.
 fn runs(
@@ -526,10 +544,18 @@ fn runs(
 /// Pools record comparisons: EC57's summary, detection within the grace overall and by kind,
 /// time to alarm by kind (each reference episode's kind is that of the episode it begins with).
 fn pool(rows: &[Judged]) -> Pooled {
-    let comparisons: Vec<RecordComparison> = rows.iter().map(|(_, c, _)| c.clone()).collect();
+    let comparisons: Vec<RecordComparison> = rows.iter().map(|j| j.comparison.clone()).collect();
     let mut by_kind: BTreeMap<&'static str, Vec<AlarmTiming>> = BTreeMap::new();
     let mut all = Vec::new();
-    for (_, c, kinds) in rows {
+    let mut causes = FalseAlarmCauses::default();
+    for Judged {
+        comparison: c,
+        kinds,
+        causes: why,
+        ..
+    } in rows
+    {
+        causes.add(why);
         for t in &c.timings {
             all.push(t.timing);
             let kind = kinds
@@ -553,115 +579,12 @@ fn pool(rows: &[Judged]) -> Pooled {
         detected: detected(&all),
         detected_by_kind: by_kind.iter().map(|(k, v)| (*k, detected(v))).collect(),
         summary: summarize(&comparisons),
+        false_alarm_causes: causes,
         time_to_alarm_by_kind: by_kind
             .iter()
             .map(|(k, v)| (*k, time_to_alarm(v)))
             .collect(),
     }
-}
-
-/// The figures as lines for a person.
-pub fn text(c: &CrossValidation) -> String {
-    use std::fmt::Write;
-    let mut s = String::new();
-    let _ = writeln!(
-        s,
-        "patient-wise {}-fold cross-validation {} (members: {}; window {} s, hop {} s; rules \
-         chosen on {} for ESe {})",
-        c.folds,
-        match c.scope {
-            Scope::HeldOutParts => "over the validation and test parts",
-            Scope::EveryRecordRetrained => "over every record, the members retrained per fold",
-        },
-        c.members.join(", "),
-        c.window_secs,
-        c.hop_secs,
-        match c.scope {
-            Scope::HeldOutParts => "the other folds",
-            Scope::EveryRecordRetrained => "the next fold",
-        },
-        c.target_sensitivity
-    );
-    let _ = writeln!(
-        s,
-        "\n  fold records epoch call bSQI   alarm rule        on others det/epis FA   here det/epis FA"
-    );
-    for f in &c.per_fold {
-        let _ = writeln!(
-            s,
-            "  {:>4} {:>7} {:>5} {:>4.2} {:>4.1}   {:<17} {:>6}/{:<3} {:>4}    {:>4}/{:<3} {:>3}",
-            f.fold,
-            f.records.len(),
-            f.epoch,
-            f.beat_rule.call_at,
-            f.beat_rule.min_bsqi,
-            f.alarm_rule.words(),
-            f.chosen_on_detected,
-            f.chosen_on_episodes,
-            f.chosen_on_false_alarms,
-            f.detected,
-            f.episodes,
-            f.false_alarms
-        );
-    }
-    let line = |s: &mut String, name: &str, p: &Pooled| {
-        let iv = |v: Option<[f64; 2]>| v.map_or("-".into(), |[a, b]| format!("{a:.2}-{b:.2}"));
-        let g = &p.summary;
-        let _ = writeln!(
-            s,
-            "  {name:<14} detected {}/{} ({}, {}); VT {}; VF {}; ESe {} E+P {} ({}); EC57 set ESe {} E+P {}; \
-             FA/h {} ({} in {:.1} h); time to alarm median {} s, p90 {} s",
-            p.detected.count,
-            p.detected.of,
-            p.detected.value.map_or("-".into(), |v| format!("{v:.3}")),
-            iv(p.detected.interval),
-            p.detected_by_kind
-                .get("vt")
-                .map_or("-".into(), |v| format!("{}/{}", v.count, v.of)),
-            p.detected_by_kind
-                .get("vf")
-                .map_or("-".into(), |v| format!("{}/{}", v.count, v.of)),
-            g.gross_figures.se.map_or("-".into(), |v| format!("{v:.3}")),
-            g.gross_figures.pp.map_or("-".into(), |v| format!("{v:.3}")),
-            iv(g.gross_intervals.pp),
-            g.ec57_figures.se.map_or("-".into(), |v| format!("{v:.3}")),
-            g.ec57_figures.pp.map_or("-".into(), |v| format!("{v:.3}")),
-            g.false_alarms_per_hour
-                .map_or("-".into(), |v| format!("{v:.2}")),
-            g.false_alarms,
-            g.monitored_ms as f64 / 3.6e6,
-            g.time_to_alarm
-                .median_s
-                .map_or("-".into(), |v| format!("{v:.1}")),
-            g.time_to_alarm
-                .p90_s
-                .map_or("-".into(), |v| format!("{v:.1}")),
-        );
-    };
-    s.push_str("\npooled over the folds, clean:\n");
-    line(&mut s, "all", &c.clean);
-    for (db, p) in &c.clean_by_database {
-        line(&mut s, db, p);
-    }
-    if let Some(p) = &c.stressed {
-        s.push_str("pooled, 6 dB electrode motion:\n");
-        line(&mut s, "all", p);
-    }
-    if let (Some(seed), Some(f)) = (c.splice_seed, &c.spliced) {
-        let frac = |c: &super::Count| format!("{}/{}", c.detected, c.runs);
-        let _ = writeln!(
-            s,
-            "spliced events (seed {seed}), each fold's under its rules: runs of 5-7 beats detected {}, of 8+ {}; alarms on salvos of 2-4 {}, \
-             on bigeminy {}; fifth beat to alarm median {} s",
-            frac(&f.runs_5_7),
-            frac(&f.runs_8_plus),
-            frac(&f.salvos_2_4),
-            frac(&f.bigeminy),
-            f.time_to_alarm_median_secs
-                .map_or("-".into(), |v| format!("{v:.1}")),
-        );
-    }
-    s
 }
 
 #[cfg(test)]

@@ -42,6 +42,7 @@ mod cross_db;
 pub mod episodes;
 mod folds;
 mod folds_retrained;
+mod folds_text;
 mod leads;
 #[cfg(test)]
 mod noise_check;
@@ -76,8 +77,9 @@ use condition::gross_figures;
 pub use beats::{BeatReport, BeatTrial};
 pub use causes::FalseAlarmCauses;
 pub use cross_db::{CrossDatabase, cross_database, text as cross_database_text};
-pub use folds::{CrossValidation, cross_validate, text as cross_validation_text};
+pub use folds::{CrossValidation, cross_validate};
 pub use folds_retrained::cross_validate_retrained;
+pub use folds_text::text as cross_validation_text;
 pub use leads::LeadSet;
 pub use pooling_search::{Pooling, PoolingTrial};
 use pooling_search::{choose_pooling, pooled, pooling_trials_on, repool, share_of};
