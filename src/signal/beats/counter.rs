@@ -33,13 +33,17 @@ pub struct BeatRule {
     pub call_at: f32,
     /// The primary lead's bSQI over the window's last 10 s must reach this (0: no gate).
     pub min_bsqi: f32,
+    /// The run's beats must be at least this alike ([`likeness`](super::likeness): the
+    /// median correlation of consecutive beats on the better lead; 0: no gate). Absent in
+    /// files written before it existed.
+    #[serde(default)]
+    pub min_likeness: f32,
 }
 
 impl BeatRule {
     /// Whether a window of this evidence holds a VT run under the rule.
     pub(crate) fn sees_run(&self, e: RunEvidence) -> bool {
-        let level = e.level();
-        level > 0.0 && level >= self.call_at && e.bsqi >= self.min_bsqi
+        e.bsqi >= self.min_bsqi && e.first_seen(self).is_some()
     }
 }
 
@@ -52,6 +56,8 @@ pub(crate) struct RunEvidence {
     /// The first beat of the run at each probability of [`CALL_GRID`], samples before the
     /// window's end: where the run began, which a risk alarm raised on it gives as its onset.
     pub firsts_ago: RunFirsts,
+    /// How alike each of those runs' beats are ([`likeness`](super::likeness); 0 where none).
+    pub likeness: [f32; CALL_GRID.len()],
 }
 
 impl RunEvidence {
@@ -59,6 +65,7 @@ impl RunEvidence {
     pub(crate) const NONE: RunEvidence = RunEvidence {
         bsqi: 0.0,
         firsts_ago: [None; CALL_GRID.len()],
+        likeness: [0.0; CALL_GRID.len()],
     };
 
     /// The highest call probability at which the window holds a VT run; 0 where none.
@@ -66,14 +73,20 @@ impl RunEvidence {
         highest_level(&self.firsts_ago)
     }
 
-    /// The onset, in ms on the timeline of a window ending at `end_ms`, of the run a rule
-    /// calling beats at `call_at` sees: the run at the lowest probability of [`CALL_GRID`] not
-    /// below `call_at`.
-    pub(crate) fn onset_ms(&self, end_ms: i64, call_at: f32) -> Option<i64> {
+    /// The first beat, samples before the window's end, of the run `rule` sees: the run at
+    /// the lowest probability of [`CALL_GRID`] not below its call whose beats are alike
+    /// enough (the bSQI gate apart).
+    fn first_seen(&self, rule: &BeatRule) -> Option<usize> {
         CALL_GRID
             .iter()
-            .zip(&self.firsts_ago)
-            .find_map(|(&g, f)| f.filter(|_| g >= call_at))
+            .zip(self.firsts_ago.iter().zip(&self.likeness))
+            .find_map(|(&g, (f, &l))| f.filter(|_| g >= rule.call_at && l >= rule.min_likeness))
+    }
+
+    /// The onset, in ms on the timeline of a window ending at `end_ms`, of the run `rule`
+    /// sees.
+    pub(crate) fn onset_ms(&self, end_ms: i64, rule: &BeatRule) -> Option<i64> {
+        self.first_seen(rule)
             .map(|n| end_ms - (n * 1000 / SAMPLE_RATE_HZ) as i64)
     }
 }
@@ -105,7 +118,8 @@ pub(crate) fn run_evidence(
     };
     RunEvidence {
         bsqi: agreement,
-        firsts_ago: run.map(|f| f.map(|f| len - f)),
+        firsts_ago: run.firsts.map(|f| f.map(|f| len - f)),
+        likeness: run.likeness,
     }
 }
 
@@ -242,9 +256,7 @@ impl BeatCounter {
         Counted {
             score: Some(if seen { 1.0 } else { s }),
             raised: seen,
-            run_onset_ms: seen
-                .then(|| evidence.onset_ms(end_ms, rule.call_at))
-                .flatten(),
+            run_onset_ms: seen.then(|| evidence.onset_ms(end_ms, &rule)).flatten(),
             run_level: Some(evidence.level()),
         }
     }
@@ -274,17 +286,31 @@ mod tests {
         let mut firsts_ago = [None; CALL_GRID.len()];
         firsts_ago[..2].fill(Some(1_000));
         firsts_ago[2..5].fill(Some(500));
+        // The longer run's beats less alike than the shorter's.
+        let mut likeness = [0.0; CALL_GRID.len()];
+        likeness[..2].fill(0.5);
+        likeness[2..5].fill(0.9);
         let e = RunEvidence {
             bsqi: 1.0,
             firsts_ago,
+            likeness,
+        };
+        let at = |call_at, min_likeness| BeatRule {
+            call_at,
+            min_bsqi: 0.0,
+            min_likeness,
         };
         assert_eq!(e.level(), 0.9);
-        assert_eq!(e.onset_ms(60_000, 0.5), Some(56_000));
-        assert_eq!(e.onset_ms(60_000, 0.8), Some(58_000));
+        assert_eq!(e.onset_ms(60_000, &at(0.5, 0.0)), Some(56_000));
+        assert_eq!(e.onset_ms(60_000, &at(0.8, 0.0)), Some(58_000));
         // Between grid points: the run at the next one up.
-        assert_eq!(e.onset_ms(60_000, 0.75), Some(58_000));
+        assert_eq!(e.onset_ms(60_000, &at(0.75, 0.0)), Some(58_000));
         // Above the level there is no run to date.
-        assert_eq!(e.onset_ms(60_000, 0.95), None);
+        assert_eq!(e.onset_ms(60_000, &at(0.95, 0.0)), None);
+        // Behind a likeness gate the longer run's beats are too unlike: the shorter one counts.
+        assert_eq!(e.onset_ms(60_000, &at(0.5, 0.8)), Some(58_000));
+        assert!(at(0.5, 0.8).sees_run(e));
+        assert!(!at(0.5, 0.95).sees_run(e), "no run alike enough");
     }
 
     /// A counter whose classifier calls a beat ventricular when it correlates poorly with the
@@ -326,6 +352,7 @@ mod tests {
     #[test]
     fn a_beds_beats_are_classified_once_across_its_overlapping_windows() {
         let c = counter(BeatRule {
+            min_likeness: 0.0,
             call_at: 0.9,
             min_bsqi: 0.0,
         });
@@ -356,6 +383,7 @@ mod tests {
     #[test]
     fn the_counter_raises_a_window_ending_in_a_fast_run_and_nothing_else() {
         let c = counter(BeatRule {
+            min_likeness: 0.0,
             call_at: 0.9,
             min_bsqi: 0.0,
         });

@@ -209,7 +209,7 @@ impl BeatClassifier {
     }
 
     /// The VT runs the window of `len` samples ends in, one per call probability
-    /// ([`RunFirsts`]). With a bed's `memory` and the window's end (ms on the bed's timeline),
+    /// ([`Runs`]). With a bed's `memory` and the window's end (ms on the bed's timeline),
     /// each beat an earlier window classified keeps its probability ([`BeatMemory`]).
     pub(crate) fn run_level(
         &self,
@@ -217,13 +217,21 @@ impl BeatClassifier {
         len: usize,
         recent: usize,
         memory: Option<(&mut BeatMemory, i64)>,
-    ) -> RunFirsts {
+    ) -> Runs {
         let p: Vec<f64> = match memory {
             Some((m, end_ms)) => m.probabilities(self, beats, len, end_ms),
             None => beats.iter().map(|b| self.probability(b)).collect(),
         };
-        run_level(beats, &p, len, recent)
+        runs(beats, &p, len, recent)
     }
+}
+
+/// The VT runs a window's beats end in at each probability of [`CALL_GRID`]: where each
+/// begins, and how alike its beats are ([`likeness`]; 0 where there is none).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(crate) struct Runs {
+    pub firsts: RunFirsts,
+    pub likeness: [f32; CALL_GRID.len()],
 }
 
 /// The VT runs a window's beats end in: at each probability of [`CALL_GRID`], the first beat
@@ -246,9 +254,12 @@ pub(super) fn highest_level(firsts: &RunFirsts) -> f32 {
 /// [`BeatClassifier::run_level`] on the beats' probabilities `p`. At a grid probability `g`, a
 /// beat is called when it reaches `g`, or when it reaches [`VENTRICULAR_AT`] between two
 /// beats that reach `g` (one uncertain beat inside a run does not break it).
-fn run_level(beats: &[Beat], p: &[f64], len: usize, recent: usize) -> RunFirsts {
-    let mut out = [None; CALL_GRID.len()];
-    for (&g, first_at) in CALL_GRID.iter().zip(&mut out) {
+fn runs(beats: &[Beat], p: &[f64], len: usize, recent: usize) -> Runs {
+    let mut out = Runs {
+        firsts: [None; CALL_GRID.len()],
+        likeness: [0.0; CALL_GRID.len()],
+    };
+    for (i, &g) in CALL_GRID.iter().enumerate() {
         let gf = g as f64;
         let called: Vec<bool> = (0..p.len())
             .map(|k| {
@@ -260,12 +271,75 @@ fn run_level(beats: &[Beat], p: &[f64], len: usize, recent: usize) -> RunFirsts 
                         && p[k + 1] >= gf)
             })
             .collect();
-        let (n, first) = recent_run(beats, &called, len, recent);
-        if n >= VT_MIN_BEATS {
-            *first_at = first;
+        let (n, span) = recent_run_span(beats, &called, len, recent);
+        if let (true, Some((a, b))) = (n >= VT_MIN_BEATS, span) {
+            out.firsts[i] = Some(beats[a].sample);
+            out.likeness[i] = likeness(&beats[a..=b]);
         }
     }
     out
+}
+
+/// [`runs`]' first beats alone.
+#[cfg(test)]
+fn run_level(beats: &[Beat], p: &[f64], len: usize, recent: usize) -> RunFirsts {
+    runs(beats, p, len, recent).firsts
+}
+
+/// How alike a run's beats are: the median, over its consecutive pairs, of the better of the
+/// two leads' correlations between their context stretches. A monomorphic run's beats repeat
+/// each other; beats the detector found in noise, or a sinus beat called among ectopic ones,
+/// do not.
+pub(crate) fn likeness(run: &[Beat]) -> f32 {
+    fn stretch(b: &Beat, lead: usize) -> &[f32] {
+        let at = MEASURED + lead * 2 * SHAPE;
+        &b.features[at..at + SHAPE]
+    }
+    let c: Vec<f64> = run
+        .windows(2)
+        .map(|w| {
+            (0..SHAPE_ROWS / 2)
+                .map(|lead| pearson(stretch(&w[0], lead), stretch(&w[1], lead)))
+                .fold(-1.0, f64::max)
+        })
+        .collect();
+    if c.is_empty() {
+        return 0.0;
+    }
+    median(&c) as f32
+}
+
+/// Pearson correlation of two equally long vectors; 0 where either is flat.
+fn pearson(a: &[f32], b: &[f32]) -> f64 {
+    let n = a.len() as f64;
+    let (ma, mb) = (
+        a.iter().map(|&v| v as f64).sum::<f64>() / n,
+        b.iter().map(|&v| v as f64).sum::<f64>() / n,
+    );
+    let (mut ab, mut aa, mut bb) = (0.0, 0.0, 0.0);
+    for (&x, &y) in a.iter().zip(b) {
+        let (x, y) = (x as f64 - ma, y as f64 - mb);
+        ab += x * y;
+        aa += x * x;
+        bb += y * y;
+    }
+    if aa > 0.0 && bb > 0.0 {
+        ab / (aa * bb).sqrt()
+    } else {
+        0.0
+    }
+}
+
+/// [`recent_run_span`] with the sample of the fast run's first beat.
+#[cfg(test)]
+fn recent_run(
+    beats: &[Beat],
+    called: &[bool],
+    len: usize,
+    recent: usize,
+) -> (usize, Option<usize>) {
+    let (n, span) = recent_run_span(beats, called, len, recent);
+    (n, span.map(|(a, _)| beats[a].sample))
 }
 
 /// The run of ventricular beats a window of `len` samples ends in: the most consecutive beats
@@ -273,16 +347,16 @@ fn run_level(beats: &[Beat], p: &[f64], len: usize, recent: usize) -> RunFirsts 
 /// the window's last `recent` samples (a run under way, or one that has just ended); 1 when
 /// there is only a slow run or a lone beat, 0 when none is called. As the label counts a run, the
 /// consecutive called beats whose mean interval is under [`MAX_RUN_RR`] (one slow interval
-/// inside a fast run does not break it). Also returns the sample of that run's first beat
-/// where it is a fast run (the latest such run where two are as long).
-fn recent_run(
+/// inside a fast run does not break it). Also returns that run's first and last beat
+/// (indices into `beats`) where it is a fast run (the latest such run where two are as long).
+fn recent_run_span(
     beats: &[Beat],
     called: &[bool],
     len: usize,
     recent: usize,
-) -> (usize, Option<usize>) {
+) -> (usize, Option<(usize, usize)>) {
     let since = len.saturating_sub(recent);
-    let (mut best, mut best_first) = (0usize, None);
+    let (mut best, mut best_span) = (0usize, None);
     let mut k = 0;
     while k < beats.len() {
         if !called[k] {
@@ -299,12 +373,12 @@ fn recent_run(
             let count = if fast { n } else { 1 };
             if count >= best {
                 best = count;
-                best_first = fast.then_some(beats[first].sample);
+                best_span = fast.then_some((first, k));
             }
         }
         k += 1;
     }
-    (best, best_first)
+    (best, best_span)
 }
 
 /// The per-sample median of equally long stretches.
@@ -435,6 +509,44 @@ mod tests {
         // ... and two uncertain beats in a row are not bridged at 0.99: the run holds at 0.6.
         let r = [0.995, 0.995, 0.65, 0.65, 0.995, 0.995];
         assert_eq!(highest_level(&run_level(&beats, &r, 700, 700)), 0.6);
+    }
+
+    #[test]
+    fn a_run_of_repeating_beats_is_alike_and_one_of_scattered_beats_is_not() {
+        // Each beat's stretch on the first lead; the second lead flat (no correlation there).
+        let with_stretch = |sample: usize, f: &dyn Fn(usize) -> f32| {
+            let mut b = beat_at(sample);
+            for i in 0..SHAPE {
+                b.features[MEASURED + i] = f(i);
+            }
+            b
+        };
+        let wide = |i: usize| ((i as f32) * 0.2).sin() * 3.0;
+        let alike: Vec<Beat> = (0..6)
+            .map(|k| with_stretch(100 + k * 100, &|i| wide(i) * (1.0 + k as f32 * 0.1)))
+            .collect();
+        assert!(likeness(&alike) > 0.99, "{}", likeness(&alike));
+        // Every other beat the sinus shape, or a stretch of noise: unlike their neighbours.
+        let mixed: Vec<Beat> = (0..6)
+            .map(|k| {
+                if k % 2 == 0 {
+                    with_stretch(100 + k * 100, &wide)
+                } else {
+                    with_stretch(100 + k * 100, &|i| ((i as f32) * 0.9 + k as f32).cos())
+                }
+            })
+            .collect();
+        assert!(likeness(&mixed) < 0.5, "{}", likeness(&mixed));
+        // Found at each call probability with the run's first beat.
+        let p = [0.995; 6];
+        let r = runs(&alike, &p, 700, 700);
+        assert_eq!(r.firsts[7], Some(100));
+        assert!(r.likeness[7] > 0.99);
+        assert_eq!(
+            runs(&mixed, &[0.0; 6], 700, 700).likeness,
+            [0.0; CALL_GRID.len()]
+        );
+        assert_eq!(likeness(&alike[..1]), 0.0, "one beat has no neighbour");
     }
 
     #[test]

@@ -84,17 +84,25 @@ pub(crate) fn fit(
     Ok(report)
 }
 
+/// The likeness gates tried (0: none).
+const LIKENESS_GRID: [f32; 3] = [0.0, 0.6, 0.8];
+
 /// The beat rules tried: every call probability of [`CALL_GRID`], ungated and behind two bSQI
-/// gates.
+/// gates, each without and behind two likeness gates.
 pub fn candidates() -> Vec<BeatRule> {
-    [0.0, 0.5, 0.8]
-        .into_iter()
-        .flat_map(|min_bsqi| {
-            CALL_GRID
-                .iter()
-                .map(move |&call_at| BeatRule { call_at, min_bsqi })
-        })
-        .collect()
+    let mut out = Vec::new();
+    for min_likeness in LIKENESS_GRID {
+        for min_bsqi in [0.0, 0.5, 0.8] {
+            for &call_at in &CALL_GRID {
+                out.push(BeatRule {
+                    call_at,
+                    min_bsqi,
+                    min_likeness,
+                });
+            }
+        }
+    }
+    out
 }
 
 /// Sets each replay's `with_beats` series under `rule`, and where it raised a score, the
@@ -108,7 +116,7 @@ pub(crate) fn apply(reps: &mut [Replay], rule: BeatRule) {
             .zip(&r.ends_ms)
             .map(|((&e, &b), &end)| {
                 if rule.sees_run(b) {
-                    (Some(1.0), b.onset_ms(end, rule.call_at))
+                    (Some(1.0), b.onset_ms(end, &rule))
                 } else {
                     (e, None)
                 }
@@ -150,6 +158,7 @@ pub(crate) fn choose(
         tracing::info!(
             call_at = beat_rule.call_at,
             min_bsqi = beat_rule.min_bsqi,
+            min_likeness = beat_rule.min_likeness,
             on = choice.rule.on,
             met = choice.met_target,
             detected = choice.detected,
@@ -188,6 +197,7 @@ mod tests {
     #[test]
     fn a_beat_rule_raises_the_score_only_where_it_sees_a_run() {
         let rule = BeatRule {
+            min_likeness: 0.0,
             call_at: 0.8,
             min_bsqi: 0.5,
         };
@@ -195,6 +205,7 @@ mod tests {
         let e = |level: f32, bsqi| RunEvidence {
             bsqi,
             firsts_ago: CALL_GRID.map(|g| (level > 0.0 && g <= level).then_some(1_500)),
+            likeness: [1.0; CALL_GRID.len()],
         };
         // (run level, bSQI): a run at 0.9 in readable signal; at 0.6 only; in noise; none.
         assert!(rule.sees_run(e(0.9, 0.9)));
@@ -205,6 +216,7 @@ mod tests {
         assert!(!rule.sees_run(e(0.9, 0.3)), "the detectors disagree");
         assert!(!rule.sees_run(e(0.0, 1.0)));
         let ungated = BeatRule {
+            min_likeness: 0.0,
             call_at: 0.5,
             min_bsqi: 0.0,
         };
@@ -215,7 +227,8 @@ mod tests {
     #[test]
     fn every_call_probability_is_tried_behind_each_gate() {
         let c = candidates();
-        assert_eq!(c.len(), 3 * CALL_GRID.len());
+        assert_eq!(c.len(), 3 * 3 * CALL_GRID.len());
+        assert!(c.iter().any(|r| r.min_likeness == 0.8 && r.call_at == 0.5));
         assert!(c.iter().any(|r| r.min_bsqi == 0.0 && r.call_at == 0.5));
         assert!(c.iter().any(|r| r.min_bsqi == 0.8 && r.call_at == 0.99));
     }

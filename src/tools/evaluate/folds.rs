@@ -67,6 +67,9 @@ pub struct FoldRow {
     pub episodes: usize,
     pub detected: usize,
     pub false_alarms: usize,
+    /// The false alarms the same alarm rule raises on this fold, clean, on the members'
+    /// scores alone (the counter off): the rest are the counter's.
+    pub false_alarms_members_alone: usize,
 }
 
 /// A proportion with its 95 % Wilson interval.
@@ -452,6 +455,17 @@ pub(super) fn judge_fold(
         .collect();
     beats::apply(&mut held_clean, beat_rule);
     let clean = judge(&held_clean, None)?;
+    let members_alone = condition(
+        &held_clean,
+        Replay::ensemble_scores,
+        Replay::ensemble_run_onsets,
+        choice.rule,
+        hop_ms,
+        None,
+        search.matching,
+    )?
+    .summary
+    .false_alarms;
     let mut held_noisy: Vec<Replay> = fold
         .held
         .iter()
@@ -493,6 +507,7 @@ pub(super) fn judge_fold(
             .filter(|&&t| t != AlarmTiming::Missed)
             .count(),
         false_alarms: clean.iter().map(|j| j.comparison.false_alarms).sum(),
+        false_alarms_members_alone: members_alone,
     };
     tracing::info!(
         fold = fold.number,
