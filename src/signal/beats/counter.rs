@@ -34,10 +34,10 @@ pub struct BeatRule {
     /// The primary lead's bSQI over the window's last 10 s must reach this (0: no gate).
     pub min_bsqi: f32,
     /// The run's beats must be at least this alike ([`likeness`](super::likeness): the
-    /// median correlation of consecutive beats on the better lead; 0: no gate). Absent in
-    /// files written before it existed.
-    #[serde(default)]
-    pub min_likeness: f32,
+    /// median correlation of consecutive beats on the better lead, -1 to 1); none: no gate
+    /// (so in files written before it existed).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub min_likeness: Option<f32>,
 }
 
 impl BeatRule {
@@ -80,7 +80,9 @@ impl RunEvidence {
         CALL_GRID
             .iter()
             .zip(self.firsts_ago.iter().zip(&self.likeness))
-            .find_map(|(&g, (f, &l))| f.filter(|_| g >= rule.call_at && l >= rule.min_likeness))
+            .find_map(|(&g, (f, &l))| {
+                f.filter(|_| g >= rule.call_at && rule.min_likeness.is_none_or(|m| l >= m))
+            })
     }
 
     /// The onset, in ms on the timeline of a window ending at `end_ms`, of the run `rule`
@@ -295,10 +297,10 @@ mod tests {
             firsts_ago,
             likeness,
         };
-        let at = |call_at, min_likeness| BeatRule {
+        let at = |call_at, min_likeness: f32| BeatRule {
             call_at,
             min_bsqi: 0.0,
-            min_likeness,
+            min_likeness: (min_likeness > 0.0).then_some(min_likeness),
         };
         assert_eq!(e.level(), 0.9);
         assert_eq!(e.onset_ms(60_000, &at(0.5, 0.0)), Some(56_000));
@@ -352,7 +354,7 @@ mod tests {
     #[test]
     fn a_beds_beats_are_classified_once_across_its_overlapping_windows() {
         let c = counter(BeatRule {
-            min_likeness: 0.0,
+            min_likeness: None,
             call_at: 0.9,
             min_bsqi: 0.0,
         });
@@ -383,7 +385,7 @@ mod tests {
     #[test]
     fn the_counter_raises_a_window_ending_in_a_fast_run_and_nothing_else() {
         let c = counter(BeatRule {
-            min_likeness: 0.0,
+            min_likeness: None,
             call_at: 0.9,
             min_bsqi: 0.0,
         });

@@ -84,14 +84,19 @@ pub(crate) fn fit(
     Ok(report)
 }
 
-/// The likeness gates tried (0: none).
-const LIKENESS_GRID: [f32; 3] = [0.0, 0.6, 0.8];
+/// The likeness gates tried (none: no gate).
+const LIKENESS_GRID: [Option<f32>; 4] = [None, Some(0.0), Some(0.3), Some(0.5)];
 
 /// The beat rules tried: every call probability of [`CALL_GRID`], ungated and behind two bSQI
 /// gates, each without and behind two likeness gates.
 pub fn candidates() -> Vec<BeatRule> {
     let mut out = Vec::new();
-    for min_likeness in LIKENESS_GRID {
+    let grid: &[Option<f32>] = if std::env::var_os("HOLMES_EXP_NO_LIKENESS").is_some() {
+        &[None]
+    } else {
+        &LIKENESS_GRID
+    };
+    for &min_likeness in grid {
         for min_bsqi in [0.0, 0.5, 0.8] {
             for &call_at in &CALL_GRID {
                 out.push(BeatRule {
@@ -158,7 +163,7 @@ pub(crate) fn choose(
         tracing::info!(
             call_at = beat_rule.call_at,
             min_bsqi = beat_rule.min_bsqi,
-            min_likeness = beat_rule.min_likeness,
+            min_likeness = beat_rule.min_likeness.unwrap_or(-1.0),
             on = choice.rule.on,
             met = choice.met_target,
             detected = choice.detected,
@@ -197,7 +202,7 @@ mod tests {
     #[test]
     fn a_beat_rule_raises_the_score_only_where_it_sees_a_run() {
         let rule = BeatRule {
-            min_likeness: 0.0,
+            min_likeness: None,
             call_at: 0.8,
             min_bsqi: 0.5,
         };
@@ -216,7 +221,7 @@ mod tests {
         assert!(!rule.sees_run(e(0.9, 0.3)), "the detectors disagree");
         assert!(!rule.sees_run(e(0.0, 1.0)));
         let ungated = BeatRule {
-            min_likeness: 0.0,
+            min_likeness: None,
             call_at: 0.5,
             min_bsqi: 0.0,
         };
@@ -227,8 +232,11 @@ mod tests {
     #[test]
     fn every_call_probability_is_tried_behind_each_gate() {
         let c = candidates();
-        assert_eq!(c.len(), 3 * 3 * CALL_GRID.len());
-        assert!(c.iter().any(|r| r.min_likeness == 0.8 && r.call_at == 0.5));
+        assert_eq!(c.len(), 4 * 3 * CALL_GRID.len());
+        assert!(
+            c.iter()
+                .any(|r| r.min_likeness == Some(0.5) && r.call_at == 0.5)
+        );
         assert!(c.iter().any(|r| r.min_bsqi == 0.0 && r.call_at == 0.5));
         assert!(c.iter().any(|r| r.min_bsqi == 0.8 && r.call_at == 0.99));
     }

@@ -400,12 +400,29 @@ pub(super) fn judge_fold(
     win: usize,
     hop_n: usize,
 ) -> Result<FoldJudged, EvaluateError> {
-    let hop_ms = search.hop_ms;
-    let (epoch, classifier) = fold
-        .epochs
+    let (epoch, classifier) = keep_epoch(fold.epochs, fold.chosen_rows);
+    let chosen_on: Vec<Replay> = fold
+        .chosen_on
+        .iter()
+        .map(|(r, leads)| with_runs(classifier, r, leads, win, hop_n))
+        .collect();
+    let held: Vec<HeldRuns<'_>> = fold
+        .held
+        .iter()
+        .map(|h| HeldRuns::of(h.record, h, classifier, win, hop_n))
+        .collect();
+    choose_and_judge(fold.number, epoch, chosen_on, &held, search)
+}
+
+/// The epoch (1-based) of `epochs` that ranks `rows` best by PR-AUC, and its classifier.
+pub(super) fn keep_epoch<'c>(
+    epochs: &'c [BeatClassifier],
+    rows: &BeatRows,
+) -> (usize, &'c BeatClassifier) {
+    epochs
         .iter()
         .enumerate()
-        .map(|(e, c)| (e, c, fold.chosen_rows.pr_auc(c)))
+        .map(|(e, c)| (e, c, rows.pr_auc(c)))
         .fold(
             None,
             |best: Option<(usize, &BeatClassifier, f64)>, x| match best {
@@ -414,17 +431,62 @@ pub(super) fn judge_fold(
             },
         )
         .map(|(e, c, _)| (e + 1, c))
-        .expect("one epoch at least");
-    let with_runs = |r: &Replay, leads: &[Vec<f32>]| {
-        let mut r = r.clone();
-        r.beat_runs = runs(classifier, leads, &r, win, hop_n);
-        r
-    };
-    let mut chosen_on: Vec<Replay> = fold
-        .chosen_on
-        .iter()
-        .map(|(r, leads)| with_runs(r, leads))
-        .collect();
+        .expect("one epoch at least")
+}
+
+/// `r` with the counter's run evidence under classifier `c` at each hop.
+pub(super) fn with_runs(
+    c: &BeatClassifier,
+    r: &Replay,
+    leads: &[Vec<f32>],
+    win: usize,
+    hop_n: usize,
+) -> Replay {
+    let mut r = r.clone();
+    r.beat_runs = runs(c, leads, &r, win, hop_n);
+    r
+}
+
+/// A held record's replays with the counter's runs attached.
+pub(super) struct HeldRuns<'a> {
+    pub record: &'a RecordData,
+    pub clean: Replay,
+    pub stressed: Option<Replay>,
+    pub spliced: Option<Replay>,
+}
+
+impl<'a> HeldRuns<'a> {
+    /// `h`'s replays (of `record`) with the runs of classifier `c`.
+    pub fn of(
+        record: &'a RecordData,
+        h: &Held<'_>,
+        c: &BeatClassifier,
+        win: usize,
+        hop_n: usize,
+    ) -> HeldRuns<'a> {
+        HeldRuns {
+            record,
+            clean: with_runs(c, h.clean, &h.record.leads, win, hop_n),
+            stressed: h
+                .stressed
+                .map(|(leads, r)| with_runs(c, r, leads, win, hop_n)),
+            spliced: h
+                .spliced
+                .map(|(sp, r)| with_runs(c, r, &sp.record.leads, win, hop_n)),
+        }
+    }
+}
+
+/// Chooses the beat rule and the alarm rule on `chosen_on` (replays with their runs) and
+/// judges `held` under them: fold `number`, whose classifier kept `epoch`.
+pub(super) fn choose_and_judge(
+    number: usize,
+    epoch: usize,
+    mut chosen_on: Vec<Replay>,
+    held: &[HeldRuns<'_>],
+    search: &ThresholdSearch,
+) -> Result<FoldJudged, EvaluateError> {
+    let hop_ms = search.hop_ms;
     let (beat_rule, choice, _, _) = beats::choose(&mut chosen_on, search)?;
     drop(chosen_on);
     let judge = |reps: &[Replay], snr: Option<f32>| -> Result<Vec<Judged>, EvaluateError> {
@@ -448,11 +510,7 @@ pub(super) fn judge_fold(
             })
             .collect())
     };
-    let mut held_clean: Vec<Replay> = fold
-        .held
-        .iter()
-        .map(|h| with_runs(h.clean, &h.record.leads))
-        .collect();
+    let mut held_clean: Vec<Replay> = held.iter().map(|h| h.clean.clone()).collect();
     beats::apply(&mut held_clean, beat_rule);
     let clean = judge(&held_clean, None)?;
     let members_alone = condition(
@@ -466,24 +524,18 @@ pub(super) fn judge_fold(
     )?
     .summary
     .false_alarms;
-    let mut held_noisy: Vec<Replay> = fold
-        .held
-        .iter()
-        .filter_map(|h| h.stressed.map(|(leads, r)| with_runs(r, leads)))
-        .collect();
+    let mut held_noisy: Vec<Replay> = held.iter().filter_map(|h| h.stressed.clone()).collect();
     beats::apply(&mut held_noisy, beat_rule);
     let stressed = if held_noisy.is_empty() {
         Vec::new()
     } else {
         judge(&held_noisy, Some(STRESS_DB))?
     };
-    let spliced = fold
-        .held
+    let spliced = held
         .iter()
         .enumerate()
-        .filter_map(|(k, h)| h.spliced.map(|s| (k, s)))
-        .map(|(k, (sp, rep))| {
-            let mut r = with_runs(rep, &sp.record.leads);
+        .filter_map(|(k, h)| h.spliced.clone().map(|r| (k, r)))
+        .map(|(k, mut r)| {
             beats::apply(std::slice::from_mut(&mut r), beat_rule);
             (k, r, choice.rule)
         })
@@ -493,8 +545,8 @@ pub(super) fn judge_fold(
         .flat_map(|j| j.comparison.timings.iter().map(|t| t.timing))
         .collect();
     let row = FoldRow {
-        fold: fold.number,
-        records: fold.held.iter().map(|h| h.record.key.clone()).collect(),
+        fold: number,
+        records: held.iter().map(|h| h.record.key.clone()).collect(),
         epoch,
         beat_rule,
         alarm_rule: choice.rule,
@@ -510,7 +562,7 @@ pub(super) fn judge_fold(
         false_alarms_members_alone: members_alone,
     };
     tracing::info!(
-        fold = fold.number,
+        fold = number,
         epoch,
         call_at = beat_rule.call_at,
         on = choice.rule.on,

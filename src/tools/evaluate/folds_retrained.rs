@@ -1,11 +1,13 @@
 //! Cross-validation over every record with the members retrained per fold (`holmes evaluate
 //! --folds K --fold-zoos DIR`): the records of all three parts of the split are dealt by
 //! patient group into K folds ([`fold_split`], as `holmes train --fold k --folds K` dealt
-//! them), and fold `k` is judged with the zoo `DIR/fold-k`, whose members learnt from the
-//! other folds but the next one. On that next fold the beat classifier (fitted here on the
-//! learnt folds' beats) keeps its epoch, and the beat rule and the alarm rule are chosen; fold
-//! `k` is then judged as [`folds`](super::folds) judges it. Nothing about a fold is learnt or
-//! chosen on it, and every episode of the data set is judged once.
+//! them), and fold `k`'s records are replayed with the zoo `DIR/fold-k`, whose members learnt
+//! from the other folds but the next one, and with a beat classifier fitted on the same folds'
+//! beats, kept at the epoch that ranks the next fold's beats best. So every record is scored
+//! once, by members and a classifier that never saw it. Fold `k`'s beat rule and alarm rule
+//! are then chosen on the other folds' records, as their own zoos scored them, and fold `k` is
+//! judged under them as [`folds`](super::folds) judges a fold. Nothing about a fold is learnt
+//! or chosen on it, and every episode of the data set is judged once.
 
 use std::path::Path;
 
@@ -16,15 +18,15 @@ use crate::training::dataset::{NoiseBank, Split, SplitName, fold_split};
 use crate::zoo::Manifest;
 
 use super::folds::{
-    CrossValidation, FIT_HOP_SECS, Fold, Held, Judgements, STRESS_DB, Scope, fit_epochs,
-    judge_fold, report, spliced_copies,
+    CrossValidation, FIT_HOP_SECS, Held, HeldRuns, Judgements, STRESS_DB, Scope, choose_and_judge,
+    fit_epochs, keep_epoch, report, spliced_copies,
 };
 use super::replay::{Detectors, Replay, replay};
 use super::{EvaluateError, EvaluateOptions, load_part, pooled};
 
 /// Runs the cross-validation with each fold's own zoo under `zoos` (`fold-1` ... `fold-K`).
-/// Blocking and CPU-heavy: every record replayed twice (judged and chosen on) plus its stress
-/// condition and spliced copy, and K beat classifier fits.
+/// Blocking and CPU-heavy: every record replayed once, plus its stress condition and spliced
+/// copy, and K beat classifier fits.
 pub fn cross_validate_retrained(
     opts: &EvaluateOptions,
     k: usize,
@@ -51,7 +53,9 @@ pub fn cross_validate_retrained(
     let search = opts.search(crate::alarm::MatchOptions::default());
     let spliced = spliced_copies(&recs, opts);
 
-    let mut judged = Judgements::default();
+    // Each fold's records replayed once, with the zoo and the classifier that never saw them.
+    let mut prepared = Vec::with_capacity(k);
+    let mut fold_of = vec![0; recs.len()];
     for f in 0..k {
         let fold_split = fold_split(&recs, k, f);
         let in_part = |name: SplitName| -> Vec<usize> {
@@ -59,11 +63,14 @@ pub fn cross_validate_retrained(
                 .filter(|&i| fold_split.of(&recs[i].key) == Some(name))
                 .collect()
         };
-        let (learnt, chosen, held) = (
+        let (learnt, next, held) = (
             in_part(SplitName::Train),
             in_part(SplitName::Validation),
             in_part(SplitName::Test),
         );
+        for &i in &held {
+            fold_of[i] = f;
+        }
         let dir = zoos.join(format!("fold-{}", f + 1));
         let ens = Ensemble::load(&dir, &opts.members, window)?.with_beats(None);
         let ens = pooled(ens, opts.pooling, &dir, hop, window)?;
@@ -74,37 +81,25 @@ pub fn cross_validate_retrained(
             first_slot: opts.leads.first_slot(),
         };
 
-        // The beat classifier's epochs, fitted on the learnt folds' beats.
+        // The beat classifier's epochs, fitted on the learnt folds' beats; the epoch kept is
+        // the one that ranks the next fold's beats best.
         let epochs = fit_epochs(learnt.iter().map(|&i| &recs[i]), win, "learnt folds'")?;
-        let mut chosen_rows = BeatRows::default();
-        for &i in &chosen {
-            chosen_rows.add_record(&recs[i], win, FIT_HOP_SECS * fs);
+        let mut next_rows = BeatRows::default();
+        for &i in &next {
+            next_rows.add_record(&recs[i], win, FIT_HOP_SECS * fs);
         }
+        let (epoch, classifier) = keep_epoch(&epochs, &next_rows);
 
-        let chosen_reps: Vec<Replay> = chosen
-            .iter()
-            .map(|&i| replay(&recs[i], &recs[i].leads, win, hop_n, det))
-            .collect::<Result<_, _>>()?;
-        let stressed_leads: Vec<Option<Vec<Vec<f32>>>> = held
-            .iter()
-            .map(|&i| {
-                bank.as_ref().map(|b| {
-                    let mut leads = recs[i].leads.clone();
-                    b.stress(
-                        &mut leads,
-                        opts.leads.first_slot(),
-                        &recs[i].beats,
-                        STRESS_DB,
-                    );
-                    leads
-                })
-            })
-            .collect();
-        let mut held_reps = Vec::with_capacity(held.len());
-        for (j, &i) in held.iter().enumerate() {
+        let mut held_runs = Vec::with_capacity(held.len());
+        for &i in &held {
             let r = &recs[i];
             let clean = replay(r, &r.leads, win, hop_n, det)?;
-            let stressed = match &stressed_leads[j] {
+            let stressed_leads = bank.as_ref().map(|b| {
+                let mut leads = r.leads.clone();
+                b.stress(&mut leads, opts.leads.first_slot(), &r.beats, STRESS_DB);
+                leads
+            });
+            let stressed = match &stressed_leads {
                 Some(l) => Some(replay(r, l, win, hop_n, det)?),
                 None => None,
             };
@@ -112,37 +107,35 @@ pub fn cross_validate_retrained(
                 Some(sp) => Some(replay(&sp.record, &sp.record.leads, win, hop_n, det)?),
                 None => None,
             };
-            held_reps.push((clean, stressed, spliced_rep));
+            let h = Held {
+                record: r,
+                clean: &clean,
+                stressed: stressed_leads.as_deref().zip(stressed.as_ref()),
+                spliced: spliced[i].as_ref().zip(spliced_rep.as_ref()),
+            };
+            held_runs.push(HeldRuns::of(r, &h, classifier, win, hop_n));
         }
         tracing::info!(
             fold = f + 1,
             learnt = learnt.len(),
-            chosen_on = chosen.len(),
+            epoch_chosen_on = next.len(),
             judged = held.len(),
             "Fold replayed with its own zoo"
         );
-        let fold = Fold {
-            number: f + 1,
-            epochs: &epochs,
-            chosen_rows: &chosen_rows,
-            chosen_on: chosen
-                .iter()
-                .zip(&chosen_reps)
-                .map(|(&i, r)| (r, &recs[i].leads[..]))
-                .collect(),
-            held: held
-                .iter()
-                .zip(&held_reps)
-                .zip(&stressed_leads)
-                .map(|((&i, (clean, stressed, sp)), leads)| Held {
-                    record: &recs[i],
-                    clean,
-                    stressed: leads.as_deref().zip(stressed.as_ref()),
-                    spliced: spliced[i].as_ref().zip(sp.as_ref()),
-                })
-                .collect(),
-        };
-        let j = judge_fold(&fold, &search, win, hop_n)?;
+        prepared.push((held, epoch, held_runs));
+    }
+
+    // Each fold's rules chosen on the other folds' records, each as its own zoo scored it.
+    let mut judged = Judgements::default();
+    for f in 0..k {
+        let chosen_on: Vec<Replay> = prepared
+            .iter()
+            .enumerate()
+            .filter(|&(g, _)| g != f)
+            .flat_map(|(_, (_, _, runs))| runs.iter().map(|h| h.clean.clone()))
+            .collect();
+        let (held, epoch, held_runs) = &prepared[f];
+        let j = choose_and_judge(f + 1, *epoch, chosen_on, held_runs, &search)?;
         judged.add(j, |k| {
             spliced[held[k]]
                 .as_ref()
