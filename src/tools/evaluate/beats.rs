@@ -85,7 +85,7 @@ pub(crate) fn fit(
 }
 
 /// The likeness gates tried (none: no gate).
-const LIKENESS_GRID: [Option<f32>; 4] = [None, Some(0.0), Some(0.3), Some(0.5)];
+const LIKENESS_GRID: [Option<f32>; 4] = [None, Some(0.3), Some(0.6), Some(0.8)];
 
 /// The beat rules tried: every call probability of [`CALL_GRID`], ungated and behind two bSQI
 /// gates, each without and behind two likeness gates.
