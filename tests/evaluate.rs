@@ -56,6 +56,20 @@ fn as_u64(v: &Value, what: &str) -> u64 {
         .unwrap_or_else(|| panic!("{what} is not a count: {v}"))
 }
 
+/// The false alarms a `false_alarm_causes` object accounts for (each has one cause).
+fn causes(c: &Value) -> u64 {
+    [
+        "noise_marked",
+        "ectopy",
+        "before_episode",
+        "after_episode",
+        "other",
+    ]
+    .iter()
+    .map(|k| as_u64(&c[*k], k))
+    .sum()
+}
+
 #[test]
 fn evaluate_json_adds_up_on_a_subset() {
     let Some(data) = common::data_dir("evaluate_json_adds_up_on_a_subset") else {
@@ -401,18 +415,6 @@ fn check_condition(c: &Value) {
         .sum();
     assert_eq!(as_u64(&s["false_alarms"], "FA"), fa);
     // Every false alarm has exactly one cause, per record and in all.
-    let causes = |c: &Value| -> u64 {
-        [
-            "noise_marked",
-            "ectopy",
-            "before_episode",
-            "after_episode",
-            "other",
-        ]
-        .iter()
-        .map(|k| as_u64(&c[*k], k))
-        .sum()
-    };
     for r in records {
         assert_eq!(
             causes(&r["false_alarm_causes"]),
@@ -661,18 +663,11 @@ fn the_operating_points_are_chosen_on_the_other_folds_and_pooled() {
     let pooled_rows =
         std::iter::once(&c["clean"]).chain(c["clean_by_database"].as_object().unwrap().values());
     for p in pooled_rows {
-        let why = &p["false_alarm_causes"];
-        let causes: u64 = [
-            "noise_marked",
-            "ectopy",
-            "before_episode",
-            "after_episode",
-            "other",
-        ]
-        .iter()
-        .map(|k| as_u64(&why[*k], k))
-        .sum();
-        assert_eq!(causes, as_u64(&p["summary"]["false_alarms"], "fa"), "{p}");
+        assert_eq!(
+            causes(&p["false_alarm_causes"]),
+            as_u64(&p["summary"]["false_alarms"], "fa"),
+            "{p}"
+        );
     }
     for f in folds {
         let rule = &f["alarm_rule"];

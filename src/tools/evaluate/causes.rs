@@ -45,6 +45,21 @@ impl FalseAlarmCauses {
         self.noise_marked + self.ectopy + self.before_episode + self.after_episode + self.other
     }
 
+    /// The causes as words for a person: "noise-marked 3, ventricular ectopy 1, ...".
+    pub fn words(&self) -> String {
+        format!(
+            "noise-marked {}, ventricular ectopy {}, before an episode {}, after one {}, other {}{}",
+            self.noise_marked,
+            self.ectopy,
+            self.before_episode,
+            self.after_episode,
+            self.other,
+            self.counted_run.map_or(String::new(), |n| format!(
+                "; with a counted VT run among the hops that raised them {n}"
+            ))
+        )
+    }
+
     pub fn add(&mut self, o: &FalseAlarmCauses) {
         self.noise_marked += o.noise_marked;
         self.ectopy += o.ectopy;
@@ -172,6 +187,11 @@ mod tests {
                 other: 1,
                 counted_run: Some(2),
             }
+        );
+        assert_eq!(
+            got.words(),
+            "noise-marked 1, ventricular ectopy 1, before an episode 1, after one 1, other 1; \
+             with a counted VT run among the hops that raised them 2"
         );
         assert_eq!(
             got.total(),

@@ -83,19 +83,7 @@ pub fn text(c: &CrossValidation) -> String {
         );
         let why = &p.false_alarm_causes;
         if why.total() > 0 {
-            let _ = writeln!(
-                s,
-                "  {:<14} false alarms at noise-marked {}, ectopy {}, before an episode {}, after one {}, \
-                 other {}{}",
-                "",
-                why.noise_marked,
-                why.ectopy,
-                why.before_episode,
-                why.after_episode,
-                why.other,
-                why.counted_run
-                    .map_or(String::new(), |n| format!("; with a counted run {n}")),
-            );
+            let _ = writeln!(s, "  {:<14} false alarms at {}", "", why.words());
         }
     };
     s.push_str("\npooled over the folds, clean:\n");

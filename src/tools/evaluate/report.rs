@@ -172,18 +172,10 @@ pub fn text(e: &Evaluation) -> String {
             let f = &c.false_alarm_causes;
             let _ = writeln!(
                 s,
-                "  {} false alarms: {} = noise-marked {}, ventricular ectopy {}, before an episode {}, \
-                 after one {}, other {}{}",
+                "  {} false alarms: {} = {}",
                 c.snr_db.map_or("clean".into(), |db| format!("em {db} dB")),
                 f.total(),
-                f.noise_marked,
-                f.ectopy,
-                f.before_episode,
-                f.after_episode,
-                f.other,
-                f.counted_run.map_or(String::new(), |n| format!(
-                    "; with a counted VT run among the hops that raised them {n}"
-                ))
+                f.words()
             );
         }
     }
