@@ -18,8 +18,9 @@
 //! The beats a fit learns from are also seen as other patients and monitors would show them
 //! ([`BeatRows::add_augmented`]): each training record again with runs, salvos and bigeminy of
 //! its patient's own ventricular beats spliced into its sinus rhythm, every window of that copy
-//! through a monitor's filter mode, gain, polarity, baseline wander and lead order. The beats
-//! that choose the epoch, and those the figures judge, are never augmented.
+//! through a monitor's filter mode, gain, polarity, baseline wander and lead order, and
+//! corrupted with the zoo's recorded training noise and monitor artefacts. The beats that
+//! choose the epoch, and those the figures judge, are never augmented.
 
 use std::collections::HashSet;
 
@@ -46,7 +47,7 @@ use crate::signal::beats::{
 use crate::zoo::preprocess::band_pass;
 
 use super::dataset::RecordData;
-use super::dataset::{SpliceMix, splice};
+use super::dataset::{Augment, NoiseBank, SpliceMix, qrs_peak_to_peak, splice};
 
 /// A detected beat and an annotated one this close are the same beat, s.
 const MATCH_SECS: f64 = 0.15;
@@ -187,14 +188,23 @@ impl BeatRows {
     /// (never for the beats that choose its epoch or judge it): runs, salvos and bigeminy of the
     /// patient's own ventricular beats spliced into its sinus rhythm ([`splice`], where the
     /// record has enough of them), and each window seen through a monitor
-    /// ([`monitor_variant`]: a filter mode, gain, polarity, baseline wander, leads swapped).
-    /// Deterministic from `copy` (a fit gives each of its records its own, e.g. its index).
-    pub(crate) fn add_augmented(&mut self, rec: &RecordData, window: usize, hop: usize, copy: u64) {
+    /// ([`monitor_variant`]: a filter mode, gain, polarity, baseline wander, leads swapped),
+    /// then corrupted as the zoo's training corrupts windows ([`corrupt`]: recorded noise from
+    /// `noise`, a part of the noise records' time split that the judged beats never meet, and
+    /// monitor artefacts). Deterministic from `copy` (a fit gives each of its records its own, e.g. its index).
+    pub(crate) fn add_augmented(
+        &mut self,
+        rec: &RecordData,
+        window: usize,
+        hop: usize,
+        copy: u64,
+        noise: &NoiseBank,
+    ) {
         let seed = AUGMENT_SEED.wrapping_add(copy);
         let spliced = splice(rec, seed, SpliceMix::EVALUATION);
         let rec = spliced.as_ref().map_or(rec, |s| &s.record);
         let mut rng = SmallRng::seed_from_u64(seed ^ SEED);
-        self.add_windows(rec, window, hop, Some(&mut rng));
+        self.add_windows(rec, window, hop, Some((&mut rng, noise)));
     }
 
     fn add_windows(
@@ -202,7 +212,7 @@ impl BeatRows {
         rec: &RecordData,
         window: usize,
         hop: usize,
-        mut augment: Option<&mut SmallRng>,
+        mut augment: Option<(&mut SmallRng, &NoiseBank)>,
     ) {
         if !rec.db.labels_ventricular_beats() || hop == 0 {
             return;
@@ -219,9 +229,9 @@ impl BeatRows {
             let start = end - window;
             let leads: Vec<&[f32]> = rec.leads.iter().map(|l| &l[start..end]).collect();
             let seen: Vec<Vec<f32>>;
-            let leads: Vec<&[f32]> = match augment.as_deref_mut() {
-                Some(rng) => {
-                    seen = monitor_variant(&leads, rng);
+            let leads: Vec<&[f32]> = match augment.as_mut() {
+                Some((rng, noise)) => {
+                    seen = corrupt(monitor_variant(&leads, rng), rec, start, noise, rng);
                     seen.iter().map(Vec::as_slice).collect()
                 }
                 None => leads,
@@ -445,6 +455,39 @@ pub(crate) fn monitor_variant(leads: &[&[f32]], rng: &mut SmallRng) -> Vec<Vec<f
         .collect()
 }
 
+/// How an augmented copy's windows are corrupted after the monitor's view: the zoo's recorded
+/// noise (bw, ma or em from the noise bank's part) half the time at 0-24 dB, and each monitor
+/// artefact one time in twelve.
+const CORRUPTION: Augment = Augment {
+    noise_p: 0.5,
+    snr_db: (0.0, 24.0),
+    artifact_p: 0.08,
+};
+
+/// `leads` (a window of `rec` from sample `start`, as a monitor sent it) corrupted as the
+/// zoo's training corrupts windows ([`CORRUPTION`]), each lead at the SNR its own annotated
+/// beats give.
+fn corrupt(
+    mut leads: Vec<Vec<f32>>,
+    rec: &RecordData,
+    start: usize,
+    noise: &NoiseBank,
+    rng: &mut SmallRng,
+) -> Vec<Vec<f32>> {
+    let len = leads.first().map_or(0, Vec::len);
+    let at: Vec<usize> = rec
+        .beats
+        .iter()
+        .filter_map(|&b| usize::try_from(b - start as i64).ok())
+        .filter(|&b| b < len)
+        .collect();
+    for lead in &mut leads {
+        let pp = qrs_peak_to_peak(lead, &at);
+        CORRUPTION.apply(noise, lead, pp, 0, rng);
+    }
+    leads
+}
+
 /// A beat classifier's calls against the annotations.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq, Serialize)]
 pub struct BeatFigures {
@@ -619,8 +662,9 @@ mod tests {
             BeatRows::default(),
         );
         plain.add_record(&rec, window, hop);
-        more.add_augmented(&rec, window, hop, 3);
-        again.add_augmented(&rec, window, hop, 3);
+        let bank = NoiseBank::default();
+        more.add_augmented(&rec, window, hop, 3, &bank);
+        again.add_augmented(&rec, window, hop, 3, &bank);
         let v = |r: &BeatRows| r.ys.iter().filter(|&&y| y).count();
         assert!(
             v(&more) > 2 * v(&plain),

@@ -15,7 +15,7 @@ use crate::alarm::{ThresholdChoice, ThresholdSearch};
 use crate::core::window::SAMPLE_RATE_HZ;
 use crate::signal::beats::{BeatClassifier, BeatRule, CALL_GRID};
 use crate::training::beats::{BeatFigures, BeatRows};
-use crate::training::dataset::{Database, Split, SplitName};
+use crate::training::dataset::{Database, NoiseBank, Split, SplitName};
 
 use super::condition::gross_figures;
 use super::episodes::EpisodeFigures;
@@ -38,6 +38,14 @@ pub struct BeatReport {
     pub rule: Option<BeatRule>,
 }
 
+/// The noise that corrupts a fit's augmented copies: the train part of the noise records' time
+/// split (the 6 dB stress test mixes in the test part's).
+pub(super) fn training_noise(opts: &EvaluateOptions) -> Result<NoiseBank, EvaluateError> {
+    Ok(NoiseBank::load(&opts.data, &[SplitName::Train])?
+        .pop()
+        .unwrap_or_default())
+}
+
 /// Fits the classifier on the train part's beats in windows of `window` samples, choosing its
 /// epoch on the validation part's (records of the databases that label ventricular beats;
 /// `--max-records` keeps the shortest of those).
@@ -46,6 +54,7 @@ pub(crate) fn fit(
     split: &Split,
     window: usize,
 ) -> Result<BeatReport, EvaluateError> {
+    let noise = training_noise(opts)?;
     let rows = |part| -> Result<BeatRows, EvaluateError> {
         let mut rows = BeatRows::default();
         let labelled = |db: Database| db.labels_ventricular_beats();
@@ -56,7 +65,7 @@ pub(crate) fn fit(
             rows.add_record(r, window, FIT_HOP_SECS * SAMPLE_RATE_HZ);
             if part == SplitName::Train {
                 let hop = FIT_HOP_SECS * SAMPLE_RATE_HZ;
-                rows.add_augmented(r, window, hop, i as u64);
+                rows.add_augmented(r, window, hop, i as u64, &noise);
             }
         }
         if !rows.ys.iter().any(|&y| y) || rows.ys.iter().all(|&y| y) {

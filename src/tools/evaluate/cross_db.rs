@@ -122,6 +122,7 @@ pub fn cross_database(opts: &EvaluateOptions) -> Result<CrossDatabase, EvaluateE
         (Database::Svdb, vec![Database::Mitdb, Database::Nstdb]),
         (Database::Mitdb, vec![Database::Svdb]),
     ];
+    let noise = super::beats::training_noise(opts)?;
     let mut out = Vec::new();
     for (held, fitted) in folds {
         let fit_recs: Vec<&RecordData> = recs.iter().filter(|r| fitted.contains(&r.db)).collect();
@@ -144,7 +145,7 @@ pub fn cross_database(opts: &EvaluateOptions) -> Result<CrossDatabase, EvaluateE
                 epoch_rows.add_record(r, window, FIT_HOP_SECS * fs);
             } else {
                 fit_rows.add_record(r, window, FIT_HOP_SECS * fs);
-                fit_rows.add_augmented(r, window, FIT_HOP_SECS * fs, i as u64);
+                fit_rows.add_augmented(r, window, FIT_HOP_SECS * fs, i as u64, &noise);
             }
         }
         if !fit_rows.ys.iter().any(|&y| y) || !epoch_rows.ys.iter().any(|&y| y) {

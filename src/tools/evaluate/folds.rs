@@ -146,7 +146,8 @@ pub fn cross_validate(opts: &EvaluateOptions, k: usize) -> Result<CrossValidatio
     // The classifier's epochs, fitted on the train part's beats.
     let labelled = |db: crate::training::dataset::Database| db.labels_ventricular_beats();
     let train = load_part_of(opts, &split, SplitName::Train, labelled)?;
-    let epochs = fit_epochs(train.iter(), win, "train")?;
+    let noise = beats::training_noise(opts)?;
+    let epochs = fit_epochs(train.iter(), win, &noise, "train")?;
     let record_rows: Vec<BeatRows> = recs
         .iter()
         .map(|r| {
@@ -253,17 +254,18 @@ pub(super) fn spliced_copies(recs: &[RecordData], opts: &EvaluateOptions) -> Vec
 }
 
 /// The beat classifier's epochs, fitted on the beats of `recs` and of their augmented copies
-/// (as `--beats` fits); `part` names them in the error when they hold no ventricular beat.
+/// (as `--beats` fits, corrupted with `noise`); `part` names them in the error when they hold no ventricular beat.
 pub(super) fn fit_epochs<'r>(
     recs: impl Iterator<Item = &'r RecordData>,
     win: usize,
+    noise: &NoiseBank,
     part: &'static str,
 ) -> Result<Vec<BeatClassifier>, EvaluateError> {
     let hop = FIT_HOP_SECS * SAMPLE_RATE_HZ;
     let mut rows = BeatRows::default();
     for (i, r) in recs.enumerate() {
         rows.add_record(r, win, hop);
-        rows.add_augmented(r, win, hop, i as u64);
+        rows.add_augmented(r, win, hop, i as u64, noise);
     }
     if !rows.ys.iter().any(|&y| y) {
         return Err(EvaluateError::NoBeats(part));

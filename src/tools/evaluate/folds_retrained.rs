@@ -50,6 +50,7 @@ pub fn cross_validate_retrained(
     };
     let search = opts.search(crate::alarm::MatchOptions::default());
     let spliced = spliced_copies(&recs, opts);
+    let noise = super::beats::training_noise(opts)?;
 
     let mut judged = Judgements::default();
     for f in 0..k {
@@ -75,7 +76,12 @@ pub fn cross_validate_retrained(
         };
 
         // The beat classifier's epochs, fitted on the learnt folds' beats.
-        let epochs = fit_epochs(learnt.iter().map(|&i| &recs[i]), win, "learnt folds'")?;
+        let epochs = fit_epochs(
+            learnt.iter().map(|&i| &recs[i]),
+            win,
+            &noise,
+            "learnt folds'",
+        )?;
         let mut chosen_rows = BeatRows::default();
         for &i in &chosen {
             chosen_rows.add_record(&recs[i], win, FIT_HOP_SECS * fs);

@@ -78,8 +78,9 @@ struct Channel {
     rms: f32,
 }
 
-/// The noise of one part of the time split, ready to mix into windows.
-#[derive(Debug, Clone)]
+/// The noise of one part of the time split, ready to mix into windows (the default bank holds
+/// none: windows get monitor artefacts only).
+#[derive(Debug, Clone, Default)]
 pub struct NoiseBank {
     channels: Vec<Channel>,
 }
