@@ -3,7 +3,7 @@
 //! ventricular beats only: mitdb, svdb, nstdb), and the [`BeatClassifier`] fitted on them: a
 //! small 1-D CNN over the beat's shape vectors (three convolutions, each with a ReLU and a
 //! max-pool of 2) whose output joins the measured features in two hidden dense layers, trained
-//! with Adam on balanced batches (half ventricular beats) and kept at the epoch whose
+//! with Adam on batches of one ventricular beat in four and kept at the epoch whose
 //! validation beats it ranks best (PR-AUC).
 //!
 //! A detected beat takes the label of the annotated beat within [`MATCH_SECS`] of it; one with
@@ -55,8 +55,10 @@ const MATCH_SECS: f64 = 0.15;
 const CONVS: [(usize, usize); 3] = [(8, 7), (16, 5), (16, 5)];
 /// Hidden dense layer widths.
 const HIDDEN: [usize; 2] = [64, 32];
-/// Beats per batch, half of them ventricular.
+/// Beats per batch, one in [`POSITIVE_EVERY`] of them ventricular.
 const BATCH: usize = 256;
+/// One beat of a batch in this many is ventricular.
+const POSITIVE_EVERY: usize = 4;
 /// Batches per epoch.
 const BATCHES: usize = 1_000;
 /// Epochs at most; the best on validation is kept.
@@ -355,7 +357,7 @@ impl BeatRows {
                 let mut x = Vec::with_capacity(BATCH * FEATURES);
                 let mut y = Vec::with_capacity(BATCH);
                 for k in 0..BATCH {
-                    let from = if k % 2 == 0 { &pos } else { &neg };
+                    let from = if k % POSITIVE_EVERY == 0 { &pos } else { &neg };
                     let i = from[rng.random_range(0..from.len())];
                     standardise(&self.xs[i], &mut x);
                     y.push(i64::from(self.ys[i]));
