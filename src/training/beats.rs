@@ -60,7 +60,7 @@ const BATCH: usize = 256;
 /// Batches per epoch.
 const BATCHES: usize = 1_000;
 /// Epochs at most; the best on validation is kept.
-const EPOCHS: usize = 8;
+const EPOCHS: usize = 16;
 const LEARNING_RATE: f64 = 1e-3;
 /// The fit's random seed.
 const SEED: u64 = 0x6265_6174;
