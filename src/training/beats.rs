@@ -61,6 +61,8 @@ const BATCH: usize = 256;
 const BATCHES: usize = 1_000;
 /// Epochs at most; the best on validation is kept.
 const EPOCHS: usize = 8;
+/// Adam's step at the start of the fit; it falls along a half cosine to nothing at the end of
+/// [`EPOCHS`] (the same schedule whatever `epochs` a caller asks, so each epoch keeps its step).
 const LEARNING_RATE: f64 = 1e-3;
 /// The fit's random seed.
 const SEED: u64 = 0x6265_6174;
@@ -350,8 +352,11 @@ impl BeatRows {
         let loss_fn = BinaryCrossEntropyLossConfig::new()
             .with_logits(true)
             .init(&device);
+        let total = (EPOCHS.max(epochs) * batches) as f64;
         for epoch in 1..=epochs {
-            for _ in 0..batches {
+            for b in 0..batches {
+                let t = ((epoch - 1) * batches + b) as f64 / total;
+                let lr = LEARNING_RATE * 0.5 * (1.0 + (std::f64::consts::PI * t).cos());
                 let mut x = Vec::with_capacity(BATCH * FEATURES);
                 let mut y = Vec::with_capacity(BATCH);
                 for k in 0..BATCH {
@@ -365,7 +370,7 @@ impl BeatRows {
                 let y = Tensor::<Train, 1, Int>::from_data(TensorData::new(y, [BATCH]), &device);
                 let loss = loss_fn.forward(net.forward(x), y);
                 let grads = GradientsParams::from_grads(loss.backward(), &net);
-                net = optim.step(LEARNING_RATE, net, grads);
+                net = optim.step(lr, net, grads);
             }
             let candidate = net.valid().classifier(&base);
             on_epoch(epoch, candidate);
