@@ -173,6 +173,15 @@ fn dense<B: Backend>(l: &Linear<B>) -> Dense {
 pub(crate) struct BeatRows {
     pub xs: Vec<Vec<f32>>,
     pub ys: Vec<bool>,
+    /// Experiment: records of databases that label rhythm only (vfdb, cudb) give beats too,
+    /// labelled by their rhythm episodes.
+    pub rhythm: bool,
+}
+
+/// Experiment switch: `HOLMES_EXP_RHYTHM` set fits the classifier also on vfdb's and cudb's
+/// beats, labelled by rhythm (inside a `(VT` episode ventricular, away from any episode not).
+pub(crate) fn rhythm_beats() -> bool {
+    std::env::var_os("HOLMES_EXP_RHYTHM").is_some()
 }
 
 impl BeatRows {
@@ -204,9 +213,28 @@ impl BeatRows {
         hop: usize,
         mut augment: Option<&mut SmallRng>,
     ) {
-        if !rec.db.labels_ventricular_beats() || hop == 0 {
+        let by_rhythm = !rec.db.labels_ventricular_beats();
+        if (by_rhythm && !self.rhythm) || hop == 0 {
             return;
         }
+        let fs = SAMPLE_RATE_HZ as i64;
+        let noisy = |at: i64| rec.noise.iter().flatten().any(|&(a, b)| at >= a && at < b);
+        let rhythm_label = |at: i64| -> Option<bool> {
+            let vt = rec.episodes.iter().any(|e| {
+                e.kind == crate::training::dataset::EpisodeKind::Vt
+                    && at >= e.onset + fs / 2
+                    && at < e.end
+            });
+            if vt {
+                return (!noisy(at)).then_some(true);
+            }
+            let near = rec
+                .episodes
+                .iter()
+                .any(|e| at >= e.onset - 2 * fs && at < e.end + 2 * fs);
+            let positives_only = std::env::var("HOLMES_EXP_RHYTHM").is_ok_and(|v| v == "pos");
+            (!near && !positives_only).then_some(false)
+        };
         let ventricular: HashSet<i64> = rec
             .ectopy
             .iter()
@@ -232,6 +260,13 @@ impl BeatRows {
                 .flat_map(|l| describe(l))
             {
                 let at = (start + b.sample) as i64;
+                if by_rhythm {
+                    if let Some(y) = rhythm_label(at) {
+                        self.xs.push(b.features);
+                        self.ys.push(y);
+                    }
+                    continue;
+                }
                 let i = rec.beats.partition_point(|&x| x < at);
                 let nearest = [i.checked_sub(1), Some(i)]
                     .into_iter()
@@ -264,7 +299,7 @@ impl BeatRows {
                 positive_predictivity = f.positive_predictivity(),
                 "Beat classifier epoch"
             );
-            if best.as_ref().is_none_or(|(b, _)| auc > *b) {
+            if swa_from().is_some() || best.as_ref().is_none_or(|(b, _)| auc > *b) {
                 best = Some((auc, candidate));
             }
         });
@@ -277,6 +312,9 @@ impl BeatRows {
     pub(crate) fn fit_epochs(&self) -> Vec<BeatClassifier> {
         let mut out = Vec::with_capacity(EPOCHS);
         self.train(EPOCHS, BATCHES, |_, c| out.push(c));
+        if swa_from().is_some() && out.len() > 1 {
+            out.drain(..out.len() - 1);
+        }
         if out.is_empty() {
             out.push(self.standardised());
         }
@@ -350,8 +388,9 @@ impl BeatRows {
         let loss_fn = BinaryCrossEntropyLossConfig::new()
             .with_logits(true)
             .init(&device);
+        let (mut sum, mut snapshots): (Option<BeatClassifier>, usize) = (None, 0);
         for epoch in 1..=epochs {
-            for _ in 0..batches {
+            for batch in 0..batches {
                 let mut x = Vec::with_capacity(BATCH * FEATURES);
                 let mut y = Vec::with_capacity(BATCH);
                 for k in 0..BATCH {
@@ -366,8 +405,21 @@ impl BeatRows {
                 let loss = loss_fn.forward(net.forward(x), y);
                 let grads = GradientsParams::from_grads(loss.backward(), &net);
                 net = optim.step(LEARNING_RATE, net, grads);
+                if swa_from().is_some_and(|k| epoch >= k) && (batch + 1) % SWA_EVERY == 0 {
+                    let c = net.valid().classifier(&base);
+                    snapshots += 1;
+                    sum = Some(match sum.take() {
+                        None => c,
+                        Some(acc) => add_weights(acc, &c),
+                    });
+                }
             }
-            let candidate = net.valid().classifier(&base);
+            let candidate = match &sum {
+                Some(acc) if swa_from().is_some_and(|k| epoch >= k) => {
+                    scale_weights(acc.clone(), 1.0 / snapshots as f32)
+                }
+                _ => net.valid().classifier(&base),
+            };
             on_epoch(epoch, candidate);
         }
     }
@@ -398,6 +450,51 @@ impl BeatRows {
         }
         f
     }
+}
+
+/// Experiment: `HOLMES_EXP_SWA=k` averages the weights of snapshots taken every
+/// [`SWA_EVERY`] batches from epoch `k` on, and the fit keeps that average.
+fn swa_from() -> Option<usize> {
+    std::env::var("HOLMES_EXP_SWA").ok()?.parse().ok()
+}
+
+/// Batches between weight snapshots of the average.
+const SWA_EVERY: usize = 100;
+
+/// `a`'s weights plus `b`'s, layer by layer.
+fn add_weights(mut a: BeatClassifier, b: &BeatClassifier) -> BeatClassifier {
+    for (x, y) in a.convs.iter_mut().zip(&b.convs) {
+        x.weight
+            .iter_mut()
+            .zip(&y.weight)
+            .for_each(|(u, v)| *u += v);
+        x.bias.iter_mut().zip(&y.bias).for_each(|(u, v)| *u += v);
+    }
+    for (x, y) in a.layers.iter_mut().zip(&b.layers) {
+        x.weight
+            .iter_mut()
+            .zip(&y.weight)
+            .for_each(|(u, v)| *u += v);
+        x.bias.iter_mut().zip(&y.bias).for_each(|(u, v)| *u += v);
+    }
+    a
+}
+
+/// `a`'s weights times `f`.
+fn scale_weights(mut a: BeatClassifier, f: f32) -> BeatClassifier {
+    for c in &mut a.convs {
+        c.weight
+            .iter_mut()
+            .chain(c.bias.iter_mut())
+            .for_each(|u| *u *= f);
+    }
+    for l in &mut a.layers {
+        l.weight
+            .iter_mut()
+            .chain(l.bias.iter_mut())
+            .for_each(|u| *u *= f);
+    }
+    a
 }
 
 /// Filter modes of bedside monitors, `(high-pass, low-pass)` Hz: monitoring (0.5-40),

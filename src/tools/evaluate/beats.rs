@@ -49,10 +49,15 @@ pub(crate) fn fit(
     let rows = |part| -> Result<BeatRows, EvaluateError> {
         let mut rows = BeatRows::default();
         let labelled = |db: Database| db.labels_ventricular_beats();
-        for (i, r) in load_part_of(opts, split, part, labelled)?
-            .iter()
-            .enumerate()
-        {
+        let with_rhythm =
+            |db: Database| db.labels_ventricular_beats() || crate::training::beats::rhythm_beats();
+        rows.rhythm = part == SplitName::Train && crate::training::beats::rhythm_beats();
+        let keep: fn(Database) -> bool = if part == SplitName::Train {
+            with_rhythm
+        } else {
+            labelled
+        };
+        for (i, r) in load_part_of(opts, split, part, keep)?.iter().enumerate() {
             rows.add_record(r, window, FIT_HOP_SECS * SAMPLE_RATE_HZ);
             if part == SplitName::Train {
                 let hop = FIT_HOP_SECS * SAMPLE_RATE_HZ;

@@ -102,7 +102,7 @@ pub struct CrossDatabase {
 pub fn cross_database(opts: &EvaluateOptions) -> Result<CrossDatabase, EvaluateError> {
     let keys: Vec<(Database, String)> = dataset::record_keys(&opts.data)?
         .into_iter()
-        .filter(|(db, _)| db.labels_ventricular_beats())
+        .filter(|(db, _)| db.labels_ventricular_beats() || crate::training::beats::rhythm_beats())
         .collect();
     let mut recs = dataset::load_keys(&opts.data, &keys)?;
     if let Some(n) = opts.max_records {
@@ -119,13 +119,28 @@ pub fn cross_database(opts: &EvaluateOptions) -> Result<CrossDatabase, EvaluateE
     let fs = SAMPLE_RATE_HZ;
     let (window, hop) = (opts.window_secs as usize * fs, opts.hop_secs as usize * fs);
     let folds = [
-        (Database::Svdb, vec![Database::Mitdb, Database::Nstdb]),
-        (Database::Mitdb, vec![Database::Svdb]),
+        (
+            Database::Svdb,
+            vec![
+                Database::Mitdb,
+                Database::Nstdb,
+                Database::Vfdb,
+                Database::Cudb,
+            ],
+        ),
+        (
+            Database::Mitdb,
+            vec![Database::Svdb, Database::Vfdb, Database::Cudb],
+        ),
     ];
     let mut out = Vec::new();
     for (held, fitted) in folds {
         let fit_recs: Vec<&RecordData> = recs.iter().filter(|r| fitted.contains(&r.db)).collect();
-        let mut groups: Vec<&str> = fit_recs.iter().map(|r| r.group.as_str()).collect();
+        let mut groups: Vec<&str> = fit_recs
+            .iter()
+            .filter(|r| r.db.labels_ventricular_beats())
+            .map(|r| r.group.as_str())
+            .collect();
         groups.sort_unstable();
         groups.dedup();
         // Every fifth group, or the last where there are fewer (a smoke check).
@@ -139,6 +154,7 @@ pub fn cross_database(opts: &EvaluateOptions) -> Result<CrossDatabase, EvaluateE
             epoch_groups.extend(groups.last());
         }
         let (mut fit_rows, mut epoch_rows) = (BeatRows::default(), BeatRows::default());
+        fit_rows.rhythm = crate::training::beats::rhythm_beats();
         for (i, r) in fit_recs.iter().enumerate() {
             if epoch_groups.contains(&r.group.as_str()) {
                 epoch_rows.add_record(r, window, FIT_HOP_SECS * fs);

@@ -144,7 +144,9 @@ pub fn cross_validate(opts: &EvaluateOptions, k: usize) -> Result<CrossValidatio
     let spliced = spliced_copies(&recs, opts);
 
     // The classifier's epochs, fitted on the train part's beats.
-    let labelled = |db: crate::training::dataset::Database| db.labels_ventricular_beats();
+    let labelled = |db: crate::training::dataset::Database| {
+        db.labels_ventricular_beats() || crate::training::beats::rhythm_beats()
+    };
     let train = load_part_of(opts, &split, SplitName::Train, labelled)?;
     let epochs = fit_epochs(train.iter(), win, "train")?;
     let record_rows: Vec<BeatRows> = recs
@@ -260,7 +262,10 @@ pub(super) fn fit_epochs<'r>(
     part: &'static str,
 ) -> Result<Vec<BeatClassifier>, EvaluateError> {
     let hop = FIT_HOP_SECS * SAMPLE_RATE_HZ;
-    let mut rows = BeatRows::default();
+    let mut rows = BeatRows {
+        rhythm: crate::training::beats::rhythm_beats(),
+        ..BeatRows::default()
+    };
     for (i, r) in recs.enumerate() {
         rows.add_record(r, win, hop);
         rows.add_augmented(r, win, hop, i as u64);
