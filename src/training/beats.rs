@@ -176,6 +176,8 @@ pub(crate) struct BeatRows {
     /// Experiment: records of databases that label rhythm only (vfdb, cudb) give beats too,
     /// labelled by their rhythm episodes.
     pub rhythm: bool,
+    /// Experiment: added to the fit's seed.
+    pub seed: u64,
 }
 
 /// Experiment switch: `HOLMES_EXP_RHYTHM` set fits the classifier also on vfdb's and cudb's
@@ -381,8 +383,9 @@ impl BeatRows {
             );
         };
         let device = Default::default();
-        <Train as Backend>::seed(&device, SEED);
-        let mut rng = SmallRng::seed_from_u64(SEED);
+        let fit_seed = SEED.wrapping_add(self.seed);
+        <Train as Backend>::seed(&device, fit_seed);
+        let mut rng = SmallRng::seed_from_u64(fit_seed);
         let mut net = BeatNet::<Train>::new(&device);
         let mut optim = AdamConfig::new().init();
         let loss_fn = BinaryCrossEntropyLossConfig::new()

@@ -166,7 +166,16 @@ pub fn cross_database(opts: &EvaluateOptions) -> Result<CrossDatabase, EvaluateE
         if !fit_rows.ys.iter().any(|&y| y) || !epoch_rows.ys.iter().any(|&y| y) {
             return Err(EvaluateError::NoBeats("cross-database"));
         }
-        let classifier = fit_rows.fit(&epoch_rows);
+        let members: u64 = std::env::var("HOLMES_EXP_ENSEMBLE")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(1);
+        let mut fits = Vec::new();
+        for j in 0..members.max(1) {
+            fit_rows.seed = j;
+            fits.push(fit_rows.fit(&epoch_rows));
+        }
+        let classifier = fits[0].clone();
         let (mut qrs, mut matched) = (QrsFigures::default(), Vec::new());
         let mut paced_left_out = Vec::new();
         let mut records = 0;
@@ -176,7 +185,7 @@ pub fn cross_database(opts: &EvaluateOptions) -> Result<CrossDatabase, EvaluateE
                 continue;
             }
             records += 1;
-            let calls = beat_calls(r, &classifier, window, hop);
+            let calls = beat_calls_of(r, &fits, window, hop);
             matched.extend(judge(r, &calls, &mut qrs));
         }
         let calls = CALLS
@@ -217,6 +226,16 @@ pub(crate) fn beat_calls(
     window: usize,
     hop: usize,
 ) -> Vec<(i64, f64)> {
+    beat_calls_of(rec, std::slice::from_ref(c), window, hop)
+}
+
+/// Experiment: [`beat_calls`] with the mean logit of several classifiers.
+fn beat_calls_of(
+    rec: &RecordData,
+    cs: &[BeatClassifier],
+    window: usize,
+    hop: usize,
+) -> Vec<(i64, f64)> {
     let same = (SAME_BEAT_SECS * SAMPLE_RATE_HZ as f64) as i64;
     let len = rec.len();
     let mut out: Vec<(i64, f64)> = Vec::new();
@@ -227,7 +246,9 @@ pub(crate) fn beat_calls(
         for b in describe(&leads) {
             let at = (start + b.sample) as i64;
             if out.last().is_none_or(|&(p, _)| at > p + same) {
-                out.push((at, c.probability(&b)));
+                let logit =
+                    cs.iter().map(|c| c.logit(&b.features) as f64).sum::<f64>() / cs.len() as f64;
+                out.push((at, 1.0 / (1.0 + (-logit).exp())));
             }
         }
         if end == len {
