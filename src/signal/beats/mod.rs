@@ -38,7 +38,7 @@ pub(crate) use network::SHAPE_ROWS;
 pub use network::{BeatClassifier, BeatsError, Conv, Dense};
 
 /// Measured features per beat, named by [`MEASURES`].
-pub(crate) const MEASURED: usize = 10;
+pub(crate) const MEASURED: usize = 12;
 /// Samples of each shape vector: the beat's context stretch at half rate.
 pub(crate) const SHAPE: usize = (CONTEXT_PRE + CONTEXT_POST).div_ceil(2);
 /// Inputs per beat: the measured features, then four shape vectors (the stretch and its
@@ -56,6 +56,8 @@ const MEASURES: [&str; MEASURED] = [
     "ln(1 + residual / template rms), second lead",
     "RR before s",
     "ln(area / template's)",
+    "correlation with the previous beat",
+    "RR before / the RR before that",
 ];
 
 /// Samples of a beat's QRS stretch before its R peak (0.1 s) ...
@@ -178,6 +180,16 @@ pub(crate) fn describe(leads: &[&[f32]]) -> Vec<Beat> {
                 e1,
                 rr_before / fs,
                 ratio_ln(area(s0), t_area),
+                if k == 0 {
+                    1.0
+                } else {
+                    shape(s0, &segs0[k - 1]).0
+                },
+                if k < 2 {
+                    1.0
+                } else {
+                    rr[k - 1] / rr[k - 2].max(1.0)
+                },
             ];
             let mut features: Vec<f32> = measured.iter().map(|&v| v as f32).collect();
             let x0 = &wide0[k];
