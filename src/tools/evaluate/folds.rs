@@ -452,6 +452,63 @@ pub(super) fn judge_fold(
         .collect();
     beats::apply(&mut held_clean, beat_rule);
     let clean = judge(&held_clean, None)?;
+    if std::env::var_os("HOLMES_EXP_FA_LIST").is_some() {
+        // Probe: each clean false alarm, for a review of the strips (not served).
+        for rep in &held_clean {
+            let scores = Replay::with_beats_scores(rep);
+            let series: Vec<(i64, Option<f32>)> =
+                rep.ends_ms.iter().copied().zip(scores.iter().copied()).collect();
+            let alarms = crate::alarm::alarm_episodes(choice.rule, hop_ms, &series)?;
+            let counted: Vec<i64> = rep
+                .ends_ms
+                .iter()
+                .zip(Replay::with_beats_run_onsets(rep))
+                .filter_map(|(&t, o)| o.map(|_| t))
+                .collect();
+            let reach = (2 * i64::from(choice.rule.n) - 1) * hop_ms / 2;
+            for &a in &alarms {
+                if !crate::alarm::matching::is_false_alarm(a, &rep.reference, search.matching) {
+                    continue;
+                }
+                let why = super::causes::classify(
+                    &[a],
+                    &rep.reference,
+                    &rep.noise_ms,
+                    &rep.ectopy_ms,
+                    Some((&counted, reach)),
+                    search.matching,
+                );
+                let cause = if why.noise_marked > 0 {
+                    "noise"
+                } else if why.ectopy > 0 {
+                    "ectopy"
+                } else if why.before_episode > 0 {
+                    "before"
+                } else if why.after_episode > 0 {
+                    "after"
+                } else {
+                    "other"
+                };
+                let peak = rep
+                    .ends_ms
+                    .iter()
+                    .zip(scores.iter())
+                    .filter(|&(&t, _)| t <= a.0 && a.0 - t < reach)
+                    .filter_map(|(_, s)| *s)
+                    .fold(0f32, f32::max);
+                eprintln!(
+                    "FA\t{}\t{}\t{}\t{}\t{}\t{}\t{:.3}",
+                    fold.number,
+                    rep.key,
+                    a.0,
+                    a.1,
+                    cause,
+                    why.counted_run.unwrap_or(0),
+                    peak
+                );
+            }
+        }
+    }
     let mut held_noisy: Vec<Replay> = fold
         .held
         .iter()
