@@ -294,7 +294,10 @@ fn recent_run(
             k += 1;
         }
         let (n, span) = (k - first + 1, beats[k].sample - beats[first].sample);
-        let fast = n >= 2 && span < MAX_RUN_RR * (n - 1);
+        // Experiment: a run that begins at the window's first beat has no onset in the window
+        // (a steady rhythm the classifier calls throughout); it is not counted.
+        let no_onset = first == 0 && onset_required();
+        let fast = n >= 2 && span < MAX_RUN_RR * (n - 1) && !no_onset;
         if beats[k].sample >= since {
             let count = if fast { n } else { 1 };
             if count >= best {
@@ -305,6 +308,12 @@ fn recent_run(
         k += 1;
     }
     (best, best_first)
+}
+
+/// Experiment switch: `HOLMES_EXP_ONSET=1`.
+fn onset_required() -> bool {
+    static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *ON.get_or_init(|| std::env::var("HOLMES_EXP_ONSET").is_ok_and(|v| v == "1"))
 }
 
 /// The per-sample median of equally long stretches.
