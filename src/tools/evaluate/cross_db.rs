@@ -258,6 +258,20 @@ fn within(
                 }
                 records[d] += 1;
                 let calls = beat_calls(r, &classifier, window, hop);
+                let m = judge(r, &calls, &mut QrsFigures::default());
+                let at = |c: f32| call_figures(&m, c);
+                let (a, b) = (at(0.9), at(0.95));
+                eprintln!(
+                    "REC\t{}\t{}\t{}\t{}\t{}\t{}\t{}\t{}",
+                    r.key,
+                    f,
+                    a.true_positive,
+                    a.false_negative,
+                    a.false_positive,
+                    b.true_positive,
+                    b.false_negative,
+                    b.false_positive
+                );
                 matched[d].extend(judge(r, &calls, &mut qrs[d]));
             }
         }
