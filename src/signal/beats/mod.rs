@@ -261,7 +261,10 @@ fn run_level(beats: &[Beat], p: &[f64], len: usize, recent: usize) -> RunFirsts 
             })
             .collect();
         let (n, first) = recent_run(beats, &called, len, recent);
-        if n >= VT_MIN_BEATS {
+        // Experiment: the template is the window's dominant rhythm only while the called
+        // beats are fewer than the rest; where they outnumber them, no run is counted.
+        let majority = 2 * called.iter().filter(|&&c| c).count() > called.len();
+        if n >= VT_MIN_BEATS && !(majority && minority_required()) {
             *first_at = first;
         }
     }
@@ -305,6 +308,12 @@ fn recent_run(
         k += 1;
     }
     (best, best_first)
+}
+
+/// Experiment switch: `HOLMES_EXP_MINORITY=1`.
+fn minority_required() -> bool {
+    static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *ON.get_or_init(|| std::env::var("HOLMES_EXP_MINORITY").is_ok_and(|v| v == "1"))
 }
 
 /// The per-sample median of equally long stretches.
