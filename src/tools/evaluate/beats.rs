@@ -87,8 +87,15 @@ pub(crate) fn fit(
 /// The beat rules tried: every call probability of [`CALL_GRID`], ungated and behind two bSQI
 /// gates.
 pub fn candidates() -> Vec<BeatRule> {
-    [0.0, 0.5, 0.8]
-        .into_iter()
+    // Experiment: `HOLMES_EXP_NOGATE=1` tries no bSQI gate.
+    let gates: &[f32] = if std::env::var("HOLMES_EXP_NOGATE").is_ok_and(|v| v == "1") {
+        &[0.0]
+    } else {
+        &[0.0, 0.5, 0.8]
+    };
+    gates
+        .iter()
+        .copied()
         .flat_map(|min_bsqi| {
             CALL_GRID
                 .iter()
