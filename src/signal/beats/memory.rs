@@ -54,10 +54,12 @@ impl BeatMemory {
         self.last_end_ms = Some(end_ms);
         let ms = |samples: usize| (samples * 1000 / SAMPLE_RATE_HZ) as i64;
         let start_ms = end_ms - ms(len);
+        // Experiment: beats are kept for the rhythm's history too.
+        let keep_from = start_ms.min(end_ms - history_ms());
         while self
             .beats
             .front()
-            .is_some_and(|&(t, _)| t < start_ms - MATCH_MS)
+            .is_some_and(|&(t, _)| t < keep_from - MATCH_MS)
         {
             self.beats.pop_front();
         }
@@ -82,11 +84,46 @@ impl BeatMemory {
             .collect()
     }
 
+    /// Experiment: the probabilities of the beats of the last [`history_ms`] before `end_ms`
+    /// (those remembered: the window's and, kept for the history, the ones before it).
+    pub(crate) fn history(&self, end_ms: i64) -> Vec<f64> {
+        let from = end_ms - history_ms();
+        self.beats
+            .iter()
+            .filter(|&&(t, _)| t >= from && t <= end_ms)
+            .map(|&(_, p)| p)
+            .collect()
+    }
+
     /// Beats classified since the memory began.
     #[cfg(test)]
     pub(crate) fn classified(&self) -> u64 {
         self.classified
     }
+}
+
+/// Experiment switch: `HOLMES_EXP_HISTORY_SECS` (0, the default: off), ms.
+pub(crate) fn history_ms() -> i64 {
+    static ON: std::sync::OnceLock<i64> = std::sync::OnceLock::new();
+    *ON.get_or_init(|| {
+        std::env::var("HOLMES_EXP_HISTORY_SECS")
+            .ok()
+            .and_then(|v| v.parse::<i64>().ok())
+            .unwrap_or(0)
+            * 1000
+    })
+}
+
+/// Experiment switch: `HOLMES_EXP_HISTORY_SHARE` (default 0.5): no run is counted where
+/// more than this share of the history's beats are called.
+pub(crate) fn history_share() -> f64 {
+    static ON: std::sync::OnceLock<f64> = std::sync::OnceLock::new();
+    *ON.get_or_init(|| {
+        std::env::var("HOLMES_EXP_HISTORY_SHARE")
+            .ok()
+            .and_then(|v| v.parse::<f64>().ok())
+            .unwrap_or(0.5)
+    })
 }
 
 /// The ward's beat memories, by bed; beds not read for [`FORGET_AFTER`] are forgotten.

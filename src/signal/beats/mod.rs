@@ -218,11 +218,26 @@ impl BeatClassifier {
         recent: usize,
         memory: Option<(&mut BeatMemory, i64)>,
     ) -> RunFirsts {
-        let p: Vec<f64> = match memory {
-            Some((m, end_ms)) => m.probabilities(self, beats, len, end_ms),
-            None => beats.iter().map(|b| self.probability(b)).collect(),
+        let (p, history) = match memory {
+            Some((m, end_ms)) => {
+                let p = m.probabilities(self, beats, len, end_ms);
+                let h = (memory::history_ms() > 0).then(|| m.history(end_ms));
+                (p, h)
+            }
+            None => (beats.iter().map(|b| self.probability(b)).collect(), None),
         };
-        run_level(beats, &p, len, recent)
+        let mut firsts = run_level(beats, &p, len, recent);
+        // Experiment: no run counted where the called beats are more than the share of the
+        // rhythm's history (a steady rhythm the classifier calls throughout).
+        if let Some(h) = history.filter(|h| !h.is_empty()) {
+            for (&g, f) in CALL_GRID.iter().zip(&mut firsts) {
+                let called = h.iter().filter(|&&q| q >= g as f64).count();
+                if called as f64 > memory::history_share() * h.len() as f64 {
+                    *f = None;
+                }
+            }
+        }
+        firsts
     }
 }
 
