@@ -276,7 +276,7 @@ fn run_level(beats: &[Beat], p: &[f64], len: usize, recent: usize) -> RunFirsts 
             })
             .collect();
         let (n, first) = recent_run(beats, &called, len, recent);
-        if n >= VT_MIN_BEATS {
+        if n >= VT_MIN_BEATS && !like_template(beats, first, n) {
             *first_at = first;
         }
     }
@@ -320,6 +320,30 @@ fn recent_run(
         k += 1;
     }
     (best, best_first)
+}
+
+/// Experiment (`HOLMES_EXP_LIKE_TEMPLATE=c`): whether the run of `n` beats from `first` looks
+/// like the window's template, the dominant rhythm: the median over its beats of the lower of
+/// the two leads' correlations with it reaches `c` (a steady rhythm the classifier calls, not a
+/// run that stands apart from it).
+fn like_template(beats: &[Beat], first: Option<usize>, n: usize) -> bool {
+    static AT: std::sync::OnceLock<Option<f64>> = std::sync::OnceLock::new();
+    let at = *AT.get_or_init(|| {
+        std::env::var("HOLMES_EXP_LIKE_TEMPLATE")
+            .ok()
+            .and_then(|v| v.parse::<f64>().ok())
+    });
+    let (Some(at), Some(first)) = (at, first) else {
+        return false;
+    };
+    let Some(i) = beats.iter().position(|b| b.sample == first) else {
+        return false;
+    };
+    let likeness: Vec<f64> = beats[i..(i + n).min(beats.len())]
+        .iter()
+        .map(|b| b.features[0].min(b.features[6]) as f64)
+        .collect();
+    !likeness.is_empty() && median(&likeness) >= at
 }
 
 /// The per-sample median of equally long stretches.
