@@ -397,33 +397,64 @@ pub(super) fn judge_fold(
     win: usize,
     hop_n: usize,
 ) -> Result<FoldJudged, EvaluateError> {
-    let hop_ms = search.hop_ms;
-    let (epoch, classifier) = fold
-        .epochs
+    judge_fold_with(fold, search, win, hop_n, None)
+}
+
+/// The epoch (1-based) that ranks `rows` best by PR-AUC.
+pub(super) fn best_epoch(epochs: &[BeatClassifier], rows: &BeatRows) -> usize {
+    epochs
         .iter()
         .enumerate()
-        .map(|(e, c)| (e, c, fold.chosen_rows.pr_auc(c)))
-        .fold(
-            None,
-            |best: Option<(usize, &BeatClassifier, f64)>, x| match best {
-                Some(b) if b.2 >= x.2 => Some(b),
-                _ => Some(x),
-            },
-        )
-        .map(|(e, c, _)| (e + 1, c))
-        .expect("one epoch at least");
+        .map(|(e, c)| (e, rows.pr_auc(c)))
+        .fold(None, |best: Option<(usize, f64)>, x| match best {
+            Some(b) if b.1 >= x.1 => Some(b),
+            _ => Some(x),
+        })
+        .map(|(e, _)| e + 1)
+        .expect("one epoch at least")
+}
+
+/// Each chosen-on replay with its hop-by-hop run evidence under `classifier`.
+pub(super) fn chosen_with_runs(
+    fold: &Fold<'_, '_>,
+    classifier: &BeatClassifier,
+    win: usize,
+    hop_n: usize,
+) -> Vec<Replay> {
+    fold.chosen_on
+        .iter()
+        .map(|(r, leads)| {
+            let mut r = (*r).clone();
+            r.beat_runs = runs(classifier, leads, &r, win, hop_n);
+            r
+        })
+        .collect()
+}
+
+/// [`judge_fold`], or with its epoch, beat rule and alarm rule chosen elsewhere (`preset`).
+pub(super) fn judge_fold_with(
+    fold: &Fold<'_, '_>,
+    search: &ThresholdSearch,
+    win: usize,
+    hop_n: usize,
+    preset: Option<(usize, BeatRule, crate::alarm::ThresholdChoice)>,
+) -> Result<FoldJudged, EvaluateError> {
+    let hop_ms = search.hop_ms;
+    let (epoch, beat_rule, choice) = match preset {
+        Some(p) => p,
+        None => {
+            let epoch = best_epoch(fold.epochs, fold.chosen_rows);
+            let mut chosen_on = chosen_with_runs(fold, &fold.epochs[epoch - 1], win, hop_n);
+            let (beat_rule, choice, _, _) = beats::choose(&mut chosen_on, search)?;
+            (epoch, beat_rule, choice)
+        }
+    };
+    let classifier = &fold.epochs[epoch - 1];
     let with_runs = |r: &Replay, leads: &[Vec<f32>]| {
         let mut r = r.clone();
         r.beat_runs = runs(classifier, leads, &r, win, hop_n);
         r
     };
-    let mut chosen_on: Vec<Replay> = fold
-        .chosen_on
-        .iter()
-        .map(|(r, leads)| with_runs(r, leads))
-        .collect();
-    let (beat_rule, choice, _, _) = beats::choose(&mut chosen_on, search)?;
-    drop(chosen_on);
     let judge = |reps: &[Replay], snr: Option<f32>| -> Result<Vec<Judged>, EvaluateError> {
         let c = condition(
             reps,

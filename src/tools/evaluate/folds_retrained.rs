@@ -15,9 +15,10 @@ use crate::training::beats::BeatRows;
 use crate::training::dataset::{NoiseBank, Split, SplitName, fold_split};
 use crate::zoo::Manifest;
 
+use super::beats;
 use super::folds::{
-    CrossValidation, FIT_HOP_SECS, Fold, Held, Judgements, STRESS_DB, Scope, fit_epochs,
-    judge_fold, report, spliced_copies,
+    CrossValidation, FIT_HOP_SECS, Fold, Held, Judgements, STRESS_DB, Scope, best_epoch,
+    chosen_with_runs, fit_epochs, judge_fold_with, report, spliced_copies,
 };
 use super::replay::{Detectors, Replay, replay};
 use super::{EvaluateError, EvaluateOptions, load_part, pooled};
@@ -51,6 +52,98 @@ pub fn cross_validate_retrained(
     let search = opts.search(crate::alarm::MatchOptions::default());
     let spliced = spliced_copies(&recs, opts);
 
+    // Experiment: the alarm rule (and with `both`, the beat rule too) chosen on the
+    // validation folds of the other zoos, all but the one whose validation fold is judged.
+    let pooled_mode = std::env::var("HOLMES_EXP_POOLED").ok();
+    let mut presets: Vec<
+        Option<(
+            usize,
+            crate::signal::beats::BeatRule,
+            crate::alarm::ThresholdChoice,
+        )>,
+    > = vec![None; k];
+    let mut fitted: Vec<Option<Vec<crate::signal::beats::BeatClassifier>>> = vec![None; k];
+    if let Some(mode) = pooled_mode.as_deref() {
+        let mut firsts = Vec::new();
+        for f in 0..k {
+            let fold_split = fold_split(&recs, k, f);
+            let in_part = |name: SplitName| -> Vec<usize> {
+                (0..recs.len())
+                    .filter(|&i| fold_split.of(&recs[i].key) == Some(name))
+                    .collect()
+            };
+            let (learnt, chosen) = (in_part(SplitName::Train), in_part(SplitName::Validation));
+            let dir = zoos.join(format!("fold-{}", f + 1));
+            let ens = Ensemble::load(&dir, &opts.members, window)?.with_beats(None);
+            let ens = pooled(ens, opts.pooling, &dir, hop, window)?;
+            let det = Detectors {
+                ensemble: Some(&ens),
+                classical: false,
+                beats: None,
+                first_slot: opts.leads.first_slot(),
+            };
+            let epochs = fit_epochs(learnt.iter().map(|&i| &recs[i]), win, "learnt folds'")?;
+            let mut chosen_rows = BeatRows::default();
+            for &i in &chosen {
+                chosen_rows.add_record(&recs[i], win, FIT_HOP_SECS * fs);
+            }
+            let chosen_reps: Vec<Replay> = chosen
+                .iter()
+                .map(|&i| replay(&recs[i], &recs[i].leads, win, hop_n, det))
+                .collect::<Result<_, _>>()?;
+            let fold = Fold {
+                number: f + 1,
+                epochs: &epochs,
+                chosen_rows: &chosen_rows,
+                chosen_on: chosen
+                    .iter()
+                    .zip(&chosen_reps)
+                    .map(|(&i, r)| (r, &recs[i].leads[..]))
+                    .collect(),
+                held: Vec::new(),
+            };
+            let epoch = best_epoch(&epochs, &chosen_rows);
+            let mut with = chosen_with_runs(&fold, &epochs[epoch - 1], win, hop_n);
+            let (rule, choice, _, _) = beats::choose(&mut with, &search)?;
+            tracing::info!(
+                fold = f + 1,
+                epoch,
+                call_at = rule.call_at,
+                on = choice.rule.on,
+                "Pass one"
+            );
+            firsts.push((epoch, rule, with));
+            fitted[f] = Some(epochs);
+        }
+        for f in 0..k {
+            let skip = (f + k - 1) % k;
+            let mut pool: Vec<Replay> = (0..k)
+                .filter(|&g| g != skip)
+                .flat_map(|g| firsts[g].2.iter().cloned())
+                .collect();
+            let (epoch, own_rule, _) = &firsts[f];
+            let (rule, choice) = if mode == "both" {
+                let (r, c, _, _) = beats::choose(&mut pool, &search)?;
+                (r, c)
+            } else {
+                beats::apply(&mut pool, *own_rule);
+                let c = super::choose_rule(&pool, Replay::with_beats_scores, &search)?;
+                (*own_rule, c)
+            };
+            tracing::info!(
+                fold = f + 1,
+                call_at = rule.call_at,
+                min_bsqi = rule.min_bsqi,
+                on = choice.rule.on,
+                detected = choice.detected,
+                episodes = choice.episodes,
+                false_alarms = choice.false_alarms,
+                "Rules chosen on the pooled validation folds"
+            );
+            presets[f] = Some((*epoch, rule, choice));
+        }
+    }
+
     let mut judged = Judgements::default();
     for f in 0..k {
         let fold_split = fold_split(&recs, k, f);
@@ -75,8 +168,16 @@ pub fn cross_validate_retrained(
         };
 
         // The beat classifier's epochs, fitted on the learnt folds' beats.
-        let epochs = fit_epochs(learnt.iter().map(|&i| &recs[i]), win, "learnt folds'")?;
+        let epochs = match fitted[f].take() {
+            Some(e) => e,
+            None => fit_epochs(learnt.iter().map(|&i| &recs[i]), win, "learnt folds'")?,
+        };
         let mut chosen_rows = BeatRows::default();
+        let chosen: Vec<usize> = if presets[f].is_some() {
+            Vec::new()
+        } else {
+            chosen
+        };
         for &i in &chosen {
             chosen_rows.add_record(&recs[i], win, FIT_HOP_SECS * fs);
         }
@@ -142,7 +243,7 @@ pub fn cross_validate_retrained(
                 })
                 .collect(),
         };
-        let j = judge_fold(&fold, &search, win, hop_n)?;
+        let j = judge_fold_with(&fold, &search, win, hop_n, presets[f].take())?;
         judged.add(j, |k| {
             spliced[held[k]]
                 .as_ref()
