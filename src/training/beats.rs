@@ -173,6 +173,8 @@ fn dense<B: Backend>(l: &Linear<B>) -> Dense {
 pub(crate) struct BeatRows {
     pub xs: Vec<Vec<f32>>,
     pub ys: Vec<bool>,
+    /// Experiment: added to the fit's seed.
+    pub seed: u64,
 }
 
 impl BeatRows {
@@ -317,6 +319,7 @@ impl BeatRows {
             mean: mean.iter().map(|&m| m as f32).collect(),
             std: var.iter().map(|&v| v.sqrt().max(1e-6) as f32).collect(),
             layers: Vec::new(),
+            others: Vec::new(),
         }
     }
 
@@ -343,8 +346,9 @@ impl BeatRows {
             );
         };
         let device = Default::default();
-        <Train as Backend>::seed(&device, SEED);
-        let mut rng = SmallRng::seed_from_u64(SEED);
+        let fit_seed = SEED.wrapping_add(self.seed);
+        <Train as Backend>::seed(&device, fit_seed);
+        let mut rng = SmallRng::seed_from_u64(fit_seed);
         let mut net = BeatNet::<Train>::new(&device);
         let mut optim = AdamConfig::new().init();
         let loss_fn = BinaryCrossEntropyLossConfig::new()
@@ -483,6 +487,7 @@ mod tests {
             std: vec![2.0; FEATURES],
             convs: Vec::new(),
             layers: Vec::new(),
+            others: Vec::new(),
         };
         let served = net.classifier(&base);
         served.check().expect("the exported layers chain");

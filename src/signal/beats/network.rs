@@ -116,6 +116,9 @@ pub struct BeatClassifier {
     /// measured features and then the last convolution's rows (or the shape vectors as they
     /// are, without convolutions).
     pub layers: Vec<Dense>,
+    /// Experiment: further fits whose logits are averaged with this one's.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub others: Vec<BeatClassifier>,
 }
 
 /// Why a beat classifier cannot be used.
@@ -194,6 +197,14 @@ impl BeatClassifier {
 
     /// The logit that a beat with inputs `x` is ventricular.
     pub(crate) fn logit(&self, x: &[f32]) -> f32 {
+        if self.others.is_empty() {
+            return self.logit_one(x);
+        }
+        let sum: f32 = self.logit_one(x) + self.others.iter().map(|o| o.logit(x)).sum::<f32>();
+        sum / (1 + self.others.len()) as f32
+    }
+
+    fn logit_one(&self, x: &[f32]) -> f32 {
         let mut h: Vec<f32> = x
             .iter()
             .zip(self.mean.iter().zip(&self.std))
@@ -237,6 +248,7 @@ impl BeatClassifier {
                 weight: w,
                 bias: vec![bias],
             }],
+            others: Vec::new(),
         }
     }
 }

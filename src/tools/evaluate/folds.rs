@@ -271,6 +271,43 @@ pub(super) fn fit_epochs<'r>(
     Ok(rows.fit_epochs())
 }
 
+/// Experiment (`HOLMES_EXP_SEEDS=n`): [`fit_epochs`], or `n` seeds' fits, each at the epoch
+/// that ranks `chosen_rows` best, as one classifier of their mean logit.
+pub(super) fn fit_classifiers<'r>(
+    recs: impl Iterator<Item = &'r RecordData>,
+    win: usize,
+    part: &'static str,
+    chosen_rows: &BeatRows,
+) -> Result<Vec<BeatClassifier>, EvaluateError> {
+    let seeds: u64 = std::env::var("HOLMES_EXP_SEEDS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(1);
+    if seeds <= 1 {
+        return fit_epochs(recs, win, part);
+    }
+    let hop = FIT_HOP_SECS * SAMPLE_RATE_HZ;
+    let mut rows = BeatRows::default();
+    for (i, r) in recs.enumerate() {
+        rows.add_record(r, win, hop);
+        rows.add_augmented(r, win, hop, i as u64);
+    }
+    if !rows.ys.iter().any(|&y| y) {
+        return Err(EvaluateError::NoBeats(part));
+    }
+    let mut fits = Vec::new();
+    for s in 0..seeds {
+        rows.seed = s;
+        let epochs = rows.fit_epochs();
+        let e = best_epoch(&epochs, chosen_rows);
+        tracing::info!(seed = s, epoch = e, "Seed fitted");
+        fits.push(epochs[e - 1].clone());
+    }
+    let mut first = fits.remove(0);
+    first.others = fits;
+    Ok(vec![first])
+}
+
 /// Which records a cross-validation folds, and how its members were trained.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]

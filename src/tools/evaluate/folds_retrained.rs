@@ -18,7 +18,7 @@ use crate::zoo::Manifest;
 use super::beats;
 use super::folds::{
     CrossValidation, FIT_HOP_SECS, Fold, Held, Judgements, STRESS_DB, Scope, best_epoch,
-    chosen_with_runs, fit_epochs, judge_fold_with, report, spliced_copies,
+    chosen_with_runs, fit_classifiers, judge_fold_with, report, spliced_copies,
 };
 use super::replay::{Detectors, Replay, replay};
 use super::{EvaluateError, EvaluateOptions, load_part, pooled};
@@ -82,11 +82,16 @@ pub fn cross_validate_retrained(
                 beats: None,
                 first_slot: opts.leads.first_slot(),
             };
-            let epochs = fit_epochs(learnt.iter().map(|&i| &recs[i]), win, "learnt folds'")?;
             let mut chosen_rows = BeatRows::default();
             for &i in &chosen {
                 chosen_rows.add_record(&recs[i], win, FIT_HOP_SECS * fs);
             }
+            let epochs = fit_classifiers(
+                learnt.iter().map(|&i| &recs[i]),
+                win,
+                "learnt folds'",
+                &chosen_rows,
+            )?;
             let chosen_reps: Vec<Replay> = chosen
                 .iter()
                 .map(|&i| replay(&recs[i], &recs[i].leads, win, hop_n, det))
@@ -168,10 +173,6 @@ pub fn cross_validate_retrained(
         };
 
         // The beat classifier's epochs, fitted on the learnt folds' beats.
-        let epochs = match fitted[f].take() {
-            Some(e) => e,
-            None => fit_epochs(learnt.iter().map(|&i| &recs[i]), win, "learnt folds'")?,
-        };
         let mut chosen_rows = BeatRows::default();
         let chosen: Vec<usize> = if presets[f].is_some() {
             Vec::new()
@@ -181,6 +182,15 @@ pub fn cross_validate_retrained(
         for &i in &chosen {
             chosen_rows.add_record(&recs[i], win, FIT_HOP_SECS * fs);
         }
+        let epochs = match fitted[f].take() {
+            Some(e) => e,
+            None => fit_classifiers(
+                learnt.iter().map(|&i| &recs[i]),
+                win,
+                "learnt folds'",
+                &chosen_rows,
+            )?,
+        };
 
         let chosen_reps: Vec<Replay> = chosen
             .iter()
