@@ -295,8 +295,12 @@ pub(super) fn fit_classifiers<'r>(
     if !rows.ys.iter().any(|&y| y) {
         return Err(EvaluateError::NoBeats(part));
     }
+    let base: u64 = std::env::var("HOLMES_EXP_SEED_BASE")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0);
     let mut fits = Vec::new();
-    for s in 0..seeds {
+    for s in base..base + seeds {
         rows.seed = s;
         let epochs = rows.fit_epochs();
         let e = best_epoch(&epochs, chosen_rows);
