@@ -130,7 +130,14 @@ fn the_beat_count_is_evaluated_beside_the_ensemble() {
     };
     let e = evaluate_json(
         &data,
-        &["--no-classical", "--beats", "--part", "validation"],
+        &[
+            "--no-classical",
+            "--beats",
+            "--beat-fits",
+            "2",
+            "--part",
+            "validation",
+        ],
     );
     let detectors = e["detectors"].as_array().unwrap();
     let names: Vec<&str> = detectors
@@ -169,8 +176,14 @@ fn the_beat_count_is_evaluated_beside_the_ensemble() {
     let trials = e["beat_trials"].as_array().unwrap();
     assert_eq!(trials.len(), 24);
     assert!(trials.iter().any(|t| t["beat_rule"] == beats["rule"]));
-    let layers = beats["classifier"]["layers"].as_array().unwrap();
-    assert_eq!(layers.last().unwrap()["outputs"], 1);
+    // Two fits from two seeds, each ending in one logit, differently.
+    let fits = beats["classifier"]["fits"].as_array().unwrap();
+    assert_eq!(fits.len(), 2);
+    for f in fits {
+        let layers = f["layers"].as_array().unwrap();
+        assert_eq!(layers.last().unwrap()["outputs"], 1);
+    }
+    assert_ne!(fits[0]["layers"], fits[1]["layers"]);
 }
 
 #[test]
@@ -567,6 +580,8 @@ fn the_beat_classifier_is_judged_on_a_database_it_was_not_fitted_on() {
         "evaluate",
         "--cross-database",
         "--json",
+        "--beat-fits",
+        "1",
         "--max-records",
         "3",
         "--data",
@@ -620,6 +635,8 @@ fn the_operating_points_are_chosen_on_the_other_folds_and_pooled() {
         "2",
         "--json",
         "--no-noise",
+        "--beat-fits",
+        "1",
         "--max-records",
         "3",
         "--data",
@@ -627,6 +644,11 @@ fn the_operating_points_are_chosen_on_the_other_folds_and_pooled() {
     ]);
     let folds = c["per_fold"].as_array().unwrap();
     assert_eq!(folds.len(), 2);
+    for f in folds {
+        // One fit asked for, so one epoch kept; no stress test, so no false alarms under it.
+        assert_eq!(f["epochs"].as_array().unwrap().len(), 1, "{f}");
+        assert!(f["stressed_false_alarms"].is_null(), "{f}");
+    }
     // Every record in exactly one fold.
     let mut records: Vec<&str> = folds
         .iter()
@@ -700,6 +722,8 @@ fn cross_validation_judges_each_folds_own_spliced_runs() {
         "--spliced",
         "--json",
         "--no-noise",
+        "--beat-fits",
+        "1",
         "--split",
         split.to_str().unwrap(),
         "--data",

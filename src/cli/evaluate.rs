@@ -63,6 +63,15 @@ pub struct EvaluateArgs {
     /// validation.
     #[arg(long)]
     beats: bool,
+    /// How many fits from consecutive seeds the beat classifier averages, wherever one is
+    /// fitted (`--beats`, `--cross-database`, `--folds`); the served counter's is the default.
+    #[arg(
+        long,
+        value_name = "N",
+        default_value_t = crate::training::beats::FITS,
+        value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=16)
+    )]
+    beat_fits: usize,
     /// The leads read of every record, as a monitor sending them gives them: `both`,
     /// `primary` (lead II alone) or `secondary` (V alone, in the window's secondary slot; only
     /// records that have one), on the validation part where rules are chosen and on the
@@ -203,6 +212,7 @@ pub fn run(a: EvaluateArgs) -> Result<()> {
         classical: !a.no_classical,
         max_records: a.max_records,
         beats: a.beats,
+        beat_fits: a.beat_fits,
         leads: a.leads,
         count_beats: cfg.ensemble.count_beats,
         spliced: a.spliced.then_some(a.splice_seed),

@@ -4,7 +4,10 @@
 //! small 1-D CNN over the beat's shape vectors (three convolutions, each with a ReLU and a
 //! max-pool of 2) whose output joins the measured features in two hidden dense layers, trained
 //! with Adam on balanced batches (half ventricular beats) and kept at the epoch whose
-//! validation beats it ranks best (PR-AUC).
+//! validation beats it ranks best (PR-AUC). The served classifier is [`FITS`] such fits from
+//! consecutive seeds, each at its own best epoch, calling beats by their mean logit: one seed's
+//! fit moves with its draw of batches on a few patients, and the mean does not
+//! (`docs/EXPERIMENTS.md`, 2026-11-29, "the beat classifier as three seeds' mean").
 //!
 //! A detected beat takes the label of the annotated beat within [`MATCH_SECS`] of it; one with
 //! none there is a false detection (noise, a tall T wave) and is labelled not ventricular, so
@@ -40,7 +43,8 @@ use serde::Serialize;
 use crate::core::metrics::pr_auc;
 use crate::core::window::SAMPLE_RATE_HZ;
 use crate::signal::beats::{
-    BeatClassifier, Conv, Dense, FEATURES, MEASURED, SHAPE, SHAPE_ROWS, VENTRICULAR_AT, describe,
+    BeatClassifier, BeatFit, Conv, Dense, FEATURES, MEASURED, SHAPE, SHAPE_ROWS, VENTRICULAR_AT,
+    describe,
 };
 
 use crate::zoo::preprocess::band_pass;
@@ -62,8 +66,10 @@ const BATCHES: usize = 1_000;
 /// Epochs at most; the best on validation is kept.
 const EPOCHS: usize = 8;
 const LEARNING_RATE: f64 = 1e-3;
-/// The fit's random seed.
+/// The first fit's random seed; each further fit adds its number to it.
 const SEED: u64 = 0x6265_6174;
+/// Fits the served classifier averages (`holmes evaluate --beat-fits`).
+pub(crate) const FITS: usize = 3;
 /// The augmented copies' seed, to which each copy's number is added.
 const AUGMENT_SEED: u64 = 0x6175_676d;
 
@@ -107,9 +113,9 @@ impl<B: Backend> BeatNet<B> {
         }
     }
 
-    /// This network's weights as a served classifier, with `base`'s standardisation.
-    fn classifier(&self, base: &BeatClassifier) -> BeatClassifier {
-        BeatClassifier {
+    /// This network's weights as a served fit, with `base`'s standardisation.
+    fn fit(&self, base: &BeatFit) -> BeatFit {
+        BeatFit {
             convs: self.convs.iter().map(conv).collect(),
             layers: self
                 .hidden
@@ -246,18 +252,28 @@ impl BeatRows {
         }
     }
 
-    /// Fits the classifier on these beats, keeping the epoch that ranks `validation`'s best.
-    pub(crate) fn fit(&self, validation: &BeatRows) -> BeatClassifier {
-        self.fit_for(validation, EPOCHS, BATCHES)
+    /// Fits the classifier on these beats `fits` times from consecutive seeds, each fit kept
+    /// at the epoch that ranks `validation`'s beats best: the classifier of their mean logit.
+    pub(crate) fn fit(&self, validation: &BeatRows, fits: usize) -> BeatClassifier {
+        BeatClassifier::mean_of(
+            (0..fits.max(1) as u64).map(|n| self.fit_for(validation, n, EPOCHS, BATCHES)),
+        )
     }
 
-    fn fit_for(&self, validation: &BeatRows, epochs: usize, batches: usize) -> BeatClassifier {
+    fn fit_for(
+        &self,
+        validation: &BeatRows,
+        seed: u64,
+        epochs: usize,
+        batches: usize,
+    ) -> BeatClassifier {
         let mut best: Option<(f64, BeatClassifier)> = None;
-        let standardised = self.standardised();
-        self.train(epochs, batches, |epoch, candidate| {
+        let standardised = BeatClassifier::of_fits(vec![self.standardised()]);
+        self.train(seed, epochs, batches, |epoch, candidate| {
             let auc = validation.pr_auc(&candidate);
             let f = validation.judge(&candidate);
             tracing::info!(
+                seed,
                 epoch,
                 pr_auc = auc,
                 sensitivity = f.sensitivity(),
@@ -271,20 +287,20 @@ impl BeatRows {
         best.map_or(standardised, |(_, c)| c)
     }
 
-    /// The classifier after each of the [`EPOCHS`] epochs of the fit (the same fit as
-    /// [`BeatRows::fit`]'s, before any epoch is chosen), for a caller that chooses the epoch
-    /// on beats of its own.
-    pub(crate) fn fit_epochs(&self) -> Vec<BeatClassifier> {
+    /// The classifier (of one fit) after each of the [`EPOCHS`] epochs of fit number `seed`
+    /// (the same fit as [`BeatRows::fit`]'s, before any epoch is chosen), for a caller that
+    /// chooses the epoch on beats of its own.
+    pub(crate) fn fit_epochs(&self, seed: u64) -> Vec<BeatClassifier> {
         let mut out = Vec::with_capacity(EPOCHS);
-        self.train(EPOCHS, BATCHES, |_, c| out.push(c));
+        self.train(seed, EPOCHS, BATCHES, |_, c| out.push(c));
         if out.is_empty() {
-            out.push(self.standardised());
+            out.push(BeatClassifier::of_fits(vec![self.standardised()]));
         }
         out
     }
 
-    /// The classifier with these beats' input standardisation and no layers yet.
-    fn standardised(&self) -> BeatClassifier {
+    /// A fit with these beats' input standardisation and no layers yet.
+    fn standardised(&self) -> BeatFit {
         let n = self.xs.len().max(1) as f64;
         let mut mean = vec![0.0f64; FEATURES];
         let mut var = vec![0.0f64; FEATURES];
@@ -311,8 +327,7 @@ impl BeatRows {
             mean[at.clone()].fill(m);
             var[at].fill(v);
         }
-        BeatClassifier {
-            measures: BeatClassifier::measure_names(),
+        BeatFit {
             convs: Vec::new(),
             mean: mean.iter().map(|&m| m as f32).collect(),
             std: var.iter().map(|&v| v.sqrt().max(1e-6) as f32).collect(),
@@ -320,10 +335,11 @@ impl BeatRows {
         }
     }
 
-    /// Trains for `epochs` of `batches` batches, handing `on_epoch` the classifier after each
-    /// (nothing where the beats hold one class only).
+    /// Trains fit number `seed` for `epochs` of `batches` batches, handing `on_epoch` the
+    /// classifier (of this one fit) after each (nothing where the beats hold one class only).
     fn train(
         &self,
+        seed: u64,
         epochs: usize,
         batches: usize,
         mut on_epoch: impl FnMut(usize, BeatClassifier),
@@ -343,8 +359,9 @@ impl BeatRows {
             );
         };
         let device = Default::default();
-        <Train as Backend>::seed(&device, SEED);
-        let mut rng = SmallRng::seed_from_u64(SEED);
+        let seed = SEED.wrapping_add(seed);
+        <Train as Backend>::seed(&device, seed);
+        let mut rng = SmallRng::seed_from_u64(seed);
         let mut net = BeatNet::<Train>::new(&device);
         let mut optim = AdamConfig::new().init();
         let loss_fn = BinaryCrossEntropyLossConfig::new()
@@ -367,7 +384,7 @@ impl BeatRows {
                 let grads = GradientsParams::from_grads(loss.backward(), &net);
                 net = optim.step(LEARNING_RATE, net, grads);
             }
-            let candidate = net.valid().classifier(&base);
+            let candidate = BeatClassifier::of_fits(vec![net.valid().fit(&base)]);
             on_epoch(epoch, candidate);
         }
     }
@@ -477,14 +494,13 @@ mod tests {
         let device = Default::default();
         <Flex as Backend>::seed(&device, 7);
         let net = BeatNet::<Flex>::new(&device);
-        let base = BeatClassifier {
-            measures: BeatClassifier::measure_names(),
+        let base = BeatFit {
             mean: vec![0.5; FEATURES],
             std: vec![2.0; FEATURES],
             convs: Vec::new(),
             layers: Vec::new(),
         };
-        let served = net.classifier(&base);
+        let served = net.fit(&base);
         served.check().expect("the exported layers chain");
         assert_eq!(served.convs.len(), CONVS.len());
         let rows = 6;
@@ -542,9 +558,24 @@ mod tests {
         // 4 windows of about 36 beats, one in seven ventricular.
         assert!(rows.ys.len() > 120, "{}", rows.ys.len());
         assert!((15..=25).contains(&v), "{v} of {}", rows.ys.len());
-        let c = rows.fit_for(&rows, 2, 40);
+        let c = rows.fit_for(&rows, 0, 2, 40);
         c.check().unwrap();
         let f = rows.judge(&c);
+        assert!(
+            f.sensitivity() > 0.95 && f.positive_predictivity() > 0.95,
+            "{f:?}"
+        );
+
+        // Another seed's fit differs, and the classifier of both calls by their mean logit.
+        let other = rows.fit_for(&rows, 1, 2, 40);
+        assert_ne!(other.fits, c.fits);
+        let both = BeatClassifier::mean_of([c.clone(), other.clone()]);
+        both.check().unwrap();
+        for x in rows.xs.iter().take(20) {
+            let mean = (c.logit(x) + other.logit(x)) / 2.0;
+            assert!((both.logit(x) - mean).abs() <= 1e-5 * (1.0 + mean.abs()));
+        }
+        let f = rows.judge(&both);
         assert!(
             f.sensitivity() > 0.95 && f.positive_predictivity() > 0.95,
             "{f:?}"

@@ -117,12 +117,11 @@ pub(crate) fn counter_ref(c: &BeatCounter) -> crate::alarm::rules::MemberRef {
 impl ModelInfo {
     /// The beat counter as a served model (it is part of the ensemble's identity).
     pub fn of_beats(c: &BeatCounter) -> ModelInfo {
-        let layers = &c.file.classifier.layers;
         ModelInfo {
             name: BEATS_NAME.into(),
             version: 1,
             input: "ECG beats (both leads)".into(),
-            parameters: layers.iter().map(|l| l.weight.len() + l.bias.len()).sum(),
+            parameters: c.file.classifier.parameters(),
             macs_per_window: c.macs_per_beat(),
             sha256: c.sha256.clone(),
             val_roc_auc: None,

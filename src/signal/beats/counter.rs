@@ -188,14 +188,9 @@ impl BeatCounter {
         self.hop
     }
 
-    /// Multiply-accumulates of the classifier per beat.
+    /// Multiply-accumulates of the classifier per beat (every fit's convolutions and layers).
     pub fn macs_per_beat(&self) -> u64 {
-        self.file
-            .classifier
-            .layers
-            .iter()
-            .map(|l| (l.inputs * l.outputs) as u64)
-            .sum()
+        self.file.classifier.macs()
     }
 
     /// The window's score with the counter: 1 where its beats end in a VT run under the rule,

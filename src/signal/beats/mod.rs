@@ -1,8 +1,9 @@
 //! Beats counted one by one: each QRS that [`detect_qrs_leads`] finds on a window's leads,
 //! described against the window's own dominant beat, classified ventricular or not
-//! ([`BeatClassifier`], a small network fitted on annotated beats), and the run of ventricular beats a VT alarm counts
-//! (at least [`VT_MIN_BEATS`] in a row, faster than 100/min, the rule of the label; one
-//! uncertain beat between two confident ones does not break it). [`BeatCounter`] is what the
+//! ([`BeatClassifier`], a small network fitted on annotated beats from several seeds, their
+//! logits averaged), and the run of ventricular beats a VT alarm counts (at least
+//! [`VT_MIN_BEATS`] in a row, faster than 100/min, the rule of the label; one uncertain beat
+//! between two confident ones does not break it). [`BeatCounter`] is what the
 //! ward serves: the classifier and its [`BeatRule`] from the zoo's `beats.json`, with each
 //! bed's [`BeatMemory`] (a beat is classified once, in the first window that describes it).
 //!
@@ -35,7 +36,7 @@ pub use counter::{BEATS_FILE, BeatCounter, BeatRule, BeatsFile, Counted};
 pub(crate) use counter::{RunEvidence, run_evidence};
 pub(crate) use memory::BeatMemory;
 pub(crate) use network::SHAPE_ROWS;
-pub use network::{BeatClassifier, BeatsError, Conv, Dense};
+pub use network::{BeatClassifier, BeatFit, BeatsError, Conv, Dense};
 
 /// Measured features per beat, named by [`MEASURES`].
 pub(crate) const MEASURED: usize = 10;

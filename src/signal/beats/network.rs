@@ -97,14 +97,24 @@ impl Conv {
     }
 }
 
-/// A beat classifier: the probability that a beat is ventricular, from its features: the shape
-/// vectors through the convolutions (where it has any), then with the measured features
-/// through dense layers with rectified hidden outputs and one output logit.
+/// A beat classifier: the probability that a beat is ventricular, as the mean logit of its
+/// [`BeatFit`]s, the same network fitted from different seeds (each at its own epoch), so that
+/// no one seed's luck on a few patients decides a beat's call.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct BeatClassifier {
     /// Names of the measured features (the shape vectors follow them).
     pub measures: Vec<String>,
+    /// The fits whose logits are averaged, one at least.
+    pub fits: Vec<BeatFit>,
+}
+
+/// One fitted network: its features' standardisation, the shape vectors through the
+/// convolutions (where it has any), then with the measured features through dense layers with
+/// rectified hidden outputs and one output logit.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct BeatFit {
     /// Each input's mean and standard deviation over the beats fitted on.
     pub mean: Vec<f32>,
     pub std: Vec<f32>,
@@ -145,6 +155,8 @@ pub enum BeatsError {
     Layers { layer: usize },
     #[error("the beat classifier's convolution {layer} does not fit the one before")]
     Convolutions { layer: usize },
+    #[error("the beat classifier has no fit")]
+    NoFits,
 }
 
 impl BeatClassifier {
@@ -153,6 +165,72 @@ impl BeatClassifier {
         MEASURES.iter().map(|s| s.to_string()).collect()
     }
 
+    /// A classifier of `fits`, each standardising the [`FEATURES`] inputs itself.
+    pub(crate) fn of_fits(fits: Vec<BeatFit>) -> BeatClassifier {
+        BeatClassifier {
+            measures: BeatClassifier::measure_names(),
+            fits,
+        }
+    }
+
+    /// The classifier whose logit is the mean of `classifiers`' (their fits gathered).
+    pub(crate) fn mean_of(classifiers: impl IntoIterator<Item = BeatClassifier>) -> BeatClassifier {
+        BeatClassifier::of_fits(classifiers.into_iter().flat_map(|c| c.fits).collect())
+    }
+
+    /// Checks that there is a fit, and that each fit's layers chain from [`FEATURES`] inputs to
+    /// one output.
+    pub fn check(&self) -> Result<(), BeatsError> {
+        if self.fits.is_empty() {
+            return Err(BeatsError::NoFits);
+        }
+        self.fits.iter().try_for_each(BeatFit::check)
+    }
+
+    /// The logit that a beat with inputs `x` is ventricular: the fits' mean.
+    pub(crate) fn logit(&self, x: &[f32]) -> f32 {
+        let sum: f32 = self.fits.iter().map(|f| f.logit(x)).sum();
+        sum / self.fits.len().max(1) as f32
+    }
+
+    /// Multiply-accumulates per beat, over every fit's convolutions and dense layers.
+    pub(crate) fn macs(&self) -> u64 {
+        self.fits.iter().map(BeatFit::macs).sum()
+    }
+
+    /// Weights and biases, over every fit.
+    pub(crate) fn parameters(&self) -> usize {
+        let conv = |c: &Conv| c.weight.len() + c.bias.len();
+        let dense = |l: &Dense| l.weight.len() + l.bias.len();
+        self.fits
+            .iter()
+            .map(|f| {
+                f.convs.iter().map(conv).sum::<usize>() + f.layers.iter().map(dense).sum::<usize>()
+            })
+            .sum()
+    }
+
+    /// A classifier for tests: one fit of one layer reading the first feature (standardised as
+    /// is), its logit `weight x feature + bias`.
+    #[cfg(test)]
+    pub(crate) fn on_first_feature(weight: f32, bias: f32) -> BeatClassifier {
+        let mut w = vec![0.0; FEATURES];
+        w[0] = weight;
+        BeatClassifier::of_fits(vec![BeatFit {
+            mean: vec![0.0; FEATURES],
+            std: vec![1.0; FEATURES],
+            convs: Vec::new(),
+            layers: vec![Dense {
+                inputs: FEATURES,
+                outputs: 1,
+                weight: w,
+                bias: vec![bias],
+            }],
+        }])
+    }
+}
+
+impl BeatFit {
     /// Checks that the layers chain from [`FEATURES`] inputs to one output.
     pub fn check(&self) -> Result<(), BeatsError> {
         let need = FEATURES;
@@ -192,7 +270,7 @@ impl BeatClassifier {
         Ok(())
     }
 
-    /// The logit that a beat with inputs `x` is ventricular.
+    /// This fit's logit that a beat with inputs `x` is ventricular.
     pub(crate) fn logit(&self, x: &[f32]) -> f32 {
         let mut h: Vec<f32> = x
             .iter()
@@ -220,24 +298,20 @@ impl BeatClassifier {
         h.first().copied().unwrap_or(0.0)
     }
 
-    /// A classifier for tests: one layer reading the first feature (standardised as is), its
-    /// logit `weight x feature + bias`.
-    #[cfg(test)]
-    pub(crate) fn on_first_feature(weight: f32, bias: f32) -> BeatClassifier {
-        let mut w = vec![0.0; FEATURES];
-        w[0] = weight;
-        BeatClassifier {
-            measures: BeatClassifier::measure_names(),
-            mean: vec![0.0; FEATURES],
-            std: vec![1.0; FEATURES],
-            convs: Vec::new(),
-            layers: vec![Dense {
-                inputs: FEATURES,
-                outputs: 1,
-                weight: w,
-                bias: vec![bias],
-            }],
+    /// Multiply-accumulates per beat: each convolution over its input length (halved by the
+    /// pooling after it), then the dense layers.
+    fn macs(&self) -> u64 {
+        let mut len = SHAPE;
+        let mut sum = 0u64;
+        for c in &self.convs {
+            sum += (c.outputs * c.inputs * c.kernel * len) as u64;
+            len /= 2;
         }
+        sum + self
+            .layers
+            .iter()
+            .map(|l| (l.inputs * l.outputs) as u64)
+            .sum::<u64>()
     }
 }
 
@@ -276,7 +350,7 @@ mod tests {
 
     #[test]
     fn a_convolution_that_does_not_read_the_shape_rows_is_refused() {
-        let mut c = BeatClassifier::on_first_feature(1.0, 0.0);
+        let mut c = BeatClassifier::on_first_feature(1.0, 0.0).fits.remove(0);
         c.check().expect("a perceptron on the inputs as they are");
         c.convs.push(Conv {
             inputs: SHAPE_ROWS + 1,
@@ -293,5 +367,28 @@ mod tests {
         c.convs[0].weight.truncate(2 * SHAPE_ROWS * 3);
         // The dense layer still reads the shape vectors whole, not the convolution's rows.
         assert!(matches!(c.check(), Err(BeatsError::Layers { layer: 0 })));
+    }
+
+    #[test]
+    fn a_classifier_of_several_fits_calls_by_their_mean_logit() {
+        let one = BeatClassifier::on_first_feature(2.0, 1.0);
+        let two = BeatClassifier::on_first_feature(-1.0, 4.0);
+        let x = {
+            let mut x = vec![0.0; FEATURES];
+            x[0] = 3.0;
+            x
+        };
+        assert_eq!(one.logit(&x), 7.0);
+        assert_eq!(two.logit(&x), 1.0);
+        let both = BeatClassifier::mean_of([one.clone(), two]);
+        both.check().expect("two fits that chain");
+        assert_eq!(both.fits.len(), 2);
+        assert_eq!(both.logit(&x), 4.0);
+        assert_eq!(both.macs(), 2 * one.macs());
+        assert_eq!(both.parameters(), 2 * (FEATURES + 1));
+        assert!(matches!(
+            BeatClassifier::of_fits(Vec::new()).check(),
+            Err(BeatsError::NoFits)
+        ));
     }
 }

@@ -38,8 +38,8 @@ pub struct BeatReport {
     pub rule: Option<BeatRule>,
 }
 
-/// Fits the classifier on the train part's beats in windows of `window` samples, choosing its
-/// epoch on the validation part's (records of the databases that label ventricular beats;
+/// Fits the classifier on the train part's beats in windows of `window` samples (`beat_fits`
+/// fits, their logits averaged), choosing each fit's epoch on the validation part's (records of the databases that label ventricular beats;
 /// `--max-records` keeps the shortest of those).
 pub(crate) fn fit(
     opts: &EvaluateOptions,
@@ -65,7 +65,7 @@ pub(crate) fn fit(
         Ok(rows)
     };
     let (train, validation) = (rows(SplitName::Train)?, rows(SplitName::Validation)?);
-    let classifier = train.fit(&validation);
+    let classifier = train.fit(&validation, opts.beat_fits);
     let report = BeatReport {
         train: train.judge(&classifier),
         validation: validation.judge(&classifier),

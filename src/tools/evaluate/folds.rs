@@ -55,8 +55,8 @@ pub(super) const STRESS_DB: f32 = 6.0;
 pub struct FoldRow {
     pub fold: usize,
     pub records: Vec<String>,
-    /// The beat classifier's epoch kept (1-based).
-    pub epoch: usize,
+    /// Each of the beat classifier's fits: the epoch kept (1-based).
+    pub epochs: Vec<usize>,
     pub beat_rule: BeatRule,
     pub alarm_rule: AlarmRule,
     /// On the other folds: episodes, detected, false alarms (as the rule search counts).
@@ -67,6 +67,8 @@ pub struct FoldRow {
     pub episodes: usize,
     pub detected: usize,
     pub false_alarms: usize,
+    /// On this fold at 6 dB electrode motion: false alarms (none without the stress test).
+    pub stressed_false_alarms: Option<usize>,
 }
 
 /// A proportion with its 95 % Wilson interval.
@@ -128,7 +130,7 @@ pub struct CrossValidation {
 }
 
 /// Runs the cross-validation. Blocking and CPU-heavy: the validation and test parts replayed
-/// once clean and once at 6 dB, the beat classifier fitted once, K rule searches.
+/// once clean and once at 6 dB, the beat classifier's fits fitted once, K rule searches.
 pub fn cross_validate(opts: &EvaluateOptions, k: usize) -> Result<CrossValidation, EvaluateError> {
     let k = k.max(2);
     let (window, hop) = opts.timing()?;
@@ -146,7 +148,7 @@ pub fn cross_validate(opts: &EvaluateOptions, k: usize) -> Result<CrossValidatio
     // The classifier's epochs, fitted on the train part's beats.
     let labelled = |db: crate::training::dataset::Database| db.labels_ventricular_beats();
     let train = load_part_of(opts, &split, SplitName::Train, labelled)?;
-    let epochs = fit_epochs(train.iter(), win, "train")?;
+    let epochs = fit_epochs(train.iter(), win, "train", opts.beat_fits)?;
     let record_rows: Vec<BeatRows> = recs
         .iter()
         .map(|r| {
@@ -207,7 +209,7 @@ pub fn cross_validate(opts: &EvaluateOptions, k: usize) -> Result<CrossValidatio
         }
         let fold = Fold {
             number: f + 1,
-            epochs: &epochs,
+            fits: &epochs,
             chosen_rows: &other_rows,
             chosen_on: others
                 .iter()
@@ -252,13 +254,15 @@ pub(super) fn spliced_copies(recs: &[RecordData], opts: &EvaluateOptions) -> Vec
         .collect()
 }
 
-/// The beat classifier's epochs, fitted on the beats of `recs` and of their augmented copies
-/// (as `--beats` fits); `part` names them in the error when they hold no ventricular beat.
+/// Each of the beat classifier's `fits` fits (consecutive seeds), epoch by epoch, fitted on
+/// the beats of `recs` and of their augmented copies (as `--beats` fits); `part` names them in
+/// the error when they hold no ventricular beat.
 pub(super) fn fit_epochs<'r>(
     recs: impl Iterator<Item = &'r RecordData>,
     win: usize,
     part: &'static str,
-) -> Result<Vec<BeatClassifier>, EvaluateError> {
+    fits: usize,
+) -> Result<Vec<Vec<BeatClassifier>>, EvaluateError> {
     let hop = FIT_HOP_SECS * SAMPLE_RATE_HZ;
     let mut rows = BeatRows::default();
     for (i, r) in recs.enumerate() {
@@ -268,7 +272,9 @@ pub(super) fn fit_epochs<'r>(
     if !rows.ys.iter().any(|&y| y) {
         return Err(EvaluateError::NoBeats(part));
     }
-    Ok(rows.fit_epochs())
+    Ok((0..fits.max(1) as u64)
+        .map(|seed| rows.fit_epochs(seed))
+        .collect())
 }
 
 /// Which records a cross-validation folds, and how its members were trained.
@@ -336,13 +342,14 @@ pub(super) fn report(
     })
 }
 
-/// One fold to judge: the beat classifier's epochs, the records its rules are chosen on (and
-/// their beats, which choose the epoch), and the records it is judged on, each replayed by
-/// the ensemble this fold is judged with.
+/// One fold to judge: the beat classifier's fits epoch by epoch, the records its rules are
+/// chosen on (and their beats, which choose each fit's epoch), and the records it is judged
+/// on, each replayed by the ensemble this fold is judged with.
 pub(super) struct Fold<'a, 'r> {
     /// 1-based.
     pub number: usize,
-    pub epochs: &'r [BeatClassifier],
+    /// Each fit's classifier after each epoch.
+    pub fits: &'r [Vec<BeatClassifier>],
     pub chosen_rows: &'r BeatRows,
     pub chosen_on: Vec<(&'a Replay, &'a [Vec<f32>])>,
     pub held: Vec<Held<'a>>,
@@ -389,8 +396,8 @@ impl<'a> Judgements<'a> {
     }
 }
 
-/// Chooses a fold's epoch (the one that ranks `chosen_rows` best by PR-AUC), beat rule and
-/// alarm rule on `chosen_on`, and judges its held records under them.
+/// Chooses a fold's epoch of each fit (the one that ranks `chosen_rows` best by PR-AUC), beat
+/// rule and alarm rule on `chosen_on`, and judges its held records under them.
 pub(super) fn judge_fold(
     fold: &Fold<'_, '_>,
     search: &ThresholdSearch,
@@ -398,20 +405,13 @@ pub(super) fn judge_fold(
     hop_n: usize,
 ) -> Result<FoldJudged, EvaluateError> {
     let hop_ms = search.hop_ms;
-    let (epoch, classifier) = fold
-        .epochs
+    let (epochs, kept): (Vec<usize>, Vec<BeatClassifier>) = fold
+        .fits
         .iter()
-        .enumerate()
-        .map(|(e, c)| (e, c, fold.chosen_rows.pr_auc(c)))
-        .fold(
-            None,
-            |best: Option<(usize, &BeatClassifier, f64)>, x| match best {
-                Some(b) if b.2 >= x.2 => Some(b),
-                _ => Some(x),
-            },
-        )
-        .map(|(e, c, _)| (e + 1, c))
-        .expect("one epoch at least");
+        .map(|epochs| best_epoch(epochs, fold.chosen_rows))
+        .map(|(e, c)| (e, c.clone()))
+        .unzip();
+    let classifier = &BeatClassifier::mean_of(kept);
     let with_runs = |r: &Replay, leads: &[Vec<f32>]| {
         let mut r = r.clone();
         r.beat_runs = runs(classifier, leads, &r, win, hop_n);
@@ -481,7 +481,7 @@ pub(super) fn judge_fold(
     let row = FoldRow {
         fold: fold.number,
         records: fold.held.iter().map(|h| h.record.key.clone()).collect(),
-        epoch,
+        epochs: epochs.clone(),
         beat_rule,
         alarm_rule: choice.rule,
         chosen_on_episodes: choice.episodes,
@@ -493,10 +493,12 @@ pub(super) fn judge_fold(
             .filter(|&&t| t != AlarmTiming::Missed)
             .count(),
         false_alarms: clean.iter().map(|j| j.comparison.false_alarms).sum(),
+        stressed_false_alarms: (!stressed.is_empty())
+            .then(|| stressed.iter().map(|j| j.comparison.false_alarms).sum()),
     };
     tracing::info!(
         fold = fold.number,
-        epoch,
+        epochs = ?epochs,
         call_at = beat_rule.call_at,
         on = choice.rule.on,
         "Fold judged"
@@ -507,6 +509,24 @@ pub(super) fn judge_fold(
         stressed,
         spliced,
     })
+}
+
+/// The epoch (1-based) of a fit's `epochs` that ranks `rows` best by PR-AUC (the earliest of
+/// equals), and its classifier.
+fn best_epoch<'c>(epochs: &'c [BeatClassifier], rows: &BeatRows) -> (usize, &'c BeatClassifier) {
+    epochs
+        .iter()
+        .enumerate()
+        .map(|(e, c)| (e, c, rows.pr_auc(c)))
+        .fold(
+            None,
+            |best: Option<(usize, &BeatClassifier, f64)>, x| match best {
+                Some(b) if b.2 >= x.2 => Some(b),
+                _ => Some(x),
+            },
+        )
+        .map(|(e, c, _)| (e + 1, c))
+        .expect("one epoch at least")
 }
 
 /// A record judged on its fold.

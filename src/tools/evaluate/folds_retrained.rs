@@ -75,7 +75,12 @@ pub fn cross_validate_retrained(
         };
 
         // The beat classifier's epochs, fitted on the learnt folds' beats.
-        let epochs = fit_epochs(learnt.iter().map(|&i| &recs[i]), win, "learnt folds'")?;
+        let epochs = fit_epochs(
+            learnt.iter().map(|&i| &recs[i]),
+            win,
+            "learnt folds'",
+            opts.beat_fits,
+        )?;
         let mut chosen_rows = BeatRows::default();
         for &i in &chosen {
             chosen_rows.add_record(&recs[i], win, FIT_HOP_SECS * fs);
@@ -123,7 +128,7 @@ pub fn cross_validate_retrained(
         );
         let fold = Fold {
             number: f + 1,
-            epochs: &epochs,
+            fits: &epochs,
             chosen_rows: &chosen_rows,
             chosen_on: chosen
                 .iter()

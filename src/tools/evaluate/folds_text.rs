@@ -28,15 +28,19 @@ pub fn text(c: &CrossValidation) -> String {
     );
     let _ = writeln!(
         s,
-        "\n  fold records epoch call bSQI   alarm rule        on others det/epis FA   here det/epis FA"
+        "\n  fold records epochs call bSQI   alarm rule        on others det/epis FA   here det/epis FA (6 dB)"
     );
     for f in &c.per_fold {
         let _ = writeln!(
             s,
-            "  {:>4} {:>7} {:>5} {:>4.2} {:>4.1}   {:<17} {:>6}/{:<3} {:>4}    {:>4}/{:<3} {:>3}",
+            "  {:>4} {:>7} {:>6} {:>4.2} {:>4.1}   {:<17} {:>6}/{:<3} {:>4}    {:>4}/{:<3} {:>3} ({})",
             f.fold,
             f.records.len(),
-            f.epoch,
+            f.epochs
+                .iter()
+                .map(|e| e.to_string())
+                .collect::<Vec<_>>()
+                .join(","),
             f.beat_rule.call_at,
             f.beat_rule.min_bsqi,
             f.alarm_rule.words(),
@@ -45,7 +49,9 @@ pub fn text(c: &CrossValidation) -> String {
             f.chosen_on_false_alarms,
             f.detected,
             f.episodes,
-            f.false_alarms
+            f.false_alarms,
+            f.stressed_false_alarms
+                .map_or("-".into(), |n| n.to_string())
         );
     }
     let line = |s: &mut String, name: &str, p: &Pooled| {

@@ -170,6 +170,9 @@ pub struct EvaluateOptions {
     /// Also evaluate the ensemble beside a count of ventricular beats, its beat classifier
     /// fitted on the train part (the ensemble itself then scores without the zoo's counter).
     pub beats: bool,
+    /// Fits the beat classifier averages, wherever one is fitted (`--beats`, cross-database,
+    /// cross-validation): consecutive seeds, each at its own epoch.
+    pub beat_fits: usize,
     /// The leads read of every record, as a monitor sending them gives them: on the
     /// validation part (the rules chosen so) and the reported part alike (with `beats`, the
     /// classifier is fitted so too).
