@@ -6,7 +6,7 @@
 //! with Adam on balanced batches (half ventricular beats) and kept at the epoch whose
 //! validation beats it ranks best (PR-AUC). The served classifier is [`FITS`] such fits from
 //! consecutive seeds, each at its own best epoch, calling beats by their mean logit: one seed's
-//! fit moves with its draw of batches on a few patients, and the mean does not
+//! fit moves with its draw of batches on a few patients, and the mean moves less
 //! (`docs/EXPERIMENTS.md`, 2026-11-29, "the beat classifier as three seeds' mean").
 //!
 //! A detected beat takes the label of the annotated beat within [`MATCH_SECS`] of it; one with
