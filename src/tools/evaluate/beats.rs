@@ -180,6 +180,71 @@ pub(crate) fn choose(
     Ok((best.beat_rule, best.choice, trials, figures))
 }
 
+/// Experiment (`HOLMES_EXP_NOISY_CHOICE`): [`choose`], each pair ranked by its false alarms
+/// clean (the search's count) plus at 6 dB on the same records (`noisy`, EC57's count under
+/// the pair's alarm rule).
+pub(crate) fn choose_with_noise(
+    val: &mut [Replay],
+    noisy: &mut [Replay],
+    search: &ThresholdSearch,
+) -> Result<(BeatRule, ThresholdChoice), EvaluateError> {
+    let mut best: Option<((bool, (u8, i64, i64), f32), BeatRule, ThresholdChoice)> = None;
+    for beat_rule in candidates() {
+        apply(val, beat_rule);
+        let choice = choose_rule(val, Replay::with_beats_scores, search)?;
+        let figures = gross_figures(
+            val,
+            Replay::with_beats_scores,
+            Replay::with_beats_run_onsets,
+            choice.rule,
+            search.hop_ms,
+            search.matching,
+        )?;
+        apply(noisy, beat_rule);
+        let c = super::condition::condition(
+            noisy,
+            Replay::with_beats_scores,
+            Replay::with_beats_run_onsets,
+            choice.rule,
+            search.hop_ms,
+            Some(6.0),
+            search.matching,
+        )?;
+        let noisy_fa: usize = c.records.iter().map(|r| r.comparison.false_alarms).sum();
+        let by_overlap = figures
+            .se
+            .is_none_or(|se| se >= search.target_sensitivity - 1e-9);
+        let mut rank = choice.rank();
+        if choice.met_target {
+            rank.1 += noisy_fa as i64;
+        }
+        tracing::info!(
+            call_at = beat_rule.call_at,
+            min_bsqi = beat_rule.min_bsqi,
+            on = choice.rule.on,
+            false_alarms = choice.false_alarms,
+            noisy_false_alarms = noisy_fa,
+            "Beat rule tried with noise"
+        );
+        let key = (!(choice.met_target && by_overlap), rank, -beat_rule.call_at);
+        let better = match &best {
+            None => true,
+            Some((k, _, _)) => {
+                (key.0, key.1)
+                    .cmp(&(k.0, k.1))
+                    .then(key.2.total_cmp(&k.2))
+                    .is_lt()
+            }
+        };
+        if better {
+            best = Some((key, beat_rule, choice));
+        }
+    }
+    let (_, rule, choice) = best.expect("candidates are not empty");
+    apply(val, rule);
+    Ok((rule, choice))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -211,6 +211,7 @@ pub fn cross_validate(opts: &EvaluateOptions, k: usize) -> Result<CrossValidatio
             number: f + 1,
             fits: &epochs,
             chosen_rows: &other_rows,
+            chosen_noisy: Vec::new(),
             chosen_on: others
                 .iter()
                 .map(|&i| (&clean[i], &recs[i].leads[..]))
@@ -352,6 +353,8 @@ pub(super) struct Fold<'a, 'r> {
     pub fits: &'r [Vec<BeatClassifier>],
     pub chosen_rows: &'r BeatRows,
     pub chosen_on: Vec<(&'a Replay, &'a [Vec<f32>])>,
+    /// Experiment (`HOLMES_EXP_NOISY_CHOICE`): the chosen-on records at 6 dB.
+    pub chosen_noisy: Vec<(&'a Replay, &'a [Vec<f32>])>,
     pub held: Vec<Held<'a>>,
 }
 
@@ -422,7 +425,17 @@ pub(super) fn judge_fold(
         .iter()
         .map(|(r, leads)| with_runs(r, leads))
         .collect();
-    let (beat_rule, choice, _, _) = beats::choose(&mut chosen_on, search)?;
+    let (beat_rule, choice) = if fold.chosen_noisy.is_empty() {
+        let (b, c, _, _) = beats::choose(&mut chosen_on, search)?;
+        (b, c)
+    } else {
+        let mut noisy: Vec<Replay> = fold
+            .chosen_noisy
+            .iter()
+            .map(|(r, leads)| with_runs(r, leads))
+            .collect();
+        beats::choose_with_noise(&mut chosen_on, &mut noisy, search)?
+    };
     drop(chosen_on);
     let judge = |reps: &[Replay], snr: Option<f32>| -> Result<Vec<Judged>, EvaluateError> {
         let c = condition(

@@ -90,6 +90,24 @@ pub fn cross_validate_retrained(
             .iter()
             .map(|&i| replay(&recs[i], &recs[i].leads, win, hop_n, det))
             .collect::<Result<_, _>>()?;
+        // Experiment: the chosen-on records at 6 dB too, for the beat rule's choice.
+        let noisy_choice = std::env::var("HOLMES_EXP_NOISY_CHOICE").is_ok();
+        let chosen_noisy_leads: Vec<Vec<Vec<f32>>> = match (&bank, noisy_choice) {
+            (Some(b), true) => chosen
+                .iter()
+                .map(|&i| {
+                    let mut leads = recs[i].leads.clone();
+                    b.stress(&mut leads, opts.leads.first_slot(), &recs[i].beats, STRESS_DB);
+                    leads
+                })
+                .collect(),
+            _ => Vec::new(),
+        };
+        let chosen_noisy_reps: Vec<Replay> = chosen_noisy_leads
+            .iter()
+            .zip(&chosen)
+            .map(|(l, &i)| replay(&recs[i], l, win, hop_n, det))
+            .collect::<Result<_, _>>()?;
         let stressed_leads: Vec<Option<Vec<Vec<f32>>>> = held
             .iter()
             .map(|&i| {
@@ -130,6 +148,11 @@ pub fn cross_validate_retrained(
             number: f + 1,
             fits: &epochs,
             chosen_rows: &chosen_rows,
+            chosen_noisy: chosen_noisy_reps
+                .iter()
+                .zip(&chosen_noisy_leads)
+                .map(|(r, l)| (r, &l[..]))
+                .collect(),
             chosen_on: chosen
                 .iter()
                 .zip(&chosen_reps)
