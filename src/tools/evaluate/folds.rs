@@ -478,10 +478,17 @@ pub(super) fn judge_fold(
         .iter()
         .flat_map(|j| j.comparison.timings.iter().map(|t| t.timing))
         .collect();
+    tracing::info!(
+        fold = fold.number,
+        epochs = ?epochs,
+        call_at = beat_rule.call_at,
+        on = choice.rule.on,
+        "Fold judged"
+    );
     let row = FoldRow {
         fold: fold.number,
         records: fold.held.iter().map(|h| h.record.key.clone()).collect(),
-        epochs: epochs.clone(),
+        epochs,
         beat_rule,
         alarm_rule: choice.rule,
         chosen_on_episodes: choice.episodes,
@@ -496,13 +503,6 @@ pub(super) fn judge_fold(
         stressed_false_alarms: (!stressed.is_empty())
             .then(|| stressed.iter().map(|j| j.comparison.false_alarms).sum()),
     };
-    tracing::info!(
-        fold = fold.number,
-        epochs = ?epochs,
-        call_at = beat_rule.call_at,
-        on = choice.rule.on,
-        "Fold judged"
-    );
     Ok(FoldJudged {
         row,
         clean,
