@@ -155,13 +155,13 @@ fn bias<B: Backend>(b: &Option<Param<Tensor<B, 1>>>, outputs: usize) -> Vec<f32>
 
 fn conv<B: Backend>(c: &Conv1d<B>) -> Conv {
     let [outputs, inputs, kernel] = c.weight.val().dims();
-    Conv {
+    Conv::new(
         inputs,
         outputs,
         kernel,
-        weight: values(&c.weight),
-        bias: bias(&c.bias, outputs),
-    }
+        values(&c.weight),
+        bias(&c.bias, outputs),
+    )
 }
 
 fn dense<B: Backend>(l: &Linear<B>) -> Dense {

@@ -13,7 +13,7 @@ use crate::signal::heart_rate::detect_qrs;
 use crate::signal::quality::{bsqi, detect_qrs_length};
 
 use super::memory::{BeatMemory, BedMemories};
-use super::{BeatClassifier, BeatsError, CALL_GRID, RunFirsts, describe, highest_level};
+use super::{BeatClassifier, BeatsError, CALL_GRID, Described, RunFirsts, highest_level};
 
 /// The beat counter's file in the zoo folder: the classifier and the beat rule chosen with it
 /// (`holmes evaluate --beats --save-rule`).
@@ -78,7 +78,7 @@ impl RunEvidence {
     }
 }
 
-/// The run a window (`leads` as [`describe`] takes them) ends in and its primary lead's bSQI
+/// The run a window (`leads` as [`Described::of`] takes them) ends in and its primary lead's bSQI
 /// over the last [`GATE_SECS`] (1 when `gate` is off, which skips the second detector): what
 /// a [`BeatRule`] judges. `hop` samples have passed since the last window. With the bed's
 /// `memory` and the window's end (ms on its timeline), a beat an earlier window classified
@@ -95,7 +95,7 @@ pub(crate) fn run_evidence(
     };
     let len = first.len();
     let recent = hop + RUN_GRACE_SECS * SAMPLE_RATE_HZ;
-    let run = c.run_level(&describe(leads), len, recent, memory);
+    let run = c.run_level(Described::of(leads).as_ref(), len, recent, memory);
     let agreement = if gate {
         let last = &first[len.saturating_sub(GATE_SECS * SAMPLE_RATE_HZ)..];
         let fs = SAMPLE_RATE_HZ as f64;
@@ -334,7 +334,7 @@ mod tests {
             w.end_ms = (end * 1000 / SAMPLE_RATE_HZ) as i64;
             w.start_ms = w.end_ms - 30_000;
             c.read(&w);
-            described += describe(&[&x[end - len..end]]).len();
+            described += Described::of(&[&x[end - len..end]]).map_or(0, |d| d.len());
         }
         let bed: std::sync::Arc<str> = "b".into();
         let classified = c.memories.lock().unwrap().of(&bed).classified() as usize;

@@ -16,8 +16,6 @@ use std::time::{Duration, Instant};
 
 use crate::core::window::SAMPLE_RATE_HZ;
 
-use super::{Beat, BeatClassifier};
-
 /// Two beats of one bed this close on its timeline are the same beat, ms.
 pub(crate) const MATCH_MS: i64 = 20;
 /// A bed not read for this long is forgotten.
@@ -38,13 +36,14 @@ pub(crate) struct BeatMemory {
 }
 
 impl BeatMemory {
-    /// The probability that each of `beats` (of a window of `len` samples ending at `end_ms`)
-    /// is ventricular: from memory where an earlier window classified it, else from `c`, then
-    /// remembered. Beats before the window are forgotten.
+    /// The probability that each beat at `samples` (R peaks of a window of `len` samples
+    /// ending at `end_ms`) is ventricular: from memory where an earlier window classified it,
+    /// else `classify(k)` for the `k`-th beat, then remembered. Beats before the window are
+    /// forgotten.
     pub(crate) fn probabilities(
         &mut self,
-        c: &BeatClassifier,
-        beats: &[Beat],
+        samples: &[usize],
+        mut classify: impl FnMut(usize) -> f64,
         len: usize,
         end_ms: i64,
     ) -> Vec<f64> {
@@ -61,15 +60,16 @@ impl BeatMemory {
         {
             self.beats.pop_front();
         }
-        beats
+        samples
             .iter()
-            .map(|b| {
-                let t = start_ms + ms(b.sample);
+            .enumerate()
+            .map(|(k, &sample)| {
+                let t = start_ms + ms(sample);
                 let i = self.beats.partition_point(|&(u, _)| u < t - MATCH_MS);
                 match self.beats.get(i) {
                     Some(&(u, p)) if u <= t + MATCH_MS => p,
                     _ => {
-                        let p = c.probability(b);
+                        let p = classify(k);
                         self.beats.insert(i, (t, p));
                         #[cfg(test)]
                         {
@@ -122,7 +122,7 @@ impl BedMemories {
 
 #[cfg(test)]
 mod tests {
-    use super::super::FEATURES;
+    use super::super::{Beat, BeatClassifier, FEATURES};
     use super::*;
 
     /// A classifier whose probability is the logistic of the first feature.
@@ -136,17 +136,30 @@ mod tests {
         Beat { sample, features }
     }
 
+    /// `m`'s probabilities of `beats` as `c` classifies them.
+    fn probs(
+        m: &mut BeatMemory,
+        c: &BeatClassifier,
+        beats: &[Beat],
+        len: usize,
+        end_ms: i64,
+    ) -> Vec<f64> {
+        let samples: Vec<usize> = beats.iter().map(|b| b.sample).collect();
+        m.probabilities(&samples, |k| c.probability(&beats[k].features), len, end_ms)
+    }
+
     #[test]
     fn a_beat_keeps_the_probability_of_the_first_window_that_described_it() {
         let c = first_feature();
         let mut m = BeatMemory::default();
         // A window of 1,250 samples (5 s) ending at 5 s: beats at 1 s and 3 s.
-        let p1 = m.probabilities(&c, &[beat(250, 2.0), beat(750, -2.0)], 1_250, 5_000);
+        let p1 = probs(&mut m, &c, &[beat(250, 2.0), beat(750, -2.0)], 1_250, 5_000);
         assert!(p1[0] > 0.8 && p1[1] < 0.2);
         assert_eq!(m.classified(), 2);
         // The next window, a second later: the same beats (one placed a sample later) with other
         // features, and a new one at 5.5 s.
-        let p2 = m.probabilities(
+        let p2 = probs(
+            &mut m,
             &c,
             &[beat(0, -9.0), beat(501, 9.0), beat(1_125, 0.0)],
             1_250,
@@ -159,7 +172,7 @@ mod tests {
         assert_eq!(m.classified(), 3);
         // Beats further apart than MATCH_MS are new.
         let far = (MATCH_MS as usize + 8) * SAMPLE_RATE_HZ / 1000;
-        m.probabilities(&c, &[beat(875 + far, 1.0)], 1_250, 7_000);
+        probs(&mut m, &c, &[beat(875 + far, 1.0)], 1_250, 7_000);
         assert_eq!(m.classified(), 4);
     }
 
@@ -167,11 +180,11 @@ mod tests {
     fn a_timeline_that_goes_back_starts_afresh_and_old_beats_are_forgotten() {
         let c = first_feature();
         let mut m = BeatMemory::default();
-        m.probabilities(&c, &[beat(600, 3.0)], 1_250, 5_000);
-        let again = m.probabilities(&c, &[beat(600, -3.0)], 1_250, 5_000);
+        probs(&mut m, &c, &[beat(600, 3.0)], 1_250, 5_000);
+        let again = probs(&mut m, &c, &[beat(600, -3.0)], 1_250, 5_000);
         assert!(again[0] < 0.1, "a repeated end is a new timeline");
         // Windows far on: the beat at 2.4 s has left them and is forgotten.
-        m.probabilities(&c, &[], 1_250, 60_000);
+        probs(&mut m, &c, &[], 1_250, 60_000);
         assert!(m.beats.is_empty());
     }
 
@@ -180,11 +193,8 @@ mod tests {
         let c = first_feature();
         let mut ward = BedMemories::default();
         let (a, b): (Arc<str>, Arc<str>) = ("a".into(), "b".into());
-        ward.of(&a)
-            .probabilities(&c, &[beat(600, 3.0)], 1_250, 5_000);
-        let pb = ward
-            .of(&b)
-            .probabilities(&c, &[beat(600, -3.0)], 1_250, 6_000);
+        probs(ward.of(&a), &c, &[beat(600, 3.0)], 1_250, 5_000);
+        let pb = probs(ward.of(&b), &c, &[beat(600, -3.0)], 1_250, 6_000);
         assert!(pb[0] < 0.1);
         assert_eq!(ward.len(), 2);
         assert_eq!(ward.of(&a).classified(), 1);

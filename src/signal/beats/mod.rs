@@ -97,133 +97,194 @@ pub(crate) struct Beat {
     pub features: Vec<f32>,
 }
 
-/// Finds the beats of a window and describes them: `leads[0]` is the primary lead, `leads[1]`,
-/// when present and as long, the second (a lone lead stands in for it). Beats are found on
-/// both leads together ([`detect_qrs_leads`]: a wide complex that lead II barely shows stands
-/// out on V) and placed at the primary lead's largest deflection. Beats whose context stretch
-/// does not lie wholly in the window are left out; fewer than [`MIN_BEATS`] beats give none
-/// (no template).
+/// Finds the beats of a window and describes them all ([`Described`]); fewer than
+/// [`MIN_BEATS`] beats give none (no template).
 pub(crate) fn describe(leads: &[&[f32]]) -> Vec<Beat> {
-    let Some(&first) = leads.first() else {
+    let Some(d) = Described::of(leads) else {
         return Vec::new();
     };
-    let n = first.len();
-    let second = leads.get(1).copied().filter(|l| l.len() == n);
-    let y0 = sub_moving_mean(first, BASELINE);
-    let y1 = second.map(|l| sub_moving_mean(l, BASELINE));
-    let mut peaks: Vec<usize> = Vec::new();
-    let both: Vec<&[f32]> = std::iter::once(first).chain(second).collect();
-    for d in detect_qrs_leads(&both, SAMPLE_RATE_HZ as f64) {
-        let d = d as usize;
-        let (lo, hi) = (d.saturating_sub(R_BEFORE), (d + R_AFTER + 1).min(n));
-        let Some(r) = (lo..hi).max_by(|&a, &b| y0[a].abs().total_cmp(&y0[b].abs())) else {
-            continue;
-        };
-        if r < CONTEXT_PRE || r + CONTEXT_POST > n {
-            continue;
-        }
-        // Two detections of one complex land on one peak.
-        if peaks.last().is_some_and(|&p| r < p + R_BEFORE) {
-            continue;
-        }
-        peaks.push(r);
-    }
-    if peaks.len() < MIN_BEATS {
-        return Vec::new();
-    }
-    let seg = |y: &[f32], r: usize| -> Vec<f64> {
-        y[r - PRE..r + POST].iter().map(|&v| v as f64).collect()
-    };
-    let segs0: Vec<Vec<f64>> = peaks.iter().map(|&r| seg(&y0, r)).collect();
-    let segs1: Option<Vec<Vec<f64>>> = y1
-        .as_ref()
-        .map(|y| peaks.iter().map(|&r| seg(y, r)).collect());
-    let t0 = median_template(&segs0);
-    let t1 = segs1.as_deref().map(median_template);
-    let context = |y: &[f32], r: usize| -> Vec<f64> {
-        y[r - CONTEXT_PRE..r + CONTEXT_POST]
-            .iter()
-            .map(|&v| v as f64)
-            .collect()
-    };
-    let wide0: Vec<Vec<f64>> = peaks.iter().map(|&r| context(&y0, r)).collect();
-    let wide1: Option<Vec<Vec<f64>>> = y1
-        .as_ref()
-        .map(|y| peaks.iter().map(|&r| context(y, r)).collect());
-    let w0 = median_template(&wide0);
-    let w1 = wide1.as_deref().map(median_template);
-    let rr: Vec<f64> = peaks.windows(2).map(|p| (p[1] - p[0]) as f64).collect();
-    let median_rr = median(&rr).max(1.0);
-    let sl = slope(first);
-    let fs = SAMPLE_RATE_HZ as f64;
-    let (t_ptp, t_slope, t_area) = (ptp(&t0), steepest(&t0), area(&t0));
-    peaks
-        .iter()
-        .enumerate()
-        .map(|(k, &r)| {
-            let s0 = &segs0[k];
-            let (c0, e0) = shape(s0, &t0);
-            let (c1, e1) = match (&segs1, &t1) {
-                (Some(s1), Some(t1)) => shape(&s1[k], t1),
-                _ => (c0, e0),
-            };
-            let rr_before = if k == 0 { median_rr } else { rr[k - 1] };
-            let measured = [
-                c0,
-                e0,
-                ratio_ln(ptp(s0), t_ptp),
-                qrs_width_secs(&sl, r, fs),
-                rr_before / median_rr,
-                ratio_ln(steepest(s0), t_slope),
-                c1,
-                e1,
-                rr_before / fs,
-                ratio_ln(area(s0), t_area),
-            ];
-            let mut features: Vec<f32> = measured.iter().map(|&v| v as f32).collect();
-            let x0 = &wide0[k];
-            let x1 = wide1.as_ref().map_or(x0, |s| &s[k]);
-            let (q1, w1) = (t1.as_ref().unwrap_or(&t0), w1.as_ref().unwrap_or(&w0));
-            for (s, w, q) in [(x0, &w0, &t0), (x1, w1, q1)] {
-                let scale = ptp(q).max(1e-3);
-                features.extend(s.iter().step_by(2).map(|v| (v / scale) as f32));
-                features.extend(
-                    s.iter()
-                        .zip(w.iter())
-                        .step_by(2)
-                        .map(|(v, u)| ((v - u) / scale) as f32),
-                );
-            }
-            debug_assert_eq!(features.len(), FEATURES);
-            Beat {
-                sample: r,
-                features,
-            }
+    (0..d.len())
+        .map(|k| Beat {
+            sample: d.peaks[k],
+            features: d.features(k),
         })
         .collect()
 }
 
+/// A window's beats and its templates, from which each beat's [`FEATURES`] are computed when
+/// asked ([`features`](Self::features)): a bed's counter asks only for the beats no earlier
+/// window classified.
+pub(crate) struct Described {
+    /// R peaks, samples from the window's start, in time order.
+    peaks: Vec<usize>,
+    /// Each beat's QRS stretch on the primary lead, and on the second where there is one.
+    segs0: Vec<Vec<f64>>,
+    segs1: Option<Vec<Vec<f64>>>,
+    /// Each beat's context stretch, likewise.
+    wide0: Vec<Vec<f64>>,
+    wide1: Option<Vec<Vec<f64>>>,
+    /// The templates: QRS (`t`) and context (`w`) stretches' per-sample medians, per lead.
+    t0: Vec<f64>,
+    t1: Option<Vec<f64>>,
+    w0: Vec<f64>,
+    w1: Option<Vec<f64>>,
+    /// Intervals between consecutive beats, samples, and their median.
+    rr: Vec<f64>,
+    median_rr: f64,
+    /// The primary lead's slope (for the QRS width).
+    slope: Vec<f32>,
+    /// The QRS template's peak-to-peak size, steepest slope and area.
+    t_ptp: f64,
+    t_slope: f64,
+    t_area: f64,
+}
+
+impl Described {
+    /// The beats of a window: `leads[0]` is the primary lead, `leads[1]`, when present and as
+    /// long, the second (a lone lead stands in for it). Beats are found on both leads together
+    /// ([`detect_qrs_leads`]: a wide complex that lead II barely shows stands out on V) and
+    /// placed at the primary lead's largest deflection. Beats whose context stretch does not
+    /// lie wholly in the window are left out; `None` with fewer than [`MIN_BEATS`].
+    pub(crate) fn of(leads: &[&[f32]]) -> Option<Described> {
+        let &first = leads.first()?;
+        let n = first.len();
+        let second = leads.get(1).copied().filter(|l| l.len() == n);
+        let y0 = sub_moving_mean(first, BASELINE);
+        let y1 = second.map(|l| sub_moving_mean(l, BASELINE));
+        let mut peaks: Vec<usize> = Vec::new();
+        let both: Vec<&[f32]> = std::iter::once(first).chain(second).collect();
+        for d in detect_qrs_leads(&both, SAMPLE_RATE_HZ as f64) {
+            let d = d as usize;
+            let (lo, hi) = (d.saturating_sub(R_BEFORE), (d + R_AFTER + 1).min(n));
+            let Some(r) = (lo..hi).max_by(|&a, &b| y0[a].abs().total_cmp(&y0[b].abs())) else {
+                continue;
+            };
+            if r < CONTEXT_PRE || r + CONTEXT_POST > n {
+                continue;
+            }
+            // Two detections of one complex land on one peak.
+            if peaks.last().is_some_and(|&p| r < p + R_BEFORE) {
+                continue;
+            }
+            peaks.push(r);
+        }
+        if peaks.len() < MIN_BEATS {
+            return None;
+        }
+        let stretches = |y: &[f32], before: usize, after: usize| -> Vec<Vec<f64>> {
+            peaks
+                .iter()
+                .map(|&r| y[r - before..r + after].iter().map(|&v| v as f64).collect())
+                .collect()
+        };
+        let segs0 = stretches(&y0, PRE, POST);
+        let segs1 = y1.as_ref().map(|y| stretches(y, PRE, POST));
+        let wide0 = stretches(&y0, CONTEXT_PRE, CONTEXT_POST);
+        let wide1 = y1.as_ref().map(|y| stretches(y, CONTEXT_PRE, CONTEXT_POST));
+        let t0 = median_template(&segs0);
+        let rr: Vec<f64> = peaks.windows(2).map(|p| (p[1] - p[0]) as f64).collect();
+        Some(Described {
+            t1: segs1.as_deref().map(median_template),
+            w0: median_template(&wide0),
+            w1: wide1.as_deref().map(median_template),
+            median_rr: median(&rr).max(1.0),
+            slope: slope(first),
+            t_ptp: ptp(&t0),
+            t_slope: steepest(&t0),
+            t_area: area(&t0),
+            t0,
+            rr,
+            peaks,
+            segs0,
+            segs1,
+            wide0,
+            wide1,
+        })
+    }
+
+    /// Beats described.
+    pub(crate) fn len(&self) -> usize {
+        self.peaks.len()
+    }
+
+    /// The beats' R peaks, samples from the window's start.
+    pub(crate) fn samples(&self) -> &[usize] {
+        &self.peaks
+    }
+
+    /// The [`FEATURES`] inputs of beat `k`.
+    pub(crate) fn features(&self, k: usize) -> Vec<f32> {
+        let (r, fs) = (self.peaks[k], SAMPLE_RATE_HZ as f64);
+        let s0 = &self.segs0[k];
+        let (c0, e0) = shape(s0, &self.t0);
+        let (c1, e1) = match (&self.segs1, &self.t1) {
+            (Some(s1), Some(t1)) => shape(&s1[k], t1),
+            _ => (c0, e0),
+        };
+        let rr_before = if k == 0 {
+            self.median_rr
+        } else {
+            self.rr[k - 1]
+        };
+        let measured = [
+            c0,
+            e0,
+            ratio_ln(ptp(s0), self.t_ptp),
+            qrs_width_secs(&self.slope, r, fs),
+            rr_before / self.median_rr,
+            ratio_ln(steepest(s0), self.t_slope),
+            c1,
+            e1,
+            rr_before / fs,
+            ratio_ln(area(s0), self.t_area),
+        ];
+        let mut features: Vec<f32> = Vec::with_capacity(FEATURES);
+        features.extend(measured.iter().map(|&v| v as f32));
+        let x0 = &self.wide0[k];
+        let x1 = self.wide1.as_ref().map_or(x0, |s| &s[k]);
+        let q1 = self.t1.as_ref().unwrap_or(&self.t0);
+        let w1 = self.w1.as_ref().unwrap_or(&self.w0);
+        for (s, w, q) in [(x0, &self.w0, &self.t0), (x1, w1, q1)] {
+            let scale = ptp(q).max(1e-3);
+            features.extend(s.iter().step_by(2).map(|v| (v / scale) as f32));
+            features.extend(
+                s.iter()
+                    .zip(w.iter())
+                    .step_by(2)
+                    .map(|(v, u)| ((v - u) / scale) as f32),
+            );
+        }
+        debug_assert_eq!(features.len(), FEATURES);
+        features
+    }
+}
+
 impl BeatClassifier {
-    /// The probability that `beat` is ventricular.
-    pub(crate) fn probability(&self, beat: &Beat) -> f64 {
-        1.0 / (1.0 + (-self.logit(&beat.features) as f64).exp())
+    /// The probability that a beat of `features` ([`FEATURES`] inputs) is ventricular.
+    pub(crate) fn probability(&self, features: &[f32]) -> f64 {
+        1.0 / (1.0 + (-self.logit(features) as f64).exp())
     }
 
     /// The VT runs the window of `len` samples ends in, one per call probability
-    /// ([`RunFirsts`]). With a bed's `memory` and the window's end (ms on the bed's timeline),
-    /// each beat an earlier window classified keeps its probability ([`BeatMemory`]).
+    /// ([`RunFirsts`]), from its beats (`None`: too few for a template). With a bed's `memory`
+    /// and the window's end (ms on the bed's timeline), each beat an earlier window classified
+    /// keeps its probability ([`BeatMemory`]) and is not described again.
     pub(crate) fn run_level(
         &self,
-        beats: &[Beat],
+        beats: Option<&Described>,
         len: usize,
         recent: usize,
         memory: Option<(&mut BeatMemory, i64)>,
     ) -> RunFirsts {
-        let p: Vec<f64> = match memory {
-            Some((m, end_ms)) => m.probabilities(self, beats, len, end_ms),
-            None => beats.iter().map(|b| self.probability(b)).collect(),
+        let Some(d) = beats else {
+            return run_level(&[], &[], len, recent);
         };
-        run_level(beats, &p, len, recent)
+        let classify = |k: usize| self.probability(&d.features(k));
+        let p: Vec<f64> = match memory {
+            Some((m, end_ms)) => m.probabilities(d.samples(), classify, len, end_ms),
+            None => (0..d.len()).map(classify).collect(),
+        };
+        run_level(d.samples(), &p, len, recent)
     }
 }
 
@@ -247,7 +308,7 @@ pub(super) fn highest_level(firsts: &RunFirsts) -> f32 {
 /// [`BeatClassifier::run_level`] on the beats' probabilities `p`. At a grid probability `g`, a
 /// beat is called when it reaches `g`, or when it reaches [`VENTRICULAR_AT`] between two
 /// beats that reach `g` (one uncertain beat inside a run does not break it).
-fn run_level(beats: &[Beat], p: &[f64], len: usize, recent: usize) -> RunFirsts {
+fn run_level(beats: &[usize], p: &[f64], len: usize, recent: usize) -> RunFirsts {
     let mut out = [None; CALL_GRID.len()];
     for (&g, first_at) in CALL_GRID.iter().zip(&mut out) {
         let gf = g as f64;
@@ -277,7 +338,7 @@ fn run_level(beats: &[Beat], p: &[f64], len: usize, recent: usize) -> RunFirsts 
 /// inside a fast run does not break it). Also returns the sample of that run's first beat
 /// where it is a fast run (the latest such run where two are as long).
 fn recent_run(
-    beats: &[Beat],
+    beats: &[usize],
     called: &[bool],
     len: usize,
     recent: usize,
@@ -294,13 +355,13 @@ fn recent_run(
         while k + 1 < beats.len() && called[k + 1] {
             k += 1;
         }
-        let (n, span) = (k - first + 1, beats[k].sample - beats[first].sample);
+        let (n, span) = (k - first + 1, beats[k] - beats[first]);
         let fast = n >= 2 && span < MAX_RUN_RR * (n - 1);
-        if beats[k].sample >= since {
+        if beats[k] >= since {
             let count = if fast { n } else { 1 };
             if count >= best {
                 best = count;
-                best_first = fast.then_some(beats[first].sample);
+                best_first = fast.then_some(beats[first]);
             }
         }
         k += 1;
@@ -377,17 +438,10 @@ mod tests {
     use super::*;
     use crate::signal::test_signals::ectopic_train;
 
-    fn beat_at(sample: usize) -> Beat {
-        Beat {
-            sample,
-            features: vec![0.0; FEATURES],
-        }
-    }
-
     #[test]
     fn a_run_counts_consecutive_fast_called_beats_that_end_recently() {
         // Beats every 0.4 s (150/min); the 3rd-7th are called ventricular.
-        let beats: Vec<Beat> = (0..10).map(|k| beat_at(100 + k * 100)).collect();
+        let beats: Vec<usize> = (0..10).map(|k| 100 + k * 100).collect();
         let mut called = vec![false; 10];
         called[2..7].iter_mut().for_each(|c| *c = true);
         // The run's last beat is at 700; the window is 1,100 samples long.
@@ -400,10 +454,10 @@ mod tests {
         // One slow interval inside a fast run does not break it; a slow run is no run.
         let mut slow = beats.clone();
         for b in &mut slow[5..] {
-            b.sample += 100;
+            *b += 100;
         }
         assert_eq!(recent_run(&slow, &called, 2_000, 2_000), (5, Some(300)));
-        let spaced: Vec<Beat> = (0..10).map(|k| beat_at(100 + k * 2 * MAX_RUN_RR)).collect();
+        let spaced: Vec<usize> = (0..10).map(|k| 100 + k * 2 * MAX_RUN_RR).collect();
         assert_eq!(
             recent_run(&spaced, &called, 10_000, 10_000),
             (1, None),
@@ -414,7 +468,7 @@ mod tests {
     #[test]
     fn a_run_called_at_a_lower_probability_may_begin_earlier() {
         // Seven fast beats, the first two less sure: five in a run at 0.99, seven at 0.6.
-        let beats: Vec<Beat> = (0..7).map(|k| beat_at(100 + k * 100)).collect();
+        let beats: Vec<usize> = (0..7).map(|k| 100 + k * 100).collect();
         let p = [0.7, 0.7, 0.995, 0.995, 0.995, 0.995, 0.995];
         let r = run_level(&beats, &p, 800, 800);
         assert_eq!(highest_level(&r), 0.99);
@@ -426,7 +480,7 @@ mod tests {
     #[test]
     fn one_uncertain_beat_between_confident_ones_does_not_break_a_run() {
         // Six fast beats: confident, but the third only 0.6.
-        let beats: Vec<Beat> = (0..6).map(|k| beat_at(100 + k * 100)).collect();
+        let beats: Vec<usize> = (0..6).map(|k| 100 + k * 100).collect();
         let p = [0.995, 0.995, 0.6, 0.995, 0.995, 0.995];
         let whole = run_level(&beats, &p, 700, 700);
         assert_eq!((highest_level(&whole), whole[7]), (0.99, Some(100)));

@@ -8,6 +8,7 @@
 //! `training::beats` fits it with burn and copies the weights out in the layouts below.
 
 use std::path::PathBuf;
+use std::sync::OnceLock;
 
 use serde::{Deserialize, Serialize};
 
@@ -61,7 +62,7 @@ impl Dense {
 
 /// One 1-D convolution over channels-first rows, zero-padded to keep the length (an odd
 /// kernel), followed by a ReLU and a max-pool of 2 (stride 2, a last odd sample dropped).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Conv {
     pub inputs: usize,
@@ -70,9 +71,57 @@ pub struct Conv {
     /// `outputs x inputs x kernel`, row-major (burn's `Conv1d` layout).
     pub weight: Vec<f32>,
     pub bias: Vec<f32>,
+    /// `weight` as `inputs x kernel x outputs`, the order [`forward_n`](Self::forward_n)
+    /// reads: made at its first use, not stored in the file.
+    #[serde(skip)]
+    by_position: OnceLock<Vec<f32>>,
+}
+
+/// Two convolutions are equal when their shapes, weights and biases are (whether either has
+/// reordered its weights yet does not matter).
+impl PartialEq for Conv {
+    fn eq(&self, other: &Self) -> bool {
+        (self.inputs, self.outputs, self.kernel) == (other.inputs, other.outputs, other.kernel)
+            && self.weight == other.weight
+            && self.bias == other.bias
+    }
 }
 
 impl Conv {
+    /// A convolution of `weight` (`outputs x inputs x kernel`) and `bias`.
+    pub(crate) fn new(
+        inputs: usize,
+        outputs: usize,
+        kernel: usize,
+        weight: Vec<f32>,
+        bias: Vec<f32>,
+    ) -> Conv {
+        Conv {
+            inputs,
+            outputs,
+            kernel,
+            weight,
+            bias,
+            by_position: OnceLock::new(),
+        }
+    }
+
+    /// The weights as `inputs x kernel x outputs`, reordered once.
+    fn by_position(&self) -> &[f32] {
+        self.by_position.get_or_init(|| {
+            let (k, inputs, outputs) = (self.kernel, self.inputs, self.outputs);
+            let mut w = vec![0.0f32; inputs * k * outputs];
+            for o in 0..outputs {
+                for i in 0..inputs {
+                    for t in 0..k {
+                        w[(i * k + t) * outputs + o] = self.weight[(o * inputs + i) * k + t];
+                    }
+                }
+            }
+            w
+        })
+    }
+
     /// `x` (`inputs` rows of `len`) to `outputs` rows of `len / 2`. Each output position's
     /// channels are summed together (eight or sixteen held in registers), each from its bias
     /// through the inputs and then the taps in order, as burn's layout reads.
@@ -89,15 +138,7 @@ impl Conv {
     #[inline(always)]
     fn forward_n<const N: usize>(&self, x: &[f32], len: usize) -> Vec<f32> {
         let (k, half, inputs) = (self.kernel, self.kernel / 2, self.inputs);
-        // The weights as [input][tap][output].
-        let mut w = vec![0.0f32; inputs * k * N];
-        for o in 0..N {
-            for i in 0..inputs {
-                for t in 0..k {
-                    w[(i * k + t) * N + o] = self.weight[(o * inputs + i) * k + t];
-                }
-            }
-        }
+        let w = self.by_position();
         let bias: [f32; N] = self.bias[..N].try_into().expect("N outputs");
         let mut y = vec![0.0f32; N * (len / 2)];
         let mut prev = [0.0f32; N];
@@ -426,13 +467,13 @@ mod tests {
         for (inputs, outputs, kernel, len) in
             [(4, 8, 7, 88), (8, 16, 5, 44), (16, 16, 5, 22), (3, 5, 3, 9)]
         {
-            let c = Conv {
+            let c = Conv::new(
                 inputs,
                 outputs,
                 kernel,
-                weight: (0..outputs * inputs * kernel).map(f).collect(),
-                bias: (0..outputs).map(|k| f(k + 5)).collect(),
-            };
+                (0..outputs * inputs * kernel).map(f).collect(),
+                (0..outputs).map(|k| f(k + 5)).collect(),
+            );
             let x: Vec<f32> = (0..inputs * len).map(|k| f(k + 17) * 0.21).collect();
             let (got, want) = (c.forward(&x, len), c.forward_rows(&x, len));
             assert_eq!(got.len(), outputs * (len / 2));
@@ -449,13 +490,13 @@ mod tests {
     fn a_convolution_that_does_not_read_the_shape_rows_is_refused() {
         let mut c = BeatClassifier::on_first_feature(1.0, 0.0).fits.remove(0);
         c.check().expect("a perceptron on the inputs as they are");
-        c.convs.push(Conv {
-            inputs: SHAPE_ROWS + 1,
-            outputs: 2,
-            kernel: 3,
-            weight: vec![0.0; 2 * (SHAPE_ROWS + 1) * 3],
-            bias: vec![0.0; 2],
-        });
+        c.convs.push(Conv::new(
+            SHAPE_ROWS + 1,
+            2,
+            3,
+            vec![0.0; 2 * (SHAPE_ROWS + 1) * 3],
+            vec![0.0; 2],
+        ));
         assert!(matches!(
             c.check(),
             Err(BeatsError::Convolutions { layer: 0 })

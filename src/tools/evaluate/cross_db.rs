@@ -211,7 +211,7 @@ pub(crate) fn beat_calls(
         for b in describe(&leads) {
             let at = (start + b.sample) as i64;
             if out.last().is_none_or(|&(p, _)| at > p + same) {
-                out.push((at, c.probability(&b)));
+                out.push((at, c.probability(&b.features)));
             }
         }
         if end == len {
