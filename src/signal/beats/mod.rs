@@ -120,10 +120,10 @@ pub(crate) struct Described {
     /// Each beat's QRS stretch on the primary lead, and on the second where there is one.
     segs0: Vec<Vec<f64>>,
     segs1: Option<Vec<Vec<f64>>>,
-    /// Each beat's context stretch, likewise.
+    /// Each beat's context stretch, likewise, at half rate (as the shape vectors read it).
     wide0: Vec<Vec<f64>>,
     wide1: Option<Vec<Vec<f64>>>,
-    /// The templates: QRS (`t`) and context (`w`) stretches' per-sample medians, per lead.
+    /// The templates, per lead: the QRS (`t`) and context (`w`) stretches' per-sample medians.
     t0: Vec<f64>,
     t1: Option<Vec<f64>>,
     w0: Vec<f64>,
@@ -171,16 +171,26 @@ impl Described {
         if peaks.len() < MIN_BEATS {
             return None;
         }
-        let stretches = |y: &[f32], before: usize, after: usize| -> Vec<Vec<f64>> {
+        // Each beat's stretch from `before` its R peak to `after` it, every `step`-th sample.
+        let stretches = |y: &[f32], before: usize, after: usize, step: usize| -> Vec<Vec<f64>> {
             peaks
                 .iter()
-                .map(|&r| y[r - before..r + after].iter().map(|&v| v as f64).collect())
+                .map(|&r| {
+                    y[r - before..r + after]
+                        .iter()
+                        .step_by(step)
+                        .map(|&v| v as f64)
+                        .collect()
+                })
                 .collect()
         };
-        let segs0 = stretches(&y0, PRE, POST);
-        let segs1 = y1.as_ref().map(|y| stretches(y, PRE, POST));
-        let wide0 = stretches(&y0, CONTEXT_PRE, CONTEXT_POST);
-        let wide1 = y1.as_ref().map(|y| stretches(y, CONTEXT_PRE, CONTEXT_POST));
+        let segs0 = stretches(&y0, PRE, POST, 1);
+        let segs1 = y1.as_ref().map(|y| stretches(y, PRE, POST, 1));
+        // The context stretches at the shape vectors' half rate.
+        let wide0 = stretches(&y0, CONTEXT_PRE, CONTEXT_POST, 2);
+        let wide1 = y1
+            .as_ref()
+            .map(|y| stretches(y, CONTEXT_PRE, CONTEXT_POST, 2));
         let t0 = median_template(&segs0);
         let rr: Vec<f64> = peaks.windows(2).map(|p| (p[1] - p[0]) as f64).collect();
         Some(Described {
@@ -246,11 +256,10 @@ impl Described {
         let w1 = self.w1.as_ref().unwrap_or(&self.w0);
         for (s, w, q) in [(x0, &self.w0, &self.t0), (x1, w1, q1)] {
             let scale = ptp(q).max(1e-3);
-            features.extend(s.iter().step_by(2).map(|v| (v / scale) as f32));
+            features.extend(s.iter().map(|v| (v / scale) as f32));
             features.extend(
                 s.iter()
                     .zip(w.iter())
-                    .step_by(2)
                     .map(|(v, u)| ((v - u) / scale) as f32),
             );
         }
