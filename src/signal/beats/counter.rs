@@ -349,6 +349,34 @@ mod tests {
     }
 
     #[test]
+    fn a_window_without_beats_still_moves_the_beds_timeline_on() {
+        let c = counter(BeatRule {
+            call_at: 0.9,
+            min_bsqi: 0.0,
+        });
+        // Beats every 0.56 s: a window ending at 100 s, then a flat one (no beats) at 110 s.
+        let (x, _) = ectopic_train(30 * SAMPLE_RATE_HZ, 140, &[]);
+        let read = |lead: Vec<f32>, end_ms: i64| {
+            let mut w = window(lead);
+            w.end_ms = end_ms;
+            w.start_ms = end_ms - 30_000;
+            c.read(&w);
+        };
+        let bed: std::sync::Arc<str> = "b".into();
+        let classified = || c.memories.lock().unwrap().of(&bed).classified();
+        read(x.clone(), 100_000);
+        let first = classified();
+        assert!(first >= 40, "{first} classified");
+        read(vec![0.0; x.len()], 110_000);
+        assert_eq!(classified(), first);
+        // The monitor restarts its timeline: the same beats in a window ending at 105.6 s, ten
+        // beats on from the first, before the flat window's end. That is a new timeline, so
+        // the beats are classified afresh rather than read as the first window's.
+        read(x, 105_600);
+        assert_eq!(classified(), 2 * first);
+    }
+
+    #[test]
     fn the_counter_raises_a_window_ending_in_a_fast_run_and_nothing_else() {
         let c = counter(BeatRule {
             call_at: 0.9,

@@ -1,5 +1,5 @@
 //! Each beat classified once: a bed's windows overlap (a 30-s window every 5-s hop holds each
-//! beat six times), so the probability a beat got in the first window that described it (its
+//! beat six times), so the probability a beat got in the first window that classified it (its
 //! context stretch whole, the template of the 30 s before it) is kept and read again by the
 //! windows after it. The classifier's work follows the hop, not the window: about one window
 //! in six of beats is new at each hop. [`BeatMemory`] is one bed's; [`BedMemories`] holds the

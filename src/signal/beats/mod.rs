@@ -117,13 +117,16 @@ pub(crate) fn describe(leads: &[&[f32]]) -> Vec<Beat> {
 pub(crate) struct Described {
     /// R peaks, samples from the window's start, in time order.
     peaks: Vec<usize>,
-    /// Each beat's QRS stretch on the primary lead, and on the second where there is one.
+    /// Each beat's QRS stretch on the primary lead (`segs0`), and on the second (`segs1`) where
+    /// there is one.
     segs0: Vec<Vec<f64>>,
     segs1: Option<Vec<Vec<f64>>>,
-    /// Each beat's context stretch, likewise, at half rate (as the shape vectors read it).
+    /// Each beat's context stretch on each lead, likewise, at half rate (as the shape vectors
+    /// read it).
     wide0: Vec<Vec<f64>>,
     wide1: Option<Vec<Vec<f64>>>,
-    /// The templates, per lead: the QRS (`t`) and context (`w`) stretches' per-sample medians.
+    /// The templates, per lead (`0`, `1`): the medians, sample by sample, of the QRS (`t`) and
+    /// the half-rate context (`w`) stretches.
     t0: Vec<f64>,
     t1: Option<Vec<f64>>,
     w0: Vec<f64>,
@@ -275,25 +278,25 @@ impl BeatClassifier {
     }
 
     /// The VT runs the window of `len` samples ends in, one per call probability
-    /// ([`RunFirsts`]), from its beats (`None`: too few for a template). With a bed's `memory`
-    /// and the window's end (ms on the bed's timeline), each beat an earlier window classified
-    /// keeps its probability ([`BeatMemory`]) and is not described again.
+    /// ([`RunFirsts`]), from its `described` beats (`None`: too few for a template). With a
+    /// bed's `memory` and the window's end (ms on the bed's timeline), each beat an earlier
+    /// window classified keeps its probability ([`BeatMemory`]) and is not described again; a
+    /// window without beats still moves the memory's timeline on.
     pub(crate) fn run_level(
         &self,
-        beats: Option<&Described>,
+        described: Option<&Described>,
         len: usize,
         recent: usize,
         memory: Option<(&mut BeatMemory, i64)>,
     ) -> RunFirsts {
-        let Some(d) = beats else {
-            return run_level(&[], &[], len, recent);
-        };
-        let classify = |k: usize| self.probability(&d.features(k));
+        let peaks = described.map_or(&[][..], Described::samples);
+        // Only a described window has beats to classify.
+        let classify = |k: usize| described.map_or(0.0, |d| self.probability(&d.features(k)));
         let p: Vec<f64> = match memory {
-            Some((m, end_ms)) => m.probabilities(d.samples(), classify, len, end_ms),
-            None => (0..d.len()).map(classify).collect(),
+            Some((m, end_ms)) => m.probabilities(peaks, classify, len, end_ms),
+            None => (0..peaks.len()).map(classify).collect(),
         };
-        run_level(d.samples(), &p, len, recent)
+        run_level(peaks, &p, len, recent)
     }
 }
 
@@ -314,10 +317,10 @@ pub(super) fn highest_level(firsts: &RunFirsts) -> f32 {
         .unwrap_or(0.0)
 }
 
-/// [`BeatClassifier::run_level`] on the beats' probabilities `p`. At a grid probability `g`, a
-/// beat is called when it reaches `g`, or when it reaches [`VENTRICULAR_AT`] between two
+/// [`BeatClassifier::run_level`] on the beats at `peaks` (R peaks, samples from the window's
+/// start) and their probabilities `p`. At a grid probability `g`, a beat is called when it reaches `g`, or when it reaches [`VENTRICULAR_AT`] between two
 /// beats that reach `g` (one uncertain beat inside a run does not break it).
-fn run_level(beats: &[usize], p: &[f64], len: usize, recent: usize) -> RunFirsts {
+fn run_level(peaks: &[usize], p: &[f64], len: usize, recent: usize) -> RunFirsts {
     let mut out = [None; CALL_GRID.len()];
     for (&g, first_at) in CALL_GRID.iter().zip(&mut out) {
         let gf = g as f64;
@@ -331,7 +334,7 @@ fn run_level(beats: &[usize], p: &[f64], len: usize, recent: usize) -> RunFirsts
                         && p[k + 1] >= gf)
             })
             .collect();
-        let (n, first) = recent_run(beats, &called, len, recent);
+        let (n, first) = recent_run(peaks, &called, len, recent);
         if n >= VT_MIN_BEATS {
             *first_at = first;
         }
@@ -339,15 +342,15 @@ fn run_level(beats: &[usize], p: &[f64], len: usize, recent: usize) -> RunFirsts
     out
 }
 
-/// The run of ventricular beats a window of `len` samples ends in: the most consecutive beats
-/// `called` ventricular, faster than 100/min on average, among runs whose last beat lies within
+/// The run of ventricular beats (at `peaks`) a window of `len` samples ends in: the most
+/// consecutive beats `called` ventricular, faster than 100/min on average, among runs whose last beat lies within
 /// the window's last `recent` samples (a run under way, or one that has just ended); 1 when
 /// there is only a slow run or a lone beat, 0 when none is called. As the label counts a run, the
 /// consecutive called beats whose mean interval is under [`MAX_RUN_RR`] (one slow interval
 /// inside a fast run does not break it). Also returns the sample of that run's first beat
 /// where it is a fast run (the latest such run where two are as long).
 fn recent_run(
-    beats: &[usize],
+    peaks: &[usize],
     called: &[bool],
     len: usize,
     recent: usize,
@@ -355,22 +358,22 @@ fn recent_run(
     let since = len.saturating_sub(recent);
     let (mut best, mut best_first) = (0usize, None);
     let mut k = 0;
-    while k < beats.len() {
+    while k < peaks.len() {
         if !called[k] {
             k += 1;
             continue;
         }
         let first = k;
-        while k + 1 < beats.len() && called[k + 1] {
+        while k + 1 < peaks.len() && called[k + 1] {
             k += 1;
         }
-        let (n, span) = (k - first + 1, beats[k] - beats[first]);
+        let (n, span) = (k - first + 1, peaks[k] - peaks[first]);
         let fast = n >= 2 && span < MAX_RUN_RR * (n - 1);
-        if beats[k] >= since {
+        if peaks[k] >= since {
             let count = if fast { n } else { 1 };
             if count >= best {
                 best = count;
-                best_first = fast.then_some(beats[first]);
+                best_first = fast.then_some(peaks[first]);
             }
         }
         k += 1;
