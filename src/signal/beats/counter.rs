@@ -289,15 +289,22 @@ mod tests {
             classifier: BeatClassifier::on_first_feature(-20.0, 10.0),
             rule,
         };
-        let dir = std::env::temp_dir().join(format!("holmes-beats-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        file.save(&dir).unwrap();
-        let c = BeatCounter::load(&dir, 5)
+        // A folder of its own: tests run side by side.
+        let dir = tempfile::tempdir().unwrap();
+        file.save(dir.path()).unwrap();
+        let c = BeatCounter::load(dir.path(), 5)
             .unwrap()
             .expect("the file was written");
-        std::fs::remove_dir_all(&dir).unwrap();
         assert_eq!(c.file, file);
         c
+    }
+
+    /// `window(lead)` ending at `end_ms` on the bed's timeline.
+    fn window_ending(lead: Vec<f32>, end_ms: i64) -> ClosedWindow {
+        let mut w = window(lead);
+        w.end_ms = end_ms;
+        w.start_ms = end_ms - 30_000;
+        w
     }
 
     fn window(lead: Vec<f32>) -> ClosedWindow {
@@ -330,10 +337,8 @@ mod tests {
         let mut described = 0;
         for k in 0..7 {
             let end = len + k * hop;
-            let mut w = window(x[end - len..end].to_vec());
-            w.end_ms = (end * 1000 / SAMPLE_RATE_HZ) as i64;
-            w.start_ms = w.end_ms - 30_000;
-            c.read(&w);
+            let end_ms = (end * 1000 / SAMPLE_RATE_HZ) as i64;
+            c.read(&window_ending(x[end - len..end].to_vec(), end_ms));
             described += Described::of(&[&x[end - len..end]]).map_or(0, |d| d.len());
         }
         let bed: std::sync::Arc<str> = "b".into();
@@ -356,12 +361,7 @@ mod tests {
         });
         // Beats every 0.56 s: a window ending at 100 s, then a flat one (no beats) at 110 s.
         let (x, _) = ectopic_train(30 * SAMPLE_RATE_HZ, 140, &[]);
-        let read = |lead: Vec<f32>, end_ms: i64| {
-            let mut w = window(lead);
-            w.end_ms = end_ms;
-            w.start_ms = end_ms - 30_000;
-            c.read(&w);
-        };
+        let read = |lead: Vec<f32>, end_ms: i64| c.read(&window_ending(lead, end_ms));
         let bed: std::sync::Arc<str> = "b".into();
         let classified = || c.memories.lock().unwrap().of(&bed).classified();
         read(x.clone(), 100_000);

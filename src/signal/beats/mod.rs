@@ -318,8 +318,9 @@ pub(super) fn highest_level(firsts: &RunFirsts) -> f32 {
 }
 
 /// [`BeatClassifier::run_level`] on the beats at `peaks` (R peaks, samples from the window's
-/// start) and their probabilities `p`. At a grid probability `g`, a beat is called when it reaches `g`, or when it reaches [`VENTRICULAR_AT`] between two
-/// beats that reach `g` (one uncertain beat inside a run does not break it).
+/// start) and their probabilities `p`. At a grid probability `g`, a beat is called when it
+/// reaches `g`, or when it reaches [`VENTRICULAR_AT`] between two beats that reach `g` (one
+/// uncertain beat inside a run does not break it).
 fn run_level(peaks: &[usize], p: &[f64], len: usize, recent: usize) -> RunFirsts {
     let mut out = [None; CALL_GRID.len()];
     for (&g, first_at) in CALL_GRID.iter().zip(&mut out) {
@@ -343,10 +344,10 @@ fn run_level(peaks: &[usize], p: &[f64], len: usize, recent: usize) -> RunFirsts
 }
 
 /// The run of ventricular beats (at `peaks`) a window of `len` samples ends in: the most
-/// consecutive beats `called` ventricular, faster than 100/min on average, among runs whose last beat lies within
-/// the window's last `recent` samples (a run under way, or one that has just ended); 1 when
-/// there is only a slow run or a lone beat, 0 when none is called. As the label counts a run, the
-/// consecutive called beats whose mean interval is under [`MAX_RUN_RR`] (one slow interval
+/// consecutive beats `called` ventricular, faster than 100/min on average, among runs whose
+/// last beat lies within the window's last `recent` samples (a run under way, or one that has
+/// just ended); 1 when there is only a slow run or a lone beat, 0 when none is called. As the
+/// label counts a run, the consecutive called beats whose mean interval is under [`MAX_RUN_RR`] (one slow interval
 /// inside a fast run does not break it). Also returns the sample of that run's first beat
 /// where it is a fast run (the latest such run where two are as long).
 fn recent_run(

@@ -23,7 +23,7 @@
 use serde::Serialize;
 
 use crate::core::window::SAMPLE_RATE_HZ;
-use crate::signal::beats::{BeatClassifier, describe};
+use crate::signal::beats::{BeatClassifier, Described};
 use crate::training::beats::BeatRows;
 use crate::training::dataset::{self, Database, RecordData, ventricular_beats};
 
@@ -208,10 +208,13 @@ pub(crate) fn beat_calls(
     while end <= len && end > 0 {
         let start = end.saturating_sub(window);
         let leads: Vec<&[f32]> = rec.leads.iter().map(|l| &l[start..end]).collect();
-        for b in describe(&leads) {
-            let at = (start + b.sample) as i64;
-            if out.last().is_none_or(|&(p, _)| at > p + same) {
-                out.push((at, c.probability(&b.features)));
+        // A beat an earlier window classified is not described again.
+        if let Some(d) = Described::of(&leads) {
+            for (k, &r) in d.samples().iter().enumerate() {
+                let at = (start + r) as i64;
+                if out.last().is_none_or(|&(p, _)| at > p + same) {
+                    out.push((at, c.probability(&d.features(k))));
+                }
             }
         }
         if end == len {
