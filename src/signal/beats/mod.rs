@@ -1,11 +1,12 @@
 //! Beats counted one by one: each QRS that [`detect_qrs_leads`] finds on a window's leads,
 //! described against the window's own dominant beat, classified ventricular or not
 //! ([`BeatClassifier`], a small network fitted on annotated beats from several seeds, their
-//! logits averaged), and the run of ventricular beats a VT alarm counts (at least
-//! [`VT_MIN_BEATS`] in a row, faster than 100/min, the rule of the label; one uncertain beat
-//! between two confident ones does not break it). [`BeatCounter`] is what the
-//! ward serves: the classifier and its [`BeatRule`] from the zoo's `beats.json`, with each
-//! bed's [`BeatMemory`] (a beat is classified once, in the first window that describes it).
+//! logits averaged), each beat called by the median probability of the window's beats alike
+//! to it ([`Described::alike_median`]), and the run of ventricular beats a VT alarm counts (at
+//! least [`VT_MIN_BEATS`] in a row, faster than 100/min, the rule of the label; one uncertain
+//! beat between two confident ones does not break it). [`BeatCounter`] is what the ward
+//! serves: the classifier and its [`BeatRule`] from the zoo's `beats.json`, with each bed's
+//! [`BeatMemory`] (a beat is classified once, in the first window that describes it).
 //!
 //! A window's networks are asked whether a window ends in VT; this module asks the question the
 //! label itself asks, beat by beat, so that two or four ventricular beats (a couplet, a salvo)
@@ -80,6 +81,11 @@ const BASELINE: usize = SAMPLE_RATE_HZ * 3 / 5;
 const MIN_BEATS: usize = 3;
 /// A VT run's beats follow each other faster than this (100/min) on average, samples.
 const MAX_RUN_RR: usize = SAMPLE_RATE_HZ * 60 / 100;
+/// Two beats of a window are alike when their QRS stretches correlate at this or more on each
+/// lead ...
+const ALIKE_CORR: f64 = 0.9;
+/// ... and their peak-to-peak sizes on the primary lead are within this factor.
+const ALIKE_SIZE: f64 = 2.0;
 /// A beat is called ventricular at and above this probability when the figures of a
 /// classifier are reported.
 pub(crate) const VENTRICULAR_AT: f64 = 0.5;
@@ -296,7 +302,64 @@ impl BeatClassifier {
             Some((m, end_ms)) => m.probabilities(peaks, classify, len, end_ms),
             None => (0..peaks.len()).map(classify).collect(),
         };
+        // Each beat called with the beats alike to it.
+        let p = match described {
+            Some(d) => d.alike_median(&p),
+            None => p,
+        };
         run_level(peaks, &p, len, recent)
+    }
+}
+
+impl Described {
+    /// Each beat's probability in `p` (one per beat) replaced by the median of those of the
+    /// window's beats alike to it, itself included ([`ALIKE_CORR`], [`ALIKE_SIZE`]): a beat of
+    /// a monomorphic run that the classifier doubts is called with the run's other beats, and
+    /// a beat it calls among many sinus beats of its shape is not.
+    pub(crate) fn alike_median(&self, p: &[f64]) -> Vec<f64> {
+        let n = self.len();
+        let z0: Vec<Vec<f64>> = self.segs0.iter().map(|s| standardised(s)).collect();
+        let z1: Option<Vec<Vec<f64>>> = self
+            .segs1
+            .as_ref()
+            .map(|segs| segs.iter().map(|s| standardised(s)).collect());
+        let sizes: Vec<f64> = self.segs0.iter().map(|s| ptp(s).max(1e-6)).collect();
+        let dot = |a: &[f64], b: &[f64]| a.iter().zip(b).map(|(x, y)| x * y).sum::<f64>();
+        let mut alike: Vec<Vec<usize>> = (0..n).map(|i| vec![i]).collect();
+        for i in 0..n {
+            for j in i + 1..n {
+                let ratio = sizes[i] / sizes[j];
+                let like = (1.0 / ALIKE_SIZE..=ALIKE_SIZE).contains(&ratio)
+                    && dot(&z0[i], &z0[j]) >= ALIKE_CORR
+                    && z1.as_ref().is_none_or(|z| dot(&z[i], &z[j]) >= ALIKE_CORR);
+                if like {
+                    alike[i].push(j);
+                    alike[j].push(i);
+                }
+            }
+        }
+        let mut v = Vec::with_capacity(n);
+        alike
+            .iter()
+            .map(|js| {
+                v.clear();
+                v.extend(js.iter().map(|&j| p[j]));
+                median(&v)
+            })
+            .collect()
+    }
+}
+
+/// A stretch less its mean, over its norm (all zeros when flat): the dot product of two is
+/// their Pearson correlation.
+fn standardised(s: &[f64]) -> Vec<f64> {
+    let mean = s.iter().sum::<f64>() / s.len().max(1) as f64;
+    let centred: Vec<f64> = s.iter().map(|v| v - mean).collect();
+    let norm = centred.iter().map(|v| v * v).sum::<f64>().sqrt();
+    if norm > 0.0 {
+        centred.iter().map(|v| v / norm).collect()
+    } else {
+        vec![0.0; s.len()]
     }
 }
 
@@ -545,6 +608,49 @@ mod tests {
             found(&one) < truth.len(),
             "lead II alone finds the quiet run"
         );
+    }
+
+    #[test]
+    fn a_beat_is_called_with_the_beats_alike_to_it() {
+        // Sinus beats every 0.8 s; the 5th and the 11th-15th wide and inverted.
+        let wide = [5, 11, 12, 13, 14, 15];
+        let (x, centres) = ectopic_train(5_000, 200, &wide);
+        let d = Described::of(&[&x]).unwrap();
+        let index = |centre: usize| {
+            d.samples()
+                .iter()
+                .position(|&r| r.abs_diff(centre) < 30)
+                .unwrap()
+        };
+        // The classifier calls the wide beats but doubts one of the run, and calls one
+        // sinus beat.
+        let mut p = vec![0.02; d.len()];
+        for &k in &wide {
+            p[index(centres[k])] = 0.99;
+        }
+        let (doubted, stray) = (index(centres[13]), index(centres[8]));
+        p[doubted] = 0.3;
+        p[stray] = 0.97;
+        let q = d.alike_median(&p);
+        assert_eq!(q[doubted], 0.99, "called with the run");
+        assert_eq!(q[stray], 0.02, "not called among the sinus beats");
+        for &k in &wide {
+            assert_eq!(q[index(centres[k])], 0.99);
+        }
+        // A beat alike to none keeps its own probability.
+        let (mut y, c) = ectopic_train(5_000, 200, &[]);
+        for (i, v) in y[c[6] - 30..c[6] + 30].iter_mut().enumerate() {
+            *v = if i % 7 < 3 { 1.5 } else { -1.5 };
+        }
+        let d = Described::of(&[&y]).unwrap();
+        let odd = d
+            .samples()
+            .iter()
+            .position(|&r| r.abs_diff(c[6]) < 40)
+            .unwrap();
+        let mut p = vec![0.02; d.len()];
+        p[odd] = 0.6;
+        assert_eq!(d.alike_median(&p)[odd], 0.6);
     }
 
     #[test]

@@ -18,7 +18,9 @@
 //! (all beats, ventricular beats: a missed wide beat breaks a run) and positive predictivity,
 //! and, at each call probability, ventricular-beat sensitivity (of all annotated ventricular
 //! beats: a missed detection counts as missed) and positive predictivity (of all ventricular
-//! calls: a call on a false detection counts as false).
+//! calls: a call on a false detection counts as false), of the classifier's own probabilities
+//! and of the counter's, which calls each beat with the window's beats alike to it
+//! ([`Described::alike_median`]).
 
 use serde::Serialize;
 
@@ -84,7 +86,11 @@ pub struct HeldOut {
     pub records: usize,
     pub paced_left_out: Vec<String>,
     pub qrs: QrsFigures,
+    /// The classifier's own calls.
     pub calls: Vec<CallFigures>,
+    /// The counter's: each beat called with the beats alike to it in the window that first
+    /// described it.
+    pub counter_calls: Vec<CallFigures>,
 }
 
 /// Both folds and the anchor.
@@ -151,7 +157,7 @@ pub fn cross_database(opts: &EvaluateOptions) -> Result<CrossDatabase, EvaluateE
             return Err(EvaluateError::NoBeats("cross-database"));
         }
         let classifier = fit_rows.fit(&epoch_rows, opts.beat_fits);
-        let (mut qrs, mut matched) = (QrsFigures::default(), Vec::new());
+        let (mut qrs, mut matched, mut counted) = (QrsFigures::default(), Vec::new(), Vec::new());
         let mut paced_left_out = Vec::new();
         let mut records = 0;
         for r in recs.iter().filter(|r| r.db == held) {
@@ -160,13 +166,13 @@ pub fn cross_database(opts: &EvaluateOptions) -> Result<CrossDatabase, EvaluateE
                 continue;
             }
             records += 1;
-            let calls = beat_calls(r, &classifier, window, hop);
-            matched.extend(judge(r, &calls, &mut qrs));
+            let (own, alike) = beat_calls(r, &classifier, window, hop);
+            matched.extend(judge(r, &own, &mut qrs));
+            counted.extend(judge(r, &alike, &mut QrsFigures::default()));
         }
-        let calls = CALLS
-            .iter()
-            .map(|&call_at| call_figures(&matched, call_at))
-            .collect();
+        let figures = |m: &[Matched]| -> Vec<CallFigures> {
+            CALLS.iter().map(|&at| call_figures(m, at)).collect()
+        };
         tracing::info!(
             held_out = held.name(),
             beats = fit_rows.ys.len(),
@@ -180,7 +186,8 @@ pub fn cross_database(opts: &EvaluateOptions) -> Result<CrossDatabase, EvaluateE
             records,
             paced_left_out,
             qrs,
-            calls,
+            calls: figures(&matched),
+            counter_calls: figures(&counted),
         });
     }
     Ok(CrossDatabase {
@@ -193,27 +200,50 @@ pub fn cross_database(opts: &EvaluateOptions) -> Result<CrossDatabase, EvaluateE
     })
 }
 
-/// Every beat the QRS detector finds in a record, classified once: `(R peak, probability)`,
-/// in the first window (of `window` samples, ending every `hop`) that describes it.
+/// Beats found in a record, in time order: `(R peak, probability)`.
+type Calls = Vec<(i64, f64)>;
+
+/// Every beat the QRS detector finds in a record, classified once, in the first window (of
+/// `window` samples, ending every `hop`) that describes it: `(R peak, probability)`, the
+/// classifier's own and, apart, the counter's (the median over the beats alike to it in that
+/// window, [`Described::alike_median`], each of them with its own probability).
 pub(crate) fn beat_calls(
     rec: &RecordData,
     c: &BeatClassifier,
     window: usize,
     hop: usize,
-) -> Vec<(i64, f64)> {
+) -> (Calls, Calls) {
     let same = (SAME_BEAT_SECS * SAMPLE_RATE_HZ as f64) as i64;
     let len = rec.len();
-    let mut out: Vec<(i64, f64)> = Vec::new();
+    let (mut own, mut alike): (Calls, Calls) = (Vec::new(), Vec::new());
     let mut end = window.min(len);
     while end <= len && end > 0 {
         let start = end.saturating_sub(window);
         let leads: Vec<&[f32]> = rec.leads.iter().map(|l| &l[start..end]).collect();
-        // A beat an earlier window classified is not described again.
         if let Some(d) = Described::of(&leads) {
+            // A beat an earlier window classified keeps its probability.
+            let known = |at: i64| {
+                let i = own.partition_point(|&(t, _)| t < at - same);
+                own[i..]
+                    .iter()
+                    .take_while(|&&(t, _)| t <= at + same)
+                    .map(|&(_, p)| p)
+                    .next()
+            };
+            let p: Vec<f64> = d
+                .samples()
+                .iter()
+                .enumerate()
+                .map(|(k, &r)| {
+                    known((start + r) as i64).unwrap_or_else(|| c.probability(&d.features(k)))
+                })
+                .collect();
+            let q = d.alike_median(&p);
             for (k, &r) in d.samples().iter().enumerate() {
                 let at = (start + r) as i64;
-                if out.last().is_none_or(|&(p, _)| at > p + same) {
-                    out.push((at, c.probability(&d.features(k))));
+                if own.last().is_none_or(|&(t, _)| at > t + same) {
+                    own.push((at, p[k]));
+                    alike.push((at, q[k]));
                 }
             }
         }
@@ -222,7 +252,7 @@ pub(crate) fn beat_calls(
         }
         end = (end + hop).min(len);
     }
-    out
+    (own, alike)
 }
 
 /// A detection matched to an annotated beat: whether that beat is ventricular (`None`: a
@@ -321,17 +351,19 @@ pub fn text(c: &CrossDatabase) -> String {
             q.ventricular,
             (q.detections - q.false_detections) as f64 / q.detections.max(1) as f64,
         );
-        for k in &f.calls {
-            let _ = writeln!(
-                s,
-                "  called at {:.2}: ventricular Se {:.3} +P {:.3} (TP {}, FN {}, FP {})",
-                k.call_at,
-                k.sensitivity,
-                k.positive_predictivity,
-                k.true_positive,
-                k.false_negative,
-                k.false_positive
-            );
+        for (whose, calls) in [("classifier", &f.calls), ("counter", &f.counter_calls)] {
+            for k in calls {
+                let _ = writeln!(
+                    s,
+                    "  {whose} calls at {:.2}: ventricular Se {:.3} +P {:.3} (TP {}, FN {}, FP {})",
+                    k.call_at,
+                    k.sensitivity,
+                    k.positive_predictivity,
+                    k.true_positive,
+                    k.false_negative,
+                    k.false_positive
+                );
+            }
         }
     }
     s
