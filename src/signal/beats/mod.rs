@@ -315,9 +315,18 @@ impl Described {
     /// Each beat's probability in `p` (one per beat) replaced by the median of those of the
     /// window's beats alike to it, itself included ([`ALIKE_CORR`], [`ALIKE_SIZE`]): a beat of
     /// a monomorphic run that the classifier doubts is called with the run's other beats, and
-    /// a beat it calls among many sinus beats of its shape is not.
+    /// a beat it calls among many sinus beats of its shape is not. A beat below every call
+    /// that is alike to no beat at or above one keeps its own probability (its median would
+    /// be below every call too), so a window called nowhere costs no comparison.
     pub(crate) fn alike_median(&self, p: &[f64]) -> Vec<f64> {
+        // Below the lowest probability anything is called at, a beat counts for nothing, so
+        // only the beats at or above it and those alike to one of them can be called after
+        // the median; the others keep their own probability and need no comparison.
+        let floor = VENTRICULAR_AT.min(CALL_GRID[0] as f64);
         let n = self.len();
+        if !p.iter().any(|&v| v >= floor) {
+            return p.to_vec();
+        }
         let z0: Vec<Vec<f64>> = self.segs0.iter().map(|s| standardised(s)).collect();
         let z1: Option<Vec<Vec<f64>>> = self
             .segs1
@@ -325,25 +334,36 @@ impl Described {
             .map(|segs| segs.iter().map(|s| standardised(s)).collect());
         let sizes: Vec<f64> = self.segs0.iter().map(|s| ptp(s).max(1e-6)).collect();
         let dot = |a: &[f64], b: &[f64]| a.iter().zip(b).map(|(x, y)| x * y).sum::<f64>();
-        let mut alike: Vec<Vec<usize>> = (0..n).map(|i| vec![i]).collect();
-        for i in 0..n {
-            for j in i + 1..n {
-                let ratio = sizes[i] / sizes[j];
-                let like = (1.0 / ALIKE_SIZE..=ALIKE_SIZE).contains(&ratio)
-                    && dot(&z0[i], &z0[j]) >= ALIKE_CORR
-                    && z1.as_ref().is_none_or(|z| dot(&z[i], &z[j]) >= ALIKE_CORR);
-                if like {
-                    alike[i].push(j);
-                    alike[j].push(i);
+        // Whether beats i and j are alike, each pair compared at most once.
+        let mut known: Vec<Option<bool>> = vec![None; n * n];
+        let mut alike = |i: usize, j: usize| -> bool {
+            if i == j {
+                return true;
+            }
+            let (a, b) = (i.min(j), i.max(j));
+            *known[a * n + b].get_or_insert_with(|| {
+                let ratio = sizes[a] / sizes[b];
+                (1.0 / ALIKE_SIZE..=ALIKE_SIZE).contains(&ratio)
+                    && dot(&z0[a], &z0[b]) >= ALIKE_CORR
+                    && z1.as_ref().is_none_or(|z| dot(&z[a], &z[b]) >= ALIKE_CORR)
+            })
+        };
+        let mut may_call: Vec<bool> = p.iter().map(|&v| v >= floor).collect();
+        for i in (0..n).filter(|&i| p[i] >= floor) {
+            for (j, may) in may_call.iter_mut().enumerate() {
+                if !*may && alike(i, j) {
+                    *may = true;
                 }
             }
         }
         let mut v = Vec::with_capacity(n);
-        alike
-            .iter()
-            .map(|js| {
+        (0..n)
+            .map(|i| {
+                if !may_call[i] {
+                    return p[i];
+                }
                 v.clear();
-                v.extend(js.iter().map(|&j| p[j]));
+                v.extend((0..n).filter(|&j| alike(i, j)).map(|j| p[j]));
                 median(&v)
             })
             .collect()
