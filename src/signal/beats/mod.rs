@@ -319,9 +319,7 @@ impl Described {
     /// that is alike to no beat at or above one keeps its own probability (its median would
     /// be below every call too), so a window called nowhere costs no comparison.
     pub(crate) fn alike_median(&self, p: &[f64]) -> Vec<f64> {
-        // Below the lowest probability anything is called at, a beat counts for nothing, so
-        // only the beats at or above it and those alike to one of them can be called after
-        // the median; the others keep their own probability and need no comparison.
+        // The lowest probability anything is called at.
         let floor = VENTRICULAR_AT.min(CALL_GRID[0] as f64);
         let n = self.len();
         if !p.iter().any(|&v| v >= floor) {
