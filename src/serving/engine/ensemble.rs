@@ -342,6 +342,7 @@ impl Ensemble {
                     status,
                     score: counted.score,
                     raised: counted.raised,
+                    run_risk: counted.run_risk,
                     members,
                     run_onset_ms: counted.run_onset_ms,
                     run_level: counted.run_level,
@@ -362,6 +363,8 @@ pub struct WindowOutcome {
     pub score: Option<f32>,
     /// Whether the beat counter raised it to 1.
     pub raised: bool,
+    /// The least score the counter's run evidence gave it ([`Counted::run_risk`]).
+    pub run_risk: f32,
     /// Each member's.
     pub members: Vec<MemberScore>,
     /// Where the counter raised the score: the first beat of its VT run, ms on the window's

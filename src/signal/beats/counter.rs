@@ -23,6 +23,15 @@ pub const BEATS_FILE: &str = "beats.json";
 pub const RUN_GRACE_SECS: usize = 3;
 /// The bSQI gate reads the primary lead's last this many seconds.
 const GATE_SECS: usize = 10;
+/// A window whose beats end in a VT run only at a call probability below the rule's (its run
+/// level, [`RunEvidence::level`]) scores at least this times that level: beat-level evidence
+/// short of the call ranks the window above those without a run, for the nurse's board and
+/// for any ranking of the scores, while staying below the clear threshold of every rule the
+/// zoo's rule book holds for an ensemble with the counter (0.20-0.43; a test checks it), so
+/// that under them such a window neither raises an alarm nor holds one on. A rule search run
+/// on these scores (`holmes evaluate --beats`, `--folds`) may choose lower thresholds, where
+/// the run does count.
+pub(crate) const RUN_RISK: f32 = 0.2;
 
 /// When a window's beats make a VT run.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
@@ -40,6 +49,19 @@ impl BeatRule {
     pub(crate) fn sees_run(&self, e: RunEvidence) -> bool {
         let level = e.level();
         level > 0.0 && level >= self.call_at && e.bsqi >= self.min_bsqi
+    }
+
+    /// The least score a window of this evidence gets: 1 where the rule sees a VT run,
+    /// [`RUN_RISK`] times the run level where it holds a run only at a lower call probability
+    /// and passes the gate, else 0.
+    pub(crate) fn run_risk(&self, e: RunEvidence) -> f32 {
+        if self.sees_run(e) {
+            1.0
+        } else if e.bsqi >= self.min_bsqi {
+            RUN_RISK * e.level()
+        } else {
+            0.0
+        }
     }
 }
 
@@ -234,9 +256,11 @@ impl BeatCounter {
         };
         let rule = self.file.rule;
         let seen = rule.sees_run(*evidence);
+        let run_risk = rule.run_risk(*evidence);
         Counted {
-            score: Some(if seen { 1.0 } else { s }),
+            score: Some(s.max(run_risk)),
             raised: seen,
+            run_risk,
             run_onset_ms: seen
                 .then(|| evidence.onset_ms(end_ms, rule.call_at))
                 .flatten(),
@@ -251,6 +275,10 @@ pub struct Counted {
     pub score: Option<f32>,
     /// Whether the counter raised the score to 1 (a VT run seen).
     pub raised: bool,
+    /// The least score the counter's run evidence gave the window ([`BeatRule::run_risk`]):
+    /// 1 where it raised it, [`RUN_RISK`] times the run level where a run holds only below
+    /// the rule's call; 0 where it saw no run or did not look.
+    pub run_risk: f32,
     /// The first beat of the VT run that raised the score, ms on the window's timeline.
     pub run_onset_ms: Option<i64>,
     /// The highest call probability at which the window's beats end in a VT run (0: none);
@@ -282,13 +310,63 @@ mod tests {
         assert_eq!(e.onset_ms(60_000, 0.95), None);
     }
 
+    #[test]
+    fn a_run_short_of_the_call_scores_a_share_of_its_level() {
+        let rule = BeatRule {
+            call_at: 0.99,
+            min_bsqi: 0.8,
+        };
+        // A run at 0.9 and below, none at 0.95 or above.
+        let mut firsts_ago = [None; CALL_GRID.len()];
+        firsts_ago[..5].fill(Some(1_000));
+        let e = RunEvidence {
+            bsqi: 0.9,
+            firsts_ago,
+        };
+        assert!(!rule.sees_run(e));
+        assert!((rule.run_risk(e) - RUN_RISK * 0.9).abs() < 1e-6);
+        // Behind a failed gate, or with no run, nothing; a run at the call, 1.
+        assert_eq!(rule.run_risk(RunEvidence { bsqi: 0.5, ..e }), 0.0);
+        assert_eq!(rule.run_risk(RunEvidence::NONE), 0.0);
+        let mut at_call = [None; CALL_GRID.len()];
+        at_call.fill(Some(1_000));
+        let seen = RunEvidence {
+            bsqi: 0.9,
+            firsts_ago: at_call,
+        };
+        assert_eq!(rule.run_risk(seen), 1.0);
+    }
+
+    #[test]
+    fn every_rule_of_the_zoo_with_its_counter_clears_above_a_run_short_of_the_call() {
+        // The zoo's rules were chosen on these scores; their clear thresholds are above every
+        // score a run short of the call gives, so under them such a run neither raises an
+        // alarm nor holds one on (the promise `RUN_RISK` makes).
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("models");
+        let counter = BeatCounter::load(&dir, 5)
+            .unwrap()
+            .expect("the zoo serves a counter");
+        let book = crate::alarm::rules::RuleBook::load(&dir).unwrap();
+        let highest = RUN_RISK * CALL_GRID[CALL_GRID.len() - 1];
+        let with_counter: Vec<_> = book
+            .rules
+            .iter()
+            .filter(|r| r.members.iter().any(|m| m.sha256 == counter.sha256))
+            .collect();
+        assert!(with_counter.len() >= 5, "{} rules", with_counter.len());
+        for r in with_counter {
+            assert!(r.rule.off > highest, "{:?}: off {}", r.members, r.rule.off);
+        }
+    }
+
     /// A counter whose classifier calls a beat ventricular when it correlates poorly with the
     /// template (logit 10 - 20 x correlation), under `rule`.
     fn counter(rule: BeatRule) -> BeatCounter {
-        let file = BeatsFile {
-            classifier: BeatClassifier::on_first_feature(-20.0, 10.0),
-            rule,
-        };
+        counter_of(BeatClassifier::on_first_feature(-20.0, 10.0), rule)
+    }
+
+    fn counter_of(classifier: BeatClassifier, rule: BeatRule) -> BeatCounter {
+        let file = BeatsFile { classifier, rule };
         // A folder of its own: tests run side by side.
         let dir = tempfile::tempdir().unwrap();
         file.save(dir.path()).unwrap();
@@ -405,6 +483,7 @@ mod tests {
         let unraised = Counted {
             score: Some(0.1),
             raised: false,
+            run_risk: 0.0,
             run_onset_ms: None,
             run_level: Some(0.0),
         };
@@ -415,6 +494,30 @@ mod tests {
         let early: Vec<usize> = (5..11).collect();
         let (ended, _) = ectopic_train(7_500, 140, &early);
         assert_eq!(c.apply(&window(ended), Some(0.1)), unraised);
+    }
+
+    #[test]
+    fn a_window_ending_in_a_run_below_the_call_is_ranked_not_raised() {
+        // A less certain classifier (logit 1.2 - 2 x correlation: about 0.96 for an inverted
+        // beat, 0.3 for a sinus one) under a call of 0.99.
+        let c = counter_of(
+            BeatClassifier::on_first_feature(-2.0, 1.2),
+            BeatRule {
+                call_at: 0.99,
+                min_bsqi: 0.0,
+            },
+        );
+        let run: Vec<usize> = (45..51).collect();
+        let (x, _) = ectopic_train(7_500, 140, &run);
+        let counted = c.apply(&window(x), Some(0.01));
+        assert!(!counted.raised, "{counted:?}");
+        let level = counted.run_level.expect("the counter looked");
+        assert!((0.5..0.99).contains(&level), "{counted:?}");
+        assert_eq!(counted.score, Some(RUN_RISK * level));
+        assert_eq!(counted.run_risk, RUN_RISK * level);
+        // A higher ensemble score stands.
+        let (x, _) = ectopic_train(7_500, 140, &run);
+        assert_eq!(c.apply(&window(x), Some(0.5)).score, Some(0.5));
     }
 
     #[test]

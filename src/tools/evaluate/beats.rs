@@ -110,7 +110,7 @@ pub(crate) fn apply(reps: &mut [Replay], rule: BeatRule) {
                 if rule.sees_run(b) {
                     (Some(1.0), b.onset_ms(end, rule.call_at))
                 } else {
-                    (e, None)
+                    (e.map(|s| s.max(rule.run_risk(b))), None)
                 }
             })
             .unzip();

@@ -43,6 +43,9 @@ pub(crate) struct Replay {
     /// counter raised the hop's score to 1: what [`Replay::repool`] pools again.
     pub members: Vec<Vec<Option<f32>>>,
     pub raised: Vec<bool>,
+    /// The least score the served counter's run evidence gave each hop (1 where it raised
+    /// it; `Counted::run_risk`), which [`Replay::repool`] keeps.
+    pub run_risks: Vec<f32>,
     /// The classical detector's score at each hop (empty when not replayed).
     pub classical: Vec<Option<f32>>,
     /// Each hop's run level, where its run began, and the agreement of the two QRS detectors
@@ -101,13 +104,14 @@ impl Replay {
 
     /// Pools the ensemble's scores again from the members' probabilities with weights `w`
     /// (one per member), as the engine's weighted mean does; a hop the beat counter raised
-    /// stays at 1.
+    /// stays at 1, and none falls below what the counter's run evidence gave it.
     pub fn repool(&mut self, w: &[f64]) {
-        for ((s, probs), &raised) in self
+        for (((s, probs), &raised), &risk) in self
             .ensemble
             .iter_mut()
             .zip(&self.members)
             .zip(&self.raised)
+            .zip(&self.run_risks)
         {
             if raised {
                 continue;
@@ -117,7 +121,7 @@ impl Replay {
                 .zip(w)
                 .filter_map(|(p, &w)| p.map(|p| (w, p)))
                 .collect();
-            *s = combine(Combine::WeightedMean, &present);
+            *s = combine(Combine::WeightedMean, &present).map(|v| v.max(risk));
         }
     }
 }
@@ -140,7 +144,7 @@ pub(crate) fn replay(
     let ends_ms: Vec<i64> = ends.iter().map(|&e| e as i64 * MS_PER_SAMPLE).collect();
 
     let (mut ensemble, mut ensemble_onsets) = (Vec::new(), Vec::new());
-    let (mut members, mut raised) = (Vec::new(), Vec::new());
+    let (mut members, mut raised, mut run_risks) = (Vec::new(), Vec::new(), Vec::new());
     if let Some(ens) = det.ensemble {
         let beats = detect_qrs(&leads[0], SAMPLE_RATE_HZ as f64);
         ensemble.reserve(ends.len());
@@ -158,6 +162,7 @@ pub(crate) fn replay(
                 ensemble_onsets.push(o.run_onset_ms);
                 members.push(o.members.iter().map(|m| m.prob).collect());
                 raised.push(o.raised);
+                run_risks.push(o.run_risk);
             }
         }
     }
@@ -226,6 +231,7 @@ pub(crate) fn replay(
         ensemble_onsets,
         members,
         raised,
+        run_risks,
         classical,
         beat_runs,
         with_beats: Vec::new(),
