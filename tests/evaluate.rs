@@ -121,6 +121,28 @@ fn evaluate_json_adds_up_on_a_subset() {
             assert_eq!(counted.is_u64(), d["detector"] == "ensemble", "{counted}");
         }
     }
+
+    // The classical detector's clean alarms stand for a monitor's, each judged with the served
+    // risk and alarm before it: every alarm its own figures count false is false here too
+    // (one raised before an episode that it stays on into is false here, not there).
+    let m = &e["monitor_alarms"];
+    let alarms = as_u64(&m["alarms"], "alarms");
+    let truths = as_u64(&m["true_alarms"], "true_alarms");
+    let classical_clean = &detectors[1]["conditions"][0]["summary"];
+    let classical_false = as_u64(&classical_clean["false_alarms"], "false_alarms");
+    assert!(truths <= alarms, "{m}");
+    assert!(alarms - truths >= classical_false, "{m}");
+    assert!(as_u64(&m["true_vt"], "vt") + as_u64(&m["true_vf"], "vf") >= truths);
+    assert!(as_u64(&m["on_for_true"], "on_for_true") <= truths);
+    assert!(as_u64(&m["on_for_false"], "on_for_false") <= alarms - truths);
+    assert_eq!(m["challenge_score"].is_f64(), alarms > 0, "{m}");
+    if let Some(a) = m["roc_auc"].as_f64() {
+        let (lo, hi) = (
+            m["roc_auc_interval"][0].as_f64().unwrap(),
+            m["roc_auc_interval"][1].as_f64().unwrap(),
+        );
+        assert!((0.0..=1.0).contains(&a) && lo <= a && a <= hi, "{m}");
+    }
 }
 
 #[test]
@@ -559,6 +581,11 @@ fn spliced_runs_of_a_held_out_patient_are_judged_by_length_and_rate() {
         long.1 > 0,
         "the served ensemble detects no spliced run of 8+ beats: {s}"
     );
+    // The runs rank above the salvos and bigeminy by their highest score more often than not.
+    let ranking = s["ranking_roc_auc"]
+        .as_f64()
+        .expect("runs and negatives both");
+    assert!(ranking > 0.5 && ranking <= 1.0, "{s}");
     let svg = std::fs::read_to_string(report.join("spliced.svg")).unwrap();
     assert!(
         svg.contains("spliced run") && svg.contains("annotated VT run"),

@@ -37,11 +37,12 @@ use crate::training::beats::BeatRows;
 use crate::training::dataset::{EpisodeKind, NoiseBank, RecordData, Split, SplitName};
 
 use super::episodes::{RecordComparison, Summary, TimeToAlarm, summarize, time_to_alarm};
+use super::monitor_alarms::{self, MonitorAlarms};
 use super::replay::{Detectors, Replay, replay};
 use super::spliced::{SplicedFigures, figures_under};
 use super::{
-    EvaluateError, EvaluateOptions, FalseAlarmCauses, beats, condition, load_part, load_part_of,
-    pooled,
+    EvaluateError, EvaluateOptions, FalseAlarmCauses, beats, choose_rule, condition, load_part,
+    load_part_of, pooled,
 };
 use crate::training::dataset::{SpliceMix, Spliced, deal, splice};
 
@@ -127,6 +128,11 @@ pub struct CrossValidation {
     pub splice_seed: Option<u64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub spliced: Option<SplicedFigures>,
+    /// The classical detector's clean alarms standing for a monitor's, each fold's under its
+    /// rule chosen on the other folds, judged with the served score and alarm before each
+    /// (`monitor_alarms`); absent where the folds replayed no classical detector.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub monitor_alarms: Option<MonitorAlarms>,
 }
 
 /// Runs the cross-validation. Blocking and CPU-heavy: the validation and test parts replayed
@@ -158,10 +164,11 @@ pub fn cross_validate(opts: &EvaluateOptions, k: usize) -> Result<CrossValidatio
         })
         .collect();
 
-    // The members' scores, clean and stressed, once.
+    // The members' scores, clean and stressed, once; the classical detector's too, the monitor
+    // whose alarms are adjudicated.
     let det = Detectors {
         ensemble: Some(&ens),
-        classical: false,
+        classical: true,
         beats: None,
         first_slot: opts.leads.first_slot(),
     };
@@ -339,6 +346,8 @@ pub(super) fn report(
         stressed: (!judged.stressed.is_empty()).then(|| pool(&judged.stressed)),
         splice_seed: opts.spliced,
         spliced: spliced_figures,
+        monitor_alarms: (!judged.monitor.is_empty())
+            .then(|| monitor_alarms::figures(&judged.monitor)),
     })
 }
 
@@ -371,6 +380,8 @@ pub(super) struct FoldJudged {
     pub clean: Vec<Judged>,
     pub stressed: Vec<Judged>,
     pub spliced: Vec<(usize, Replay, AlarmRule)>,
+    /// Its held records' monitor alarms, judged.
+    pub monitor: Vec<monitor_alarms::Judged>,
 }
 
 /// What the folds reached, gathered.
@@ -380,6 +391,7 @@ pub(super) struct Judgements<'a> {
     pub clean: Vec<Judged>,
     pub stressed: Vec<Judged>,
     pub spliced: Vec<(&'a Spliced, Replay, AlarmRule)>,
+    pub monitor: Vec<monitor_alarms::Judged>,
 }
 
 impl<'a> Judgements<'a> {
@@ -388,6 +400,7 @@ impl<'a> Judgements<'a> {
         self.per_fold.push(j.row);
         self.clean.extend(j.clean);
         self.stressed.extend(j.stressed);
+        self.monitor.extend(j.monitor);
         self.spliced.extend(
             j.spliced
                 .into_iter()
@@ -423,6 +436,11 @@ pub(super) fn judge_fold(
         .map(|(r, leads)| with_runs(r, leads))
         .collect();
     let (beat_rule, choice, _, _) = beats::choose(&mut chosen_on, search)?;
+    // The monitor's rule, where the classical detector was replayed.
+    let monitor_rule = match chosen_on.iter().all(|r| !r.classical.is_empty()) {
+        true => Some(choose_rule(&chosen_on, Replay::classical_scores, search)?.rule),
+        false => None,
+    };
     drop(chosen_on);
     let judge = |reps: &[Replay], snr: Option<f32>| -> Result<Vec<Judged>, EvaluateError> {
         let c = condition(
@@ -452,6 +470,17 @@ pub(super) fn judge_fold(
         .collect();
     beats::apply(&mut held_clean, beat_rule);
     let clean = judge(&held_clean, None)?;
+    let monitor = match monitor_rule {
+        Some(m) => monitor_alarms::judge(
+            &held_clean,
+            Replay::with_beats_scores,
+            m,
+            choice.rule,
+            hop_ms,
+            search.matching,
+        )?,
+        None => Vec::new(),
+    };
     let mut held_noisy: Vec<Replay> = fold
         .held
         .iter()
@@ -508,6 +537,7 @@ pub(super) fn judge_fold(
         clean,
         stressed,
         spliced,
+        monitor,
     })
 }
 

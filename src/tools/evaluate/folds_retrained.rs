@@ -67,9 +67,10 @@ pub fn cross_validate_retrained(
         let dir = zoos.join(format!("fold-{}", f + 1));
         let ens = Ensemble::load(&dir, &opts.members, window)?.with_beats(None);
         let ens = pooled(ens, opts.pooling, &dir, hop, window)?;
+        // The classical detector too: the monitor whose alarms are adjudicated.
         let det = Detectors {
             ensemble: Some(&ens),
-            classical: false,
+            classical: true,
             beats: None,
             first_slot: opts.leads.first_slot(),
         };

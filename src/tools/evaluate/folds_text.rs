@@ -106,14 +106,18 @@ pub fn text(c: &CrossValidation) -> String {
         let _ = writeln!(
             s,
             "spliced events (seed {seed}), each fold's under its rules: runs of 5-7 beats detected {}, of 8+ {}; alarms on salvos of 2-4 {}, \
-             on bigeminy {}; fifth beat to alarm median {} s",
+             on bigeminy {}; fifth beat to alarm median {} s; runs ranked above salvos and bigeminy, ROC-AUC {}",
             frac(&f.runs_5_7),
             frac(&f.runs_8_plus),
             frac(&f.salvos_2_4),
             frac(&f.bigeminy),
             f.time_to_alarm_median_secs
                 .map_or("-".into(), |v| format!("{v:.1}")),
+            f.ranking_roc_auc.map_or("-".into(), |v| format!("{v:.3}")),
         );
+    }
+    if let Some(m) = &c.monitor_alarms {
+        s.push_str(&super::monitor_alarms::text(m));
     }
     s
 }

@@ -44,6 +44,7 @@ mod folds;
 mod folds_retrained;
 mod folds_text;
 mod leads;
+mod monitor_alarms;
 #[cfg(test)]
 mod noise_check;
 mod pooling_search;
@@ -81,6 +82,7 @@ pub use folds::{CrossValidation, cross_validate};
 pub use folds_retrained::cross_validate_retrained;
 pub use folds_text::text as cross_validation_text;
 pub use leads::LeadSet;
+pub use monitor_alarms::MonitorAlarms;
 pub use pooling_search::{Pooling, PoolingTrial};
 use pooling_search::{choose_pooling, pooled, pooling_trials_on, repool, share_of};
 pub use results::{Condition, DetectorResult, Evaluation, RecordRow, WindowMetrics};
@@ -330,6 +332,7 @@ pub fn evaluate(opts: &EvaluateOptions) -> Result<Evaluation, EvaluateError> {
     let mut ens_conditions = Vec::new();
     let mut cls_conditions = Vec::new();
     let mut beats_conditions = Vec::new();
+    let mut monitor = None;
     let levels = std::iter::once(None).chain(opts.noise_db.iter().map(|&d| Some(d)));
     for snr in levels {
         let mut reps = Vec::with_capacity(recs.len());
@@ -364,6 +367,11 @@ pub fn evaluate(opts: &EvaluateOptions) -> Result<Evaluation, EvaluateError> {
                 hop_ms,
                 snr,
                 matching,
+            )?);
+        }
+        if let (Some(c), None) = (&cls_choice, snr) {
+            monitor = Some(monitor_alarms::adjudicate(
+                &reps, c.rule, ens_rule, hop_ms, matching,
             )?);
         }
         if let Some(c) = &cls_choice {
@@ -450,6 +458,7 @@ pub fn evaluate(opts: &EvaluateOptions) -> Result<Evaluation, EvaluateError> {
         detectors,
         beats: classifier,
         beat_trials,
+        monitor_alarms: monitor,
         spliced,
         spliced_svg,
     })

@@ -180,6 +180,9 @@ pub fn text(e: &Evaluation) -> String {
         }
     }
     pooling_trials(&mut s, e);
+    if let Some(m) = &e.monitor_alarms {
+        s.push_str(&super::monitor_alarms::text(m));
+    }
     if let Some(sp) = &e.spliced {
         s.push_str(&super::spliced::text(sp));
     }

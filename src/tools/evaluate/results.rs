@@ -8,7 +8,9 @@ use std::collections::BTreeMap;
 use serde::Serialize;
 
 use super::episodes::{EpisodeFigures, KindSensitivity, RecordComparison, Summary, TimeToAlarm};
-use super::{BeatReport, BeatTrial, FalseAlarmCauses, LeadSet, PoolingTrial, SplicedReport};
+use super::{
+    BeatReport, BeatTrial, FalseAlarmCauses, LeadSet, MonitorAlarms, PoolingTrial, SplicedReport,
+};
 use crate::alarm::rules::MemberRef;
 use crate::alarm::{AlarmRule, DelayLimits, MatchOptions, ThresholdChoice};
 
@@ -100,6 +102,11 @@ pub struct Evaluation {
     /// The beat rules tried on validation, each with its alarm rule.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub beat_trials: Vec<BeatTrial>,
+    /// The classical detector's alarms on the clean records, each judged true or false, with
+    /// the served risk and alarm before each (`monitor_alarms`); absent without the classical
+    /// detector.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub monitor_alarms: Option<MonitorAlarms>,
     /// Spliced short runs and hard negatives in the reported part's records, when asked.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub spliced: Option<SplicedReport>,

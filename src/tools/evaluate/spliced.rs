@@ -17,6 +17,7 @@
 use serde::Serialize;
 
 use crate::alarm::{AlarmRule, alarm_episodes};
+use crate::core::metrics::roc_auc;
 use crate::core::stats::percentile;
 use crate::core::svg::escape as esc;
 use crate::core::window::SAMPLE_RATE_HZ;
@@ -72,6 +73,11 @@ pub struct SplicedFigures {
     /// From the fifth beat to the alarm, of the detected runs, s: median and p90.
     pub time_to_alarm_median_secs: Option<f64>,
     pub time_to_alarm_p90_secs: Option<f64>,
+    /// How well the scores rank the runs above the salvos and bigeminy: the ROC-AUC of each
+    /// event's highest score over the windows ending in the span its alarm is judged in (a
+    /// run's first beat to [`DETECT_WITHIN_SECS`] after its fifth; a salvo's or bigeminy's
+    /// first ventricular beat to as long after it ends). `None` without both kinds.
+    pub ranking_roc_auc: Option<f64>,
 }
 
 /// The spliced-runs report: the served ensemble's figures at the top level (`runs_5_7`,
@@ -187,8 +193,11 @@ pub(crate) fn figures_under(
         already_on: 0,
         time_to_alarm_median_secs: None,
         time_to_alarm_p90_secs: None,
+        ranking_roc_auc: None,
     };
     let mut delays = Vec::new();
+    // Each event's highest score in its span, and whether it is a run.
+    let (mut ranked, mut is_run) = (Vec::new(), Vec::new());
     for &(s, r, rule) in judged {
         let series: Vec<(i64, Option<f32>)> = r
             .ends_ms
@@ -197,8 +206,21 @@ pub(crate) fn figures_under(
             .zip(pick(r).iter().copied())
             .collect();
         let alarms = alarm_episodes(rule, hop_ms, &series)?;
+        let highest_in = |a: i64, b: i64| {
+            series
+                .iter()
+                .filter(|&&(t, _)| t >= a && t <= b)
+                .filter_map(|&(_, v)| v)
+                .fold(0.0f32, f32::max)
+        };
         for e in &s.events {
             let first = ms(e.ventricular[0]);
+            let span_end = match e.kind {
+                SpliceKind::Run => ms(e.ventricular[4]) + within,
+                SpliceKind::Salvo | SpliceKind::Bigeminy => ms(e.end) + within,
+            };
+            ranked.push(highest_in(first, span_end));
+            is_run.push(e.kind == SpliceKind::Run);
             let raised_in = |a: i64, b: i64| {
                 alarms
                     .iter()
@@ -245,6 +267,8 @@ pub(crate) fn figures_under(
         f.time_to_alarm_median_secs = Some(percentile(&delays, 0.5));
         f.time_to_alarm_p90_secs = Some(percentile(&delays, 0.9));
     }
+    let auc = roc_auc(&is_run, &ranked);
+    f.ranking_roc_auc = auc.is_finite().then_some(auc);
     Ok(f)
 }
 
@@ -341,7 +365,8 @@ pub(crate) fn text(r: &SplicedReport) -> String {
         let _ = writeln!(
             s,
             "  {name}: runs of 5-7 beats {}, of 8+ {}; alarms on salvos of 2-4 {}, on bigeminy {}; \
-             already on at a run's start {}; fifth beat to alarm median {} s, p90 {} s",
+             already on at a run's start {}; fifth beat to alarm median {} s, p90 {} s; runs ranked \
+             above salvos and bigeminy by their highest score, ROC-AUC {}",
             frac(&f.runs_5_7),
             frac(&f.runs_8_plus),
             frac(&f.salvos_2_4),
@@ -351,6 +376,7 @@ pub(crate) fn text(r: &SplicedReport) -> String {
                 .map_or("-".into(), |v| format!("{v:.1}")),
             f.time_to_alarm_p90_secs
                 .map_or("-".into(), |v| format!("{v:.1}")),
+            f.ranking_roc_auc.map_or("-".into(), |v| format!("{v:.3}")),
         );
         for b in &f.bands {
             let _ = writeln!(

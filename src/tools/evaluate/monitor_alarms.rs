@@ -1,0 +1,265 @@
+//! Monitor alarms adjudicated: the measurement the project is judged on outside (real bedside
+//! monitors' VT/VF alarms, each true or false by expert review; the served risk read over the
+//! seconds before each alarm), made on this project's own records, with the classical
+//! detector ([`baseline_scores`](crate::signal::classical::baseline_scores), under its own
+//! rule chosen on validation) standing for the monitor.
+//!
+//! Each raise of the classical detector's alarm on a clean record of the reported part is a
+//! **monitor alarm**; it is **true** when it is raised during a reference episode (from its
+//! onset less the matcher's onset tolerance to its end plus the grace), as a reviewer judges
+//! the rhythm the monitor alarmed on, and then of that episode's kind (VT or VF). An alarm
+//! raised before an episode that it stays on into is false: the rhythm it was raised on was
+//! not VT or VF. For each monitor alarm raised at `t`, over the
+//! windows of the served ensemble ending from `t` - [`LOOK_BACK_SECS`] to `t`:
+//!
+//! - the **risk** is their highest score; its ROC-AUC (true against false) is the ranking
+//!   figure, with a 95 % interval (Hanley and McNeil's standard error);
+//! - the **decision** is whether the served alarm (its rule as chosen on validation) was
+//!   raised or on at any of them; the challenge-style score is
+//!   `(TP + TN) / (TP + TN + FP + 5 FN)`, the PhysioNet/CinC Challenge 2015's, under which a
+//!   missed true alarm costs five false ones and never alarming scores the share of false
+//!   alarms.
+//!
+//! What differs from the external set: the monitor here is a textbook detector, not a
+//! commercial one; the served alarm runs over the whole record rather than from 60 s before
+//! each alarm; and the true alarms are mostly the sustained VT and VF of vfdb and cudb rather
+//! than short runs in sinus rhythm (those are the spliced runs' figure).
+
+use serde::Serialize;
+
+use crate::alarm::{AlarmRule, MatchOptions, alarm_episodes};
+use crate::core::metrics::roc_auc;
+use crate::training::dataset::EpisodeKind;
+
+use super::EvaluateError;
+use super::replay::Replay;
+
+/// The served risk and alarm are read over the windows ending this long before a monitor
+/// alarm, and at it, s (as the external measurement reads them).
+pub const LOOK_BACK_SECS: i64 = 14;
+
+/// The monitor alarms of a part and what the served ensemble said at each.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct MonitorAlarms {
+    /// Monitor alarms, and how many of them are true (of them VT, VF: an alarm sharing time
+    /// with both kinds counts in both).
+    pub alarms: usize,
+    pub true_alarms: usize,
+    pub true_vt: usize,
+    pub true_vf: usize,
+    /// The served risk's ROC-AUC, true alarms against false, with its 95 % interval; and the
+    /// VT and VF alarms each against the false ones. `None` without both classes.
+    pub roc_auc: Option<f64>,
+    pub roc_auc_interval: Option<(f64, f64)>,
+    pub roc_auc_vt: Option<f64>,
+    pub roc_auc_vf: Option<f64>,
+    /// The served alarm raised or on before the true alarms, and before the false ones.
+    pub on_for_true: usize,
+    pub on_for_false: usize,
+    /// `100 (TP + TN) / (TP + TN + FP + 5 FN)` of the served alarm's decisions; never alarming
+    /// scores `100 false / (false + 5 true)`.
+    pub challenge_score: Option<f64>,
+}
+
+/// One monitor alarm, judged.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Judged {
+    truth: bool,
+    vt: bool,
+    vf: bool,
+    risk: f32,
+    on: bool,
+}
+
+/// Adjudicates the classical detector's alarms (`monitor` rule) on clean replays, reading the
+/// served ensemble's scores and its alarm under `served`.
+pub(crate) fn adjudicate(
+    reps: &[Replay],
+    monitor: AlarmRule,
+    served: AlarmRule,
+    hop_ms: i64,
+    matching: MatchOptions,
+) -> Result<MonitorAlarms, EvaluateError> {
+    let judged = judge(
+        reps,
+        Replay::ensemble_scores,
+        monitor,
+        served,
+        hop_ms,
+        matching,
+    )?;
+    Ok(figures(&judged))
+}
+
+/// Each monitor alarm of `reps` (the classical detector's under `monitor`), judged with the
+/// served scores `pick` gives and their alarm under `served`; records without both series
+/// give none.
+pub(super) fn judge(
+    reps: &[Replay],
+    pick: fn(&Replay) -> &[Option<f32>],
+    monitor: AlarmRule,
+    served: AlarmRule,
+    hop_ms: i64,
+    matching: MatchOptions,
+) -> Result<Vec<Judged>, EvaluateError> {
+    let look_back = LOOK_BACK_SECS * 1000;
+    let mut judged = Vec::new();
+    for r in reps {
+        let series = |s: &[Option<f32>]| -> Vec<(i64, Option<f32>)> {
+            r.ends_ms.iter().copied().zip(s.iter().copied()).collect()
+        };
+        let monitor_series = series(&r.classical);
+        let served_series = series(pick(r));
+        if monitor_series.is_empty() || served_series.is_empty() {
+            continue;
+        }
+        let monitor_alarms = alarm_episodes(monitor, hop_ms, &monitor_series)?;
+        let served_alarms = alarm_episodes(served, hop_ms, &served_series)?;
+        for &alarm in &monitor_alarms {
+            let t = alarm.0;
+            let from = t - look_back;
+            // True when raised in an episode (from its onset less the tolerance to its end
+            // plus the grace), of that episode's kind.
+            let during = |(s, e): (i64, i64)| {
+                t >= s - matching.onset_tolerance_ms && t <= e + matching.grace_ms
+            };
+            let truth = r.reference.iter().any(|&iv| during(iv));
+            let of_kind =
+                |k: EpisodeKind| r.by_kind.iter().any(|&(kind, iv)| kind == k && during(iv));
+            let risk = served_series
+                .iter()
+                .filter(|&&(end, _)| end >= from && end <= t)
+                .filter_map(|&(_, v)| v)
+                .fold(0.0f32, f32::max);
+            // Raised in the span, or raised before it and not yet cleared at its start.
+            let on = served_alarms
+                .iter()
+                .any(|&(a, b)| a <= t && (a >= from || b > from));
+            judged.push(Judged {
+                truth,
+                vt: of_kind(EpisodeKind::Vt),
+                vf: of_kind(EpisodeKind::Vf),
+                risk,
+                on,
+            });
+        }
+    }
+    Ok(judged)
+}
+
+/// The figures of the monitor alarms `judged` (of one part, or pooled over folds).
+pub(super) fn figures(judged: &[Judged]) -> MonitorAlarms {
+    let finite = |x: f64| x.is_finite().then_some(x);
+    let auc_of = |keep: &dyn Fn(&Judged) -> bool| {
+        let (labels, scores): (Vec<bool>, Vec<f32>) = judged
+            .iter()
+            .filter(|j| !j.truth || keep(j))
+            .map(|j| (j.truth, j.risk))
+            .unzip();
+        finite(roc_auc(&labels, &scores))
+    };
+    let n_true = judged.iter().filter(|j| j.truth).count();
+    let n_false = judged.len() - n_true;
+    let tp = judged.iter().filter(|j| j.truth && j.on).count();
+    let fp = judged.iter().filter(|j| !j.truth && j.on).count();
+    let (fn_, tn) = (n_true - tp, n_false - fp);
+    let roc = auc_of(&|_| true);
+    let denominator = tp + tn + fp + 5 * fn_;
+    MonitorAlarms {
+        alarms: judged.len(),
+        true_alarms: n_true,
+        true_vt: judged.iter().filter(|j| j.vt).count(),
+        true_vf: judged.iter().filter(|j| j.vf).count(),
+        roc_auc: roc,
+        roc_auc_interval: roc.map(|a| hanley_mcneil(a, n_true, n_false)),
+        roc_auc_vt: auc_of(&|j| j.vt),
+        roc_auc_vf: auc_of(&|j| j.vf),
+        on_for_true: tp,
+        on_for_false: fp,
+        challenge_score: (denominator > 0).then(|| 100.0 * (tp + tn) as f64 / denominator as f64),
+    }
+}
+
+/// The 95 % interval of an ROC-AUC `a` over `pos` positives and `neg` negatives from Hanley
+/// and McNeil's (1982) standard error, clipped to 0..1.
+fn hanley_mcneil(a: f64, pos: usize, neg: usize) -> (f64, f64) {
+    let (p, n) = (pos as f64, neg as f64);
+    let q1 = a / (2.0 - a);
+    let q2 = 2.0 * a * a / (1.0 + a);
+    let var = (a * (1.0 - a) + (p - 1.0) * (q1 - a * a) + (n - 1.0) * (q2 - a * a)) / (p * n);
+    let se = var.max(0.0).sqrt();
+    ((a - 1.96 * se).max(0.0), (a + 1.96 * se).min(1.0))
+}
+
+/// The report's line.
+pub(crate) fn text(m: &MonitorAlarms) -> String {
+    let f3 = |v: Option<f64>| v.map_or("-".into(), |v| format!("{v:.3}"));
+    format!(
+        "\nmonitor alarms (the classical detector's, clean; the served risk and alarm over the \
+         {LOOK_BACK_SECS} s before each): {} alarms, {} true (VT {}, VF {}); risk ROC-AUC {} \
+         ({}; VT {}, VF {}); served alarm on for {} true and {} false; challenge-style score {}\n",
+        m.alarms,
+        m.true_alarms,
+        m.true_vt,
+        m.true_vf,
+        f3(m.roc_auc),
+        m.roc_auc_interval
+            .map_or("-".into(), |(a, b)| format!("{a:.3}-{b:.3}")),
+        f3(m.roc_auc_vt),
+        f3(m.roc_auc_vf),
+        m.on_for_true,
+        m.on_for_false,
+        m.challenge_score.map_or("-".into(), |v| format!("{v:.1}")),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn j(truth: bool, risk: f32, on: bool) -> Judged {
+        Judged {
+            truth,
+            vt: truth,
+            vf: false,
+            risk,
+            on,
+        }
+    }
+
+    #[test]
+    fn the_figures_follow_the_challenges_score_and_the_ranking() {
+        // Two true alarms (one caught), three false (one alarmed).
+        let judged = [
+            j(true, 0.9, true),
+            j(true, 0.2, false),
+            j(false, 0.3, true),
+            j(false, 0.1, false),
+            j(false, 0.0, false),
+        ];
+        let m = figures(&judged);
+        assert_eq!(
+            (m.alarms, m.true_alarms, m.true_vt, m.true_vf),
+            (5, 2, 2, 0)
+        );
+        assert_eq!((m.on_for_true, m.on_for_false), (1, 1));
+        // TP 1, TN 2, FP 1, FN 1: 3 / (3 + 1 + 5).
+        assert!((m.challenge_score.unwrap() - 100.0 * 3.0 / 9.0).abs() < 1e-9);
+        // 0.9 beats all three false; 0.2 beats two of three: 5 of 6 pairs.
+        assert!((m.roc_auc.unwrap() - 5.0 / 6.0).abs() < 1e-9);
+        let (lo, hi) = m.roc_auc_interval.unwrap();
+        assert!(lo < 5.0 / 6.0 && hi <= 1.0 && lo >= 0.0, "{lo}-{hi}");
+        assert_eq!(m.roc_auc_vf, None, "no VF alarm");
+        // Never alarming scores the false alarms' share under the Challenge's weights.
+        let quiet: Vec<Judged> = judged.iter().map(|x| Judged { on: false, ..*x }).collect();
+        let q = figures(&quiet);
+        assert!((q.challenge_score.unwrap() - 100.0 * 3.0 / 13.0).abs() < 1e-9);
+    }
+
+    #[test]
+    fn an_interval_narrows_with_more_alarms() {
+        let (a, b) = hanley_mcneil(0.8, 10, 30);
+        let (c, d) = hanley_mcneil(0.8, 100, 300);
+        assert!(a < c && d < b && c < 0.8 && d > 0.8);
+    }
+}
