@@ -12,7 +12,8 @@
 //! the new ensemble keeps the same share of its positive validation windows. It is not an
 //! event-level validation: the ward serves it marked not validated, as derived. An ensemble
 //! served with the zoo's beat counter borrows only from rules validated with the same counter
-//! (the shares are the members' alone; the counter raises scores beside them). The ensemble
+//! (the shares are the members' alone; the counter raises scores beside them), and clears no
+//! lower than 0.2, above what a run short of the counter's call scores. The ensemble
 //! the rule is derived for pools by the plain mean (the dashboard derives for no other).
 
 use super::compose::SplitIndex;
@@ -20,6 +21,7 @@ use crate::alarm::AlarmRule;
 use crate::alarm::rules::{MemberRef, RuleBook};
 use crate::serving::engine::ensemble::BEATS_NAME;
 use crate::serving::engine::pooling::pooled_weights_among;
+use crate::signal::beats::RUN_RISK_MAX;
 use crate::zoo::{Input, Predictions};
 
 /// A zoo member as a derivation reads it: its name and weights, its input (which lead), and
@@ -58,6 +60,10 @@ pub(crate) fn read_zoo(dir: &std::path::Path) -> Vec<ZooMember> {
 
 /// The lowest on-threshold derived: a rule at 0 would alarm on every window.
 const MIN_ON: f32 = 1e-3;
+/// The lowest clear threshold derived for an ensemble with the beat counter: above
+/// [`RUN_RISK_MAX`], the score of a run short of the counter's call (0.2, the lowest the
+/// validated rules with the counter chose).
+const COUNTER_MIN_OFF: f32 = 0.2;
 
 /// The members' positions in `zoo` as a choice, or `None` when one is missing or has other
 /// weights.
@@ -151,12 +157,18 @@ pub(crate) fn derived_rule(
     }
     let kept = ((share * pos.len() as f64).ceil() as usize).clamp(1, pos.len());
     let on = pos[kept - 1].clamp(MIN_ON, 1.0);
-    let rule = AlarmRule {
+    let mut rule = AlarmRule {
         on,
         off: on * (like.off / like.on.max(f32::MIN_POSITIVE)).clamp(0.0, 1.0),
         k: like.k,
         n: like.n,
     };
+    // With the counter, the rule clears above the scores of runs short of its call, as every
+    // rule validated with it does, so such a run neither raises nor holds the alarm.
+    if counter.is_some() && rule.off <= RUN_RISK_MAX {
+        rule.off = COUNTER_MIN_OFF;
+        rule.on = rule.on.max(COUNTER_MIN_OFF);
+    }
     rule.validate().ok().map(|()| rule)
 }
 
@@ -276,6 +288,39 @@ mod tests {
             )
             .is_none()
         );
+    }
+
+    #[test]
+    fn a_rule_derived_with_the_counter_clears_above_a_run_short_of_its_call() {
+        let ids = ["w1", "w2", "w3", "w4", "w5", "w6"];
+        let labels = [1, 1, 1, 1, 0, 0];
+        let a = member("a", &ids, &labels, &[0.9, 0.6, 0.3, 0.1, 0.05, 0.2]);
+        let b = member("b", &ids, &labels, &[0.5, 0.4, 0.15, 0.02, 0.01, 0.1]);
+        let counter = MemberRef {
+            name: BEATS_NAME.into(),
+            sha256: "sha-beats".into(),
+        };
+        let like = AlarmRule {
+            on: 0.25,
+            off: 0.125,
+            k: 1,
+            n: 1,
+        };
+        let mut book = RuleBook::default();
+        let mut r = validated(&[&a], like);
+        r.members.push(counter.clone());
+        book.insert(r);
+        let zoo = [a.clone(), b.clone()];
+        // Without the counter b derives 0.15 / 0.075 (above); with it, the rule clears no
+        // lower than 0.2, above every score a run short of the call gives.
+        let got = derived_rule(&zoo, &book, &[b.member.clone(), counter.clone()], 5, 30).unwrap();
+        assert_eq!((got.on, got.off), (COUNTER_MIN_OFF, COUNTER_MIN_OFF));
+        assert!(got.off > RUN_RISK_MAX);
+        // A rule that already clears above it keeps its thresholds.
+        let high = member("h", &ids, &labels, &[0.95, 0.9, 0.8, 0.7, 0.1, 0.1]);
+        let zoo = [a, high.clone()];
+        let got = derived_rule(&zoo, &book, &[high.member, counter], 5, 30).unwrap();
+        assert_eq!((got.on, got.off), (0.8, 0.4));
     }
 
     #[test]

@@ -133,7 +133,8 @@ pub struct EnsembleConfig {
     /// Member model names.
     pub members: Vec<String>,
     /// Count ventricular beats beside the members when the zoo holds a beat counter
-    /// (`beats.json`): a window whose beats end in a VT run scores 1. True when absent.
+    /// (`beats.json`): a window whose beats end in a VT run scores 1 (a run only below the
+    /// counter's call, at least 0.2 times its level). True when absent.
     #[serde(default = "default_true")]
     pub count_beats: bool,
 }

@@ -32,6 +32,11 @@ const GATE_SECS: usize = 10;
 /// on these scores (`holmes evaluate --beats`, `--folds`) may choose lower thresholds, where
 /// the run does count.
 pub(crate) const RUN_RISK: f32 = 0.2;
+/// The highest score a run short of the call gives ([`RUN_RISK`] times the highest call
+/// probability): a rule served with the counter that clears above it is never raised or held
+/// on by such a run (the rule book's, which a test checks, and the derived ones,
+/// `composer::derived`).
+pub(crate) const RUN_RISK_MAX: f32 = RUN_RISK * CALL_GRID[CALL_GRID.len() - 1];
 
 /// When a window's beats make a VT run.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
@@ -155,7 +160,8 @@ impl BeatsFile {
 }
 
 /// The beat counter a ward serves beside its ensemble: a window whose beats end in a VT run
-/// under the rule scores 1, whatever the members say. It remembers each bed's classified beats
+/// under the rule scores 1, whatever the members say, and one whose run holds only below the
+/// rule's call at least [`RUN_RISK`] times its level. It remembers each bed's classified beats
 /// ([`BedMemories`]), so a beat is classified once, not in each window that holds it; a clone
 /// starts with no memories.
 #[derive(Debug)]
@@ -216,6 +222,7 @@ impl BeatCounter {
     }
 
     /// The window's score with the counter: 1 where its beats end in a VT run under the rule,
+    /// at least [`RUN_RISK`] times the run level where a run holds only below the rule's call,
     /// else `score` (no score stays none: the counter raises a scored window, it does not
     /// score one the members could not); with the run's onset, ms on the window's timeline,
     /// where it raised the score. [`read`](Self::read) then [`judge`](Self::judge), as the
@@ -249,7 +256,8 @@ impl BeatCounter {
     }
 
     /// The score of a window ending at `end_ms` with the counter, from what it read there
-    /// ([`apply`](Self::apply)).
+    /// ([`apply`](Self::apply)): the ensemble's `score` lifted to the rule's
+    /// [`run_risk`](BeatRule::run_risk) (1 at a run the rule sees).
     pub(crate) fn judge(&self, evidence: &RunEvidence, end_ms: i64, score: Option<f32>) -> Counted {
         let Some(s) = score else {
             return Counted::default();
@@ -347,7 +355,7 @@ mod tests {
             .unwrap()
             .expect("the zoo serves a counter");
         let book = crate::alarm::rules::RuleBook::load(&dir).unwrap();
-        let highest = RUN_RISK * CALL_GRID[CALL_GRID.len() - 1];
+        let highest = RUN_RISK_MAX;
         let with_counter: Vec<_> = book
             .rules
             .iter()

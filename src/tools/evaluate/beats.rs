@@ -3,7 +3,9 @@
 //! ensemble, and a **beat rule** ([`BeatRule`]): at a hop whose window holds a run of
 //! [`VT_MIN_BEATS`] beats called ventricular at the rule's probability, where the two QRS
 //! detectors agree well enough, the ensemble's score is raised to 1, so any alarm rule raises
-//! on it; elsewhere the series is the ensemble's. The beat rule and the alarm rule are chosen
+//! on it; where a run holds only below the rule's probability, to at least `RUN_RISK` (0.2,
+//! `signal::beats::counter`) times the probability it holds at; elsewhere the series is the
+//! ensemble's. The beat rule and the alarm rule are chosen
 //! together on validation: each beat rule of [`candidates`] gets its alarm rule as the
 //! ensemble's does, and the pair with the fewest false alarms at the target is kept.
 //!

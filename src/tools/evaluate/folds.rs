@@ -164,11 +164,11 @@ pub fn cross_validate(opts: &EvaluateOptions, k: usize) -> Result<CrossValidatio
         })
         .collect();
 
-    // The members' scores, clean and stressed, once; the classical detector's too, the monitor
-    // whose alarms are adjudicated.
+    // The members' scores, clean and stressed, once; on the clean records the classical
+    // detector's too, the monitor whose alarms are adjudicated.
     let det = Detectors {
         ensemble: Some(&ens),
-        classical: true,
+        classical: false,
         beats: None,
         first_slot: opts.leads.first_slot(),
     };
@@ -190,7 +190,11 @@ pub fn cross_validate(opts: &EvaluateOptions, k: usize) -> Result<CrossValidatio
     let mut stressed = Vec::new();
     let mut spliced_clean: Vec<Option<Replay>> = Vec::with_capacity(recs.len());
     for (i, r) in recs.iter().enumerate() {
-        clean.push(replay(r, &r.leads, win, hop_n, det)?);
+        let with_monitor = Detectors {
+            classical: true,
+            ..det
+        };
+        clean.push(replay(r, &r.leads, win, hop_n, with_monitor)?);
         spliced_clean.push(match &spliced[i] {
             Some(sp) => Some(replay(&sp.record, &sp.record.leads, win, hop_n, det)?),
             None => None,

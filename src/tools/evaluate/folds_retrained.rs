@@ -67,12 +67,17 @@ pub fn cross_validate_retrained(
         let dir = zoos.join(format!("fold-{}", f + 1));
         let ens = Ensemble::load(&dir, &opts.members, window)?.with_beats(None);
         let ens = pooled(ens, opts.pooling, &dir, hop, window)?;
-        // The classical detector too: the monitor whose alarms are adjudicated.
+        // On the clean records the classical detector too: the monitor whose alarms are
+        // adjudicated.
         let det = Detectors {
             ensemble: Some(&ens),
-            classical: true,
+            classical: false,
             beats: None,
             first_slot: opts.leads.first_slot(),
+        };
+        let with_monitor = Detectors {
+            classical: true,
+            ..det
         };
 
         // The beat classifier's epochs, fitted on the learnt folds' beats.
@@ -89,7 +94,7 @@ pub fn cross_validate_retrained(
 
         let chosen_reps: Vec<Replay> = chosen
             .iter()
-            .map(|&i| replay(&recs[i], &recs[i].leads, win, hop_n, det))
+            .map(|&i| replay(&recs[i], &recs[i].leads, win, hop_n, with_monitor))
             .collect::<Result<_, _>>()?;
         let stressed_leads: Vec<Option<Vec<Vec<f32>>>> = held
             .iter()
@@ -109,7 +114,7 @@ pub fn cross_validate_retrained(
         let mut held_reps = Vec::with_capacity(held.len());
         for (j, &i) in held.iter().enumerate() {
             let r = &recs[i];
-            let clean = replay(r, &r.leads, win, hop_n, det)?;
+            let clean = replay(r, &r.leads, win, hop_n, with_monitor)?;
             let stressed = match &stressed_leads[j] {
                 Some(l) => Some(replay(r, l, win, hop_n, det)?),
                 None => None,

@@ -25,7 +25,8 @@
 //!    classifier fitted on the train part's annotated beats, and a beat rule (the probability
 //!    at which a beat is called ventricular, and a bSQI gate) chosen on validation together
 //!    with the alarm rule; where the window ends in a run of five called beats faster than
-//!    100/min, the ensemble's score is raised to 1.
+//!    100/min, the ensemble's score is raised to 1 (where the run holds only at a lower call
+//!    probability, to at least 0.2 times it).
 //!
 //! 6. With `--revalidate`, instead of all this: every rule of the zoo's rule book that a
 //!    retrained member or a refitted beat counter keeps from holding is chosen again on the
@@ -370,9 +371,13 @@ pub fn evaluate(opts: &EvaluateOptions) -> Result<Evaluation, EvaluateError> {
             )?);
         }
         if let (Some(c), None) = (&cls_choice, snr) {
-            monitor = Some(monitor_alarms::adjudicate(
-                &reps, c.rule, ens_rule, hop_ms, matching,
-            )?);
+            // The served ensemble; with `--beats`, the one beside the fitted counter.
+            let (pick, served): (fn(&Replay) -> &[Option<f32>], AlarmRule) = match &beats_choice {
+                Some((_, bc, _, _)) => (Replay::with_beats_scores, bc.rule),
+                None => (Replay::ensemble_scores, ens_rule),
+            };
+            let judged = monitor_alarms::judge(&reps, pick, c.rule, served, hop_ms, matching)?;
+            monitor = Some(monitor_alarms::figures(&judged));
         }
         if let Some(c) = &cls_choice {
             cls_conditions.push(condition(

@@ -14,8 +14,8 @@
 //!
 //! - the **risk** is their highest score; its ROC-AUC (true against false) is the ranking
 //!   figure, with a 95 % interval (Hanley and McNeil's standard error);
-//! - the **decision** is whether the served alarm (its rule as chosen on validation) was
-//!   raised or on at any of them; the challenge-style score is
+//! - the **decision** is whether the served alarm (its rule as chosen on validation, or on
+//!   the other folds) was raised or on at any of them; the challenge-style score is
 //!   `(TP + TN) / (TP + TN + FP + 5 FN)`, the PhysioNet/CinC Challenge 2015's, under which a
 //!   missed true alarm costs five false ones and never alarming scores the share of false
 //!   alarms.
@@ -36,13 +36,13 @@ use super::replay::Replay;
 
 /// The served risk and alarm are read over the windows ending this long before a monitor
 /// alarm, and at it, s (as the external measurement reads them).
-pub const LOOK_BACK_SECS: i64 = 14;
+pub(crate) const LOOK_BACK_SECS: i64 = 14;
 
 /// The monitor alarms of a part and what the served ensemble said at each.
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
 pub struct MonitorAlarms {
-    /// Monitor alarms, and how many of them are true (of them VT, VF: an alarm sharing time
-    /// with both kinds counts in both).
+    /// Monitor alarms, and how many of them are true (of them VT, VF: one raised during
+    /// episodes of both kinds counts in both).
     pub alarms: usize,
     pub true_alarms: usize,
     pub true_vt: usize,
@@ -71,26 +71,6 @@ pub(super) struct Judged {
     on: bool,
 }
 
-/// Adjudicates the classical detector's alarms (`monitor` rule) on clean replays, reading the
-/// served ensemble's scores and its alarm under `served`.
-pub(crate) fn adjudicate(
-    reps: &[Replay],
-    monitor: AlarmRule,
-    served: AlarmRule,
-    hop_ms: i64,
-    matching: MatchOptions,
-) -> Result<MonitorAlarms, EvaluateError> {
-    let judged = judge(
-        reps,
-        Replay::ensemble_scores,
-        monitor,
-        served,
-        hop_ms,
-        matching,
-    )?;
-    Ok(figures(&judged))
-}
-
 /// Each monitor alarm of `reps` (the classical detector's under `monitor`), judged with the
 /// served scores `pick` gives and their alarm under `served`; records without both series
 /// give none.
@@ -115,26 +95,31 @@ pub(super) fn judge(
         }
         let monitor_alarms = alarm_episodes(monitor, hop_ms, &monitor_series)?;
         let served_alarms = alarm_episodes(served, hop_ms, &served_series)?;
+        let last = served_series.last().map(|&(end, _)| end);
         for &alarm in &monitor_alarms {
             let t = alarm.0;
             let from = t - look_back;
             // True when raised in an episode (from its onset less the tolerance to its end
             // plus the grace), of that episode's kind.
             let during = |(s, e): (i64, i64)| {
-                t >= s - matching.onset_tolerance_ms && t <= e + matching.grace_ms
+                t >= s - matching.onset_tolerance_ms && t < e + matching.grace_ms
             };
             let truth = r.reference.iter().any(|&iv| during(iv));
             let of_kind =
                 |k: EpisodeKind| r.by_kind.iter().any(|&(kind, iv)| kind == k && during(iv));
-            let risk = served_series
-                .iter()
-                .filter(|&&(end, _)| end >= from && end <= t)
-                .filter_map(|&(_, v)| v)
-                .fold(0.0f32, f32::max);
-            // Raised in the span, or raised before it and not yet cleared at its start.
-            let on = served_alarms
-                .iter()
-                .any(|&(a, b)| a <= t && (a >= from || b > from));
+            let span = || {
+                served_series
+                    .iter()
+                    .filter(move |&&(end, _)| end >= from && end <= t)
+            };
+            let risk = span().filter_map(|&(_, v)| v).fold(0.0f32, f32::max);
+            // On at a window of the span: raised at or before it and cleared after it (an
+            // alarm still on at the record's end runs to its last window).
+            let on = span().any(|&(w, _)| {
+                served_alarms
+                    .iter()
+                    .any(|&(a, b)| a <= w && (w < b || a == b || Some(b) == last))
+            });
             judged.push(Judged {
                 truth,
                 vt: of_kind(EpisodeKind::Vt),
@@ -254,6 +239,95 @@ mod tests {
         let quiet: Vec<Judged> = judged.iter().map(|x| Judged { on: false, ..*x }).collect();
         let q = figures(&quiet);
         assert!((q.challenge_score.unwrap() - 100.0 * 3.0 / 13.0).abs() < 1e-9);
+    }
+
+    /// A 120-s record's replay (window ends 30, 35, ..., 120 s) with these classical and
+    /// served scores, one per hop, and one VT episode from 58 to 70 s.
+    fn replay_with(classical: &[f32], served: &[f32]) -> Replay {
+        use crate::core::window::SAMPLE_RATE_HZ;
+        use crate::training::dataset::{Database, RecordData};
+        let hz = SAMPLE_RATE_HZ;
+        let rec = RecordData {
+            db: Database::Vfdb,
+            key: "vfdb/999".into(),
+            group: "vfdb/999".into(),
+            leads: vec![vec![0.0; 120 * hz]],
+            episodes: Vec::new(),
+            noise: vec![Vec::new()],
+            beats: Vec::new(),
+            paced: false,
+            ectopy: Vec::new(),
+        };
+        let det = super::super::replay::Detectors {
+            ensemble: None,
+            classical: false,
+            beats: None,
+            first_slot: 0,
+        };
+        let mut r = super::super::replay::replay(&rec, &rec.leads, 30 * hz, 5 * hz, det).unwrap();
+        assert_eq!(r.ends_ms.len(), classical.len());
+        r.classical = classical.iter().map(|&v| Some(v)).collect();
+        r.ensemble = served.iter().map(|&v| Some(v)).collect();
+        r.reference = vec![(58_000, 70_000)];
+        r.by_kind = vec![(EpisodeKind::Vt, (58_000, 70_000))];
+        r
+    }
+
+    #[test]
+    fn each_monitor_alarm_is_judged_at_its_raise_over_the_windows_before_it() {
+        let at = |hops: &[usize], v: f32| {
+            let mut s = vec![0.0f32; 19];
+            for &k in hops {
+                s[k] = v;
+            }
+            s
+        };
+        // The monitor alarms at 60 s (in the VT), 80 s (the episode's end plus the grace: not
+        // in it) and 100 s.
+        let classical = at(&[6, 7, 10, 14], 1.0);
+        // The served alarm on from 40 s, cleared at 50 s by a score below its clear threshold
+        // (so off at all of the first alarm's windows, 50-60 s); scores of 0.2 at 50-60 s; on
+        // again at 90 s.
+        let mut served = at(&[2, 3, 12], 1.0);
+        for v in &mut served[4..=6] {
+            *v = 0.2;
+        }
+        let rule = AlarmRule {
+            on: 0.5,
+            off: 0.25,
+            k: 1,
+            n: 1,
+        };
+        let r = replay_with(&classical, &served);
+        let judged = judge(
+            &[r],
+            Replay::ensemble_scores,
+            rule,
+            rule,
+            5_000,
+            MatchOptions::default(),
+        )
+        .unwrap();
+        let seen: Vec<(bool, bool, f32, bool)> = judged
+            .iter()
+            .map(|j| (j.truth, j.vt, j.risk, j.on))
+            .collect();
+        assert_eq!(
+            seen,
+            [
+                (true, true, 0.2, false),
+                (false, false, 0.0, false),
+                (false, false, 1.0, true)
+            ]
+        );
+        let m = figures(&judged);
+        assert_eq!(
+            (m.alarms, m.true_alarms, m.on_for_true, m.on_for_false),
+            (3, 1, 0, 1)
+        );
+        // TP 0, TN 1, FP 1, FN 1.
+        assert!((m.challenge_score.unwrap() - 100.0 / 7.0).abs() < 1e-9);
+        assert_eq!(m.roc_auc, Some(0.5));
     }
 
     #[test]

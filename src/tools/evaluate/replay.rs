@@ -52,8 +52,9 @@ pub(crate) struct Replay {
     /// on the primary lead's last 10 s ([`run_evidence`]; empty unless a beat classifier is
     /// replayed).
     pub beat_runs: Vec<RunEvidence>,
-    /// The ensemble's score raised to 1 where a beat rule sees a VT run
-    /// ([`beats::apply`](super::beats::apply); empty until one is applied).
+    /// The ensemble's score raised to 1 where a beat rule sees a VT run, and to the rule's run
+    /// risk where a run holds only below its call ([`beats::apply`](super::beats::apply);
+    /// empty until one is applied).
     pub with_beats: Vec<Option<f32>>,
     /// Where the beat rule raised `with_beats`: the run's first beat, ms.
     pub with_beats_onsets: Vec<Option<i64>>,
