@@ -372,11 +372,24 @@ pub fn evaluate(opts: &EvaluateOptions) -> Result<Evaluation, EvaluateError> {
         }
         if let (Some(c), None) = (&cls_choice, snr) {
             // The served ensemble; with `--beats`, the one beside the fitted counter.
-            let (pick, served): (fn(&Replay) -> &[Option<f32>], AlarmRule) = match &beats_choice {
-                Some((_, bc, _, _)) => (Replay::with_beats_scores, bc.rule),
-                None => (Replay::ensemble_scores, ens_rule),
+            let judged = match &beats_choice {
+                Some((_, bc, _, _)) => monitor_alarms::judge(
+                    &reps,
+                    Replay::with_beats_scores,
+                    c.rule,
+                    bc.rule,
+                    hop_ms,
+                    matching,
+                )?,
+                None => monitor_alarms::judge(
+                    &reps,
+                    Replay::ensemble_scores,
+                    c.rule,
+                    ens_rule,
+                    hop_ms,
+                    matching,
+                )?,
             };
-            let judged = monitor_alarms::judge(&reps, pick, c.rule, served, hop_ms, matching)?;
             monitor = Some(monitor_alarms::figures(&judged));
         }
         if let Some(c) = &cls_choice {
