@@ -324,6 +324,32 @@ mod tests {
     }
 
     #[test]
+    fn every_rule_of_the_zoo_with_its_counter_clears_above_a_run_short_of_the_call() {
+        // The zoo's rules were chosen on these scores; their clear thresholds are above every
+        // score a run short of the counter's call gives, so under them such a run neither
+        // raises an alarm nor holds one on (the promise `RUN_RISK` makes).
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("models");
+        let counter = crate::signal::beats::BeatCounter::load(&dir, 5)
+            .unwrap()
+            .expect("the zoo serves a counter");
+        let book = RuleBook::load(&dir).unwrap();
+        let with_counter: Vec<_> = book
+            .rules
+            .iter()
+            .filter(|r| r.members.iter().any(|m| m.sha256 == counter.sha256))
+            .collect();
+        assert!(with_counter.len() >= 5, "{} rules", with_counter.len());
+        for r in with_counter {
+            assert!(
+                r.rule.off > RUN_RISK_MAX,
+                "{:?}: off {}",
+                r.members,
+                r.rule.off
+            );
+        }
+    }
+
+    #[test]
     fn the_median_reference_sets_the_share() {
         let ids: Vec<String> = (0..10).map(|i| format!("w{i}")).collect();
         let ids: Vec<&str> = ids.iter().map(String::as_str).collect();
