@@ -13,7 +13,8 @@
 //! event-level validation: the ward serves it marked not validated, as derived. An ensemble
 //! served with the zoo's beat counter borrows only from rules validated with the same counter
 //! (the shares are the members' alone; the counter raises scores beside them), and clears no
-//! lower than 0.2, above what a run short of the counter's call scores. The ensemble
+//! lower than 0.2, above what a run short of the counter's call scores (a rule derived lower
+//! is scaled up to it, its off/on ratio kept: 0.4 / 0.2 at the usual half). The ensemble
 //! the rule is derived for pools by the plain mean (the dashboard derives for no other).
 
 use super::compose::SplitIndex;
@@ -62,7 +63,7 @@ pub(crate) fn read_zoo(dir: &std::path::Path) -> Vec<ZooMember> {
 const MIN_ON: f32 = 1e-3;
 /// The lowest clear threshold derived for an ensemble with the beat counter: above
 /// [`RUN_RISK_MAX`], the score of a run short of the counter's call (0.2, the lowest the
-/// validated rules with the counter chose).
+/// validated rules with the counter chose, with an on-threshold of 0.4).
 const COUNTER_MIN_OFF: f32 = 0.2;
 
 /// The members' positions in `zoo` as a choice, or `None` when one is missing or has other
@@ -164,10 +165,16 @@ pub(crate) fn derived_rule(
         n: like.n,
     };
     // With the counter, the rule clears above the scores of runs short of its call, as every
-    // rule validated with it does, so such a run neither raises nor holds the alarm.
+    // rule validated with it does, so such a run neither raises nor holds the alarm: scaled
+    // up, its off/on ratio kept, to clear at COUNTER_MIN_OFF.
     if counter.is_some() && rule.off <= RUN_RISK_MAX {
+        let ratio = rule.off / rule.on;
         rule.off = COUNTER_MIN_OFF;
-        rule.on = rule.on.max(COUNTER_MIN_OFF);
+        rule.on = if ratio > 0.0 {
+            (COUNTER_MIN_OFF / ratio).clamp(COUNTER_MIN_OFF, 1.0)
+        } else {
+            1.0
+        };
     }
     rule.validate().ok().map(|()| rule)
 }
@@ -311,10 +318,11 @@ mod tests {
         r.members.push(counter.clone());
         book.insert(r);
         let zoo = [a.clone(), b.clone()];
-        // Without the counter b derives 0.15 / 0.075 (above); with it, the rule clears no
-        // lower than 0.2, above every score a run short of the call gives.
+        // Without the counter b derives 0.15 / 0.075 (above); with it, the rule is scaled up to
+        // clear at 0.2, above every score a run short of the call gives, its ratio kept.
         let got = derived_rule(&zoo, &book, &[b.member.clone(), counter.clone()], 5, 30).unwrap();
-        assert_eq!((got.on, got.off), (COUNTER_MIN_OFF, COUNTER_MIN_OFF));
+        assert_eq!(got.off, COUNTER_MIN_OFF);
+        assert!((got.on - 0.4).abs() < 1e-5, "{got:?}");
         assert!(got.off > RUN_RISK_MAX);
         // A rule that already clears above it keeps its thresholds.
         let high = member("h", &ids, &labels, &[0.95, 0.9, 0.8, 0.7, 0.1, 0.1]);
