@@ -230,20 +230,27 @@ mod tests {
         }
     }
 
-    #[test]
-    fn the_on_threshold_keeps_the_validated_share_of_positive_windows() {
-        let ids = ["w1", "w2", "w3", "w4", "w5", "w6"];
-        let labels = [1, 1, 1, 1, 0, 0];
-        // "a" is validated at 0.25: it keeps 3 of its 4 positive windows (0.9, 0.6, 0.3).
-        let a = member("a", &ids, &labels, &[0.9, 0.6, 0.3, 0.1, 0.05, 0.2]);
-        // "b" scores lower: keeping 3 of 4 positives needs its third-highest, 0.15.
-        let b = member("b", &ids, &labels, &[0.5, 0.4, 0.15, 0.02, 0.01, 0.1]);
+    const IDS: [&str; 6] = ["w1", "w2", "w3", "w4", "w5", "w6"];
+    const LABELS: [u8; 6] = [1, 1, 1, 1, 0, 0];
+
+    /// "a", validated at 0.25: it keeps 3 of its 4 positive windows (0.9, 0.6, 0.3); "b"
+    /// scores lower: keeping 3 of 4 positives needs its third-highest, 0.15; and a's rule.
+    fn pair() -> (ZooMember, ZooMember, AlarmRule) {
+        let a = member("a", &IDS, &LABELS, &[0.9, 0.6, 0.3, 0.1, 0.05, 0.2]);
+        let b = member("b", &IDS, &LABELS, &[0.5, 0.4, 0.15, 0.02, 0.01, 0.1]);
         let like = AlarmRule {
             on: 0.25,
             off: 0.125,
             k: 2,
             n: 3,
         };
+        (a, b, like)
+    }
+
+    #[test]
+    fn the_on_threshold_keeps_the_validated_share_of_positive_windows() {
+        let (ids, labels) = (IDS, LABELS);
+        let (a, b, like) = pair();
         let mut book = RuleBook::default();
         book.insert(validated(&[&a], like));
         let zoo = [a.clone(), b.clone()];
@@ -299,19 +306,10 @@ mod tests {
 
     #[test]
     fn a_rule_derived_with_the_counter_clears_above_a_run_short_of_its_call() {
-        let ids = ["w1", "w2", "w3", "w4", "w5", "w6"];
-        let labels = [1, 1, 1, 1, 0, 0];
-        let a = member("a", &ids, &labels, &[0.9, 0.6, 0.3, 0.1, 0.05, 0.2]);
-        let b = member("b", &ids, &labels, &[0.5, 0.4, 0.15, 0.02, 0.01, 0.1]);
+        let (a, b, like) = pair();
         let counter = MemberRef {
             name: BEATS_NAME.into(),
             sha256: "sha-beats".into(),
-        };
-        let like = AlarmRule {
-            on: 0.25,
-            off: 0.125,
-            k: 1,
-            n: 1,
         };
         let mut book = RuleBook::default();
         let mut r = validated(&[&a], like);
@@ -325,7 +323,7 @@ mod tests {
         assert!((got.on - 0.4).abs() < 1e-5, "{got:?}");
         assert!(got.off > RUN_RISK_MAX);
         // A rule that already clears above it keeps its thresholds.
-        let high = member("h", &ids, &labels, &[0.95, 0.9, 0.8, 0.7, 0.1, 0.1]);
+        let high = member("h", &IDS, &LABELS, &[0.95, 0.9, 0.8, 0.7, 0.1, 0.1]);
         let zoo = [a, high.clone()];
         let got = derived_rule(&zoo, &book, &[high.member, counter], 5, 30).unwrap();
         assert_eq!((got.on, got.off), (0.8, 0.4));

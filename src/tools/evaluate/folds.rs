@@ -189,11 +189,11 @@ pub fn cross_validate(opts: &EvaluateOptions, k: usize) -> Result<CrossValidatio
     let mut clean = Vec::with_capacity(recs.len());
     let mut stressed = Vec::new();
     let mut spliced_clean: Vec<Option<Replay>> = Vec::with_capacity(recs.len());
+    let with_monitor = Detectors {
+        classical: true,
+        ..det
+    };
     for (i, r) in recs.iter().enumerate() {
-        let with_monitor = Detectors {
-            classical: true,
-            ..det
-        };
         clean.push(replay(r, &r.leads, win, hop_n, with_monitor)?);
         spliced_clean.push(match &spliced[i] {
             Some(sp) => Some(replay(&sp.record, &sp.record.leads, win, hop_n, det)?),
@@ -441,9 +441,10 @@ pub(super) fn judge_fold(
         .collect();
     let (beat_rule, choice, _, _) = beats::choose(&mut chosen_on, search)?;
     // The monitor's rule, where the classical detector was replayed.
-    let monitor_rule = match chosen_on.iter().all(|r| !r.classical.is_empty()) {
-        true => Some(choose_rule(&chosen_on, Replay::classical_scores, search)?.rule),
-        false => None,
+    let monitor_rule = if chosen_on.iter().all(|r| !r.classical.is_empty()) {
+        Some(choose_rule(&chosen_on, Replay::classical_scores, search)?.rule)
+    } else {
+        None
     };
     drop(chosen_on);
     let judge = |reps: &[Replay], snr: Option<f32>| -> Result<Vec<Judged>, EvaluateError> {

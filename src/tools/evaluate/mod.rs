@@ -372,24 +372,14 @@ pub fn evaluate(opts: &EvaluateOptions) -> Result<Evaluation, EvaluateError> {
         }
         if let (Some(c), None) = (&cls_choice, snr) {
             // The served ensemble; with `--beats`, the one beside the fitted counter.
-            let judged = match &beats_choice {
-                Some((_, bc, _, _)) => monitor_alarms::judge(
-                    &reps,
-                    Replay::with_beats_scores,
-                    c.rule,
-                    bc.rule,
-                    hop_ms,
-                    matching,
-                )?,
-                None => monitor_alarms::judge(
-                    &reps,
-                    Replay::ensemble_scores,
-                    c.rule,
-                    ens_rule,
-                    hop_ms,
-                    matching,
-                )?,
+            let pick: fn(&Replay) -> &[Option<f32>] = match beats_choice {
+                Some(_) => Replay::with_beats_scores,
+                None => Replay::ensemble_scores,
             };
+            let served = beats_choice
+                .as_ref()
+                .map_or(ens_rule, |(_, bc, _, _)| bc.rule);
+            let judged = monitor_alarms::judge(&reps, pick, c.rule, served, hop_ms, matching)?;
             monitor = Some(monitor_alarms::figures(&judged));
         }
         if let Some(c) = &cls_choice {

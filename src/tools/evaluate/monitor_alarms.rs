@@ -118,7 +118,7 @@ pub(super) fn judge(
             let on = span().any(|&(w, _)| {
                 served_alarms
                     .iter()
-                    .any(|&(a, b)| a <= w && (w < b || a == b || Some(b) == last))
+                    .any(|&(a, b)| a <= w && (w < b || Some(b) == last))
             });
             judged.push(Judged {
                 truth,
