@@ -79,6 +79,15 @@ impl ThresholdSearch {
     pub fn even_grid(steps: u32) -> Vec<f32> {
         (1..steps).map(|i| i as f32 / steps as f32).collect()
     }
+
+    /// The same search with only the on-thresholds whose clear threshold lies above `score`,
+    /// so that a window scored `score` or less neither raises an alarm nor holds one on (a
+    /// run short of the beat counter's call, `signal::beats::RUN_RISK_MAX`).
+    pub fn clearing_above(mut self, score: f32) -> ThresholdSearch {
+        let r = self.off_ratio;
+        self.on_grid.retain(|&on| on * r > score);
+        self
+    }
 }
 
 /// The rule chosen and what it reached on the validation records.
@@ -326,6 +335,27 @@ mod tests {
         assert_eq!(c.sensitivity, Some(1.0));
         assert_eq!(c.monitored_hours, 1.0);
         assert_eq!(c.false_alarms_per_hour, Some(2.0));
+    }
+
+    #[test]
+    fn a_search_clearing_above_a_score_never_chooses_a_rule_that_clears_below_it() {
+        let recs = records();
+        let v = validation(&recs);
+        // B's episode scores 0.55: only on-thresholds of 0.5 and below raise for it, and their
+        // clear thresholds (0.4 and below) are not above 0.45. Every rule left raises for A's
+        // episode alone; 0.7 leaves B's artefact (0.65) under it, the fewest false alarms.
+        let q = search(1.0, vec![(1, 1)]).clearing_above(0.45);
+        assert_eq!(q.on_grid, vec![0.6, 0.7, 0.8, 0.9]);
+        let c = choose_threshold(&v, &q).unwrap();
+        assert!(!c.met_target);
+        assert!(c.rule.off > 0.45, "{:?}", c.rule);
+        assert_eq!((c.rule.on, c.detected, c.false_alarms), (0.7, 1, 1));
+        // Nothing left to try is refused, not chosen.
+        let none = search(1.0, vec![(1, 1)]).clearing_above(0.8);
+        assert!(matches!(
+            choose_threshold(&v, &none),
+            Err(AlarmError::NoCandidates)
+        ));
     }
 
     #[test]

@@ -30,13 +30,14 @@ const GATE_SECS: usize = 10;
 /// zoo's rule book holds for an ensemble with the counter (0.20-0.43; a test in
 /// `composer::derived` checks it), so
 /// that under them such a window neither raises an alarm nor holds one on. A rule search run
-/// on these scores (`holmes evaluate --beats`, `--folds`) may choose lower thresholds, where
-/// the run does count.
+/// on these scores (`holmes evaluate --beats`, `--folds`, `--revalidate`) tries only rules
+/// that clear above [`RUN_RISK_MAX`] (`ThresholdSearch::clearing_above`), so a rule it saves
+/// keeps the promise too.
 pub(crate) const RUN_RISK: f32 = 0.2;
 /// The highest score a run short of the call gives ([`RUN_RISK`] times the highest call
 /// probability): a rule served with the counter that clears above it is never raised or held
-/// on by such a run (the rule book's and the derived ones, `composer::derived`, where a test
-/// checks both).
+/// on by such a run (the rule book's, those a search chooses beside the counter, and the
+/// derived ones, `composer::derived`, where a test checks the book's and the derived).
 pub(crate) const RUN_RISK_MAX: f32 = RUN_RISK * CALL_GRID[CALL_GRID.len() - 1];
 
 /// When a window's beats make a VT run.

@@ -7,7 +7,9 @@
 //! `signal::beats::counter`) times the probability it holds at; elsewhere the series is the
 //! ensemble's. The beat rule and the alarm rule are chosen
 //! together on validation: each beat rule of [`candidates`] gets its alarm rule as the
-//! ensemble's does, and the pair with the fewest false alarms at the target is kept.
+//! ensemble's does, among the rules that clear above a run short of the call (so that such a
+//! window neither raises an alarm nor holds one on), and the pair with the fewest false alarms
+//! at the target is kept.
 //!
 //! [`VT_MIN_BEATS`]: crate::signal::classical::VT_MIN_BEATS
 
@@ -15,7 +17,7 @@ use serde::Serialize;
 
 use crate::alarm::{ThresholdChoice, ThresholdSearch};
 use crate::core::window::SAMPLE_RATE_HZ;
-use crate::signal::beats::{BeatClassifier, BeatRule, CALL_GRID};
+use crate::signal::beats::{BeatClassifier, BeatRule, CALL_GRID, RUN_RISK_MAX};
 use crate::training::beats::{BeatFigures, BeatRows};
 use crate::training::dataset::{Database, Split, SplitName};
 
@@ -136,6 +138,9 @@ pub(crate) fn choose(
     val: &mut [Replay],
     search: &ThresholdSearch,
 ) -> Result<(BeatRule, ThresholdChoice, Vec<BeatTrial>, EpisodeFigures), EvaluateError> {
+    // A window with a run short of the call scores up to RUN_RISK_MAX: every alarm rule tried
+    // clears above it, so such a window neither raises an alarm nor holds one on.
+    let search = &search.clone().clearing_above(RUN_RISK_MAX);
     let mut trials = Vec::new();
     let mut overlap = Vec::new();
     for beat_rule in candidates() {

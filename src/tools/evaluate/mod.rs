@@ -65,7 +65,7 @@ use crate::alarm::{
 };
 use crate::core::window::SAMPLE_RATE_HZ;
 use crate::serving::engine::ensemble::{Ensemble, EnsembleError};
-use crate::signal::beats::{BeatCounter, BeatsError};
+use crate::signal::beats::{BeatCounter, BeatsError, RUN_RISK_MAX};
 use crate::signal::classical::ClassicalError;
 use crate::training::dataset::{
     self, Database, DatasetError, NoiseBank, RecordData, Split, SplitName,
@@ -271,9 +271,15 @@ pub fn evaluate(opts: &EvaluateOptions) -> Result<Evaluation, EvaluateError> {
         (Vec::new(), Vec::new())
     };
     let search = opts.search(matching);
+    // Beside the zoo's counter a window with a run short of the call scores up to
+    // RUN_RISK_MAX; the ensemble's rules clear above it, as the served score promises.
+    let ens_search = match ens.beats {
+        Some(_) => search.clone().clearing_above(RUN_RISK_MAX),
+        None => search.clone(),
+    };
     // The pooling, when chosen: tried on validation, the replays then pooled as chosen.
     let (ens, pooling_trials) = if choose_pooling_here {
-        let trials = pooling_trials_on(&mut val_replays, &ens, &search)?;
+        let trials = pooling_trials_on(&mut val_replays, &ens, &ens_search)?;
         let share = share_of(&trials, choose_pooling(&trials, opts.target_sensitivity));
         let ens = ens.with_share(share)?;
         repool(&mut val_replays, ens.weights());
@@ -289,7 +295,11 @@ pub fn evaluate(opts: &EvaluateOptions) -> Result<Evaluation, EvaluateError> {
     };
     let ens_choice = match opts.rule {
         Some(_) => None,
-        None => Some(choose_rule(&val_replays, Replay::ensemble_scores, &search)?),
+        None => Some(choose_rule(
+            &val_replays,
+            Replay::ensemble_scores,
+            &ens_search,
+        )?),
     };
     let ens_rule = opts
         .rule
