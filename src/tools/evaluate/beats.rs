@@ -104,6 +104,10 @@ pub fn candidates() -> Vec<BeatRule> {
 /// Sets each replay's `with_beats` series under `rule`, and where it raised a score, the
 /// run's onset.
 pub(crate) fn apply(reps: &mut [Replay], rule: BeatRule) {
+    // Experiment: a run short of the call adds `w` times its level to the members' pool.
+    let fuse: Option<f32> = std::env::var("HOLMES_EXP_FUSE")
+        .ok()
+        .and_then(|v| v.parse().ok());
     for r in reps {
         (r.with_beats, r.with_beats_onsets) = r
             .ensemble
@@ -114,7 +118,12 @@ pub(crate) fn apply(reps: &mut [Replay], rule: BeatRule) {
                 if rule.sees_run(b) {
                     (Some(1.0), b.onset_ms(end, rule.call_at))
                 } else {
-                    (e.map(|s| s.max(rule.run_risk(b))), None)
+                    let rr = rule.run_risk(b);
+                    let fused = |s: f32| match fuse {
+                        Some(w) if rr > 0.0 => (s + w * b.level()).min(1.0).max(rr),
+                        _ => s.max(rr),
+                    };
+                    (e.map(fused), None)
                 }
             })
             .unzip();
