@@ -198,6 +198,12 @@ fn the_beat_count_is_evaluated_beside_the_ensemble() {
     let trials = e["beat_trials"].as_array().unwrap();
     assert_eq!(trials.len(), 24);
     assert!(trials.iter().any(|t| t["beat_rule"] == beats["rule"]));
+    // Each alarm rule tried beside the counter clears above the score of a run short of its
+    // call (0.2 times at most 0.99), so such a window neither raises nor holds the alarm.
+    for t in trials {
+        let off = t["choice"]["rule"]["off"].as_f64().unwrap();
+        assert!(off > 0.198, "{t}");
+    }
     // Two fits from two seeds, each ending in one logit, differently.
     let fits = beats["classifier"]["fits"].as_array().unwrap();
     assert_eq!(fits.len(), 2);

@@ -342,14 +342,18 @@ mod tests {
         let recs = records();
         let v = validation(&recs);
         // B's episode scores 0.55: only on-thresholds of 0.5 and below raise for it, and their
-        // clear thresholds (0.4 and below) are not above 0.45. Every rule left raises for A's
-        // episode alone; 0.7 leaves B's artefact (0.65) under it, the fewest false alarms.
+        // clear thresholds (0.4 and below) are not above 0.45. Of the rules left, 0.6 and 0.7
+        // raise for A's episode (0.8 and 0.9 for none), and 0.7 leaves B's artefact (0.65)
+        // under it: the most sensitive with the fewest false alarms.
         let q = search(1.0, vec![(1, 1)]).clearing_above(0.45);
         assert_eq!(q.on_grid, vec![0.6, 0.7, 0.8, 0.9]);
         let c = choose_threshold(&v, &q).unwrap();
         assert!(!c.met_target);
         assert!(c.rule.off > 0.45, "{:?}", c.rule);
         assert_eq!((c.rule.on, c.detected, c.false_alarms), (0.7, 1, 1));
+        // A clear threshold equal to the score is not above it (0.5 x 0.8 is 0.4 in f32).
+        let q = search(1.0, vec![(1, 1)]).clearing_above(0.4);
+        assert_eq!(q.on_grid, vec![0.6, 0.7, 0.8, 0.9]);
         // Nothing left to try is refused, not chosen.
         let none = search(1.0, vec![(1, 1)]).clearing_above(0.8);
         assert!(matches!(

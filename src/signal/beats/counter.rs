@@ -30,9 +30,9 @@ const GATE_SECS: usize = 10;
 /// zoo's rule book holds for an ensemble with the counter (0.20-0.43; a test in
 /// `composer::derived` checks it), so
 /// that under them such a window neither raises an alarm nor holds one on. A rule search run
-/// on these scores (`holmes evaluate --beats`, `--folds`, `--revalidate`) tries only rules
-/// that clear above [`RUN_RISK_MAX`] (`ThresholdSearch::clearing_above`), so a rule it saves
-/// keeps the promise too.
+/// on these scores (`holmes evaluate` with the zoo's counter, so `--save-rule` and
+/// `--revalidate`; `--beats`; `--folds`) tries only rules that clear above [`RUN_RISK_MAX`]
+/// (`ThresholdSearch::clearing_above`), so a rule it saves keeps the promise too.
 pub(crate) const RUN_RISK: f32 = 0.2;
 /// The highest score a run short of the call gives ([`RUN_RISK`] times the highest call
 /// probability): a rule served with the counter that clears above it is never raised or held

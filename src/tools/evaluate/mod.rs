@@ -9,7 +9,8 @@
 //! 2. The **alarm rule** of each detector is chosen on the validation part (clean records):
 //!    the on-threshold and persistence that reach the target episode sensitivity with the
 //!    fewest false alarms, within a median and p90 time to alarm ([`choose_threshold`],
-//!    `DelayLimits`), unless a rule is given.
+//!    `DelayLimits`), unless a rule is given; for an ensemble scored beside the beat counter,
+//!    only among the rules that clear above a run short of the call (`RUN_RISK_MAX`).
 //! 3. The rule runs over the reported part's score series ([`condition`], with the
 //!    alarm module's state machine), and the alarms are compared with the reference episodes
 //!    ([`episodes`]): EC57 episode and duration sensitivity and positive predictivity, time to
