@@ -121,6 +121,13 @@ pub(crate) fn apply(reps: &mut [Replay], rule: BeatRule) {
     }
 }
 
+/// `search` for scores beside the counter: a window with a run short of the call scores up
+/// to [`RUN_RISK_MAX`], so only the rules that clear above it are tried, and under the rule
+/// chosen such a window neither raises an alarm nor holds one on.
+pub(crate) fn beside_counter(search: &ThresholdSearch) -> ThresholdSearch {
+    search.clone().clearing_above(RUN_RISK_MAX)
+}
+
 /// A beat rule tried on validation, with the alarm rule chosen for it.
 #[derive(Debug, Clone, Serialize)]
 pub struct BeatTrial {
@@ -138,9 +145,7 @@ pub(crate) fn choose(
     val: &mut [Replay],
     search: &ThresholdSearch,
 ) -> Result<(BeatRule, ThresholdChoice, Vec<BeatTrial>, EpisodeFigures), EvaluateError> {
-    // A window with a run short of the call scores up to RUN_RISK_MAX: every alarm rule tried
-    // clears above it, so such a window neither raises an alarm nor holds one on.
-    let search = &search.clone().clearing_above(RUN_RISK_MAX);
+    let search = &beside_counter(search);
     let mut trials = Vec::new();
     let mut overlap = Vec::new();
     for beat_rule in candidates() {

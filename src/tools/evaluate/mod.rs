@@ -10,7 +10,8 @@
 //!    the on-threshold and persistence that reach the target episode sensitivity with the
 //!    fewest false alarms, within a median and p90 time to alarm ([`choose_threshold`],
 //!    `DelayLimits`), unless a rule is given; for an ensemble scored beside the beat counter,
-//!    only among the rules that clear above a run short of the call (`RUN_RISK_MAX`).
+//!    only among the rules that clear above a run short of the call
+//!    ([`beats::beside_counter`]).
 //! 3. The rule runs over the reported part's score series ([`condition`], with the
 //!    alarm module's state machine), and the alarms are compared with the reference episodes
 //!    ([`episodes`]): EC57 episode and duration sensitivity and positive predictivity, time to
@@ -66,7 +67,7 @@ use crate::alarm::{
 };
 use crate::core::window::SAMPLE_RATE_HZ;
 use crate::serving::engine::ensemble::{Ensemble, EnsembleError};
-use crate::signal::beats::{BeatCounter, BeatsError, RUN_RISK_MAX};
+use crate::signal::beats::{BeatCounter, BeatsError};
 use crate::signal::classical::ClassicalError;
 use crate::training::dataset::{
     self, Database, DatasetError, NoiseBank, RecordData, Split, SplitName,
@@ -272,10 +273,9 @@ pub fn evaluate(opts: &EvaluateOptions) -> Result<Evaluation, EvaluateError> {
         (Vec::new(), Vec::new())
     };
     let search = opts.search(matching);
-    // Beside the zoo's counter a window with a run short of the call scores up to
-    // RUN_RISK_MAX; the ensemble's rules clear above it, as the served score promises.
+    // Beside the zoo's counter, the ensemble's rules clear above a run short of the call.
     let ens_search = match ens.beats {
-        Some(_) => search.clone().clearing_above(RUN_RISK_MAX),
+        Some(_) => beats::beside_counter(&search),
         None => search.clone(),
     };
     // The pooling, when chosen: tried on validation, the replays then pooled as chosen.
