@@ -164,31 +164,19 @@ pub(crate) fn derived_rule(
         k: like.k,
         n: like.n,
     };
-    if counter.is_some() {
-        rule = clearing_above_runs(rule);
-    }
-    rule.validate().ok().map(|()| rule)
-}
-
-/// `rule` for an ensemble served with the beat counter: one that clears at or below
-/// [`RUN_RISK_MAX`] (so a run short of the counter's call would raise or hold the alarm) scaled
-/// up, its off/on ratio kept, to clear at [`COUNTER_MIN_OFF`], as every rule validated with the
-/// counter clears; any other returned as it is. The derived rules and the configured fallback
-/// both pass through it.
-pub(crate) fn clearing_above_runs(rule: AlarmRule) -> AlarmRule {
-    if rule.off > RUN_RISK_MAX {
-        return rule;
-    }
-    let ratio = rule.off / rule.on.max(f32::MIN_POSITIVE);
-    AlarmRule {
-        off: COUNTER_MIN_OFF,
-        on: if ratio > 0.0 {
+    // With the counter, the rule clears above the scores of runs short of its call, as every
+    // rule validated with it does, so such a run neither raises nor holds the alarm: scaled
+    // up, its off/on ratio kept, to clear at COUNTER_MIN_OFF.
+    if counter.is_some() && rule.off <= RUN_RISK_MAX {
+        let ratio = rule.off / rule.on;
+        rule.off = COUNTER_MIN_OFF;
+        rule.on = if ratio > 0.0 {
             (COUNTER_MIN_OFF / ratio).clamp(COUNTER_MIN_OFF, 1.0)
         } else {
             1.0
-        },
-        ..rule
+        };
     }
+    rule.validate().ok().map(|()| rule)
 }
 
 #[cfg(test)]

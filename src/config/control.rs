@@ -163,9 +163,8 @@ pub struct DashboardConfig {
     /// (no persistence), and the rule is shown as not validated...
     pub risk_alarm_on: f64,
     /// ...and clears when a window's score falls below this (hysteresis). Fallback only, as
-    /// `risk_alarm_on`. With the beat counter, a value of 0.198 or below (a window with a VT
-    /// run only below the counter's call scores up to 0.198) serves scaled up to 0.2, with
-    /// `risk_alarm_on` scaled by the same factor.
+    /// `risk_alarm_on`. With the beat counter, keep it above 0.2: a window with a VT run only
+    /// below the counter's call scores up to 0.198.
     pub risk_alarm_off: f64,
     /// For an ensemble without a validated rule, first derive one from the rules the zoo
     /// validated for its other ensembles at the ward's hop and window (the same share of

@@ -3,9 +3,7 @@
 //! [`RuleBook`]; when the book has none, one derived from the book's validated ensembles of this
 //! zoo at the window level ([`derived_rule`]), marked not validated but derived; when nothing
 //! can be derived (no rule of this zoo for the hop and window), a fallback from `[dashboard]
-//! risk_alarm_on/off` with no persistence (k = n = 1), served but marked not validated (with
-//! the beat counter scaled up, as a derived rule is, to clear above a run short of the
-//! counter's call: [`clearing_above_runs`]). The [`board`](super::board)
+//! risk_alarm_on/off` with no persistence (k = n = 1), served but marked not validated. The [`board`](super::board)
 //! chooses again at start-up and whenever the composer publishes another ensemble; `/api/health`
 //! and the system page show the choice.
 
@@ -13,9 +11,7 @@ use serde::Serialize;
 
 use crate::alarm::AlarmRule;
 use crate::alarm::rules::{MemberRef, RuleBook, RulesError};
-use crate::composer::derived::{
-    ZooMember, clearing_above_runs, derived_rule, read_zoo, split_counter,
-};
+use crate::composer::derived::{ZooMember, derived_rule, read_zoo};
 use crate::config::{Config, DashboardConfig};
 use crate::serving::engine::ensemble::{Ensemble, ModelInfo};
 
@@ -125,11 +121,6 @@ pub(crate) fn choose(
             validated: false,
             derived: true,
             hop_secs,
-        },
-        // With the counter, the fallback too clears above a run short of its call.
-        None if split_counter(&members).0.is_some() => ServedRule {
-            rule: clearing_above_runs(fallback.rule),
-            ..fallback
         },
         None => fallback,
     }
@@ -298,40 +289,6 @@ mod tests {
         assert_eq!(
             json,
             serde_json::json!({"on": 0.6_f32, "off": 0.3_f32, "k": 2, "n": 3, "validated": true, "hop_secs": 2})
-        );
-    }
-
-    #[test]
-    fn with_the_counter_the_fallback_clears_above_a_run_short_of_its_call() {
-        let low = DashboardConfig {
-            risk_alarm_on: 0.3,
-            risk_alarm_off: 0.15,
-            ..DashboardConfig::default()
-        };
-        let fb = ServedRule::fallback(&low, 5);
-        let book = RuleBook::default();
-        let beats = model(crate::serving::engine::ensemble::BEATS_NAME, "b");
-        // Without the counter the configured thresholds serve as they are.
-        assert_eq!(choose(&book, &[], &[model("a", "1")], None, 5, 30, fb), fb);
-        // With it, scaled up to clear at 0.2, the off/on ratio kept.
-        let got = choose(
-            &book,
-            &[],
-            &[model("a", "1"), beats.clone()],
-            None,
-            5,
-            30,
-            fb,
-        );
-        assert!(!got.validated && !got.derived, "{got:?}");
-        assert!(got.rule.off > crate::signal::beats::RUN_RISK_MAX, "{got:?}");
-        assert!((got.rule.off - 0.2).abs() < 1e-6 && (got.rule.on - 0.4).abs() < 1e-6);
-        assert_eq!((got.rule.k, got.rule.n), (1, 1));
-        // The default fallback (0.7 / 0.5) already clears above it.
-        let fb = ServedRule::fallback(&DashboardConfig::default(), 5);
-        assert_eq!(
-            choose(&book, &[], &[model("a", "1"), beats], None, 5, 30, fb),
-            fb
         );
     }
 }
