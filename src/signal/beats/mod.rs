@@ -32,12 +32,14 @@ use super::heart_rate::{detect_qrs_leads, sub_moving_mean};
 mod counter;
 mod memory;
 mod network;
+mod shapes;
 
 pub use counter::{BEATS_FILE, BeatCounter, BeatRule, BeatsFile, Counted};
 pub(crate) use counter::{RUN_RISK_MAX, RunEvidence, run_evidence};
 pub(crate) use memory::BeatMemory;
 pub(crate) use network::SHAPE_ROWS;
 pub use network::{BeatClassifier, BeatFit, BeatsError, Conv, Dense};
+pub(crate) use shapes::BedShapes;
 
 /// Measured features per beat, named by [`MEASURES`].
 pub(crate) const MEASURED: usize = 10;

@@ -91,6 +91,8 @@ pub struct HeldOut {
     /// The counter's: each beat called with the beats alike to it in the window that first
     /// described it.
     pub counter_calls: Vec<CallFigures>,
+    /// Experiment: with the bed's shapes too (`HOLMES_EXP_BED`).
+    pub bed_calls: Vec<CallFigures>,
 }
 
 /// Both folds and the anchor.
@@ -158,6 +160,7 @@ pub fn cross_database(opts: &EvaluateOptions) -> Result<CrossDatabase, EvaluateE
         }
         let classifier = fit_rows.fit(&epoch_rows, opts.beat_fits);
         let (mut qrs, mut matched, mut counted) = (QrsFigures::default(), Vec::new(), Vec::new());
+        let mut bedded = Vec::new();
         let mut paced_left_out = Vec::new();
         let mut records = 0;
         for r in recs.iter().filter(|r| r.db == held) {
@@ -166,9 +169,10 @@ pub fn cross_database(opts: &EvaluateOptions) -> Result<CrossDatabase, EvaluateE
                 continue;
             }
             records += 1;
-            let (own, alike) = beat_calls(r, &classifier, window, hop);
+            let (own, alike, bed) = beat_calls(r, &classifier, window, hop);
             matched.extend(judge(r, &own, &mut qrs));
             counted.extend(judge(r, &alike, &mut QrsFigures::default()));
+            bedded.extend(judge(r, &bed, &mut QrsFigures::default()));
         }
         let figures = |m: &[Matched]| -> Vec<CallFigures> {
             CALLS.iter().map(|&at| call_figures(m, at)).collect()
@@ -188,6 +192,7 @@ pub fn cross_database(opts: &EvaluateOptions) -> Result<CrossDatabase, EvaluateE
             qrs,
             calls: figures(&matched),
             counter_calls: figures(&counted),
+            bed_calls: figures(&bedded),
         });
     }
     Ok(CrossDatabase {
@@ -212,10 +217,12 @@ pub(crate) fn beat_calls(
     c: &BeatClassifier,
     window: usize,
     hop: usize,
-) -> (Calls, Calls) {
+) -> (Calls, Calls, Calls) {
     let same = (SAME_BEAT_SECS * SAMPLE_RATE_HZ as f64) as i64;
     let len = rec.len();
     let (mut own, mut alike): (Calls, Calls) = (Vec::new(), Vec::new());
+    let mut bed_calls: Calls = Vec::new();
+    let mut bed = crate::signal::beats::BedShapes::default();
     let mut end = window.min(len);
     while end <= len && end > 0 {
         let start = end.saturating_sub(window);
@@ -239,11 +246,13 @@ pub(crate) fn beat_calls(
                 })
                 .collect();
             let q = d.alike_median(&p);
+            let b = d.alike_median_bed(&p, start as i64, &mut bed);
             for (k, &r) in d.samples().iter().enumerate() {
                 let at = (start + r) as i64;
                 if own.last().is_none_or(|&(t, _)| at > t + same) {
                     own.push((at, p[k]));
                     alike.push((at, q[k]));
+                    bed_calls.push((at, b[k]));
                 }
             }
         }
@@ -252,7 +261,7 @@ pub(crate) fn beat_calls(
         }
         end = (end + hop).min(len);
     }
-    (own, alike)
+    (own, alike, bed_calls)
 }
 
 /// A detection matched to an annotated beat: whether that beat is ventricular (`None`: a
