@@ -33,6 +33,8 @@ pub(crate) struct BeatMemory {
     /// Beats classified (not read from memory) since the memory began.
     #[cfg(test)]
     classified: u64,
+    /// Experiment: the bed's beat shapes (`HOLMES_EXP_BED`).
+    pub(crate) shapes: super::BedShapes,
 }
 
 impl BeatMemory {
@@ -49,6 +51,7 @@ impl BeatMemory {
     ) -> Vec<f64> {
         if self.last_end_ms.is_some_and(|last| end_ms <= last) {
             self.beats.clear();
+            self.shapes = Default::default();
         }
         self.last_end_ms = Some(end_ms);
         let ms = |samples: usize| (samples * 1000 / SAMPLE_RATE_HZ) as i64;

@@ -300,14 +300,23 @@ impl BeatClassifier {
         let peaks = described.map_or(&[][..], Described::samples);
         // Only a described window has beats to classify.
         let classify = |k: usize| described.map_or(0.0, |d| self.probability(&d.features(k)));
+        let mut shapes = None;
         let p: Vec<f64> = match memory {
-            Some((m, end_ms)) => m.probabilities(peaks, classify, len, end_ms),
+            Some((m, end_ms)) => {
+                let p = m.probabilities(peaks, classify, len, end_ms);
+                let start = end_ms * SAMPLE_RATE_HZ as i64 / 1000 - len as i64;
+                shapes = Some((&mut m.shapes, start));
+                p
+            }
             None => (0..peaks.len()).map(classify).collect(),
         };
         // Each beat called with the beats alike to it.
-        let p = match described {
-            Some(d) => d.alike_median(&p),
-            None => p,
+        let p = match (described, shapes) {
+            (Some(d), Some((bed, start))) if shapes::enabled() => {
+                d.alike_median_bed(&p, start, bed)
+            }
+            (Some(d), _) => d.alike_median(&p),
+            (None, _) => p,
         };
         run_level(peaks, &p, len, recent)
     }

@@ -11,10 +11,19 @@ use super::{ALIKE_CORR, ALIKE_SIZE, Described, median, ptp, standardised};
 const MAX_SHAPES: usize = 16;
 
 fn keep() -> usize {
-    std::env::var("HOLMES_EXP_BED")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(30)
+    static KEEP: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+    *KEEP.get_or_init(|| {
+        std::env::var("HOLMES_EXP_BED")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(0)
+    })
+}
+
+/// Whether the counter reads the bed's shapes (`HOLMES_EXP_BED` set to how many
+/// probabilities a shape keeps).
+pub(crate) fn enabled() -> bool {
+    keep() > 0
 }
 
 #[derive(Debug, Clone)]
