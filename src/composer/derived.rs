@@ -22,7 +22,7 @@ use crate::alarm::AlarmRule;
 use crate::alarm::rules::{MemberRef, RuleBook};
 use crate::serving::engine::ensemble::BEATS_NAME;
 use crate::serving::engine::pooling::pooled_weights_among;
-use crate::signal::beats::RUN_RISK_MAX;
+use crate::signal::beats::{RUN_RISK, RUN_RISK_MAX};
 use crate::zoo::{Input, Predictions};
 
 /// A zoo member as a derivation reads it: its name and weights, its input (which lead), and
@@ -61,10 +61,12 @@ pub(crate) fn read_zoo(dir: &std::path::Path) -> Vec<ZooMember> {
 
 /// The lowest on-threshold derived: a rule at 0 would alarm on every window.
 const MIN_ON: f32 = 1e-3;
-/// The lowest clear threshold derived for an ensemble with the beat counter: above
-/// [`RUN_RISK_MAX`], the score of a run short of the counter's call (0.2, the lowest the
-/// validated rules with the counter chose, with an on-threshold of 0.4).
-const COUNTER_MIN_OFF: f32 = 0.2;
+/// The lowest clear threshold derived for an ensemble with the beat counter: [`RUN_RISK`]
+/// itself, so above [`RUN_RISK_MAX`], the highest score of a run short of the counter's call
+/// (RUN_RISK times a call probability below 1). 0.2 is also the lowest clear threshold the
+/// validated rules with the counter chose, with an on-threshold of 0.4.
+const COUNTER_MIN_OFF: f32 = RUN_RISK;
+const _: () = assert!(RUN_RISK_MAX < COUNTER_MIN_OFF);
 
 /// The members' positions in `zoo` as a choice, or `None` when one is missing or has other
 /// weights.

@@ -271,6 +271,13 @@ impl RuleSource {
         } else {
             served!(tracing::Level::WARN);
         }
+        if rule::fallback_held_by_short_runs(&chosen, &models) {
+            tracing::warn!(
+                off = r.off,
+                short_run_max = crate::signal::beats::RUN_RISK_MAX,
+                "The fallback rule clears at or below what a window with a VT run short of the beat counter's call scores: such a window holds the alarm on; [dashboard] risk_alarm_off above it avoids that"
+            );
+        }
         chosen
     }
 }

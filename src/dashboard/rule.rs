@@ -13,7 +13,8 @@ use crate::alarm::AlarmRule;
 use crate::alarm::rules::{MemberRef, RuleBook, RulesError};
 use crate::composer::derived::{ZooMember, derived_rule, read_zoo};
 use crate::config::{Config, DashboardConfig};
-use crate::serving::engine::ensemble::{Ensemble, ModelInfo};
+use crate::serving::engine::ensemble::{BEATS_NAME, Ensemble, ModelInfo};
+use crate::signal::beats::RUN_RISK_MAX;
 
 /// The rule serving now, as `/api/health` shows it.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
@@ -169,6 +170,18 @@ pub(crate) fn basis(r: &ServedRule) -> &'static str {
     }
 }
 
+/// Whether `r` is the config's fallback served beside the beat counter (among `models`) and
+/// clears at or below what a window with a VT run short of the counter's call scores
+/// ([`RUN_RISK_MAX`]): such a window would hold the alarm on, which no validated or derived
+/// rule with the counter does. The configuration is kept (a ward may alarm on every window on
+/// purpose); the board warns each time it serves it.
+pub(crate) fn fallback_held_by_short_runs(r: &ServedRule, models: &[ModelInfo]) -> bool {
+    !r.validated
+        && !r.derived
+        && r.rule.off <= RUN_RISK_MAX
+        && models.iter().any(|m| m.name == BEATS_NAME)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -290,5 +303,41 @@ mod tests {
             json,
             serde_json::json!({"on": 0.6_f32, "off": 0.3_f32, "k": 2, "n": 3, "validated": true, "hop_secs": 2})
         );
+    }
+
+    #[test]
+    fn a_fallback_clearing_under_short_runs_is_told_apart() {
+        let zeros = DashboardConfig {
+            risk_alarm_on: 0.0,
+            risk_alarm_off: 0.0,
+            ..DashboardConfig::default()
+        };
+        let low = ServedRule::fallback(&zeros, 5);
+        let plain = ServedRule::fallback(&DashboardConfig::default(), 5);
+        let with_counter = [model("a", "1"), model(BEATS_NAME, "c")];
+        let members_alone = [model("a", "1")];
+        assert!(fallback_held_by_short_runs(&low, &with_counter));
+        // Above the highest score a short run gives, without the counter, or chosen: no warning.
+        assert!(!fallback_held_by_short_runs(&plain, &with_counter));
+        assert!(!fallback_held_by_short_runs(&low, &members_alone));
+        let validated = ServedRule {
+            validated: true,
+            ..low
+        };
+        let derived = ServedRule {
+            derived: true,
+            ..low
+        };
+        assert!(!fallback_held_by_short_runs(&validated, &with_counter));
+        assert!(!fallback_held_by_short_runs(&derived, &with_counter));
+        // The bound itself: a fallback clearing exactly at it is held on by such a run.
+        let at = ServedRule {
+            rule: AlarmRule {
+                off: RUN_RISK_MAX,
+                ..plain.rule
+            },
+            ..plain
+        };
+        assert!(fallback_held_by_short_runs(&at, &with_counter));
     }
 }
