@@ -271,11 +271,12 @@ impl RuleSource {
         } else {
             served!(tracing::Level::WARN);
         }
-        if rule::fallback_held_by_short_runs(&chosen, &models) {
+        if rule::held_by_short_runs(&chosen, &models) {
             tracing::warn!(
                 off = r.off,
                 short_run_max = crate::signal::beats::RUN_RISK_MAX,
-                "The fallback rule clears at or below what a window with a VT run short of the beat counter's call scores: such a window holds the alarm on; [dashboard] risk_alarm_off above it avoids that"
+                basis,
+                "The risk alarm rule clears at or below what a window with a VT run short of the beat counter's call scores: such a window can hold the alarm on; [dashboard] risk_alarm_off above 0.2 (for the fallback) avoids that"
             );
         }
         chosen

@@ -170,16 +170,14 @@ pub(crate) fn basis(r: &ServedRule) -> &'static str {
     }
 }
 
-/// Whether `r` is the config's fallback served beside the beat counter (among `models`) and
-/// clears at or below what a window with a VT run short of the counter's call scores
-/// ([`RUN_RISK_MAX`]): such a window would hold the alarm on, which no validated or derived
-/// rule with the counter does. The configuration is kept (a ward may alarm on every window on
-/// purpose); the board warns each time it serves it.
-pub(crate) fn fallback_held_by_short_runs(r: &ServedRule, models: &[ModelInfo]) -> bool {
-    !r.validated
-        && !r.derived
-        && r.rule.off <= RUN_RISK_MAX
-        && models.iter().any(|m| m.name == BEATS_NAME)
+/// Whether `r`, served beside the beat counter (among `models`), clears at or below what a
+/// window with a VT run short of the counter's call scores ([`RUN_RISK_MAX`]): such a window
+/// can then hold the alarm on. No rule the rule book holds or a search saves does, nor any
+/// derived one (their tests check it); the configured fallback can (a ward may alarm on every
+/// window on purpose), and so can a hand-edited book. The rule serves as chosen; the board
+/// warns each time it chooses one.
+pub(crate) fn held_by_short_runs(r: &ServedRule, models: &[ModelInfo]) -> bool {
+    r.rule.off <= RUN_RISK_MAX && models.iter().any(|m| m.name == BEATS_NAME)
 }
 
 #[cfg(test)]
@@ -306,7 +304,7 @@ mod tests {
     }
 
     #[test]
-    fn a_fallback_clearing_under_short_runs_is_told_apart() {
+    fn a_rule_clearing_under_short_runs_beside_the_counter_is_told_apart() {
         let zeros = DashboardConfig {
             risk_alarm_on: 0.0,
             risk_alarm_off: 0.0,
@@ -316,28 +314,26 @@ mod tests {
         let plain = ServedRule::fallback(&DashboardConfig::default(), 5);
         let with_counter = [model("a", "1"), model(BEATS_NAME, "c")];
         let members_alone = [model("a", "1")];
-        assert!(fallback_held_by_short_runs(&low, &with_counter));
-        // Above the highest score a short run gives, without the counter, or chosen: no warning.
-        assert!(!fallback_held_by_short_runs(&plain, &with_counter));
-        assert!(!fallback_held_by_short_runs(&low, &members_alone));
+        assert!(held_by_short_runs(&low, &with_counter));
+        // Above the highest score a short run gives, or without the counter: no warning.
+        assert!(!held_by_short_runs(&plain, &with_counter));
+        assert!(!held_by_short_runs(&low, &members_alone));
+        // Whatever its basis (a hand-edited book, say).
         let validated = ServedRule {
             validated: true,
             ..low
         };
-        let derived = ServedRule {
-            derived: true,
-            ..low
-        };
-        assert!(!fallback_held_by_short_runs(&validated, &with_counter));
-        assert!(!fallback_held_by_short_runs(&derived, &with_counter));
-        // The bound itself: a fallback clearing exactly at it is held on by such a run.
-        let at = ServedRule {
-            rule: AlarmRule {
-                off: RUN_RISK_MAX,
-                ..plain.rule
-            },
+        assert!(held_by_short_runs(&validated, &with_counter));
+        // The bound: clearing at it is held on by such a run; at the derived rules' floor
+        // (0.2, just above it), not.
+        let clearing_at = |off: f32| ServedRule {
+            rule: AlarmRule { off, ..plain.rule },
             ..plain
         };
-        assert!(fallback_held_by_short_runs(&at, &with_counter));
+        assert!(held_by_short_runs(
+            &clearing_at(RUN_RISK_MAX),
+            &with_counter
+        ));
+        assert!(!held_by_short_runs(&clearing_at(0.2), &with_counter));
     }
 }
