@@ -222,6 +222,7 @@ impl RuleSource {
         let fallback = ServedRule::fallback(cfg, self.hop_secs);
         let (dir, derive) = (self.models_dir.clone(), cfg.derive_risk_alarm);
         let (hop, window) = (self.hop_secs, self.window_secs);
+        let listed = models.clone();
         let read = tokio::task::spawn_blocking(move || {
             let models = with_current_weights(&dir, models);
             let chosen = rule::choose_in(&dir, derive, &models, share, hop, window, fallback)?;
@@ -233,10 +234,12 @@ impl RuleSource {
             Ok(Ok(x)) => x,
             Ok(Err(e)) => {
                 tracing::error!(error = %e, on = kept.rule.on, validated = kept.validated, "Cannot read the zoo's alarm rules; the rule serving now stays");
+                warn_if_held_by_short_runs(&kept, &listed);
                 return kept;
             }
             Err(e) => {
                 tracing::error!(error = %e, "Reading the zoo's alarm rules failed; the rule serving now stays");
+                warn_if_held_by_short_runs(&kept, &listed);
                 return kept;
             }
         };
@@ -271,14 +274,7 @@ impl RuleSource {
         } else {
             served!(tracing::Level::WARN);
         }
-        if rule::held_by_short_runs(&chosen, &models) {
-            tracing::warn!(
-                off = r.off,
-                short_run_max = crate::signal::beats::RUN_RISK_MAX,
-                basis,
-                "The risk alarm rule clears at or below what a window with a VT run short of the beat counter's call scores: such a window can hold the alarm on; [dashboard] risk_alarm_off above 0.2 (for the fallback) avoids that"
-            );
-        }
+        warn_if_held_by_short_runs(&chosen, &models);
         chosen
     }
 }
@@ -337,6 +333,22 @@ fn with_current_weights(
         }
     }
     models
+}
+
+/// Warns when `r`, served beside the beat counter among `models`, clears at or below what a
+/// window with a VT run short of the counter's call scores ([`rule::held_by_short_runs`]).
+fn warn_if_held_by_short_runs(
+    r: &ServedRule,
+    models: &[crate::serving::engine::ensemble::ModelInfo],
+) {
+    if rule::held_by_short_runs(r, models) {
+        tracing::warn!(
+            off = r.rule.off,
+            short_run_max = crate::signal::beats::RUN_RISK_MAX,
+            basis = rule::basis(r),
+            "The risk alarm rule clears at or below what a window with a VT run short of the beat counter's call scores: such a window can hold the alarm on; [dashboard] risk_alarm_off above 0.2 (for the fallback) avoids that"
+        );
+    }
 }
 
 /// The serving models and the primary lead's share they pool with.
