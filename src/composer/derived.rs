@@ -22,7 +22,7 @@ use crate::alarm::AlarmRule;
 use crate::alarm::rules::{MemberRef, RuleBook};
 use crate::serving::engine::ensemble::BEATS_NAME;
 use crate::serving::engine::pooling::pooled_weights_among;
-use crate::signal::beats::{RUN_RISK, RUN_RISK_MAX};
+use crate::signal::beats::{RUN_RISK, RUN_RISK_MAX, held_by_short_runs};
 use crate::zoo::{Input, Predictions};
 
 /// A zoo member as a derivation reads it: its name and weights, its input (which lead), and
@@ -169,7 +169,7 @@ pub(crate) fn derived_rule(
     // With the counter, the rule clears above the scores of runs short of its call, as every
     // rule validated with it does, so such a run neither raises nor holds the alarm: scaled
     // up, its off/on ratio kept, to clear at COUNTER_MIN_OFF.
-    if counter.is_some() && rule.off <= RUN_RISK_MAX {
+    if counter.is_some() && held_by_short_runs(rule.off) {
         let ratio = rule.off / rule.on;
         rule.off = COUNTER_MIN_OFF;
         rule.on = if ratio > 0.0 {

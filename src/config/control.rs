@@ -164,7 +164,8 @@ pub struct DashboardConfig {
     pub risk_alarm_on: f64,
     /// ...and clears when a window's score falls below this (hysteresis). Fallback only, as
     /// `risk_alarm_on`. With the beat counter, keep it above 0.2: a window with a VT run only
-    /// below the counter's call scores up to 0.198.
+    /// below the counter's call scores up to 0.198 (a value at or below that serves as set,
+    /// and the daemon warns).
     pub risk_alarm_off: f64,
     /// For an ensemble without a validated rule, first derive one from the rules the zoo
     /// validated for its other ensembles at the ward's hop and window (the same share of

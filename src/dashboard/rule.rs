@@ -14,7 +14,7 @@ use crate::alarm::rules::{MemberRef, RuleBook, RulesError};
 use crate::composer::derived::{ZooMember, derived_rule, read_zoo};
 use crate::config::{Config, DashboardConfig};
 use crate::serving::engine::ensemble::{BEATS_NAME, Ensemble, ModelInfo};
-use crate::signal::beats::RUN_RISK_MAX;
+use crate::signal::beats;
 
 /// The rule serving now, as `/api/health` shows it.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
@@ -171,13 +171,13 @@ pub(crate) fn basis(r: &ServedRule) -> &'static str {
 }
 
 /// Whether `r`, served beside the beat counter (among `models`), clears at or below what a
-/// window with a VT run short of the counter's call scores ([`RUN_RISK_MAX`]): such a window
+/// window with a VT run short of the counter's call scores ([`beats::RUN_RISK_MAX`]): such a window
 /// can then hold the alarm on. No rule the rule book holds or a search saves does, nor any
 /// derived one (their tests check it); the configured fallback can (a ward may alarm on every
 /// window on purpose), and so can a hand-edited book. The rule serves as chosen; the board
 /// warns each time it chooses one.
 pub(crate) fn held_by_short_runs(r: &ServedRule, models: &[ModelInfo]) -> bool {
-    r.rule.off <= RUN_RISK_MAX && models.iter().any(|m| m.name == BEATS_NAME)
+    beats::held_by_short_runs(r.rule.off) && models.iter().any(|m| m.name == BEATS_NAME)
 }
 
 #[cfg(test)]
@@ -331,7 +331,7 @@ mod tests {
             ..plain
         };
         assert!(held_by_short_runs(
-            &clearing_at(RUN_RISK_MAX),
+            &clearing_at(beats::RUN_RISK_MAX),
             &with_counter
         ));
         assert!(!held_by_short_runs(&clearing_at(0.2), &with_counter));

@@ -40,6 +40,13 @@ pub(crate) const RUN_RISK: f32 = 0.2;
 /// derived ones, `composer::derived`, where a test checks the book's and the derived).
 pub(crate) const RUN_RISK_MAX: f32 = RUN_RISK * CALL_GRID[CALL_GRID.len() - 1];
 
+/// Whether an alarm rule clearing at `off` can be held on by a window whose beats end in a VT
+/// run only short of the call (it clears at or below [`RUN_RISK_MAX`]): what no rule served
+/// with the counter should do.
+pub(crate) fn held_by_short_runs(off: f32) -> bool {
+    off <= RUN_RISK_MAX
+}
+
 /// When a window's beats make a VT run.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]

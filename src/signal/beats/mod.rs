@@ -34,7 +34,7 @@ mod memory;
 mod network;
 
 pub use counter::{BEATS_FILE, BeatCounter, BeatRule, BeatsFile, Counted};
-pub(crate) use counter::{RUN_RISK, RUN_RISK_MAX, RunEvidence, run_evidence};
+pub(crate) use counter::{RUN_RISK, RUN_RISK_MAX, RunEvidence, held_by_short_runs, run_evidence};
 pub(crate) use memory::BeatMemory;
 pub(crate) use network::SHAPE_ROWS;
 pub use network::{BeatClassifier, BeatFit, BeatsError, Conv, Dense};
