@@ -8,6 +8,7 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Deserializer, Serialize};
 
+pub use crate::core::monitor_alarm::MonitorAlarmKind;
 pub use crate::core::patient::{MAX_PATIENT_CHARS, Patient};
 
 /// Protocol version a hello must name.
@@ -115,8 +116,46 @@ pub enum ClientMsg {
         t_ms: i64,
         values: Vec<VitalValue>,
     },
+    /// The monitor raised one of its own arrhythmia alarms; `t_ms` is its onset in device time
+    /// (the samples' clock). Holmes gives an opinion on VT and VF alarms from the samples up to
+    /// the onset; other kinds are stored as received.
+    Alarm {
+        /// The monitor's id of the alarm, unique for the bed ([`MAX_ALARM_ID_CHARS`] printable
+        /// characters at most).
+        id: String,
+        /// `vt`, `vf` (`vfl` reads as `vf`), `asystole`, `brady`, `tachy` or `other`, in any
+        /// case.
+        #[serde(deserialize_with = "alarm_kind")]
+        kind: MonitorAlarmKind,
+        t_ms: i64,
+    },
+    /// The monitor's alarm `id` ended at device time `t_ms`.
+    AlarmEnd { id: String, t_ms: i64 },
     /// The monitor is leaving on purpose (no gap is expected after this).
     Bye {},
+}
+
+/// The longest alarm id a monitor may send, characters.
+pub const MAX_ALARM_ID_CHARS: usize = 64;
+
+/// An alarm kind by [`MonitorAlarmKind`]'s `FromStr` (any case, `vfl` for `vf`).
+fn alarm_kind<'de, D: Deserializer<'de>>(d: D) -> Result<MonitorAlarmKind, D::Error> {
+    let s = String::deserialize(d)?;
+    s.parse().map_err(serde::de::Error::custom)
+}
+
+/// An alarm id: 1 to [`MAX_ALARM_ID_CHARS`] characters, none of them a control character.
+fn check_alarm_id(id: &str) -> Result<(), String> {
+    let n = id.chars().count();
+    if n == 0 || n > MAX_ALARM_ID_CHARS {
+        return Err(format!(
+            "an alarm id has 1 to {MAX_ALARM_ID_CHARS} characters (this one {n})"
+        ));
+    }
+    if id.chars().any(char::is_control) {
+        return Err("an alarm id holds no control characters".into());
+    }
+    Ok(())
 }
 
 /// Messages to a monitor.
@@ -324,6 +363,7 @@ pub fn parse_client(text: &str) -> Result<ClientMsg, String> {
             patient: Some(p), ..
         }
         | ClientMsg::Patient { patient: Some(p) } => p.check().map_err(|e| e.to_string())?,
+        ClientMsg::Alarm { id, .. } | ClientMsg::AlarmEnd { id, .. } => check_alarm_id(id)?,
         ClientMsg::Hello { patient: None, .. }
         | ClientMsg::Patient { patient: None }
         | ClientMsg::Bye {} => {}
@@ -485,6 +525,44 @@ mod tests {
                 .unwrap_err()
                 .contains("expected")
         );
+    }
+
+    #[test]
+    fn a_monitors_alarm_and_its_end_are_read_and_checked() {
+        let m = parse_client(r#"{"type":"alarm","id":"A17","kind":"VT","t_ms":1700000123456}"#);
+        assert_eq!(
+            m,
+            Ok(ClientMsg::Alarm {
+                id: "A17".into(),
+                kind: MonitorAlarmKind::Vt,
+                t_ms: 1_700_000_123_456
+            })
+        );
+        let m = parse_client(r#"{"type":"alarm","id":"9","kind":"vfl","t_ms":5}"#).unwrap();
+        assert!(matches!(
+            m,
+            ClientMsg::Alarm {
+                kind: MonitorAlarmKind::Vf,
+                ..
+            }
+        ));
+        assert_eq!(
+            parse_client(r#"{"type":"alarm_end","id":"A17","t_ms":7}"#),
+            Ok(ClientMsg::AlarmEnd {
+                id: "A17".into(),
+                t_ms: 7
+            })
+        );
+        let e = parse_client(r#"{"type":"alarm","id":"A","kind":"afib","t_ms":5}"#).unwrap_err();
+        assert!(e.contains("unknown alarm kind \"afib\""), "{e}");
+        let e = parse_client(r#"{"type":"alarm","id":"","kind":"vt","t_ms":5}"#).unwrap_err();
+        assert!(e.contains("1 to 64 characters"), "{e}");
+        let long = "x".repeat(65);
+        let text = format!(r#"{{"type":"alarm_end","id":"{long}","t_ms":5}}"#);
+        assert!(parse_client(&text).is_err());
+        let e = parse_client(r#"{"type":"alarm","id":"a\u0007","kind":"vt","t_ms":5}"#);
+        assert!(e.unwrap_err().contains("control"));
+        assert!(parse_client(r#"{"type":"alarm","id":"A","kind":"vt"}"#).is_err());
     }
 
     #[test]

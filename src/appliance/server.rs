@@ -14,9 +14,11 @@ use tokio_util::task::TaskTracker;
 use crate::composer::{self, service::Serving};
 use crate::config::Config;
 use crate::core::event::Event;
+use crate::core::monitor_alarm::MonitorAlarmEvent;
 use crate::core::window::ClosedWindow;
 use crate::dashboard::DashboardState;
 use crate::http::{AppState, router};
+use crate::serving::engine::adjudicator::Adjudicator;
 use crate::serving::engine::ensemble::{self, EnsembleError, Prepared};
 use crate::serving::engine::reload::{ZooStatus, watch_zoo};
 use crate::serving::engine::{Engine, EngineError, accelerator};
@@ -87,6 +89,7 @@ impl Running {
 struct DaemonSink {
     engine: Engine,
     store: StoreHandle,
+    adjudicator: Arc<Adjudicator>,
 }
 
 impl WardSink for DaemonSink {
@@ -100,6 +103,10 @@ impl WardSink for DaemonSink {
 
     fn bed_seen(&self, bed: &str, device: &str) {
         self.store.bed_seen(bed, device);
+    }
+
+    fn monitor_alarm(&self, e: MonitorAlarmEvent) {
+        self.adjudicator.send(e);
     }
 }
 
@@ -218,6 +225,7 @@ pub async fn start(cfg: Config, listener: TcpListener) -> Result<Running, Server
         }
     };
 
+    let adjudicator = Arc::new(Adjudicator::start(engine.beats(), store.clone())?);
     let shutdown = CancellationToken::new();
     let tracker = TaskTracker::new();
     let ward = Ward::new(
@@ -229,6 +237,7 @@ pub async fn start(cfg: Config, listener: TcpListener) -> Result<Running, Server
         Arc::new(DaemonSink {
             engine: engine.clone(),
             store: store.clone(),
+            adjudicator: adjudicator.clone(),
         }),
         scored_until,
         admissions,
@@ -376,6 +385,9 @@ pub async fn start(cfg: Config, listener: TcpListener) -> Result<Running, Server
             for t in [outbox_thread, fhir_outbox_thread].into_iter().flatten() {
                 let _ = t.join();
             }
+            // The beds have handed on their monitors' alarms: the adjudicator judges what
+            // is queued and stops, then the engine.
+            adjudicator.shutdown();
             eng.shutdown();
             store.close();
             let _ = writer.join();

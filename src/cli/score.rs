@@ -5,6 +5,7 @@ use std::path::PathBuf;
 use anyhow::{Context, Result};
 
 use crate::config::Config;
+use crate::core::monitor_alarm::MonitorAlarmKind;
 use crate::training::dataset;
 
 #[derive(Debug, clap::Args)]
@@ -26,8 +27,28 @@ pub struct ScoreArgs {
     /// ensembles; else the config's fallback].
     #[arg(long)]
     rule: Option<String>,
+    /// A monitor's own alarm to adjudicate, as `SECS:KIND` (its onset, seconds from the
+    /// record's start, and its kind: vt, vf, asystole, brady, tachy, other): Holmes's opinion
+    /// from the samples up to the onset is printed beside the windows (with --json, the
+    /// windows go under `windows` and the opinion under `adjudication`).
+    #[arg(long, value_name = "SECS:KIND")]
+    monitor_alarm: Option<String>,
     #[arg(long)]
     json: bool,
+}
+
+/// `SECS:KIND` of `--monitor-alarm`.
+fn parse_alarm(s: &str) -> Result<(f64, MonitorAlarmKind)> {
+    let (secs, kind) = s
+        .split_once(':')
+        .context("--monitor-alarm takes SECS:KIND, e.g. 291.5:vt")?;
+    let secs: f64 = secs
+        .trim()
+        .parse()
+        .ok()
+        .filter(|t: &f64| t.is_finite() && *t >= 0.0)
+        .with_context(|| format!("--monitor-alarm: {secs:?} is not a time in seconds"))?;
+    Ok((secs, kind.parse()?))
 }
 
 pub fn run(a: ScoreArgs) -> Result<()> {
@@ -37,8 +58,10 @@ pub fn run(a: ScoreArgs) -> Result<()> {
         to,
         config,
         rule,
+        monitor_alarm,
         json,
     } = a;
+    let monitor_alarm = monitor_alarm.as_deref().map(parse_alarm).transpose()?;
     let cfg = Config::load(config.as_deref())?;
     let dir = record.parent().unwrap_or(std::path::Path::new("."));
     let name = record
@@ -60,6 +83,33 @@ pub fn run(a: ScoreArgs) -> Result<()> {
         cfg.ward.hop_secs,
         cfg.ward.window_secs,
     );
+    let adjudication = match monitor_alarm {
+        Some((secs, kind)) => {
+            let counter = ens
+                .beats
+                .as_ref()
+                .context("--monitor-alarm needs the zoo's beat counter (ensemble.count_beats and models/beats.json)")?;
+            let risk = crate::tools::score::risk_before(
+                &ens,
+                &signals,
+                secs,
+                cfg.ward.window_secs,
+                cfg.ward.hop_secs,
+            );
+            let opinion = crate::tools::score::adjudicate_at(
+                &counter.file.classifier,
+                &signals,
+                secs,
+                kind,
+                risk,
+            )?;
+            if opinion.is_none() {
+                eprintln!("{kind} alarms are not judged: stored and shown as received");
+            }
+            Some(opinion)
+        }
+        None => None,
+    };
     let hop_ms = i64::from(cfg.ward.hop_secs) * 1000;
     let (rule, why) = match rule {
         Some(s) => (
@@ -84,8 +134,21 @@ pub fn run(a: ScoreArgs) -> Result<()> {
     let said = format!("risk alarm: {}; {why}", rule.words());
     if json {
         eprintln!("{said}");
-        println!("{}", serde_json::to_string_pretty(&rows)?);
+        let out = match &adjudication {
+            Some(a) => serde_json::json!({ "windows": rows, "adjudication": a }),
+            None => serde_json::to_value(&rows)?,
+        };
+        println!("{}", serde_json::to_string_pretty(&out)?);
     } else {
+        if let Some(Some(a)) = &adjudication {
+            println!(
+                "monitor's {} alarm: {} ({:.2}): {}",
+                a.kind.as_str().to_uppercase(),
+                if a.confirmed { "confirmed" } else { "doubted" },
+                a.probability,
+                a.reason
+            );
+        }
         println!("{said}");
         println!(
             "{:>8} {:>8}  {:<20} {:>6}  {:<7}  members",

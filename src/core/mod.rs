@@ -8,6 +8,7 @@
 //! - [`score`]: a window's outcome (status, score, members), as the engine hands it to the store.
 //! - [`patient`]: the patient a monitor says its bed is admitted with, and each bed's current one
 //!   ([`patient::Admissions`], written by the monitors' connections, read by the outbound feeds).
+//! - [`monitor_alarm`]: a bedside monitor's own arrhythmia alarm and Holmes's opinion on it.
 //! - [`metrics`]: ROC-AUC, PR-AUC, thresholds and the mean-probability ensemble of predictions.
 //! - [`stats`], [`time`], [`hash`], [`svg`]: percentiles, wall-clock milliseconds, SHA-256,
 //!   text escaped for the reports' SVG figures.
@@ -15,6 +16,7 @@
 pub(crate) mod event;
 pub(crate) mod hash;
 pub(crate) mod metrics;
+pub mod monitor_alarm;
 pub mod patient;
 pub(crate) mod score;
 pub mod stats;

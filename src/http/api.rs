@@ -210,6 +210,45 @@ pub(super) async fn bed_events(
     Ok(Json(BedEvents { bed, events }))
 }
 
+/// The newest monitor alarms with Holmes's opinions.
+#[derive(Debug, Serialize)]
+pub(super) struct MonitorAlarms {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    bed: Option<String>,
+    alarms: Vec<crate::serving::store::MonitorAlarmView>,
+}
+
+/// How many monitor alarms an answer holds at most.
+const MONITOR_ALARMS_LIMIT: i64 = 1_000;
+
+/// The ward's newest monitor alarms, newest first.
+pub(super) async fn monitor_alarms(
+    State(s): State<AppState>,
+) -> Result<Json<MonitorAlarms>, ApiError> {
+    let reader = s.reader.clone();
+    let alarms =
+        tokio::task::spawn_blocking(move || reader.monitor_alarms(None, MONITOR_ALARMS_LIMIT))
+            .await??;
+    Ok(Json(MonitorAlarms { bed: None, alarms }))
+}
+
+/// A bed's newest monitor alarms, newest first.
+pub(super) async fn bed_monitor_alarms(
+    State(s): State<AppState>,
+    Path(bed): Path<String>,
+) -> Result<Json<MonitorAlarms>, ApiError> {
+    known_bed(&s, &bed).await?;
+    let reader = s.reader.clone();
+    let b = bed.clone();
+    let alarms =
+        tokio::task::spawn_blocking(move || reader.monitor_alarms(Some(&b), MONITOR_ALARMS_LIMIT))
+            .await??;
+    Ok(Json(MonitorAlarms {
+        bed: Some(bed),
+        alarms,
+    }))
+}
+
 #[derive(Debug, Serialize)]
 pub(super) struct Models {
     models: Vec<ModelInfo>,

@@ -86,6 +86,11 @@ pub(crate) fn router(state: AppState) -> Router {
         .route("/api/beds", get(api::beds))
         .route("/api/beds/{bed}/scores", get(api::bed_scores))
         .route("/api/beds/{bed}/events", get(api::bed_events))
+        .route("/api/monitor_alarms", get(api::monitor_alarms))
+        .route(
+            "/api/beds/{bed}/monitor_alarms",
+            get(api::bed_monitor_alarms),
+        )
         .route("/api/models", get(api::models))
         .route("/api/ensemble", get(api::ensemble))
         .route("/health/live", get(api::live))

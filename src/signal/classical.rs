@@ -226,6 +226,17 @@ fn spectral_peak(spectrum: &mut Spectrum, x: &[f32]) -> SpectralPeak {
     }
 }
 
+/// The VF rule's score (0..=1) of the last 4 s of `x` (the whole of a shorter `x`): how
+/// narrow its spectrum is around a peak in the VF band.
+pub(crate) fn vf_likeness(x: &[f32]) -> f32 {
+    let len = ((VF_SECS * SAMPLE_RATE_HZ as f64) as usize).min(x.len());
+    if len < SAMPLE_RATE_HZ {
+        return 0.0;
+    }
+    let mut spectrum = Spectrum::new(len, SAMPLE_RATE_HZ as f64);
+    vf_score(spectral_peak(&mut spectrum, &x[x.len() - len..]))
+}
+
 fn vf_score(p: SpectralPeak) -> f32 {
     if !(VF_BAND_HZ.0..=VF_BAND_HZ.1).contains(&p.peak_hz) {
         return 0.0;

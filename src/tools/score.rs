@@ -7,9 +7,11 @@
 use std::sync::Arc;
 
 use crate::alarm::{AlarmChange, AlarmError, AlarmRule, AlarmState};
+use crate::core::monitor_alarm::{MonitorAlarmKind, Opinion, RISK_LOOKBACK_SECS};
 use crate::core::score::{MemberScore, ScoreStatus};
 use crate::core::window::{ClosedWindow, LeadSlot, MAX_LEADS, SAMPLE_RATE_HZ, WindowQuality};
 use crate::serving::engine::ensemble::{Ensemble, OFFLINE_BATCH};
+use crate::signal::adjudicate::{CONFIRM_AT, Lead, adjudicate};
 use crate::signal::heart_rate::heart_rate_at;
 
 /// One window of a recording scored offline (`holmes score`).
@@ -141,6 +143,89 @@ pub fn score_signals(
         }
     }
     out
+}
+
+/// A monitor's alarm of `kind` at `secs` into a recording that [`adjudicate_at`] cannot
+/// read.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[error("the monitor's alarm at {secs} s lies beyond the record's end ({len_secs:.1} s)")]
+pub struct AlarmBeyondRecord {
+    pub secs: f64,
+    pub len_secs: f64,
+}
+
+/// Holmes's opinion on a monitor's alarm of `kind` at `secs` into the recording `s` (its
+/// leads in the record's order, named as its header names them), as the daemon gives it from
+/// the samples up to the onset and the served `risk` of the windows before it
+/// ([`risk_before`]); `None` for a kind Holmes does not judge.
+pub fn adjudicate_at(
+    classifier: &crate::signal::beats::BeatClassifier,
+    s: &crate::training::dataset::Signals,
+    secs: f64,
+    kind: MonitorAlarmKind,
+    risk: Option<f32>,
+) -> Result<Option<Opinion>, AlarmBeyondRecord> {
+    let len = s.leads.first().map_or(0, Vec::len);
+    let end = (secs * SAMPLE_RATE_HZ as f64).round() as usize;
+    if end > len {
+        return Err(AlarmBeyondRecord {
+            secs,
+            len_secs: len as f64 / SAMPLE_RATE_HZ as f64,
+        });
+    }
+    // Each lead by its header's name; where names are missing or repeat (vfdb calls both
+    // leads "ECG"), by its place.
+    let given: Vec<&str> = (0..s.leads.len())
+        .map(|k| s.names.get(k).map_or("", |n| n.trim()))
+        .collect();
+    let unique = given
+        .iter()
+        .enumerate()
+        .all(|(k, n)| !n.is_empty() && !given[..k].contains(n));
+    let names: Vec<String> = given
+        .iter()
+        .enumerate()
+        .map(|(k, n)| {
+            if unique {
+                n.to_string()
+            } else {
+                format!("ECG{}", k + 1)
+            }
+        })
+        .collect();
+    let leads: Vec<Lead> = s
+        .leads
+        .iter()
+        .zip(&names)
+        .map(|(l, name)| Lead {
+            name,
+            samples: &l[..end],
+        })
+        .collect();
+    Ok(adjudicate(classifier, &leads, kind, risk, CONFIRM_AT))
+}
+
+/// The served risk before a monitor alarm at `secs` into the recording `s`: the highest score
+/// of the windows ending at whole hops of the recording from [`RISK_LOOKBACK_SECS`] before the
+/// alarm to it, as a bed streaming the recording would have them (`None`: none scored).
+pub fn risk_before(
+    ens: &Ensemble,
+    s: &crate::training::dataset::Signals,
+    secs: f64,
+    window_secs: u32,
+    hop_secs: u32,
+) -> Option<f32> {
+    let hop = f64::from(hop_secs.max(1));
+    let first_end = ((secs - RISK_LOOKBACK_SECS as f64) / hop).ceil() * hop;
+    let first_end = first_end.max(f64::from(window_secs));
+    if first_end > secs {
+        return None;
+    }
+    let from = first_end - f64::from(window_secs);
+    score_signals(ens, s, window_secs, hop_secs, from, Some(secs))
+        .iter()
+        .filter_map(|r| r.score)
+        .reduce(f32::max)
 }
 
 #[cfg(test)]

@@ -10,10 +10,14 @@
 //! score as the window commits. Overload is explicit: one waiting window per bed and model
 //! (a newer one supersedes it), bounded queues, and a counter for each case.
 //!
+//! The [`adjudicator`] forms Holmes's opinion on the monitors' own VT and VF alarms with the
+//! same beat counter, on a thread of its own.
+//!
 //! [`ensemble`] loads, describes and places an ensemble ([`accelerator`], [`plan`],
 //! [`profile`]) for the daemon and the composer alike; [`reload`] hot-swaps changed members.
 
 pub(crate) mod accelerator;
+pub(crate) mod adjudicator;
 pub(crate) mod beats;
 pub(crate) mod deadline;
 pub mod ensemble;

@@ -27,7 +27,7 @@ use crate::protocol::{
 };
 use crate::serving::ingest::devices::DeviceAuth;
 use crate::serving::store::audit::{Action, AuditLog};
-use crate::serving::ward::{BedCmd, SampleFrame, Ward};
+use crate::serving::ward::{AlarmMsg, BedCmd, SampleFrame, Ward};
 use leads::lead_slots;
 use patient::Bedside;
 
@@ -397,6 +397,19 @@ struct Announced {
     order: Vec<Option<usize>>,
 }
 
+impl Announced {
+    /// The name of the lead in each slot.
+    fn names(&self) -> [Option<String>; MAX_LEADS] {
+        let mut out: [Option<String>; MAX_LEADS] = Default::default();
+        for (name, slot) in &self.by_name {
+            if let Some(s) = slot.filter(|&s| s < MAX_LEADS) {
+                out[s] = Some(name.clone());
+            }
+        }
+        out
+    }
+}
+
 async fn handle_text(
     cfg: &IngestSettings,
     text: &str,
@@ -421,6 +434,15 @@ async fn handle_text(
             return Some(m.into());
         }
         ClientMsg::Bye {} => BedCmd::Bye,
+        ClientMsg::Alarm { id, kind, t_ms } => BedCmd::MonitorAlarm(AlarmMsg {
+            id,
+            kind,
+            t_ms,
+            names: ann.names(),
+            arrived,
+            received_ms: crate::core::time::now_ms(),
+        }),
+        ClientMsg::AlarmEnd { id, t_ms } => BedCmd::MonitorAlarmEnd { id, t_ms },
         ClientMsg::Patient { patient } => {
             bedside.admit(patient);
             return None;

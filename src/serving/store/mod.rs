@@ -23,6 +23,11 @@ use crate::core::event::Event;
 use crate::core::score::ScoreRecord;
 use crate::core::time::now_ms;
 
+mod migrations;
+#[cfg(test)]
+use migrations::MIGRATIONS;
+pub(crate) use migrations::{SCHEMA_VERSION, migrate};
+
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
     #[error("database {path}: {source}")]
@@ -39,198 +44,34 @@ pub enum StoreError {
     },
 }
 
-/// Schema migrations, applied in order; `PRAGMA user_version` counts those applied.
-const MIGRATIONS: &[&str] = &[
-    // 1: the first schema.
-    "CREATE TABLE beds (
-        bed TEXT PRIMARY KEY,
-        device TEXT,
-        first_seen_ms INTEGER NOT NULL,
-        last_seen_ms INTEGER NOT NULL
-    );
-    CREATE TABLE models (
-        name TEXT NOT NULL,
-        version INTEGER NOT NULL,
-        sha256 TEXT NOT NULL,
-        input TEXT NOT NULL,
-        first_loaded_ms INTEGER NOT NULL,
-        PRIMARY KEY (name, version)
-    );
-    CREATE TABLE ensembles (
-        id INTEGER PRIMARY KEY,
-        members TEXT NOT NULL,
-        created_ms INTEGER NOT NULL,
-        source TEXT NOT NULL
-    );
-    CREATE TABLE scores (
-        id INTEGER PRIMARY KEY,
-        bed TEXT NOT NULL,
-        window_index INTEGER NOT NULL,
-        window_start_ms INTEGER NOT NULL,
-        window_end_ms INTEGER NOT NULL,
-        status TEXT NOT NULL,
-        score REAL,
-        members TEXT NOT NULL,
-        ensemble_id INTEGER,
-        quality TEXT NOT NULL,
-        latency_ms REAL NOT NULL,
-        committed_ms INTEGER NOT NULL
-    );
-    CREATE INDEX scores_bed_end ON scores (bed, window_end_ms);
-    CREATE TABLE events (
-        id INTEGER PRIMARY KEY,
-        bed TEXT NOT NULL,
-        at_ms INTEGER NOT NULL,
-        kind TEXT NOT NULL,
-        detail TEXT NOT NULL
-    );
-    CREATE INDEX events_bed_at ON events (bed, at_ms);",
-    // 2: the serving engine: missing members and timing per score; model profiles.
-    "ALTER TABLE scores ADD COLUMN missing TEXT NOT NULL DEFAULT '[]';
-    ALTER TABLE scores ADD COLUMN timing TEXT;
-    CREATE TABLE profiles (
-        hardware TEXT NOT NULL,
-        device TEXT NOT NULL,
-        model TEXT NOT NULL,
-        sha256 TEXT NOT NULL,
-        burn_version TEXT NOT NULL,
-        batch INTEGER NOT NULL,
-        p50_ms REAL NOT NULL,
-        p95_ms REAL NOT NULL,
-        p99_ms REAL NOT NULL,
-        repeats INTEGER NOT NULL,
-        measured_ms INTEGER NOT NULL,
-        PRIMARY KEY (hardware, device, model, sha256, burn_version, batch)
-    );",
-    // 3: indexes for the retention sweep.
-    "CREATE INDEX scores_committed ON scores (committed_ms);
-    CREATE INDEX events_at ON events (at_ms);",
-    // 4: the plan (device, workers, batch cap per member) that each ensemble row served with.
-    "ALTER TABLE ensembles ADD COLUMN plan TEXT NOT NULL DEFAULT '[]';",
-    // 5: composed plans, versioned by id, with the inputs they were composed for.
-    "CREATE TABLE plans (
-        id INTEGER PRIMARY KEY,
-        key TEXT NOT NULL,
-        created_ms INTEGER NOT NULL,
-        reason TEXT NOT NULL,
-        body TEXT NOT NULL
-    );
-    CREATE INDEX plans_key ON plans (key, id);",
-    // 6: the dashboard: users, sessions, alarms and the audit log.
-    "CREATE TABLE users (
-        name TEXT PRIMARY KEY,
-        role TEXT NOT NULL,
-        password_hash TEXT NOT NULL,
-        created_ms INTEGER NOT NULL
-    );
-    CREATE TABLE sessions (
-        token_sha256 TEXT PRIMARY KEY,
-        user TEXT NOT NULL,
-        created_ms INTEGER NOT NULL,
-        expires_ms INTEGER NOT NULL
-    );
-    CREATE TABLE alarms (
-        id INTEGER PRIMARY KEY,
-        bed TEXT NOT NULL,
-        kind TEXT NOT NULL,
-        raised_ms INTEGER NOT NULL,
-        value REAL,
-        cleared_ms INTEGER,
-        acked_by TEXT,
-        acked_ms INTEGER,
-        silenced_by TEXT,
-        silenced_ms INTEGER,
-        silenced_until_ms INTEGER
-    );
-    CREATE INDEX alarms_bed ON alarms (bed, raised_ms);
-    CREATE TABLE audit (
-        id INTEGER PRIMARY KEY,
-        at_ms INTEGER NOT NULL,
-        user TEXT,
-        action TEXT NOT NULL,
-        detail TEXT NOT NULL
-    );",
-    // 7: monitors' device tokens, stored as SHA-256 hashes (see `devices`).
-    "CREATE TABLE devices (
-        name TEXT PRIMARY KEY,
-        token_sha256 TEXT NOT NULL UNIQUE,
-        bed TEXT,
-        created_ms INTEGER NOT NULL,
-        revoked_ms INTEGER
-    );",
-    // 8: a risk alarm's onset on the bed's timeline and the rule it was raised under.
-    "ALTER TABLE alarms ADD COLUMN onset_ms INTEGER;
-    ALTER TABLE alarms ADD COLUMN rule TEXT;",
-    // 9: thinning looks up alarm onsets by bed and window end, and keeps its progress.
-    "CREATE INDEX alarms_onset ON alarms (bed, onset_ms) WHERE onset_ms IS NOT NULL;
-    CREATE TABLE store_meta (
-        key TEXT PRIMARY KEY,
-        value INTEGER NOT NULL
-    );",
-    // 10: a risk alarm raised on a counted VT run keeps the run's first beat.
-    "ALTER TABLE alarms ADD COLUMN run_onset_ms INTEGER;",
-    // 11: the ingest's measured CPU per hardware and bed count (`holmes profile --ingest`).
-    "CREATE TABLE ingest_profiles (
-        hardware TEXT NOT NULL,
-        beds INTEGER NOT NULL,
-        seconds REAL NOT NULL,
-        cpu_cores REAL NOT NULL,
-        measured_ms INTEGER NOT NULL,
-        PRIMARY KEY (hardware, beds)
-    );",
-    // 12: the HL7 outbox (`outbound::outbox`): each message until the receiver acknowledges
-    // it; `id` is its MSH-10 and never reused (AUTOINCREMENT).
-    "CREATE TABLE hl7_outbox (
-        id INTEGER PRIMARY KEY AUTOINCREMENT,
-        kind TEXT NOT NULL,
-        bed TEXT NOT NULL,
-        alarm_id INTEGER,
-        phase TEXT,
-        created_ms INTEGER NOT NULL,
-        body TEXT NOT NULL,
-        state TEXT NOT NULL,
-        attempts INTEGER NOT NULL DEFAULT 0,
-        done_ms INTEGER,
-        ack_code TEXT,
-        reason TEXT
-    );
-    CREATE INDEX hl7_outbox_pending ON hl7_outbox (id) WHERE state = 'pending';",
-    // 13: the FHIR outbox (`outbound::outbox` for `outbound::fhir`): each resource until the
-    // server accepts it; `body` is the resource, whose identifier makes a resend idempotent.
-    "CREATE TABLE fhir_outbox (
-        id INTEGER PRIMARY KEY AUTOINCREMENT,
-        kind TEXT NOT NULL,
-        bed TEXT NOT NULL,
-        alarm_id INTEGER,
-        phase TEXT,
-        created_ms INTEGER NOT NULL,
-        body TEXT NOT NULL,
-        state TEXT NOT NULL,
-        attempts INTEGER NOT NULL DEFAULT 0,
-        done_ms INTEGER,
-        ack_code TEXT,
-        reason TEXT
-    );
-    CREATE INDEX fhir_outbox_pending ON fhir_outbox (id) WHERE state = 'pending';",
-    // 14: each bed's current patient, kept across restarts (`admissions`).
-    "CREATE TABLE admissions (
-        bed TEXT PRIMARY KEY,
-        patient_id TEXT,
-        authority TEXT,
-        seq INTEGER NOT NULL,
-        at_ms INTEGER NOT NULL
-    );",
-];
-
-/// The schema version this build migrates to (`PRAGMA user_version`).
-pub(crate) const SCHEMA_VERSION: i64 = MIGRATIONS.len() as i64;
-
 enum Cmd {
     /// Commit what is queued and stop.
     Close,
     Score(Arc<ScoreRecord>),
     Event(Event, i64),
     BedSeen(String, String, i64),
+    MonitorAlarm(Box<MonitorAlarmRow>),
+    MonitorAlarmEnd {
+        bed: Arc<str>,
+        id: String,
+        end_ms: i64,
+    },
+}
+
+/// A monitor's alarm as the store keeps it: what the monitor sent, and Holmes's opinion with
+/// its provenance (`None` where the kind is not judged, or nothing could judge it).
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct MonitorAlarmRow {
+    pub(crate) bed: Arc<str>,
+    pub(crate) id: String,
+    pub(crate) kind: crate::core::monitor_alarm::MonitorAlarmKind,
+    pub(crate) onset_ms: i64,
+    pub(crate) received_ms: i64,
+    pub(crate) opinion: Option<crate::core::monitor_alarm::Opinion>,
+    /// When the opinion was formed, wall clock (ms).
+    pub(crate) judged_ms: Option<i64>,
+    /// What formed it (counter, operating point, look-back, coverage), as JSON.
+    pub(crate) provenance: serde_json::Value,
 }
 
 /// Health of the writer, shared with `/health/ready` and `/api/health`.
@@ -361,33 +202,6 @@ pub(crate) fn open(path: &Path) -> Result<Connection, StoreError> {
         .map_err(err)?;
     c.busy_timeout(Duration::from_secs(5)).map_err(err)?;
     Ok(c)
-}
-
-/// Brings the schema up to date.
-pub(crate) fn migrate(c: &mut Connection, path: &Path) -> Result<(), StoreError> {
-    let err = |source| StoreError::Sqlite {
-        path: path.to_owned(),
-        source,
-    };
-    let version: i64 = c
-        .pragma_query_value(None, "user_version", |r| r.get(0))
-        .map_err(err)?;
-    let known = MIGRATIONS.len() as i64;
-    if version > known {
-        return Err(StoreError::TooNew {
-            path: path.to_owned(),
-            found: version,
-            known,
-        });
-    }
-    for (i, sql) in MIGRATIONS.iter().enumerate().skip(version as usize) {
-        let tx = c.transaction().map_err(err)?;
-        tx.execute_batch(sql).map_err(err)?;
-        tx.pragma_update(None, "user_version", (i + 1) as i64)
-            .map_err(err)?;
-        tx.commit().map_err(err)?;
-    }
-    Ok(())
 }
 
 /// The ensemble and models this run serves, recorded at start-up.
@@ -529,9 +343,13 @@ impl StoreHandle {
         match self.tx.try_send(cmd) {
             Ok(()) => {}
             Err(TrySendError::Full(cmd)) => {
-                // Scores must not be lost: wait for room. Engine threads may block; a tokio
-                // worker (a bed committing a superseded window) hands the wait to the runtime.
-                if matches!(cmd, Cmd::Score(_)) {
+                // Scores and monitor alarms must not be lost: wait for room. Engine threads
+                // may block; a tokio worker (a bed committing a superseded window) hands the
+                // wait to the runtime.
+                if matches!(
+                    cmd,
+                    Cmd::Score(_) | Cmd::MonitorAlarm(_) | Cmd::MonitorAlarmEnd { .. }
+                ) {
                     let on_worker = tokio::runtime::Handle::try_current().is_ok_and(|h| {
                         h.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread
                     });
@@ -561,6 +379,17 @@ impl StoreHandle {
         self.send(Cmd::Score(Arc::new(r)));
     }
 
+    /// A monitor's alarm with its opinion; a second row for the same bed and id is ignored
+    /// (a monitor resending after a reconnect).
+    pub(crate) fn monitor_alarm(&self, row: MonitorAlarmRow) {
+        self.send(Cmd::MonitorAlarm(Box::new(row)));
+    }
+
+    /// The monitor's alarm `id` of `bed` ended at `end_ms` (device time).
+    pub(crate) fn monitor_alarm_end(&self, bed: Arc<str>, id: String, end_ms: i64) {
+        self.send(Cmd::MonitorAlarmEnd { bed, id, end_ms });
+    }
+
     pub(crate) fn event(&self, e: Event) {
         self.send(Cmd::Event(e, now_ms()));
     }
@@ -579,7 +408,7 @@ mod retention;
 mod writer;
 pub(crate) use backlog::StorageFault;
 use backlog::{Backlog, Backoff};
-pub use reader::{ScoreRow, StoreReader};
+pub use reader::{MonitorAlarmView, ScoreRow, StoreReader};
 use writer::Writer;
 
 #[cfg(test)]

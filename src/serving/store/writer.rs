@@ -333,6 +333,32 @@ fn write(conn: &mut Connection, batch: &[Cmd]) -> rusqlite::Result<()> {
                     params![e.origin.as_str(), at, e.kind.as_str(), e.detail.to_string()],
                 )?;
             }
+            Cmd::MonitorAlarm(a) => {
+                let o = a.opinion.as_ref();
+                tx.execute(
+                    "INSERT OR IGNORE INTO monitor_alarms (bed, alarm_id, kind, onset_ms,
+                        received_ms, confirmed, probability, reason, judged_ms, provenance)
+                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
+                    params![
+                        &*a.bed,
+                        a.id,
+                        a.kind.as_str(),
+                        a.onset_ms,
+                        a.received_ms,
+                        o.map(|o| o.confirmed),
+                        o.map(|o| o.probability),
+                        o.map(|o| o.reason.as_str()),
+                        a.judged_ms,
+                        a.provenance.to_string(),
+                    ],
+                )?;
+            }
+            Cmd::MonitorAlarmEnd { bed, id, end_ms } => {
+                tx.execute(
+                    "UPDATE monitor_alarms SET end_ms = ?3 WHERE bed = ?1 AND alarm_id = ?2",
+                    params![&**bed, id, end_ms],
+                )?;
+            }
             Cmd::BedSeen(bed, device, at) => {
                 tx.execute(
                     "INSERT INTO beds (bed, device, first_seen_ms, last_seen_ms) VALUES (?1, ?2, ?3, ?3)

@@ -222,10 +222,32 @@ impl BedState {
         }
     }
 
-    /// The last `samples` positions of each announced lead (None where nothing arrived),
-    /// ending at the newest sample, and the timeline position of the end.
+    /// ECG samples per second.
     pub(crate) fn fs(&self) -> i64 {
         self.p.fs
+    }
+
+    /// Whether the samples up to device time `t_ms` are in (`None` before the first frame).
+    pub(crate) fn reached(&self, t_ms: i64) -> Option<bool> {
+        self.origin.map(|_| self.high_water >= self.pos_of(t_ms))
+    }
+
+    /// Each lead slot's `samples` positions up to device time `t_ms`, holes filled, with how
+    /// many arrived; `None` for a slot the connection did not announce (all of them before
+    /// the first frame).
+    pub(crate) fn before(&self, t_ms: i64, samples: i64) -> Vec<Option<(Vec<f32>, usize)>> {
+        if self.origin.is_none() {
+            return vec![None; MAX_LEADS];
+        }
+        let end = self.pos_of(t_ms);
+        (0..MAX_LEADS)
+            .map(|l| {
+                self.present[l].then(|| {
+                    let (x, arrived, _) = self.leads[l].window(end.saturating_sub(samples), end);
+                    (x, arrived)
+                })
+            })
+            .collect()
     }
 
     /// The last `samples` of each lead slot, with the strip's end as a timeline position and as

@@ -5,16 +5,19 @@
 //! (the [`registry`]), which gives each new bed a place by the [`admission`] policy (reserved
 //! places for registered monitors, a cap per gateway, idle beds evicted); each bed's task
 //! ([`task`]) closes windows and hands them, with its technical events, to the [`WardSink`]
-//! the ward was given (the daemon wires it to the engine and the store). The bed's timeline
+//! the ward was given (the daemon wires it to the engine and the store), and its monitor's
+//! own alarms once the samples up to their onsets are in ([`monitor_alarms`]). The bed's timeline
 //! and window scheduler ([`bed`]) are pure and synchronous.
 
 mod admission;
 mod bed;
+mod monitor_alarms;
 mod registry;
 mod ring;
 mod task;
 
 pub(crate) use bed::SampleFrame;
+pub(crate) use monitor_alarms::AlarmMsg;
 pub(crate) use registry::{BedStatus, BedView, Claim, Ward, WardSettings, WardSink};
 pub(crate) use task::count_dropped_reply;
 pub(crate) use task::{BedCmd, Strip};

@@ -24,6 +24,7 @@ use super::bed::{BedParams, BedState, Phase};
 use super::task::{BedCmd, BedTask, Counters, Strip};
 use crate::config::{QualityConfig, Stagger, WardConfig};
 use crate::core::event::{Event, EventKind};
+use crate::core::monitor_alarm::MonitorAlarmEvent;
 use crate::core::patient::Admissions;
 use crate::core::window::{ClosedWindow, MAX_LEADS, SAMPLE_RATE_HZ};
 use crate::protocol::{ServerMsg, close};
@@ -36,6 +37,9 @@ pub(crate) trait WardSink: Send + Sync + 'static {
     fn event(&self, e: Event);
     /// A monitor's hello was admitted for `bed`.
     fn bed_seen(&self, bed: &str, device: &str);
+    /// A monitor's own alarm (with the samples up to its onset), or its end, in the order the
+    /// monitor sent them; never to be dropped.
+    fn monitor_alarm(&self, e: MonitorAlarmEvent);
 }
 
 /// What the ward reads of the configuration: its own section, the quality floor, and the
@@ -549,6 +553,7 @@ mod tests {
         fn window(&self, _: ClosedWindow) {}
         fn event(&self, _: Event) {}
         fn bed_seen(&self, _: &str, _: &str) {}
+        fn monitor_alarm(&self, _: MonitorAlarmEvent) {}
     }
 
     #[tokio::test]

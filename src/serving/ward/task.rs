@@ -15,8 +15,10 @@ use tokio::sync::{mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
 
 use super::bed::{BedState, SampleFrame};
+use super::monitor_alarms::{AlarmMsg, PendingAlarms};
 use super::registry::WardSink;
 use crate::core::event::{Event, EventKind};
+use crate::core::monitor_alarm::{MonitorAlarm, MonitorAlarmEvent};
 use crate::core::window::{ClosedWindow, MAX_LEADS};
 use crate::protocol::{ErrorCode, ServerMsg};
 
@@ -40,6 +42,13 @@ pub(crate) enum BedCmd {
     Bye,
     Detach {
         conn: u64,
+    },
+    /// The monitor raised one of its own alarms.
+    MonitorAlarm(AlarmMsg),
+    /// The monitor's alarm `id` ended at device time `t_ms`.
+    MonitorAlarmEnd {
+        id: String,
+        t_ms: i64,
     },
     /// The last seconds of ECG, for the bed view.
     Strip {
@@ -88,6 +97,8 @@ pub(super) struct BedTask {
     last_ack: Option<Instant>,
     /// Closed windows go to the engine (false: ingest only).
     scoring: bool,
+    /// The monitor's alarms waiting for the samples up to their onsets.
+    alarms: PendingAlarms,
 }
 
 impl BedTask {
@@ -108,6 +119,7 @@ impl BedTask {
             replies_dropped,
             last_ack: None,
             scoring,
+            alarms: PendingAlarms::default(),
         }
     }
 
@@ -123,6 +135,8 @@ impl BedTask {
                     // them before the store flushes.
                     let windows = self.state.on_shutdown(Instant::now());
                     self.forward(windows);
+                    let waiting = self.alarms.drain(&self.state);
+                    self.hand_on(waiting);
                     break;
                 }
                 cmd = self.rx.recv() => match cmd {
@@ -131,12 +145,17 @@ impl BedTask {
                         // Evicted from the ward: windows already due are still scored.
                         let windows = self.state.on_shutdown(Instant::now());
                         self.forward(windows);
+                        let waiting = self.alarms.drain(&self.state);
+                        self.hand_on(waiting);
                         break;
                     }
                 },
                 _ = tick.tick() => {
-                    let windows = self.state.on_tick(Instant::now());
+                    let now = Instant::now();
+                    let windows = self.state.on_tick(now);
                     self.forward(windows);
+                    let due = self.alarms.due(&self.state, now);
+                    self.hand_on(due);
                 }
             }
         }
@@ -231,6 +250,19 @@ impl BedTask {
                     }
                 }
                 self.forward(o.windows);
+                let due = self.alarms.due(&self.state, Instant::now());
+                self.hand_on(due);
+            }
+            BedCmd::MonitorAlarm(a) => {
+                let now = self.alarms.push(a, &self.state);
+                self.hand_on(now);
+            }
+            BedCmd::MonitorAlarmEnd { id, t_ms } => {
+                self.sink.monitor_alarm(MonitorAlarmEvent::Ended {
+                    bed: self.state.bed.clone(),
+                    id,
+                    end_ms: t_ms,
+                });
             }
             BedCmd::Vitals {
                 seq,
@@ -249,6 +281,12 @@ impl BedTask {
                 }
                 self.forward(o.windows);
             }
+        }
+    }
+
+    fn hand_on(&self, alarms: Vec<MonitorAlarm>) {
+        for a in alarms {
+            self.sink.monitor_alarm(MonitorAlarmEvent::Raised(a));
         }
     }
 

@@ -32,6 +32,7 @@ use super::heart_rate::{detect_qrs_leads, sub_moving_mean};
 mod counter;
 mod memory;
 mod network;
+mod tail;
 
 pub use counter::{BEATS_FILE, BeatCounter, BeatRule, BeatsFile, Counted};
 pub(crate) use counter::{RUN_RISK, RUN_RISK_MAX, RunEvidence, held_by_short_runs, run_evidence};
@@ -68,7 +69,7 @@ const POST: usize = SAMPLE_RATE_HZ * 3 / 20;
 /// sinus beat has and a ventricular one lacks) ...
 const CONTEXT_PRE: usize = SAMPLE_RATE_HZ / 4;
 /// ... to this long after it (0.45 s: the broad T wave that follows a wide complex).
-const CONTEXT_POST: usize = SAMPLE_RATE_HZ * 9 / 20;
+pub(crate) const CONTEXT_POST: usize = SAMPLE_RATE_HZ * 9 / 20;
 /// The detector marks a beat at its integral's peak, up to this long after the R peak (0.2 s)
 /// ...
 const R_BEFORE: usize = SAMPLE_RATE_HZ / 5;
@@ -80,7 +81,7 @@ const BASELINE: usize = SAMPLE_RATE_HZ * 3 / 5;
 /// Fewest beats a window needs for a template.
 const MIN_BEATS: usize = 3;
 /// A VT run's beats follow each other faster than this (100/min) on average, samples.
-const MAX_RUN_RR: usize = SAMPLE_RATE_HZ * 60 / 100;
+pub(crate) const MAX_RUN_RR: usize = SAMPLE_RATE_HZ * 60 / 100;
 /// Two beats of a window are alike when their QRS stretches correlate at this or more on each
 /// lead ...
 const ALIKE_CORR: f64 = 0.9;
@@ -155,6 +156,11 @@ impl Described {
     /// placed at the primary lead's largest deflection. Beats whose context stretch does not
     /// lie wholly in the window are left out; `None` with fewer than [`MIN_BEATS`].
     pub(crate) fn of(leads: &[&[f32]]) -> Option<Described> {
+        Self::of_until(leads, usize::MAX)
+    }
+
+    /// [`of`](Self::of), leaving out beats whose R peak lies at or after sample `until`.
+    fn of_until(leads: &[&[f32]], until: usize) -> Option<Described> {
         let &first = leads.first()?;
         let n = first.len();
         let second = leads.get(1).copied().filter(|l| l.len() == n);
@@ -168,7 +174,7 @@ impl Described {
             let Some(r) = (lo..hi).max_by(|&a, &b| y0[a].abs().total_cmp(&y0[b].abs())) else {
                 continue;
             };
-            if r < CONTEXT_PRE || r + CONTEXT_POST > n {
+            if r < CONTEXT_PRE || r + CONTEXT_POST > n || r >= until {
                 continue;
             }
             // Two detections of one complex land on one peak.
@@ -405,23 +411,28 @@ pub(super) fn highest_level(firsts: &RunFirsts) -> f32 {
 fn run_level(peaks: &[usize], p: &[f64], len: usize, recent: usize) -> RunFirsts {
     let mut out = [None; CALL_GRID.len()];
     for (&g, first_at) in CALL_GRID.iter().zip(&mut out) {
-        let gf = g as f64;
-        let called: Vec<bool> = (0..p.len())
-            .map(|k| {
-                p[k] >= gf
-                    || (p[k] >= VENTRICULAR_AT
-                        && k > 0
-                        && k + 1 < p.len()
-                        && p[k - 1] >= gf
-                        && p[k + 1] >= gf)
-            })
-            .collect();
+        let called = called_at(p, g as f64);
         let (n, first) = recent_run(peaks, &called, len, recent);
         if n >= VT_MIN_BEATS {
             *first_at = first;
         }
     }
     out
+}
+
+/// Which beats of probabilities `p` are called ventricular at `g`: those that reach it, and
+/// those that reach [`VENTRICULAR_AT`] between two that reach it.
+pub(crate) fn called_at(p: &[f64], g: f64) -> Vec<bool> {
+    (0..p.len())
+        .map(|k| {
+            p[k] >= g
+                || (p[k] >= VENTRICULAR_AT
+                    && k > 0
+                    && k + 1 < p.len()
+                    && p[k - 1] >= g
+                    && p[k + 1] >= g)
+        })
+        .collect()
 }
 
 /// The run of ventricular beats (at `peaks`) a window of `len` samples ends in: the most

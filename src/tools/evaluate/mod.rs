@@ -390,7 +390,15 @@ pub fn evaluate(opts: &EvaluateOptions) -> Result<Evaluation, EvaluateError> {
             let served = beats_choice
                 .as_ref()
                 .map_or(ens_rule, |(_, bc, _, _)| bc.rule);
-            let judged = monitor_alarms::judge(&reps, pick, c.rule, served, hop_ms, matching)?;
+            let leads: Vec<&[Vec<f32>]> = recs.iter().map(|r| &r.leads[..]).collect();
+            // The fitted classifier with `--beats`, else the served counter's.
+            let adjudicator = classifier
+                .as_ref()
+                .map(|c| &c.classifier)
+                .or(ens.beats.as_ref().map(|b| &b.file.classifier))
+                .map(|c| (c, &leads[..]));
+            let judged =
+                monitor_alarms::judge(&reps, adjudicator, pick, c.rule, served, hop_ms, matching)?;
             monitor = Some(monitor_alarms::figures(&judged));
         }
         if let Some(c) = &cls_choice {

@@ -29,6 +29,12 @@ use serde::Serialize;
 
 use crate::alarm::{AlarmRule, MatchOptions, alarm_episodes};
 use crate::core::metrics::roc_auc;
+use crate::core::monitor_alarm::{MonitorAlarmKind, RISK_LOOKBACK_SECS};
+use crate::core::stats::wilson_interval;
+use crate::core::window::SAMPLE_RATE_HZ;
+use crate::signal::adjudicate::{CONFIRM_AT, Lead, adjudicate};
+use crate::signal::beats::BeatClassifier;
+use crate::signal::classical::vf_likeness;
 use crate::training::dataset::EpisodeKind;
 
 use super::EvaluateError;
@@ -36,7 +42,7 @@ use super::replay::Replay;
 
 /// The served risk and alarm are read over the windows ending this long before a monitor
 /// alarm, and at it, s (as the external measurement reads them).
-pub(crate) const LOOK_BACK_SECS: i64 = 14;
+pub(crate) const LOOK_BACK_SECS: i64 = RISK_LOOKBACK_SECS;
 
 /// The monitor alarms of a part and what the served ensemble said at each.
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
@@ -59,6 +65,28 @@ pub struct MonitorAlarms {
     /// `100 (TP + TN) / (TP + TN + FP + 5 FN)` of the served alarm's decisions; never alarming
     /// scores `100 false / (false + 5 true)`.
     pub challenge_score: Option<f64>,
+    /// Holmes's opinion on each alarm (`signal::adjudicate`, from the samples up to it), where
+    /// a beat classifier was replayed.
+    pub adjudication: Option<Adjudicated>,
+}
+
+/// The opinions on the monitor alarms: how well their probability ranks true alarms over
+/// false ones, and the confirmations at the default operating point
+/// ([`CONFIRM_AT`], fixed before these alarms were seen).
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct Adjudicated {
+    pub confirm_at: f32,
+    pub roc_auc: Option<f64>,
+    pub roc_auc_interval: Option<(f64, f64)>,
+    pub roc_auc_vt: Option<f64>,
+    pub roc_auc_vf: Option<f64>,
+    /// True alarms confirmed, with the share's 95 % Wilson interval; false alarms confirmed.
+    pub confirmed_true: usize,
+    pub confirmed_true_interval: Option<[f64; 2]>,
+    pub confirmed_false: usize,
+    pub confirmed_false_interval: Option<[f64; 2]>,
+    /// The challenge-style score of the confirmations.
+    pub challenge_score: Option<f64>,
 }
 
 /// One monitor alarm, judged.
@@ -69,13 +97,18 @@ pub(super) struct Judged {
     vf: bool,
     risk: f32,
     on: bool,
+    /// The opinion's probability, where the alarm was adjudicated.
+    opinion: Option<f32>,
 }
 
 /// Each monitor alarm of `reps` (the classical detector's under `monitor`), judged with the
 /// served scores `pick` gives and their alarm under `served`; records without both series
-/// give none.
+/// give none. With `adjudicator`, a beat classifier and the replayed leads of each record (in
+/// `reps`' order), each alarm also gets Holmes's opinion from the leads up to its raise: a
+/// VF alarm where the classical VF rule holds over the primary lead's last 4 s, else VT.
 pub(super) fn judge(
     reps: &[Replay],
+    adjudicator: Option<(&BeatClassifier, &[&[Vec<f32>]])>,
     pick: fn(&Replay) -> &[Option<f32>],
     monitor: AlarmRule,
     served: AlarmRule,
@@ -84,7 +117,7 @@ pub(super) fn judge(
 ) -> Result<Vec<Judged>, EvaluateError> {
     let look_back = LOOK_BACK_SECS * 1000;
     let mut judged = Vec::new();
-    for r in reps {
+    for (i, r) in reps.iter().enumerate() {
         let series = |s: &[Option<f32>]| -> Vec<(i64, Option<f32>)> {
             r.ends_ms.iter().copied().zip(s.iter().copied()).collect()
         };
@@ -120,16 +153,41 @@ pub(super) fn judge(
                     .iter()
                     .any(|&(a, b)| a <= w && (w < b || Some(b) == last))
             });
+            let opinion = adjudicator.and_then(|(c, leads)| opinion_at(c, leads[i], t, risk));
             judged.push(Judged {
                 truth,
                 vt: of_kind(EpisodeKind::Vt),
                 vf: of_kind(EpisodeKind::Vf),
                 risk,
                 on,
+                opinion,
             });
         }
     }
     Ok(judged)
+}
+
+/// Holmes's opinion's probability on a monitor alarm raised at `t_ms` into a record of `leads`,
+/// with the served `risk` over the windows before it.
+fn opinion_at(c: &BeatClassifier, leads: &[Vec<f32>], t_ms: i64, risk: f32) -> Option<f32> {
+    let end = usize::try_from(t_ms * SAMPLE_RATE_HZ as i64 / 1000).ok()?;
+    let names = ["ECG1", "ECG2", "ECG3"];
+    let cut: Vec<Lead> = leads
+        .iter()
+        .zip(names)
+        .filter(|(l, _)| l.len() >= end)
+        .map(|(l, name)| Lead {
+            name,
+            samples: &l[..end],
+        })
+        .collect();
+    let first = cut.first()?;
+    let kind = if vf_likeness(first.samples) >= 1.0 {
+        MonitorAlarmKind::Vf
+    } else {
+        MonitorAlarmKind::Vt
+    };
+    adjudicate(c, &cut, kind, Some(risk), CONFIRM_AT).map(|o| o.probability)
 }
 
 /// The figures of the monitor alarms `judged` (of one part, or pooled over folds).
@@ -162,7 +220,51 @@ pub(super) fn figures(judged: &[Judged]) -> MonitorAlarms {
         on_for_true: tp,
         on_for_false: fp,
         challenge_score: (denominator > 0).then(|| 100.0 * (tp + tn) as f64 / denominator as f64),
+        adjudication: adjudicated(judged),
     }
+}
+
+/// The opinions' figures, where every alarm of `judged` has one (and there is one).
+fn adjudicated(judged: &[Judged]) -> Option<Adjudicated> {
+    let probs: Vec<f32> = judged.iter().map(|j| j.opinion).collect::<Option<_>>()?;
+    if probs.is_empty() {
+        return None;
+    }
+    let auc_of = |keep: &dyn Fn(&Judged) -> bool| {
+        let (labels, scores): (Vec<bool>, Vec<f32>) = judged
+            .iter()
+            .zip(&probs)
+            .filter(|(j, _)| !j.truth || keep(j))
+            .map(|(j, &p)| (j.truth, p))
+            .unzip();
+        let a = roc_auc(&labels, &scores);
+        a.is_finite().then_some(a)
+    };
+    let n_true = judged.iter().filter(|j| j.truth).count();
+    let n_false = judged.len() - n_true;
+    let confirmed = |truth: bool| {
+        judged
+            .iter()
+            .zip(&probs)
+            .filter(|(j, p)| j.truth == truth && **p >= CONFIRM_AT)
+            .count()
+    };
+    let (tp, fp) = (confirmed(true), confirmed(false));
+    let (fn_, tn) = (n_true - tp, n_false - fp);
+    let roc = auc_of(&|_| true);
+    let denominator = tp + tn + fp + 5 * fn_;
+    Some(Adjudicated {
+        confirm_at: CONFIRM_AT,
+        roc_auc: roc,
+        roc_auc_interval: roc.map(|a| hanley_mcneil(a, n_true, n_false)),
+        roc_auc_vt: auc_of(&|j| j.vt),
+        roc_auc_vf: auc_of(&|j| j.vf),
+        confirmed_true: tp,
+        confirmed_true_interval: wilson_interval(tp, n_true),
+        confirmed_false: fp,
+        confirmed_false_interval: wilson_interval(fp, n_false),
+        challenge_score: (denominator > 0).then(|| 100.0 * (tp + tn) as f64 / denominator as f64),
+    })
 }
 
 /// The 95 % interval of an ROC-AUC `a` over `pos` positives and `neg` negatives from Hanley
@@ -195,7 +297,25 @@ pub(crate) fn text(m: &MonitorAlarms) -> String {
         m.on_for_true,
         m.on_for_false,
         m.challenge_score.map_or("-".into(), |v| format!("{v:.1}")),
-    )
+    ) + &m.adjudication.as_ref().map_or(String::new(), |a| {
+        let share = |k: usize, iv: Option<[f64; 2]>| match iv {
+            Some([lo, hi]) => format!("{k} ({lo:.2}-{hi:.2})"),
+            None => k.to_string(),
+        };
+        format!(
+            "Holmes's opinion on each (from the samples up to it): ROC-AUC {} ({}; VT {}, VF {}); \
+             at {:.2}, confirmed {} true and {} false; challenge-style score {}\n",
+            f3(a.roc_auc),
+            a.roc_auc_interval
+                .map_or("-".into(), |(lo, hi)| format!("{lo:.3}-{hi:.3}")),
+            f3(a.roc_auc_vt),
+            f3(a.roc_auc_vf),
+            a.confirm_at,
+            share(a.confirmed_true, a.confirmed_true_interval),
+            share(a.confirmed_false, a.confirmed_false_interval),
+            a.challenge_score.map_or("-".into(), |v| format!("{v:.1}")),
+        )
+    })
 }
 
 #[cfg(test)]
@@ -209,6 +329,7 @@ mod tests {
             vf: false,
             risk,
             on,
+            opinion: None,
         }
     }
 
@@ -301,6 +422,7 @@ mod tests {
         let r = replay_with(&classical, &served);
         let judged = judge(
             &[r],
+            None,
             Replay::ensemble_scores,
             rule,
             rule,

@@ -137,6 +137,11 @@ impl RecordData {
             .collect()
     }
 
+    /// The ECG signals in mV at 250 Hz, the primary lead first.
+    pub fn leads(&self) -> &[Vec<f32>] {
+        &self.leads
+    }
+
     /// Samples per lead.
     pub(crate) fn len(&self) -> usize {
         self.leads.first().map_or(0, Vec::len)
@@ -190,6 +195,8 @@ pub fn record_keys(data: &Path) -> Result<Vec<(Database, String)>, DatasetError>
 pub struct Signals {
     /// ECG signals in mV: `leads[0]` primary, `leads[1]` secondary.
     pub(crate) leads: Vec<Vec<f32>>,
+    /// Each lead's name as the header gives it (`MLII`, `V1`, `ECG1`, ...).
+    pub(crate) names: Vec<String>,
     /// QRS sample indices at 250 Hz.
     pub(crate) beats: Vec<i64>,
     /// Reference annotations (empty when the record has no `.atr`).
@@ -225,8 +232,13 @@ pub(crate) fn read_signals(dir: &Path, name: &str) -> Result<Signals, DatasetErr
     labels::rescale(&mut annotations, fs, SAMPLE_RATE_HZ as f64);
     let beats = labels::annotated_beats(&annotations)
         .unwrap_or_else(|| detect_qrs(&leads[0], SAMPLE_RATE_HZ as f64));
+    let names = rec.header.signals[..nleads]
+        .iter()
+        .map(|s| s.description.clone())
+        .collect();
     Ok(Signals {
         leads,
+        names,
         beats,
         annotations,
     })

@@ -1,0 +1,112 @@
+//! A bed's monitor alarms on their way to the adjudicator. A monitor sends its alarm soon
+//! after the samples it alarmed on, but over a network the two can cross: an alarm waits here
+//! until the bed holds its samples up to the onset, or [`WAIT`] at most, and is then handed on
+//! with the [`LOOKBACK_SECS`] of every announced lead up to the onset (what has not arrived
+//! by then is a hole, filled as a window's are). Kinds Holmes does not judge go on at once,
+//! without samples. Nothing accepted is dropped: when [`MAX_PENDING`] alarms wait, the oldest
+//! goes on with what the bed holds.
+
+use std::collections::VecDeque;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use super::bed::BedState;
+use crate::core::monitor_alarm::{LOOKBACK_SECS, MonitorAlarm, MonitorAlarmKind};
+use crate::core::window::MAX_LEADS;
+
+/// The longest an alarm waits for the samples up to its onset.
+pub(crate) const WAIT: Duration = Duration::from_secs(1);
+/// Alarms a bed holds waiting at most.
+const MAX_PENDING: usize = 32;
+
+/// A monitor's alarm as its connection read it.
+#[derive(Debug, Clone)]
+pub(crate) struct AlarmMsg {
+    pub(crate) id: String,
+    pub(crate) kind: MonitorAlarmKind,
+    /// The onset, device time (ms).
+    pub(crate) t_ms: i64,
+    /// The name the monitor gives each lead slot it announced.
+    pub(crate) names: [Option<String>; MAX_LEADS],
+    pub(crate) arrived: Instant,
+    pub(crate) received_ms: i64,
+}
+
+/// The alarms of one bed waiting for their samples, oldest first.
+#[derive(Debug, Default)]
+pub(super) struct PendingAlarms {
+    waiting: VecDeque<AlarmMsg>,
+}
+
+impl PendingAlarms {
+    /// Takes an alarm; returns those to hand on now (a kind not judged, or the oldest when
+    /// too many wait), read from `state`.
+    pub(super) fn push(&mut self, a: AlarmMsg, state: &BedState) -> Vec<MonitorAlarm> {
+        if !a.kind.judged() {
+            return vec![cut(&a, state, false)];
+        }
+        self.waiting.push_back(a);
+        let mut out = Vec::new();
+        while self.waiting.len() > MAX_PENDING {
+            let oldest = self.waiting.pop_front().expect("more than the cap wait");
+            out.push(cut(&oldest, state, true));
+        }
+        out.extend(self.due(state, Instant::now()));
+        out
+    }
+
+    /// The alarms whose samples are in, or that have waited [`WAIT`], read from `state`.
+    pub(super) fn due(&mut self, state: &BedState, now: Instant) -> Vec<MonitorAlarm> {
+        let mut out = Vec::new();
+        self.waiting.retain(|a| {
+            let ready = state.reached(a.t_ms) == Some(true);
+            let waited = now.duration_since(a.arrived) >= WAIT;
+            if ready || waited {
+                out.push(cut(a, state, true));
+            }
+            !(ready || waited)
+        });
+        out
+    }
+
+    /// Every waiting alarm, with what the bed holds (the bed stops).
+    pub(super) fn drain(&mut self, state: &BedState) -> Vec<MonitorAlarm> {
+        self.waiting
+            .drain(..)
+            .map(|a| cut(&a, state, true))
+            .collect()
+    }
+}
+
+/// The alarm handed on, with the look-back of each announced lead when `with_samples`.
+fn cut(a: &AlarmMsg, state: &BedState, with_samples: bool) -> MonitorAlarm {
+    let want = (LOOKBACK_SECS as i64) * state.fs();
+    let mut leads = Vec::new();
+    let (mut arrived, mut asked) = (0usize, 0usize);
+    if with_samples {
+        for (slot, got) in state.before(a.t_ms, want).into_iter().enumerate() {
+            if let Some((samples, n)) = got {
+                let name = a.names[slot]
+                    .clone()
+                    .unwrap_or_else(|| format!("slot {slot}"));
+                arrived += n;
+                asked += samples.len();
+                leads.push((name, samples));
+            }
+        }
+    }
+    MonitorAlarm {
+        bed: Arc::clone(&state.bed),
+        id: a.id.clone(),
+        kind: a.kind,
+        onset_ms: a.t_ms,
+        received_ms: a.received_ms,
+        arrived: a.arrived,
+        leads,
+        coverage: if asked == 0 {
+            0.0
+        } else {
+            arrived as f32 / asked as f32
+        },
+    }
+}

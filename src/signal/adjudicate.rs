@@ -1,0 +1,456 @@
+//! Holmes's opinion on a bedside monitor's own VT or VF alarm ([`adjudicate`]): given that the
+//! monitor alarmed, does the ECG of the seconds before hold what it claims? Sans-IO: the
+//! samples of every lead the monitor sends, up to the alarm's onset, in; an [`Opinion`] out.
+//! The daemon, `holmes score --monitor-alarm` and `holmes evaluate` share it.
+//!
+//! Where it looks: the [`LOOKBACK_SECS`] before the onset, on every lead. Each lead is first
+//! read for what a nurse would see at a glance: a lead that stays **flat** (under
+//! [`FLAT_MV`] peak to peak) is left out, and a lead whose signal **starts** late (flat or
+//! absent before) is read from where it starts, so that the run's own beats do not become the
+//! template they are compared with; two QRS detectors' agreement (bSQI) on each lead says
+//! where there is **noise**.
+//!
+//! - **VT**: the beats of the readable leads are found on both leads together, described and
+//!   classified as the beat counter does, **up to the alarm's instant** (the newest beats,
+//!   whose context after them the onset cuts, are called by the earlier beats alike to them:
+//!   `signal::beats::tail`). At each call probability of the counter's grid, the longest run
+//!   of called beats faster than 100/min anywhere in the look-back; the alarm's probability is
+//!   set by the highest call at which a run of at least five holds (0.5 at the grid's lowest
+//!   call, 1 at its highest), and below 0.5 by the longest run at the lowest call (four beats
+//!   reach 0.4).
+//! - **VF**: the classical VF rule's spectral score over the last 4 s of each readable lead,
+//!   beside the VT evidence at 0.9 of its weight (ventricular flutter is a fast VT run to a
+//!   beat detector).
+//!
+//! - **The ensemble**: where the caller has it, the served risk (the members with the beat
+//!   counter, as the ward scores them) of the windows ending in the look-back; the alarm's
+//!   probability is the larger of it and the beats' (or fibrillatory waves') evidence, so
+//!   that a sustained VT or VF the members see at once is not lost to a beat count, and a
+//!   run under way at the alarm's instant, which no window holds yet, is not lost to the
+//!   members.
+//!
+//! The alarm is `confirmed` when its probability reaches the operating point ([`CONFIRM_AT`]
+//! unless the caller serves another).
+
+use crate::core::monitor_alarm::{LOOKBACK_SECS, MonitorAlarmKind, Opinion};
+use crate::core::stats::median;
+use crate::core::window::SAMPLE_RATE_HZ;
+
+use super::beats::{BeatClassifier, CALL_GRID, MAX_RUN_RR, VENTRICULAR_AT, called_at};
+use super::classical::{VT_MIN_BEATS, vf_likeness};
+use super::heart_rate::detect_qrs;
+use super::quality::{bsqi, detect_qrs_length};
+
+/// The operating point an alarm is confirmed at by default: a run of at least five beats
+/// faster than 100/min called at the grid's lowest call (0.5), or fibrillatory waves at half
+/// the VF rule's ramp. Provisional: the served point is to be chosen by patient-wise
+/// cross-validation over the proxy monitor's alarms for the challenge-style score.
+pub const CONFIRM_AT: f32 = 0.5;
+/// A half-second block of a lead is flat under this peak-to-peak, mV.
+pub const FLAT_MV: f32 = 0.05;
+/// A flat stretch at least this long (s) ends where the lead is read from.
+const FLAT_STRETCH_SECS: f64 = 2.0;
+/// A lead with less than this many seconds of signal after its last flat stretch is flat.
+const MIN_ACTIVE_SECS: usize = 4;
+/// A lead whose two QRS detectors agree less than this (bSQI) is noisy.
+const NOISY_BSQI: f32 = 0.5;
+
+/// One lead the monitor sends: its name as the monitor calls it, and its samples at 250 Hz in
+/// mV, ending at the alarm's onset (non-finite samples are missing).
+#[derive(Debug, Clone, Copy)]
+pub struct Lead<'a> {
+    pub name: &'a str,
+    pub samples: &'a [f32],
+}
+
+/// What one lead shows over the look-back.
+#[derive(Debug, Clone, PartialEq)]
+struct LeadReading {
+    /// Where its signal starts, samples into the look-back (after its last flat stretch).
+    from: usize,
+    flat: bool,
+    noisy: bool,
+}
+
+/// Holmes's opinion on a monitor's alarm of `kind` from `leads` (each ending at the alarm's
+/// onset; the last [`LOOKBACK_SECS`] are read), confirmed at `confirm_at`; `None` for a kind
+/// Holmes does not judge.
+pub fn adjudicate(
+    classifier: &BeatClassifier,
+    leads: &[Lead<'_>],
+    kind: MonitorAlarmKind,
+    risk: Option<f32>,
+    confirm_at: f32,
+) -> Option<Opinion> {
+    if !kind.judged() {
+        return None;
+    }
+    let look = LOOKBACK_SECS * SAMPLE_RATE_HZ;
+    let cut: Vec<Vec<f32>> = leads
+        .iter()
+        .map(|l| {
+            let s = &l.samples[l.samples.len().saturating_sub(look)..];
+            s.iter()
+                .map(|&v| if v.is_finite() { v } else { 0.0 })
+                .collect()
+        })
+        .collect();
+    let readings: Vec<LeadReading> = cut.iter().map(|x| read_lead(x)).collect();
+    let usable: Vec<usize> = (0..leads.len()).filter(|&k| !readings[k].flat).collect();
+    let names = |ks: &[usize]| join(ks.iter().map(|&k| leads[k].name));
+    let flat: Vec<usize> = (0..leads.len()).filter(|&k| readings[k].flat).collect();
+    let mut notes: Vec<String> = Vec::new();
+    if !flat.is_empty() && !usable.is_empty() {
+        notes.push(format!("{} flat", lead_word(&names(&flat), flat.len())));
+    }
+    if usable.is_empty() {
+        let why = if leads.is_empty() {
+            "no ECG before the alarm".to_string()
+        } else {
+            format!("no readable ECG: {} flat", names(&flat))
+        };
+        return Some(opinion(kind, 0.0, confirm_at, why));
+    }
+    let noisy: Vec<usize> = usable
+        .iter()
+        .copied()
+        .filter(|&k| readings[k].noisy)
+        .collect();
+    // The readable leads from where all of them have signal; the longest alone where that
+    // leaves too little.
+    let len = cut[usable[0]].len();
+    let common = usable.iter().map(|&k| readings[k].from).max().unwrap_or(0);
+    let (read, from): (Vec<usize>, usize) = if len - common >= MIN_ACTIVE_SECS * SAMPLE_RATE_HZ {
+        (usable.clone(), common)
+    } else {
+        let k = *usable
+            .iter()
+            .min_by_key(|&&k| readings[k].from)
+            .expect("a usable lead");
+        (vec![k], readings[k].from)
+    };
+    let signal: Vec<&[f32]> = read.iter().map(|&k| &cut[k][from..]).collect();
+    let vt = vt_evidence(classifier, &signal);
+    let on = names(&read);
+    let (probability, said) = match kind {
+        MonitorAlarmKind::Vf => {
+            let (vf, at) = read
+                .iter()
+                .map(|&k| (vf_likeness(&cut[k][from..]), k))
+                .fold((0.0f32, read[0]), |a, b| if b.0 > a.0 { b } else { a });
+            if vf >= 0.9 * vt.probability {
+                let said = if vf > 0.0 {
+                    format!("fibrillatory waves on {}", leads[at].name)
+                } else {
+                    vt.words(&on)
+                };
+                (vf, said)
+            } else {
+                (0.9 * vt.probability, vt.words(&on))
+            }
+        }
+        _ => (vt.probability, vt.words(&on)),
+    };
+    if !noisy.is_empty() {
+        let which = if noisy.len() == leads.len() && leads.len() > 1 {
+            "all leads".to_string()
+        } else {
+            names(&noisy)
+        };
+        notes.push(format!("noise on {which}"));
+    }
+    notes.insert(0, said);
+    // The ensemble's risk where it is higher; named where it counts toward confirming.
+    let probability = match risk.filter(|r| r.is_finite()) {
+        Some(r) if r > probability => {
+            if r >= 0.5 * confirm_at {
+                notes.insert(0, format!("the ensemble's risk {r:.2} before the alarm"));
+            }
+            r
+        }
+        _ => probability,
+    };
+    Some(opinion(kind, probability, confirm_at, notes.join("; ")))
+}
+
+fn opinion(kind: MonitorAlarmKind, probability: f32, confirm_at: f32, reason: String) -> Opinion {
+    let probability = probability.clamp(0.0, 1.0);
+    Opinion {
+        kind,
+        confirmed: probability >= confirm_at,
+        probability,
+        reason,
+    }
+}
+
+/// Flat half-second blocks, where the signal starts, and the two detectors' agreement.
+fn read_lead(x: &[f32]) -> LeadReading {
+    let block = SAMPLE_RATE_HZ / 2;
+    let flat_blocks: Vec<bool> = x
+        .chunks(block)
+        .map(|c| {
+            let (lo, hi) = c
+                .iter()
+                .fold((f32::MAX, f32::MIN), |(lo, hi), &v| (lo.min(v), hi.max(v)));
+            hi - lo < FLAT_MV
+        })
+        .collect();
+    let stretch = (FLAT_STRETCH_SECS * SAMPLE_RATE_HZ as f64) as usize / block;
+    // The end of the last flat stretch.
+    let mut from_block = 0;
+    let mut run = 0;
+    for (b, &f) in flat_blocks.iter().enumerate() {
+        run = if f { run + 1 } else { 0 };
+        if run >= stretch {
+            from_block = b + 1;
+        }
+    }
+    let from = (from_block * block).min(x.len());
+    let active = &x[from..];
+    let flat = active.len() < MIN_ACTIVE_SECS * SAMPLE_RATE_HZ
+        || flat_blocks[from_block..].iter().filter(|&&f| f).count() * 2
+            > flat_blocks.len() - from_block;
+    let fs = SAMPLE_RATE_HZ as f64;
+    let noisy =
+        !flat && bsqi(&detect_qrs(active, fs), &detect_qrs_length(active, fs), fs) < NOISY_BSQI;
+    LeadReading { from, flat, noisy }
+}
+
+/// The VT evidence of the look-back's beats.
+#[derive(Debug, Clone, PartialEq)]
+struct VtEvidence {
+    probability: f32,
+    /// The run behind it: beats, their rate per minute, and the call it holds at (`None`: no
+    /// run of two or more fast called beats).
+    run: Option<(usize, f64, f32)>,
+    /// The rate of the beats called at no probability, per minute.
+    other_rate: Option<f64>,
+}
+
+impl VtEvidence {
+    fn words(&self, on: &str) -> String {
+        let rest = self
+            .other_rate
+            .map(|r| format!("; other beats at {r:.0}/min"))
+            .unwrap_or_default();
+        match self.run {
+            Some((n, rate, _)) if n >= VT_MIN_BEATS => {
+                format!("{n} ventricular beats at {rate:.0}/min on {on}")
+            }
+            Some((n, rate, _)) => format!(
+                "no run of {VT_MIN_BEATS} ventricular beats on {on}: {n} at most, at {rate:.0}/min{rest}"
+            ),
+            None => format!("no run of ventricular beats on {on}{rest}"),
+        }
+    }
+}
+
+fn vt_evidence(classifier: &BeatClassifier, leads: &[&[f32]]) -> VtEvidence {
+    let none = VtEvidence {
+        probability: 0.0,
+        run: None,
+        other_rate: None,
+    };
+    let Some(read) = classifier.call_to_end(leads) else {
+        return none;
+    };
+    let fs = SAMPLE_RATE_HZ as f64;
+    let lowest = CALL_GRID[0];
+    // The longest fast run at each call, highest call first.
+    let mut best: Option<(usize, f64, f32)> = None;
+    for &g in CALL_GRID.iter().rev() {
+        if let Some((n, rate)) = longest_fast_run(&read.peaks, &called_at(&read.p, g as f64))
+            && n >= VT_MIN_BEATS
+        {
+            best = Some((n, rate, g));
+            break;
+        }
+    }
+    let at_lowest = longest_fast_run(&read.peaks, &called_at(&read.p, lowest as f64));
+    let other: Vec<f64> = read
+        .peaks
+        .windows(2)
+        .zip(read.p.windows(2))
+        .filter(|(_, p)| p[0] < VENTRICULAR_AT && p[1] < VENTRICULAR_AT)
+        .map(|(r, _)| (r[1] - r[0]) as f64)
+        .collect();
+    let other_rate = (!other.is_empty()).then(|| 60.0 * fs / median(&other));
+    let (probability, run) = match (best, at_lowest) {
+        (Some((n, rate, g)), _) => {
+            let top = CALL_GRID[CALL_GRID.len() - 1];
+            (
+                0.5 + 0.5 * (g - lowest) / (top - lowest),
+                Some((n, rate, g)),
+            )
+        }
+        (None, Some((n, rate))) => (
+            0.4 * n.min(VT_MIN_BEATS - 1) as f32 / (VT_MIN_BEATS - 1) as f32,
+            Some((n, rate, lowest)),
+        ),
+        (None, None) => (0.0, None),
+    };
+    VtEvidence {
+        probability,
+        run,
+        other_rate,
+    }
+}
+
+/// The longest run of consecutive `called` beats (R peaks at `peaks`) of at least two, faster
+/// than 100/min on average, and its rate per minute.
+fn longest_fast_run(peaks: &[usize], called: &[bool]) -> Option<(usize, f64)> {
+    let mut best: Option<(usize, f64)> = None;
+    let mut k = 0;
+    while k < peaks.len() {
+        if !called[k] {
+            k += 1;
+            continue;
+        }
+        let first = k;
+        while k + 1 < peaks.len() && called[k + 1] {
+            k += 1;
+        }
+        let (n, span) = (k - first + 1, peaks[k] - peaks[first]);
+        if n >= 2 && span < MAX_RUN_RR * (n - 1) && best.is_none_or(|(b, _)| n >= b) {
+            let rate = 60.0 * SAMPLE_RATE_HZ as f64 * (n - 1) as f64 / span.max(1) as f64;
+            best = Some((n, rate));
+        }
+        k += 1;
+    }
+    best
+}
+
+/// "II", "II and V", "I, II and V".
+fn join<'a>(names: impl Iterator<Item = &'a str>) -> String {
+    let v: Vec<&str> = names.collect();
+    match v.as_slice() {
+        [] => String::new(),
+        [one] => one.to_string(),
+        [rest @ .., last] => format!("{} and {last}", rest.join(", ")),
+    }
+}
+
+/// "lead V" or "leads II and V".
+fn lead_word(names: &str, n: usize) -> String {
+    if n == 1 {
+        format!("lead {names}")
+    } else {
+        format!("leads {names}")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::signal::test_signals::{fibrillation, noise, sinus, wide_run};
+
+    /// Calls a beat ventricular when it correlates poorly with the template.
+    fn classifier() -> BeatClassifier {
+        BeatClassifier::on_first_feature(-20.0, 10.0)
+    }
+
+    fn judge(leads: &[(&str, &[f32])], kind: MonitorAlarmKind) -> Opinion {
+        let leads: Vec<Lead> = leads
+            .iter()
+            .map(|&(name, samples)| Lead { name, samples })
+            .collect();
+        adjudicate(&classifier(), &leads, kind, None, CONFIRM_AT).expect("a judged kind")
+    }
+
+    /// `a` then `b`.
+    fn then(a: &[f32], b: &[f32]) -> Vec<f32> {
+        a.iter().chain(b).copied().collect()
+    }
+
+    #[test]
+    fn a_run_up_to_the_alarms_instant_confirms_a_vt_alarm() {
+        // Sinus at 80/min, then 3 s of wide beats at 165/min up to the onset.
+        let x = then(&sinus(1, 80.0, 13.0), &wide_run(165.0, 160.0, 3.0));
+        let o = judge(&[("II", &x)], MonitorAlarmKind::Vt);
+        assert!(o.confirmed, "{o:?}");
+        assert!(o.reason.contains("ventricular beats at"), "{o:?}");
+        assert!(o.reason.ends_with("on II"), "{o:?}");
+    }
+
+    #[test]
+    fn sinus_rhythm_doubts_a_vt_alarm_and_says_its_rate() {
+        let x = sinus(2, 88.0, 16.0);
+        let o = judge(&[("II", &x)], MonitorAlarmKind::Vt);
+        assert!(!o.confirmed, "{o:?}");
+        assert!(o.probability < 0.3, "{o:?}");
+        assert!(o.reason.contains("no run"), "{o:?}");
+    }
+
+    #[test]
+    fn a_flat_lead_is_named_and_the_other_read() {
+        let ii = sinus(3, 88.0, 16.0);
+        let v = vec![0.01f32; ii.len()];
+        let o = judge(&[("II", &ii), ("V", &v)], MonitorAlarmKind::Vt);
+        assert!(!o.confirmed, "{o:?}");
+        assert!(o.reason.contains("lead V flat"), "{o:?}");
+        assert!(o.reason.contains("on II"), "{o:?}");
+        let both = judge(&[("II", &v), ("V", &v)], MonitorAlarmKind::Vt);
+        assert_eq!(both.probability, 0.0);
+        assert_eq!(both.reason, "no readable ECG: II and V flat");
+    }
+
+    #[test]
+    fn a_signal_that_starts_late_is_read_from_its_start() {
+        // Absent (flat) for 8 s, then 6 s of sinus, then a run up to the onset: the run's
+        // beats are compared with the sinus beats, not with the flat start (where the run
+        // outnumbers the sinus beats it becomes the template: a limit of reading 16 s).
+        let x = then(
+            &then(&vec![0.0; 8 * SAMPLE_RATE_HZ], &sinus(4, 80.0, 6.0)),
+            &wide_run(170.0, 160.0, 2.0),
+        );
+        let o = judge(&[("II", &x)], MonitorAlarmKind::Vt);
+        assert!(o.confirmed, "{o:?}");
+    }
+
+    #[test]
+    fn noise_is_named_where_the_detectors_disagree() {
+        let x = noise(5, 1.5, 16.0);
+        let o = judge(&[("II", &x)], MonitorAlarmKind::Vt);
+        assert!(o.reason.contains("noise on II"), "{o:?}");
+    }
+
+    #[test]
+    fn fibrillatory_waves_confirm_a_vf_alarm_and_sinus_doubts_it() {
+        let x = then(&sinus(6, 80.0, 10.0), &fibrillation(7, 6.0));
+        let o = judge(&[("II", &x)], MonitorAlarmKind::Vf);
+        assert!(o.confirmed, "{o:?}");
+        assert!(o.reason.starts_with("fibrillatory waves on II"), "{o:?}");
+        let s = sinus(8, 80.0, 16.0);
+        assert!(!judge(&[("II", &s)], MonitorAlarmKind::Vf).confirmed);
+    }
+
+    #[test]
+    fn the_ensembles_risk_confirms_what_the_beats_alone_would_doubt() {
+        let x = sinus(10, 88.0, 16.0);
+        let lead = [Lead {
+            name: "II",
+            samples: &x,
+        }];
+        let vt = MonitorAlarmKind::Vt;
+        let alone = adjudicate(&classifier(), &lead, vt, None, CONFIRM_AT).unwrap();
+        let low = adjudicate(&classifier(), &lead, vt, Some(0.1), CONFIRM_AT).unwrap();
+        assert_eq!(low.probability, alone.probability.max(0.1));
+        assert!(!low.confirmed);
+        let high = adjudicate(&classifier(), &lead, vt, Some(0.8), CONFIRM_AT).unwrap();
+        assert!(high.confirmed && high.probability == 0.8, "{high:?}");
+        assert!(
+            high.reason.starts_with("the ensemble's risk 0.80"),
+            "{high:?}"
+        );
+    }
+
+    #[test]
+    fn kinds_holmes_does_not_judge_get_no_opinion() {
+        let x = sinus(9, 80.0, 16.0);
+        let lead = [Lead {
+            name: "II",
+            samples: &x,
+        }];
+        assert!(adjudicate(&classifier(), &lead, MonitorAlarmKind::Asystole, None, 0.5).is_none());
+    }
+}
