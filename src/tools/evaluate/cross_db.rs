@@ -3,8 +3,10 @@
 //! hospital's monitors (mitdb and svdb were recorded with other equipment, at other rates,
 //! from other patients).
 //!
-//! Two folds: svdb held out (fitted on mitdb and nstdb, whose records are mitdb patients), and
-//! mitdb held out (fitted on svdb alone). Within the databases fitted on, every fifth patient
+//! Three folds: svdb held out (fitted on mitdb and nstdb, whose records are mitdb patients),
+//! mitdb held out (fitted on svdb alone), and qtdb, which no part of the split holds (fitted
+//! on mitdb, svdb and nstdb: every database with beat labels; its excerpts come from four
+//! other databases, of patients in no other folder). Within the databases fitted on, every fifth patient
 //! group (in key order) is kept apart to choose the fit's epoch, so nothing of the held-out
 //! database chooses anything (with fewer than five groups, as `--max-records` leaves, the
 //! last one). The held-out database's paced records are left out, as the
@@ -93,7 +95,7 @@ pub struct HeldOut {
     pub counter_calls: Vec<CallFigures>,
 }
 
-/// Both folds and the anchor.
+/// The folds and the anchor.
 #[derive(Debug, Clone, Serialize)]
 pub struct CrossDatabase {
     pub anchor: &'static str,
@@ -104,12 +106,19 @@ pub struct CrossDatabase {
     pub folds: Vec<HeldOut>,
 }
 
-/// Runs both folds. Blocking and CPU-heavy (every record of mitdb, svdb and nstdb, two fits).
+/// Runs the three folds. Blocking and CPU-heavy (every record of mitdb, svdb, nstdb and
+/// qtdb, three fits).
 pub fn cross_database(opts: &EvaluateOptions) -> Result<CrossDatabase, EvaluateError> {
-    let keys: Vec<(Database, String)> = dataset::record_keys(&opts.data)?
+    let mut keys: Vec<(Database, String)> = dataset::record_keys(&opts.data)?
         .into_iter()
         .filter(|(db, _)| db.labels_ventricular_beats())
         .collect();
+    // qtdb where the data folder has it.
+    match dataset::record_keys_of(&opts.data, &Database::HELD_OUT) {
+        Ok(held) => keys.extend(held),
+        Err(dataset::DatasetError::NoData(_)) => {}
+        Err(e) => return Err(e.into()),
+    }
     let mut recs = dataset::load_keys(&opts.data, &keys)?;
     if let Some(n) = opts.max_records {
         // A smoke check: the n shortest records of each database.
@@ -127,9 +136,16 @@ pub fn cross_database(opts: &EvaluateOptions) -> Result<CrossDatabase, EvaluateE
     let folds = [
         (Database::Svdb, vec![Database::Mitdb, Database::Nstdb]),
         (Database::Mitdb, vec![Database::Svdb]),
+        (
+            Database::Qtdb,
+            vec![Database::Mitdb, Database::Svdb, Database::Nstdb],
+        ),
     ];
     let mut out = Vec::new();
     for (held, fitted) in folds {
+        if !recs.iter().any(|r| r.db == held) {
+            continue;
+        }
         let fit_recs: Vec<&RecordData> = recs.iter().filter(|r| fitted.contains(&r.db)).collect();
         let mut groups: Vec<&str> = fit_recs.iter().map(|r| r.group.as_str()).collect();
         groups.sort_unstable();
