@@ -12,6 +12,9 @@ use common::{Monitor, spawn_app};
 use serde_json::{Value, json};
 
 const T0: i64 = 1_700_000_000_000;
+
+/// A stored monitor alarm: bed, id, kind, confirmed, end.
+type Row = (String, String, String, Option<bool>, Option<i64>);
 const FS: usize = 250;
 
 /// Sends `leads[..][from..to]` as II and V in frames of 25 samples, 100 ms apart from `T0`.
@@ -151,7 +154,7 @@ async fn a_monitors_vt_alarm_is_adjudicated_and_read_back_from_the_api_and_the_d
 
     // The same rows in the database file.
     let db = rusqlite::Connection::open(app.dir.path().join("holmes.db")).unwrap();
-    let rows: Vec<(String, String, String, Option<bool>, Option<i64>)> = db
+    let rows: Vec<Row> = db
         .prepare(
             "SELECT bed, alarm_id, kind, confirmed, end_ms FROM monitor_alarms ORDER BY bed, alarm_id",
         )

@@ -193,16 +193,30 @@ pub fn adjudicate_at(
             }
         })
         .collect();
+    // The ECG leads: a record may carry pressure, pleth or respiration among its first
+    // signals (the 2015 Challenge's do).
     let leads: Vec<Lead> = s
         .leads
         .iter()
         .zip(&names)
-        .map(|(l, name)| Lead {
+        .zip(&given)
+        .filter(|(_, given)| !not_ecg(given))
+        .map(|((l, name), _)| Lead {
             name,
             samples: &l[..end],
         })
         .collect();
     Ok(adjudicate(classifier, &leads, kind, risk, CONFIRM_AT))
+}
+
+/// Whether a signal's header name says it is not ECG (pressures, pleth, respiration, SpO2).
+fn not_ecg(name: &str) -> bool {
+    let n = name.to_ascii_uppercase();
+    [
+        "ABP", "ART", "PAP", "CVP", "PLETH", "PPG", "RESP", "SPO2", "SAO2", "CO2", "ICP",
+    ]
+    .iter()
+    .any(|k| n.contains(k))
 }
 
 /// The served risk before a monitor alarm at `secs` into the recording `s`: the highest score
@@ -258,6 +272,16 @@ mod tests {
             run_level: None,
             run_onset_secs: None,
             alarm: "off",
+        }
+    }
+
+    #[test]
+    fn pressures_pleth_and_respiration_are_not_read_as_ecg() {
+        for n in ["ABP", "PLETH", "RESP", "Pleth", "SpO2", "PAP", "CVP", "ART"] {
+            assert!(not_ecg(n), "{n}");
+        }
+        for n in ["II", "V", "aVF", "MLII", "V1", "ECG1", "I", "III", "MCL"] {
+            assert!(!not_ecg(n), "{n}");
         }
     }
 

@@ -40,10 +40,13 @@ const KEPT_WINDOWS: usize = 16;
 /// has far fewer beds).
 const KEPT_BEDS: usize = 16_384;
 
-/// The served scores of each bed's latest windows: `(end_ms, score)` by bed.
+/// A bed's latest windows: `(end_ms, served score)`, oldest first.
+type Windows = VecDeque<(i64, f32)>;
+
+/// The served scores of each bed's latest windows.
 #[derive(Debug, Default)]
 pub(crate) struct RecentRisk {
-    beds: Mutex<HashMap<Arc<str>, VecDeque<(i64, f32)>>>,
+    beds: Mutex<HashMap<Arc<str>, Windows>>,
 }
 
 impl RecentRisk {

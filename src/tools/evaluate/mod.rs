@@ -57,6 +57,7 @@ mod results;
 mod revalidate;
 mod save;
 mod spliced;
+mod spliced_alarms;
 
 use std::path::PathBuf;
 
@@ -341,6 +342,12 @@ pub fn evaluate(opts: &EvaluateOptions) -> Result<Evaluation, EvaluateError> {
         let mut banks = NoiseBank::load(&opts.data, &[SplitName::Test])?;
         banks.pop()
     };
+    // The opinion on monitor alarms reads with the fitted classifier with `--beats`, else
+    // the served counter's.
+    let served_classifier = classifier
+        .as_ref()
+        .map(|c| &c.classifier)
+        .or(ens.beats.as_ref().map(|b| &b.file.classifier));
     let mut ens_conditions = Vec::new();
     let mut cls_conditions = Vec::new();
     let mut beats_conditions = Vec::new();
@@ -391,12 +398,7 @@ pub fn evaluate(opts: &EvaluateOptions) -> Result<Evaluation, EvaluateError> {
                 .as_ref()
                 .map_or(ens_rule, |(_, bc, _, _)| bc.rule);
             let leads: Vec<&[Vec<f32>]> = recs.iter().map(|r| &r.leads[..]).collect();
-            // The fitted classifier with `--beats`, else the served counter's.
-            let adjudicator = classifier
-                .as_ref()
-                .map(|c| &c.classifier)
-                .or(ens.beats.as_ref().map(|b| &b.file.classifier))
-                .map(|c| (c, &leads[..]));
+            let adjudicator = served_classifier.map(|c| (c, &leads[..]));
             let judged =
                 monitor_alarms::judge(&reps, adjudicator, pick, c.rule, served, hop_ms, matching)?;
             monitor = Some(monitor_alarms::figures(&judged));
@@ -423,7 +425,10 @@ pub fn evaluate(opts: &EvaluateOptions) -> Result<Evaluation, EvaluateError> {
                 seed,
                 win,
                 hop_n,
-                det,
+                Detectors {
+                    beats: served_classifier,
+                    ..det
+                },
                 ens_rule,
                 cls_choice.as_ref().map(|c| c.rule),
             )?;

@@ -25,6 +25,7 @@ use crate::training::dataset::{RecordData, SpliceKind, SpliceMix, Spliced, splic
 
 use super::EvaluateError;
 use super::replay::{Detectors, Replay, replay};
+use super::spliced_alarms::{self, SplicedAdjudication};
 
 /// A run counts as detected when an alarm is raised this long after its fifth beat at most,
 /// s.
@@ -42,7 +43,7 @@ pub struct Count {
 }
 
 impl Count {
-    fn add(&mut self, detected: bool) {
+    pub(super) fn add(&mut self, detected: bool) {
         self.runs += 1;
         self.detected += usize::from(detected);
     }
@@ -93,6 +94,10 @@ pub struct SplicedReport {
     pub ensemble_rule: AlarmRule,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub classical: Option<SplicedFigures>,
+    /// A proxy monitor's alarm at each event, and Holmes's opinions on them (where a beat
+    /// classifier serves).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub adjudication: Option<SplicedAdjudication>,
 }
 
 /// The part's records spliced from `seed` (those that can be), for the report and its figure.
@@ -103,7 +108,9 @@ pub(crate) fn splice_part(recs: &[RecordData], seed: u64) -> Vec<Spliced> {
 }
 
 /// Replays the spliced records through `det` and judges every event under each detector's
-/// rule (`classical_rule` where the classical detector is replayed).
+/// rule (`classical_rule` where the classical detector is replayed); with `det`'s beat
+/// classifier, Holmes's opinions on a proxy monitor's alarms at the events too
+/// ([`spliced_alarms`]).
 pub(crate) fn evaluate(
     spliced: &[Spliced],
     seed: u64,
@@ -113,6 +120,9 @@ pub(crate) fn evaluate(
     ensemble_rule: AlarmRule,
     classical_rule: Option<AlarmRule>,
 ) -> Result<SplicedReport, EvaluateError> {
+    // `det`'s classifier forms the opinions on the proxy monitor's alarms; the replay counts
+    // no beats of its own (the ensemble's counter serves inside it).
+    let adjudicator = det.beats;
     let hop_ms = (hop * 1000 / SAMPLE_RATE_HZ) as i64;
     let det = Detectors {
         classical: det.classical && classical_rule.is_some(),
@@ -140,6 +150,8 @@ pub(crate) fn evaluate(
         )?),
         _ => None,
     };
+    let adjudication = adjudicator
+        .map(|c| spliced_alarms::adjudicate_events(spliced, &reps, Replay::ensemble_scores, c));
     Ok(SplicedReport {
         seed,
         records: spliced.iter().map(|s| s.record.key.clone()).collect(),
@@ -147,6 +159,7 @@ pub(crate) fn evaluate(
         ensemble,
         ensemble_rule,
         classical,
+        adjudication,
     })
 }
 
@@ -389,6 +402,9 @@ pub(crate) fn text(r: &SplicedReport) -> String {
                 frac(&b.count)
             );
         }
+    }
+    if let Some(a) = &r.adjudication {
+        s.push_str(&spliced_alarms::text(a));
     }
     s
 }
