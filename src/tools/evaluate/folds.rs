@@ -38,6 +38,7 @@ use crate::training::dataset::{EpisodeKind, NoiseBank, RecordData, Split, SplitN
 
 use super::episodes::{RecordComparison, Summary, TimeToAlarm, summarize, time_to_alarm};
 use super::monitor_alarms::{self, MonitorAlarms};
+use crate::signal::adjudicate::CONFIRM_AT;
 use super::replay::{Detectors, Replay, replay};
 use super::spliced::{SplicedFigures, figures_under};
 use super::{
@@ -351,7 +352,7 @@ pub(super) fn report(
         splice_seed: opts.spliced,
         spliced: spliced_figures,
         monitor_alarms: (!judged.monitor.is_empty())
-            .then(|| monitor_alarms::figures(&judged.monitor)),
+            .then(|| monitor_alarms::figures(&judged.monitor, CONFIRM_AT)),
     })
 }
 

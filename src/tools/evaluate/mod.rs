@@ -41,6 +41,7 @@
 mod beats;
 mod causes;
 mod condition;
+mod confirm_point;
 mod cross_db;
 pub mod episodes;
 mod folds;
@@ -67,6 +68,7 @@ use crate::alarm::{
     ValidationRecord, choose_threshold,
 };
 use crate::core::window::SAMPLE_RATE_HZ;
+use crate::signal::adjudicate::CONFIRM_AT;
 use crate::serving::engine::ensemble::{Ensemble, EnsembleError};
 use crate::signal::beats::{BeatCounter, BeatsError};
 use crate::signal::classical::ClassicalError;
@@ -257,7 +259,7 @@ pub fn evaluate(opts: &EvaluateOptions) -> Result<Evaluation, EvaluateError> {
     let choose_pooling_here = opts.pooling == Pooling::Choose;
     let needs_validation =
         opts.rule.is_none() || opts.classical || opts.beats || choose_pooling_here;
-    let (validation_records, mut val_replays) = if needs_validation {
+    let (val_recs, mut val_replays) = if needs_validation {
         let recs = load_part(opts, &split, SplitName::Validation)?;
         let det = Detectors {
             ensemble: (opts.rule.is_none() || opts.beats || choose_pooling_here).then_some(&ens),
@@ -269,7 +271,7 @@ pub fn evaluate(opts: &EvaluateOptions) -> Result<Evaluation, EvaluateError> {
             .iter()
             .map(|r| replay(r, &r.leads, win, hop_n, det))
             .collect::<Result<Vec<_>, _>>()?;
-        (recs.iter().map(|r| r.key.clone()).collect(), reps)
+        (recs, reps)
     } else {
         (Vec::new(), Vec::new())
     };
@@ -332,7 +334,42 @@ pub fn evaluate(opts: &EvaluateOptions) -> Result<Evaluation, EvaluateError> {
     } else {
         None
     };
+    // The opinion on monitor alarms reads with the fitted classifier with `--beats`, else
+    // the served counter's; its operating point is chosen on the validation part's proxy
+    // alarms (the classical detector's, and the spliced events' with `--spliced`).
+    let served_classifier = classifier
+        .as_ref()
+        .map(|c| &c.classifier)
+        .or(ens.beats.as_ref().map(|b| &b.file.classifier));
+    let served_pick: fn(&Replay) -> &[Option<f32>] = match beats_choice {
+        Some(_) => Replay::with_beats_scores,
+        None => Replay::ensemble_scores,
+    };
+    let confirm_point = match (served_classifier, &cls_choice) {
+        (Some(c), Some(cc)) => confirm_point::on_validation(
+            &confirm_point::Validation {
+                recs: &val_recs,
+                replays: &val_replays,
+                det: Detectors {
+                    classical: false,
+                    beats: None,
+                    ..det
+                },
+                pick: served_pick,
+                monitor: cc.rule,
+                spliced_seed: opts.spliced,
+                window: win,
+                hop: hop_n,
+            },
+            c,
+            matching,
+        )?,
+        _ => None,
+    };
+    let confirm_at = confirm_point.as_ref().map_or(CONFIRM_AT, |p| p.point);
+    let validation_records: Vec<String> = val_recs.iter().map(|r| r.key.clone()).collect();
     drop(val_replays);
+    drop(val_recs);
 
     // The reported part: clean, then each noise level.
     let recs = load_part(opts, &split, opts.part)?;
@@ -342,12 +379,6 @@ pub fn evaluate(opts: &EvaluateOptions) -> Result<Evaluation, EvaluateError> {
         let mut banks = NoiseBank::load(&opts.data, &[SplitName::Test])?;
         banks.pop()
     };
-    // The opinion on monitor alarms reads with the fitted classifier with `--beats`, else
-    // the served counter's.
-    let served_classifier = classifier
-        .as_ref()
-        .map(|c| &c.classifier)
-        .or(ens.beats.as_ref().map(|b| &b.file.classifier));
     let mut ens_conditions = Vec::new();
     let mut cls_conditions = Vec::new();
     let mut beats_conditions = Vec::new();
@@ -401,7 +432,11 @@ pub fn evaluate(opts: &EvaluateOptions) -> Result<Evaluation, EvaluateError> {
             let adjudicator = served_classifier.map(|c| (c, &leads[..]));
             let judged =
                 monitor_alarms::judge(&reps, adjudicator, pick, c.rule, served, hop_ms, matching)?;
-            monitor = Some(monitor_alarms::figures(&judged));
+            let mut m = monitor_alarms::figures(&judged, confirm_at);
+            if let Some(a) = &mut m.adjudication {
+                a.point_chosen_on = confirm_point.clone();
+            }
+            monitor = Some(m);
         }
         if let Some(c) = &cls_choice {
             cls_conditions.push(condition(
@@ -429,8 +464,8 @@ pub fn evaluate(opts: &EvaluateOptions) -> Result<Evaluation, EvaluateError> {
                     beats: served_classifier,
                     ..det
                 },
-                ens_rule,
-                cls_choice.as_ref().map(|c| c.rule),
+                (ens_rule, cls_choice.as_ref().map(|c| c.rule)),
+                confirm_at,
             )?;
             tracing::info!(
                 records = report.records.len(),

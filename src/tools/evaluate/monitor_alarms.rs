@@ -71,8 +71,8 @@ pub struct MonitorAlarms {
 }
 
 /// The opinions on the monitor alarms: how well their probability ranks true alarms over
-/// false ones, and the confirmations at the default operating point
-/// ([`CONFIRM_AT`], fixed before these alarms were seen).
+/// false ones, and the confirmations at an operating point chosen on other alarms (the
+/// validation part's) or fixed before any was seen ([`CONFIRM_AT`]).
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
 pub struct Adjudicated {
     pub confirm_at: f32,
@@ -87,6 +87,8 @@ pub struct Adjudicated {
     pub confirmed_false_interval: Option<[f64; 2]>,
     /// The challenge-style score of the confirmations.
     pub challenge_score: Option<f64>,
+    /// Where the point was chosen (`None`: the default, fixed before any alarm was seen).
+    pub point_chosen_on: Option<super::confirm_point::ChosenPoint>,
 }
 
 /// One monitor alarm, judged.
@@ -190,8 +192,17 @@ fn opinion_at(c: &BeatClassifier, leads: &[Vec<f32>], t_ms: i64, risk: f32) -> O
     adjudicate(c, &cut, kind, Some(risk), CONFIRM_AT).map(|o| o.probability)
 }
 
-/// The figures of the monitor alarms `judged` (of one part, or pooled over folds).
-pub(super) fn figures(judged: &[Judged]) -> MonitorAlarms {
+/// Each adjudicated alarm of `judged`: its truth and the opinion's probability.
+pub(super) fn labelled(judged: &[Judged]) -> Vec<(bool, f32)> {
+    judged
+        .iter()
+        .filter_map(|j| j.opinion.map(|p| (j.truth, p)))
+        .collect()
+}
+
+/// The figures of the monitor alarms `judged` (of one part, or pooled over folds), the
+/// opinions confirmed at `confirm_at`.
+pub(super) fn figures(judged: &[Judged], confirm_at: f32) -> MonitorAlarms {
     let finite = |x: f64| x.is_finite().then_some(x);
     let auc_of = |keep: &dyn Fn(&Judged) -> bool| {
         let (labels, scores): (Vec<bool>, Vec<f32>) = judged
@@ -220,12 +231,12 @@ pub(super) fn figures(judged: &[Judged]) -> MonitorAlarms {
         on_for_true: tp,
         on_for_false: fp,
         challenge_score: (denominator > 0).then(|| 100.0 * (tp + tn) as f64 / denominator as f64),
-        adjudication: adjudicated(judged),
+        adjudication: adjudicated(judged, confirm_at),
     }
 }
 
 /// The opinions' figures, where every alarm of `judged` has one (and there is one).
-fn adjudicated(judged: &[Judged]) -> Option<Adjudicated> {
+fn adjudicated(judged: &[Judged], confirm_at: f32) -> Option<Adjudicated> {
     let probs: Vec<f32> = judged.iter().map(|j| j.opinion).collect::<Option<_>>()?;
     if probs.is_empty() {
         return None;
@@ -246,7 +257,7 @@ fn adjudicated(judged: &[Judged]) -> Option<Adjudicated> {
         judged
             .iter()
             .zip(&probs)
-            .filter(|(j, p)| j.truth == truth && **p >= CONFIRM_AT)
+            .filter(|(j, p)| j.truth == truth && **p >= confirm_at)
             .count()
     };
     let (tp, fp) = (confirmed(true), confirmed(false));
@@ -254,7 +265,7 @@ fn adjudicated(judged: &[Judged]) -> Option<Adjudicated> {
     let roc = auc_of(&|_| true);
     let denominator = tp + tn + fp + 5 * fn_;
     Some(Adjudicated {
-        confirm_at: CONFIRM_AT,
+        confirm_at,
         roc_auc: roc,
         roc_auc_interval: roc.map(|a| hanley_mcneil(a, n_true, n_false)),
         roc_auc_vt: auc_of(&|j| j.vt),
@@ -264,6 +275,7 @@ fn adjudicated(judged: &[Judged]) -> Option<Adjudicated> {
         confirmed_false: fp,
         confirmed_false_interval: wilson_interval(fp, n_false),
         challenge_score: (denominator > 0).then(|| 100.0 * (tp + tn) as f64 / denominator as f64),
+        point_chosen_on: None,
     })
 }
 
@@ -304,13 +316,17 @@ pub(crate) fn text(m: &MonitorAlarms) -> String {
         };
         format!(
             "Holmes's opinion on each (from the samples up to it): ROC-AUC {} ({}; VT {}, VF {}); \
-             at {:.2}, confirmed {} true and {} false; challenge-style score {}\n",
+             at {:.2}{}, confirmed {} true and {} false; challenge-style score {}\n",
             f3(a.roc_auc),
             a.roc_auc_interval
                 .map_or("-".into(), |(lo, hi)| format!("{lo:.3}-{hi:.3}")),
             f3(a.roc_auc_vt),
             f3(a.roc_auc_vf),
             a.confirm_at,
+            a.point_chosen_on.as_ref().map_or(" (the default)".into(), |c| format!(
+                " (chosen on validation's {} proxy alarms, {} true)",
+                c.alarms, c.true_alarms
+            )),
             share(a.confirmed_true, a.confirmed_true_interval),
             share(a.confirmed_false, a.confirmed_false_interval),
             a.challenge_score.map_or("-".into(), |v| format!("{v:.1}")),
@@ -343,7 +359,7 @@ mod tests {
             j(false, 0.1, false),
             j(false, 0.0, false),
         ];
-        let m = figures(&judged);
+        let m = figures(&judged, CONFIRM_AT);
         assert_eq!(
             (m.alarms, m.true_alarms, m.true_vt, m.true_vf),
             (5, 2, 2, 0)
@@ -442,7 +458,7 @@ mod tests {
                 (false, false, 1.0, true)
             ]
         );
-        let m = figures(&judged);
+        let m = figures(&judged, CONFIRM_AT);
         assert_eq!(
             (m.alarms, m.true_alarms, m.on_for_true, m.on_for_false),
             (3, 1, 0, 1)

@@ -108,21 +108,23 @@ pub(crate) fn splice_part(recs: &[RecordData], seed: u64) -> Vec<Spliced> {
 }
 
 /// Replays the spliced records through `det` and judges every event under each detector's
-/// rule (`classical_rule` where the classical detector is replayed); with `det`'s beat
-/// classifier, Holmes's opinions on a proxy monitor's alarms at the events too
-/// ([`spliced_alarms`]).
+/// rule (`rules`: the ensemble's, and the classical detector's where it is replayed); with
+/// `det`'s beat classifier, Holmes's opinions on a proxy monitor's alarms at the events too,
+/// confirmed at `confirm_at` ([`spliced_alarms`]).
 pub(crate) fn evaluate(
     spliced: &[Spliced],
     seed: u64,
     window: usize,
     hop: usize,
     det: Detectors<'_>,
-    ensemble_rule: AlarmRule,
-    classical_rule: Option<AlarmRule>,
+    rules: (AlarmRule, Option<AlarmRule>),
+    confirm_at: f32,
 ) -> Result<SplicedReport, EvaluateError> {
-    // `det`'s classifier forms the opinions on the proxy monitor's alarms; the replay counts
-    // no beats of its own (the ensemble's counter serves inside it).
-    let adjudicator = det.beats;
+    let (ensemble_rule, classical_rule) = rules;
+    // `det`'s classifier forms the opinions on the proxy monitor's alarms, confirmed at
+    // `confirm_at`; the replay counts no beats of its own (the ensemble's counter serves
+    // inside it).
+    let adjudicator = det.beats.map(|c| (c, confirm_at));
     let hop_ms = (hop * 1000 / SAMPLE_RATE_HZ) as i64;
     let det = Detectors {
         classical: det.classical && classical_rule.is_some(),
@@ -150,8 +152,10 @@ pub(crate) fn evaluate(
         )?),
         _ => None,
     };
-    let adjudication = adjudicator
-        .map(|c| spliced_alarms::adjudicate_events(spliced, &reps, Replay::ensemble_scores, c));
+    let adjudication = adjudicator.map(|(c, confirm_at)| {
+        let alarms = spliced_alarms::opinions(spliced, &reps, Replay::ensemble_scores, c);
+        spliced_alarms::figures(&alarms, confirm_at)
+    });
     Ok(SplicedReport {
         seed,
         records: spliced.iter().map(|s| s.record.key.clone()).collect(),

@@ -9,8 +9,8 @@
 //! false alarms, and the challenge-style score; beside them, the served risk alone.
 //!
 //! The events are spliced into held-out patients' own rhythm (the reported part, or each
-//! fold), so no model or rule was fitted on them; the operating point is the default one,
-//! fixed before these alarms were seen.
+//! fold), so no model or rule was fitted on them; the operating point is chosen on other
+//! alarms (the validation part's), or is the default fixed before any was seen.
 
 use serde::Serialize;
 
@@ -21,6 +21,7 @@ use crate::signal::adjudicate::{CONFIRM_AT, Lead, adjudicate};
 use crate::signal::beats::BeatClassifier;
 use crate::training::dataset::{SpliceKind, Spliced};
 
+use super::confirm_point::challenge_score;
 use super::replay::Replay;
 use super::spliced::Count;
 
@@ -45,20 +46,37 @@ pub struct SplicedAdjudication {
     pub risk_roc_auc: Option<f64>,
 }
 
-/// Judges the proxy monitor's alarm at every event of `spliced` (replayed as `reps`, served
-/// scores by `pick`) with `classifier`.
-pub(crate) fn adjudicate_events(
+/// One proxy monitor alarm at a spliced event, and the opinion on it.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(crate) struct EventAlarm {
+    kind: SpliceKind,
+    beats: usize,
+    probability: f32,
+    /// The served risk of the windows before it.
+    risk: f32,
+}
+
+impl EventAlarm {
+    /// A run's alarm is true; a salvo's or bigeminy's false.
+    pub(crate) fn truth(&self) -> bool {
+        self.kind == SpliceKind::Run
+    }
+
+    pub(crate) fn probability(&self) -> f32 {
+        self.probability
+    }
+}
+
+/// The proxy monitor's alarm at every event of `spliced` (replayed as `reps`, served scores by
+/// `pick`), each with the opinion `classifier` forms on it.
+pub(crate) fn opinions(
     spliced: &[Spliced],
     reps: &[Replay],
     pick: fn(&Replay) -> &[Option<f32>],
     classifier: &BeatClassifier,
-) -> SplicedAdjudication {
+) -> Vec<EventAlarm> {
     let ms = |samples: i64| samples * 1000 / SAMPLE_RATE_HZ as i64;
-    let mut out = SplicedAdjudication {
-        confirm_at: CONFIRM_AT,
-        ..SplicedAdjudication::default()
-    };
-    let (mut truth, mut probs, mut risks) = (Vec::new(), Vec::new(), Vec::new());
+    let mut out = Vec::new();
     for (s, r) in spliced.iter().zip(reps) {
         for e in &s.events {
             let counted = match e.kind {
@@ -88,38 +106,48 @@ pub(crate) fn adjudicate_events(
                     samples: &l[..end],
                 })
                 .collect();
-            let Some(o) = adjudicate(
+            if let Some(o) = adjudicate(
                 classifier,
                 &leads,
                 MonitorAlarmKind::Vt,
                 Some(risk),
                 CONFIRM_AT,
-            ) else {
-                continue;
-            };
-            let is_run = e.kind == SpliceKind::Run;
-            let count = match e.kind {
-                SpliceKind::Run if e.beats <= 7 => &mut out.runs_5_7,
-                SpliceKind::Run => &mut out.runs_8_plus,
-                SpliceKind::Salvo => &mut out.salvos_2_4,
-                SpliceKind::Bigeminy => &mut out.bigeminy,
-            };
-            count.add(o.confirmed);
-            truth.push(is_run);
-            probs.push(o.probability);
-            risks.push(risk);
+            ) {
+                out.push(EventAlarm {
+                    kind: e.kind,
+                    beats: e.beats,
+                    probability: o.probability,
+                    risk,
+                });
+            }
         }
     }
+    out
+}
+
+/// The figures of the `alarms`, confirmed at `confirm_at`.
+pub(crate) fn figures(alarms: &[EventAlarm], confirm_at: f32) -> SplicedAdjudication {
+    let mut out = SplicedAdjudication {
+        confirm_at,
+        ..SplicedAdjudication::default()
+    };
+    for a in alarms {
+        let count = match a.kind {
+            SpliceKind::Run if a.beats <= 7 => &mut out.runs_5_7,
+            SpliceKind::Run => &mut out.runs_8_plus,
+            SpliceKind::Salvo => &mut out.salvos_2_4,
+            SpliceKind::Bigeminy => &mut out.bigeminy,
+        };
+        count.add(a.probability >= confirm_at);
+    }
+    let truth: Vec<bool> = alarms.iter().map(EventAlarm::truth).collect();
+    let probs: Vec<f32> = alarms.iter().map(|a| a.probability).collect();
+    let risks: Vec<f32> = alarms.iter().map(|a| a.risk).collect();
     let finite = |a: f64| a.is_finite().then_some(a);
     out.roc_auc = finite(roc_auc(&truth, &probs));
     out.risk_roc_auc = finite(roc_auc(&truth, &risks));
-    let tp = out.runs_5_7.detected + out.runs_8_plus.detected;
-    let n_true = out.runs_5_7.runs + out.runs_8_plus.runs;
-    let fp = out.salvos_2_4.detected + out.bigeminy.detected;
-    let n_false = out.salvos_2_4.runs + out.bigeminy.runs;
-    let (fn_, tn) = (n_true - tp, n_false - fp);
-    let denominator = tp + tn + fp + 5 * fn_;
-    out.challenge_score = (denominator > 0).then(|| 100.0 * (tp + tn) as f64 / denominator as f64);
+    let labelled: Vec<(bool, f32)> = truth.into_iter().zip(probs).collect();
+    out.challenge_score = challenge_score(&labelled, confirm_at);
     out
 }
 
