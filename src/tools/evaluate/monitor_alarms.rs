@@ -374,7 +374,7 @@ mod tests {
         assert_eq!(m.roc_auc_vf, None, "no VF alarm");
         // Never alarming scores the false alarms' share under the Challenge's weights.
         let quiet: Vec<Judged> = judged.iter().map(|x| Judged { on: false, ..*x }).collect();
-        let q = figures(&quiet);
+        let q = figures(&quiet, CONFIRM_AT);
         assert!((q.challenge_score.unwrap() - 100.0 * 3.0 / 13.0).abs() < 1e-9);
     }
 
