@@ -29,6 +29,11 @@ use serde::{Deserialize, Serialize};
 /// The embedded defaults.
 pub const DEFAULT_TOML: &str = include_str!("../../config/holmes.toml");
 
+/// The shortest ward buffer, s: a monitor's alarm is read over the 16 s before its onset
+/// (`core::monitor_alarm::LOOKBACK_SECS`, which a ward test holds to it) after waiting up to a
+/// second for them.
+pub(crate) const MIN_ALARM_BUFFER_SECS: u32 = 18;
+
 #[derive(Debug, thiserror::Error)]
 pub(crate) enum ConfigError {
     #[error("{path}: {source}")]
@@ -130,6 +135,12 @@ impl Config {
         }
         if (w.buffer_secs as f64) < w.window_secs as f64 + w.grace_secs + 2.0 {
             return Err("ward.buffer_secs must cover window_secs + grace_secs + 2".into());
+        }
+        if w.buffer_secs < MIN_ALARM_BUFFER_SECS {
+            return Err(format!(
+                "ward.buffer_secs must be at least {MIN_ALARM_BUFFER_SECS}: a monitor's alarm \
+                 is read over the 16 s before it, after waiting up to a second"
+            ));
         }
         if !(w.stale_secs > 0.0 && w.lost_secs > w.stale_secs) {
             return Err("ward.lost_secs must exceed ward.stale_secs > 0".into());

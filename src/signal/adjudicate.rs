@@ -87,11 +87,14 @@ pub fn adjudicate(
     if !kind.judged() {
         return None;
     }
-    let look = LOOKBACK_SECS * SAMPLE_RATE_HZ;
+    // Every lead ends at the onset: each is read over the same last stretch, the shortest
+    // lead's at most.
+    let shortest = leads.iter().map(|l| l.samples.len()).min().unwrap_or(0);
+    let look = (LOOKBACK_SECS * SAMPLE_RATE_HZ).min(shortest);
     let cut: Vec<Vec<f32>> = leads
         .iter()
         .map(|l| {
-            let s = &l.samples[l.samples.len().saturating_sub(look)..];
+            let s = &l.samples[l.samples.len() - look..];
             s.iter()
                 .map(|&v| if v.is_finite() { v } else { 0.0 })
                 .collect()
@@ -239,6 +242,10 @@ impl VtEvidence {
             Some((n, rate, _)) if n >= VT_MIN_BEATS => {
                 format!("{n} ventricular beats at {rate:.0}/min on {on}")
             }
+            Some((n, rate, _)) if n + 1 == VT_MIN_BEATS => format!(
+                "{n} ventricular beats at {rate:.0}/min on {on}, one short of a run of \
+                 {VT_MIN_BEATS} by the alarm's instant{rest}"
+            ),
             Some((n, rate, _)) => format!(
                 "no run of {VT_MIN_BEATS} ventricular beats on {on}: {n} at most, at {rate:.0}/min{rest}"
             ),
@@ -444,6 +451,17 @@ mod tests {
             high.reason.starts_with("the ensemble's risk 0.80"),
             "{high:?}"
         );
+    }
+
+    #[test]
+    fn leads_of_different_lengths_are_read_over_the_same_last_stretch() {
+        let ii = then(&sinus(11, 80.0, 13.0), &wide_run(165.0, 160.0, 3.0));
+        let v: Vec<f32> = ii[ii.len() - 5 * SAMPLE_RATE_HZ..]
+            .iter()
+            .map(|x| -0.5 * x)
+            .collect();
+        let o = judge(&[("II", &ii), ("V", &v)], MonitorAlarmKind::Vt);
+        assert!(o.probability.is_finite(), "{o:?}");
     }
 
     #[test]

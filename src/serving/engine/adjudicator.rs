@@ -9,6 +9,10 @@
 //! [`RISK_LOOKBACK_SECS`] before the onset, as the store commits them ([`RecentRisk`], fed by
 //! the store's committed scores): the windows committed by the time the alarm is judged.
 //!
+//! An alarm whose look-back holds less than [`MIN_COVERAGE`] of its samples (it came before
+//! the stream, or its samples never came) is stored without an opinion, the reason in its
+//! provenance: a doubt read from filled holes would be false reassurance.
+//!
 //! An actor: [`Adjudicator`] is the handle, a bounded channel in front of the thread. Nothing
 //! accepted is lost: when [`QUEUE`] alarms wait, a new alarm is stored at once without an
 //! opinion (the reason says the adjudicator was overloaded, and a counter counts it), and an
@@ -34,6 +38,8 @@ use crate::signal::beats::BeatCounter;
 
 /// Alarms waiting for the thread at most.
 pub(crate) const QUEUE: usize = 256;
+/// The least share of the look-back's samples that must have arrived for an opinion.
+const MIN_COVERAGE: f32 = 0.5;
 /// Windows of each bed whose served scores [`RecentRisk`] keeps (at the 5-s hop, 80 s).
 const KEPT_WINDOWS: usize = 16;
 /// Beds [`RecentRisk`] keeps at most; past it, it starts afresh (a bounded map, and a ward
@@ -69,7 +75,7 @@ impl RecentRisk {
     /// `onset_ms` to it.
     pub(crate) fn before(&self, bed: &str, onset_ms: i64) -> Option<f32> {
         let beds = self.beds.lock().unwrap_or_else(PoisonError::into_inner);
-        let from = onset_ms - RISK_LOOKBACK_SECS * 1000;
+        let from = onset_ms.saturating_sub(RISK_LOOKBACK_SECS * 1000);
         beds.get(bed)?
             .iter()
             .filter(|&&(end, _)| (from..=onset_ms).contains(&end))
@@ -122,8 +128,21 @@ impl Adjudicator {
     /// Hands on a monitor's alarm or its end, as the module says (never waits for the thread
     /// on a tokio worker except for an end while the queue is full).
     pub(crate) fn send(&self, e: MonitorAlarmEvent) {
-        let guard = self.tx.lock().unwrap_or_else(PoisonError::into_inner);
-        let Some(tx) = guard.as_ref() else {
+        // A kind Holmes does not judge needs no thread: stored at once (its end, if any, comes
+        // after it through the queue or the store).
+        if let MonitorAlarmEvent::Raised(a) = &e
+            && !a.kind.judged()
+        {
+            self.store.monitor_alarm(judge(a, None, None));
+            return;
+        }
+        // The sender, without holding the lock while the store is asked anything.
+        let tx = self
+            .tx
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone();
+        let Some(tx) = tx else {
             // Stopped: stored as it is.
             store_unjudged(&self.store, e, "not judged: the daemon was stopping");
             return;
@@ -135,8 +154,6 @@ impl Adjudicator {
                 store_unjudged(&self.store, e, "not judged: the adjudicator was overloaded");
             }
             Err(TrySendError::Full(e)) => {
-                let tx = tx.clone();
-                drop(guard);
                 let on_worker = tokio::runtime::Handle::try_current().is_ok_and(|h| {
                     h.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread
                 });
@@ -180,7 +197,15 @@ fn run(
     for e in rx {
         match e {
             MonitorAlarmEvent::Raised(a) => {
-                let row = judge(&a, beats, risk.before(&a.bed, a.onset_ms));
+                let before = risk.before(&a.bed, a.onset_ms);
+                // A panic judging one alarm stores it unjudged; the thread goes on.
+                let row = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                    judge(&a, beats, before)
+                }))
+                .unwrap_or_else(|_| {
+                    tracing::error!("Judging a monitor alarm panicked; stored without an opinion");
+                    unjudged_row(&a, "not judged: an internal error")
+                });
                 let seconds = a.arrived.elapsed().as_secs_f64();
                 metrics::histogram!("holmes_monitor_alarm_opinion_seconds").record(seconds);
                 let opinion = match &row.opinion {
@@ -214,6 +239,16 @@ fn judge(a: &MonitorAlarm, beats: Option<&BeatCounter>, risk: Option<f32>) -> Mo
             provenance["not_judged"] = json!("the zoo serves no beat counter");
             None
         }
+        // Too little of the look-back arrived (the alarm came before the stream, or its
+        // samples never came): no opinion rather than a doubt read from filled holes.
+        (true, Some(_)) if a.coverage < MIN_COVERAGE => {
+            provenance["not_judged"] = json!(format!(
+                "{:.0} % of the {LOOKBACK_SECS} s before the alarm arrived (at least {:.0} % needed)",
+                100.0 * a.coverage,
+                100.0 * MIN_COVERAGE
+            ));
+            None
+        }
         (true, Some(c)) => {
             provenance["counter_sha256"] = json!(c.sha256);
             provenance["confirm_at"] = json!(CONFIRM_AT);
@@ -238,19 +273,24 @@ fn judge(a: &MonitorAlarm, beats: Option<&BeatCounter>, risk: Option<f32>) -> Mo
     }
 }
 
+/// The alarm's row without an opinion, `why` in its provenance.
+fn unjudged_row(a: &MonitorAlarm, why: &str) -> MonitorAlarmRow {
+    MonitorAlarmRow {
+        bed: a.bed.clone(),
+        id: a.id.clone(),
+        kind: a.kind,
+        onset_ms: a.onset_ms,
+        received_ms: a.received_ms,
+        opinion: None,
+        judged_ms: None,
+        provenance: json!({ "not_judged": why, "coverage": a.coverage }),
+    }
+}
+
 /// Stores an alarm without an opinion (`why` in its provenance), or an end as it is.
 fn store_unjudged(store: &StoreHandle, e: MonitorAlarmEvent, why: &str) {
     match e {
-        MonitorAlarmEvent::Raised(a) => store.monitor_alarm(MonitorAlarmRow {
-            bed: a.bed.clone(),
-            id: a.id.clone(),
-            kind: a.kind,
-            onset_ms: a.onset_ms,
-            received_ms: a.received_ms,
-            opinion: None,
-            judged_ms: None,
-            provenance: json!({ "not_judged": why, "coverage": a.coverage }),
-        }),
+        MonitorAlarmEvent::Raised(a) => store.monitor_alarm(unjudged_row(&a, why)),
         MonitorAlarmEvent::Ended { bed, id, end_ms } => store.monitor_alarm_end(bed, id, end_ms),
     }
 }

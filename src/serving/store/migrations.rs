@@ -189,8 +189,9 @@ pub(super) const MIGRATIONS: &[&str] = &[
         at_ms INTEGER NOT NULL
     );",
     // 15: the monitors' own arrhythmia alarms and Holmes's opinions on them
-    // (`monitor_alarms`): one row per bed and monitor alarm id, the opinion NULL where the
-    // kind is not judged.
+    // (`monitor_alarms`): one row per bed, monitor alarm id and onset (an alarm sent again is
+    // one row; an id a monitor reuses for a later alarm is another), the opinion NULL where
+    // the kind is not judged; expired with the events.
     "CREATE TABLE monitor_alarms (
         id INTEGER PRIMARY KEY,
         bed TEXT NOT NULL,
@@ -204,9 +205,10 @@ pub(super) const MIGRATIONS: &[&str] = &[
         reason TEXT,
         judged_ms INTEGER,
         provenance TEXT,
-        UNIQUE (bed, alarm_id)
+        UNIQUE (bed, alarm_id, onset_ms)
     );
-    CREATE INDEX monitor_alarms_by_time ON monitor_alarms (received_ms);",
+    CREATE INDEX monitor_alarms_by_time ON monitor_alarms (received_ms);
+    CREATE INDEX monitor_alarms_by_bed ON monitor_alarms (bed, received_ms);",
 ];
 
 /// The schema version this build migrates to (`PRAGMA user_version`).

@@ -161,14 +161,13 @@ impl StoreReader {
         limit: i64,
     ) -> Result<Vec<MonitorAlarmView>, StoreError> {
         let c = self.conn.lock().expect("lock");
-        let mut st = c
-            .prepare(
-                "SELECT bed, alarm_id, kind, onset_ms, end_ms, received_ms, judged_ms, confirmed,
-                    probability, reason, provenance
-                 FROM monitor_alarms WHERE ?1 IS NULL OR bed = ?1
-                 ORDER BY received_ms DESC, id DESC LIMIT ?2",
-            )
-            .map_err(|e| self.err(e))?;
+        const COLS: &str = "SELECT bed, alarm_id, kind, onset_ms, end_ms, received_ms, judged_ms,
+            confirmed, probability, reason, provenance FROM monitor_alarms";
+        let sql = match bed {
+            Some(_) => format!("{COLS} WHERE bed = ?1 ORDER BY received_ms DESC, id DESC LIMIT ?2"),
+            None => format!("{COLS} WHERE ?1 IS NULL ORDER BY received_ms DESC, id DESC LIMIT ?2"),
+        };
+        let mut st = c.prepare(&sql).map_err(|e| self.err(e))?;
         let rows = st
             .query_map(params![bed, limit], |r| {
                 let p: Option<String> = r.get(10)?;

@@ -61,6 +61,9 @@ pub(super) fn sweep(conn: &Connection, policy: Policy, now_ms: i64) -> rusqlite:
         expired_events: conn.execute(
             "DELETE FROM events WHERE at_ms < ?1 AND bed <> ?2",
             params![cutoff, Origin::Server.as_str()],
+        )? + conn.execute(
+            "DELETE FROM monitor_alarms WHERE received_ms < ?1",
+            [cutoff],
         )?,
         thinned_scores: 0,
     };

@@ -354,10 +354,16 @@ fn write(conn: &mut Connection, batch: &[Cmd]) -> rusqlite::Result<()> {
                 )?;
             }
             Cmd::MonitorAlarmEnd { bed, id, end_ms } => {
-                tx.execute(
-                    "UPDATE monitor_alarms SET end_ms = ?3 WHERE bed = ?1 AND alarm_id = ?2",
+                // The newest alarm of that id that began by its end.
+                let n = tx.execute(
+                    "UPDATE monitor_alarms SET end_ms = ?3 WHERE id = (
+                        SELECT id FROM monitor_alarms WHERE bed = ?1 AND alarm_id = ?2
+                        AND onset_ms <= ?3 ORDER BY onset_ms DESC, id DESC LIMIT 1)",
                     params![&**bed, id, end_ms],
                 )?;
+                if n == 0 {
+                    metrics::counter!("holmes_monitor_alarm_ends_unmatched_total").increment(1);
+                }
             }
             Cmd::BedSeen(bed, device, at) => {
                 tx.execute(

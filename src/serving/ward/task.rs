@@ -18,7 +18,7 @@ use super::bed::{BedState, SampleFrame};
 use super::monitor_alarms::{AlarmMsg, PendingAlarms};
 use super::registry::WardSink;
 use crate::core::event::{Event, EventKind};
-use crate::core::monitor_alarm::{MonitorAlarm, MonitorAlarmEvent};
+use crate::core::monitor_alarm::MonitorAlarmEvent;
 use crate::core::window::{ClosedWindow, MAX_LEADS};
 use crate::protocol::{ErrorCode, ServerMsg};
 
@@ -258,11 +258,8 @@ impl BedTask {
                 self.hand_on(now);
             }
             BedCmd::MonitorAlarmEnd { id, t_ms } => {
-                self.sink.monitor_alarm(MonitorAlarmEvent::Ended {
-                    bed: self.state.bed.clone(),
-                    id,
-                    end_ms: t_ms,
-                });
+                let now = self.alarms.end(&self.state.bed, id, t_ms);
+                self.hand_on(now);
             }
             BedCmd::Vitals {
                 seq,
@@ -284,9 +281,9 @@ impl BedTask {
         }
     }
 
-    fn hand_on(&self, alarms: Vec<MonitorAlarm>) {
-        for a in alarms {
-            self.sink.monitor_alarm(MonitorAlarmEvent::Raised(a));
+    fn hand_on(&self, events: Vec<MonitorAlarmEvent>) {
+        for e in events {
+            self.sink.monitor_alarm(e);
         }
     }
 

@@ -5,8 +5,8 @@
 
 use serde::Serialize;
 
-use crate::alarm::MatchOptions;
 use crate::alarm::AlarmRule;
+use crate::alarm::MatchOptions;
 use crate::signal::beats::BeatClassifier;
 use crate::training::dataset::RecordData;
 
@@ -34,8 +34,9 @@ pub(crate) fn challenge_score(labelled: &[(bool, f32)], point: f32) -> Option<f6
     (d > 0).then(|| 100.0 * (tp + tn) as f64 / d as f64)
 }
 
-/// The point of the grid with the highest challenge-style score on `labelled`, the highest
-/// such point where several tie (the fewest confirmations); `None` without alarms.
+/// The point of the grid with the highest challenge-style score on `labelled`, the lowest
+/// such point where several tie (the most confirmations: a missed true alarm is the costlier
+/// error); `None` without alarms.
 pub(crate) fn choose_point(labelled: &[(bool, f32)]) -> Option<f32> {
     let mut best: Option<(f64, f32)> = None;
     for k in GRID {
@@ -43,7 +44,7 @@ pub(crate) fn choose_point(labelled: &[(bool, f32)]) -> Option<f32> {
         let Some(score) = challenge_score(labelled, point) else {
             continue;
         };
-        if best.is_none_or(|(b, _)| score >= b) {
+        if best.is_none_or(|(b, _)| score > b) {
             best = Some((score, point));
         }
     }
@@ -141,8 +142,8 @@ mod tests {
         // At 0.3: TP 2, FP 3, TN 2: 4 / 7. At 0.65: TP 1, FN 1, TN 5: 6 / 12.
         assert!((challenge_score(&l, 0.3).unwrap() - 400.0 / 7.0).abs() < 1e-9);
         assert!((challenge_score(&l, 0.65).unwrap() - 50.0).abs() < 1e-9);
-        // 0.25 and 0.3 tie (nothing lies between them): the higher is kept.
-        assert_eq!(choose_point(&l), Some(0.3));
+        // 0.25 and 0.3 tie (nothing lies between them): the lower is kept.
+        assert_eq!(choose_point(&l), Some(0.25));
         assert_eq!(choose_point(&[]), None);
     }
 }

@@ -38,13 +38,13 @@ use crate::training::dataset::{EpisodeKind, NoiseBank, RecordData, Split, SplitN
 
 use super::episodes::{RecordComparison, Summary, TimeToAlarm, summarize, time_to_alarm};
 use super::monitor_alarms::{self, MonitorAlarms};
-use crate::signal::adjudicate::CONFIRM_AT;
 use super::replay::{Detectors, Replay, replay};
 use super::spliced::{SplicedFigures, figures_under};
 use super::{
     EvaluateError, EvaluateOptions, FalseAlarmCauses, beats, choose_rule, condition, load_part,
     load_part_of, pooled,
 };
+use crate::signal::adjudicate::CONFIRM_AT;
 use crate::training::dataset::{SpliceMix, Spliced, deal, splice};
 
 /// Beats for the fit come from windows this far apart, s (as `--beats` fits).

@@ -68,8 +68,8 @@ use crate::alarm::{
     ValidationRecord, choose_threshold,
 };
 use crate::core::window::SAMPLE_RATE_HZ;
-use crate::signal::adjudicate::CONFIRM_AT;
 use crate::serving::engine::ensemble::{Ensemble, EnsembleError};
+use crate::signal::adjudicate::CONFIRM_AT;
 use crate::signal::beats::{BeatCounter, BeatsError};
 use crate::signal::classical::ClassicalError;
 use crate::training::dataset::{

@@ -34,7 +34,6 @@ use crate::core::stats::wilson_interval;
 use crate::core::window::SAMPLE_RATE_HZ;
 use crate::signal::adjudicate::{CONFIRM_AT, Lead, adjudicate};
 use crate::signal::beats::BeatClassifier;
-use crate::signal::classical::vf_likeness;
 use crate::training::dataset::EpisodeKind;
 
 use super::EvaluateError;
@@ -106,8 +105,8 @@ pub(super) struct Judged {
 /// Each monitor alarm of `reps` (the classical detector's under `monitor`), judged with the
 /// served scores `pick` gives and their alarm under `served`; records without both series
 /// give none. With `adjudicator`, a beat classifier and the replayed leads of each record (in
-/// `reps`' order), each alarm also gets Holmes's opinion from the leads up to its raise: a
-/// VF alarm where the classical VF rule holds over the primary lead's last 4 s, else VT.
+/// `reps`' order), each alarm also gets Holmes's opinion from the leads up to its raise, as a
+/// VT alarm's.
 pub(super) fn judge(
     reps: &[Replay],
     adjudicator: Option<(&BeatClassifier, &[&[Vec<f32>]])>,
@@ -183,13 +182,9 @@ fn opinion_at(c: &BeatClassifier, leads: &[Vec<f32>], t_ms: i64, risk: f32) -> O
             samples: &l[..end],
         })
         .collect();
-    let first = cut.first()?;
-    let kind = if vf_likeness(first.samples) >= 1.0 {
-        MonitorAlarmKind::Vf
-    } else {
-        MonitorAlarmKind::Vt
-    };
-    adjudicate(c, &cut, kind, Some(risk), CONFIRM_AT).map(|o| o.probability)
+    // Judged as VT alarms: the proxy's VF rule is the opinion's own VF evidence, so a VF
+    // alarm judged as one would confirm itself.
+    adjudicate(c, &cut, MonitorAlarmKind::Vt, Some(risk), CONFIRM_AT).map(|o| o.probability)
 }
 
 /// Each adjudicated alarm of `judged`: its truth and the opinion's probability.
@@ -323,10 +318,12 @@ pub(crate) fn text(m: &MonitorAlarms) -> String {
             f3(a.roc_auc_vt),
             f3(a.roc_auc_vf),
             a.confirm_at,
-            a.point_chosen_on.as_ref().map_or(" (the default)".into(), |c| format!(
-                " (chosen on validation's {} proxy alarms, {} true)",
-                c.alarms, c.true_alarms
-            )),
+            a.point_chosen_on
+                .as_ref()
+                .map_or(" (the default)".into(), |c| format!(
+                    " (chosen on validation's {} proxy alarms, {} true)",
+                    c.alarms, c.true_alarms
+                )),
             share(a.confirmed_true, a.confirmed_true_interval),
             share(a.confirmed_false, a.confirmed_false_interval),
             a.challenge_score.map_or("-".into(), |v| format!("{v:.1}")),

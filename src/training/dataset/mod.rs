@@ -176,6 +176,17 @@ pub(crate) fn group_of(key: &str) -> String {
 
 const NST_GROUP: &str = "mitdb/118+119+nstdb";
 
+/// Whether a qtdb record is its excerpt of a mitdb (`sel100`-`sel234`) or svdb
+/// (`sel800`-`sel894`) record: those patients are in their own folders, so such an excerpt is
+/// never read as qtdb's (the shared folder leaves them out; this holds it so).
+fn excerpt_of_another_folder(name: &str) -> bool {
+    name.strip_prefix("sel").is_some_and(|n| {
+        n.len() == 3
+            && n.bytes().all(|b| b.is_ascii_digit())
+            && matches!(n.as_bytes()[0], b'1' | b'2' | b'8')
+    })
+}
+
 /// Record keys listed in `<data>/<db>/RECORDS`, for the split's databases present.
 pub fn record_keys(data: &Path) -> Result<Vec<(Database, String)>, DatasetError> {
     record_keys_of(data, &Database::ALL)
@@ -203,6 +214,7 @@ pub(crate) fn record_keys_of(
                 .filter(|l| {
                     db != Database::Nstdb || !NoiseKind::ALL.iter().any(|k| k.record() == *l)
                 })
+                .filter(|l| db != Database::Qtdb || !excerpt_of_another_folder(l))
                 .map(|l| (db, l.to_owned())),
         );
     }
@@ -326,6 +338,16 @@ pub fn default_data_dir() -> PathBuf {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn qtdbs_excerpts_of_mitdb_and_svdb_are_not_read_as_qtdb() {
+        for n in ["sel100", "sel233", "sel803", "sel891"] {
+            assert!(excerpt_of_another_folder(n), "{n}");
+        }
+        for n in ["sel301", "sel310", "sel14046", "sel16265", "sele0104"] {
+            assert!(!excerpt_of_another_folder(n), "{n}");
+        }
+    }
 
     #[test]
     fn ec57s_paced_records_are_found_from_their_annotations() {
