@@ -73,7 +73,19 @@ async fn a_monitors_vt_alarm_is_adjudicated_and_read_back_from_the_api_and_the_d
     stream_record_tail(&mut vt, leads, from, to).await;
 
     let mut sinus = Monitor::connect(&app.ws_url(), "bed-sinus", "mon-2").await;
-    sinus.stream(T0, 0..200).await;
+    sinus.stream(T0, 0..150).await;
+    // An alarm, and its end, before the samples up to its onset: the end follows the alarm.
+    sinus
+        .send(json!({"type": "alarm", "id": "s-4", "kind": "vt", "t_ms": T0 + 19_000}))
+        .await;
+    sinus
+        .send(json!({"type": "alarm_end", "id": "s-4", "t_ms": T0 + 19_400}))
+        .await;
+    sinus.stream(T0, 150..200).await;
+    // An alarm whose samples never come: stored without an opinion, saying why.
+    sinus
+        .send(json!({"type": "alarm", "id": "s-5", "kind": "vt", "t_ms": T0 + 100_000}))
+        .await;
     sinus
         .send(json!({"type": "alarm", "id": "s-1", "kind": "vt", "t_ms": T0 + 19_000}))
         .await;
@@ -131,7 +143,7 @@ async fn a_monitors_vt_alarm_is_adjudicated_and_read_back_from_the_api_and_the_d
 
     // The sinus bed's: the VT alarm doubted, the asystole stored as received.
     let v = wait_for(&app, "/api/monitor_alarms", |v| {
-        v["alarms"].as_array().is_some_and(|a| a.len() == 3)
+        v["alarms"].as_array().is_some_and(|a| a.len() == 5)
     })
     .await;
     let by_id = |id: &str| {
@@ -150,6 +162,17 @@ async fn a_monitors_vt_alarm_is_adjudicated_and_read_back_from_the_api_and_the_d
     assert_eq!(
         (s2["confirmed"].clone(), s2["reason"].clone()),
         (Value::Null, Value::Null)
+    );
+    let s4 = by_id("s-4");
+    assert_eq!(s4["end_ms"], json!(T0 + 19_400), "{s4}");
+    assert_eq!(s4["confirmed"], json!(false), "{s4}");
+    let s5 = by_id("s-5");
+    assert_eq!(s5["confirmed"], Value::Null, "{s5}");
+    assert!(
+        s5["provenance"]["not_judged"]
+            .as_str()
+            .is_some_and(|w| w.contains("arrived")),
+        "{s5}"
     );
 
     // The same rows in the database file.
@@ -182,6 +205,14 @@ async fn a_monitors_vt_alarm_is_adjudicated_and_read_back_from_the_api_and_the_d
                 None,
                 None
             ),
+            (
+                "bed-sinus".into(),
+                "s-4".into(),
+                "vt".into(),
+                Some(false),
+                Some(T0 + 19_400)
+            ),
+            ("bed-sinus".into(), "s-5".into(), "vt".into(), None, None),
             (
                 "bed-vt".into(),
                 "vt-1".into(),
