@@ -139,9 +139,9 @@ mod tests {
             (false, 0.4),
             (false, 0.6),
         ];
-        // At 0.3: TP 2, FP 3, TN 2: 4 / 7. At 0.65: TP 1, FN 1, TN 5: 6 / 12.
+        // At 0.3: TP 2, FP 3, TN 2: 4 / 7. At 0.65: TP 1, FN 1, TN 5: 6 / 11.
         assert!((challenge_score(&l, 0.3).unwrap() - 400.0 / 7.0).abs() < 1e-9);
-        assert!((challenge_score(&l, 0.65).unwrap() - 50.0).abs() < 1e-9);
+        assert!((challenge_score(&l, 0.65).unwrap() - 600.0 / 11.0).abs() < 1e-9);
         // 0.25 and 0.3 tie (nothing lies between them): the lower is kept.
         assert_eq!(choose_point(&l), Some(0.25));
         assert_eq!(choose_point(&[]), None);
