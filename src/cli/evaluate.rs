@@ -117,9 +117,10 @@ pub struct EvaluateArgs {
     )]
     revalidate: bool,
     /// Instead of evaluating alarms: fit the beat classifier without svdb and judge it beat by
-    /// beat on svdb, then without mitdb and on mitdb (each beat called once, in the first ward
-    /// window that finds it, matched to the annotated beats within 150 ms), beside the QRS
-    /// detector's own sensitivity on ventricular beats and the published inter-patient anchor.
+    /// beat on svdb, then without mitdb and on mitdb, then on mitdb, svdb and nstdb and on
+    /// qtdb, which no part of the split holds (each beat called once, in the first ward window
+    /// that finds it, matched to the annotated beats within 150 ms), beside the QRS detector's
+    /// own sensitivity on ventricular beats and the published inter-patient anchor.
     #[arg(
         long,
         conflicts_with_all = [
