@@ -156,7 +156,7 @@ fn default_thin_keep_secs() -> u32 {
 pub struct StorageConfig {
     /// SQLite database file.
     pub db: PathBuf,
-    /// Days of scores and events kept.
+    /// Days of scores, events and monitor alarms kept.
     pub retention_days: u32,
     /// Scores older than this many days are thinned to one window per bed per
     /// `thin_keep_secs` (a risk alarm's onset window stays); 0: never thinned. 2 when absent.

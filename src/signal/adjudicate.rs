@@ -36,7 +36,7 @@ use crate::core::monitor_alarm::{LOOKBACK_SECS, MonitorAlarmKind, Opinion};
 use crate::core::stats::median;
 use crate::core::window::SAMPLE_RATE_HZ;
 
-use super::beats::{BeatClassifier, CALL_GRID, MAX_RUN_RR, VENTRICULAR_AT, called_at};
+use super::beats::{BeatClassifier, CALL_GRID, VENTRICULAR_AT, called_at, called_runs};
 use super::classical::{VT_MIN_BEATS, vf_likeness};
 use super::heart_rate::detect_qrs;
 use super::quality::{bsqi, detect_qrs_length};
@@ -309,22 +309,12 @@ fn vt_evidence(classifier: &BeatClassifier, leads: &[&[f32]]) -> VtEvidence {
 /// than 100/min on average, and its rate per minute.
 fn longest_fast_run(peaks: &[usize], called: &[bool]) -> Option<(usize, f64)> {
     let mut best: Option<(usize, f64)> = None;
-    let mut k = 0;
-    while k < peaks.len() {
-        if !called[k] {
-            k += 1;
-            continue;
+    for (first, last, _) in called_runs(peaks, called).filter(|r| r.2) {
+        let n = last - first + 1;
+        if best.is_none_or(|(b, _)| n >= b) {
+            let span = (peaks[last] - peaks[first]).max(1) as f64;
+            best = Some((n, 60.0 * SAMPLE_RATE_HZ as f64 * (n - 1) as f64 / span));
         }
-        let first = k;
-        while k + 1 < peaks.len() && called[k + 1] {
-            k += 1;
-        }
-        let (n, span) = (k - first + 1, peaks[k] - peaks[first]);
-        if n >= 2 && span < MAX_RUN_RR * (n - 1) && best.is_none_or(|(b, _)| n >= b) {
-            let rate = 60.0 * SAMPLE_RATE_HZ as f64 * (n - 1) as f64 / span.max(1) as f64;
-            best = Some((n, rate));
-        }
-        k += 1;
     }
     best
 }

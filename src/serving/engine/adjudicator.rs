@@ -28,7 +28,7 @@ use tokio::sync::broadcast;
 
 use super::EngineError;
 use crate::core::monitor_alarm::{
-    LOOKBACK_SECS, MonitorAlarm, MonitorAlarmEvent, RISK_LOOKBACK_SECS,
+    LOOKBACK_SECS, MonitorAlarm, MonitorAlarmEvent, Opinion, RISK_LOOKBACK_SECS,
 };
 use crate::core::score::ScoreRecord;
 use crate::core::time::now_ms;
@@ -261,6 +261,24 @@ fn judge(a: &MonitorAlarm, beats: Option<&BeatCounter>, risk: Option<f32>) -> Mo
             adjudicate(&c.file.classifier, &leads, a.kind, risk, CONFIRM_AT)
         }
     };
+    row(a, opinion, provenance)
+}
+
+/// The alarm's row without an opinion, `why` in its provenance.
+fn unjudged_row(a: &MonitorAlarm, why: &str) -> MonitorAlarmRow {
+    row(
+        a,
+        None,
+        json!({ "not_judged": why, "coverage": a.coverage }),
+    )
+}
+
+/// The alarm's row with its `opinion` (formed now) and `provenance`.
+fn row(
+    a: &MonitorAlarm,
+    opinion: Option<Opinion>,
+    provenance: serde_json::Value,
+) -> MonitorAlarmRow {
     MonitorAlarmRow {
         bed: a.bed.clone(),
         id: a.id.clone(),
@@ -270,20 +288,6 @@ fn judge(a: &MonitorAlarm, beats: Option<&BeatCounter>, risk: Option<f32>) -> Mo
         judged_ms: opinion.as_ref().map(|_| now_ms()),
         opinion,
         provenance,
-    }
-}
-
-/// The alarm's row without an opinion, `why` in its provenance.
-fn unjudged_row(a: &MonitorAlarm, why: &str) -> MonitorAlarmRow {
-    MonitorAlarmRow {
-        bed: a.bed.clone(),
-        id: a.id.clone(),
-        kind: a.kind,
-        onset_ms: a.onset_ms,
-        received_ms: a.received_ms,
-        opinion: None,
-        judged_ms: None,
-        provenance: json!({ "not_judged": why, "coverage": a.coverage }),
     }
 }
 

@@ -18,7 +18,7 @@ use crate::core::event::Origin;
 /// What to keep, in ms.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) struct Policy {
-    /// Scores and events older than this are deleted.
+    /// Scores, events and monitor alarms older than this are deleted.
     pub(super) keep_ms: i64,
     /// Scores older than this are thinned (`None`: never).
     pub(super) thin_after_ms: Option<i64>,
@@ -43,6 +43,7 @@ impl Policy {
 pub(super) struct Swept {
     pub(super) expired_scores: usize,
     pub(super) expired_events: usize,
+    pub(super) expired_monitor_alarms: usize,
     pub(super) thinned_scores: usize,
 }
 
@@ -61,7 +62,8 @@ pub(super) fn sweep(conn: &Connection, policy: Policy, now_ms: i64) -> rusqlite:
         expired_events: conn.execute(
             "DELETE FROM events WHERE at_ms < ?1 AND bed <> ?2",
             params![cutoff, Origin::Server.as_str()],
-        )? + conn.execute(
+        )?,
+        expired_monitor_alarms: conn.execute(
             "DELETE FROM monitor_alarms WHERE received_ms < ?1",
             [cutoff],
         )?,

@@ -387,6 +387,7 @@ impl Writer {
             Ok(s) => tracing::debug!(
                 expired_scores = s.expired_scores,
                 expired_events = s.expired_events,
+                expired_monitor_alarms = s.expired_monitor_alarms,
                 thinned_scores = s.thinned_scores,
                 "Retention sweep"
             ),

@@ -81,7 +81,7 @@ const BASELINE: usize = SAMPLE_RATE_HZ * 3 / 5;
 /// Fewest beats a window needs for a template.
 const MIN_BEATS: usize = 3;
 /// A VT run's beats follow each other faster than this (100/min) on average, samples.
-pub(crate) const MAX_RUN_RR: usize = SAMPLE_RATE_HZ * 60 / 100;
+const MAX_RUN_RR: usize = SAMPLE_RATE_HZ * 60 / 100;
 /// Two beats of a window are alike when their QRS stretches correlate at this or more on each
 /// lead ...
 const ALIKE_CORR: f64 = 0.9;
@@ -450,28 +450,36 @@ fn recent_run(
 ) -> (usize, Option<usize>) {
     let since = len.saturating_sub(recent);
     let (mut best, mut best_first) = (0usize, None);
-    let mut k = 0;
-    while k < peaks.len() {
-        if !called[k] {
-            k += 1;
-            continue;
+    for (first, last, fast) in called_runs(peaks, called).filter(|r| peaks[r.1] >= since) {
+        let count = if fast { last - first + 1 } else { 1 };
+        if count >= best {
+            best = count;
+            best_first = fast.then_some(peaks[first]);
         }
-        let first = k;
+    }
+    (best, best_first)
+}
+
+/// Each run of consecutive `called` beats at `peaks`, in time order: its first and last index,
+/// and whether it is fast (two or more beats under [`MAX_RUN_RR`] apart on average).
+pub(crate) fn called_runs<'a>(
+    peaks: &'a [usize],
+    called: &'a [bool],
+) -> impl Iterator<Item = (usize, usize, bool)> + 'a {
+    let mut k = 0;
+    std::iter::from_fn(move || {
+        while k < peaks.len() && !called[k] {
+            k += 1;
+        }
+        let first = (k < peaks.len()).then_some(k)?;
         while k + 1 < peaks.len() && called[k + 1] {
             k += 1;
         }
         let (n, span) = (k - first + 1, peaks[k] - peaks[first]);
-        let fast = n >= 2 && span < MAX_RUN_RR * (n - 1);
-        if peaks[k] >= since {
-            let count = if fast { n } else { 1 };
-            if count >= best {
-                best = count;
-                best_first = fast.then_some(peaks[first]);
-            }
-        }
+        let run = (first, k, n >= 2 && span < MAX_RUN_RR * (n - 1));
         k += 1;
-    }
-    (best, best_first)
+        Some(run)
+    })
 }
 
 /// The per-sample median of equally long stretches.

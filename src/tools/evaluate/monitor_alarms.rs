@@ -169,8 +169,13 @@ pub(super) fn judge(
 }
 
 /// Holmes's opinion's probability on a monitor alarm raised at `t_ms` into a record of `leads`,
-/// with the served `risk` over the windows before it.
-fn opinion_at(c: &BeatClassifier, leads: &[Vec<f32>], t_ms: i64, risk: f32) -> Option<f32> {
+/// with the served `risk` over the windows before it (both proxies' alarms are judged so).
+pub(super) fn opinion_at(
+    c: &BeatClassifier,
+    leads: &[Vec<f32>],
+    t_ms: i64,
+    risk: f32,
+) -> Option<f32> {
     let end = usize::try_from(t_ms * SAMPLE_RATE_HZ as i64 / 1000).ok()?;
     let names = ["ECG1", "ECG2", "ECG3"];
     let cut: Vec<Lead> = leads

@@ -15,13 +15,13 @@
 use serde::Serialize;
 
 use crate::core::metrics::roc_auc;
-use crate::core::monitor_alarm::{MonitorAlarmKind, RISK_LOOKBACK_SECS};
+use crate::core::monitor_alarm::RISK_LOOKBACK_SECS;
 use crate::core::window::SAMPLE_RATE_HZ;
-use crate::signal::adjudicate::{CONFIRM_AT, Lead, adjudicate};
 use crate::signal::beats::BeatClassifier;
 use crate::training::dataset::{SpliceKind, Spliced};
 
 use super::confirm_point::challenge_score;
+use super::monitor_alarms::opinion_at;
 use super::replay::Replay;
 use super::spliced::Count;
 
@@ -86,7 +86,6 @@ pub(crate) fn opinions(
                 }
             };
             let t = ms(counted) + ALARM_AFTER_MS;
-            let end = (t * SAMPLE_RATE_HZ as i64 / 1000) as usize;
             let risk = r
                 .ends_ms
                 .iter()
@@ -94,29 +93,11 @@ pub(crate) fn opinions(
                 .filter(|&(&w, _)| w >= t - RISK_LOOKBACK_SECS * 1000 && w <= t)
                 .filter_map(|(_, v)| *v)
                 .fold(0.0f32, f32::max);
-            let names = ["ECG1", "ECG2", "ECG3"];
-            let leads: Vec<Lead> = s
-                .record
-                .leads
-                .iter()
-                .zip(names)
-                .filter(|(l, _)| l.len() >= end)
-                .map(|(l, name)| Lead {
-                    name,
-                    samples: &l[..end],
-                })
-                .collect();
-            if let Some(o) = adjudicate(
-                classifier,
-                &leads,
-                MonitorAlarmKind::Vt,
-                Some(risk),
-                CONFIRM_AT,
-            ) {
+            if let Some(probability) = opinion_at(classifier, &s.record.leads, t, risk) {
                 out.push(EventAlarm {
                     kind: e.kind,
                     beats: e.beats,
-                    probability: o.probability,
+                    probability,
                     risk,
                 });
             }
