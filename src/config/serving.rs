@@ -67,7 +67,7 @@ pub struct WardConfig {
     pub stale_secs: f64,
     /// Seconds without data before a bed is lost.
     pub lost_secs: f64,
-    /// Seconds of signal buffered per channel and bed.
+    /// Seconds of signal buffered per channel and bed (at least window + grace + 2, and 18).
     pub(crate) buffer_secs: u32,
     /// How the beds' window closings are spread over the hop: `"wall_clock"` (the default),
     /// `"timeline"` or `"off"`; `true` reads as `"wall_clock"` and `false` as `"off"`.

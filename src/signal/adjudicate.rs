@@ -225,9 +225,9 @@ fn read_lead(x: &[f32]) -> LeadReading {
 #[derive(Debug, Clone, PartialEq)]
 struct VtEvidence {
     probability: f32,
-    /// The run behind it: beats, their rate per minute, and the call it holds at (`None`: no
-    /// run of two or more fast called beats).
-    run: Option<(usize, f64, f32)>,
+    /// The run behind it: beats and their rate per minute (`None`: no run of two or more fast
+    /// called beats).
+    run: Option<(usize, f64)>,
     /// The rate of the beats called at no probability, per minute.
     other_rate: Option<f64>,
 }
@@ -239,14 +239,14 @@ impl VtEvidence {
             .map(|r| format!("; other beats at {r:.0}/min"))
             .unwrap_or_default();
         match self.run {
-            Some((n, rate, _)) if n >= VT_MIN_BEATS => {
+            Some((n, rate)) if n >= VT_MIN_BEATS => {
                 format!("{n} ventricular beats at {rate:.0}/min on {on}")
             }
-            Some((n, rate, _)) if n + 1 == VT_MIN_BEATS => format!(
+            Some((n, rate)) if n + 1 == VT_MIN_BEATS => format!(
                 "{n} ventricular beats at {rate:.0}/min on {on}, one short of a run of \
                  {VT_MIN_BEATS} by the alarm's instant{rest}"
             ),
-            Some((n, rate, _)) => format!(
+            Some((n, rate)) => format!(
                 "no run of {VT_MIN_BEATS} ventricular beats on {on}: {n} at most, at {rate:.0}/min{rest}"
             ),
             None => format!("no run of ventricular beats on {on}{rest}"),
@@ -287,14 +287,11 @@ fn vt_evidence(classifier: &BeatClassifier, leads: &[&[f32]]) -> VtEvidence {
     let (probability, run) = match (best, at_lowest) {
         (Some((n, rate, g)), _) => {
             let top = CALL_GRID[CALL_GRID.len() - 1];
-            (
-                0.5 + 0.5 * (g - lowest) / (top - lowest),
-                Some((n, rate, g)),
-            )
+            (0.5 + 0.5 * (g - lowest) / (top - lowest), Some((n, rate)))
         }
         (None, Some((n, rate))) => (
             0.4 * n.min(VT_MIN_BEATS - 1) as f32 / (VT_MIN_BEATS - 1) as f32,
-            Some((n, rate, lowest)),
+            Some((n, rate)),
         ),
         (None, None) => (0.0, None),
     };
