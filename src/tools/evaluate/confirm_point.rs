@@ -97,7 +97,7 @@ pub(super) fn on_validation(
     )?;
     let mut labelled = monitor_alarms::labelled(&judged);
     if let Some(seed) = v.spliced_seed {
-        let parts = spliced::splice_part(v.recs, seed);
+        let parts = spliced::splice_plain(v.recs, seed);
         let reps = parts
             .iter()
             .map(|s| replay(&s.record, &s.record.leads, v.window, v.hop, v.det))

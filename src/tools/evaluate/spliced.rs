@@ -11,6 +11,11 @@
 //! - a **salvo** or **bigeminy** draws a false alarm when one is raised from its first
 //!   ventricular beat to [`DETECT_WITHIN_SECS`] after it ends.
 //!
+//! Beside them, each record gets a second spliced copy with shaped runs only (under way at
+//! the alarm, slow, bursts, after a flat start: `training::dataset::RunShape`), drawn from
+//! the seed's own variant; these are counted by shape and leave the plain events' figures
+//! as they were.
+//!
 //! The patients are held out (the reported part), so these are figures on runs no model or
 //! rule was fitted on, in numbers no annotated database holds.
 
@@ -19,13 +24,14 @@ use serde::Serialize;
 use crate::alarm::{AlarmRule, alarm_episodes};
 use crate::core::metrics::roc_auc;
 use crate::core::stats::percentile;
+use crate::core::stats::wilson_interval;
 use crate::core::svg::escape as esc;
 use crate::core::window::SAMPLE_RATE_HZ;
-use crate::training::dataset::{RecordData, SpliceKind, SpliceMix, Spliced, splice};
+use crate::training::dataset::{RecordData, RunShape, SpliceKind, SpliceMix, Spliced, splice};
 
 use super::EvaluateError;
 use super::replay::{Detectors, Replay, replay};
-use super::spliced_alarms::{self, SplicedAdjudication};
+use super::spliced_alarms::{self, ShapeRow, SplicedAdjudication};
 
 /// A run counts as detected when an alarm is raised this long after its fifth beat at most,
 /// s.
@@ -69,6 +75,9 @@ pub struct SplicedFigures {
     pub bigeminy: Count,
     /// Runs by length and rate.
     pub bands: Vec<Band>,
+    /// Shaped runs detected, by shape (`paced`: the runs in paced records; the plain runs
+    /// too).
+    pub shapes: Vec<ShapeRow>,
     /// Runs whose first beat found an alarm already on (not counted detected).
     pub already_on: usize,
     /// From the fifth beat to the alarm, of the detected runs, s: median and p90.
@@ -100,8 +109,22 @@ pub struct SplicedReport {
     pub adjudication: Option<SplicedAdjudication>,
 }
 
-/// The part's records spliced from `seed` (those that can be), for the report and its figure.
+/// The shaped runs' copies are drawn from `seed` xor this.
+const SHAPES_SEED: u64 = 0x5348_4150_4553;
+
+/// The part's records spliced from `seed` (those that can be): each record's plain copy, then
+/// each record's copy with shaped runs, for the report and its figure.
 pub(crate) fn splice_part(recs: &[RecordData], seed: u64) -> Vec<Spliced> {
+    let shaped = recs
+        .iter()
+        .filter_map(|r| splice(r, seed ^ SHAPES_SEED, SpliceMix::SHAPES));
+    splice_plain(recs, seed).into_iter().chain(shaped).collect()
+}
+
+/// The part's records' plain copies alone: runs, salvos and bigeminy in the proportions of
+/// [`SpliceMix::EVALUATION`] (the operating point is chosen on these, where true alarms do
+/// not outnumber false ones as the shaped runs would make them).
+pub(crate) fn splice_plain(recs: &[RecordData], seed: u64) -> Vec<Spliced> {
     recs.iter()
         .filter_map(|r| splice(r, seed, SpliceMix::EVALUATION))
         .collect()
@@ -158,7 +181,16 @@ pub(crate) fn evaluate(
     });
     Ok(SplicedReport {
         seed,
-        records: spliced.iter().map(|s| s.record.key.clone()).collect(),
+        records: {
+            // Each record once (its shaped copy follows its plain one).
+            let mut keys: Vec<String> = Vec::new();
+            for s in spliced {
+                if !keys.contains(&s.record.key) {
+                    keys.push(s.record.key.clone());
+                }
+            }
+            keys
+        },
         events: spliced.iter().map(|s| s.events.len()).sum(),
         ensemble,
         ensemble_rule,
@@ -207,12 +239,23 @@ pub(crate) fn figures_under(
                 })
             })
             .collect(),
+        shapes: Vec::new(),
         already_on: 0,
         time_to_alarm_median_secs: None,
         time_to_alarm_p90_secs: None,
         ranking_roc_auc: None,
     };
     let mut delays = Vec::new();
+    // Runs detected by shape, and in paced records.
+    let mut by_shape: Vec<(&'static str, Count)> = spliced_alarms::SHAPE_ROWS
+        .into_iter()
+        .map(|s| (s, Count::default()))
+        .collect();
+    let mut count_shape = |name: &str, detected: bool| {
+        if let Some((_, c)) = by_shape.iter_mut().find(|(s, _)| *s == name) {
+            c.add(detected);
+        }
+    };
     // Each event's highest score in its span, and whether it is a run.
     let (mut ranked, mut is_run) = (Vec::new(), Vec::new());
     for &(s, r, rule) in judged {
@@ -232,6 +275,20 @@ pub(crate) fn figures_under(
         };
         for e in &s.events {
             let first = ms(e.ventricular[0]);
+            if e.shape != RunShape::Plain {
+                // A shaped run: counted by its shape alone.
+                let fifth = ms(e.ventricular[4]);
+                let on_before = alarms.iter().any(|&(a, b)| a < first && b >= first);
+                let detected = !on_before
+                    && alarms
+                        .iter()
+                        .any(|&(raised, _)| raised >= first && raised <= fifth + within);
+                count_shape(e.shape.as_str(), detected);
+                if s.record.paced {
+                    count_shape("paced", detected);
+                }
+                continue;
+            }
             let span_end = match e.kind {
                 SpliceKind::Run => ms(e.ventricular[4]) + within,
                 SpliceKind::Salvo | SpliceKind::Bigeminy => ms(e.end) + within,
@@ -250,6 +307,10 @@ pub(crate) fn figures_under(
                     let on_before = alarms.iter().any(|&(a, b)| a < first && b >= first);
                     let raised = raised_in(first, fifth + within);
                     let detected = raised.is_some() && !on_before;
+                    count_shape("plain", detected);
+                    if s.record.paced {
+                        count_shape("paced", detected);
+                    }
                     f.already_on += usize::from(on_before);
                     if let (Some(t), false) = (raised, on_before) {
                         delays.push((t - fifth) as f64 / 1000.0);
@@ -286,6 +347,14 @@ pub(crate) fn figures_under(
     }
     let auc = roc_auc(&is_run, &ranked);
     f.ranking_roc_auc = auc.is_finite().then_some(auc);
+    f.shapes = by_shape
+        .into_iter()
+        .map(|(shape, count)| ShapeRow {
+            shape,
+            interval: wilson_interval(count.detected, count.runs),
+            count,
+        })
+        .collect();
     Ok(f)
 }
 
@@ -315,7 +384,7 @@ pub(crate) fn figure_svg(recs: &[RecordData], spliced: &[Spliced]) -> Option<Str
     let (sp, ev) = spliced
         .iter()
         .flat_map(|s| s.events.iter().map(move |e| (s, e)))
-        .filter(|(_, e)| e.kind == SpliceKind::Run)
+        .filter(|(_, e)| e.kind == SpliceKind::Run && e.shape == RunShape::Plain)
         .min_by_key(|(_, e)| e.beats.abs_diff(n_real))?;
     let panel = |r: &RecordData, on: i64, title: String| {
         let start = (on - 3 * fs).max(0) as usize;
@@ -395,6 +464,15 @@ pub(crate) fn text(r: &SplicedReport) -> String {
                 .map_or("-".into(), |v| format!("{v:.1}")),
             f.ranking_roc_auc.map_or("-".into(), |v| format!("{v:.3}")),
         );
+        let shaped: Vec<String> = f
+            .shapes
+            .iter()
+            .filter(|r| r.shape != "plain" && r.count.runs > 0)
+            .map(|r| format!("{} {}", r.shape, frac(&r.count)))
+            .collect();
+        if !shaped.is_empty() {
+            let _ = writeln!(s, "    shaped runs detected: {}", shaped.join(", "));
+        }
         for b in &f.bands {
             let _ = writeln!(
                 s,

@@ -19,7 +19,7 @@ pub(crate) use labels::{Episode, EpisodeKind, LABEL_GRACE_SECS, Label, Span};
 use augment::NoiseKind;
 pub(crate) use labels::label_at;
 use labels::overlap;
-pub(crate) use splice::{SpliceKind, SpliceMix, Spliced, splice, ventricular_beats};
+pub(crate) use splice::{RunShape, SpliceKind, SpliceMix, Spliced, splice, ventricular_beats};
 pub use split::{Split, SplitName};
 pub(crate) use windows::Window;
 pub use windows::{Dataset, WindowSpec};

@@ -19,6 +19,11 @@
 //! the stretch before it, and the last one the sinus rhythm after it, so baseline and
 //! amplitude are continuous at every joint. The ventricular beats of a run are the source
 //! beat drawn and its neighbours in time (one morphology, slightly varied), on every lead.
+//!
+//! A run has a [`RunShape`]: the plain runs above, or one of the kinds of true VT alarm that a
+//! beat count misses most on real monitors (runs well under way at the monitor's alarm, slow
+//! runs, very fast bursts, and runs after a signal that starts a few seconds before them),
+//! drawn by [`SpliceMix::SHAPES`]. A run spliced into a paced record is a run in paced rhythm.
 
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
@@ -52,6 +57,52 @@ pub(crate) const SALVO_BEATS: (usize, usize) = (2, 4);
 /// Ventricular beats of a bigeminy (each after a sinus beat).
 const BIGEMINY_BEATS: (usize, usize) = (3, 6);
 
+/// Rates of slow runs, beats/min, and how long they last, s.
+const SLOW_BPM: (f64, f64) = (100.0, 130.0);
+const SLOW_SECS: (f64, f64) = (6.0, 10.0);
+/// Rates of bursts, beats/min, and how long they last, s (five beats at least).
+const BURST_BPM: (f64, f64) = (200.0, 300.0);
+const BURST_SECS: (f64, f64) = (1.0, 2.0);
+/// A run under way at the alarm lasts at least this long, s (the proxy monitor alarms 2-4 s
+/// into it).
+pub(crate) const UNDER_WAY_SECS: f64 = 4.5;
+/// Before a run after a flat start, the leads are flat from this long before its first beat,
+/// s, ...
+const FLAT_FROM_SECS: f64 = 20.0;
+/// ... to this long before it (drawn), s.
+const FLAT_LEAD_IN_SECS: (f64, f64) = (2.0, 4.0);
+
+/// How a run is shaped.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub(crate) enum RunShape {
+    /// [`RUN_BEATS`] at [`RATE_BPM`], half of them 5-7 beats (salvos and bigeminy are plain
+    /// too).
+    Plain,
+    /// A run at [`RATE_BPM`] lasting [`UNDER_WAY_SECS`] or more, so that it is still going
+    /// 2-4 s into it, where a monitor that counts beats has alarmed.
+    UnderWay,
+    /// [`SLOW_BPM`] for [`SLOW_SECS`].
+    Slow,
+    /// [`BURST_BPM`] for [`BURST_SECS`].
+    Burst,
+    /// A plain run after a signal that starts ([`FLAT_LEAD_IN_SECS`] before it, every lead
+    /// flat before that).
+    FlatStart,
+}
+
+impl RunShape {
+    pub(crate) fn as_str(self) -> &'static str {
+        match self {
+            RunShape::Plain => "plain",
+            RunShape::UnderWay => "under_way",
+            RunShape::Slow => "slow",
+            RunShape::Burst => "burst",
+            RunShape::FlatStart => "flat_start",
+        }
+    }
+}
+
 /// What an event is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize)]
 #[serde(rename_all = "lowercase")]
@@ -68,6 +119,8 @@ pub(crate) enum SpliceKind {
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub(crate) struct Event {
     pub kind: SpliceKind,
+    /// A run's shape ([`RunShape::Plain`] for salvos and bigeminy).
+    pub shape: RunShape,
     /// Ventricular beats placed.
     pub beats: usize,
     /// The ventricular beats' rate, beats/min (their interval's reciprocal).
@@ -91,13 +144,27 @@ pub(crate) struct SpliceMix {
     /// Shares of runs and salvos among the events (the rest bigeminy).
     pub runs: f64,
     pub salvos: f64,
+    /// The runs' shapes, drawn alike (one shape: nothing drawn for it).
+    pub shapes: &'static [RunShape],
 }
 
 impl SpliceMix {
-    /// Half runs (half of them 5-7 beats), a quarter salvos, a quarter bigeminy.
+    /// Half runs (plain, half of them 5-7 beats), a quarter salvos, a quarter bigeminy.
     pub(crate) const EVALUATION: SpliceMix = SpliceMix {
         runs: 0.5,
         salvos: 0.25,
+        shapes: &[RunShape::Plain],
+    };
+    /// Runs only, under way, slow, bursts and after a flat start alike.
+    pub(crate) const SHAPES: SpliceMix = SpliceMix {
+        runs: 1.0,
+        salvos: 0.0,
+        shapes: &[
+            RunShape::UnderWay,
+            RunShape::Slow,
+            RunShape::Burst,
+            RunShape::FlatStart,
+        ],
     };
 }
 
@@ -140,20 +207,48 @@ pub(crate) fn splice(rec: &RecordData, seed: u64, mix: SpliceMix) -> Option<Spli
 #[derive(Debug, Clone, Copy)]
 struct Plan {
     kind: SpliceKind,
+    shape: RunShape,
     beats: usize,
     rate_bpm: f64,
+    /// For [`RunShape::FlatStart`]: the signal starts this long before the first beat, s.
+    lead_in_secs: f64,
 }
 
 fn draw(rng: &mut SmallRng, mix: SpliceMix) -> Plan {
     let u: f64 = rng.random();
-    let rate_bpm = rng.random_range(RATE_BPM.0..=RATE_BPM.1);
+    let mut rate_bpm = rng.random_range(RATE_BPM.0..=RATE_BPM.1);
+    let mut shape = RunShape::Plain;
+    let mut lead_in_secs = 0.0;
     let (kind, beats) = if u < mix.runs {
-        // Half the runs short (5-7 beats), where a detector is tested hardest.
-        let beats = if rng.random_bool(0.5) {
-            rng.random_range(RUN_BEATS.0..=7)
+        if let [one] = mix.shapes {
+            shape = *one;
         } else {
-            rng.random_range(8..=RUN_BEATS.1)
+            shape = mix.shapes[rng.random_range(0..mix.shapes.len())];
+        }
+        // Beats lasting `secs` at `rate_bpm`, five at least.
+        let lasting = |secs: f64, rate_bpm: f64| ((secs * rate_bpm / 60.0).round() as usize).max(5);
+        let beats = match shape {
+            // Half the runs short (5-7 beats), where a detector is tested hardest.
+            RunShape::Plain | RunShape::FlatStart => {
+                if rng.random_bool(0.5) {
+                    rng.random_range(RUN_BEATS.0..=7)
+                } else {
+                    rng.random_range(8..=RUN_BEATS.1)
+                }
+            }
+            RunShape::UnderWay => lasting(UNDER_WAY_SECS, rate_bpm) + 1,
+            RunShape::Slow => {
+                rate_bpm = rng.random_range(SLOW_BPM.0..=SLOW_BPM.1);
+                lasting(rng.random_range(SLOW_SECS.0..=SLOW_SECS.1), rate_bpm)
+            }
+            RunShape::Burst => {
+                rate_bpm = rng.random_range(BURST_BPM.0..=BURST_BPM.1);
+                lasting(rng.random_range(BURST_SECS.0..=BURST_SECS.1), rate_bpm)
+            }
         };
+        if shape == RunShape::FlatStart {
+            lead_in_secs = rng.random_range(FLAT_LEAD_IN_SECS.0..=FLAT_LEAD_IN_SECS.1);
+        }
         (SpliceKind::Run, beats)
     } else if u < mix.runs + mix.salvos {
         (
@@ -168,8 +263,10 @@ fn draw(rng: &mut SmallRng, mix: SpliceMix) -> Plan {
     };
     Plan {
         kind,
+        shape,
         beats,
         rate_bpm,
+        lead_in_secs,
     }
 }
 
@@ -316,6 +413,16 @@ fn insert(
         (e.onset, e.confirmed, e.end) = (moved(e.onset), moved(e.confirmed), moved(e.end));
     }
     let end = resume;
+    if plan.shape == RunShape::FlatStart {
+        // Every lead flat (at its value where the signal starts) up to the lead-in.
+        let fs = SAMPLE_RATE_HZ as f64;
+        let to = ventricular[0] - (plan.lead_in_secs * fs).round() as i64;
+        let from = (ventricular[0] - (FLAT_FROM_SECS * fs) as i64).max(0);
+        for lead in &mut rec.leads {
+            let v = lead[to as usize];
+            lead[from as usize..to as usize].fill(v);
+        }
+    }
     if plan.kind == SpliceKind::Run {
         let first = ventricular[0];
         let last_v = ventricular[ventricular.len() - 1];
@@ -336,6 +443,7 @@ fn insert(
     };
     Event {
         kind: plan.kind,
+        shape: plan.shape,
         beats: plan.beats,
         rate_bpm,
         ventricular,
@@ -545,6 +653,42 @@ mod tests {
         assert_eq!(a.events, b.events);
         assert_eq!(a.record.leads, b.record.leads);
         assert_ne!(a.events, c.events);
+    }
+
+    #[test]
+    fn shaped_runs_keep_their_rates_lengths_and_flat_starts() {
+        let rec = record();
+        let s = splice(&rec, 5, SpliceMix::SHAPES).expect("spliced");
+        assert!(s.events.iter().all(|e| e.kind == SpliceKind::Run));
+        let shapes: std::collections::HashSet<RunShape> =
+            s.events.iter().map(|e| e.shape).collect();
+        assert!(shapes.len() >= 3, "{shapes:?}");
+        let fs = SAMPLE_RATE_HZ as f64;
+        for e in &s.events {
+            let secs = (e.ventricular[e.beats - 1] - e.ventricular[0]) as f64 / fs;
+            match e.shape {
+                RunShape::Slow => assert!((95.0..=135.0).contains(&e.rate_bpm), "{e:?}"),
+                RunShape::Burst => {
+                    assert!((190.0..=310.0).contains(&e.rate_bpm), "{e:?}");
+                    assert!(e.beats >= 5 && secs <= 2.1, "{e:?}");
+                }
+                RunShape::UnderWay => assert!(secs >= UNDER_WAY_SECS - 0.3, "{e:?}"),
+                RunShape::FlatStart => {
+                    // Flat from 20 s before the run to 2-4 s before it, on every lead.
+                    let v0 = e.ventricular[0] as usize;
+                    for lead in &s.record.leads {
+                        let flat = &lead[v0 - 18 * SAMPLE_RATE_HZ..v0 - 4 * SAMPLE_RATE_HZ];
+                        assert!(flat.iter().all(|&x| x == flat[0]), "{e:?}");
+                        let live = &lead[v0 - 2 * SAMPLE_RATE_HZ..v0];
+                        assert!(live.iter().any(|&x| x != live[0]), "{e:?}");
+                    }
+                }
+                RunShape::Plain => panic!("no plain runs in the shaped mix: {e:?}"),
+            }
+        }
+        // The plain mix draws what it drew before shapes existed: nothing shaped.
+        let plain = splice(&rec, 5, SpliceMix::EVALUATION).unwrap();
+        assert!(plain.events.iter().all(|e| e.shape == RunShape::Plain));
     }
 
     #[test]
