@@ -17,7 +17,11 @@
 //!   of called beats faster than 100/min anywhere in the look-back; the alarm's probability is
 //!   set by the highest call at which a run of at least five holds (0.5 at the grid's lowest
 //!   call, 1 at its highest), and below 0.5 by the longest run at the lowest call (four beats
-//!   reach 0.4).
+//!   reach 0.4). Fast beats the classifier calls like the others still count where they are
+//!   **sudden** (five intervals in a row under 0.6 s and under 0.8 of the look-back's median)
+//!   and run up to the alarm's instant ([`SUDDEN_RUN`], 0.45): a run just begun, in a
+//!   morphology the classifier
+//!   does not know.
 //! - **VF**: the classical VF rule's spectral score over the last 4 s of each readable lead,
 //!   beside the VT evidence at 0.9 of its weight (ventricular flutter is a fast VT run to a
 //!   beat detector).
@@ -56,6 +60,14 @@ const FLAT_STRETCH_SECS: f64 = 2.0;
 const MIN_ACTIVE_SECS: usize = 4;
 /// A lead whose two QRS detectors agree less than this (bSQI) is noisy.
 const NOISY_BSQI: f32 = 0.5;
+/// A beat interval under 0.6 s (100/min) and under this share of the look-back's median
+/// interval is **sudden**: ...
+const SUDDEN_RR: f64 = 0.8;
+/// ... and [`VT_MIN_BEATS`] sudden intervals in a row up to the alarm's instant, their beats
+/// called like the others, give the alarm this probability (above four beats called
+/// ventricular, below a run of five called at the grid's lowest call). Adopted 2026-12-06 on
+/// the validation part's proxy alarms (challenge-style 63.3 to 64.9 at [`CONFIRM_AT`]).
+const SUDDEN_RUN: f32 = 0.45;
 
 /// One lead the monitor sends: its name as the monitor calls it, and its samples at 250 Hz in
 /// mV, ending at the alarm's onset (non-finite samples are missing).
@@ -230,6 +242,9 @@ struct VtEvidence {
     run: Option<(usize, f64)>,
     /// The rate of the beats called at no probability, per minute.
     other_rate: Option<f64>,
+    /// Whether `run` is the sudden fast beats up to the alarm's instant rather than beats
+    /// called ventricular.
+    sudden: bool,
 }
 
 impl VtEvidence {
@@ -239,6 +254,10 @@ impl VtEvidence {
             .map(|r| format!("; other beats at {r:.0}/min"))
             .unwrap_or_default();
         match self.run {
+            Some((n, rate)) if self.sudden => format!(
+                "{n} beats at {rate:.0}/min up to the alarm's instant, sudden after slower \
+                 beats, their shape not called ventricular on {on}{rest}"
+            ),
             Some((n, rate)) if n >= VT_MIN_BEATS => {
                 format!("{n} ventricular beats at {rate:.0}/min on {on}")
             }
@@ -259,6 +278,7 @@ fn vt_evidence(classifier: &BeatClassifier, leads: &[&[f32]]) -> VtEvidence {
         probability: 0.0,
         run: None,
         other_rate: None,
+        sudden: false,
     };
     let Some(read) = classifier.call_to_end(leads) else {
         return none;
@@ -295,11 +315,37 @@ fn vt_evidence(classifier: &BeatClassifier, leads: &[&[f32]]) -> VtEvidence {
         ),
         (None, None) => (0.0, None),
     };
+    // Fast beats the classifier calls like the others, sudden up to the alarm's instant.
+    if probability < SUDDEN_RUN
+        && let Some(r) = sudden_run(&read.peaks)
+    {
+        return VtEvidence {
+            probability: SUDDEN_RUN,
+            run: Some(r),
+            other_rate,
+            sudden: true,
+        };
+    }
     VtEvidence {
         probability,
         run,
         other_rate,
+        sudden: false,
     }
+}
+
+/// The sudden intervals ([`SUDDEN_RR`]) in a row that end at the last beat of `peaks`, where
+/// there are [`VT_MIN_BEATS`] or more: how many, and their rate per minute.
+fn sudden_run(peaks: &[usize]) -> Option<(usize, f64)> {
+    let rr: Vec<f64> = peaks.windows(2).map(|w| (w[1] - w[0]) as f64).collect();
+    if rr.is_empty() {
+        return None;
+    }
+    let fs = SAMPLE_RATE_HZ as f64;
+    let limit = (0.6 * fs).min(SUDDEN_RR * median(&rr));
+    let n = rr.iter().rev().take_while(|&&x| x < limit).count();
+    let span: f64 = rr[rr.len() - n..].iter().sum();
+    (n >= VT_MIN_BEATS).then(|| (n, 60.0 * fs * n as f64 / span))
 }
 
 /// The longest run of consecutive `called` beats (R peaks at `peaks`) of at least two, faster
@@ -366,6 +412,19 @@ mod tests {
         assert!(o.confirmed, "{o:?}");
         assert!(o.reason.contains("ventricular beats at"), "{o:?}");
         assert!(o.reason.ends_with("on II"), "{o:?}");
+    }
+
+    #[test]
+    fn a_sudden_fast_run_up_to_the_instant_confirms_though_its_beats_look_like_the_others() {
+        // Sinus at 70/min, then beats of the same shape at 150/min up to the onset: seven
+        // sudden intervals confirm at SUDDEN_RUN; three (a salvo's length) do not.
+        let long = then(&sinus(12, 70.0, 12.0), &sinus(13, 150.0, 2.9));
+        let o = judge(&[("II", &long)], MonitorAlarmKind::Vt);
+        assert_eq!(o.probability, SUDDEN_RUN, "{o:?}");
+        assert!(o.confirmed && o.reason.contains("sudden"), "{o:?}");
+        let short = then(&sinus(12, 70.0, 14.0), &sinus(13, 150.0, 1.3));
+        let o = judge(&[("II", &short)], MonitorAlarmKind::Vt);
+        assert!(o.probability < SUDDEN_RUN && !o.confirmed, "{o:?}");
     }
 
     #[test]
