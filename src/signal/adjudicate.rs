@@ -20,8 +20,7 @@
 //!   reach 0.4). Fast beats the classifier calls like the others still count where they are
 //!   **sudden** (five intervals in a row under 0.6 s and under 0.8 of the look-back's median)
 //!   and run up to the alarm's instant ([`SUDDEN_RUN`], 0.45): a run just begun, in a
-//!   morphology the classifier
-//!   does not know.
+//!   morphology the classifier does not know.
 //! - **VF**: the classical VF rule's spectral score over the last 4 s of each readable lead,
 //!   beside the VT evidence at 0.9 of its weight (ventricular flutter is a fast VT run to a
 //!   beat detector).
