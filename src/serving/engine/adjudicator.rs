@@ -2,7 +2,7 @@
 //! ([`signal::adjudicate`](crate::signal::adjudicate)), formed on a thread of its own (the
 //! work is blocking CPU work, never a tokio worker's) from the samples the bed handed on with
 //! the alarm, with the beat counter the engine serves; the alarm and its opinion, with their
-//! provenance, go to the store, and a monitor's end of an alarm after it, in the order the
+//! provenance and the strip it read, go to the store, and a monitor's end of an alarm after it, in the order the
 //! monitor sent them.
 //!
 //! The ensemble's side of the opinion is the served risk of the bed's windows ending in the
@@ -288,6 +288,7 @@ fn row(
         judged_ms: opinion.as_ref().map(|_| now_ms()),
         opinion,
         provenance,
+        strip: a.leads.clone(),
     }
 }
 

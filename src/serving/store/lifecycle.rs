@@ -6,8 +6,9 @@
 //! under `server` and under every bed scored in that run, with the bed's last committed
 //! window, so each bed's timeline shows the gap.
 //!
-//! Called only by the store's writer (start-up, close); rows under `server` are exempt from
-//! retention so the latest start is always found.
+//! Written only by the store's writer (start-up, close), read by the outbound links'
+//! outboxes ([`starts`]); rows under `server` are exempt from retention so the latest start
+//! is always found.
 
 use rusqlite::{Connection, OptionalExtension, params};
 use serde_json::json;
@@ -33,6 +34,24 @@ fn insert(c: &Connection, bed: &str, kind: EventKind, at: i64, detail: &serde_js
     ) {
         tracing::warn!(error = %e, kind = kind.as_str(), "Cannot record a lifecycle event");
     }
+}
+
+/// The times (ms) of the latest `n` starts, newest first: this run's, once the writer has
+/// opened the database, then the runs' before it (the outbound links read how far back their
+/// run, and the one before, reach).
+pub(crate) fn starts(c: &Connection, n: usize) -> rusqlite::Result<Vec<i64>> {
+    let mut st = c.prepare(
+        "SELECT at_ms FROM events WHERE bed = ?1 AND kind = ?2 ORDER BY id DESC LIMIT ?3",
+    )?;
+    let rows = st.query_map(
+        params![
+            Origin::Server.as_str(),
+            EventKind::ServerStart.as_str(),
+            n as i64
+        ],
+        |r| r.get(0),
+    )?;
+    rows.collect()
 }
 
 /// Records this start; returns the previous run's unclean end, if it had one.

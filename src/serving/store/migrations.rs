@@ -209,6 +209,12 @@ pub(super) const MIGRATIONS: &[&str] = &[
     );
     CREATE INDEX monitor_alarms_by_time ON monitor_alarms (received_ms);
     CREATE INDEX monitor_alarms_by_bed ON monitor_alarms (bed, received_ms);",
+    // 16: the strip each opinion read (`monitor_alarms.strip`: every lead's 16 s before the
+    // onset, in microvolts; NULL for a kind not judged), and the outboxes' index of an
+    // alarm's messages by kind and phase (a monitor alarm's phase is queued once).
+    "ALTER TABLE monitor_alarms ADD COLUMN strip TEXT;
+    CREATE INDEX hl7_outbox_by_alarm ON hl7_outbox (kind, alarm_id, phase);
+    CREATE INDEX fhir_outbox_by_alarm ON fhir_outbox (kind, alarm_id, phase);",
 ];
 
 /// The schema version this build migrates to (`PRAGMA user_version`).

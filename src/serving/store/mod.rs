@@ -6,7 +6,8 @@
 //! Fed through [`StoreHandle`]: the ward's events and hellos (through the daemon's ward sink),
 //! the engine's scores, the zoo's and the composer's events; read through [`StoreReader`] by
 //! the API. [`audit`] writes the audit log; [`lifecycle`] records starts and stops;
-//! [`admissions`] keeps the beds' patients across restarts.
+//! [`admissions`] keeps the beds' patients across restarts; [`monitor_alarms`] keeps the
+//! monitors' own alarms with Holmes's opinions, each change broadcast once committed.
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
@@ -24,6 +25,7 @@ use crate::core::score::ScoreRecord;
 use crate::core::time::now_ms;
 
 mod migrations;
+pub(crate) mod monitor_alarms;
 #[cfg(test)]
 use migrations::MIGRATIONS;
 pub(crate) use migrations::{SCHEMA_VERSION, migrate};
@@ -56,22 +58,6 @@ enum Cmd {
         id: String,
         end_ms: i64,
     },
-}
-
-/// A monitor's alarm as the store keeps it: what the monitor sent, and Holmes's opinion with
-/// its provenance (`None` where the kind is not judged, or nothing could judge it).
-#[derive(Debug, Clone, PartialEq)]
-pub(crate) struct MonitorAlarmRow {
-    pub(crate) bed: Arc<str>,
-    pub(crate) id: String,
-    pub(crate) kind: crate::core::monitor_alarm::MonitorAlarmKind,
-    pub(crate) onset_ms: i64,
-    pub(crate) received_ms: i64,
-    pub(crate) opinion: Option<crate::core::monitor_alarm::Opinion>,
-    /// When the opinion was formed, wall clock (ms).
-    pub(crate) judged_ms: Option<i64>,
-    /// What formed it (counter, operating point, look-back, coverage), as JSON.
-    pub(crate) provenance: serde_json::Value,
 }
 
 /// Health of the writer, shared with `/health/ready` and `/api/health`.
@@ -186,10 +172,16 @@ pub struct StoreHandle {
     /// Every score once it is committed (the dashboard listens; a slow listener lags and
     /// skips, it never holds the writer back).
     committed: tokio::sync::broadcast::Sender<Arc<ScoreRecord>>,
+    /// Every monitor alarm's row once committed, raised and ended (the dashboard's board and
+    /// the outbound links' feeds listen; a lagging listener skips and is told how many).
+    monitor_alarms: tokio::sync::broadcast::Sender<Arc<MonitorAlarmChange>>,
 }
 
 /// Scores a lagging listener may fall behind by before it skips.
 const COMMITTED_BACKLOG: usize = 4096;
+/// Monitor alarm changes a lagging listener may fall behind by before it skips (a ward's
+/// monitors raise a few an hour a bed; a burst of a whole ward's fits many times over).
+const MONITOR_ALARM_BACKLOG: usize = 1024;
 
 pub(crate) fn open(path: &Path) -> Result<Connection, StoreError> {
     let err = |source| StoreError::Sqlite {
@@ -301,6 +293,7 @@ pub fn start(
         .store(cfg.backlog_rows, Ordering::Relaxed);
     metrics::gauge!("holmes_store_fault").set(0.0);
     let (committed, _) = tokio::sync::broadcast::channel(COMMITTED_BACKLOG);
+    let (monitor_alarms, _) = tokio::sync::broadcast::channel(MONITOR_ALARM_BACKLOG);
     let writer = Writer {
         conn: c,
         path,
@@ -310,6 +303,7 @@ pub fn start(
         retention: retention::Policy::of(cfg),
         health: health.clone(),
         committed: committed.clone(),
+        monitor_alarms: monitor_alarms.clone(),
         backlog: Backlog::new(cfg.backlog_rows),
         backoff: Backoff::new(
             Duration::from_millis(cfg.retry_min_ms),
@@ -326,6 +320,7 @@ pub fn start(
             tx,
             health,
             committed,
+            monitor_alarms,
         },
         ensemble_id,
         join,
@@ -337,6 +332,14 @@ impl StoreHandle {
     /// the database cannot be written (so the live ward keeps moving through a storage fault).
     pub(crate) fn subscribe(&self) -> tokio::sync::broadcast::Receiver<Arc<ScoreRecord>> {
         self.committed.subscribe()
+    }
+
+    /// Monitor alarms from now on, each as the writer commits its row (raised, with or without
+    /// an opinion) and its end: once written, never while a storage fault holds it.
+    pub(crate) fn subscribe_monitor_alarms(
+        &self,
+    ) -> tokio::sync::broadcast::Receiver<Arc<MonitorAlarmChange>> {
+        self.monitor_alarms.subscribe()
     }
 
     fn send(&self, cmd: Cmd) {
@@ -408,7 +411,9 @@ mod retention;
 mod writer;
 pub(crate) use backlog::StorageFault;
 use backlog::{Backlog, Backoff};
-pub use reader::{MonitorAlarmView, ScoreRow, StoreReader};
+pub use monitor_alarms::{AlarmStrip, MonitorAlarmView};
+pub(crate) use monitor_alarms::{MonitorAlarmChange, MonitorAlarmPhase, MonitorAlarmRow};
+pub use reader::{ScoreRow, StoreReader};
 use writer::Writer;
 
 #[cfg(test)]

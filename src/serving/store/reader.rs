@@ -7,6 +7,7 @@ use std::sync::{Arc, Mutex};
 use rusqlite::{Connection, params};
 use serde::Serialize;
 
+use super::monitor_alarms::{AlarmStrip, MonitorAlarmView};
 use super::{StoreError, open};
 
 /// A stored score, as the API returns it.
@@ -27,26 +28,6 @@ pub struct ScoreRow {
     pub missing: serde_json::Value,
     /// Queue wait, batch size and compute time per member, and combination time.
     pub timing: serde_json::Value,
-}
-
-/// A monitor's alarm and Holmes's opinion on it, as the API returns it.
-#[derive(Debug, Clone, Serialize)]
-pub struct MonitorAlarmView {
-    pub bed: String,
-    /// The monitor's id of the alarm.
-    pub id: String,
-    pub kind: String,
-    /// Onset and end, device time (ms); the end where the monitor sent it.
-    pub onset_ms: i64,
-    pub end_ms: Option<i64>,
-    /// When it was received and when its opinion was formed, wall clock (ms).
-    pub received_ms: i64,
-    pub judged_ms: Option<i64>,
-    /// The opinion: `None` where the kind is not judged.
-    pub confirmed: Option<bool>,
-    pub probability: Option<f64>,
-    pub reason: Option<String>,
-    pub provenance: serde_json::Value,
 }
 
 /// Read side for the API: its own connection (WAL lets it read while the writer writes).
@@ -161,34 +142,17 @@ impl StoreReader {
         limit: i64,
     ) -> Result<Vec<MonitorAlarmView>, StoreError> {
         let c = self.conn.lock().expect("lock");
-        const COLS: &str = "SELECT bed, alarm_id, kind, onset_ms, end_ms, received_ms, judged_ms,
-            confirmed, probability, reason, provenance FROM monitor_alarms";
-        let sql = match bed {
-            Some(_) => format!("{COLS} WHERE bed = ?1 ORDER BY received_ms DESC, id DESC LIMIT ?2"),
-            None => format!("{COLS} WHERE ?1 IS NULL ORDER BY received_ms DESC, id DESC LIMIT ?2"),
-        };
-        let mut st = c.prepare(&sql).map_err(|e| self.err(e))?;
-        let rows = st
-            .query_map(params![bed, limit], |r| {
-                let p: Option<String> = r.get(10)?;
-                Ok(MonitorAlarmView {
-                    bed: r.get(0)?,
-                    id: r.get(1)?,
-                    kind: r.get(2)?,
-                    onset_ms: r.get(3)?,
-                    end_ms: r.get(4)?,
-                    received_ms: r.get(5)?,
-                    judged_ms: r.get(6)?,
-                    confirmed: r.get(7)?,
-                    probability: r.get(8)?,
-                    reason: r.get(9)?,
-                    provenance: p
-                        .and_then(|p| serde_json::from_str(&p).ok())
-                        .unwrap_or(serde_json::Value::Null),
-                })
-            })
-            .map_err(|e| self.err(e))?;
-        rows.collect::<Result<_, _>>().map_err(|e| self.err(e))
+        super::monitor_alarms::newest(&c, bed, limit).map_err(|e| self.err(e))
+    }
+
+    /// The strip monitor alarm `key`'s opinion read, with its bed (`None`: no such alarm, or
+    /// none kept for it).
+    pub fn monitor_alarm_strip(
+        &self,
+        key: i64,
+    ) -> Result<Option<(String, AlarmStrip)>, StoreError> {
+        let c = self.conn.lock().expect("lock");
+        super::monitor_alarms::strip(&c, key).map_err(|e| self.err(e))
     }
 
     /// A bed's technical events, oldest first.

@@ -1,7 +1,8 @@
 //! The [`store`](super)'s writer thread: the only SQLite writer. It takes commands from a
 //! bounded channel, commits them in batched transactions, publishes scores to the live
-//! listeners, sweeps retention hourly, and on a storage fault holds rows in its
-//! [`Backlog`](super::backlog::Backlog) until the database can be written again.
+//! listeners (as it takes them) and monitor alarms' rows (once committed), sweeps retention
+//! hourly, and on a storage fault holds rows in its [`Backlog`](super::backlog::Backlog) until
+//! the database can be written again.
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -12,6 +13,7 @@ use std::time::{Duration, Instant};
 use rusqlite::{Connection, params};
 
 use super::backlog::{self, Backlog, Backoff, StorageFault};
+use super::monitor_alarms::{self, MonitorAlarmChange, MonitorAlarmPhase};
 use super::{Cmd, ScoreRecord, StoreHealth, lifecycle, now_ms};
 
 pub(super) struct Writer {
@@ -23,6 +25,8 @@ pub(super) struct Writer {
     pub(super) retention: super::retention::Policy,
     pub(super) health: Arc<StoreHealth>,
     pub(super) committed: tokio::sync::broadcast::Sender<Arc<ScoreRecord>>,
+    /// Monitor alarms' rows as committed (the board and the outbound feeds listen).
+    pub(super) monitor_alarms: tokio::sync::broadcast::Sender<Arc<MonitorAlarmChange>>,
     /// Rows of failed transactions, oldest first; non-empty only during a storage fault.
     pub(super) backlog: Backlog<Cmd>,
     pub(super) backoff: Backoff,
@@ -124,11 +128,11 @@ impl Writer {
         }
         let t = Instant::now();
         match write(&mut self.conn, &batch) {
-            Ok(()) => {
+            Ok(changes) => {
                 metrics::histogram!("holmes_sqlite_commit_seconds")
                     .record(t.elapsed().as_secs_f64());
                 self.taken(&batch);
-                self.committed(&batch);
+                self.committed(&batch, changes);
             }
             Err(e) if backlog::is_storage_fault(&e) => {
                 self.fault(&e);
@@ -164,11 +168,16 @@ impl Writer {
         }
     }
 
-    fn committed(&self, rows: &[Cmd]) {
+    /// Counts the committed scores and tells the listeners the monitor alarms' `changes`.
+    fn committed(&self, rows: &[Cmd], changes: Vec<MonitorAlarmChange>) {
         let scores = rows.iter().filter(|c| matches!(c, Cmd::Score(_))).count() as u64;
         self.health
             .committed_scores
             .fetch_add(scores, Ordering::Relaxed);
+        for c in changes {
+            // None listening (no page, no link) is no error.
+            let _ = self.monitor_alarms.send(Arc::new(c));
+        }
     }
 
     /// A transaction failed on storage: the first failure of an episode is logged (once) and
@@ -259,9 +268,9 @@ impl Writer {
             let rows = self.backlog.front(self.batch_rows);
             let n = rows.len();
             match write(&mut self.conn, rows) {
-                Ok(()) => {
+                Ok(changes) => {
                     let written: Vec<Cmd> = self.backlog.pop_front(n).collect();
-                    self.committed(&written);
+                    self.committed(&written, changes);
                     self.backlog_changed();
                 }
                 Err(e) if backlog::is_storage_fault(&e) => {
@@ -298,9 +307,10 @@ impl Writer {
     }
 }
 
-/// Writes `batch` in one transaction.
-fn write(conn: &mut Connection, batch: &[Cmd]) -> rusqlite::Result<()> {
+/// Writes `batch` in one transaction; the monitor alarms' rows it changed, in order.
+fn write(conn: &mut Connection, batch: &[Cmd]) -> rusqlite::Result<Vec<MonitorAlarmChange>> {
     let tx = conn.transaction()?;
+    let mut changes = Vec::new();
     for cmd in batch {
         match cmd {
             Cmd::Close => {}
@@ -334,35 +344,24 @@ fn write(conn: &mut Connection, batch: &[Cmd]) -> rusqlite::Result<()> {
                 )?;
             }
             Cmd::MonitorAlarm(a) => {
-                let o = a.opinion.as_ref();
-                tx.execute(
-                    "INSERT OR IGNORE INTO monitor_alarms (bed, alarm_id, kind, onset_ms,
-                        received_ms, confirmed, probability, reason, judged_ms, provenance)
-                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
-                    params![
-                        &*a.bed,
-                        a.id,
-                        a.kind.as_str(),
-                        a.onset_ms,
-                        a.received_ms,
-                        o.map(|o| o.confirmed),
-                        o.map(|o| o.probability),
-                        o.map(|o| o.reason.as_str()),
-                        a.judged_ms,
-                        a.provenance.to_string(),
-                    ],
-                )?;
+                // Sent again (a monitor resending after a reconnect): nothing changed.
+                if let Some(alarm) = monitor_alarms::insert(&tx, a)? {
+                    changes.push(MonitorAlarmChange {
+                        phase: MonitorAlarmPhase::Raised,
+                        alarm,
+                    });
+                }
             }
             Cmd::MonitorAlarmEnd { bed, id, end_ms } => {
                 // The newest alarm of that id that began by its end.
-                let n = tx.execute(
-                    "UPDATE monitor_alarms SET end_ms = ?3 WHERE id = (
-                        SELECT id FROM monitor_alarms WHERE bed = ?1 AND alarm_id = ?2
-                        AND onset_ms <= ?3 ORDER BY onset_ms DESC, id DESC LIMIT 1)",
-                    params![&**bed, id, end_ms],
-                )?;
-                if n == 0 {
-                    metrics::counter!("holmes_monitor_alarm_ends_unmatched_total").increment(1);
+                match monitor_alarms::end(&tx, bed, id, *end_ms)? {
+                    Some(alarm) => changes.push(MonitorAlarmChange {
+                        phase: MonitorAlarmPhase::Ended,
+                        alarm,
+                    }),
+                    None => {
+                        metrics::counter!("holmes_monitor_alarm_ends_unmatched_total").increment(1);
+                    }
                 }
             }
             Cmd::BedSeen(bed, device, at) => {
@@ -374,7 +373,8 @@ fn write(conn: &mut Connection, batch: &[Cmd]) -> rusqlite::Result<()> {
             }
         }
     }
-    tx.commit()
+    tx.commit()?;
+    Ok(changes)
 }
 
 impl Writer {
