@@ -5,9 +5,13 @@
 //! and counted there, `holmes_alarm_feed_dropped_total`, a problem in `/api/health`), and
 //! every `hl7.cadence_secs` (`fhir.cadence_secs`) each bed's latest committed window (from
 //! the store writer's broadcast of scores) into an observation report (dropped and
-//! counted when the queue is full: the next cadence brings a newer one). Each report carries
-//! the patient its bed is admitted with as the feed makes it (the ward's admissions). It holds
-//! one score per bed between cadences, so its memory is bounded by the ward.
+//! counted when the queue is full: the next cadence brings a newer one); and each monitor's own
+//! alarm as the store commits its row (the store's broadcast of monitor alarms: raised, with
+//! Holmes's opinion or without, and ended) into its report, waiting for room as an alarm does
+//! (a feed that fell behind that broadcast has the outbox queue what it skipped from the
+//! store's table). Each report carries the patient its bed is admitted with as the feed makes
+//! it (the ward's admissions). It holds one score per bed between cadences, so its memory is
+//! bounded by the ward.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
@@ -18,12 +22,13 @@ use tokio::sync::{broadcast, mpsc};
 use tokio_util::sync::CancellationToken;
 
 use super::LinkStatus;
-use super::message::{AlarmReport, Draft, Observation, Phase};
+use super::message::{AlarmReport, Draft, MonitorAlarmReport, Observation, Phase};
 use super::outbox::{Names, Outbox};
 use crate::core::patient::Admissions;
 use crate::core::score::ScoreRecord;
 use crate::core::time::now_ms;
 use crate::dashboard::alarms::{Alarm, AlarmKind, Transition};
+use crate::serving::store::{MonitorAlarmChange, MonitorAlarmPhase};
 
 /// What the feed reads and where it writes.
 pub(crate) struct Feed {
@@ -36,6 +41,8 @@ pub(crate) struct Feed {
     pub(crate) scores: broadcast::Receiver<Arc<ScoreRecord>>,
     /// The board's alarm transitions (the board holds the sender).
     pub(crate) alarms: mpsc::Receiver<Transition>,
+    /// The monitors' own alarms as the store commits them (the store's broadcast).
+    pub(crate) monitor_alarms: broadcast::Receiver<Arc<MonitorAlarmChange>>,
     /// The patient each bed is admitted with (the monitors' connections write it).
     pub(crate) admissions: Admissions,
     pub(crate) shutdown: CancellationToken,
@@ -88,13 +95,23 @@ impl Feed {
         r
     }
 
+    /// The report of a monitor alarm's change, with the patient its bed is admitted with now.
+    fn monitor_alarm_report(&self, c: &MonitorAlarmChange) -> Draft {
+        let phase = match c.phase {
+            MonitorAlarmPhase::Raised => Phase::Start,
+            MonitorAlarmPhase::Ended => Phase::End,
+        };
+        let patient = self.admissions.get(&c.alarm.bed);
+        Draft::MonitorAlarm(MonitorAlarmReport::of(&c.alarm, phase, patient))
+    }
+
     pub(crate) async fn run(mut self) {
         let mut latest: HashMap<Arc<str>, Arc<ScoreRecord>> = HashMap::new();
         let mut risk: HashSet<String> = HashSet::new();
         let start = tokio::time::Instant::now() + self.cadence;
         let mut tick = tokio::time::interval_at(start, self.cadence);
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-        let (mut scores_open, mut alarms_open) = (true, true);
+        let (mut scores_open, mut alarms_open, mut monitor_open) = (true, true, true);
         loop {
             tokio::select! {
                 _ = self.shutdown.cancelled() => break,
@@ -123,6 +140,18 @@ impl Feed {
                     }
                     None => alarms_open = false,
                 },
+                m = self.monitor_alarms.recv(), if monitor_open => match m {
+                    Ok(c) => {
+                        let d = self.monitor_alarm_report(&c);
+                        self.outbox.enqueue(d).await;
+                    }
+                    // What it skipped is in the store: the outbox looks it up.
+                    Err(broadcast::error::RecvError::Lagged(n)) => {
+                        tracing::warn!(skipped = n, link = self.names.link, "The outbound feed fell behind the monitor alarms; the outbox queues them from the store");
+                        self.outbox.catch_up().await;
+                    }
+                    Err(broadcast::error::RecvError::Closed) => monitor_open = false,
+                },
                 _ = tick.tick() => {
                     for (bed, s) in latest.drain() {
                         let o = Observation {
@@ -142,11 +171,23 @@ impl Feed {
                 }
             }
         }
-        // Alarm changes the board handed over before shutdown still go to the outbox.
+        // Alarm changes the board handed over before shutdown still go to the outbox, and the
+        // monitor alarms the store committed by then (those it commits later, the next start
+        // finds in the store).
         self.alarms.close();
         while let Some(t) = self.alarms.recv().await {
             let r = self.alarm_report(&t);
             self.outbox.enqueue(Draft::Alarm(r)).await;
+        }
+        loop {
+            match self.monitor_alarms.try_recv() {
+                Ok(c) => {
+                    let d = self.monitor_alarm_report(&c);
+                    self.outbox.enqueue(d).await;
+                }
+                Err(broadcast::error::TryRecvError::Lagged(_)) => self.outbox.catch_up().await,
+                Err(_) => break,
+            }
         }
     }
 }

@@ -1,7 +1,8 @@
 //! The HL7 v2.6 messages Holmes sends and the answers it reads, built and parsed with the
 //! `hl7-parser` crate (which escapes every value; a bed id holding `|` or `^` stays one
 //! value): IHE PCD-01 `ORU^R01` observation reports, IHE PCD-04 `ORU^R40` alarm reports and
-//! keep-alives, and the receiver's `ACK` / `ORA^R41`.
+//! keep-alives, the monitors' own alarms with Holmes's opinions as PCD-04 reports too
+//! ([`monitor`]), and the receiver's `ACK` / `ORA^R41`.
 //!
 //! Codes: the heart rate, units, facets and sources are ISO/IEEE 11073-10101 (MDC) codes; the
 //! risk score, the risk alarm, its state and the data quality have none, so they carry local
@@ -12,6 +13,9 @@
 use std::sync::Arc;
 
 use hl7_parser::builder::prelude::*;
+
+pub(crate) mod monitor;
+pub(crate) use monitor::MonitorAlarmReport;
 
 use crate::config::Hl7Config;
 use crate::core::patient::{Authority, Patient};
@@ -102,6 +106,8 @@ pub(crate) struct AlarmReport {
 pub(crate) enum Draft {
     Observation(Observation),
     Alarm(AlarmReport),
+    /// A monitor's own alarm, with Holmes's opinion on it.
+    MonitorAlarm(MonitorAlarmReport),
 }
 
 impl Draft {
@@ -109,6 +115,7 @@ impl Draft {
         match self {
             Draft::Observation(o) => &o.bed,
             Draft::Alarm(a) => &a.bed,
+            Draft::MonitorAlarm(m) => &m.bed,
         }
     }
 }
@@ -265,6 +272,7 @@ pub(crate) fn render(cfg: &Hl7Config, draft: &Draft, control_id: &str, created_m
     match draft {
         Draft::Observation(o) => observation(cfg, o, control_id, created_ms),
         Draft::Alarm(a) => alarm(cfg, a, control_id, created_ms),
+        Draft::MonitorAlarm(m) => monitor::render(cfg, m, control_id, created_ms),
     }
 }
 
@@ -509,6 +517,31 @@ pub(crate) mod samples {
             patient: None,
         };
         (t0, o, a)
+    }
+
+    /// The documents' monitor alarm: bed-7's monitor's VT alarm `A-1743` at the risk alarm's
+    /// time, confirmed by Holmes 0.59 s later.
+    pub(crate) fn monitor_alarm() -> super::MonitorAlarmReport {
+        use crate::core::monitor_alarm::{MonitorAlarmKind, Opinion};
+        let (t0, _, _) = drafts();
+        super::MonitorAlarmReport {
+            key: 12,
+            bed: "bed-7".into(),
+            id: "A-1743".into(),
+            kind: MonitorAlarmKind::Vt,
+            phase: Phase::Start,
+            onset_ms: t0 + 55_310,
+            end_ms: None,
+            opinion: Some(Opinion {
+                kind: MonitorAlarmKind::Vt,
+                confirmed: true,
+                probability: 0.87,
+                reason: "7 ventricular beats at 165/min on II and V".into(),
+            }),
+            not_judged: None,
+            judged_ms: Some(t0 + 55_900),
+            patient: None,
+        }
     }
 
     /// The ```lang code blocks of a document of the checkout, in order.

@@ -3,10 +3,12 @@
 //! server (`[fhir]`, [`fhir`]). HL7: IHE PCD-01 `ORU^R01` observation reports per bed every
 //! `hl7.cadence_secs` (risk score, heart rate, risk alarm state, data quality) and IHE PCD-04
 //! `ORU^R40` reports of every risk and technical alarm's start, change (acknowledged or
-//! silenced on the dashboard) and end; FHIR: the same as Observation resources.
+//! silenced on the dashboard) and end, and of every monitor's own alarm with Holmes's opinion
+//! on it; FHIR: the same as Observation resources.
 //!
-//! Each link has its own [`feed`] (reading the store writer's broadcast of scores and the
-//! [`board`](crate::dashboard::board)'s alarm transitions, queueing drafts), its own
+//! Each link has its own [`feed`] (reading the store writer's broadcasts of scores and of the
+//! monitors' alarms, and the [`board`](crate::dashboard::board)'s alarm transitions, queueing
+//! drafts), its own
 //! [`outbox`] (the durable queue in SQLite on a thread of its own, which fixes each message's
 //! id: the HL7 MSH-10) and its own link task: [`link`] for HL7 (one message in flight, answers
 //! matched by MSA-2, refusals parked, resends with back-off, keep-alives; [`message`] builds
@@ -34,6 +36,7 @@ use crate::config::Hl7Config;
 use crate::core::patient::Admissions;
 use crate::core::score::ScoreRecord;
 use crate::dashboard::handover::AlarmFeed;
+use crate::serving::store::MonitorAlarmChange;
 
 #[derive(Debug, thiserror::Error)]
 pub enum OutboundError {
@@ -236,6 +239,7 @@ pub(crate) async fn start(
     cfg: &Hl7Config,
     db: &Path,
     scores: broadcast::Receiver<Arc<ScoreRecord>>,
+    monitor_alarms: broadcast::Receiver<Arc<MonitorAlarmChange>>,
     admissions: Admissions,
     shutdown: CancellationToken,
     tracker: &TaskTracker,
@@ -255,6 +259,7 @@ pub(crate) async fn start(
             db,
             cadence_secs: cfg.cadence_secs,
             scores,
+            monitor_alarms,
             admissions,
             shutdown: &shutdown,
             tracker,
@@ -290,6 +295,8 @@ pub(crate) struct Feeding<'a> {
     pub(crate) db: &'a Path,
     pub(crate) cadence_secs: f64,
     pub(crate) scores: broadcast::Receiver<Arc<ScoreRecord>>,
+    /// The monitors' alarms the store commits (its broadcast).
+    pub(crate) monitor_alarms: broadcast::Receiver<Arc<MonitorAlarmChange>>,
     /// The beds' patients (the ward's).
     pub(crate) admissions: Admissions,
     pub(crate) shutdown: &'a CancellationToken,
@@ -339,6 +346,7 @@ pub(crate) async fn open(
             status: status.clone(),
             scores: f.scores,
             alarms,
+            monitor_alarms: f.monitor_alarms,
             admissions: f.admissions,
             shutdown: f.shutdown.clone(),
         }

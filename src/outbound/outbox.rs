@@ -11,7 +11,8 @@
 //! (the feed's drafts, the link's requests). It stops when every sender is gone. A batch it
 //! cannot write is held and written again after a back-off (a storage fault loses no draft the
 //! feed handed over); a final state it cannot write is answered as a failure, so the link backs
-//! off before it sends that message again.
+//! off before it sends that message again. The monitors' own alarms are queued once per phase,
+//! and those the feed missed are found in the store ([`monitor_alarms`]).
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -28,6 +29,8 @@ use crate::core::patient::Admissions;
 use crate::core::time::now_ms;
 use crate::dashboard::alarms::AlarmKind;
 use crate::serving::store::audit::{Action, AuditLog, SYSTEM};
+
+mod monitor_alarms;
 
 #[derive(Debug, thiserror::Error)]
 pub enum OutboxError {
@@ -144,6 +147,8 @@ pub(crate) enum Cmd {
     Sent(i64),
     /// A message's final state, answered `true` once written (`false`: it stays pending).
     Final(Final, oneshot::Sender<bool>),
+    /// Queue this run's monitor alarms the feed missed (it fell behind the store's broadcast).
+    CatchUp,
 }
 
 /// A message's final state.
@@ -184,6 +189,11 @@ impl Outbox {
         rx.await.ok().flatten()
     }
 
+    /// Asks for this run's monitor alarms the feed missed to be queued, waiting for room.
+    pub(crate) async fn catch_up(&self) {
+        let _ = self.tx.send(Cmd::CatchUp).await;
+    }
+
     pub(crate) async fn tell(&self, c: Cmd) {
         let _ = self.tx.send(c).await;
     }
@@ -203,7 +213,8 @@ impl Outbox {
 /// start was queued by an earlier run and whose end never was (the daemon stopped or was
 /// killed while they were active) get their end queued now, dated when the dashboard closed
 /// them, naming the patient `admissions` has for the bed (the one the store kept from the
-/// earlier run). Blocking.
+/// earlier run); monitor alarms stored and never queued (by this run so far, or by the last
+/// where its link ran) are queued after them. Blocking.
 pub(crate) fn start(
     spec: Spec,
     db: &Path,
@@ -222,10 +233,17 @@ pub(crate) fn start(
         wake,
         audit: AuditLog::new(db),
         pruned: Instant::now(),
+        admissions: admissions.clone(),
     };
     st.count()?;
+    // Where the earlier run's link served, before this run queues anything.
+    let missed_since = st.missed_since_at_start()?;
     let ends = st.unfinished_alarms(admissions)?;
     st.insert(&ends)?;
+    if let Some(since) = missed_since {
+        let missed = st.missed_monitor_alarms(since)?;
+        st.insert(&missed)?;
+    }
     let (tx, rx) = mpsc::channel(queue);
     let thread = std::thread::Builder::new()
         .name(thread_name.into())
@@ -243,6 +261,8 @@ struct State {
     wake: Arc<tokio::sync::Notify>,
     audit: AuditLog,
     pruned: Instant,
+    /// The beds' patients, for the monitor alarms found in the store.
+    admissions: Admissions,
 }
 
 fn kind_of(s: &str) -> Option<AlarmKind> {
@@ -365,6 +385,7 @@ impl State {
                 let _ = reply.send(r.is_ok());
                 r
             }
+            Cmd::CatchUp => self.catch_up(),
         };
         if let Err(e) = res {
             self.failed(&e);
@@ -477,6 +498,14 @@ impl State {
             let (kind, alarm, phase) = match d {
                 Draft::Observation(_) => ("observation", None, None),
                 Draft::Alarm(a) => ("alarm", Some(a.alarm_id), Some(a.phase.as_str())),
+                Draft::MonitorAlarm(m) => {
+                    // Each phase of a monitor's alarm goes once, however often it is handed
+                    // over (the feed, and the store looked through for what it missed).
+                    if monitor_alarms::queued(&tx, table, m.key, m.phase.as_str()).map_err(err)? {
+                        continue;
+                    }
+                    (monitor_alarms::KIND, Some(m.key), Some(m.phase.as_str()))
+                }
             };
             for part in 0..self.spec.render.parts(d) {
                 tx.execute(
@@ -633,9 +662,10 @@ impl State {
     }
 
     /// Deletes acknowledged and dropped rows, and parked observations, past `keep_sent_hours`,
-    /// except the rows of an alarm whose end has not been queued (a restart still needs to
-    /// know it started). Parked alarms are kept. The counts are read again afterwards (the
-    /// parked observations deleted are no longer parked).
+    /// except the rows of a dashboard alarm whose end has not been queued (a restart still
+    /// needs to know it started; a monitor's alarm, which its monitor may never end, is
+    /// pruned as an observation is). Parked alarms are kept. The counts are read again
+    /// afterwards (the parked observations deleted are no longer parked).
     fn prune(&self) -> Result<(), OutboxError> {
         let before = now_ms() - (self.spec.keep_sent_hours * 3.6e6) as i64;
         let table = self.names().table;
@@ -644,10 +674,11 @@ impl State {
                 "DELETE FROM {table} WHERE done_ms < ?1
                    AND ((state = 'parked' AND kind = 'observation')
                         OR (state IN ('acked', 'dropped')
-                            AND (kind = 'observation'
-                                 OR alarm_id IN (SELECT alarm_id FROM {table} WHERE phase = 'end'))))"
+                            AND (kind IN ('observation', ?2)
+                                 OR (kind = 'alarm' AND alarm_id IN
+                                     (SELECT alarm_id FROM {table} WHERE kind = 'alarm' AND phase = 'end')))))"
             ),
-            params![before],
+            params![before, monitor_alarms::KIND],
         )?;
         self.count()
     }

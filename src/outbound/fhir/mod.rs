@@ -1,7 +1,8 @@
 //! Scores and alarms out to the hospital as FHIR R4 (`[fhir]`, off by default): per bed every
-//! `fhir.cadence_secs` a heart-rate and a risk-score Observation, and an alarm-event
-//! Observation for every alarm's start, change and end ([`resource`] says which codes and
-//! why), each posted to the server as a conditional create on its stable identifier.
+//! `fhir.cadence_secs` a heart-rate and a risk-score Observation, an alarm-event Observation
+//! for every alarm's start, change and end, and for each monitor's own alarm its start and end
+//! with Holmes's opinion as an Observation whose `focus` is the alarm ([`resource`] says which
+//! codes and why), each posted to the server as a conditional create on its stable identifier.
 //!
 //! It shares the HL7 link's parts: a [`feed`](super::feed) of its own, an
 //! [`outbox`](super::outbox) on the `fhir_outbox` table with its own thread, and
@@ -25,6 +26,7 @@ use super::{Feeding, Opened, Outbound, OutboundError, Started};
 use crate::config::{BaseUrl, FhirConfig};
 use crate::core::patient::Admissions;
 use crate::core::score::ScoreRecord;
+use crate::serving::store::MonitorAlarmChange;
 
 /// The FHIR link's rows: a draft's resources, rendered once, so a resend is the same body.
 struct FhirRender(FhirConfig);
@@ -56,6 +58,7 @@ pub(crate) async fn start(
     cfg: &FhirConfig,
     db: &Path,
     scores: broadcast::Receiver<Arc<ScoreRecord>>,
+    monitor_alarms: broadcast::Receiver<Arc<MonitorAlarmChange>>,
     admissions: Admissions,
     shutdown: CancellationToken,
     tracker: &TaskTracker,
@@ -76,6 +79,7 @@ pub(crate) async fn start(
             db,
             cadence_secs: cfg.cadence_secs,
             scores,
+            monitor_alarms,
             admissions,
             shutdown: &shutdown,
             tracker,

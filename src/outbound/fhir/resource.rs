@@ -13,7 +13,8 @@
 //!   inactivation state, priority, alert type) as components, `effectivePeriod` from the
 //!   raise to the end. An Observation rather than a `Communication`: it records what the
 //!   ward saw, searchable by code beside the vitals, and asks nobody to act; routing an
-//!   alarm to a person is the alarm-management system's job.
+//!   alarm to a person is the alarm-management system's job;
+//! - a monitor's own alarm and Holmes's opinion on it: [`monitor`].
 //!
 //! Every resource names the appliance in `device` (a logical reference by identifier) and
 //! the bed in the extension [`BED_EXTENSION`]; where the bed's monitor names the patient the
@@ -27,6 +28,8 @@ use serde_json::{Value, json};
 use crate::config::FhirConfig;
 use crate::core::patient::{Patient, is_uri};
 use crate::outbound::message::{ALARM_EVENT, AlarmReport, Draft, Observation, Phase, alarm_codes};
+
+mod monitor;
 
 /// The local code system of Holmes's own codes (the risk score, its alarm, the data quality,
 /// the alarm kinds).
@@ -42,11 +45,13 @@ const ABSENT: &str = "http://terminology.hl7.org/CodeSystem/data-absent-reason";
 pub(crate) const AUTHORITY_PREFIX: &str = "urn:holmes:fhir:authority:";
 
 /// How many resources a draft becomes: an alarm one; an observation its risk score, and its
-/// heart rate where the window has one.
+/// heart rate where the window has one; a monitor's alarm its phase, and with its start the
+/// opinion where its kind is judged.
 pub(crate) fn parts(d: &Draft) -> usize {
     match d {
         Draft::Observation(o) => 1 + usize::from(o.heart_rate_bpm.is_some()),
         Draft::Alarm(_) => 1,
+        Draft::MonitorAlarm(m) => monitor::parts(m),
     }
 }
 
@@ -56,6 +61,7 @@ pub(crate) fn render(cfg: &FhirConfig, d: &Draft, part: usize, created_ms: i64) 
         (Draft::Observation(o), 0) => risk(cfg, o, created_ms),
         (Draft::Observation(o), _) => heart_rate(cfg, o, created_ms),
         (Draft::Alarm(a), _) => alarm(cfg, a, created_ms),
+        (Draft::MonitorAlarm(m), part) => monitor::render(cfg, m, part, created_ms),
     };
     v.to_string()
 }

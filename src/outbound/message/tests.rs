@@ -36,10 +36,13 @@ fn the_sample_messages_of_the_readme_and_operations_are_what_holmes_renders() {
     };
     let r01 = segments(render(&cfg, &Draft::Observation(o), "1042", t0 + 1_250));
     let r40 = segments(render(&cfg, &Draft::Alarm(a), "1043", t0 + 55_320));
-    for doc in ["README.md", "docs/OPERATIONS.md"] {
-        assert_eq!(samples(doc, "ORU^R01"), vec![r01.clone()], "{doc}'s PCD-01");
-        assert_eq!(samples(doc, "ORU^R40"), vec![r40.clone()], "{doc}'s PCD-04");
-    }
+    let monitor = Draft::MonitorAlarm(super::samples::monitor_alarm());
+    let monitor = segments(render(&cfg, &monitor, "1044", t0 + 55_910));
+    assert_eq!(samples("README.md", "ORU^R01"), vec![r01.clone()]);
+    assert_eq!(samples("README.md", "ORU^R40"), vec![r40.clone()]);
+    assert_eq!(samples("docs/OPERATIONS.md", "ORU^R01"), vec![r01]);
+    // OPERATIONS also shows a monitor's own alarm with Holmes's opinion.
+    assert_eq!(samples("docs/OPERATIONS.md", "ORU^R40"), vec![r40, monitor]);
 }
 
 #[test]

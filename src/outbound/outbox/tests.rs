@@ -1,4 +1,5 @@
-//! The outbox's tests: order, ids across a restart, parking, and storage faults.
+//! The outbox's tests: order, ids across a restart, parking, storage faults, and the monitors'
+//! alarms queued once each and found in the store when the feed missed them.
 use super::*;
 use crate::config::Hl7Config;
 use crate::outbound::hl7_spec;
@@ -285,12 +286,13 @@ fn pruned_parked_observations_leave_the_parked_count_and_fhir_drafts_make_a_row_
         wake: Arc::new(tokio::sync::Notify::new()),
         audit: AuditLog::new(&path),
         pruned: Instant::now(),
+        admissions: Admissions::default(),
     };
     let with_hr = Draft::Observation(Observation {
         heart_rate_bpm: Some(70.0),
         ..match obs("b1") {
             Draft::Observation(o) => o,
-            Draft::Alarm(_) => unreachable!(),
+            _ => unreachable!(),
         }
     });
     st.insert(&[with_hr, alarm(1, Phase::Start)]).unwrap();
@@ -327,4 +329,146 @@ fn pruned_parked_observations_leave_the_parked_count_and_fhir_drafts_make_a_row_
     st.prune().unwrap();
     assert_eq!(status.parked.load(Ordering::Relaxed), 0);
     assert_eq!(status.backlog.load(Ordering::Relaxed), 2);
+}
+
+/// A monitor alarm's row in the store, received `received_ms`; its key.
+fn stored_monitor_alarm(
+    c: &rusqlite::Connection,
+    id: &str,
+    kind: &str,
+    received_ms: i64,
+    end_ms: Option<i64>,
+) -> i64 {
+    c.execute(
+        "INSERT INTO monitor_alarms (bed, alarm_id, kind, onset_ms, received_ms, end_ms,
+            confirmed, probability, reason, judged_ms, provenance)
+         VALUES ('b1', ?1, ?2, 1000, ?3, ?4, ?5, ?6, ?7, ?8, '{}')",
+        rusqlite::params![
+            id,
+            kind,
+            received_ms,
+            end_ms,
+            (kind == "vt").then_some(true),
+            (kind == "vt").then_some(0.9),
+            (kind == "vt").then_some("6 ventricular beats at 170/min on II"),
+            (kind == "vt").then_some(received_ms + 300),
+        ],
+    )
+    .unwrap();
+    c.last_insert_rowid()
+}
+
+/// The bodies of the pending messages, oldest first, each acknowledged as it is read.
+async fn drain(ob: &Outbox) -> Vec<String> {
+    let mut out = Vec::new();
+    while let Some(p) = ob.next().await {
+        ob.finish(Final::Acked {
+            id: p.id,
+            code: "AA".into(),
+        })
+        .await;
+        out.push(p.body);
+    }
+    out
+}
+
+#[tokio::test]
+async fn a_monitor_alarms_phases_go_once_and_what_the_feed_missed_is_found_in_the_store() {
+    let (_d, path) = setup();
+    let c = crate::serving::store::open(&path).unwrap();
+    let now = now_ms();
+    // The run before this one began a minute ago, and its link queued a report; this run
+    // began a second ago.
+    for at in [now - 60_000, now - 1_000] {
+        c.execute(
+            "INSERT INTO events (bed, at_ms, kind, detail) VALUES ('server', ?1, 'server_start', '{}')",
+            [at],
+        )
+        .unwrap();
+    }
+    c.execute(
+        "INSERT INTO hl7_outbox (kind, bed, created_ms, body, state) VALUES ('observation', 'b1', ?1, 'x', 'acked')",
+        [now - 50_000],
+    )
+    .unwrap();
+    // Before that run: not the link's to send. In it: a VT alarm whose start went out and
+    // whose end did not, and an asystole alarm the feed never queued.
+    stored_monitor_alarm(&c, "old", "vt", now - 90_000, None);
+    let vt = stored_monitor_alarm(&c, "vt-1", "vt", now - 30_000, Some(9_000));
+    c.execute(
+        "INSERT INTO hl7_outbox (kind, bed, alarm_id, phase, created_ms, body, state)
+         VALUES ('monitor_alarm', 'b1', ?1, 'start', ?2, 'x', 'acked')",
+        rusqlite::params![vt, now - 29_000],
+    )
+    .unwrap();
+    let asystole = stored_monitor_alarm(&c, "as-1", "asystole", now - 20_000, None);
+    let status = Arc::new(LinkStatus::default());
+    let wake = Arc::new(tokio::sync::Notify::new());
+    let cfg = Hl7Config::default();
+    let (ob, th) = start(
+        hl7_spec(&cfg),
+        &path,
+        &Default::default(),
+        status.clone(),
+        wake,
+    )
+    .unwrap();
+    let sent = drain(&ob).await;
+    assert_eq!(sent.len(), 2, "{sent:?}");
+    assert!(
+        sent[0].contains("|vt-1^b1|") && sent[0].contains("|end|"),
+        "{}",
+        sent[0]
+    );
+    assert!(
+        sent[0].contains("|HOLMES-OPINION^") && sent[0].contains("|confirmed|"),
+        "{}",
+        sent[0]
+    );
+    assert!(
+        sent[1].contains("|as-1^b1|") && sent[1].contains("|199684^MDC_EVT_ECG_ASYSTOLE^MDC|"),
+        "{}",
+        sent[1]
+    );
+    assert!(
+        !sent[1].contains("HOLMES-OPINION"),
+        "a kind not judged carries no opinion"
+    );
+    // Handed over again (the feed, after the store): nothing new.
+    let rows = crate::serving::store::monitor_alarms::received_since(&c, 0).unwrap();
+    let again = rows.iter().find(|a| a.key == asystole).unwrap();
+    ob.enqueue(Draft::MonitorAlarm(
+        crate::outbound::message::MonitorAlarmReport::of(again, Phase::Start, None),
+    ))
+    .await;
+    assert_eq!(ob.next().await, None);
+    // The feed fell behind: this run's alarms it skipped are looked up.
+    stored_monitor_alarm(&c, "vt-2", "vt", now, None);
+    ob.catch_up().await;
+    let sent = drain(&ob).await;
+    assert_eq!(sent.len(), 1, "{sent:?}");
+    assert!(
+        sent[0].contains("|vt-2^b1|") && sent[0].contains("|start|"),
+        "{}",
+        sent[0]
+    );
+    drop(ob);
+    th.join().unwrap();
+    // A link turned on after a run without it sends nothing of that run.
+    let (_d2, path2) = setup();
+    let c2 = crate::serving::store::open(&path2).unwrap();
+    for at in [now - 60_000, now - 1_000] {
+        c2.execute(
+            "INSERT INTO events (bed, at_ms, kind, detail) VALUES ('server', ?1, 'server_start', '{}')",
+            [at],
+        )
+        .unwrap();
+    }
+    stored_monitor_alarm(&c2, "vt-1", "vt", now - 30_000, None);
+    let status = Arc::new(LinkStatus::default());
+    let wake = Arc::new(tokio::sync::Notify::new());
+    let (ob, th) = start(hl7_spec(&cfg), &path2, &Default::default(), status, wake).unwrap();
+    assert_eq!(ob.next().await, None);
+    drop(ob);
+    th.join().unwrap();
 }
