@@ -3,7 +3,8 @@
 "use strict";
 
 const $ = (id) => document.getElementById(id);
-const state = { snapshot: null, me: null, route: "ward", bed: null, source: null, health: null, skewMs: 0 };
+const state = { snapshot: null, me: null, route: "ward", bed: null, source: null, health: null, skewMs: 0,
+  alarmStrips: new Map() };
 
 function el(tag, attrs, ...kids) {
   const e = document.createElement(tag);
@@ -182,7 +183,75 @@ function tile(b, threshold) {
   if (b.risk_alarm_onset_ms !== null && b.risk_alarm_onset_ms !== undefined) {
     t.append(el("div", onsetData(b.risk_alarm_onset_ms, b.risk_alarm_raised_ms, b.risk_alarm_run_onset_ms)));
   }
+  if ((b.monitor_alarms || []).length) {
+    t.append(el("div", { class: "monitor-alarms" }, ...b.monitor_alarms.map(monitorAlarm)));
+  }
   return t;
+}
+
+// ---- the monitor's own alarms and Holmes's opinion on them ----
+
+const MONITOR_KINDS = { vt: "VT", vf: "VF", asystole: "asystole", brady: "extreme bradycardia",
+  tachy: "extreme tachycardia", other: "arrhythmia" };
+
+// What Holmes says of a monitor's alarm: "confirmed 87%", "doubted 12%", why a VT or VF alarm
+// has no opinion, or, for the kinds it does not judge, that it was received as it is.
+function verdict(a) {
+  if (!a.judged) return { word: "received", text: "received, not judged" };
+  if (a.confirmed === null || a.confirmed === undefined) {
+    return { word: "unjudged", text: `not judged: ${a.not_judged || "no opinion"}` };
+  }
+  const word = a.confirmed ? "confirmed" : "doubted";
+  return { word, text: `Holmes: ${word} ${Math.round((a.probability || 0) * 100)}%` };
+}
+
+// One monitor alarm as received (kind, onset on the monitor's clock, ended or not) with the
+// opinion and its one-line reason.
+function monitorAlarm(a) {
+  const v = verdict(a);
+  const row = el("div", { class: `monitor-alarm verdict-${v.word}`, "data-monitor-alarm": String(a.key), "data-kind": a.kind });
+  const when = `${fmtTime(a.onset_ms)}${a.end_ms === null || a.end_ms === undefined ? ", active" : `, ended ${fmtTime(a.end_ms)}`}`;
+  row.append(el("strong", { text: `Monitor ${MONITOR_KINDS[a.kind] || a.kind}` }), el("span", { class: "when", text: when }),
+    el("span", { class: "verdict", text: v.text }));
+  if (a.confirmed !== null && a.confirmed !== undefined && a.reason) row.append(el("span", { class: "reason", text: a.reason }));
+  return row;
+}
+
+// The bed view's list of its monitor's alarms, each VT or VF alarm with the strip of the 16 s
+// its opinion read (kept once fetched: a stored strip does not change).
+async function showMonitorAlarms(enc, list) {
+  const box = $("bed-monitor-alarms");
+  const alarms = ((list.body && list.body.alarms) || []).slice(0, 20).map((a) => Object.assign({}, a, {
+    judged: a.kind === "vt" || a.kind === "vf",
+    not_judged: a.provenance && a.provenance.not_judged,
+  }));
+  const wanted = alarms.filter((a) => a.judged && a.confirmed !== null).slice(0, 3);
+  // A few beds' strips at most are kept.
+  if (state.alarmStrips.size > 30) state.alarmStrips.clear();
+  for (const a of wanted) {
+    if (!state.alarmStrips.has(a.key)) {
+      const r = await api(`/api/monitor_alarms/${a.key}/strip`);
+      if (r.ok) state.alarmStrips.set(a.key, r.body.strip);
+    }
+  }
+  if (state.route !== "bed" || `${encodeURIComponent(state.bed)}` !== enc) return;
+  box.replaceChildren();
+  if (!alarms.length) box.append(el("p", { class: "empty", text: "none received" }));
+  for (const a of alarms) {
+    const item = monitorAlarm(a);
+    const strip = wanted.includes(a) && state.alarmStrips.get(a.key);
+    if (strip) {
+      const strips = el("div", { class: "alarm-strips" });
+      strip.leads.forEach((lead, i) => {
+        const c = el("canvas", { class: "strip", "data-monitor-alarm-strip": String(a.key), "aria-label": `${strip.names[i]} before the monitor's alarm` });
+        strips.append(el("div", { text: `${strip.names[i]}, the ${Math.round(lead.length / strip.fs)} s before the alarm (what Holmes read)` }), c);
+        // Once in the page, so the canvas has its width.
+        requestAnimationFrame(() => drawStrip(c, lead, strip.fs, markOf(lead, strip.fs, strip.end_ms, a.onset_ms)));
+      });
+      item.append(strips);
+    }
+    box.append(item);
+  }
 }
 
 // The ECG lead slots by role: the monitor's lead names map to them (`[leads]` in the config).
@@ -314,10 +383,12 @@ async function showBed(bed) {
   if (known && known.risk_alarm_onset_ms && known.latest) {
     secs = Math.min(30, Math.max(10, Math.ceil((known.latest.window_end_ms - known.risk_alarm_onset_ms) / 1000) + 4));
   }
-  const [strip, scores, alarms, events] = await Promise.all([
+  const [strip, scores, alarms, events, monitor] = await Promise.all([
     api(`/api/beds/${enc}/strip?secs=${secs}`), api(`/api/beds/${enc}/scores?limit=200&since=${Date.now() - 4 * 3600e3}`),
-    api(`/api/beds/${enc}/alarms`), api(`/api/beds/${enc}/events`),
+    api(`/api/beds/${enc}/alarms`), api(`/api/beds/${enc}/events`), api(`/api/beds/${enc}/monitor_alarms`),
   ]);
+  if (state.route !== "bed" || state.bed !== bed) return;
+  await showMonitorAlarms(enc, monitor);
   if (state.route !== "bed" || state.bed !== bed) return;
   const tileData = state.snapshot && state.snapshot.beds.find((b) => b.bed === bed);
   const one = tileData && tileData.latest ? oneLead(tileData.latest.leads || []) : null;

@@ -1,6 +1,7 @@
 //! The ward board: an actor that keeps what the dashboard shows (one tile per bed with its
-//! latest score, trend, quality and state; the active alarms) from the scores the
-//! [`store`](crate::serving::store)'s writer takes (committed, or held through a storage fault) and the
+//! latest score, trend, quality and state, and its monitor's recent alarms with Holmes's
+//! opinions; the active alarms) from the scores the [`store`](crate::serving::store)'s writer
+//! takes (committed, or held through a storage fault), the monitor alarms it commits, and the
 //! [`ward`](crate::serving::ward)'s bed states, and publishes a
 //! snapshot every second through a `watch` channel. Every page reads the latest snapshot, so
 //! a slow or stuck client never holds back ingest or scoring. Alarm actions arrive as
@@ -21,6 +22,7 @@ use tokio::sync::{broadcast, mpsc, oneshot, watch};
 use tokio_util::sync::CancellationToken;
 
 use super::alarms::{Alarm, AlarmDb, AlarmError, Alarms, Thresholds, Transition};
+use super::monitor_alarms::{MonitorAlarmBook, TileMonitorAlarm};
 use super::recorder::Record;
 use super::rule::{self, ServedRule};
 use crate::alarm::rules::MemberRef;
@@ -30,7 +32,7 @@ use crate::core::score::ScoreRecord;
 use crate::core::score::ScoreStatus;
 use crate::core::time::now_ms;
 use crate::serving::store::audit::Action;
-use crate::serving::store::{StoreHandle, StoreReader};
+use crate::serving::store::{MonitorAlarmChange, StoreHandle, StoreReader};
 use crate::serving::ward::{BedStatus, Ward};
 
 /// One bed's tile.
@@ -54,6 +56,9 @@ pub(crate) struct Tile {
     pub(crate) risk_alarm_run_onset_ms: Option<i64>,
     /// When the ward raised that alarm (the server's clock: its age is counted from this).
     pub(crate) risk_alarm_raised_ms: Option<i64>,
+    /// The monitor's own alarms received within the trend's span, newest first, at most
+    /// [`SHOWN`](super::monitor_alarms::SHOWN), with Holmes's opinions.
+    pub(crate) monitor_alarms: Vec<TileMonitorAlarm>,
 }
 
 /// A bed's latest committed window.
@@ -289,6 +294,7 @@ pub(crate) async fn start(
     let (tx, snapshot) = watch::channel(Arc::new(Snapshot::default()));
     let (cmd_tx, cmd_rx) = mpsc::channel(64);
     let scores = src.store.subscribe();
+    let monitor_alarms = src.store.subscribe_monitor_alarms();
     let max_clients = cfg.max_stream_clients;
     let now = served_now(&src.serving.borrow());
     let served = key_of(&now);
@@ -297,7 +303,7 @@ pub(crate) async fn start(
     tracker.spawn(run(
         cfg,
         src,
-        scores,
+        (scores, monitor_alarms),
         Outputs {
             snapshot: tx,
             rule: rule_tx,
@@ -391,7 +397,10 @@ struct Outputs {
 async fn run(
     cfg: DashboardConfig,
     src: Sources,
-    mut scores: broadcast::Receiver<Arc<ScoreRecord>>,
+    (mut scores, mut monitor_rx): (
+        broadcast::Receiver<Arc<ScoreRecord>>,
+        broadcast::Receiver<Arc<MonitorAlarmChange>>,
+    ),
     outputs: Outputs,
     mut cmds: mpsc::Receiver<AlarmCmd>,
     shutdown: CancellationToken,
@@ -417,6 +426,7 @@ async fn run(
     // Alarm persistence and the trends' first fill run on the blocking pool.
     let since = now_ms() - span_ms;
     let audit_log = crate::serving::store::audit::AuditLog::new(&db);
+    let seed = reader.clone();
     let (adb, last_id, mut beds) = match tokio::task::spawn_blocking(move || {
         let adb = AlarmDb::open(&db)?;
         let last = adb.resume(now_ms())?;
@@ -448,6 +458,7 @@ async fn run(
             return;
         }
     };
+    let mut book = MonitorAlarmBook::read(&seed).await;
     // Every change is stored before it is handed to the outbound links, in order.
     let (recorder, recorder_thread) =
         super::recorder::start(adb, audit_log, alarm_feed, cfg.alarm_write_queue);
@@ -501,6 +512,12 @@ async fn run(
                 }
                 Err(broadcast::error::RecvError::Closed) => break,
             },
+            r = monitor_rx.recv() => match r {
+                Ok(c) => book.note(&c),
+                // What it skipped is in the store.
+                Err(broadcast::error::RecvError::Lagged(_)) => book = MonitorAlarmBook::read(&seed).await,
+                Err(broadcast::error::RecvError::Closed) => break,
+            },
             r = zoo_generation.changed(), if zoo_open => {
                 // A member may have been retrained in place: its rule may no longer hold.
                 zoo_open = r.is_ok();
@@ -536,7 +553,7 @@ async fn run(
                         let _ = reply.send(Err(e));
                     }
                 }
-                let _ = out.send(Arc::new(snapshot(&cfg, &ward, &beds, &alarms)));
+                let _ = out.send(Arc::new(snapshot(&cfg, &ward, &beds, &alarms, &book)));
             }
             _ = tick.tick() => {
                 let now = now_ms();
@@ -544,7 +561,7 @@ async fn run(
                     persist(alarms.on_status(&v.bed, v.status, now)).await;
                 }
                 persist(alarms.expire(now)).await;
-                let _ = out.send(Arc::new(snapshot(&cfg, &ward, &beds, &alarms)));
+                let _ = out.send(Arc::new(snapshot(&cfg, &ward, &beds, &alarms, &book)));
             }
         }
     }
@@ -591,7 +608,9 @@ fn snapshot(
     ward: &Ward,
     beds: &HashMap<String, BedBoard>,
     alarms: &Alarms,
+    book: &MonitorAlarmBook,
 ) -> Snapshot {
+    let since = now_ms() - (cfg.trend_hours * 3.6e6) as i64;
     let active = alarms.active();
     let mut by_bed: BTreeMap<&str, Vec<&'static str>> = BTreeMap::new();
     for a in &active {
@@ -623,6 +642,7 @@ fn snapshot(
                     .map(|b| b.trend.iter().copied().collect())
                     .unwrap_or_default(),
                 alarms: by_bed.get(v.bed.as_str()).cloned().unwrap_or_default(),
+                monitor_alarms: book.recent(&v.bed, since),
                 bed: v.bed,
             }
         })

@@ -249,6 +249,25 @@ pub(super) async fn bed_monitor_alarms(
     }))
 }
 
+/// The strip a monitor alarm's opinion read.
+#[derive(Debug, Serialize)]
+pub(super) struct MonitorAlarmStrip {
+    key: i64,
+    bed: String,
+    strip: crate::serving::store::AlarmStrip,
+}
+
+/// The 16 s of every lead before a monitor alarm's onset, as its opinion read them.
+pub(super) async fn monitor_alarm_strip(
+    State(s): State<AppState>,
+    Path(key): Path<i64>,
+) -> Result<Json<MonitorAlarmStrip>, ApiError> {
+    let reader = s.reader.clone();
+    let found = tokio::task::spawn_blocking(move || reader.monitor_alarm_strip(key)).await??;
+    let (bed, strip) = found.ok_or(ApiError::NoStrip(key))?;
+    Ok(Json(MonitorAlarmStrip { key, bed, strip }))
+}
+
 #[derive(Debug, Serialize)]
 pub(super) struct Models {
     models: Vec<ModelInfo>,

@@ -13,6 +13,10 @@ use crate::serving::store::StoreError;
 pub(crate) enum ApiError {
     #[error("unknown bed {0:?}")]
     UnknownBed(String),
+    #[error(
+        "no strip is kept for monitor alarm {0} (no such alarm, or a kind Holmes does not judge)"
+    )]
+    NoStrip(i64),
     #[error("bad query: {0}")]
     BadQuery(String),
     #[error(transparent)]
@@ -24,7 +28,7 @@ pub(crate) enum ApiError {
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
         let status = match self {
-            ApiError::UnknownBed(_) => StatusCode::NOT_FOUND,
+            ApiError::UnknownBed(_) | ApiError::NoStrip(_) => StatusCode::NOT_FOUND,
             ApiError::BadQuery(_) => StatusCode::BAD_REQUEST,
             ApiError::Store(_) | ApiError::Join(_) => StatusCode::SERVICE_UNAVAILABLE,
         };

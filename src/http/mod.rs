@@ -91,6 +91,10 @@ pub(crate) fn router(state: AppState) -> Router {
             "/api/beds/{bed}/monitor_alarms",
             get(api::bed_monitor_alarms),
         )
+        .route(
+            "/api/monitor_alarms/{key}/strip",
+            get(api::monitor_alarm_strip),
+        )
         .route("/api/models", get(api::models))
         .route("/api/ensemble", get(api::ensemble))
         .route("/health/live", get(api::live))
