@@ -571,8 +571,24 @@ fn spliced_runs_of_a_held_out_patient_are_judged_by_length_and_rate() {
         assert!(k <= n, "{s}");
     }
     assert!(short.0 + long.0 > 3 && salvos.0 + bigeminy.0 > 3, "{s}");
+    // The shaped runs (a copy of the record of their own) are counted by shape alone; the
+    // plain row holds the plain runs above.
+    let rows = s["shapes"].as_array().unwrap();
+    let row = |shape: &str| {
+        let r = rows.iter().find(|r| r["shape"] == shape).unwrap();
+        (as_u64(&r["runs"], shape), as_u64(&r["detected"], shape))
+    };
+    assert_eq!(row("plain").0, short.0 + long.0, "{s}");
+    assert_eq!(row("paced").0, 0, "mitdb 205 is not paced: {s}");
+    let mut shaped = 0;
+    for shape in ["under_way", "slow", "burst", "flat_start"] {
+        let (n, k) = row(shape);
+        assert!(k <= n, "{s}");
+        shaped += n;
+    }
+    assert!(shaped > 3, "{s}");
     assert_eq!(
-        short.0 + long.0 + salvos.0 + bigeminy.0,
+        short.0 + long.0 + salvos.0 + bigeminy.0 + shaped,
         as_u64(&s["events"], "events")
     );
     // The length-and-rate bands hold every run once.
