@@ -86,8 +86,10 @@ pub(super) fn on_validation(
 ) -> Result<Option<ChosenPoint>, EvaluateError> {
     let leads: Vec<&[Vec<f32>]> = v.recs.iter().map(|r| &r.leads[..]).collect();
     let hop_ms = (v.hop * 1000 / crate::core::window::SAMPLE_RATE_HZ) as i64;
+    let records: Vec<&RecordData> = v.recs.iter().collect();
     let judged = monitor_alarms::judge(
         v.replays,
+        &records,
         Some((classifier, &leads)),
         v.pick,
         v.monitor,

@@ -480,6 +480,7 @@ pub(super) fn judge_fold(
     let monitor = match monitor_rule {
         Some(m) => monitor_alarms::judge(
             &held_clean,
+            &fold.held.iter().map(|h| h.record).collect::<Vec<_>>(),
             Some((classifier, &held_leads)),
             Replay::with_beats_scores,
             m,

@@ -59,6 +59,7 @@ mod revalidate;
 mod save;
 mod spliced;
 mod spliced_alarms;
+mod triggers;
 
 use std::path::PathBuf;
 
@@ -430,8 +431,17 @@ pub fn evaluate(opts: &EvaluateOptions) -> Result<Evaluation, EvaluateError> {
                 .map_or(ens_rule, |(_, bc, _, _)| bc.rule);
             let leads: Vec<&[Vec<f32>]> = recs.iter().map(|r| &r.leads[..]).collect();
             let adjudicator = served_classifier.map(|c| (c, &leads[..]));
-            let judged =
-                monitor_alarms::judge(&reps, adjudicator, pick, c.rule, served, hop_ms, matching)?;
+            let records: Vec<&RecordData> = recs.iter().collect();
+            let judged = monitor_alarms::judge(
+                &reps,
+                &records,
+                adjudicator,
+                pick,
+                c.rule,
+                served,
+                hop_ms,
+                matching,
+            )?;
             let mut m = monitor_alarms::figures(&judged, confirm_at);
             if let Some(a) = &mut m.adjudication {
                 a.point_chosen_on = confirm_point.clone();

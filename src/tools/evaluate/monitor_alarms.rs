@@ -34,10 +34,11 @@ use crate::core::stats::wilson_interval;
 use crate::core::window::SAMPLE_RATE_HZ;
 use crate::signal::adjudicate::{CONFIRM_AT, Lead, adjudicate};
 use crate::signal::beats::BeatClassifier;
-use crate::training::dataset::EpisodeKind;
+use crate::training::dataset::{EpisodeKind, RecordData};
 
 use super::EvaluateError;
 use super::replay::Replay;
+use super::triggers::{Trigger, TriggerRow, rows, trigger_of};
 
 /// The served risk and alarm are read over the windows ending this long before a monitor
 /// alarm, and at it, s (as the external measurement reads them).
@@ -67,6 +68,9 @@ pub struct MonitorAlarms {
     /// Holmes's opinion on each alarm (`signal::adjudicate`, from the samples up to it), where
     /// a beat classifier was replayed.
     pub adjudication: Option<Adjudicated>,
+    /// The alarms by what set them off ([`triggers`](super::triggers)), with the opinion's
+    /// confirmations at its point.
+    pub by_trigger: Vec<TriggerRow>,
 }
 
 /// The opinions on the monitor alarms: how well their probability ranks true alarms over
@@ -100,15 +104,19 @@ pub(super) struct Judged {
     on: bool,
     /// The opinion's probability, where the alarm was adjudicated.
     opinion: Option<f32>,
+    /// What set it off.
+    trigger: Trigger,
 }
 
 /// Each monitor alarm of `reps` (the classical detector's under `monitor`), judged with the
 /// served scores `pick` gives and their alarm under `served`; records without both series
 /// give none. With `adjudicator`, a beat classifier and the replayed leads of each record (in
 /// `reps`' order), each alarm also gets Holmes's opinion from the leads up to its raise, as a
-/// VT alarm's.
+/// VT alarm's. `records` are the replayed records (in `reps`' order), whose annotations say
+/// what set each alarm off.
 pub(super) fn judge(
     reps: &[Replay],
+    records: &[&RecordData],
     adjudicator: Option<(&BeatClassifier, &[&[Vec<f32>]])>,
     pick: fn(&Replay) -> &[Option<f32>],
     monitor: AlarmRule,
@@ -156,6 +164,7 @@ pub(super) fn judge(
             });
             let opinion = adjudicator.and_then(|(c, leads)| opinion_at(c, leads[i], t, risk));
             judged.push(Judged {
+                trigger: trigger_of(records[i], t, truth, matching),
                 truth,
                 vt: of_kind(EpisodeKind::Vt),
                 vf: of_kind(EpisodeKind::Vf),
@@ -232,6 +241,12 @@ pub(super) fn figures(judged: &[Judged], confirm_at: f32) -> MonitorAlarms {
         on_for_false: fp,
         challenge_score: (denominator > 0).then(|| 100.0 * (tp + tn) as f64 / denominator as f64),
         adjudication: adjudicated(judged, confirm_at),
+        by_trigger: rows(
+            &judged
+                .iter()
+                .map(|j| (j.trigger, j.truth, j.opinion.map(|p| p >= confirm_at)))
+                .collect::<Vec<_>>(),
+        ),
     }
 }
 
@@ -333,7 +348,27 @@ pub(crate) fn text(m: &MonitorAlarms) -> String {
             share(a.confirmed_false, a.confirmed_false_interval),
             a.challenge_score.map_or("-".into(), |v| format!("{v:.1}")),
         )
-    })
+    }) + &triggers_text(&m.by_trigger)
+}
+
+/// The line of the alarms by what set them off.
+fn triggers_text(rows: &[TriggerRow]) -> String {
+    if rows.is_empty() {
+        return String::new();
+    }
+    let cells: Vec<String> = rows
+        .iter()
+        .map(|r| {
+            let confirmed = r
+                .confirmed
+                .map_or(String::new(), |c| format!(", {c} confirmed"));
+            format!(
+                "{} {} ({} true{confirmed})",
+                r.trigger, r.alarms, r.true_alarms
+            )
+        })
+        .collect();
+    format!("  by what set them off: {}\n", cells.join("; "))
 }
 
 #[cfg(test)]
@@ -348,6 +383,7 @@ mod tests {
             risk,
             on,
             opinion: None,
+            trigger: Trigger::Other,
         }
     }
 
@@ -382,16 +418,21 @@ mod tests {
 
     /// A 120-s record's replay (window ends 30, 35, ..., 120 s) with these classical and
     /// served scores, one per hop, and one VT episode from 58 to 70 s.
-    fn replay_with(classical: &[f32], served: &[f32]) -> Replay {
+    fn replay_with(classical: &[f32], served: &[f32]) -> (Replay, RecordData) {
         use crate::core::window::SAMPLE_RATE_HZ;
-        use crate::training::dataset::{Database, RecordData};
+        use crate::training::dataset::{Database, Episode};
         let hz = SAMPLE_RATE_HZ;
         let rec = RecordData {
             db: Database::Vfdb,
             key: "vfdb/999".into(),
             group: "vfdb/999".into(),
             leads: vec![vec![0.0; 120 * hz]],
-            episodes: Vec::new(),
+            episodes: vec![Episode {
+                kind: EpisodeKind::Vt,
+                onset: 58 * hz as i64,
+                confirmed: 62 * hz as i64,
+                end: 70 * hz as i64,
+            }],
             noise: vec![Vec::new()],
             beats: Vec::new(),
             paced: false,
@@ -409,7 +450,7 @@ mod tests {
         r.ensemble = served.iter().map(|&v| Some(v)).collect();
         r.reference = vec![(58_000, 70_000)];
         r.by_kind = vec![(EpisodeKind::Vt, (58_000, 70_000))];
-        r
+        (r, rec)
     }
 
     #[test]
@@ -437,9 +478,10 @@ mod tests {
             k: 1,
             n: 1,
         };
-        let r = replay_with(&classical, &served);
+        let (r, rec) = replay_with(&classical, &served);
         let judged = judge(
             &[r],
+            &[&rec],
             None,
             Replay::ensemble_scores,
             rule,
@@ -465,6 +507,14 @@ mod tests {
             (m.alarms, m.true_alarms, m.on_for_true, m.on_for_false),
             (3, 1, 0, 1)
         );
+        // The true alarm's trigger is the 12-s VT episode (vfdb labels no beats), the false
+        // ones' nothing the annotations hold.
+        let by: Vec<(&str, usize, usize)> = m
+            .by_trigger
+            .iter()
+            .map(|r| (r.trigger, r.alarms, r.true_alarms))
+            .collect();
+        assert_eq!(by, [("vt_run_unlabelled", 1, 1), ("other", 2, 0)]);
         // TP 0, TN 1, FP 1, FN 1.
         assert!((m.challenge_score.unwrap() - 100.0 / 7.0).abs() < 1e-9);
         assert_eq!(m.roc_auc, Some(0.5));
