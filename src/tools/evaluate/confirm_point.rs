@@ -84,13 +84,12 @@ pub(super) fn on_validation(
     classifier: &BeatClassifier,
     matching: MatchOptions,
 ) -> Result<Option<ChosenPoint>, EvaluateError> {
-    let leads: Vec<&[Vec<f32>]> = v.recs.iter().map(|r| &r.leads[..]).collect();
     let hop_ms = (v.hop * 1000 / crate::core::window::SAMPLE_RATE_HZ) as i64;
     let records: Vec<&RecordData> = v.recs.iter().collect();
     let judged = monitor_alarms::judge(
         v.replays,
         &records,
-        Some((classifier, &leads)),
+        Some(classifier),
         v.pick,
         v.monitor,
         v.monitor,

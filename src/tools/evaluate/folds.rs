@@ -476,12 +476,11 @@ pub(super) fn judge_fold(
         .collect();
     beats::apply(&mut held_clean, beat_rule);
     let clean = judge(&held_clean, None)?;
-    let held_leads: Vec<&[Vec<f32>]> = fold.held.iter().map(|h| &h.record.leads[..]).collect();
     let monitor = match monitor_rule {
         Some(m) => monitor_alarms::judge(
             &held_clean,
             &fold.held.iter().map(|h| h.record).collect::<Vec<_>>(),
-            Some((classifier, &held_leads)),
+            Some(classifier),
             Replay::with_beats_scores,
             m,
             choice.rule,

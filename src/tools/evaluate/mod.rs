@@ -429,13 +429,11 @@ pub fn evaluate(opts: &EvaluateOptions) -> Result<Evaluation, EvaluateError> {
             let served = beats_choice
                 .as_ref()
                 .map_or(ens_rule, |(_, bc, _, _)| bc.rule);
-            let leads: Vec<&[Vec<f32>]> = recs.iter().map(|r| &r.leads[..]).collect();
-            let adjudicator = served_classifier.map(|c| (c, &leads[..]));
             let records: Vec<&RecordData> = recs.iter().collect();
             let judged = monitor_alarms::judge(
                 &reps,
                 &records,
-                adjudicator,
+                served_classifier,
                 pick,
                 c.rule,
                 served,

@@ -110,14 +110,13 @@ pub(super) struct Judged {
 
 /// Each monitor alarm of `reps` (the classical detector's under `monitor`), judged with the
 /// served scores `pick` gives and their alarm under `served`; records without both series
-/// give none. With `adjudicator`, a beat classifier and the replayed leads of each record (in
-/// `reps`' order), each alarm also gets Holmes's opinion from the leads up to its raise, as a
-/// VT alarm's. `records` are the replayed records (in `reps`' order), whose annotations say
-/// what set each alarm off.
+/// give none. `records` are the replayed records (in `reps`' order): their annotations say
+/// what set each alarm off, and with `adjudicator`, a beat classifier, each alarm also gets
+/// Holmes's opinion from their leads up to its raise, as a VT alarm's.
 pub(super) fn judge(
     reps: &[Replay],
     records: &[&RecordData],
-    adjudicator: Option<(&BeatClassifier, &[&[Vec<f32>]])>,
+    adjudicator: Option<&BeatClassifier>,
     pick: fn(&Replay) -> &[Option<f32>],
     monitor: AlarmRule,
     served: AlarmRule,
@@ -162,7 +161,7 @@ pub(super) fn judge(
                     .iter()
                     .any(|&(a, b)| a <= w && (w < b || Some(b) == last))
             });
-            let opinion = adjudicator.and_then(|(c, leads)| opinion_at(c, leads[i], t, risk));
+            let opinion = adjudicator.and_then(|c| opinion_at(c, &records[i].leads, t, risk));
             judged.push(Judged {
                 trigger: trigger_of(records[i], t, truth, matching),
                 truth,
