@@ -91,8 +91,7 @@ pub(super) fn on_validation(
         &records,
         Some(classifier),
         v.pick,
-        v.monitor,
-        v.monitor,
+        (v.monitor, v.monitor),
         hop_ms,
         matching,
     )?;

@@ -435,8 +435,7 @@ pub fn evaluate(opts: &EvaluateOptions) -> Result<Evaluation, EvaluateError> {
                 &records,
                 served_classifier,
                 pick,
-                c.rule,
-                served,
+                (c.rule, served),
                 hop_ms,
                 matching,
             )?;

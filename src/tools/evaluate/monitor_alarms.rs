@@ -108,9 +108,9 @@ pub(super) struct Judged {
     trigger: Trigger,
 }
 
-/// Each monitor alarm of `reps` (the classical detector's under `monitor`), judged with the
-/// served scores `pick` gives and their alarm under `served`; records without both series
-/// give none. `records` are the replayed records (in `reps`' order): their annotations say
+/// Each monitor alarm of `reps` (the classical detector's under the rules' first, `monitor`),
+/// judged with the served scores `pick` gives and their alarm under the second, `served`;
+/// records without both series give none. `records` are the replayed records (in `reps`' order): their annotations say
 /// what set each alarm off, and with `adjudicator`, a beat classifier, each alarm also gets
 /// Holmes's opinion from their leads up to its raise, as a VT alarm's.
 pub(super) fn judge(
@@ -118,8 +118,7 @@ pub(super) fn judge(
     records: &[&RecordData],
     adjudicator: Option<&BeatClassifier>,
     pick: fn(&Replay) -> &[Option<f32>],
-    monitor: AlarmRule,
-    served: AlarmRule,
+    (monitor, served): (AlarmRule, AlarmRule),
     hop_ms: i64,
     matching: MatchOptions,
 ) -> Result<Vec<Judged>, EvaluateError> {
@@ -483,8 +482,7 @@ mod tests {
             &[&rec],
             None,
             Replay::ensemble_scores,
-            rule,
-            rule,
+            (rule, rule),
             5_000,
             MatchOptions::default(),
         )
