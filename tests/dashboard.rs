@@ -32,6 +32,7 @@ fn sim(url: &str, prefix: &str, beds: usize, secs: f64) -> SimOptions {
         seed: 7,
         ramp: std::time::Duration::ZERO,
         storm_at: None,
+        monitor_alarms: false,
         patient_authority: None,
     }
 }

@@ -31,6 +31,7 @@ fn sim(url: &str, source: Source, secs: f64, speed: f64) -> SimOptions {
         seed: 3,
         ramp: Duration::ZERO,
         storm_at: None,
+        monitor_alarms: false,
         patient_authority: None,
     }
 }

@@ -35,6 +35,7 @@ async fn offline_scores_equal_live_scores() {
         seed: 7,
         ramp: std::time::Duration::ZERO,
         storm_at: None,
+        monitor_alarms: false,
         patient_authority: None,
     };
     let report = holmes::tools::sim::run(opts).await.unwrap();

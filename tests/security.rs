@@ -282,6 +282,7 @@ async fn tls_carries_the_monitor_socket_and_the_api() {
         seed: 3,
         ramp: Duration::ZERO,
         storm_at: None,
+        monitor_alarms: false,
         patient_authority: None,
     })
     .await

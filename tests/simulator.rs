@@ -6,7 +6,9 @@ mod common;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
+use holmes::tools::sim::alarms::Schedule;
 use holmes::tools::sim::{Faults, SimOptions, Source};
+use holmes::training::dataset::{Database, load_keys};
 
 fn opts(url: String, beds: usize, faults: Faults) -> SimOptions {
     SimOptions {
@@ -25,6 +27,7 @@ fn opts(url: String, beds: usize, faults: Faults) -> SimOptions {
         seed: 3,
         ramp: std::time::Duration::ZERO,
         storm_at: None,
+        monitor_alarms: false,
         patient_authority: None,
     }
 }
@@ -138,4 +141,74 @@ fn holmes_simulate_refuses_an_authority_no_monitor_could_send() {
         err.contains("--patient-authority") && err.contains("delimiter"),
         "{err}"
     );
+}
+
+/// A record with VT (vfdb 422) replayed from 20 s before the proxy monitor's first alarm on
+/// it: the bed sends the alarms, and each arrives in SQLite with Holmes's opinion.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_records_bed_sends_the_monitors_alarms_and_each_gets_an_opinion() {
+    let Some(data) = common::data_dir("a_records_bed_sends_the_monitors_alarms") else {
+        return;
+    };
+    let key = (Database::Vfdb, "422".to_owned());
+    let rec = load_keys(&data, &[key]).unwrap().remove(0);
+    let schedule = Schedule::of_record(&rec).unwrap();
+    let first = schedule.alarms[0];
+    let start = first.raised.saturating_sub(20 * 250);
+    let app = common::spawn_app(|_| {}).await;
+    let mut o = opts(app.ws_url(), 1, Faults::default());
+    o.source = Source::Records(data);
+    o.records = vec!["vfdb/422".into()];
+    o.start_secs = start as f64 / 250.0;
+    o.speed = 10.0;
+    o.duration = Duration::from_secs(4);
+    o.monitor_alarms = true;
+    let report = holmes::tools::sim::run(o).await.unwrap();
+    let sent = report.alarms_sent.load(Ordering::Relaxed);
+    // The 40 s replayed hold the first alarm, and what follows it within them.
+    let due: Vec<_> = schedule
+        .alarms
+        .iter()
+        .filter(|a| a.raised > start && a.raised <= start + 40 * 250)
+        .collect();
+    assert_eq!(sent, due.len() as u64, "{due:?}");
+    let rows = |app: &common::App| {
+        let db = rusqlite::Connection::open(app.dir.path().join("holmes.db")).unwrap();
+        let mut st = db
+            .prepare(
+                "SELECT alarm_id, kind, confirmed, received_ms, judged_ms, provenance
+                 FROM monitor_alarms WHERE bed = 'sim-1' ORDER BY onset_ms",
+            )
+            .unwrap();
+        st.query_map([], |r| {
+            Ok((
+                r.get::<_, String>(0)?,
+                r.get::<_, String>(1)?,
+                r.get::<_, Option<bool>>(2)?,
+                r.get::<_, i64>(3)?,
+                r.get::<_, Option<i64>>(4)?,
+                r.get::<_, String>(5)?,
+            ))
+        })
+        .unwrap()
+        .collect::<Result<Vec<_>, _>>()
+        .unwrap()
+    };
+    let until = tokio::time::Instant::now() + Duration::from_secs(30);
+    let stored = loop {
+        let r = rows(&app);
+        if r.len() as u64 >= sent || tokio::time::Instant::now() > until {
+            break r;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
+    assert_eq!(stored.len(), due.len(), "{stored:?}");
+    for (n, (row, a)) in stored.iter().zip(&due).enumerate() {
+        let (id, kind, confirmed, received, judged, provenance) = row;
+        assert_eq!(id, &format!("A-{}", n + 1), "{row:?}");
+        assert_eq!(kind, a.kind.as_str(), "{row:?}");
+        assert!(confirmed.is_some(), "an opinion: {provenance}");
+        assert!(judged.is_some_and(|j| j >= *received), "{row:?}");
+    }
+    app.stop().await;
 }

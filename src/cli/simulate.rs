@@ -60,6 +60,10 @@ pub struct SimulateArgs {
     /// patient].
     #[arg(long, value_name = "AUTHORITY")]
     pub(crate) patient_authority: Option<String>,
+    /// Each bed replaying a record also sends the alarms a textbook monitor (the classical
+    /// detector) raises on it, and their ends (`docs/PROTOCOL.md` §5a).
+    #[arg(long, conflicts_with = "synthetic")]
+    pub(crate) monitor_alarms: bool,
 }
 
 pub(crate) fn run(a: SimulateArgs) -> Result<()> {
@@ -77,6 +81,7 @@ pub(crate) fn run(a: SimulateArgs) -> Result<()> {
     opts.ca = a.ca;
     opts.bed_prefix = a.prefix;
     opts.patient_authority = a.patient_authority;
+    opts.monitor_alarms = a.monitor_alarms;
     // Refused here rather than by the daemon closing every connection.
     if let Some(p) = opts.patient(1) {
         p.check().context("--patient-authority")?;
@@ -88,8 +93,9 @@ pub(crate) fn run(a: SimulateArgs) -> Result<()> {
     };
     let report = super::runtime()?.block_on(crate::tools::sim::run(opts))?;
     println!(
-        "simulation over: {} frames sent, {} connections, {} errors received",
+        "simulation over: {} frames sent, {} monitor alarms, {} connections, {} errors received",
         report.frames_sent.load(Ordering::Relaxed),
+        report.alarms_sent.load(Ordering::Relaxed),
         report.connects.load(Ordering::Relaxed),
         report.errors_received.load(Ordering::Relaxed)
     );

@@ -2,7 +2,10 @@
 //! record (at 250 Hz, resampled where needed, heart rate from the beats) or a synthetic ECG
 //! ([`ecgsyn`](crate::signal::ecgsyn)), in 100 ms frames at a chosen speed, with 1 Hz heart-rate vitals. It
 //! reconnects with backoff and resends what the server has not seen, can inject faults, and
-//! stops after its duration.
+//! stops after its duration. With `monitor_alarms`, a bed replaying a record also sends the
+//! alarms a textbook monitor raises on it ([`alarms`]).
+
+pub mod alarms;
 
 use std::collections::VecDeque;
 use std::path::PathBuf;
@@ -34,6 +37,8 @@ pub enum SimError {
     NoRecords(PathBuf),
     #[error(transparent)]
     Tls(#[from] crate::http::tls::TlsError),
+    #[error("the proxy monitor's alarms: {0}")]
+    Alarms(#[from] crate::signal::classical::ClassicalError),
 }
 
 /// Where the beds' signals come from.
@@ -87,6 +92,10 @@ pub struct SimOptions {
     /// without a close frame, then reconnects after its backoff and resends what the server
     /// has not acknowledged.
     pub storm_at: Option<Duration>,
+    /// Each bed replaying a record also sends the alarms the proxy monitor raises on it
+    /// ([`alarms`]), each once, after the samples up to its onset; faults apply to samples
+    /// frames only. Synthetic beds send none.
+    pub monitor_alarms: bool,
 }
 
 impl SimOptions {
@@ -120,6 +129,7 @@ impl SimOptions {
             seed: 1,
             ramp: Duration::ZERO,
             storm_at: None,
+            monitor_alarms: false,
         }
     }
 }
@@ -136,12 +146,16 @@ pub struct SimReport {
     pub(crate) max_lag_us: AtomicU64,
     /// Connections dropped on purpose by a reconnect storm.
     pub(crate) storm_drops: AtomicU64,
+    /// Monitor alarms sent (`alarm` messages, not their ends).
+    pub alarms_sent: AtomicU64,
 }
 
 enum Signal {
     Record {
         rec: Arc<RecordData>,
         pos: usize,
+        /// The proxy monitor's alarms on the record, where the beds send them.
+        alarms: Option<Arc<alarms::Schedule>>,
     },
     Synthetic {
         generator: crate::signal::ecgsyn::EcgSyn,
@@ -153,7 +167,7 @@ impl Signal {
     /// The next frame: primary and (if any) secondary lead, and the time in signal seconds.
     fn next(&mut self) -> (Vec<f32>, Option<Vec<f32>>) {
         match self {
-            Signal::Record { rec, pos } => {
+            Signal::Record { rec, pos, .. } => {
                 let len = rec.len();
                 let take = |lead: &Vec<f32>| {
                     (0..FRAME_SAMPLES)
@@ -192,6 +206,18 @@ impl Signal {
         match self {
             Signal::Record { pos, .. } => *pos,
             Signal::Synthetic { .. } => 0,
+        }
+    }
+
+    /// The bed's walk through its record's alarms, where it sends them.
+    fn alarm_player(&self) -> Option<alarms::AlarmPlayer> {
+        match self {
+            Signal::Record {
+                pos,
+                alarms: Some(s),
+                ..
+            } => Some(alarms::AlarmPlayer::new(s, *pos)),
+            _ => None,
         }
     }
 
@@ -237,11 +263,26 @@ pub async fn run(opts: SimOptions) -> Result<Arc<SimReport>, SimError> {
                 .await
                 .expect("record loading does not panic")?;
             let loaded: Vec<Arc<RecordData>> = loaded.into_iter().map(Arc::new).collect();
+            // Each record's alarms once, however many beds play it.
+            let schedules: Vec<Option<Arc<alarms::Schedule>>> = if opts.monitor_alarms {
+                let recs = loaded.clone();
+                tokio::task::spawn_blocking(move || {
+                    use rayon::prelude::*;
+                    recs.par_iter()
+                        .map(|r| alarms::Schedule::of_record(r).map(|s| Some(Arc::new(s))))
+                        .collect::<Result<Vec<_>, _>>()
+                })
+                .await
+                .expect("the proxy monitor does not panic")?
+            } else {
+                vec![None; loaded.len()]
+            };
             (0..opts.beds)
                 .map(|i| {
                     let rec = loaded[i % loaded.len()].clone();
                     let pos = (opts.start_secs.max(0.0) * 250.0) as usize % rec.len().max(1);
-                    Signal::Record { rec, pos }
+                    let alarms = schedules[i % loaded.len()].clone();
+                    Signal::Record { rec, pos, alarms }
                 })
                 .collect()
         }
@@ -361,6 +402,9 @@ async fn monitor(m: Monitor, mut sig: Signal) {
     let mut sent: VecDeque<(u64, String)> = VecDeque::new();
     let mut backoff = Duration::from_millis(200);
     let start_pos = sig.start();
+    let mut alarm_player = sig.alarm_player();
+    // Alarm messages due and not yet sent (a broken connection sends them after the resend).
+    let mut alarms_due: VecDeque<alarms::AlarmMessage> = VecDeque::new();
     let mut ecg = vec![json!({"lead": "II", "hz": 250})];
     if sig.has_secondary() {
         ecg.push(json!({"lead": "V", "hz": 250}));
@@ -423,6 +467,12 @@ async fn monitor(m: Monitor, mut sig: Signal) {
         if broken {
             continue;
         }
+        if send_alarms(&mut tx, &mut alarms_due, &report)
+            .await
+            .is_err()
+        {
+            continue;
+        }
         loop {
             if Instant::now() >= deadline {
                 let _ = tx
@@ -477,7 +527,10 @@ async fn monitor(m: Monitor, mut sig: Signal) {
                         }
                         report.frames_sent.fetch_add(1, Ordering::Relaxed);
                     }
-                    if broken {
+                    if let Some(p) = alarm_player.as_mut() {
+                        alarms_due.extend(p.due(seq * FRAME_SAMPLES as u64, base_ms));
+                    }
+                    if broken || send_alarms(&mut tx, &mut alarms_due, &report).await.is_err() {
                         break;
                     }
                 }
@@ -495,6 +548,25 @@ async fn monitor(m: Monitor, mut sig: Signal) {
         }
         tokio::time::sleep(backoff).await;
     }
+}
+
+/// Sends the alarm messages due, oldest first, each removed once sent.
+async fn send_alarms<S>(
+    tx: &mut S,
+    due: &mut VecDeque<alarms::AlarmMessage>,
+    report: &SimReport,
+) -> Result<(), S::Error>
+where
+    S: futures_util::Sink<Message> + Unpin,
+{
+    while let Some(m) = due.front() {
+        tx.send(Message::Text(m.text.clone().into())).await?;
+        if m.raise {
+            report.alarms_sent.fetch_add(1, Ordering::Relaxed);
+        }
+        due.pop_front();
+    }
+    Ok(())
 }
 
 #[cfg(test)]
