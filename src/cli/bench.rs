@@ -36,6 +36,10 @@ pub struct BenchCli {
     /// Replay PhysioNet records instead of synthetic ECG.
     #[arg(long)]
     pub(crate) records: bool,
+    /// The records' beds also send the alarms a textbook monitor raises on them; reports
+    /// Holmes's opinion on the VT/VF ones (how many judged, arrival to opinion).
+    #[arg(long, requires = "records")]
+    pub(crate) monitor_alarms: bool,
     /// Signal seconds per wall second (keep 1 for real measurements).
     #[arg(long, default_value_t = 1.0)]
     pub(crate) speed: f64,
@@ -118,6 +122,7 @@ pub(crate) fn bench(a: BenchCli) -> Result<()> {
         records: a.records,
         speed: a.speed,
         capacity: a.capacity,
+        monitor_alarms: a.monitor_alarms,
         json: a.json,
     };
     crate::tools::bench::main(cfg, args)?;

@@ -5,13 +5,16 @@
 //! resident memory. Scenarios: steady (staggered windows), aligned (every bed's windows close
 //! together), a reconnect storm, an admission ramp, twice the planned beds, and ingest only;
 //! `--capacity` searches for the most beds that stay within the budget. `--drain` ([`drain`])
-//! times the daemon draining a receiver outage's backlog instead.
+//! times the daemon draining a receiver outage's backlog instead. With `--monitor-alarms` the
+//! monitors also send the proxy monitor's VT/VF alarms, and the run reports Holmes's opinion
+//! on them ([`opinion`]).
 //!
 //! Neighbours: [`sim`](crate::tools::sim) plays the monitors in this process, [`daemon`] runs the
 //! server, [`prom`] reads its metrics, the composer picks the members for `--composed`.
 
 pub(crate) mod daemon;
 pub(crate) mod drain;
+pub(crate) mod opinion;
 pub(crate) mod prom;
 
 use std::time::{Duration, Instant};
@@ -96,6 +99,8 @@ pub(crate) struct BenchArgs {
     pub(crate) speed: f64,
     /// Find the most beds within the budget: double until a run fails, then bisect.
     pub(crate) capacity: bool,
+    /// The records' beds also send the proxy monitor's alarms; the opinion on them is measured.
+    pub(crate) monitor_alarms: bool,
     pub(crate) json: bool,
 }
 
@@ -133,6 +138,8 @@ pub(crate) struct BenchOptions {
     pub(crate) source: Source,
     /// Signal seconds per wall second (1 for a real load; more only for smoke tests).
     pub(crate) speed: f64,
+    /// The monitors send the proxy monitor's alarms (records only).
+    pub(crate) monitor_alarms: bool,
 }
 
 /// What a run measured.
@@ -192,6 +199,8 @@ pub(crate) struct BenchReport {
     pub(crate) within_budget: bool,
     /// The stage that dominates: `ingest`, `inference` or `sqlite`.
     pub(crate) bottleneck: &'static str,
+    /// The opinion on the monitors' VT/VF alarms, where they sent them.
+    pub(crate) monitor_alarms: Option<opinion::OpinionFigures>,
 }
 
 /// `holmes bench`.
@@ -220,6 +229,7 @@ pub(crate) fn main(cfg: Config, args: BenchArgs) -> Result<(), BenchError> {
             duration: Duration::from_secs_f64(args.duration),
             source: source.clone(),
             speed: args.speed,
+            monitor_alarms: args.monitor_alarms,
         })
     };
     let mut reports = Vec::new();
@@ -304,6 +314,7 @@ pub(crate) fn measure_ingest(
         duration: Duration::from_secs_f64(secs),
         source: Source::Synthetic,
         speed: 1.0,
+        monitor_alarms: false,
     };
     let r = rt.block_on(run(cfg.clone(), opts))?;
     if !r.within_budget {
@@ -436,6 +447,7 @@ pub(crate) async fn run(mut base: Config, opts: BenchOptions) -> Result<BenchRep
             Duration::ZERO
         },
         storm_at: (opts.scenario == Scenario::Storm).then_some(opts.duration / 2),
+        monitor_alarms: opts.monitor_alarms,
         ..SimOptions::new(
             format!("ws://{}/ws/monitor", daemon.addr),
             opts.beds,
@@ -455,6 +467,17 @@ pub(crate) async fn run(mut base: Config, opts: BenchOptions) -> Result<BenchRep
     let (rows, gaps, partial_uncounted) = tokio::task::spawn_blocking(move || outcomes(&db))
         .await
         .expect("reading outcomes does not panic")?;
+    let alarms_sent = sent.alarms_sent.load(std::sync::atomic::Ordering::Relaxed);
+    let monitor_alarms = if opts.monitor_alarms {
+        let db = base.storage.db.clone();
+        Some(
+            tokio::task::spawn_blocking(move || opinion::OpinionFigures::read(&db, alarms_sent))
+                .await
+                .expect("reading the monitor alarms does not panic")?,
+        )
+    } else {
+        None
+    };
     daemon.stop(Duration::from_secs(30)).await?;
 
     let count = |s: &str| rows.iter().filter(|r| r.0 == s).count();
@@ -503,6 +526,7 @@ pub(crate) async fn run(mut base: Config, opts: BenchOptions) -> Result<BenchRep
         slo_ms: base.engine.slo_ms,
         within_budget: false,
         bottleneck: "",
+        monitor_alarms,
     };
     r.judge();
     Ok(r)
@@ -516,7 +540,9 @@ impl BenchReport {
         let lost = self.frames_ingested + slack < self.frames_sent || self.gaps > 0;
         let latency_ok =
             self.scenario == Scenario::Ingest || self.latency_ms_p95 <= self.slo_ms as f64;
-        self.within_budget = !lost && latency_ok && self.superseded == 0 && self.dropped == 0;
+        let opinion_ok = self.monitor_alarms.as_ref().is_none_or(|o| o.within_budget);
+        self.within_budget =
+            !lost && latency_ok && opinion_ok && self.superseded == 0 && self.dropped == 0;
         let inference = self.queue_ms_mean.max(0.0) + self.compute_ms_mean.max(0.0);
         self.bottleneck = if lost || self.scenario == Scenario::Ingest {
             "ingest"
@@ -528,6 +554,10 @@ impl BenchReport {
     }
 
     pub(crate) fn to_text(&self) -> String {
+        let opinion = self
+            .monitor_alarms
+            .as_ref()
+            .map_or(String::new(), |o| format!("; {}", o.to_text()));
         format!(
             "{scenario:?} {beds} beds, {n} members{auc}: {windows} windows ({scored} scored, {partial} partial{uncounted}, \
              {superseded} superseded, {dropped} dropped); latency p50 {p50:.1} / p95 {p95:.1} / p99 {p99:.1} / \
@@ -535,7 +565,7 @@ impl BenchReport {
              SQLite commit p50 {c50:.2} / p95 {c95:.2} / p99 {c99:.2} ms over {commits} commits; \
              ingest {fps:.0} frames/s, {sps:.0} samples/s, {lost} frames lost, {gaps} gaps, \
              send lag max {lag:.0} ms, {rc} reconnects; daemon CPU {cpu:.2} cores, RSS {rss:.0} MB \
-             (peak {peak:.0} MB), simulated monitors' CPU {sim:.2} cores; {verdict}, limited by {limit}",
+             (peak {peak:.0} MB), simulated monitors' CPU {sim:.2} cores{opinion}; {verdict}, limited by {limit}",
             scenario = self.scenario,
             beds = self.beds,
             n = self.members.len(),
