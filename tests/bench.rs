@@ -88,3 +88,29 @@ fn ingest_only_closes_windows_and_scores_none() {
     assert_eq!(n(&r, "windows"), 0, "{r}");
     assert_eq!(r["within_budget"], true, "{r}");
 }
+
+#[test]
+fn monitor_alarms_sent_with_the_records_get_opinions_and_their_latency() {
+    if common::data_dir("monitor_alarms_sent_with_the_records").is_none() {
+        return;
+    }
+    // vfdb 418 and 419 from their start, 200 s each at 20x.
+    let r = bench(&[
+        "--records",
+        "--monitor-alarms",
+        "--beds",
+        "2",
+        "--duration",
+        "10",
+        "--speed",
+        "20",
+    ]);
+    let o = &r["monitor_alarms"];
+    assert!(n(o, "sent") >= 1, "{r}");
+    assert_eq!(n(o, "stored"), n(o, "sent"), "{o}");
+    assert_eq!(n(o, "judged") + n(o, "unjudged"), n(o, "stored"), "{o}");
+    assert!(n(o, "judged") >= 1, "{o}");
+    let p95 = o["latency_ms_p95"].as_f64().unwrap_or(f64::NAN);
+    assert!(p95.is_finite() && p95 >= 0.0, "{o}");
+    assert!(o["latency_ms_max"].as_f64().unwrap() >= p95, "{o}");
+}
