@@ -353,8 +353,15 @@ fn observation(cfg: &Hl7Config, o: &Observation, control_id: &str, created_ms: i
     m.to_string()
 }
 
-/// An IHE PCD-04 alarm report: one OBR for the alarm, seven facets under OBX-4 `1.1.1.1.n`.
-fn alarm(cfg: &Hl7Config, a: &AlarmReport, control_id: &str, created_ms: i64) -> String {
+/// The head of an IHE PCD-04 `ORU^R40` with MSH-10 `control_id`, made at `created_ms`: the MSH,
+/// then the PID and PV1 of `bed` and its patient.
+pub(super) fn pcd04_head(
+    cfg: &Hl7Config,
+    bed: &str,
+    who: Option<&Patient>,
+    control_id: &str,
+    created_ms: i64,
+) -> MessageBuilder {
     let mut m = MessageBuilder::new(Separators::default()).with_segment(msh(
         cfg,
         "ORU^R40^ORU_R40",
@@ -362,9 +369,15 @@ fn alarm(cfg: &Hl7Config, a: &AlarmReport, control_id: &str, created_ms: i64) ->
         created_ms,
         &cfg.pcd04_profile,
     ));
-    for s in patient(&a.bed, a.patient.as_deref()) {
+    for s in patient(bed, who) {
         m.push_segment(s);
     }
+    m
+}
+
+/// An IHE PCD-04 alarm report: one OBR for the alarm, seven facets under OBX-4 `1.1.1.1.n`.
+fn alarm(cfg: &Hl7Config, a: &AlarmReport, control_id: &str, created_ms: i64) -> String {
+    let mut m = pcd04_head(cfg, &a.bed, a.patient.as_deref(), control_id, created_ms);
     let app = &cfg.sending_application;
     let id = format!("{}^{app}", a.alarm_id);
     let mut obr = SegmentBuilder::new("OBR")

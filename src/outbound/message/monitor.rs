@@ -22,9 +22,7 @@ use std::sync::Arc;
 
 use hl7_parser::builder::prelude::*;
 
-use super::{
-    DIMENSIONLESS, HEART_RATE, Obx, Phase, coded, hl7_time, msh, obx, patient as patient_segments,
-};
+use super::{DIMENSIONLESS, HEART_RATE, Obx, Phase, coded, hl7_time, obx, pcd04_head};
 use crate::config::Hl7Config;
 use crate::core::monitor_alarm::{MonitorAlarmKind, Opinion};
 use crate::core::patient::Patient;
@@ -136,16 +134,7 @@ pub(crate) fn render(
     control_id: &str,
     created_ms: i64,
 ) -> String {
-    let mut m = MessageBuilder::new(Separators::default()).with_segment(msh(
-        cfg,
-        "ORU^R40^ORU_R40",
-        control_id,
-        created_ms,
-        &cfg.pcd04_profile,
-    ));
-    for s in patient_segments(&r.bed, r.patient.as_deref()) {
-        m.push_segment(s);
-    }
+    let mut m = pcd04_head(cfg, &r.bed, r.patient.as_deref(), control_id, created_ms);
     let id = FieldBuilder::default()
         .with_component(1, r.id.as_str())
         .with_component(2, r.bed.as_str());
