@@ -20,9 +20,12 @@
 //! - [`training`]: offline, PhysioNet records to trained models: `wfdb`, `dataset`, `train`.
 //! - [`serving`]: the daemon's data path, bottom up `store` <- `engine` <- `ward` <- `ingest`
 //!   (data flows the other way: monitor -> ingest -> ward -> engine -> store).
-//! - [`composer`]: which members to serve within the latency budget (HOLMES), and the actor
-//!   that recomposes while serving.
-//! - [`dashboard`]: the ward page: board, alarms, users.
+//! - [`composer`]: which members to serve within the latency budget (HOLMES), the actor
+//!   that recomposes while serving, and the served plan (what serves and its alarm rule).
+//! - [`board`]: the ward's state and alarm book: tiles, the risk and technical alarms'
+//!   lifecycle (raise, acknowledge, silence, end), the monitors' alarms with Holmes's opinions;
+//!   read by the page and the outbound links alike.
+//! - [`dashboard`]: the ward page: its routes, users and sign-in.
 //! - [`outbound`]: scores and alarms out to the hospital, HL7 v2 (IHE PCD-01, PCD-04) over
 //!   MLLP and FHIR R4 Observations over HTTP(S), each through a durable outbox.
 //! - [`http`]: the router, its state and errors, the accept loop and TLS.
@@ -36,8 +39,8 @@
 //! ```text
 //! serving:  monitor --protocol--> ingest --> ward --ClosedWindow--> engine --ScoreRecord--> store
 //!                                                                                  |
-//!           page <-- dashboard <-- http <------------------------------------------+
-//!                    dashboard (alarms) + store (scores) --> outbound --HL7 v2/MLLP, FHIR R4--> hospital
+//!           page <-- dashboard <-- http <-- board <--------------------------------+
+//!                    board (alarms) + store (scores) --> outbound --HL7 v2/MLLP, FHIR R4--> hospital
 //! training: PhysioNet --wfdb--> dataset --train--> zoo: models/<name>/{manifest.json, weights.mpk}
 //! ```
 
@@ -54,6 +57,7 @@ pub mod training;
 
 pub mod serving;
 
+pub mod board;
 pub mod composer;
 pub mod dashboard;
 pub mod outbound;

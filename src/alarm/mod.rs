@@ -1,7 +1,7 @@
 //! The risk alarm rule: when a bed's score series raises a VT/VF risk alarm and when that alarm
 //! clears. One sans-IO state machine ([`AlarmState`]), fed one observation per hop: the
 //! dashboard runs one per bed (live, with the rule validated for the serving ensemble, see
-//! `dashboard::rule`), `holmes evaluate` replays scores through it ([`alarm_episodes`]) and
+//! `composer::rule`), `holmes evaluate` replays scores through it ([`alarm_episodes`]) and
 //! `holmes score` marks each window with it, so all three raise and clear at the same hops.
 //! [`matching`] says when an
 //! alarm is in time for a reference episode and when it is false (for the threshold search and

@@ -317,20 +317,27 @@ pub async fn start(cfg: Config, listener: TcpListener) -> Result<Running, Server
     } else {
         (None, alarm_feed, None)
     };
-    let board = crate::dashboard::board::start(
+    let plan = composer::served::start(
+        dcfg.clone(),
+        composer::served::RuleSource {
+            models_dir: cfg.ensemble.models_dir.clone(),
+            hop_secs: cfg.ward.hop_secs,
+            window_secs: cfg.ward.window_secs,
+        },
+        serving_rx.clone(),
+        board_zoo_generation,
+        shutdown.child_token(),
+        &tracker,
+    )
+    .await;
+    let board = crate::board::start(
         dcfg,
-        crate::dashboard::board::Sources {
+        crate::board::Sources {
             ward: ward.clone(),
             store: store.clone(),
             reader: reader.clone(),
-            serving: serving_rx.clone(),
+            plan,
             db: cfg.storage.db.clone(),
-            rules: crate::dashboard::board::RuleSource {
-                models_dir: cfg.ensemble.models_dir.clone(),
-                hop_secs: cfg.ward.hop_secs,
-                window_secs: cfg.ward.window_secs,
-            },
-            zoo_generation: board_zoo_generation,
             alarm_feed,
         },
         shutdown.child_token(),

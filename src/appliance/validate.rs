@@ -16,8 +16,8 @@
 
 use std::path::{Path, PathBuf};
 
+use crate::composer::rule::{basis, for_ensemble};
 use crate::config::{Config, DEFAULT_TOML};
-use crate::dashboard::rule::{basis, for_ensemble};
 use crate::serving::engine::ensemble::{Ensemble, served_counter};
 use crate::signal::beats::BEATS_FILE;
 

@@ -118,8 +118,8 @@ pub fn run(a: ScoreArgs) -> Result<()> {
             "given with --rule",
         ),
         None => {
-            let served = crate::dashboard::rule::for_ensemble(&cfg, &ens)?;
-            (served.rule, crate::dashboard::rule::basis(&served))
+            let served = crate::composer::rule::for_ensemble(&cfg, &ens)?;
+            (served.rule, crate::composer::rule::basis(&served))
         }
     };
     let mut rows = crate::tools::score::score_signals(

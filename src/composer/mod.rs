@@ -9,7 +9,9 @@
 //! or the [`des`] discrete-event simulation, or measured through the engine ([`measure`]).
 //! [`report`] runs `holmes compose` and writes its table, JSON and [`plot`]. [`validated`]
 //! serves the rule book's ensembles first; [`derived`] gives an ensemble without a rule one
-//! transferred from them.
+//! transferred from them. [`service`] is the recomposition actor publishing what serves;
+//! [`served`] adds the risk alarm rule [`rule`] chooses for it and publishes both as the one
+//! served plan the board and the API read.
 
 pub(crate) mod compose;
 pub(crate) mod derived;
@@ -22,6 +24,8 @@ pub(crate) mod plans;
 pub(crate) mod plot;
 pub(crate) mod profiler;
 pub(crate) mod report;
+pub(crate) mod rule;
 pub(crate) mod search;
+pub(crate) mod served;
 pub(crate) mod service;
 pub(crate) mod validated;

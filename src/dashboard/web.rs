@@ -21,10 +21,10 @@ use serde::{Deserialize, Serialize};
 use serde_json::json;
 use tokio::sync::mpsc;
 
-use super::alarms::{Alarm, AlarmError, AlarmRow};
 use super::auth::{self, User, Users};
-use super::board::Board;
 use super::throttle::{Key, Throttle};
+use crate::board::Board;
+use crate::board::alarms::{Alarm, AlarmError, AlarmRow};
 use crate::config::DashboardConfig;
 use crate::serving::store::audit::{Action, AuditLog};
 use crate::serving::ward::{Strip, Ward};
@@ -489,7 +489,7 @@ async fn bed_alarms(
 ) -> Result<Json<BedAlarms>, WebError> {
     let (db, b) = (s.db.clone(), bed.clone());
     let alarms = tokio::task::spawn_blocking(move || {
-        super::alarms::AlarmDb::open(&db).and_then(|d| d.history(&b, 500))
+        crate::board::alarms::AlarmDb::open(&db).and_then(|d| d.history(&b, 500))
     })
     .await?
     .map_err(|e| WebError::Unavailable(e.to_string()))?;

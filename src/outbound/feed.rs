@@ -24,10 +24,10 @@ use tokio_util::sync::CancellationToken;
 use super::LinkStatus;
 use super::message::{AlarmReport, Draft, MonitorAlarmReport, Observation, Phase};
 use super::outbox::{Names, Outbox};
+use crate::board::alarms::{Alarm, AlarmKind, Transition};
 use crate::core::patient::Admissions;
 use crate::core::score::ScoreRecord;
 use crate::core::time::now_ms;
-use crate::dashboard::alarms::{Alarm, AlarmKind, Transition};
 use crate::serving::store::{MonitorAlarmChange, MonitorAlarmPhase};
 
 /// What the feed reads and where it writes.
@@ -220,8 +220,7 @@ mod tests {
     fn an_alarm_change_the_feed_cannot_take_is_counted_and_a_problem() {
         let status = Arc::new(LinkStatus::default());
         let (tx, _rx) = mpsc::channel(1);
-        let feed =
-            crate::dashboard::handover::AlarmFeed::new(tx, status.alarm_feed_dropped.clone());
+        let feed = crate::board::handover::AlarmFeed::new(tx, status.alarm_feed_dropped.clone());
         assert!(feed.try_hand(Transition::Raised(alarm())));
         assert!(!feed.try_hand(Transition::Raised(alarm())));
         let o = super::super::Outbound {

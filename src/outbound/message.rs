@@ -17,9 +17,9 @@ use hl7_parser::builder::prelude::*;
 pub(crate) mod monitor;
 pub(crate) use monitor::MonitorAlarmReport;
 
+use crate::board::alarms::AlarmKind;
 use crate::config::Hl7Config;
 use crate::core::patient::{Authority, Patient};
-use crate::dashboard::alarms::AlarmKind;
 
 /// OBX-3 of the risk score (PCD-01) and the risk alarm's source (PCD-04).
 pub(crate) const RISK_SCORE: &str = "HOLMES-RISK^VT/VF risk score^99HOLMES";

@@ -7,7 +7,7 @@
 //! on it; FHIR: the same as Observation resources.
 //!
 //! Each link has its own [`feed`] (reading the store writer's broadcasts of scores and of the
-//! monitors' alarms, and the [`board`](crate::dashboard::board)'s alarm transitions, queueing
+//! monitors' alarms, and the [`board`](crate::board)'s alarm transitions, queueing
 //! drafts), its own
 //! [`outbox`] (the durable queue in SQLite on a thread of its own, which fixes each message's
 //! id: the HL7 MSH-10) and its own link task: [`link`] for HL7 (one message in flight, answers
@@ -32,10 +32,10 @@ use tokio::sync::{broadcast, mpsc};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
+use crate::board::handover::AlarmFeed;
 use crate::config::Hl7Config;
 use crate::core::patient::Admissions;
 use crate::core::score::ScoreRecord;
-use crate::dashboard::handover::AlarmFeed;
 use crate::serving::store::MonitorAlarmChange;
 
 #[derive(Debug, thiserror::Error)]

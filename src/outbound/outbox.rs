@@ -25,9 +25,9 @@ use tokio::sync::{mpsc, oneshot};
 
 use super::LinkStatus;
 use super::message::{AlarmReport, Draft, Phase};
+use crate::board::alarms::AlarmKind;
 use crate::core::patient::Admissions;
 use crate::core::time::now_ms;
-use crate::dashboard::alarms::AlarmKind;
 use crate::serving::store::audit::{Action, AuditLog, SYSTEM};
 
 mod monitor_alarms;

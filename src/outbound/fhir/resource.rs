@@ -322,7 +322,7 @@ pub(crate) fn outcome_reason(status: u16, body: &[u8]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::dashboard::alarms::AlarmKind;
+    use crate::board::alarms::AlarmKind;
 
     fn obs(hr: Option<f32>, score: Option<f32>) -> Draft {
         Draft::Observation(Observation {

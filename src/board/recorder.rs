@@ -125,7 +125,7 @@ impl Recorder {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::dashboard::alarms::AlarmKind;
+    use crate::board::alarms::AlarmKind;
 
     #[tokio::test]
     async fn a_change_reaches_the_links_only_once_its_row_is_stored() {

@@ -1,7 +1,7 @@
 //! What each bed's tile shows of its monitor's own alarms: the newest few received within the
 //! trend's span, as received (kind, onset, ended or not) and, for a VT or VF alarm, Holmes's
 //! opinion (`confirmed` or doubted, the probability, the one-line reason) or why there is
-//! none. The [`board`](super::board) fills it from the store at start-up and keeps it from the
+//! none. The [`board`](super) fills it from the store at start-up and keeps it from the
 //! store's broadcast of monitor alarms (each row as committed, raised and ended); the bed view
 //! reads the full list and each alarm's strip from the API.
 

@@ -1,17 +1,27 @@
-//! The ward board: an actor that keeps what the dashboard shows (one tile per bed with its
+//! The ward board and its alarm book, the stage below both the page and the outbound links:
+//! [`alarms`] is the alarm state machine (risk and technical alarms: raised, acknowledged,
+//! silenced, ended) and its table, [`recorder`] stores each change and only then
+//! [`handover`] hands it to the links without waiting, [`monitor_alarms`] keeps each bed's
+//! monitor alarms with Holmes's opinions. The dashboard (`dashboard`) shows what the board
+//! publishes; the links (`outbound`) read its alarm feed; neither imports the other.
+//!
+//! The board itself is an actor that keeps what the ward page shows (one tile per bed with its
 //! latest score, trend, quality and state, and its monitor's recent alarms with Holmes's
 //! opinions; the active alarms) from the scores the [`store`](crate::serving::store)'s writer
 //! takes (committed, or held through a storage fault), the monitor alarms it commits, and the
 //! [`ward`](crate::serving::ward)'s bed states, and publishes a
 //! snapshot every second through a `watch` channel. Every page reads the latest snapshot, so
 //! a slow or stuck client never holds back ingest or scoring. Alarm actions arrive as
-//! commands and are persisted by [`AlarmDb`](super::alarms::AlarmDb) off the async workers.
+//! commands and are persisted by [`AlarmDb`](alarms::AlarmDb) off the async workers.
 //!
-//! The risk alarm rule follows the serving ensemble: at start-up and whenever the composer
-//! publishes other members, the board looks the ensemble up in the zoo's rule book
-//! ([`rule::choose`]) and serves what it finds, or the configured fallback, marked not
-//! validated and logged once at warn. The choice is published on a `watch` channel
-//! ([`Board::alarm_rule`], read by `/api/health`).
+//! The risk alarm rule is the served plan's ([`served`](crate::composer::served): chosen below,
+//! in the composer, for the ensemble serving now); the board serves each rule the plan
+//! publishes and shows the one it serves ([`Board::alarm_rule`], read by `/api/health`).
+
+pub(crate) mod alarms;
+pub(crate) mod handover;
+pub(crate) mod monitor_alarms;
+mod recorder;
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::Arc;
@@ -21,12 +31,8 @@ use serde::Serialize;
 use tokio::sync::{broadcast, mpsc, oneshot, watch};
 use tokio_util::sync::CancellationToken;
 
-use super::alarms::{Alarm, AlarmDb, AlarmError, Alarms, Thresholds, Transition};
-use super::monitor_alarms::{MonitorAlarmBook, TileMonitorAlarm};
-use super::recorder::Record;
-use super::rule::{self, ServedRule};
-use crate::alarm::rules::MemberRef;
-use crate::composer::service::Serving;
+use crate::composer::rule::ServedRule;
+use crate::composer::served::ServedPlan;
 use crate::config::DashboardConfig;
 use crate::core::score::ScoreRecord;
 use crate::core::score::ScoreStatus;
@@ -34,6 +40,9 @@ use crate::core::time::now_ms;
 use crate::serving::store::audit::Action;
 use crate::serving::store::{MonitorAlarmChange, StoreHandle, StoreReader};
 use crate::serving::ward::{BedStatus, Ward};
+use alarms::{Alarm, AlarmDb, AlarmError, Alarms, Thresholds, Transition};
+use monitor_alarms::{MonitorAlarmBook, TileMonitorAlarm};
+use recorder::Record;
 
 /// One bed's tile.
 #[derive(Debug, Clone, Serialize)]
@@ -57,7 +66,7 @@ pub(crate) struct Tile {
     /// When the ward raised that alarm (the server's clock: its age is counted from this).
     pub(crate) risk_alarm_raised_ms: Option<i64>,
     /// The monitor's own alarms received within the trend's span, newest first, at most
-    /// [`SHOWN`](super::monitor_alarms::SHOWN), with Holmes's opinions.
+    /// [`SHOWN`](monitor_alarms::SHOWN), with Holmes's opinions.
     pub(crate) monitor_alarms: Vec<TileMonitorAlarm>,
 }
 
@@ -188,103 +197,19 @@ pub(crate) struct Sources {
     pub(crate) ward: Ward,
     pub(crate) store: StoreHandle,
     pub(crate) reader: StoreReader,
-    /// What serves now (the composer publishes it).
-    pub(crate) serving: watch::Receiver<Serving>,
+    /// What serves now and its risk alarm rule (the composer publishes it).
+    pub(crate) plan: watch::Receiver<ServedPlan>,
     /// The database, for the alarms table.
     pub(crate) db: std::path::PathBuf,
-    /// Where the risk alarm rules are looked up.
-    pub(crate) rules: RuleSource,
-    /// Bumped by the zoo watcher at every change of the zoo (a member retrained in place is
-    /// hot-swapped without a switch of ensemble): the rule is looked up again.
-    pub(crate) zoo_generation: watch::Receiver<u64>,
     /// Every alarm transition (raised, acknowledged, silenced, silence ended, cleared), for the
     /// outbound links (`outbound`: HL7, FHIR, each holding its receiver); `None` when nothing reads them. Sent
     /// without waiting, so the board never waits: a change that finds the channel full (or
     /// closed) is not reported; it is counted (`holmes_alarm_feed_dropped_total`, and a problem
     /// in `/api/health`) and logged at error once an episode.
-    pub(crate) alarm_feed: Option<super::handover::AlarmFeed>,
+    pub(crate) alarm_feed: Option<handover::AlarmFeed>,
 }
 
-/// The zoo's rule book and the ward's hop and window a rule must match.
-#[derive(Debug, Clone)]
-pub(crate) struct RuleSource {
-    pub(crate) models_dir: std::path::PathBuf,
-    pub(crate) hop_secs: u32,
-    pub(crate) window_secs: u32,
-}
-
-impl RuleSource {
-    /// The rule for `models` pooled with `share` (read from the zoo's book now, so a rule saved
-    /// while the daemon runs serves at once): the book's, else one derived from the zoo's validated ensembles
-    /// (the manifests are read only then), else the fallback, with a warning. When the book
-    /// cannot be read, `current` (the rule serving now) stays, else the fallback serves.
-    async fn choose(
-        &self,
-        cfg: &DashboardConfig,
-        (models, share): Served,
-        current: Option<ServedRule>,
-    ) -> ServedRule {
-        let fallback = ServedRule::fallback(cfg, self.hop_secs);
-        let (dir, derive) = (self.models_dir.clone(), cfg.derive_risk_alarm);
-        let (hop, window) = (self.hop_secs, self.window_secs);
-        let listed = models.clone();
-        let read = tokio::task::spawn_blocking(move || {
-            let models = with_current_weights(&dir, models);
-            let chosen = rule::choose_in(&dir, derive, &models, share, hop, window, fallback)?;
-            Ok::<_, crate::alarm::rules::RulesError>((chosen, models))
-        })
-        .await;
-        let kept = current.unwrap_or(fallback);
-        let (chosen, models) = match read {
-            Ok(Ok(x)) => x,
-            Ok(Err(e)) => {
-                tracing::error!(error = %e, on = kept.rule.on, validated = kept.validated, "Cannot read the zoo's alarm rules; the rule serving now stays");
-                warn_if_held_by_short_runs(&kept, &listed);
-                return kept;
-            }
-            Err(e) => {
-                tracing::error!(error = %e, "Reading the zoo's alarm rules failed; the rule serving now stays");
-                warn_if_held_by_short_runs(&kept, &listed);
-                return kept;
-            }
-        };
-        let members = models
-            .iter()
-            .map(|m| m.name.as_str())
-            .collect::<Vec<_>>()
-            .join("+");
-        let r = chosen.rule;
-        let (hop_secs, window_secs) = (self.hop_secs, self.window_secs);
-        let basis = rule::basis(&chosen);
-        // One message either way: info for a validated rule, warn for a derived or fallback one.
-        macro_rules! served {
-            ($level:expr) => {
-                tracing::event!(
-                    $level,
-                    members,
-                    hop_secs,
-                    window_secs,
-                    primary_share = ?share,
-                    on = r.on,
-                    off = r.off,
-                    k = r.k,
-                    n = r.n,
-                    basis,
-                    "Risk alarm rule"
-                )
-            };
-        }
-        if chosen.validated {
-            served!(tracing::Level::INFO);
-        } else {
-            served!(tracing::Level::WARN);
-        }
-        warn_if_held_by_short_runs(&chosen, &models);
-        chosen
-    }
-}
-
-/// Starts the board task, serving the risk alarm rule of the ensemble serving now.
+/// Starts the board task, serving the served plan's risk alarm rule.
 pub(crate) async fn start(
     cfg: DashboardConfig,
     src: Sources,
@@ -296,9 +221,7 @@ pub(crate) async fn start(
     let scores = src.store.subscribe();
     let monitor_alarms = src.store.subscribe_monitor_alarms();
     let max_clients = cfg.max_stream_clients;
-    let now = served_now(&src.serving.borrow());
-    let served = key_of(&now);
-    let first = src.rules.choose(&cfg, now, None).await;
+    let first = src.plan.borrow().rule;
     let (rule_tx, rule) = watch::channel(first);
     tracker.spawn(run(
         cfg,
@@ -307,7 +230,6 @@ pub(crate) async fn start(
         Outputs {
             snapshot: tx,
             rule: rule_tx,
-            served,
         },
         cmd_rx,
         shutdown,
@@ -321,77 +243,11 @@ pub(crate) async fn start(
     }
 }
 
-/// `models` with each weights hash as the zoo's manifest says now: the watcher hot-swaps a
-/// member whose folder changed and loads, so a retrained member serves other weights than the
-/// ensemble was published with. A manifest that does not read leaves the hash as it was (the
-/// engine then keeps serving the loaded weights).
-fn with_current_weights(
-    dir: &std::path::Path,
-    mut models: Vec<crate::serving::engine::ensemble::ModelInfo>,
-) -> Vec<crate::serving::engine::ensemble::ModelInfo> {
-    for m in &mut models {
-        let path = dir.join(&m.name).join(crate::zoo::MANIFEST_FILE);
-        let now = std::fs::read_to_string(&path)
-            .ok()
-            .and_then(|t| serde_json::from_str::<crate::zoo::Manifest>(&t).ok());
-        if let Some(mf) = now {
-            m.sha256 = mf.weights.sha256;
-        }
-    }
-    models
-}
-
-/// Warns when `r`, served beside the beat counter among `models`, clears at or below what a
-/// window with a VT run short of the counter's call scores ([`rule::held_by_short_runs`]).
-fn warn_if_held_by_short_runs(
-    r: &ServedRule,
-    models: &[crate::serving::engine::ensemble::ModelInfo],
-) {
-    if rule::held_by_short_runs(r, models) {
-        tracing::warn!(
-            off = r.rule.off,
-            short_run_max = crate::signal::beats::RUN_RISK_MAX,
-            basis = rule::basis(r),
-            "The risk alarm rule clears at or below what a window with a VT run short of the beat counter's call scores: such a window can hold the alarm on; [dashboard] risk_alarm_off above 0.2 (for the fallback) avoids that"
-        );
-    }
-}
-
-/// The serving models and the primary lead's share they pool with.
-type Served = (
-    Vec<crate::serving::engine::ensemble::ModelInfo>,
-    Option<f64>,
-);
-
-fn served_now(s: &crate::composer::service::Serving) -> Served {
-    (s.models.clone(), s.primary_share)
-}
-
-/// What a rule is looked up by: the members (sorted) and their pooling.
-fn key_of((models, share): &Served) -> (Vec<MemberRef>, Option<f64>) {
-    (rule::sorted_members(models), *share)
-}
-
-/// Looks the risk alarm rule up again for what serves and serves it when it changed.
-async fn reselect(
-    rules: &RuleSource,
-    cfg: &DashboardConfig,
-    served: Served,
-    alarms: &mut Alarms,
-    rule_tx: &watch::Sender<ServedRule>,
-) {
-    let chosen = rules.choose(cfg, served, Some(alarms.rule())).await;
-    if alarms.set_rule(chosen) {
-        rule_tx.send_replace(chosen);
-    }
-}
-
 /// What the board's task publishes.
 struct Outputs {
     snapshot: watch::Sender<Arc<Snapshot>>,
+    /// The rule the board serves now.
     rule: watch::Sender<ServedRule>,
-    /// The members (and their pooling) whose rule `rule` holds.
-    served: (Vec<MemberRef>, Option<f64>),
 }
 
 async fn run(
@@ -408,20 +264,16 @@ async fn run(
     let Sources {
         ward,
         reader,
-        mut serving,
+        mut plan,
         db,
-        rules,
-        mut zoo_generation,
         alarm_feed,
         ..
     } = src;
-    let mut zoo_open = true;
     let Outputs {
         snapshot: out,
         rule: rule_tx,
-        served: mut served_members,
     } = outputs;
-    let mut serving_open = true;
+    let mut plan_open = true;
     let span_ms = (cfg.trend_hours * 3.6e6) as i64;
     // Alarm persistence and the trends' first fill run on the blocking pool.
     let since = now_ms() - span_ms;
@@ -461,7 +313,7 @@ async fn run(
     let mut book = MonitorAlarmBook::read(&seed).await;
     // Every change is stored before it is handed to the outbound links, in order.
     let (recorder, recorder_thread) =
-        super::recorder::start(adb, audit_log, alarm_feed, cfg.alarm_write_queue);
+        recorder::start(adb, audit_log, alarm_feed, cfg.alarm_write_queue);
     let first_rule = *rule_tx.borrow();
     let mut alarms = Alarms::new(
         Thresholds {
@@ -492,7 +344,7 @@ async fn run(
             _ = shutdown.cancelled() => break,
             r = scores.recv() => match r {
                 Ok(s) => {
-                    let rung = serving.borrow().rung;
+                    let rung = plan.borrow().serving.rung;
                     // The lead-off alarm watches the first lead the monitor sends: the primary,
                     // or the secondary where it sends that alone.
                     let lead_off = s.quality.leads.iter().flatten().next().map(|l| l.lead_off_secs / ((s.end_ms - s.start_ms) as f64 / 1000.0).max(1.0));
@@ -518,21 +370,12 @@ async fn run(
                 Err(broadcast::error::RecvError::Lagged(_)) => book = MonitorAlarmBook::read(&seed).await,
                 Err(broadcast::error::RecvError::Closed) => break,
             },
-            r = zoo_generation.changed(), if zoo_open => {
-                // A member may have been retrained in place: its rule may no longer hold.
-                zoo_open = r.is_ok();
-                if zoo_open {
-                    let now = served_now(&serving.borrow());
-                    reselect(&rules, &cfg, now, &mut alarms, &rule_tx).await;
-                }
-            }
-            r = serving.changed(), if serving_open => {
-                // Without a composer nothing publishes: the start-up rule serves for good.
-                serving_open = r.is_ok();
-                let now = served_now(&serving.borrow());
-                if serving_open && key_of(&now) != served_members {
-                    served_members = key_of(&now);
-                    reselect(&rules, &cfg, now, &mut alarms, &rule_tx).await;
+            r = plan.changed(), if plan_open => {
+                // Closed: the last plan's rule serves for good.
+                plan_open = r.is_ok();
+                let chosen = plan.borrow_and_update().rule;
+                if alarms.set_rule(chosen) {
+                    rule_tx.send_replace(chosen);
                 }
             }
             Some(c) = cmds.recv() => {

@@ -1,9 +1,9 @@
 //! Alarms: a risk alarm per bed raised and cleared by the alarm rule serving now
 //! ([`crate::alarm::AlarmState`], one per bed, fed each committed window at its end on the
-//! bed's timeline; the rule from [`rule`](super::rule)), kept apart from technical alarms (lead
+//! bed's timeline; the rule from the served plan, [`rule`](crate::composer::rule)), kept apart from technical alarms (lead
 //! off, stale, lost). Nurses acknowledge or silence them for a while (both recorded with who
 //! and when); an alarm clears itself when its condition resolves. [`Alarms`] is the pure state
-//! machine the [`board`](super::board) drives; [`AlarmDb`] persists every transition for the
+//! machine the [`board`](super) drives; [`AlarmDb`] persists every transition for the
 //! per-bed history.
 //!
 //! When the served rule changes (another ensemble serves), an active risk alarm stays active
@@ -17,8 +17,8 @@ use std::path::{Path, PathBuf};
 use rusqlite::{Connection, OptionalExtension, params};
 use serde::Serialize;
 
-use super::rule::ServedRule;
 use crate::alarm::{AlarmChange, AlarmState};
+use crate::composer::rule::ServedRule;
 use crate::serving::ward::BedStatus;
 
 #[derive(Debug, thiserror::Error)]

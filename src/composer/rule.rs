@@ -3,9 +3,10 @@
 //! [`RuleBook`]; when the book has none, one derived from the book's validated ensembles of this
 //! zoo at the window level ([`derived_rule`]), marked not validated but derived; when nothing
 //! can be derived (no rule of this zoo for the hop and window), a fallback from `[dashboard]
-//! risk_alarm_on/off` with no persistence (k = n = 1), served but marked not validated. The [`board`](super::board)
-//! chooses again at start-up and whenever the composer publishes another ensemble; `/api/health`
-//! and the system page show the choice.
+//! risk_alarm_on/off` with no persistence (k = n = 1), served but marked not validated. The served plan
+//! ([`served`](super::served)) chooses again at start-up, whenever the composer publishes
+//! another ensemble and at every zoo generation; `/api/health` and the system page show the
+//! choice, `holmes score` and `holmes validate` choose the same way ([`for_ensemble`]).
 
 use serde::Serialize;
 
