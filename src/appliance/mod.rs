@@ -13,6 +13,7 @@
 //! The unit file, sysusers file and install notes live in `systemd/`.
 
 pub(crate) mod notify;
+mod parts;
 pub mod server;
 pub(crate) mod validate;
 

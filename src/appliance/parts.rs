@@ -1,0 +1,497 @@
+//! The daemon's parts, one constructor each, in the order [`start`](super::server::start)
+//! builds them: each takes its own config section(s) and the handles of the parts built before
+//! it, and gives the handles later parts read. Blocking work (files, SQLite, burn) runs on the
+//! blocking pool; what a part spawns is tracked by the daemon's one [`TaskTracker`] and stops
+//! with its [`CancellationToken`]. The order they stop in is [`Stopping`]'s, written once.
+
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+
+use tokio::sync::{mpsc, watch};
+use tokio_rustls::TlsAcceptor;
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+
+use super::server::ServerError;
+use crate::board::{self, Board, handover::AlarmFeed};
+use crate::composer::plans::Plan;
+use crate::composer::served::{self, ServedPlan};
+use crate::composer::{self, service::Serving};
+use crate::config::Config;
+use crate::core::event::Event;
+use crate::core::monitor_alarm::MonitorAlarmEvent;
+use crate::core::window::ClosedWindow;
+use crate::dashboard::auth::Users;
+use crate::outbound::{self, Outbound};
+use crate::serving::engine::Engine;
+use crate::serving::engine::accelerator::{self, Accelerator};
+use crate::serving::engine::adjudicator::Adjudicator;
+use crate::serving::engine::ensemble::{self, Prepared};
+use crate::serving::engine::reload::{ZooStatus, watch_zoo};
+use crate::serving::ingest::IngestSettings;
+use crate::serving::ingest::devices::DeviceAuth;
+use crate::serving::store::{self, ServedEnsemble, StoreHandle, StoreReader};
+use crate::serving::ward::{Ward, WardSettings, WardSink};
+use crate::signal::beats::BeatCounter;
+
+/// Runs `f` on the blocking pool; `what` names it should it panic (a bug).
+async fn blocking<T: Send + 'static>(what: &str, f: impl FnOnce() -> T + Send + 'static) -> T {
+    tokio::task::spawn_blocking(f)
+        .await
+        .unwrap_or_else(|e| panic!("{what} panicked: {e}"))
+}
+
+/// The transport checked (plain HTTP only where `[server]` allows it) and the TLS acceptor
+/// where `[server.tls]` asks for one.
+pub(super) async fn tls(
+    cfg: &Config,
+    addr: SocketAddr,
+) -> Result<Option<TlsAcceptor>, ServerError> {
+    let sc = &cfg.server;
+    crate::config::check_transport(addr, sc.tls.as_ref(), sc.allow_plain_http_on_network)
+        .map_err(crate::http::tls::TlsError::from)?;
+    let Some(t) = sc.tls.clone() else {
+        return Ok(None);
+    };
+    let c = blocking("reading the TLS files", move || {
+        crate::http::tls::server_config(&t)
+    })
+    .await?;
+    Ok(Some(TlsAcceptor::from(c)))
+}
+
+/// The machine's accelerators.
+pub(super) async fn accelerators() -> Arc<Vec<Accelerator>> {
+    Arc::new(blocking("device discovery", accelerator::discover).await)
+}
+
+/// What serves at start-up: the plan the composer stored for this zoo, bed count and hardware
+/// where it can be served, else the configured members (the composer then composes in the
+/// background); the zoo's beat counter beside them where the config counts beats.
+pub(super) struct StartServing {
+    pub(super) plan: Option<Plan>,
+    pub(super) prepared: Prepared,
+    pub(super) beats: Option<BeatCounter>,
+}
+
+pub(super) async fn start_serving(
+    cfg: &Config,
+    devices: &Arc<Vec<Accelerator>>,
+) -> Result<StartServing, ServerError> {
+    let (cfg, devices) = (cfg.clone(), devices.clone());
+    blocking("model loading", move || {
+        let beats = load_beats(&cfg)?;
+        let sources = ensemble::Sources {
+            models_dir: &cfg.ensemble.models_dir,
+            db: &cfg.storage.db,
+            engine: &cfg.engine,
+            window_secs: cfg.ward.window_secs,
+            hop_secs: cfg.ward.hop_secs,
+            beats: beats.as_ref(),
+        };
+        let stored = crate::composer::planning::stored_plan(&cfg, &devices, beats.as_ref());
+        if let Some(p) = &stored {
+            match ensemble::prepare(sources, &p.rungs[0].members, &devices, p.inputs.beds) {
+                Ok(prepared) => {
+                    return Ok(StartServing {
+                        plan: stored,
+                        prepared,
+                        beats,
+                    });
+                }
+                Err(e) => {
+                    tracing::warn!(error = %e, "The stored plan cannot be served; starting with the configured members")
+                }
+            }
+        }
+        let beds = crate::composer::planning::initial_beds(&cfg);
+        let prepared = ensemble::prepare(sources, &cfg.ensemble.members, &devices, beds)?;
+        Ok(StartServing {
+            plan: None,
+            prepared,
+            beats,
+        })
+    })
+    .await
+}
+
+/// The zoo's beat counter, when the config counts beats and the zoo holds one. Blocking.
+fn load_beats(cfg: &Config) -> Result<Option<BeatCounter>, ServerError> {
+    if !cfg.ensemble.count_beats {
+        return Ok(None);
+    }
+    let c = ensemble::served_counter(cfg)?;
+    match &c {
+        Some(c) => tracing::info!(
+            call_at = c.file.rule.call_at,
+            min_bsqi = c.file.rule.min_bsqi,
+            "Counting beats beside the members"
+        ),
+        None => tracing::info!("The zoo holds no beat counter; scores come from the members alone"),
+    }
+    Ok(c)
+}
+
+/// The store: its writer (the served ensemble recorded), a reader, where scoring stopped last
+/// run and the beds' admissions as it left them.
+pub(super) struct Storage {
+    pub(super) store: StoreHandle,
+    pub(super) ensemble_id: i64,
+    pub(super) writer: std::thread::JoinHandle<()>,
+    pub(super) reader: StoreReader,
+    pub(super) scored_until: std::collections::HashMap<String, i64>,
+    pub(super) admissions: crate::core::patient::Admissions,
+}
+
+pub(super) async fn storage(cfg: &Config, s: &StartServing) -> Result<Storage, ServerError> {
+    let store_cfg = cfg.storage.clone();
+    let source = match &s.plan {
+        Some(p) => format!("plan {}", p.version),
+        None => "config".to_owned(),
+    };
+    let p = &s.prepared;
+    let (described, plan, primary_share) = (p.described.clone(), p.plan.clone(), p.primary_share);
+    let counter = s.beats.as_ref().map(|b| b.sha256.clone());
+    let (store, ensemble_id, writer) = blocking("store start-up", move || {
+        store::start(
+            &store_cfg,
+            ServedEnsemble {
+                members: &described,
+                source: &source,
+                plan,
+                counter: counter.as_deref(),
+                primary_share,
+            },
+        )
+    })
+    .await?;
+    let db = cfg.storage.db.clone();
+    let (reader, scored_until, admissions) = blocking("opening the database", move || {
+        let r = StoreReader::open(&db)?;
+        let until = r.scored_until()?;
+        let admissions = store::admissions::restore(&db)?;
+        Ok::<_, store::StoreError>((r, until, admissions))
+    })
+    .await?;
+    Ok(Storage {
+        store,
+        ensemble_id,
+        writer,
+        reader,
+        scored_until,
+        admissions,
+    })
+}
+
+/// The engine, its workers warm, serving `s`'s members and counter; and what serves, as the
+/// composer will publish it.
+pub(super) async fn engine(
+    cfg: &Config,
+    s: StartServing,
+    st: &Storage,
+) -> Result<(Engine, Serving), ServerError> {
+    let StartServing {
+        plan,
+        mut prepared,
+        beats,
+    } = s;
+    let specs = std::mem::take(&mut prepared.specs);
+    let (engine_cfg, store, id) = (cfg.engine.clone(), st.store.clone(), st.ensemble_id);
+    let engine = blocking("engine start-up", move || {
+        Engine::start(&engine_cfg, specs, store, id, beats)
+    })
+    .await?;
+    let serving = Serving {
+        models: prepared.models,
+        source: if plan.is_some() { "plan" } else { "config" }.into(),
+        plan,
+        primary_share: prepared.primary_share,
+        ..Default::default()
+    };
+    Ok((engine, serving))
+}
+
+/// What a monitor connection reads of the configuration.
+pub(super) fn ingest(cfg: &Config) -> IngestSettings {
+    IngestSettings {
+        ingest: cfg.ingest.clone(),
+        leads: cfg.leads.clone(),
+        audit: store::audit::AuditLog::new(&cfg.storage.db),
+    }
+}
+
+/// The zoo folder watched: a member changed on disk is hot-swapped, and each change bumps
+/// `generation` (the composer and the served plan read it).
+pub(super) struct Zoo {
+    pub(super) status: Arc<Mutex<ZooStatus>>,
+    pub(super) generation: watch::Receiver<u64>,
+    /// Dropped to stop watching.
+    pub(super) watcher: Option<notify::RecommendedWatcher>,
+}
+
+pub(super) async fn zoo(cfg: &Config, engine: &Engine, store: &StoreHandle) -> Zoo {
+    let status = Arc::new(Mutex::new(ZooStatus::default()));
+    let (tx, generation) = watch::channel(0u64);
+    let (dir, eng, st, s) = (
+        cfg.ensemble.models_dir.clone(),
+        engine.clone(),
+        store.clone(),
+        status.clone(),
+    );
+    let audit = store::audit::AuditLog::new(&cfg.storage.db);
+    let watcher = blocking("zoo watcher start-up", move || {
+        watch_zoo(dir, eng, st, audit, s, tx)
+    })
+    .await
+    .inspect_err(
+        |e| tracing::error!(error = %e, "Cannot watch the zoo folder; models will not hot-reload"),
+    )
+    .ok();
+    Zoo {
+        status,
+        generation,
+        watcher,
+    }
+}
+
+/// Where the ward's output goes in the daemon: closed windows to the engine, events and
+/// hellos to the store, monitors' alarms to the adjudicator.
+struct DaemonSink {
+    engine: Engine,
+    store: StoreHandle,
+    adjudicator: Arc<Adjudicator>,
+}
+
+impl WardSink for DaemonSink {
+    fn window(&self, w: ClosedWindow) {
+        self.engine.submit(w);
+    }
+
+    fn event(&self, e: Event) {
+        self.store.event(e);
+    }
+
+    fn bed_seen(&self, bed: &str, device: &str) {
+        self.store.bed_seen(bed, device);
+    }
+
+    fn monitor_alarm(&self, e: MonitorAlarmEvent) {
+        self.adjudicator.send(e);
+    }
+}
+
+/// The ward, its beds resuming where the store says scoring stopped.
+pub(super) fn ward(
+    cfg: &Config,
+    engine: &Engine,
+    st: &mut Storage,
+    adjudicator: &Arc<Adjudicator>,
+    (shutdown, tracker): (&CancellationToken, &TaskTracker),
+) -> Ward {
+    Ward::new(
+        WardSettings {
+            ward: cfg.ward.clone(),
+            quality: cfg.quality.clone(),
+            bed_queue: cfg.ingest.bed_queue,
+        },
+        Arc::new(DaemonSink {
+            engine: engine.clone(),
+            store: st.store.clone(),
+            adjudicator: adjudicator.clone(),
+        }),
+        std::mem::take(&mut st.scored_until),
+        std::mem::take(&mut st.admissions),
+        shutdown.child_token(),
+        tracker.clone(),
+    )
+}
+
+/// What serves published (`Serving`), and the composer recomposing it where `[composer]` is
+/// on (with the sender of recomposition requests the page's "recompose" uses).
+pub(super) struct Composer {
+    pub(super) serving: watch::Receiver<Serving>,
+    pub(super) recompose: Option<mpsc::Sender<String>>,
+}
+
+pub(super) fn composer(
+    cfg: &Config,
+    first: Serving,
+    (engine, store, ward, devices): (&Engine, &StoreHandle, &Ward, &Arc<Vec<Accelerator>>),
+    zoo_generation: watch::Receiver<u64>,
+    (shutdown, tracker): (&CancellationToken, &TaskTracker),
+) -> Composer {
+    let from_plan = first.plan.is_some();
+    let (serving, rx) = watch::channel(first);
+    if !cfg.composer.enabled {
+        return Composer {
+            serving: rx,
+            recompose: None,
+        };
+    }
+    let (recompose, requests) = mpsc::channel(4);
+    let cx = composer::service::Context {
+        cfg: cfg.clone(),
+        engine: engine.clone(),
+        store: store.clone(),
+        ward: ward.clone(),
+        devices: devices.clone(),
+        serving,
+        zoo_generation,
+        requests,
+        shutdown: shutdown.child_token(),
+    };
+    tracker.spawn(composer::service::run(cx, from_plan));
+    Composer {
+        serving: rx,
+        recompose: Some(recompose),
+    }
+}
+
+/// The monitors' device tokens, their revocations watched.
+pub(super) async fn device_auth(
+    cfg: &Config,
+    ward: &Ward,
+    (shutdown, tracker): (&CancellationToken, &TaskTracker),
+) -> Result<DeviceAuth, ServerError> {
+    let (db, acfg) = (cfg.storage.db.clone(), cfg.auth.clone());
+    let devices = blocking("reading the devices table", move || {
+        DeviceAuth::open(&db, &acfg)
+    })
+    .await?;
+    devices.spawn_watch(ward.clone(), shutdown.child_token(), tracker);
+    Ok(devices)
+}
+
+/// The page's users.
+pub(super) async fn users(cfg: &Config) -> Result<Users, ServerError> {
+    let db = cfg.storage.db.clone();
+    blocking("opening the users table", move || Users::open(&db))
+        .await
+        .map_err(|e| ServerError::Dashboard(e.to_string()))
+}
+
+/// The outbound links where their sections turn them on, each with its feed and outbox, and
+/// the board's alarm feed to all of them.
+#[derive(Default)]
+pub(super) struct Links {
+    pub(super) hl7: Option<Outbound>,
+    pub(super) fhir: Option<Outbound>,
+    pub(super) alarm_feed: Option<AlarmFeed>,
+    /// The outbox threads: each ends once its feed and link have stopped.
+    pub(super) outboxes: Vec<std::thread::JoinHandle<()>>,
+}
+
+/// The two links, built by one code path: each reads the store's committed scores and
+/// monitor alarms, the ward's admissions, and takes the board's alarm transitions.
+pub(super) async fn links(
+    cfg: &Config,
+    store: &StoreHandle,
+    ward: &Ward,
+    (shutdown, tracker): (&CancellationToken, &TaskTracker),
+) -> Result<Links, ServerError> {
+    let mut links = Links::default();
+    for hl7 in [true, false] {
+        let (scores, alarms) = (store.subscribe(), store.subscribe_monitor_alarms());
+        let (admissions, token) = (ward.admissions(), shutdown.child_token());
+        let started = match hl7 {
+            true if cfg.hl7.enabled => {
+                let db = &cfg.storage.db;
+                outbound::start(&cfg.hl7, db, scores, alarms, admissions, token, tracker).await?
+            }
+            false if cfg.fhir.enabled => {
+                let db = &cfg.storage.db;
+                outbound::fhir::start(&cfg.fhir, db, scores, alarms, admissions, token, tracker)
+                    .await?
+            }
+            _ => continue,
+        };
+        *(if hl7 { &mut links.hl7 } else { &mut links.fhir }) = Some(started.handle);
+        links.alarm_feed = Some(match links.alarm_feed.take() {
+            Some(feed) => feed.and(started.alarm_feed),
+            None => started.alarm_feed,
+        });
+        links.outboxes.push(started.outbox);
+    }
+    Ok(links)
+}
+
+/// The served plan (the rule for what serves, chosen below the page) and the board serving
+/// its rule, handing its alarm changes to the links.
+pub(super) async fn board(
+    cfg: &Config,
+    serving: watch::Receiver<Serving>,
+    zoo_generation: watch::Receiver<u64>,
+    (ward, st, alarm_feed): (&Ward, &Storage, Option<AlarmFeed>),
+    (shutdown, tracker): (&CancellationToken, &TaskTracker),
+) -> (Board, watch::Receiver<ServedPlan>) {
+    let rules = served::RuleSource {
+        models_dir: cfg.ensemble.models_dir.clone(),
+        hop_secs: cfg.ward.hop_secs,
+        window_secs: cfg.ward.window_secs,
+    };
+    let dcfg = cfg.dashboard.clone();
+    let plan = served::start(
+        dcfg.clone(),
+        rules,
+        serving,
+        zoo_generation,
+        shutdown.child_token(),
+        tracker,
+    )
+    .await;
+    let sources = board::Sources {
+        ward: ward.clone(),
+        store: st.store.clone(),
+        reader: st.reader.clone(),
+        plan: plan.clone(),
+        db: cfg.storage.db.clone(),
+        alarm_feed,
+    };
+    let b = board::start(dcfg, sources, shutdown.child_token(), tracker).await;
+    (b, plan)
+}
+
+/// What stops, in the order it must: nothing new arrives (the listener has stopped), the zoo
+/// is no longer watched, the tasks (beds, composer, board, feeds and links) end, the ward
+/// lets go of its sink; then, off the async workers: the outboxes finish what they were
+/// asked, the adjudicator judges what the beds handed it, the engine finishes what is
+/// queued, and the store's writer flushes last.
+pub(super) struct Stopping {
+    pub(super) watcher: Option<notify::RecommendedWatcher>,
+    pub(super) tracker: TaskTracker,
+    pub(super) ward: Ward,
+    pub(super) outboxes: Vec<std::thread::JoinHandle<()>>,
+    pub(super) adjudicator: Arc<Adjudicator>,
+    pub(super) engine: Engine,
+    pub(super) store: StoreHandle,
+    pub(super) writer: std::thread::JoinHandle<()>,
+}
+
+impl Stopping {
+    pub(super) async fn stop(self) {
+        let Stopping {
+            watcher,
+            tracker,
+            ward,
+            outboxes,
+            adjudicator,
+            engine,
+            store,
+            writer,
+        } = self;
+        drop(watcher);
+        tracker.close();
+        tracker.wait().await;
+        drop(ward);
+        blocking("stopping", move || {
+            for t in outboxes {
+                let _ = t.join();
+            }
+            adjudicator.shutdown();
+            engine.shutdown();
+            store.close();
+            let _ = writer.join();
+        })
+        .await;
+    }
+}
