@@ -83,6 +83,22 @@ pub struct ValidationFigures {
     /// rules saved before it was recorded.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ec57_sensitivity: Option<f64>,
+    /// How the rule was chosen where not on the validation part: `holmes evaluate --folds K
+    /// --save-rule` keeps the median of the folds' rules, each chosen on the other folds, and
+    /// says so here with each fold's rule (the figures above are then the folds' pooled
+    /// out-of-fold results, each fold under its own rule). Absent: chosen on validation.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub chosen_by: Option<ChosenBy>,
+}
+
+/// How a kept rule was chosen over folds.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ChosenBy {
+    /// In words, for a reader of the rules file.
+    pub how: String,
+    /// Each fold's rule, fold 1 first.
+    pub folds: Vec<AlarmRule>,
 }
 
 impl ValidationFigures {
@@ -293,6 +309,7 @@ mod tests {
                 median_delay_ms: None,
                 p90_delay_ms: None,
                 ec57_sensitivity: None,
+                chosen_by: None,
             },
         }
     }

@@ -102,7 +102,9 @@ pub struct EvaluateArgs {
     #[arg(long)]
     report: Option<PathBuf>,
     /// Keep the ensemble's rule chosen on validation in the zoo's alarm_rules.json, for the
-    /// daemon to serve this ensemble, hop and window with.
+    /// daemon to serve this ensemble, hop and window with. With --folds K (not --fold-zoos):
+    /// keep the median of the folds' beat rules as the zoo's beat counter's and of their alarm
+    /// rules as the served members' and counter's, each fold's chosen on the other folds.
     #[arg(long, conflicts_with = "rule")]
     save_rule: bool,
     /// Instead of evaluating: choose again on the validation part, and keep in place of the
@@ -149,7 +151,7 @@ pub struct EvaluateArgs {
         num_args = 0..=1,
         default_missing_value = "5",
         conflicts_with_all = [
-            "pooling", "rule", "save_rule", "beats", "report", "part", "no_classical",
+            "pooling", "rule", "beats", "report", "part", "no_classical",
             "revalidate", "cross_database",
         ]
     )]
@@ -236,6 +238,19 @@ pub fn run(a: EvaluateArgs) -> Result<()> {
         }
         .context("cross-validation failed")?;
         print_as(a.json, &c, evaluate::cross_validation_text)?;
+        if a.save_rule {
+            let m = evaluate::save_folds_rule(&c, &opts.models_dir)?;
+            eprintln!(
+                "Kept the folds' median in {}: beats called at {}, bSQI gate {}; alarm on {}, off {}, {} of {}",
+                opts.models_dir.display(),
+                m.beat_rule.call_at,
+                m.beat_rule.min_bsqi,
+                m.alarm_rule.on,
+                m.alarm_rule.off,
+                m.alarm_rule.k,
+                m.alarm_rule.n
+            );
+        }
         return Ok(());
     }
     if a.cross_database {

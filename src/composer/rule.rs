@@ -225,6 +225,7 @@ mod tests {
                 median_delay_ms: None,
                 p90_delay_ms: None,
                 ec57_sensitivity: None,
+                chosen_by: None,
             },
         });
         let fb = ServedRule::fallback(&DashboardConfig::default(), 2);

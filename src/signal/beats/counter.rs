@@ -151,6 +151,20 @@ pub(crate) fn run_evidence(
 pub struct BeatsFile {
     pub classifier: BeatClassifier,
     pub rule: BeatRule,
+    /// How the rule was chosen where not on the validation part (`holmes evaluate --folds K
+    /// --save-rule`: the median of the folds' beat rules, each chosen on the other folds).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub chosen_by: Option<BeatsChosenBy>,
+}
+
+/// How a counter's beat rule was chosen over folds.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct BeatsChosenBy {
+    /// In words, for a reader of the file.
+    pub how: String,
+    /// Each fold's beat rule, fold 1 first.
+    pub folds: Vec<BeatRule>,
 }
 
 impl BeatsFile {
@@ -361,7 +375,11 @@ mod tests {
     }
 
     fn counter_of(classifier: BeatClassifier, rule: BeatRule) -> BeatCounter {
-        let file = BeatsFile { classifier, rule };
+        let file = BeatsFile {
+            classifier,
+            rule,
+            chosen_by: None,
+        };
         // A folder of its own: tests run side by side.
         let dir = tempfile::tempdir().unwrap();
         file.save(dir.path()).unwrap();

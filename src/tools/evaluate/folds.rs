@@ -134,6 +134,9 @@ pub struct CrossValidation {
     /// (`monitor_alarms`); absent where the folds replayed no classical detector.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub monitor_alarms: Option<MonitorAlarms>,
+    /// The served points the folds choose: the median of their beat and alarm rules
+    /// (`--save-rule` keeps them).
+    pub served: Option<super::save::FoldsMedian>,
 }
 
 /// Runs the cross-validation. Blocking and CPU-heavy: the validation and test parts replayed
@@ -345,7 +348,6 @@ pub(super) fn report(
         hop_secs: hop,
         target_sensitivity: opts.target_sensitivity,
         matching,
-        per_fold,
         clean: pool(&judged.clean),
         clean_by_database: by_db,
         stressed: (!judged.stressed.is_empty()).then(|| pool(&judged.stressed)),
@@ -353,6 +355,8 @@ pub(super) fn report(
         spliced: spliced_figures,
         monitor_alarms: (!judged.monitor.is_empty())
             .then(|| monitor_alarms::figures(&judged.monitor, CONFIRM_AT)),
+        served: super::save::folds_median(&per_fold),
+        per_fold,
     })
 }
 

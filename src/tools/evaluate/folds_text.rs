@@ -54,6 +54,15 @@ pub fn text(c: &CrossValidation) -> String {
                 .map_or("-".into(), |n| n.to_string())
         );
     }
+    if let Some(m) = &c.served {
+        let _ = writeln!(
+            s,
+            "  median           {:>4.2} {:>4.1}   {:<17} (the served points --save-rule keeps)",
+            m.beat_rule.call_at,
+            m.beat_rule.min_bsqi,
+            m.alarm_rule.words(),
+        );
+    }
     let line = |s: &mut String, name: &str, p: &Pooled| {
         let iv = |v: Option<[f64; 2]>| v.map_or("-".into(), |[a, b]| format!("{a:.2}-{b:.2}"));
         let g = &p.summary;

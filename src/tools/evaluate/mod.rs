@@ -96,7 +96,7 @@ pub use results::{Condition, DetectorResult, Evaluation, RecordRow, WindowMetric
 pub(crate) use revalidate::{
     Outcome as RevalidationOutcome, revalidate, text as revalidation_text,
 };
-pub use save::save_rule;
+pub use save::{FoldsMedian, save_folds_rule, save_rule};
 pub use spliced::{Band, Count, DETECT_WITHIN_SECS, SplicedFigures, SplicedReport};
 
 /// Why an evaluation could not run.
@@ -118,6 +118,8 @@ pub enum EvaluateError {
     Beats(#[from] BeatsError),
     #[error("no rule was chosen on validation (a rule was given), so none can be saved")]
     NothingToSave,
+    #[error("the folds' points cannot be kept: {0}")]
+    FoldsNotKept(String),
     #[error("{0}: no such zoo folder")]
     NoZoo(PathBuf),
     #[error(

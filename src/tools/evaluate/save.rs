@@ -1,11 +1,17 @@
-//! Keeping what `holmes evaluate --save-rule` chose on validation: the ensemble's alarm rule
+//! Keeping what `holmes evaluate --save-rule` chose: on validation, the ensemble's alarm rule
 //! (with the pooling it was chosen for) in the zoo's rules file, and with `--beats` the zoo's
-//! beat counter beside it.
+//! beat counter beside it; over folds (`--folds K --save-rule`), the median of the folds' beat
+//! and alarm rules ([`FoldsMedian`]), each chosen on the other folds, as the served counter's
+//! beat rule and the served ensemble's alarm rule, each recording how it was chosen.
 
+use serde::Serialize;
+
+use super::folds::{CrossValidation, FoldRow, Scope};
 use super::{EvaluateError, Evaluation};
-use crate::alarm::rules::{MemberRef, RuleBook, ValidatedRule, ValidationFigures};
+use crate::alarm::AlarmRule;
+use crate::alarm::rules::{ChosenBy, MemberRef, RuleBook, ValidatedRule, ValidationFigures};
 use crate::serving::engine::ensemble::BEATS_NAME;
-use crate::signal::beats::{BeatCounter, BeatsFile};
+use crate::signal::beats::{BeatCounter, BeatRule, BeatsChosenBy, BeatsFile};
 
 /// Keeps the ensemble's rule chosen on validation in the zoo's rules file
 /// ([`RuleBook`]), for the daemon to serve this ensemble with at this hop and window, pooled
@@ -20,6 +26,7 @@ pub fn save_rule(e: &Evaluation, models_dir: &std::path::Path) -> Result<(), Eva
             BeatsFile {
                 classifier: b.classifier.clone(),
                 rule,
+                chosen_by: None,
             }
             .save(models_dir)?;
             let c = BeatCounter::load(models_dir, e.hop_secs)?.expect("just written");
@@ -73,6 +80,172 @@ pub(crate) fn validated_rule(
             median_delay_ms: c.median_delay_ms,
             p90_delay_ms: c.p90_delay_ms,
             ec57_sensitivity: d.ec57_on_validation.and_then(|f| f.se),
+            chosen_by: None,
         },
     })
+}
+
+/// The served operating points chosen over folds: each threshold the median of the folds'
+/// (each fold's chosen on the other folds only), the lower middle one for an even count.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct FoldsMedian {
+    pub beat_rule: BeatRule,
+    pub alarm_rule: AlarmRule,
+}
+
+/// The lower middle of `v` (not empty).
+fn median<T: Copy + PartialOrd>(mut v: Vec<T>) -> T {
+    v.sort_by(|a, b| a.partial_cmp(b).expect("thresholds are numbers"));
+    v[(v.len() - 1) / 2]
+}
+
+/// The folds' median beat and alarm rules; `None` without folds. Each threshold is the median
+/// of the folds' own (so the call is one the folds chose), the alarm's off at most its on and
+/// its k at most its n.
+pub(crate) fn folds_median(rows: &[FoldRow]) -> Option<FoldsMedian> {
+    if rows.is_empty() {
+        return None;
+    }
+    let on = median(rows.iter().map(|r| r.alarm_rule.on).collect());
+    let n = median(rows.iter().map(|r| r.alarm_rule.n).collect());
+    Some(FoldsMedian {
+        beat_rule: BeatRule {
+            call_at: median(rows.iter().map(|r| r.beat_rule.call_at).collect()),
+            min_bsqi: median(rows.iter().map(|r| r.beat_rule.min_bsqi).collect()),
+        },
+        alarm_rule: AlarmRule {
+            on,
+            off: median(rows.iter().map(|r| r.alarm_rule.off).collect()).min(on),
+            k: median(rows.iter().map(|r| r.alarm_rule.k).collect()).min(n),
+            n,
+        },
+    })
+}
+
+/// Keeps the folds' median (`cv.served`) as what serves: the zoo's beat counter keeps its
+/// classifier with the median beat rule, and the rule book the median alarm rule for the
+/// served members and that counter, both saying how they were chosen. Only for folds over
+/// the held-out records (the served members score them; fold zoos' members do not serve).
+pub fn save_folds_rule(
+    cv: &CrossValidation,
+    models_dir: &std::path::Path,
+) -> Result<FoldsMedian, EvaluateError> {
+    let not_kept = |why: String| EvaluateError::FoldsNotKept(why);
+    let chosen = cv
+        .served
+        .ok_or_else(|| not_kept("no fold was judged".into()))?;
+    if cv.scope != Scope::HeldOutParts {
+        return Err(not_kept(
+            "the fold zoos' members are not the served ones; fold the held-out parts with the served members".into(),
+        ));
+    }
+    let how = format!(
+        "the median of {} folds' rules, each chosen on the other folds (patient-wise \
+         cross-validation over the {} held-out records); the figures are the folds' pooled \
+         out-of-fold results, each fold under its own rule",
+        cv.folds, cv.clean.summary.records
+    );
+    let mut counter = BeatCounter::load(models_dir, cv.hop_secs)?
+        .ok_or_else(|| not_kept(format!("{} holds no beat counter", models_dir.display())))?;
+    counter.file.rule = chosen.beat_rule;
+    counter.file.chosen_by = Some(BeatsChosenBy {
+        how: how.clone(),
+        folds: cv.per_fold.iter().map(|r| r.beat_rule).collect(),
+    });
+    counter.file.save(models_dir)?;
+    let counter = BeatCounter::load(models_dir, cv.hop_secs)?.expect("just written");
+    let mut members = Vec::new();
+    for name in &cv.members {
+        let path = models_dir.join(name).join(crate::zoo::MANIFEST_FILE);
+        let unread = |e: String| not_kept(format!("{}: {e}", path.display()));
+        let text = std::fs::read_to_string(&path).map_err(|e| unread(e.to_string()))?;
+        let m: crate::zoo::Manifest =
+            serde_json::from_str(&text).map_err(|e| unread(e.to_string()))?;
+        members.push(MemberRef {
+            name: name.clone(),
+            sha256: m.weights.sha256,
+        });
+    }
+    members.push(MemberRef {
+        name: BEATS_NAME.into(),
+        sha256: counter.sha256,
+    });
+    members.sort();
+    let s = &cv.clean.summary;
+    let hours = s.monitored_ms as f64 / 3.6e6;
+    let ms = |v: Option<f64>| v.map(|x| (x * 1000.0).round() as i64);
+    let rule = ValidatedRule {
+        members,
+        hop_secs: cv.hop_secs,
+        window_secs: cv.window_secs,
+        rule: chosen.alarm_rule,
+        primary_share: None,
+        validation: ValidationFigures {
+            records: s.records,
+            target_sensitivity: cv.target_sensitivity,
+            episodes: cv.clean.detected.of,
+            detected: cv.clean.detected.count,
+            false_alarms_per_hour: (hours > 0.0).then(|| s.false_alarms as f64 / hours),
+            delay_limits: Some(crate::alarm::DelayLimits::BEDSIDE),
+            met_target: None,
+            median_delay_ms: ms(s.time_to_alarm.median_s),
+            p90_delay_ms: ms(s.time_to_alarm.p90_s),
+            ec57_sensitivity: s.ec57_figures.se,
+            chosen_by: Some(ChosenBy {
+                how,
+                folds: cv.per_fold.iter().map(|r| r.alarm_rule).collect(),
+            }),
+        },
+    };
+    let mut book = RuleBook::load(models_dir)?;
+    book.insert(rule);
+    book.save(models_dir)?;
+    Ok(chosen)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn row(call_at: f32, on: f32, off: f32, k: u32, n: u32) -> FoldRow {
+        FoldRow {
+            fold: 1,
+            records: Vec::new(),
+            epochs: Vec::new(),
+            beat_rule: BeatRule {
+                call_at,
+                min_bsqi: 0.0,
+            },
+            alarm_rule: AlarmRule { on, off, k, n },
+            chosen_on_episodes: 0,
+            chosen_on_detected: 0,
+            chosen_on_false_alarms: 0,
+            episodes: 0,
+            detected: 0,
+            false_alarms: 0,
+            stressed_false_alarms: None,
+        }
+    }
+
+    #[test]
+    fn the_served_points_are_the_folds_medians() {
+        assert_eq!(folds_median(&[]), None);
+        let rows = [
+            row(0.9, 0.60, 0.30, 1, 1),
+            row(0.5, 0.44, 0.40, 2, 3),
+            row(0.7, 0.56, 0.20, 1, 1),
+            row(0.99, 0.48, 0.45, 2, 2),
+            row(0.8, 0.52, 0.25, 1, 2),
+        ];
+        let m = folds_median(&rows).unwrap();
+        assert_eq!(m.beat_rule.call_at, 0.8);
+        assert_eq!((m.alarm_rule.on, m.alarm_rule.off), (0.52, 0.30));
+        assert_eq!((m.alarm_rule.k, m.alarm_rule.n), (1, 2));
+        // An even count takes the lower middle; off never above on, k never above n.
+        let m = folds_median(&[row(0.5, 0.4, 0.45, 3, 2), row(0.9, 0.6, 0.5, 3, 2)]).unwrap();
+        assert_eq!(m.beat_rule.call_at, 0.5);
+        assert_eq!(m.alarm_rule.on, 0.4);
+        assert_eq!(m.alarm_rule.off, 0.4);
+        assert_eq!((m.alarm_rule.k, m.alarm_rule.n), (2, 2));
+    }
 }
