@@ -136,7 +136,7 @@ pub struct CrossValidation {
     pub monitor_alarms: Option<MonitorAlarms>,
     /// The served points the folds choose: the median of their beat and alarm rules
     /// (`--save-rule` keeps them).
-    pub served: Option<super::save::FoldsMedian>,
+    pub served: Option<super::served_points::FoldsMedian>,
 }
 
 /// Runs the cross-validation. Blocking and CPU-heavy: the validation and test parts replayed
@@ -355,7 +355,12 @@ pub(super) fn report(
         spliced: spliced_figures,
         monitor_alarms: (!judged.monitor.is_empty())
             .then(|| monitor_alarms::figures(&judged.monitor, CONFIRM_AT)),
-        served: super::save::folds_median(&per_fold),
+        served: super::served_points::folds_median(
+            &per_fold
+                .iter()
+                .map(|r| (r.beat_rule, r.alarm_rule))
+                .collect::<Vec<_>>(),
+        ),
         per_fold,
     })
 }

@@ -57,6 +57,7 @@ pub mod report;
 mod results;
 mod revalidate;
 mod save;
+mod served_points;
 mod spliced;
 mod spliced_alarms;
 mod triggers;
@@ -96,7 +97,8 @@ pub use results::{Condition, DetectorResult, Evaluation, RecordRow, WindowMetric
 pub(crate) use revalidate::{
     Outcome as RevalidationOutcome, revalidate, text as revalidation_text,
 };
-pub use save::{FoldsMedian, save_folds_rule, save_rule};
+pub use save::{save_folds_rule, save_rule};
+pub use served_points::FoldsMedian;
 pub use spliced::{Band, Count, DETECT_WITHIN_SECS, SplicedFigures, SplicedReport};
 
 /// Why an evaluation could not run.

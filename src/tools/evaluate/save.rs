@@ -4,14 +4,12 @@
 //! and alarm rules ([`FoldsMedian`]), each chosen on the other folds, as the served counter's
 //! beat rule and the served ensemble's alarm rule, each recording how it was chosen.
 
-use serde::Serialize;
-
-use super::folds::{CrossValidation, FoldRow, Scope};
+use super::folds::{CrossValidation, Scope};
+use super::served_points::FoldsMedian;
 use super::{EvaluateError, Evaluation};
-use crate::alarm::AlarmRule;
 use crate::alarm::rules::{ChosenBy, MemberRef, RuleBook, ValidatedRule, ValidationFigures};
 use crate::serving::engine::ensemble::BEATS_NAME;
-use crate::signal::beats::{BeatCounter, BeatRule, BeatsChosenBy, BeatsFile};
+use crate::signal::beats::{BeatCounter, BeatsChosenBy, BeatsFile};
 
 /// Keeps the ensemble's rule chosen on validation in the zoo's rules file
 /// ([`RuleBook`]), for the daemon to serve this ensemble with at this hop and window, pooled
@@ -81,43 +79,6 @@ pub(crate) fn validated_rule(
             p90_delay_ms: c.p90_delay_ms,
             ec57_sensitivity: d.ec57_on_validation.and_then(|f| f.se),
             chosen_by: None,
-        },
-    })
-}
-
-/// The served operating points chosen over folds: each threshold the median of the folds'
-/// (each fold's chosen on the other folds only), the lower middle one for an even count.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
-pub struct FoldsMedian {
-    pub beat_rule: BeatRule,
-    pub alarm_rule: AlarmRule,
-}
-
-/// The lower middle of `v` (not empty).
-fn median<T: Copy + PartialOrd>(mut v: Vec<T>) -> T {
-    v.sort_by(|a, b| a.partial_cmp(b).expect("thresholds are numbers"));
-    v[(v.len() - 1) / 2]
-}
-
-/// The folds' median beat and alarm rules; `None` without folds. Each threshold is the median
-/// of the folds' own (so the call is one the folds chose), the alarm's off at most its on and
-/// its k at most its n.
-pub(crate) fn folds_median(rows: &[FoldRow]) -> Option<FoldsMedian> {
-    if rows.is_empty() {
-        return None;
-    }
-    let on = median(rows.iter().map(|r| r.alarm_rule.on).collect());
-    let n = median(rows.iter().map(|r| r.alarm_rule.n).collect());
-    Some(FoldsMedian {
-        beat_rule: BeatRule {
-            call_at: median(rows.iter().map(|r| r.beat_rule.call_at).collect()),
-            min_bsqi: median(rows.iter().map(|r| r.beat_rule.min_bsqi).collect()),
-        },
-        alarm_rule: AlarmRule {
-            on,
-            off: median(rows.iter().map(|r| r.alarm_rule.off).collect()).min(on),
-            k: median(rows.iter().map(|r| r.alarm_rule.k).collect()).min(n),
-            n,
         },
     })
 }
@@ -201,51 +162,4 @@ pub fn save_folds_rule(
     book.insert(rule);
     book.save(models_dir)?;
     Ok(chosen)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn row(call_at: f32, on: f32, off: f32, k: u32, n: u32) -> FoldRow {
-        FoldRow {
-            fold: 1,
-            records: Vec::new(),
-            epochs: Vec::new(),
-            beat_rule: BeatRule {
-                call_at,
-                min_bsqi: 0.0,
-            },
-            alarm_rule: AlarmRule { on, off, k, n },
-            chosen_on_episodes: 0,
-            chosen_on_detected: 0,
-            chosen_on_false_alarms: 0,
-            episodes: 0,
-            detected: 0,
-            false_alarms: 0,
-            stressed_false_alarms: None,
-        }
-    }
-
-    #[test]
-    fn the_served_points_are_the_folds_medians() {
-        assert_eq!(folds_median(&[]), None);
-        let rows = [
-            row(0.9, 0.60, 0.30, 1, 1),
-            row(0.5, 0.44, 0.40, 2, 3),
-            row(0.7, 0.56, 0.20, 1, 1),
-            row(0.99, 0.48, 0.45, 2, 2),
-            row(0.8, 0.52, 0.25, 1, 2),
-        ];
-        let m = folds_median(&rows).unwrap();
-        assert_eq!(m.beat_rule.call_at, 0.8);
-        assert_eq!((m.alarm_rule.on, m.alarm_rule.off), (0.52, 0.30));
-        assert_eq!((m.alarm_rule.k, m.alarm_rule.n), (1, 2));
-        // An even count takes the lower middle; off never above on, k never above n.
-        let m = folds_median(&[row(0.5, 0.4, 0.45, 3, 2), row(0.9, 0.6, 0.5, 3, 2)]).unwrap();
-        assert_eq!(m.beat_rule.call_at, 0.5);
-        assert_eq!(m.alarm_rule.on, 0.4);
-        assert_eq!(m.alarm_rule.off, 0.4);
-        assert_eq!((m.alarm_rule.k, m.alarm_rule.n), (2, 2));
-    }
 }
