@@ -278,6 +278,34 @@ fn the_architecture_table_names_what_each_unit_uses() {
     );
 }
 
+/// Only the store opens SQLite: every other module is handed a store handle or asks the
+/// store for a connection (`serving::store::open`, `open_read_only`), so WAL, the busy
+/// timeout and the schema are the store's alone.
+#[test]
+fn only_the_store_opens_the_database() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let store = src.join("serving").join("store");
+    let mut files = Vec::new();
+    rust_files(&src, &mut files);
+    let wrong: Vec<String> = files
+        .iter()
+        .filter(|f| !f.starts_with(&store))
+        .flat_map(|f| {
+            let text = std::fs::read_to_string(f).unwrap();
+            text.lines()
+                .enumerate()
+                .filter(|(_, l)| code_of(l).contains("Connection::open"))
+                .map(|(n, _)| format!("{}:{}", f.display(), n + 1))
+                .collect::<Vec<_>>()
+        })
+        .collect();
+    assert!(
+        wrong.is_empty(),
+        "SQLite opened outside the store:\n{}",
+        wrong.join("\n")
+    );
+}
+
 #[test]
 fn no_source_file_over_700_lines() {
     let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");

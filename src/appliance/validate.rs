@@ -336,8 +336,7 @@ fn check_database(db: &Path, r: &mut Report) {
             .push(format!("storage.db: {} is not writable: {e}", db.display()));
         return;
     }
-    let flags = rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY;
-    let version = rusqlite::Connection::open_with_flags(db, flags)
+    let version = crate::serving::store::open_read_only(db)
         .and_then(|c| c.pragma_query_value(None, "user_version", |row| row.get::<_, i64>(0)));
     match version {
         Ok(v) if v > crate::serving::store::SCHEMA_VERSION => r.problems.push(format!(

@@ -303,7 +303,7 @@ pub(crate) fn store_profile(db: &Path, p: &Profile) -> Result<(), StoreError> {
         path: db.to_owned(),
         source,
     };
-    let mut c = rusqlite::Connection::open(db).map_err(err)?;
+    let mut c = crate::serving::store::open(db)?;
     crate::serving::store::migrate(&mut c, db)?;
     let tx = c.transaction().map_err(err)?;
     for pt in &p.points {
@@ -327,7 +327,7 @@ pub(crate) fn load_profiles(
         path: db.to_owned(),
         source,
     };
-    let mut c = rusqlite::Connection::open(db).map_err(err)?;
+    let mut c = crate::serving::store::open(db)?;
     crate::serving::store::migrate(&mut c, db)?;
     let hw = hardware();
     let mut st = c

@@ -196,6 +196,14 @@ pub(crate) fn open(path: &Path) -> Result<Connection, StoreError> {
     Ok(c)
 }
 
+/// A read-only connection to the database at `path` (tools reading a finished run, `holmes
+/// validate` reading the schema version), waiting out a writer as [`open`]'s do.
+pub(crate) fn open_read_only(path: &Path) -> rusqlite::Result<Connection> {
+    let c = Connection::open_with_flags(path, rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY)?;
+    c.busy_timeout(Duration::from_secs(5))?;
+    Ok(c)
+}
+
 /// The ensemble and models this run serves, recorded at start-up.
 pub struct ServedEnsemble<'a> {
     pub members: &'a [(String, u32, String, String)], // name, version, sha256, input

@@ -624,7 +624,7 @@ type Outcome = (String, Option<f64>);
 /// Every stored window's status and latency (ms, for those with a score), the gaps the ward
 /// recorded, and the partial windows the beat counter is missing from.
 fn outcomes(db: &std::path::Path) -> Result<(Vec<Outcome>, u64, usize), BenchError> {
-    let c = rusqlite::Connection::open_with_flags(db, rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY)?;
+    let c = crate::serving::store::open_read_only(db)?;
     let mut st = c.prepare(
         "SELECT status, CASE WHEN score IS NULL THEN NULL ELSE latency_ms END FROM scores",
     )?;

@@ -39,8 +39,7 @@ pub(crate) struct OpinionFigures {
 impl OpinionFigures {
     /// The figures of the VT/VF alarms stored in `db`, of `sent` sent.
     pub(crate) fn read(db: &Path, sent: u64) -> rusqlite::Result<OpinionFigures> {
-        let c =
-            rusqlite::Connection::open_with_flags(db, rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY)?;
+        let c = crate::serving::store::open_read_only(db)?;
         let mut st = c.prepare(
             "SELECT confirmed IS NOT NULL, judged_ms - received_ms,
                     json_extract(provenance, '$.not_judged')
