@@ -23,7 +23,7 @@ use crate::core::monitor_alarm::MonitorAlarmEvent;
 use crate::core::window::ClosedWindow;
 use crate::dashboard::auth::Users;
 use crate::outbound::{self, Outbound};
-use crate::serving::engine::Engine;
+use crate::serving::engine::{Engine, counter, sources};
 use crate::serving::engine::accelerator::{self, Accelerator};
 use crate::serving::engine::adjudicator::Adjudicator;
 use crate::serving::engine::ensemble::{self, Prepared};
@@ -81,7 +81,7 @@ pub(super) async fn start_serving(
     let (cfg, devices) = (cfg.clone(), devices.clone());
     blocking("model loading", move || {
         let beats = load_beats(&cfg)?;
-        let sources = ensemble::Sources {
+        let sources = sources::Sources {
             models_dir: &cfg.ensemble.models_dir,
             db: &cfg.storage.db,
             engine: &cfg.engine,
@@ -120,7 +120,7 @@ fn load_beats(cfg: &Config) -> Result<Option<BeatCounter>, ServerError> {
     if !cfg.ensemble.count_beats {
         return Ok(None);
     }
-    let c = ensemble::served_counter(cfg)?;
+    let c = counter::served_counter(cfg)?;
     match &c {
         Some(c) => tracing::info!(
             call_at = c.file.rule.call_at,

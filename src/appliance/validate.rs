@@ -18,7 +18,8 @@ use std::path::{Path, PathBuf};
 
 use crate::composer::rule::{basis, for_ensemble};
 use crate::config::{Config, DEFAULT_TOML};
-use crate::serving::engine::ensemble::{Ensemble, served_counter};
+use crate::serving::engine::counter::served_counter;
+use crate::serving::engine::ensemble::Ensemble;
 use crate::signal::beats::BEATS_FILE;
 
 #[derive(Debug, thiserror::Error)]

@@ -60,7 +60,7 @@ pub(crate) fn run(a: ProfileArgs) -> Result<()> {
     let db = cfg.storage.db.clone();
     let ingest_only = ingest && !all && models.is_empty();
     let counter = if all || (models.is_empty() && !ingest_only) {
-        crate::serving::engine::ensemble::served_counter(&cfg)?
+        crate::serving::engine::counter::served_counter(&cfg)?
     } else {
         None
     };

@@ -70,7 +70,7 @@ pub fn run(a: ScoreArgs) -> Result<()> {
         .to_string_lossy()
         .into_owned();
     let signals = dataset::read_signals(dir, &name)?;
-    let beats = crate::serving::engine::ensemble::served_counter(&cfg)?;
+    let beats = crate::serving::engine::counter::served_counter(&cfg)?;
     let ens = crate::serving::engine::ensemble::Ensemble::load(
         &cfg.ensemble.models_dir,
         &cfg.ensemble.members,

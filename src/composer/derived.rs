@@ -20,7 +20,7 @@
 use super::compose::SplitIndex;
 use crate::alarm::AlarmRule;
 use crate::alarm::rules::{MemberRef, RuleBook};
-use crate::serving::engine::ensemble::BEATS_NAME;
+use crate::serving::engine::counter::BEATS_NAME;
 use crate::serving::engine::pooling::pooled_weights_among;
 use crate::signal::beats::{RUN_RISK, RUN_RISK_MAX, held_by_short_runs};
 use crate::zoo::{Input, Predictions};

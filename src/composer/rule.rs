@@ -14,7 +14,8 @@ use crate::alarm::AlarmRule;
 use crate::alarm::rules::{MemberRef, RuleBook, RulesError};
 use crate::composer::derived::{ZooMember, derived_rule, read_zoo};
 use crate::config::{Config, DashboardConfig};
-use crate::serving::engine::ensemble::{BEATS_NAME, Ensemble, ModelInfo};
+use crate::serving::engine::counter::BEATS_NAME;
+use crate::serving::engine::ensemble::{Ensemble, ModelInfo};
 use crate::signal::beats;
 
 /// The rule serving now, as `/api/health` shows it.

@@ -27,6 +27,7 @@ use crate::core::time::now_ms;
 use crate::serving::engine::Engine;
 use crate::serving::engine::accelerator::Accelerator;
 use crate::serving::engine::ensemble::{self, ModelInfo};
+use crate::serving::engine::sources;
 use crate::serving::store::{self, ServedEnsemble, StoreHandle};
 use crate::serving::ward::Ward;
 
@@ -238,8 +239,8 @@ fn planned_for(cx: &Context) -> Option<usize> {
 fn sources<'a>(
     cfg: &'a Config,
     beats: Option<&'a crate::signal::beats::BeatCounter>,
-) -> ensemble::Sources<'a> {
-    ensemble::Sources {
+) -> sources::Sources<'a> {
+    sources::Sources {
         models_dir: &cfg.ensemble.models_dir,
         db: &cfg.storage.db,
         engine: &cfg.engine,

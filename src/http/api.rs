@@ -487,7 +487,7 @@ pub(super) async fn health(State(s): State<AppState>) -> Json<Health> {
     if models.iter().any(|m| m.faults > 0) {
         problems.push("models: a member has failed on some windows".into());
     }
-    let counter = crate::serving::engine::ensemble::BEATS_NAME;
+    let counter = crate::serving::engine::counter::BEATS_NAME;
     if s.engine
         .model_faults()
         .get(counter)

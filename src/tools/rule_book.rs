@@ -14,7 +14,7 @@ use serde::Serialize;
 
 use crate::alarm::AlarmRule;
 use crate::alarm::rules::{RuleBook, RulesError, ValidationFigures};
-use crate::serving::engine::ensemble::BEATS_NAME;
+use crate::serving::engine::counter::BEATS_NAME;
 use crate::signal::beats::{BeatCounter, BeatsError};
 use crate::zoo::{MANIFEST_FILE, ZooError, read_checked};
 

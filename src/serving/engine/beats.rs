@@ -9,29 +9,19 @@
 use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use super::Shared;
-use super::ensemble::BEATS_NAME;
-use super::job::ModelFault;
+use super::counter::BEATS_NAME;
+use super::job::{ModelFault, Reading};
 use super::queue::ModelQueue;
 use super::worker::report_fault;
-use crate::signal::beats::{BeatCounter, RunEvidence};
+use crate::signal::beats::BeatCounter;
 
 /// The counter served beside an ensemble, and its queue.
 pub(crate) struct BeatStage {
     pub(crate) counter: Arc<BeatCounter>,
     pub(crate) queue: ModelQueue,
-}
-
-/// What the counter read of one window.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub(crate) struct Reading {
-    /// `None` when the reading panicked (the window is then scored without the counter).
-    pub(crate) evidence: Option<RunEvidence>,
-    /// Submission to the start of the reading.
-    pub(crate) queue: Duration,
-    pub(crate) compute: Duration,
 }
 
 /// Runs the stage until its queue closes: one window at a time, earliest deadline first.

@@ -7,7 +7,7 @@
 //! [`pooled_weights`](super::pooling::pooled_weights) says), then the zoo's beat counter when
 //! it serves one ([`BeatCounter::apply`]: its reading and judgement, which the engine's jobs
 //! run apart, [`beats`](super::beats)): offline scoring (`holmes score`, `holmes evaluate`)
-//! uses it. [`served_counter`] is the counter a config serves.
+//! uses it. The counter a config serves, and its name, are [`counter`](super::counter)'s.
 //!
 //! How the members pool is part of what was validated: [`prepare`] reads it from the zoo's
 //! alarm rule for the ensemble ([`pooling`](super::pooling)), so the engine pools as the rule
@@ -20,9 +20,11 @@ use burn::backend::Flex;
 use serde::Serialize;
 
 use super::accelerator::{self, Accelerator};
+use super::counter::{BEATS_NAME, counter_ref};
 use super::pooling::{pooled_weights, served_share};
+use super::sources::Sources;
 use super::{MemberSpec, input_of_window, plan};
-use crate::config::{Combine, EngineConfig};
+use crate::config::Combine;
 use crate::core::score::{MemberScore, ScoreStatus};
 use crate::core::window::ClosedWindow;
 use crate::signal::beats::{BeatCounter, Counted};
@@ -90,28 +92,6 @@ pub struct ModelInfo {
     pub sha256: String,
     pub val_roc_auc: Option<f64>,
     pub test_roc_auc: Option<f64>,
-}
-
-/// The name the beat counter is served, listed and named in the alarm rules under.
-pub const BEATS_NAME: &str = "beats";
-
-/// The zoo's beat counter the config serves (`ensemble.count_beats`, read for the ward's hop),
-/// when the zoo holds one. Blocking (reads `beats.json`).
-pub(crate) fn served_counter(
-    cfg: &crate::config::Config,
-) -> Result<Option<BeatCounter>, crate::signal::beats::BeatsError> {
-    if !cfg.ensemble.count_beats {
-        return Ok(None);
-    }
-    BeatCounter::load(&cfg.ensemble.models_dir, cfg.ward.hop_secs)
-}
-
-/// The beat counter as the alarm rules name it.
-pub(crate) fn counter_ref(c: &BeatCounter) -> crate::alarm::rules::MemberRef {
-    crate::alarm::rules::MemberRef {
-        name: BEATS_NAME.into(),
-        sha256: c.sha256.clone(),
-    }
 }
 
 impl ModelInfo {
@@ -402,23 +382,6 @@ pub struct Prepared {
     pub described: Vec<(String, u32, String, String)>,
     /// The plan's cells as JSON.
     pub plan: String,
-}
-
-/// Where [`prepare`] finds the members and their latency profiles, and the engine settings
-/// the planner follows.
-#[derive(Debug, Clone, Copy)]
-pub struct Sources<'a> {
-    pub models_dir: &'a Path,
-    /// The database holding `holmes profile`'s measurements.
-    pub db: &'a Path,
-    pub engine: &'a EngineConfig,
-    /// The ward's window (`ward.window_secs`): no member may read more.
-    pub window_secs: u32,
-    /// The ward's hop (`ward.hop_secs`): the alarm rule that says how the members pool is
-    /// the one for this hop and window.
-    pub hop_secs: u32,
-    /// The beat counter served beside the members, listed with them.
-    pub beats: Option<&'a BeatCounter>,
 }
 
 /// Loads and validates the named members (a missing or broken one is an error naming it),

@@ -9,10 +9,10 @@ use std::time::{Duration, Instant};
 use serde::Serialize;
 
 use super::Shared;
-use super::beats::Reading;
-use super::ensemble::BEATS_NAME;
+use super::counter::BEATS_NAME;
 use crate::core::score::{MemberScore, ScoreRecord, ScoreStatus};
 use crate::core::window::ClosedWindow;
+use crate::signal::beats::RunEvidence;
 
 /// One member's outcome for one window.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -60,6 +60,16 @@ pub(crate) enum Slot {
     /// Its queue was full: it never ran.
     Dropped,
     Done(MemberResult),
+}
+
+/// What the counter read of one window (on its stage, [`beats`](super::beats)).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(crate) struct Reading {
+    /// `None` when the reading panicked (the window is then scored without the counter).
+    pub(crate) evidence: Option<RunEvidence>,
+    /// Submission to the start of the reading.
+    pub(crate) queue: Duration,
+    pub(crate) compute: Duration,
 }
 
 /// Where the beat counter stands for a window.

@@ -14,11 +14,13 @@
 //! same beat counter, on a thread of its own.
 //!
 //! [`ensemble`] loads, describes and places an ensemble ([`accelerator`], [`plan`],
-//! [`profile`]) for the daemon and the composer alike; [`reload`] hot-swaps changed members.
+//! [`profile`]) from its [`sources`] for the daemon and the composer alike; [`counter`] names
+//! the beat counter served beside the members; [`reload`] hot-swaps changed members.
 
 pub(crate) mod accelerator;
 pub(crate) mod adjudicator;
 pub(crate) mod beats;
+pub mod counter;
 pub(crate) mod deadline;
 pub mod ensemble;
 pub(crate) mod job;
@@ -27,6 +29,7 @@ pub mod pooling;
 pub(crate) mod profile;
 pub(crate) mod queue;
 pub(crate) mod reload;
+pub mod sources;
 pub(crate) mod worker;
 
 pub(crate) use worker::ZooInfer;
@@ -554,7 +557,7 @@ impl Engine {
             .chain(
                 sh.beats
                     .as_ref()
-                    .map(|b| (ensemble::BEATS_NAME.to_owned(), b.queue.len())),
+                    .map(|b| (counter::BEATS_NAME.to_owned(), b.queue.len())),
             )
             .collect()
     }

@@ -6,7 +6,8 @@
 
 use std::path::Path;
 
-use super::ensemble::{Sources, counter_ref};
+use super::counter::counter_ref;
+use super::sources::Sources;
 use crate::alarm::rules::{MemberRef, RuleBook, RulesError, valid_share};
 use crate::config::Combine;
 use crate::zoo::{Input, Lead, Manifest};

@@ -18,7 +18,7 @@ use crate::core::stats::percentile;
 use crate::core::time::now_ms;
 use crate::core::window::{ClosedWindow, SAMPLE_RATE_HZ, WindowQuality};
 use crate::serving::engine::accelerator::{self, Accelerator};
-use crate::serving::engine::ensemble::BEATS_NAME;
+use crate::serving::engine::counter::BEATS_NAME;
 use crate::serving::store::StoreError;
 use crate::signal::beats::BeatCounter;
 use crate::zoo::{Input, ZooModel};

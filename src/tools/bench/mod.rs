@@ -351,7 +351,7 @@ fn members_for(
         let hw = planning::hardware(&crate::serving::engine::accelerator::discover());
         // The counter the daemon will serve beside the members, as the daemon's composer
         // composes with it.
-        let counter = crate::serving::engine::ensemble::served_counter(cfg)
+        let counter = crate::serving::engine::counter::served_counter(cfg)
             .map_err(|e| BenchError::Compose(e.to_string()))?;
         let plan = planning::compose_plan(cfg, n, &hw, 1.0, counter.as_ref())
             .map_err(|e| BenchError::Compose(e.to_string()))?;

@@ -8,7 +8,7 @@ use super::folds::{CrossValidation, Scope};
 use super::served_points::FoldsMedian;
 use super::{EvaluateError, Evaluation};
 use crate::alarm::rules::{ChosenBy, MemberRef, RuleBook, ValidatedRule, ValidationFigures};
-use crate::serving::engine::ensemble::BEATS_NAME;
+use crate::serving::engine::counter::BEATS_NAME;
 use crate::signal::beats::{BeatCounter, BeatsChosenBy, BeatsFile};
 
 /// Keeps the ensemble's rule chosen on validation in the zoo's rules file
