@@ -21,26 +21,13 @@ use tokio_util::task::TaskTracker;
 
 use super::admission::{self, Full, Held, Idle, Newcomer};
 use super::bed::{BedParams, BedState, Phase};
+use super::sink::WardSink;
 use super::task::{BedCmd, BedTask, Counters, Strip};
 use crate::config::{QualityConfig, Stagger, WardConfig};
 use crate::core::event::{Event, EventKind};
-use crate::core::monitor_alarm::MonitorAlarmEvent;
 use crate::core::patient::Admissions;
-use crate::core::window::{ClosedWindow, MAX_LEADS, SAMPLE_RATE_HZ};
+use crate::core::window::{MAX_LEADS, SAMPLE_RATE_HZ};
 use crate::protocol::{ServerMsg, close};
-
-/// Where the ward's output goes. None of these may block: a bed's task calls them.
-pub(crate) trait WardSink: Send + Sync + 'static {
-    /// A closed window, to be scored.
-    fn window(&self, w: ClosedWindow);
-    /// A technical event of a bed (gap, reconnect, ...).
-    fn event(&self, e: Event);
-    /// A monitor's hello was admitted for `bed`.
-    fn bed_seen(&self, bed: &str, device: &str);
-    /// A monitor's own alarm (with the samples up to its onset), or its end, in the order the
-    /// monitor sent them; never to be dropped.
-    fn monitor_alarm(&self, e: MonitorAlarmEvent);
-}
 
 /// What the ward reads of the configuration: its own section, the quality floor, and the
 /// depth of each bed's command queue.
@@ -545,7 +532,9 @@ impl Ward {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::core::monitor_alarm::MonitorAlarmEvent;
     use crate::core::patient::Patient;
+    use crate::core::window::ClosedWindow;
 
     struct Nowhere;
 

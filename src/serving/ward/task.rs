@@ -16,7 +16,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::bed::{BedState, SampleFrame};
 use super::monitor_alarms::{AlarmMsg, PendingAlarms};
-use super::registry::WardSink;
+use super::sink::WardSink;
 use crate::core::event::{Event, EventKind};
 use crate::core::monitor_alarm::MonitorAlarmEvent;
 use crate::core::window::{ClosedWindow, MAX_LEADS};
