@@ -12,8 +12,19 @@ use hyper_util::rt::TokioIo;
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio_util::bytes::Bytes;
 
-use super::link::FhirError;
 use crate::config::BaseUrl;
+
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum ClientError {
+    #[error("cannot connect to {server}: {reason}")]
+    Connect { server: String, reason: String },
+    #[error("the connection failed: {0}")]
+    Transport(String),
+    #[error("no answer within {0:?}")]
+    Timeout(Duration),
+    #[error("cannot build the request: {0}")]
+    Request(String),
+}
 
 /// A connection's byte stream, plain or TLS.
 trait Io: AsyncRead + AsyncWrite + Unpin + Send {}
@@ -53,8 +64,8 @@ pub(crate) async fn connect(
     base: &BaseUrl,
     tls: Option<&Arc<rustls::ClientConfig>>,
     limit: Duration,
-) -> Result<Conn, FhirError> {
-    let fail = |reason: String| FhirError::Connect {
+) -> Result<Conn, ClientError> {
+    let fail = |reason: String| ClientError::Connect {
         server: base.address(),
         reason,
     };
@@ -83,7 +94,7 @@ pub(crate) async fn connect(
                 tracing::debug!(error = %e, "FHIR connection ended");
             }
         });
-        Ok::<_, FhirError>(Conn { send, driver })
+        Ok::<_, ClientError>(Conn { send, driver })
     };
     tokio::time::timeout(limit, open)
         .await
@@ -104,7 +115,7 @@ impl Conn {
         req: Request<'_>,
         limit: Duration,
         max_body: usize,
-    ) -> Result<Answer, FhirError> {
+    ) -> Result<Answer, ClientError> {
         let mut b = hyper::Request::builder()
             .method(req.method)
             .uri(format!("{}{}", base.path, req.path))
@@ -122,28 +133,28 @@ impl Conn {
         };
         let request = b
             .body(body)
-            .map_err(|e| FhirError::Request(e.to_string()))?;
+            .map_err(|e| ClientError::Request(e.to_string()))?;
         let exchange = async {
             self.send
                 .ready()
                 .await
-                .map_err(|e| FhirError::Transport(e.to_string()))?;
+                .map_err(|e| ClientError::Transport(e.to_string()))?;
             let resp = self
                 .send
                 .send_request(request)
                 .await
-                .map_err(|e| FhirError::Transport(e.to_string()))?;
+                .map_err(|e| ClientError::Transport(e.to_string()))?;
             let status = resp.status().as_u16();
             let body = Limited::new(resp.into_body(), max_body)
                 .collect()
                 .await
-                .map_err(|e| FhirError::Transport(format!("reading the answer: {e}")))?
+                .map_err(|e| ClientError::Transport(format!("reading the answer: {e}")))?
                 .to_bytes();
             Ok(Answer { status, body })
         };
         tokio::time::timeout(limit, exchange)
             .await
-            .map_err(|_| FhirError::Timeout(limit))?
+            .map_err(|_| ClientError::Timeout(limit))?
     }
 }
 

@@ -22,7 +22,7 @@ use std::time::{Duration, Instant};
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
-use super::client::{self, Conn, Request};
+use super::client::{self, ClientError, Conn, Request};
 use super::resource::{outcome_reason, request_of};
 use crate::config::{BaseUrl, FhirConfig};
 use crate::core::time::now_ms;
@@ -31,14 +31,9 @@ use crate::outbound::{Backoff, LinkStatus};
 
 #[derive(Debug, thiserror::Error)]
 pub(crate) enum FhirError {
-    #[error("cannot connect to {server}: {reason}")]
-    Connect { server: String, reason: String },
-    #[error("the connection failed: {0}")]
-    Transport(String),
-    #[error("no answer within {0:?}")]
-    Timeout(Duration),
-    #[error("cannot build the request: {0}")]
-    Request(String),
+    /// The connection: opening it, a request on it, its answer.
+    #[error(transparent)]
+    Client(#[from] ClientError),
     /// The reason (the OperationOutcome's) is shown in `/api/health`, not logged: a server may
     /// quote the resource.
     #[error("the server answered {status}")]
