@@ -9,6 +9,7 @@ use std::time::Instant;
 
 use serde::Serialize;
 
+use super::entry::Entry;
 pub(crate) use super::latency::{Beside, Estimator, LatencyModel};
 use super::profiler::split_covering;
 use super::search::{self, Bits, Goal, Profiler, Step};
@@ -17,8 +18,7 @@ use crate::config::HolmesParams;
 use crate::core::metrics::{
     AtThreshold, at_threshold, ensemble_mean, pr_auc, roc_auc, youden_threshold,
 };
-use crate::serving::engine::profile::Profile;
-use crate::zoo::{self, Input, LeadSets, Predictions};
+use crate::zoo::{self, LeadSets, Predictions};
 
 /// Why the zoo could not be loaded for composing.
 #[derive(Debug, thiserror::Error)]
@@ -29,24 +29,6 @@ pub(crate) enum ComposeError {
     Profile(#[from] crate::serving::engine::EngineError),
     #[error("stored profiles: {0}")]
     Store(#[from] crate::serving::store::StoreError),
-}
-
-/// One zoo model as the composer sees it.
-#[derive(Debug, Clone)]
-pub(crate) struct Entry {
-    pub(crate) name: String,
-    /// The weights' SHA-256 (how the zoo's alarm rules name a member).
-    pub(crate) sha256: String,
-    /// The lead sets it scores (none for a vitals model).
-    pub(crate) leads: LeadSets,
-    /// What it reads (how it pools by lead).
-    pub(crate) input: Input,
-    pub(crate) validation: Predictions,
-    pub(crate) test: Predictions,
-    /// Service time of one window on the CPU (p95 at batch 1), ms.
-    pub(crate) latency_ms: f64,
-    /// The stored CPU profile (batch sizes measured, fitted curve), when there is one.
-    pub(crate) profile: Option<Profile>,
 }
 
 /// One split's predictions of every model, indexed by window for fast ensembling.
@@ -457,6 +439,7 @@ pub(crate) fn default_budgets_by(covering: &[bool], latency: &dyn Fn(&[bool]) ->
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::zoo::Input;
 
     /// What the test zoos' models read (no ECG lead: they cover no lead set).
     const HEART_RATE: Input = Input::HeartRate {

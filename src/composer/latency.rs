@@ -10,7 +10,7 @@ use std::collections::HashMap;
 
 use serde::Serialize;
 
-use super::compose::Entry;
+use super::entry::Entry;
 use super::{des, netcalc};
 use crate::config::EngineConfig;
 use crate::serving::engine::profile::{self, Profile};

@@ -3,7 +3,7 @@
 //! latency is lowest while accuracy reaches a floor (appendix A.6).
 //!
 //! [`search`] holds the algorithms (HOLMES, RD, AF, LF, NPO, exact) over a [`profiler`];
-//! [`compose`] wires the zoo into it: accuracy profiles from the manifests' validation
+//! [`compose`] wires the zoo ([`entry`] per model) into it: accuracy profiles from the manifests' validation
 //! predictions ([`metrics`](crate::core::metrics)), latency from stored model profiles
 //! ([`profile`](crate::serving::engine::profile)) through one of two estimators, the [`netcalc`] queueing bound
 //! or the [`des`] discrete-event simulation, or measured through the engine ([`measure`]).
@@ -16,6 +16,7 @@
 pub(crate) mod compose;
 pub(crate) mod derived;
 pub(crate) mod des;
+pub(crate) mod entry;
 pub(crate) mod latency;
 pub mod measure;
 pub(crate) mod netcalc;

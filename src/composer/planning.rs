@@ -9,6 +9,7 @@
 use std::path::Path;
 use std::time::Instant;
 
+use super::entry::Entry;
 use super::plans::{self, PLAN_FORMAT, Plan, PlanInputs, Rung};
 use super::{compose, latency, validated};
 use crate::alarm::rules::{RULES_FILE, RuleBook};
@@ -332,7 +333,7 @@ pub(crate) fn compose_plan(
 
 /// The configured members as the composer saw them.
 struct Configured<'a> {
-    entries: &'a [compose::Entry],
+    entries: &'a [Entry],
     /// The book's ensembles validated for this ward (none when not preferred).
     candidates: &'a [validated::Candidate],
     /// The configured members as a choice over `entries` (none where the zoo lacks one, or
@@ -439,7 +440,7 @@ fn configured_note(
 }
 
 /// The names of the entries `b` chooses, in zoo order.
-fn names_of(entries: &[compose::Entry], b: &[bool]) -> Vec<String> {
+fn names_of(entries: &[Entry], b: &[bool]) -> Vec<String> {
     entries
         .iter()
         .zip(b)

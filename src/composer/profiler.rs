@@ -13,8 +13,10 @@ use std::collections::HashMap;
 
 use serde::{Deserialize, Serialize};
 
-use super::search::Bits;
 use crate::zoo::LeadSets;
+
+/// An ensemble: one bit per zoo model.
+pub(crate) type Bits = Vec<bool>;
 
 /// A profiler: an ensemble in, a number out.
 pub(crate) type ProfileFn<'a> = Box<dyn FnMut(&[bool]) -> f64 + 'a>;

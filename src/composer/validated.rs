@@ -13,8 +13,9 @@
 //! was chosen), then the cheaper. When none fits a rung, the search
 //! composes that rung as it would without rules.
 
-use super::compose::{Entry, SplitIndex, accuracy, lead_sets, zoo_lead_sets};
+use super::compose::{SplitIndex, accuracy, lead_sets, zoo_lead_sets};
 use super::derived::split_counter;
+use super::entry::Entry;
 use super::search::Bits;
 use crate::alarm::rules::RuleBook;
 use crate::core::metrics::roc_auc;

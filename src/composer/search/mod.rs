@@ -24,10 +24,7 @@ use smartcore::ensemble::random_forest_regressor::{
 };
 use smartcore::linalg::basic::matrix::DenseMatrix;
 
-pub(crate) use super::profiler::{Goal, Profiler, Step};
-
-/// An ensemble: one bit per zoo model.
-pub(crate) type Bits = Vec<bool>;
+pub(crate) use super::profiler::{Bits, Goal, Profiler, Step};
 
 /// A random non-empty ensemble.
 pub(crate) fn random_bits(n: usize, rng: &mut SmallRng) -> Bits {
