@@ -40,6 +40,7 @@
 
 mod beats;
 mod causes;
+mod challenge;
 mod condition;
 mod confirm_point;
 mod cross_db;
@@ -99,7 +100,8 @@ pub(crate) use revalidate::{
 };
 pub use save::{save_folds_rule, save_rule};
 pub use served_points::FoldsMedian;
-pub use spliced::{Band, Count, DETECT_WITHIN_SECS, SplicedFigures, SplicedReport};
+pub use spliced::{Band, DETECT_WITHIN_SECS, SplicedFigures, SplicedReport};
+pub use spliced_alarms::Count;
 
 /// Why an evaluation could not run.
 #[derive(Debug, thiserror::Error)]

@@ -91,7 +91,7 @@ pub struct Adjudicated {
     /// The challenge-style score of the confirmations.
     pub challenge_score: Option<f64>,
     /// Where the point was chosen (`None`: the default, fixed before any alarm was seen).
-    pub point_chosen_on: Option<super::confirm_point::ChosenPoint>,
+    pub point_chosen_on: Option<super::challenge::ChosenPoint>,
 }
 
 /// One monitor alarm, judged.

@@ -31,7 +31,7 @@ use crate::training::dataset::{RecordData, RunShape, SpliceKind, SpliceMix, Spli
 
 use super::EvaluateError;
 use super::replay::{Detectors, Replay, replay};
-use super::spliced_alarms::{self, ShapeRow, SplicedAdjudication};
+use super::spliced_alarms::{self, Count, ShapeRow, SplicedAdjudication};
 
 /// A run counts as detected when an alarm is raised this long after its fifth beat at most,
 /// s.
@@ -40,20 +40,6 @@ pub const DETECT_WITHIN_SECS: i64 = 10;
 const RATE_BANDS: [(f64, f64); 3] = [(100.0, 150.0), (150.0, 200.0), (200.0, 250.0)];
 /// Length bands of the report, beats.
 const LENGTH_BANDS: [(usize, usize); 3] = [(5, 7), (8, 12), (13, 30)];
-
-/// Events of one kind and how many drew an alarm.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
-pub struct Count {
-    pub runs: usize,
-    pub detected: usize,
-}
-
-impl Count {
-    pub(super) fn add(&mut self, detected: bool) {
-        self.runs += 1;
-        self.detected += usize::from(detected);
-    }
-}
 
 /// One band of the run table: lengths and rates.
 #[derive(Debug, Clone, Serialize)]

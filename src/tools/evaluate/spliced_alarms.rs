@@ -17,6 +17,9 @@
 //! The events are spliced into held-out patients' own rhythm (the reported part, or each
 //! fold), so no model or rule was fitted on them; the operating point is chosen on other
 //! alarms (the validation part's), or is the default fixed before any was seen.
+//!
+//! [`Count`], events of one kind and how many drew an alarm (or were confirmed), is the
+//! spliced run tables' ([`spliced`](super::spliced)) as well as these.
 
 use serde::Serialize;
 
@@ -27,10 +30,23 @@ use crate::core::window::SAMPLE_RATE_HZ;
 use crate::signal::beats::BeatClassifier;
 use crate::training::dataset::{RunShape, SpliceKind, Spliced};
 
-use super::confirm_point::challenge_score;
+use super::challenge::challenge_score;
 use super::monitor_alarms::opinion_at;
 use super::replay::Replay;
-use super::spliced::Count;
+
+/// Events of one kind and how many drew an alarm.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct Count {
+    pub runs: usize,
+    pub detected: usize,
+}
+
+impl Count {
+    pub(super) fn add(&mut self, detected: bool) {
+        self.runs += 1;
+        self.detected += usize::from(detected);
+    }
+}
 
 /// The proxy monitor alarms this long after the R peak of the beat it counts last, ms (the
 /// end of that beat's QRS).
