@@ -1,7 +1,9 @@
 //! The layer order of `src/`, held by reading the code's own `crate::` paths: a module may use
 //! only modules of lower layers (and its own unit), and the training side and the serving
 //! side never use each other. `src/lib.rs` draws the same order, and docs/ARCHITECTURE.md's
-//! module table names what each unit uses. Also: no source file over 700 lines.
+//! module table names what each unit uses. Inside a folder, no import cycle among its files
+//! (a file using a sibling through `crate::` or `super::` paths, tests left out). Also: no
+//! source file over 700 lines.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -336,4 +338,196 @@ fn the_checker_sees_what_it_must() {
     assert_eq!(unit_of("serving::engine::plan"), Some("serving::engine"));
     assert_eq!(unit_of("servingx"), None);
     assert!(rank("core") < rank("cli"));
+}
+
+// ---- No import cycle among the files of a folder ----
+
+#[path = "layers/source.rs"]
+mod source;
+
+use source::{absolute, blank, inline_modules, rooted_paths, without_tests};
+
+/// One use of a sibling: in folder `folder`, file `from` uses file (or folder) `to`, at `at`.
+struct SiblingUse {
+    folder: String,
+    from: String,
+    to: String,
+    at: String,
+}
+
+/// Every use, outside tests, of a sibling module by a file of `src/`; a folder's own module
+/// (`mod.rs`, or `x.rs` beside `x/`) is no sibling of its files.
+fn sibling_uses() -> Vec<SiblingUse> {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let mut files = Vec::new();
+    rust_files(&src, &mut files);
+    files.sort();
+    let mut code = BTreeMap::new();
+    let mut tests = BTreeSet::new();
+    for f in &files {
+        let (c, t) = without_tests(f, &std::fs::read_to_string(f).unwrap());
+        code.insert(f.clone(), c);
+        tests.extend(t);
+    }
+    let modules: BTreeSet<String> = files
+        .iter()
+        .filter(|f| !tests.contains(*f))
+        .map(|f| module_of(f, &src))
+        .collect();
+    let mut out = Vec::new();
+    for f in files.iter().filter(|f| !tests.contains(*f)) {
+        let module = module_of(f, &src);
+        let Some((folder, name)) = module.rsplit_once("::") else {
+            continue;
+        };
+        let code = &code[f];
+        let inline = inline_modules(code);
+        let parts: Vec<String> = module.split("::").map(str::to_owned).collect();
+        for (at, path) in rooted_paths(code) {
+            let mut here = parts.clone();
+            for (from, to, m) in &inline {
+                if (*from..*to).contains(&at) {
+                    here.push(m.clone());
+                }
+            }
+            let target = absolute(&here, &path).join("::");
+            let Some(sibling) = target.strip_prefix(&format!("{folder}::")) else {
+                continue;
+            };
+            let sibling = sibling.split("::").next().unwrap();
+            if sibling != name && modules.contains(&format!("{folder}::{sibling}")) {
+                let line = code[..at].matches('\n').count() + 1;
+                out.push(SiblingUse {
+                    folder: folder.to_owned(),
+                    from: name.to_owned(),
+                    to: sibling.to_owned(),
+                    at: format!("src/{}:{line}", f.strip_prefix(&src).unwrap().display()),
+                });
+            }
+        }
+    }
+    out
+}
+
+/// The strongly connected components of more than one node of a directed graph (Tarjan).
+fn cycles(edges: &BTreeMap<String, BTreeSet<String>>) -> Vec<Vec<String>> {
+    struct Walk<'a> {
+        edges: &'a BTreeMap<String, BTreeSet<String>>,
+        index: BTreeMap<&'a str, usize>,
+        low: BTreeMap<&'a str, usize>,
+        stack: Vec<&'a str>,
+        out: Vec<Vec<String>>,
+    }
+    fn visit<'a>(w: &mut Walk<'a>, v: &'a str) {
+        let n = w.index.len();
+        w.index.insert(v, n);
+        w.low.insert(v, n);
+        w.stack.push(v);
+        for u in w.edges.get(v).into_iter().flatten() {
+            if !w.index.contains_key(u.as_str()) {
+                visit(w, u);
+                let l = w.low[v].min(w.low[u.as_str()]);
+                w.low.insert(v, l);
+            } else if w.stack.contains(&u.as_str()) {
+                let l = w.low[v].min(w.index[u.as_str()]);
+                w.low.insert(v, l);
+            }
+        }
+        if w.low[v] == w.index[v] {
+            let mut scc = Vec::new();
+            while let Some(u) = w.stack.pop() {
+                scc.push(u.to_owned());
+                if u == v {
+                    break;
+                }
+            }
+            if scc.len() > 1 {
+                scc.sort();
+                w.out.push(scc);
+            }
+        }
+    }
+    let mut w = Walk {
+        edges,
+        index: BTreeMap::new(),
+        low: BTreeMap::new(),
+        stack: Vec::new(),
+        out: Vec::new(),
+    };
+    for v in edges.keys() {
+        if !w.index.contains_key(v.as_str()) {
+            visit(&mut w, v);
+        }
+    }
+    w.out
+}
+
+#[test]
+fn no_import_cycle_among_the_files_of_a_folder() {
+    let mut graphs: BTreeMap<String, BTreeMap<String, BTreeSet<String>>> = BTreeMap::new();
+    let mut at: BTreeMap<(String, String, String), String> = BTreeMap::new();
+    for u in sibling_uses() {
+        let g = graphs.entry(u.folder.clone()).or_default();
+        g.entry(u.from.clone()).or_default().insert(u.to.clone());
+        at.entry((u.folder, u.from, u.to)).or_insert(u.at);
+    }
+    let mut found = Vec::new();
+    for (folder, edges) in &graphs {
+        for scc in cycles(edges) {
+            let mut lines = vec![format!("{folder}: {}", scc.join(", "))];
+            for a in &scc {
+                for b in edges[a].iter().filter(|b| scc.contains(b)) {
+                    let key = (folder.clone(), a.clone(), b.clone());
+                    lines.push(format!("  {a} -> {b} ({})", at[&key]));
+                }
+            }
+            found.push(lines.join("\n"));
+        }
+    }
+    assert!(
+        found.is_empty(),
+        "import cycles among the files of a folder:\n{}",
+        found.join("\n")
+    );
+}
+
+#[test]
+fn the_cycle_checker_sees_what_it_must() {
+    let code = blank(
+        "use super::{a::X, b as c, self}; // super::d\nlet s = \"super::e\"; let c = '{'; let q = '\\'';\n",
+    );
+    let paths: Vec<String> = rooted_paths(&code)
+        .into_iter()
+        .map(|(_, p)| p.join("::"))
+        .collect();
+    assert_eq!(paths, ["super::a::X", "super::b", "super"]);
+    let code =
+        blank("use crate::x::{\n    y::{Z, W},\n    v,\n};\nfn f<'a>() { crate::q::r::<u8>(); }");
+    let paths: Vec<String> = rooted_paths(&code)
+        .into_iter()
+        .map(|(_, p)| p.join("::"))
+        .collect();
+    assert_eq!(
+        paths,
+        [
+            "crate::x::y::Z",
+            "crate::x::y::W",
+            "crate::x::v",
+            "crate::q::r"
+        ]
+    );
+    let (code, tests) = without_tests(
+        Path::new("src/a/b.rs"),
+        "use super::c;\n#[cfg(test)]\nmod tests {\n    use super::d;\n}\n#[cfg(test)]\n#[path = \"b_tests.rs\"]\nmod more;\n",
+    );
+    assert_eq!(rooted_paths(&code).len(), 1);
+    assert!(tests.contains(&PathBuf::from("src/a/b_tests.rs")));
+    let m: Vec<String> = ["a", "b"].map(String::from).to_vec();
+    let p: Vec<String> = ["super", "c", "X"].map(String::from).to_vec();
+    assert_eq!(absolute(&m, &p), ["a", "c", "X"]);
+    let mut g: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    for (a, b) in [("a", "b"), ("b", "c"), ("c", "a"), ("c", "d")] {
+        g.entry(a.into()).or_default().insert(b.into());
+    }
+    assert_eq!(cycles(&g), vec![vec!["a", "b", "c"]]);
 }
