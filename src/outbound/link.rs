@@ -24,10 +24,11 @@ use tokio::time::Instant;
 use tokio_util::codec::Framed;
 use tokio_util::sync::CancellationToken;
 
+use super::LinkStatus;
+use super::backoff::Backoff;
 use super::message::{Ack, Verdict, keep_alive, parse_ack};
 use super::mllp::{Mllp, MllpError};
 use super::outbox::{Cmd, Final, Outbox, Pending};
-use super::{Backoff, LinkStatus};
 use crate::config::Hl7Config;
 use crate::core::time::now_ms;
 
@@ -239,9 +240,7 @@ impl Link {
                         return Err(LinkError::Unanswered);
                     }
                     tracing::debug!(control_id = %control_id, "No HL7 answer in time; sending it again");
-                    if !backoff.wait(&self.shutdown).await {
-                        return Err(LinkError::Stopping);
-                    }
+                    backoff.resend(&self.shutdown, LinkError::Stopping).await?;
                 }
             }
         }
@@ -251,15 +250,10 @@ impl Link {
     /// pending, so the link backs off before it goes again (no tight loop of resends while the
     /// database refuses).
     async fn finish(&self, f: Final, backoff: &mut Backoff) -> Result<(), LinkError> {
-        if self.outbox.finish(f).await {
-            backoff.reset();
-            return Ok(());
-        }
-        if backoff.wait(&self.shutdown).await {
-            Ok(())
-        } else {
-            Err(LinkError::Stopping)
-        }
+        let written = self.outbox.finish(f).await;
+        backoff
+            .settle(written, &self.shutdown, LinkError::Stopping)
+            .await
     }
 
     /// Writes one frame; a receiver that does not read (its socket full) for the answer

@@ -13,8 +13,10 @@
 //! id: the HL7 MSH-10) and its own link task: [`link`] for HL7 (one message in flight, answers
 //! matched by MSA-2, refusals parked, resends with back-off, keep-alives; [`message`] builds
 //! and reads the messages, [`mllp`] frames them), [`fhir::link`] for FHIR.
-//! [`LinkStatus`] is what `/api/health` and the metrics show of a link.
+//! [`LinkStatus`] is what `/api/health` and the metrics show of a link; both link tasks wait
+//! with one [`backoff`].
 
+pub(crate) mod backoff;
 pub(crate) mod feed;
 pub(crate) mod fhir;
 pub(crate) mod link;
@@ -184,43 +186,6 @@ pub(crate) fn hl7_spec(cfg: &Hl7Config) -> outbox::Spec {
         max_body_bytes: cfg.max_frame_bytes,
         keep_sent_hours: cfg.keep_sent_hours,
         queue: cfg.queue,
-    }
-}
-
-/// Exponential back-off of a link, from its `retry_min_ms` doubling to its `retry_max_ms`.
-pub(crate) struct Backoff {
-    min: Duration,
-    max: Duration,
-    next: Duration,
-}
-
-impl Backoff {
-    pub(crate) fn new(min_ms: u64, max_ms: u64) -> Backoff {
-        let min = Duration::from_millis(min_ms);
-        Backoff {
-            min,
-            max: Duration::from_millis(max_ms),
-            next: min,
-        }
-    }
-
-    fn step(&mut self) -> Duration {
-        let d = self.next;
-        self.next = (self.next * 2).min(self.max);
-        d
-    }
-
-    pub(crate) fn reset(&mut self) {
-        self.next = self.min;
-    }
-
-    /// Sleeps the next step; false when `shutdown` comes first.
-    pub(crate) async fn wait(&mut self, shutdown: &CancellationToken) -> bool {
-        let d = self.step();
-        tokio::select! {
-            _ = shutdown.cancelled() => false,
-            _ = tokio::time::sleep(d) => true,
-        }
     }
 }
 

@@ -26,8 +26,9 @@ use super::client::{self, ClientError, Conn, Request};
 use super::resource::{outcome_reason, request_of};
 use crate::config::{BaseUrl, FhirConfig};
 use crate::core::time::now_ms;
+use crate::outbound::LinkStatus;
+use crate::outbound::backoff::Backoff;
 use crate::outbound::outbox::{Cmd, Final, Outbox, Pending};
-use crate::outbound::{Backoff, LinkStatus};
 
 #[derive(Debug, thiserror::Error)]
 pub(crate) enum FhirError {
@@ -262,9 +263,7 @@ impl Link {
                         return Err(e);
                     }
                     self.trouble(&e);
-                    if !backoff.wait(&self.shutdown).await {
-                        return Err(FhirError::Stopping);
-                    }
+                    backoff.resend(&self.shutdown, FhirError::Stopping).await?;
                 }
             }
         }
@@ -273,15 +272,10 @@ impl Link {
     /// Records a resource's final state; one the outbox cannot write leaves it pending, so the
     /// link backs off before it goes again.
     async fn finish(&self, f: Final, backoff: &mut Backoff) -> Result<(), FhirError> {
-        if self.outbox.finish(f).await {
-            backoff.reset();
-            return Ok(());
-        }
-        if backoff.wait(&self.shutdown).await {
-            Ok(())
-        } else {
-            Err(FhirError::Stopping)
-        }
+        let written = self.outbox.finish(f).await;
+        backoff
+            .settle(written, &self.shutdown, FhirError::Stopping)
+            .await
     }
 }
 
