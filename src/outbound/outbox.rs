@@ -1,5 +1,6 @@
 //! The durable outbox of a link: every message in its table (`hl7_outbox` for HL7,
-//! `fhir_outbox` for FHIR) from the moment it is queued until the receiver accepts it
+//! `fhir_outbox` for FHIR, one shape from one definition in the store's migrations, one queue
+//! code here named by [`Names`]) from the moment it is queued until the receiver accepts it
 //! (`acked`), refuses it (`parked`, with its reason and an audit row), or, for an observation,
 //! it grows too old to matter (`dropped`, counted). A row's id is fixed when it is queued (the
 //! HL7 link's MSH-10; a FHIR resource's identifier is rendered into its body), so a resend

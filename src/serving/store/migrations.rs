@@ -7,6 +7,38 @@ use rusqlite::Connection;
 
 use super::StoreError;
 
+/// The DDL of an outbound link's outbox table (`outbound::outbox`, one queue code for both
+/// links), one shape for every link: a row per message until the receiver takes it, `id` fixed
+/// when it is queued and never reused (AUTOINCREMENT), and the index of the pending rows. The
+/// text is the one migrations 12 and 13 were first written with.
+macro_rules! outbox_table {
+    ($table:literal) => {
+        concat!(
+            "CREATE TABLE ",
+            $table,
+            " (
+        id INTEGER PRIMARY KEY AUTOINCREMENT,
+        kind TEXT NOT NULL,
+        bed TEXT NOT NULL,
+        alarm_id INTEGER,
+        phase TEXT,
+        created_ms INTEGER NOT NULL,
+        body TEXT NOT NULL,
+        state TEXT NOT NULL,
+        attempts INTEGER NOT NULL DEFAULT 0,
+        done_ms INTEGER,
+        ack_code TEXT,
+        reason TEXT
+    );
+    CREATE INDEX ",
+            $table,
+            "_pending ON ",
+            $table,
+            " (id) WHERE state = 'pending';"
+        )
+    };
+}
+
 /// Schema migrations, applied in order; `PRAGMA user_version` counts those applied.
 pub(super) const MIGRATIONS: &[&str] = &[
     // 1: the first schema.
@@ -147,39 +179,11 @@ pub(super) const MIGRATIONS: &[&str] = &[
         PRIMARY KEY (hardware, beds)
     );",
     // 12: the HL7 outbox (`outbound::outbox`): each message until the receiver acknowledges
-    // it; `id` is its MSH-10 and never reused (AUTOINCREMENT).
-    "CREATE TABLE hl7_outbox (
-        id INTEGER PRIMARY KEY AUTOINCREMENT,
-        kind TEXT NOT NULL,
-        bed TEXT NOT NULL,
-        alarm_id INTEGER,
-        phase TEXT,
-        created_ms INTEGER NOT NULL,
-        body TEXT NOT NULL,
-        state TEXT NOT NULL,
-        attempts INTEGER NOT NULL DEFAULT 0,
-        done_ms INTEGER,
-        ack_code TEXT,
-        reason TEXT
-    );
-    CREATE INDEX hl7_outbox_pending ON hl7_outbox (id) WHERE state = 'pending';",
+    // it; `id` is its MSH-10.
+    outbox_table!("hl7_outbox"),
     // 13: the FHIR outbox (`outbound::outbox` for `outbound::fhir`): each resource until the
     // server accepts it; `body` is the resource, whose identifier makes a resend idempotent.
-    "CREATE TABLE fhir_outbox (
-        id INTEGER PRIMARY KEY AUTOINCREMENT,
-        kind TEXT NOT NULL,
-        bed TEXT NOT NULL,
-        alarm_id INTEGER,
-        phase TEXT,
-        created_ms INTEGER NOT NULL,
-        body TEXT NOT NULL,
-        state TEXT NOT NULL,
-        attempts INTEGER NOT NULL DEFAULT 0,
-        done_ms INTEGER,
-        ack_code TEXT,
-        reason TEXT
-    );
-    CREATE INDEX fhir_outbox_pending ON fhir_outbox (id) WHERE state = 'pending';",
+    outbox_table!("fhir_outbox"),
     // 14: each bed's current patient, kept across restarts (`admissions`).
     "CREATE TABLE admissions (
         bed TEXT PRIMARY KEY,
@@ -245,4 +249,48 @@ pub(crate) fn migrate(c: &mut Connection, path: &Path) -> Result<(), StoreError>
         tx.commit().map_err(err)?;
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The columns (name, type, not null, default, key) and indexes (name, unique, partial)
+    /// of `table`.
+    fn shape(c: &Connection, table: &str) -> (Vec<String>, Vec<String>) {
+        let rows = |sql: String, n: usize| -> Vec<String> {
+            let mut st = c.prepare(&sql).unwrap();
+            st.query_map([], |r| {
+                let cells: Vec<String> = (0..n)
+                    .map(|i| r.get_ref(i).map(|v| format!("{v:?}")).unwrap_or_default())
+                    .collect();
+                Ok(cells.join(" "))
+            })
+            .unwrap()
+            .map(Result::unwrap)
+            .collect()
+        };
+        let columns = rows(
+            format!(
+                "SELECT name, type, \"notnull\", dflt_value, pk FROM pragma_table_info('{table}')"
+            ),
+            5,
+        );
+        let indexes = rows(
+            format!(
+                "SELECT replace(name, '{table}', 'T'), \"unique\", partial FROM pragma_index_list('{table}') ORDER BY name"
+            ),
+            3,
+        );
+        (columns, indexes)
+    }
+
+    #[test]
+    fn the_links_outboxes_are_one_table_shape() {
+        let mut c = Connection::open_in_memory().unwrap();
+        migrate(&mut c, Path::new(":memory:")).unwrap();
+        let hl7 = shape(&c, "hl7_outbox");
+        assert_eq!(hl7.0.len(), 12, "{hl7:?}");
+        assert_eq!(hl7, shape(&c, "fhir_outbox"));
+    }
 }

@@ -58,6 +58,16 @@ pub(crate) enum Link {
     Fhir,
 }
 
+impl Link {
+    /// Its outbox's table (one shape for both links).
+    fn table(self) -> &'static str {
+        match self {
+            Link::Hl7 => outbox::HL7.table,
+            Link::Fhir => outbox::FHIR.table,
+        }
+    }
+}
+
 impl std::str::FromStr for Link {
     type Err = String;
 
@@ -334,10 +344,7 @@ fn fill(
     });
     drop(ob);
     thread.join().expect("the outbox thread does not panic");
-    let table = match link {
-        Link::Hl7 => "hl7_outbox",
-        Link::Fhir => "fhir_outbox",
-    };
+    let table = link.table();
     // Each report waited in the outbox since its window, as in a real outage, so the age limit
     // (`max_observation_age_secs`) sees the oldest of them as old as the outage.
     c.execute(
@@ -368,10 +375,7 @@ fn fill(
 /// The keys (as [`Expected`] holds them) of the reports the link dropped as too old.
 fn dropped(db: &Path, link: Link) -> Result<HashSet<String>, DrainError> {
     let c = crate::serving::store::open(db).map_err(outbox::OutboxError::from)?;
-    let table = match link {
-        Link::Hl7 => "hl7_outbox",
-        Link::Fhir => "fhir_outbox",
-    };
+    let table = link.table();
     let mut st = c.prepare(&format!(
         "SELECT id, body FROM {table} WHERE state = 'dropped' ORDER BY id"
     ))?;
