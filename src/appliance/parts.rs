@@ -12,7 +12,6 @@ use tokio_rustls::TlsAcceptor;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
-use super::server::ServerError;
 use crate::board::{self, Board, handover::AlarmFeed};
 use crate::composer::plans::Plan;
 use crate::composer::served::{self, ServedPlan};
@@ -23,16 +22,39 @@ use crate::core::monitor_alarm::MonitorAlarmEvent;
 use crate::core::window::ClosedWindow;
 use crate::dashboard::auth::Users;
 use crate::outbound::{self, Outbound};
-use crate::serving::engine::{Engine, counter, sources};
 use crate::serving::engine::accelerator::{self, Accelerator};
 use crate::serving::engine::adjudicator::Adjudicator;
 use crate::serving::engine::ensemble::{self, Prepared};
 use crate::serving::engine::reload::{ZooStatus, watch_zoo};
+use crate::serving::engine::{Engine, counter, sources};
 use crate::serving::ingest::IngestSettings;
 use crate::serving::ingest::devices::DeviceAuth;
 use crate::serving::store::{self, ServedEnsemble, StoreHandle, StoreReader};
 use crate::serving::ward::{Ward, WardSettings, WardSink};
 use crate::signal::beats::BeatCounter;
+
+/// Why the daemon cannot start.
+#[derive(Debug, thiserror::Error)]
+pub enum ServerError {
+    #[error(transparent)]
+    Store(#[from] store::StoreError),
+    #[error(transparent)]
+    Ensemble(#[from] ensemble::EnsembleError),
+    #[error(transparent)]
+    Engine(#[from] crate::serving::engine::EngineError),
+    #[error("dashboard: {0}")]
+    Dashboard(String),
+    #[error("listening socket: {0}")]
+    Io(#[from] std::io::Error),
+    #[error(transparent)]
+    Tls(#[from] crate::http::tls::TlsError),
+    #[error(transparent)]
+    Devices(#[from] crate::serving::ingest::devices::DeviceError),
+    #[error("beat counter: {0}")]
+    Beats(#[from] crate::signal::beats::BeatsError),
+    #[error("HL7 link: {0}")]
+    Outbound(#[from] crate::outbound::OutboundError),
+}
 
 /// Runs `f` on the blocking pool; `what` names it should it panic (a bug).
 async fn blocking<T: Send + 'static>(what: &str, f: impl FnOnce() -> T + Send + 'static) -> T {

@@ -15,36 +15,14 @@ use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
+pub use super::parts::ServerError;
 use super::parts::{self, Stopping};
 use crate::config::Config;
 use crate::dashboard::DashboardState;
 use crate::http::{AppState, router};
+use crate::serving::engine::Engine;
 use crate::serving::engine::adjudicator::Adjudicator;
-use crate::serving::engine::ensemble::EnsembleError;
-use crate::serving::engine::{Engine, EngineError};
-use crate::serving::store::{self, StoreError};
-
-#[derive(Debug, thiserror::Error)]
-pub enum ServerError {
-    #[error(transparent)]
-    Store(#[from] StoreError),
-    #[error(transparent)]
-    Ensemble(#[from] EnsembleError),
-    #[error(transparent)]
-    Engine(#[from] EngineError),
-    #[error("dashboard: {0}")]
-    Dashboard(String),
-    #[error("listening socket: {0}")]
-    Io(#[from] std::io::Error),
-    #[error(transparent)]
-    Tls(#[from] crate::http::tls::TlsError),
-    #[error(transparent)]
-    Devices(#[from] crate::serving::ingest::devices::DeviceError),
-    #[error("beat counter: {0}")]
-    Beats(#[from] crate::signal::beats::BeatsError),
-    #[error("HL7 link: {0}")]
-    Outbound(#[from] crate::outbound::OutboundError),
-}
+use crate::serving::store;
 
 /// A running daemon.
 pub struct Running {
