@@ -1,6 +1,6 @@
 //! The risk alarm rule: when a bed's score series raises a VT/VF risk alarm and when that alarm
 //! clears. One sans-IO state machine ([`AlarmState`]), fed one observation per hop: the
-//! dashboard runs one per bed (live, with the rule validated for the serving ensemble, see
+//! board runs one per bed (live, with the served plan's rule for the serving ensemble, see
 //! `composer::rule`), `holmes evaluate` replays scores through it ([`alarm_episodes`]) and
 //! `holmes score` marks each window with it, so all three raise and clear at the same hops.
 //! [`matching`] says when an

@@ -86,7 +86,7 @@ impl RuleSource {
     /// while the daemon runs serves at once): the book's, else one derived from the zoo's validated ensembles
     /// (the manifests are read only then), else the fallback, with a warning. When the book
     /// cannot be read, `current` (the rule serving now) stays, else the fallback serves.
-    pub(crate) async fn choose(
+    async fn choose(
         &self,
         cfg: &DashboardConfig,
         (models, share): Served,
