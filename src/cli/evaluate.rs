@@ -241,14 +241,15 @@ pub fn run(a: EvaluateArgs) -> Result<()> {
         if a.save_rule {
             let m = evaluate::save_folds_rule(&c, &opts.models_dir)?;
             eprintln!(
-                "Kept the folds' median in {}: beats called at {}, bSQI gate {}; alarm on {}, off {}, {} of {}",
+                "Kept the folds' median in {}: beats called at {}, bSQI gate {}; alarm on {}, off {}, {} of {}; opinion confirmed at {}",
                 opts.models_dir.display(),
                 m.beat_rule.call_at,
                 m.beat_rule.min_bsqi,
                 m.alarm_rule.on,
                 m.alarm_rule.off,
                 m.alarm_rule.k,
-                m.alarm_rule.n
+                m.alarm_rule.n,
+                m.confirm_at
             );
         }
         return Ok(());

@@ -96,13 +96,8 @@ pub fn run(a: ScoreArgs) -> Result<()> {
                 cfg.ward.window_secs,
                 cfg.ward.hop_secs,
             );
-            let opinion = crate::tools::score::adjudicate_at(
-                &counter.file.classifier,
-                &signals,
-                secs,
-                kind,
-                risk,
-            )?;
+            let opinion =
+                crate::tools::score::adjudicate_at(&counter.file, &signals, secs, kind, risk)?;
             if opinion.is_none() {
                 eprintln!("{kind} alarms are not judged: stored and shown as received");
             }

@@ -35,14 +35,14 @@
 //!   run under way at the alarm's instant, which no window holds yet, is not lost to the
 //!   members.
 //!
-//! The alarm is `confirmed` when its probability reaches the operating point ([`CONFIRM_AT`]
-//! unless the caller serves another).
+//! The alarm is `confirmed` when its probability reaches the operating point: the one the
+//! folds chose, kept beside the counter's classifier ([`served_point`]), else [`CONFIRM_AT`].
 
 use crate::core::monitor_alarm::{LOOKBACK_SECS, MonitorAlarmKind, Opinion};
 use crate::core::stats::median;
 use crate::core::window::SAMPLE_RATE_HZ;
 
-use super::beats::{BeatClassifier, CALL_GRID, VENTRICULAR_AT, called_at, called_runs};
+use super::beats::{BeatClassifier, BeatsFile, CALL_GRID, VENTRICULAR_AT, called_at, called_runs};
 use super::classical::{VT_MIN_BEATS, vf_likeness};
 use super::heart_rate::detect_qrs;
 use super::quality::{bsqi, detect_qrs_length};
@@ -51,9 +51,18 @@ use super::quality::{bsqi, detect_qrs_length};
 /// grid's lowest call (0.5), or a served risk or fibrillatory-wave score of 0.4. Chosen
 /// 2026-12-06 for the challenge-style score on the validation part's 423 proxy monitor alarms
 /// (166 true: the classical detector's, and the spliced events'; `holmes evaluate --part test
-/// --spliced`, 1ebea7c), which the test part's figures never saw; the folds' choice is to
-/// replace it.
+/// --spliced`, 1ebea7c), which the test part's figures never saw. It serves only where the
+/// counter's file keeps no point the folds chose ([`served_point`]).
 pub const CONFIRM_AT: f32 = 0.4;
+
+/// The point the served counter's opinion confirms at: the folds' (`holmes evaluate --folds K
+/// --save-rule` keeps it in the counter's file), else [`CONFIRM_AT`].
+pub fn served_point(counter: &BeatsFile) -> f32 {
+    counter
+        .opinion
+        .as_ref()
+        .map_or(CONFIRM_AT, |p| p.confirm_at)
+}
 /// A half-second block of a lead is flat under this peak-to-peak, mV.
 pub const FLAT_MV: f32 = 0.05;
 /// A flat stretch at least this long (s) ends where the lead is read from.

@@ -11,7 +11,7 @@ use crate::core::monitor_alarm::{MonitorAlarmKind, Opinion, RISK_LOOKBACK_SECS};
 use crate::core::score::{MemberScore, ScoreStatus};
 use crate::core::window::{ClosedWindow, LeadSlot, MAX_LEADS, SAMPLE_RATE_HZ, WindowQuality};
 use crate::serving::engine::ensemble::{Ensemble, OFFLINE_BATCH};
-use crate::signal::adjudicate::{CONFIRM_AT, Lead, adjudicate};
+use crate::signal::adjudicate::{Lead, adjudicate, served_point};
 use crate::signal::heart_rate::heart_rate_at;
 
 /// One window of a recording scored offline (`holmes score`).
@@ -157,9 +157,10 @@ pub struct AlarmBeyondRecord {
 /// Holmes's opinion on a monitor's alarm of `kind` at `secs` into the recording `s` (its
 /// leads in the record's order, named as its header names them), as the daemon gives it from
 /// the samples up to the onset and the served `risk` of the windows before it
-/// ([`risk_before`]); `None` for a kind Holmes does not judge.
+/// ([`risk_before`]), with the served counter's classifier at its served point; `None` for a
+/// kind Holmes does not judge.
 pub fn adjudicate_at(
-    classifier: &crate::signal::beats::BeatClassifier,
+    counter: &crate::signal::beats::BeatsFile,
     s: &crate::training::dataset::Signals,
     secs: f64,
     kind: MonitorAlarmKind,
@@ -206,7 +207,13 @@ pub fn adjudicate_at(
             samples: &l[..end],
         })
         .collect();
-    Ok(adjudicate(classifier, &leads, kind, risk, CONFIRM_AT))
+    Ok(adjudicate(
+        &counter.classifier,
+        &leads,
+        kind,
+        risk,
+        served_point(counter),
+    ))
 }
 
 /// Whether a signal's header name says it is not ECG (pressures, pleth, respiration, SpO2).

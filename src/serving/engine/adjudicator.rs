@@ -33,7 +33,7 @@ use crate::core::monitor_alarm::{
 use crate::core::score::ScoreRecord;
 use crate::core::time::now_ms;
 use crate::serving::store::{MonitorAlarmRow, StoreHandle};
-use crate::signal::adjudicate::{CONFIRM_AT, Lead, adjudicate};
+use crate::signal::adjudicate::{Lead, adjudicate, served_point};
 use crate::signal::beats::BeatCounter;
 
 /// Alarms waiting for the thread at most.
@@ -251,14 +251,15 @@ fn judge(a: &MonitorAlarm, beats: Option<&BeatCounter>, risk: Option<f32>) -> Mo
         }
         (true, Some(c)) => {
             provenance["counter_sha256"] = json!(c.sha256);
-            provenance["confirm_at"] = json!(CONFIRM_AT);
+            let point = served_point(&c.file);
+            provenance["confirm_at"] = json!(point);
             provenance["risk"] = json!(risk);
             let leads: Vec<Lead> = a
                 .leads
                 .iter()
                 .map(|(name, samples)| Lead { name, samples })
                 .collect();
-            adjudicate(&c.file.classifier, &leads, a.kind, risk, CONFIRM_AT)
+            adjudicate(&c.file.classifier, &leads, a.kind, risk, point)
         }
     };
     row(a, opinion, provenance)

@@ -155,6 +155,23 @@ pub struct BeatsFile {
     /// --save-rule`: the median of the folds' beat rules, each chosen on the other folds).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub chosen_by: Option<BeatsChosenBy>,
+    /// The point Holmes's opinion on a monitor alarm, read with this classifier, confirms at,
+    /// where the folds chose it (`holmes evaluate --folds K --save-rule`); without it, the
+    /// adjudicator's own (`signal::adjudicate::CONFIRM_AT`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub opinion: Option<OpinionPoint>,
+}
+
+/// The opinion's operating point as the folds chose it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct OpinionPoint {
+    /// The probability at and above which a monitor's alarm is confirmed.
+    pub confirm_at: f32,
+    /// In words, for a reader of the file.
+    pub how: String,
+    /// Each fold's point, fold 1 first.
+    pub folds: Vec<f32>,
 }
 
 /// How a counter's beat rule was chosen over folds.
@@ -379,6 +396,7 @@ mod tests {
             classifier,
             rule,
             chosen_by: None,
+            opinion: None,
         };
         // A folder of its own: tests run side by side.
         let dir = tempfile::tempdir().unwrap();

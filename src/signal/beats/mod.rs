@@ -34,7 +34,9 @@ mod memory;
 mod network;
 mod tail;
 
-pub use counter::{BEATS_FILE, BeatCounter, BeatRule, BeatsChosenBy, BeatsFile, Counted};
+pub use counter::{
+    BEATS_FILE, BeatCounter, BeatRule, BeatsChosenBy, BeatsFile, Counted, OpinionPoint,
+};
 pub(crate) use counter::{RUN_RISK, RUN_RISK_MAX, RunEvidence, held_by_short_runs, run_evidence};
 pub(crate) use memory::BeatMemory;
 pub(crate) use network::SHAPE_ROWS;

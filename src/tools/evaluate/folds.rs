@@ -36,6 +36,7 @@ use crate::signal::beats::{BeatClassifier, BeatMemory, BeatRule, run_evidence};
 use crate::training::beats::BeatRows;
 use crate::training::dataset::{EpisodeKind, NoiseBank, RecordData, Split, SplitName};
 
+use super::challenge::choose_point;
 use super::episodes::{RecordComparison, Summary, TimeToAlarm, summarize, time_to_alarm};
 use super::monitor_alarms::{self, MonitorAlarms};
 use super::replay::{Detectors, Replay, replay};
@@ -61,6 +62,9 @@ pub struct FoldRow {
     pub epochs: Vec<usize>,
     pub beat_rule: BeatRule,
     pub alarm_rule: AlarmRule,
+    /// The opinion's point, chosen for the challenge-style score on the proxy monitor's alarms
+    /// of the records the rules were chosen on ([`CONFIRM_AT`] where they raised none).
+    pub confirm_at: f32,
     /// On the other folds: episodes, detected, false alarms (as the rule search counts).
     pub chosen_on_episodes: usize,
     pub chosen_on_detected: usize,
@@ -226,10 +230,7 @@ pub fn cross_validate(opts: &EvaluateOptions, k: usize) -> Result<CrossValidatio
             number: f + 1,
             fits: &epochs,
             chosen_rows: &other_rows,
-            chosen_on: others
-                .iter()
-                .map(|&i| (&clean[i], &recs[i].leads[..]))
-                .collect(),
+            chosen_on: others.iter().map(|&i| (&clean[i], &recs[i])).collect(),
             held: held
                 .iter()
                 .map(|&i| Held {
@@ -340,6 +341,20 @@ pub(super) fn report(
     };
     let mut per_fold = judged.per_fold;
     per_fold.sort_by_key(|f| f.fold);
+    let served = super::served_points::folds_median(
+        &per_fold
+            .iter()
+            .map(|r| (r.beat_rule, r.alarm_rule, r.confirm_at))
+            .collect::<Vec<_>>(),
+    );
+    let monitor = (!judged.monitor.is_empty()).then(|| {
+        let mut m =
+            monitor_alarms::figures(&judged.monitor, served.map_or(CONFIRM_AT, |s| s.confirm_at));
+        if let Some(a) = &mut m.adjudication {
+            a.folds_points = per_fold.iter().map(|r| r.confirm_at).collect();
+        }
+        m
+    });
     Ok(CrossValidation {
         folds: k,
         scope,
@@ -353,14 +368,8 @@ pub(super) fn report(
         stressed: (!judged.stressed.is_empty()).then(|| pool(&judged.stressed)),
         splice_seed: opts.spliced,
         spliced: spliced_figures,
-        monitor_alarms: (!judged.monitor.is_empty())
-            .then(|| monitor_alarms::figures(&judged.monitor, CONFIRM_AT)),
-        served: super::served_points::folds_median(
-            &per_fold
-                .iter()
-                .map(|r| (r.beat_rule, r.alarm_rule))
-                .collect::<Vec<_>>(),
-        ),
+        monitor_alarms: monitor,
+        served,
         per_fold,
     })
 }
@@ -374,7 +383,7 @@ pub(super) struct Fold<'a, 'r> {
     /// Each fit's classifier after each epoch.
     pub fits: &'r [Vec<BeatClassifier>],
     pub chosen_rows: &'r BeatRows,
-    pub chosen_on: Vec<(&'a Replay, &'a [Vec<f32>])>,
+    pub chosen_on: Vec<(&'a Replay, &'a RecordData)>,
     pub held: Vec<Held<'a>>,
 }
 
@@ -447,7 +456,7 @@ pub(super) fn judge_fold(
     let mut chosen_on: Vec<Replay> = fold
         .chosen_on
         .iter()
-        .map(|(r, leads)| with_runs(r, leads))
+        .map(|(r, rec)| with_runs(r, &rec.leads))
         .collect();
     let (beat_rule, choice, _, _) = beats::choose(&mut chosen_on, search)?;
     // The monitor's rule, where the classical detector was replayed.
@@ -455,6 +464,24 @@ pub(super) fn judge_fold(
         Some(choose_rule(&chosen_on, Replay::classical_scores, search)?.rule)
     } else {
         None
+    };
+    // The opinion's point, on the monitor's alarms of the same records under the same rules.
+    let confirm_at = match monitor_rule {
+        Some(m) => {
+            beats::apply(&mut chosen_on, beat_rule);
+            let records: Vec<&RecordData> = fold.chosen_on.iter().map(|(_, r)| *r).collect();
+            let alarms = monitor_alarms::judge(
+                &chosen_on,
+                &records,
+                Some(classifier),
+                Replay::with_beats_scores,
+                (m, choice.rule),
+                hop_ms,
+                search.matching,
+            )?;
+            choose_point(&monitor_alarms::labelled(&alarms)).unwrap_or(CONFIRM_AT)
+        }
+        None => CONFIRM_AT,
     };
     drop(chosen_on);
     let judge = |reps: &[Replay], snr: Option<f32>| -> Result<Vec<Judged>, EvaluateError> {
@@ -494,7 +521,10 @@ pub(super) fn judge_fold(
             (m, choice.rule),
             hop_ms,
             search.matching,
-        )?,
+        )?
+        .into_iter()
+        .map(|j| j.at(confirm_at))
+        .collect(),
         None => Vec::new(),
     };
     let mut held_noisy: Vec<Replay> = fold
@@ -528,6 +558,7 @@ pub(super) fn judge_fold(
         epochs = ?epochs,
         call_at = beat_rule.call_at,
         on = choice.rule.on,
+        confirm_at,
         "Fold judged"
     );
     let row = FoldRow {
@@ -536,6 +567,7 @@ pub(super) fn judge_fold(
         epochs,
         beat_rule,
         alarm_rule: choice.rule,
+        confirm_at,
         chosen_on_episodes: choice.episodes,
         chosen_on_detected: choice.detected,
         chosen_on_false_alarms: choice.false_alarms,

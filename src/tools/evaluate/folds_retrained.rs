@@ -139,7 +139,7 @@ pub fn cross_validate_retrained(
             chosen_on: chosen
                 .iter()
                 .zip(&chosen_reps)
-                .map(|(&i, r)| (r, &recs[i].leads[..]))
+                .map(|(&i, r)| (r, &recs[i]))
                 .collect(),
             held: held
                 .iter()

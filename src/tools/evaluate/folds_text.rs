@@ -28,12 +28,12 @@ pub fn text(c: &CrossValidation) -> String {
     );
     let _ = writeln!(
         s,
-        "\n  fold records epochs call bSQI   alarm rule        on others det/epis FA   here det/epis FA (6 dB)"
+        "\n  fold records epochs call bSQI   alarm rule        opinion on others det/epis FA   here det/epis FA (6 dB)"
     );
     for f in &c.per_fold {
         let _ = writeln!(
             s,
-            "  {:>4} {:>7} {:>6} {:>4.2} {:>4.1}   {:<17} {:>6}/{:<3} {:>4}    {:>4}/{:<3} {:>3} ({})",
+            "  {:>4} {:>7} {:>6} {:>4.2} {:>4.1}   {:<17} {:>7.2} {:>6}/{:<3} {:>4}    {:>4}/{:<3} {:>3} ({})",
             f.fold,
             f.records.len(),
             f.epochs
@@ -44,6 +44,7 @@ pub fn text(c: &CrossValidation) -> String {
             f.beat_rule.call_at,
             f.beat_rule.min_bsqi,
             f.alarm_rule.words(),
+            f.confirm_at,
             f.chosen_on_detected,
             f.chosen_on_episodes,
             f.chosen_on_false_alarms,
@@ -57,10 +58,11 @@ pub fn text(c: &CrossValidation) -> String {
     if let Some(m) = &c.served {
         let _ = writeln!(
             s,
-            "  median           {:>4.2} {:>4.1}   {:<17} (the served points --save-rule keeps)",
+            "  median           {:>4.2} {:>4.1}   {:<17} {:>7.2} (the served points --save-rule keeps)",
             m.beat_rule.call_at,
             m.beat_rule.min_bsqi,
             m.alarm_rule.words(),
+            m.confirm_at,
         );
     }
     let line = |s: &mut String, name: &str, p: &Pooled| {

@@ -445,6 +445,7 @@ pub fn evaluate(opts: &EvaluateOptions) -> Result<Evaluation, EvaluateError> {
                 hop_ms,
                 matching,
             )?;
+            let judged: Vec<_> = judged.into_iter().map(|j| j.at(confirm_at)).collect();
             let mut m = monitor_alarms::figures(&judged, confirm_at);
             if let Some(a) = &mut m.adjudication {
                 a.point_chosen_on = confirm_point.clone();

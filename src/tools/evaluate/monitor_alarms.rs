@@ -90,8 +90,14 @@ pub struct Adjudicated {
     pub confirmed_false_interval: Option<[f64; 2]>,
     /// The challenge-style score of the confirmations.
     pub challenge_score: Option<f64>,
-    /// Where the point was chosen (`None`: the default, fixed before any alarm was seen).
+    /// Where the point was chosen (`None`: the default, fixed before any alarm was seen, or
+    /// the folds').
     pub point_chosen_on: Option<super::challenge::ChosenPoint>,
+    /// Over folds: each fold's point, chosen on the alarms of the records its rules were
+    /// chosen on, which confirms that fold's alarms (`confirm_at` is their median, the one
+    /// served).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub folds_points: Vec<f32>,
 }
 
 /// One monitor alarm, judged.
@@ -104,15 +110,32 @@ pub(super) struct Judged {
     on: bool,
     /// The opinion's probability, where the alarm was adjudicated.
     opinion: Option<f32>,
+    /// The point the opinion is confirmed at (its fold's, over folds).
+    confirm_at: f32,
     /// What set it off.
     trigger: Trigger,
+}
+
+impl Judged {
+    /// The alarm with its opinion confirmed at `point`.
+    pub(super) fn at(self, point: f32) -> Judged {
+        Judged {
+            confirm_at: point,
+            ..self
+        }
+    }
+
+    fn confirmed(&self) -> Option<bool> {
+        self.opinion.map(|p| p >= self.confirm_at)
+    }
 }
 
 /// Each monitor alarm of `reps` (the classical detector's under the rules' first, `monitor`),
 /// judged with the served scores `pick` gives and their alarm under the second, `served`;
 /// records without both series give none. `records` are the replayed records (in `reps`' order): their annotations say
 /// what set each alarm off, and with `adjudicator`, a beat classifier, each alarm also gets
-/// Holmes's opinion from their leads up to its raise, as a VT alarm's.
+/// Holmes's opinion from their leads up to its raise, as a VT alarm's, confirmed at
+/// [`CONFIRM_AT`] until [`Judged::at`] says otherwise.
 pub(super) fn judge(
     reps: &[Replay],
     records: &[&RecordData],
@@ -169,6 +192,7 @@ pub(super) fn judge(
                 risk,
                 on,
                 opinion,
+                confirm_at: CONFIRM_AT,
             });
         }
     }
@@ -207,8 +231,8 @@ pub(super) fn labelled(judged: &[Judged]) -> Vec<(bool, f32)> {
         .collect()
 }
 
-/// The figures of the monitor alarms `judged` (of one part, or pooled over folds), the
-/// opinions confirmed at `confirm_at`.
+/// The figures of the monitor alarms `judged` (of one part, or pooled over folds), each
+/// opinion confirmed at its own point; `confirm_at` is the point reported (the one served).
 pub(super) fn figures(judged: &[Judged], confirm_at: f32) -> MonitorAlarms {
     let finite = |x: f64| x.is_finite().then_some(x);
     let auc_of = |keep: &dyn Fn(&Judged) -> bool| {
@@ -242,7 +266,7 @@ pub(super) fn figures(judged: &[Judged], confirm_at: f32) -> MonitorAlarms {
         by_trigger: rows(
             &judged
                 .iter()
-                .map(|j| (j.trigger, j.truth, j.opinion.map(|p| p >= confirm_at)))
+                .map(|j| (j.trigger, j.truth, j.confirmed()))
                 .collect::<Vec<_>>(),
         ),
     }
@@ -270,7 +294,7 @@ fn adjudicated(judged: &[Judged], confirm_at: f32) -> Option<Adjudicated> {
         judged
             .iter()
             .zip(&probs)
-            .filter(|(j, p)| j.truth == truth && **p >= confirm_at)
+            .filter(|(j, _)| j.truth == truth && j.confirmed() == Some(true))
             .count()
     };
     let (tp, fp) = (confirmed(true), confirmed(false));
@@ -289,6 +313,7 @@ fn adjudicated(judged: &[Judged], confirm_at: f32) -> Option<Adjudicated> {
         confirmed_false_interval: wilson_interval(fp, n_false),
         challenge_score: (denominator > 0).then(|| 100.0 * (tp + tn) as f64 / denominator as f64),
         point_chosen_on: None,
+        folds_points: Vec::new(),
     })
 }
 
@@ -336,12 +361,22 @@ pub(crate) fn text(m: &MonitorAlarms) -> String {
             f3(a.roc_auc_vt),
             f3(a.roc_auc_vf),
             a.confirm_at,
-            a.point_chosen_on
-                .as_ref()
-                .map_or(" (the default)".into(), |c| format!(
+            match (&a.point_chosen_on, a.folds_points.as_slice()) {
+                (Some(c), _) => format!(
                     " (chosen on validation's {} proxy alarms, {} true)",
                     c.alarms, c.true_alarms
-                )),
+                ),
+                (None, []) => " (the default)".into(),
+                (None, points) => format!(
+                    " (the folds' median; each fold's alarms at its own point, chosen on the \
+                     other folds' alarms: {})",
+                    points
+                        .iter()
+                        .map(|p| format!("{p:.2}"))
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ),
+            },
             share(a.confirmed_true, a.confirmed_true_interval),
             share(a.confirmed_false, a.confirmed_false_interval),
             a.challenge_score.map_or("-".into(), |v| format!("{v:.1}")),
@@ -381,8 +416,34 @@ mod tests {
             risk,
             on,
             opinion: None,
+            confirm_at: CONFIRM_AT,
             trigger: Trigger::Other,
         }
+    }
+
+    #[test]
+    fn each_opinion_is_confirmed_at_its_own_point() {
+        // Two true alarms of opinion 0.5: one from a fold that confirms at 0.4, one from a
+        // fold that confirms at 0.6; a false one of 0.45 at 0.4.
+        let with = |truth: bool, p: f32, at: f32| {
+            Judged {
+                opinion: Some(p),
+                ..j(truth, 0.0, false)
+            }
+            .at(at)
+        };
+        let judged = [
+            with(true, 0.5, 0.4),
+            with(true, 0.5, 0.6),
+            with(false, 0.45, 0.4),
+        ];
+        let a = figures(&judged, 0.5).adjudication.unwrap();
+        assert_eq!((a.confirmed_true, a.confirmed_false), (1, 1));
+        assert_eq!(a.confirm_at, 0.5, "the point reported is the caller's");
+        // All at 0.4: both true ones confirmed.
+        let all: Vec<Judged> = judged.iter().map(|x| x.at(0.4)).collect();
+        let a = figures(&all, 0.4).adjudication.unwrap();
+        assert_eq!((a.confirmed_true, a.confirmed_false), (2, 1));
     }
 
     #[test]

@@ -9,7 +9,7 @@ use super::served_points::FoldsMedian;
 use super::{EvaluateError, Evaluation};
 use crate::alarm::rules::{ChosenBy, MemberRef, RuleBook, ValidatedRule, ValidationFigures};
 use crate::serving::engine::counter::BEATS_NAME;
-use crate::signal::beats::{BeatCounter, BeatsChosenBy, BeatsFile};
+use crate::signal::beats::{BeatCounter, BeatsChosenBy, BeatsFile, OpinionPoint};
 
 /// Keeps the ensemble's rule chosen on validation in the zoo's rules file
 /// ([`RuleBook`]), for the daemon to serve this ensemble with at this hop and window, pooled
@@ -25,6 +25,7 @@ pub fn save_rule(e: &Evaluation, models_dir: &std::path::Path) -> Result<(), Eva
                 classifier: b.classifier.clone(),
                 rule,
                 chosen_by: None,
+                opinion: None,
             }
             .save(models_dir)?;
             let c = BeatCounter::load(models_dir, e.hop_secs)?.expect("just written");
@@ -112,6 +113,16 @@ pub fn save_folds_rule(
     counter.file.chosen_by = Some(BeatsChosenBy {
         how: how.clone(),
         folds: cv.per_fold.iter().map(|r| r.beat_rule).collect(),
+    });
+    counter.file.opinion = Some(OpinionPoint {
+        confirm_at: chosen.confirm_at,
+        how: format!(
+            "the median of {} folds' points, each chosen for the challenge-style score on the \
+             proxy monitor's alarms of the other folds (patient-wise cross-validation over the \
+             {} held-out records)",
+            cv.folds, cv.clean.summary.records
+        ),
+        folds: cv.per_fold.iter().map(|r| r.confirm_at).collect(),
     });
     counter.file.save(models_dir)?;
     let counter = BeatCounter::load(models_dir, cv.hop_secs)?.expect("just written");

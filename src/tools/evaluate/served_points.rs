@@ -13,6 +13,8 @@ use crate::signal::beats::BeatRule;
 pub struct FoldsMedian {
     pub beat_rule: BeatRule,
     pub alarm_rule: AlarmRule,
+    /// The opinion's point on monitor alarms.
+    pub confirm_at: f32,
 }
 
 /// The lower middle of `v` (not empty).
@@ -21,10 +23,10 @@ fn median<T: Copy + PartialOrd>(mut v: Vec<T>) -> T {
     v[(v.len() - 1) / 2]
 }
 
-/// The folds' median beat and alarm rules; `None` without folds. Each threshold is the median
-/// of the folds' own (so the call is one the folds chose), the alarm's off at most its on and
-/// its k at most its n.
-pub(crate) fn folds_median(rows: &[(BeatRule, AlarmRule)]) -> Option<FoldsMedian> {
+/// The folds' median beat rule, alarm rule and opinion point; `None` without folds. Each
+/// threshold is the median of the folds' own (so the call is one the folds chose), the
+/// alarm's off at most its on and its k at most its n.
+pub(crate) fn folds_median(rows: &[(BeatRule, AlarmRule, f32)]) -> Option<FoldsMedian> {
     if rows.is_empty() {
         return None;
     }
@@ -41,6 +43,7 @@ pub(crate) fn folds_median(rows: &[(BeatRule, AlarmRule)]) -> Option<FoldsMedian
             k: median(rows.iter().map(|r| r.1.k).collect()).min(n),
             n,
         },
+        confirm_at: median(rows.iter().map(|r| r.2).collect()),
     })
 }
 
@@ -48,12 +51,13 @@ pub(crate) fn folds_median(rows: &[(BeatRule, AlarmRule)]) -> Option<FoldsMedian
 mod tests {
     use super::*;
 
-    fn row(call_at: f32, on: f32, off: f32, k: u32, n: u32) -> (BeatRule, AlarmRule) {
+    fn row(call_at: f32, on: f32, off: f32, k: u32, n: u32) -> (BeatRule, AlarmRule, f32) {
         let beats = BeatRule {
             call_at,
             min_bsqi: 0.0,
         };
-        (beats, AlarmRule { on, off, k, n })
+        // The opinion's point follows the call here, so that its median is checked too.
+        (beats, AlarmRule { on, off, k, n }, call_at / 2.0)
     }
 
     #[test]
@@ -70,6 +74,7 @@ mod tests {
         assert_eq!(m.beat_rule.call_at, 0.8);
         assert_eq!((m.alarm_rule.on, m.alarm_rule.off), (0.52, 0.30));
         assert_eq!((m.alarm_rule.k, m.alarm_rule.n), (1, 2));
+        assert_eq!(m.confirm_at, 0.4);
         // An even count takes the lower middle; off never above on, k never above n.
         let m = folds_median(&[row(0.5, 0.4, 0.45, 3, 2), row(0.9, 0.6, 0.5, 3, 2)]).unwrap();
         assert_eq!(m.beat_rule.call_at, 0.5);
