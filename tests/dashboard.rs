@@ -44,7 +44,7 @@ async fn the_ward_page_lives_in_a_real_browser() {
     }
     let data = tempfile::tempdir().unwrap();
     let db = data.path().join("holmes.db");
-    holmes::dashboard::auth::Users::open(&db)
+    holmes::dashboard::auth::Users::new(holmes::serving::store::Db::open(&db).unwrap())
         .unwrap()
         .add(
             "nina",

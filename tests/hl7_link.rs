@@ -33,7 +33,7 @@ async fn reports_reach_a_real_receiver_coded_and_refusals_park_while_silence_res
     let dir = tempfile::tempdir().unwrap();
     let peer = Peer::start(dir.path(), 0, "aa");
     let db = dir.path().join("holmes.db");
-    holmes::dashboard::auth::Users::open(&db)
+    holmes::dashboard::auth::Users::new(holmes::serving::store::Db::open(&db).unwrap())
         .unwrap()
         .add(
             "nina",

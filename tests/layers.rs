@@ -308,6 +308,50 @@ fn only_the_store_opens_the_database() {
     );
 }
 
+/// The daemon's parts are handed the store's connections, never open their own: outside the
+/// store, only the start-up wiring (`appliance::parts`) and the command line's one-shot tools
+/// (`cli`, `tools`, and `holmes validate`'s read-only look at the schema version) open one, so
+/// the daemon holds three (`tests/connections.rs` counts them).
+#[test]
+fn the_daemons_parts_are_handed_their_connection() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let allowed = [
+        src.join("serving").join("store"),
+        src.join("appliance").join("parts.rs"),
+        src.join("appliance").join("validate.rs"),
+        src.join("cli"),
+        src.join("tools"),
+    ];
+    let mut files = Vec::new();
+    rust_files(&src, &mut files);
+    let opens = [
+        "store::open(",
+        "Db::open(",
+        "StoreReader::open(",
+        "open_read_only(",
+    ];
+    let wrong: Vec<String> = files
+        .iter()
+        .filter(|f| !allowed.iter().any(|a| f.starts_with(a)))
+        .filter(|f| f.file_name().is_some_and(|n| n != "tests.rs"))
+        .flat_map(|f| {
+            let text = std::fs::read_to_string(f).unwrap();
+            // The code before the file's unit tests.
+            let code = text.split("#[cfg(test)]").next().unwrap_or_default();
+            code.lines()
+                .enumerate()
+                .filter(|(_, l)| opens.iter().any(|o| code_of(l).contains(o)))
+                .map(|(n, _)| format!("{}:{}", f.display(), n + 1))
+                .collect::<Vec<_>>()
+        })
+        .collect();
+    assert!(
+        wrong.is_empty(),
+        "a connection opened outside the store and the start-up wiring:\n{}",
+        wrong.join("\n")
+    );
+}
+
 #[test]
 fn no_source_file_over_700_lines() {
     let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");

@@ -296,7 +296,8 @@ async fn an_engineer_asks_for_a_recomposition() {
     }
     let data = tempfile::tempdir().unwrap();
     let db = data.path().join("holmes.db");
-    let users = holmes::dashboard::auth::Users::open(&db).unwrap();
+    let users = holmes::dashboard::auth::Users::new(holmes::serving::store::Db::open(&db).unwrap())
+        .unwrap();
     users
         .add(
             "erik",

@@ -478,7 +478,7 @@ async fn sign_in(
 }
 
 fn add_user(db: &Path, name: &str, role: holmes::dashboard::auth::Role, password: &str) {
-    holmes::dashboard::auth::Users::open(db)
+    holmes::dashboard::auth::Users::new(holmes::serving::store::Db::open(db).unwrap())
         .unwrap()
         .add(name, role, password, false)
         .unwrap();

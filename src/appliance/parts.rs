@@ -29,7 +29,7 @@ use crate::serving::engine::reload::{ZooStatus, watch_zoo};
 use crate::serving::engine::{Engine, counter, sources};
 use crate::serving::ingest::IngestSettings;
 use crate::serving::ingest::devices::DeviceAuth;
-use crate::serving::store::{self, ServedEnsemble, StoreHandle, StoreReader};
+use crate::serving::store::{self, Db, ServedEnsemble, StoreHandle, StoreReader};
 use crate::serving::ward::{Ward, WardSettings, WardSink};
 use crate::signal::beats::BeatCounter;
 
@@ -96,22 +96,30 @@ pub(super) struct StartServing {
     pub(super) beats: Option<BeatCounter>,
 }
 
+/// The ward's shared connection ([`Db`]), the database created and migrated: every part but
+/// the store's writer and the API's reader reads and writes through it.
+pub(super) async fn database(cfg: &Config) -> Result<Db, ServerError> {
+    let path = cfg.storage.db.clone();
+    Ok(blocking("opening the database", move || Db::open(&path)).await?)
+}
+
 pub(super) async fn start_serving(
     cfg: &Config,
+    db: &Db,
     devices: &Arc<Vec<Accelerator>>,
 ) -> Result<StartServing, ServerError> {
-    let (cfg, devices) = (cfg.clone(), devices.clone());
+    let (cfg, db, devices) = (cfg.clone(), db.clone(), devices.clone());
     blocking("model loading", move || {
         let beats = load_beats(&cfg)?;
         let sources = sources::Sources {
             models_dir: &cfg.ensemble.models_dir,
-            db: &cfg.storage.db,
+            db: &db,
             engine: &cfg.engine,
             window_secs: cfg.ward.window_secs,
             hop_secs: cfg.ward.hop_secs,
             beats: beats.as_ref(),
         };
-        let stored = crate::composer::planning::stored_plan(&cfg, &devices, beats.as_ref());
+        let stored = crate::composer::planning::stored_plan(&cfg, &db, &devices, beats.as_ref());
         if let Some(p) = &stored {
             match ensemble::prepare(sources, &p.rungs[0].members, &devices, p.inputs.beds) {
                 Ok(prepared) => {
@@ -163,9 +171,15 @@ pub(super) struct Storage {
     pub(super) reader: StoreReader,
     pub(super) scored_until: std::collections::HashMap<String, i64>,
     pub(super) admissions: crate::core::patient::Admissions,
+    /// The ward's shared connection.
+    pub(super) db: Db,
 }
 
-pub(super) async fn storage(cfg: &Config, s: &StartServing) -> Result<Storage, ServerError> {
+pub(super) async fn storage(
+    cfg: &Config,
+    db: Db,
+    s: &StartServing,
+) -> Result<Storage, ServerError> {
     let store_cfg = cfg.storage.clone();
     let source = match &s.plan {
         Some(p) => format!("plan {}", p.version),
@@ -187,11 +201,11 @@ pub(super) async fn storage(cfg: &Config, s: &StartServing) -> Result<Storage, S
         )
     })
     .await?;
-    let db = cfg.storage.db.clone();
+    let (path, d) = (cfg.storage.db.clone(), db.clone());
     let (reader, scored_until, admissions) = blocking("opening the database", move || {
-        let r = StoreReader::open(&db)?;
+        let r = StoreReader::open(&path)?;
         let until = r.scored_until()?;
-        let admissions = store::admissions::restore(&db)?;
+        let admissions = store::admissions::restore(&d)?;
         Ok::<_, store::StoreError>((r, until, admissions))
     })
     .await?;
@@ -202,6 +216,7 @@ pub(super) async fn storage(cfg: &Config, s: &StartServing) -> Result<Storage, S
         reader,
         scored_until,
         admissions,
+        db,
     })
 }
 
@@ -234,11 +249,11 @@ pub(super) async fn engine(
 }
 
 /// What a monitor connection reads of the configuration.
-pub(super) fn ingest(cfg: &Config) -> IngestSettings {
+pub(super) fn ingest(cfg: &Config, db: &Db) -> IngestSettings {
     IngestSettings {
         ingest: cfg.ingest.clone(),
         leads: cfg.leads.clone(),
-        audit: store::audit::AuditLog::new(&cfg.storage.db),
+        audit: store::audit::AuditLog::new(db),
     }
 }
 
@@ -251,7 +266,7 @@ pub(super) struct Zoo {
     pub(super) watcher: Option<notify::RecommendedWatcher>,
 }
 
-pub(super) async fn zoo(cfg: &Config, engine: &Engine, store: &StoreHandle) -> Zoo {
+pub(super) async fn zoo(cfg: &Config, engine: &Engine, (store, db): (&StoreHandle, &Db)) -> Zoo {
     let status = Arc::new(Mutex::new(ZooStatus::default()));
     let (tx, generation) = watch::channel(0u64);
     let (dir, eng, st, s) = (
@@ -260,7 +275,7 @@ pub(super) async fn zoo(cfg: &Config, engine: &Engine, store: &StoreHandle) -> Z
         store.clone(),
         status.clone(),
     );
-    let audit = store::audit::AuditLog::new(&cfg.storage.db);
+    let audit = store::audit::AuditLog::new(db);
     let watcher = blocking("zoo watcher start-up", move || {
         watch_zoo(dir, eng, st, audit, s, tx)
     })
@@ -338,7 +353,7 @@ pub(super) struct Composer {
 pub(super) fn composer(
     cfg: &Config,
     first: Serving,
-    (engine, store, ward, devices): (&Engine, &StoreHandle, &Ward, &Arc<Vec<Accelerator>>),
+    (engine, st, ward, devices): (&Engine, &Storage, &Ward, &Arc<Vec<Accelerator>>),
     zoo_generation: watch::Receiver<u64>,
     (shutdown, tracker): (&CancellationToken, &TaskTracker),
 ) -> Composer {
@@ -353,8 +368,9 @@ pub(super) fn composer(
     let (recompose, requests) = mpsc::channel(4);
     let cx = composer::service::Context {
         cfg: cfg.clone(),
+        db: st.db.clone(),
         engine: engine.clone(),
-        store: store.clone(),
+        store: st.store.clone(),
         ward: ward.clone(),
         devices: devices.clone(),
         serving,
@@ -372,10 +388,10 @@ pub(super) fn composer(
 /// The monitors' device tokens, their revocations watched.
 pub(super) async fn device_auth(
     cfg: &Config,
-    ward: &Ward,
+    (ward, db): (&Ward, &Db),
     (shutdown, tracker): (&CancellationToken, &TaskTracker),
 ) -> Result<DeviceAuth, ServerError> {
-    let (db, acfg) = (cfg.storage.db.clone(), cfg.auth.clone());
+    let (db, acfg) = (db.clone(), cfg.auth.clone());
     let devices = blocking("reading the devices table", move || {
         DeviceAuth::open(&db, &acfg)
     })
@@ -385,9 +401,9 @@ pub(super) async fn device_auth(
 }
 
 /// The page's users.
-pub(super) async fn users(cfg: &Config) -> Result<Users, ServerError> {
-    let db = cfg.storage.db.clone();
-    blocking("opening the users table", move || Users::open(&db))
+pub(super) async fn users(db: &Db) -> Result<Users, ServerError> {
+    let db = db.clone();
+    blocking("opening the users table", move || Users::new(db))
         .await
         .map_err(|e| ServerError::Dashboard(e.to_string()))
 }
@@ -407,7 +423,7 @@ pub(super) struct Links {
 /// monitor alarms, the ward's admissions, and takes the board's alarm transitions.
 pub(super) async fn links(
     cfg: &Config,
-    store: &StoreHandle,
+    (store, db): (&StoreHandle, &Db),
     ward: &Ward,
     (shutdown, tracker): (&CancellationToken, &TaskTracker),
 ) -> Result<Links, ServerError> {
@@ -417,11 +433,9 @@ pub(super) async fn links(
         let (admissions, token) = (ward.admissions(), shutdown.child_token());
         let started = match hl7 {
             true if cfg.hl7.enabled => {
-                let db = &cfg.storage.db;
                 outbound::start(&cfg.hl7, db, scores, alarms, admissions, token, tracker).await?
             }
             false if cfg.fhir.enabled => {
-                let db = &cfg.storage.db;
                 outbound::fhir::start(&cfg.fhir, db, scores, alarms, admissions, token, tracker)
                     .await?
             }
@@ -466,7 +480,7 @@ pub(super) async fn board(
         store: st.store.clone(),
         reader: st.reader.clone(),
         plan: plan.clone(),
-        db: cfg.storage.db.clone(),
+        db: st.db.clone(),
         alarm_feed,
     };
     let b = board::start(dcfg, sources, shutdown.child_token(), tracker).await;

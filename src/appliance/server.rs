@@ -49,19 +49,20 @@ pub async fn start(cfg: Config, listener: TcpListener) -> Result<Running, Server
     let tls = parts::tls(&cfg, addr).await?;
     crate::http::telemetry::handle();
     let accelerators = parts::accelerators().await;
-    let first = parts::start_serving(&cfg, &accelerators).await?;
-    let mut st = parts::storage(&cfg, &first).await?;
+    let db = parts::database(&cfg).await?;
+    let first = parts::start_serving(&cfg, &db, &accelerators).await?;
+    let mut st = parts::storage(&cfg, db, &first).await?;
     let (engine, first) = parts::engine(&cfg, first, &st).await?;
-    let zoo = parts::zoo(&cfg, &engine, &st.store).await;
+    let zoo = parts::zoo(&cfg, &engine, (&st.store, &st.db)).await;
     let adjudicator = Arc::new(Adjudicator::start(engine.beats(), st.store.clone())?);
     let (shutdown, tracker) = (CancellationToken::new(), TaskTracker::new());
     let on = (&shutdown, &tracker);
     let ward = parts::ward(&cfg, &engine, &mut st, &adjudicator, on);
-    let serving = (&engine, &st.store, &ward, &accelerators);
+    let serving = (&engine, &st, &ward, &accelerators);
     let composer = parts::composer(&cfg, first, serving, zoo.generation.clone(), on);
-    let devices = parts::device_auth(&cfg, &ward, on).await?;
-    let users = parts::users(&cfg).await?;
-    let links = parts::links(&cfg, &st.store, &ward, on).await?;
+    let devices = parts::device_auth(&cfg, (&ward, &st.db), on).await?;
+    let users = parts::users(&st.db).await?;
+    let links = parts::links(&cfg, (&st.store, &st.db), &ward, on).await?;
     let c = composer.serving.clone();
     let (board, _plan) =
         parts::board(&cfg, c, zoo.generation, (&ward, &st, links.alarm_feed), on).await;
@@ -70,15 +71,15 @@ pub async fn start(cfg: Config, listener: TcpListener) -> Result<Running, Server
             cfg.dashboard.clone(),
             board,
             users,
-            cfg.storage.db.clone(),
+            st.db.clone(),
             ward.clone(),
             composer.recompose,
         ),
-        ingest: parts::ingest(&cfg),
+        ingest: parts::ingest(&cfg, &st.db),
         engine_cfg: cfg.engine.clone(),
         configured_beds: cfg.ward.beds.clone().into(),
         configured_members: cfg.ensemble.members.clone().into(),
-        db: cfg.storage.db.clone(),
+        db: st.db.clone(),
         tls: cfg.server.tls.is_some(),
         ward: ward.clone(),
         devices,

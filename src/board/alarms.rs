@@ -12,13 +12,14 @@
 //! ensemble served with the same rule changes nothing.
 
 use std::collections::HashMap;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
-use rusqlite::{Connection, OptionalExtension, params};
+use rusqlite::{OptionalExtension, params};
 use serde::Serialize;
 
 use crate::alarm::{AlarmChange, AlarmState};
 use crate::composer::rule::ServedRule;
+use crate::serving::store::Db;
 use crate::serving::ward::BedStatus;
 
 #[derive(Debug, thiserror::Error)]
@@ -340,22 +341,18 @@ impl Alarms {
 
 /// The `alarms` table.
 pub(crate) struct AlarmDb {
-    conn: Connection,
-    path: PathBuf,
+    db: Db,
 }
 
 impl AlarmDb {
-    pub(crate) fn open(path: &Path) -> Result<AlarmDb, AlarmError> {
-        let conn = crate::serving::store::open(path)?;
-        Ok(AlarmDb {
-            conn,
-            path: path.to_owned(),
-        })
+    /// The table in the ward's database `db`.
+    pub(crate) fn new(db: Db) -> AlarmDb {
+        AlarmDb { db }
     }
 
     fn err(&self, source: rusqlite::Error) -> AlarmError {
         AlarmError::Sqlite {
-            path: self.path.clone(),
+            path: self.db.path().to_owned(),
             source,
         }
     }
@@ -363,14 +360,13 @@ impl AlarmDb {
     /// The highest stored alarm id (0: none). Alarms left active by a previous run are closed
     /// as of `now` (the board re-raises what still holds).
     pub(crate) fn resume(&self, now: i64) -> Result<i64, AlarmError> {
-        self.conn
-            .execute(
-                "UPDATE alarms SET cleared_ms = ?1 WHERE cleared_ms IS NULL",
-                params![now],
-            )
-            .map_err(|e| self.err(e))?;
-        let id: Option<i64> = self
-            .conn
+        let c = self.db.lock();
+        c.execute(
+            "UPDATE alarms SET cleared_ms = ?1 WHERE cleared_ms IS NULL",
+            params![now],
+        )
+        .map_err(|e| self.err(e))?;
+        let id: Option<i64> = c
             .query_row("SELECT max(id) FROM alarms", [], |r| r.get(0))
             .optional()
             .map_err(|e| self.err(e))?
@@ -385,7 +381,8 @@ impl AlarmDb {
         let rule = a
             .rule
             .map(|r| serde_json::to_string(&r).expect("a rule serialises"));
-        self.conn
+        self.db
+            .lock()
             .execute(
                 "INSERT INTO alarms (id, bed, kind, raised_ms, value, cleared_ms, acked_by, acked_ms,
                                      silenced_by, silenced_ms, silenced_until_ms, onset_ms, rule,
@@ -416,8 +413,8 @@ impl AlarmDb {
 
     /// A bed's alarms, newest first.
     pub(crate) fn history(&self, bed: &str, limit: usize) -> Result<Vec<AlarmRow>, AlarmError> {
-        let mut st = self
-            .conn
+        let c = self.db.lock();
+        let mut st = c
             .prepare(
                 "SELECT id, kind, raised_ms, value, cleared_ms, acked_by, acked_ms, silenced_by,
                         silenced_ms, silenced_until_ms, onset_ms, rule, run_onset_ms
@@ -630,9 +627,7 @@ mod tests {
     fn history_lists_a_beds_alarms_newest_first_with_a_risk_alarms_onset_and_rule() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("alarms.db");
-        let mut c = crate::serving::store::open(&path).unwrap();
-        crate::serving::store::migrate(&mut c, &path).unwrap();
-        let db = AlarmDb::open(&path).unwrap();
+        let db = AlarmDb::new(Db::open(&path).unwrap());
         let mut a = alarms();
         // Raised on a counted VT run that began 1.5 s before the window's end.
         for t in a.on_score("b1", HOP, Some(0.875), Some(HOP - 1_500), None, 1) {

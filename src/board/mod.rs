@@ -200,7 +200,7 @@ pub(crate) struct Sources {
     /// What serves now and its risk alarm rule (the composer publishes it).
     pub(crate) plan: watch::Receiver<ServedPlan>,
     /// The database, for the alarms table.
-    pub(crate) db: std::path::PathBuf,
+    pub(crate) db: crate::serving::store::Db,
     /// Every alarm transition (raised, acknowledged, silenced, silence ended, cleared), for the
     /// outbound links (`outbound`: HL7, FHIR, each holding its receiver); `None` when nothing reads them. Sent
     /// without waiting, so the board never waits: a change that finds the channel full (or
@@ -280,7 +280,7 @@ async fn run(
     let audit_log = crate::serving::store::audit::AuditLog::new(&db);
     let seed = reader.clone();
     let (adb, last_id, mut beds) = match tokio::task::spawn_blocking(move || {
-        let adb = AlarmDb::open(&db)?;
+        let adb = AlarmDb::new(db);
         let last = adb.resume(now_ms())?;
         let mut beds: HashMap<String, BedBoard> = HashMap::new();
         for r in reader.latest_scores().unwrap_or_default() {

@@ -130,17 +130,10 @@ mod tests {
     #[tokio::test]
     async fn a_change_reaches_the_links_only_once_its_row_is_stored() {
         let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("a.db");
-        let mut c = crate::serving::store::open(&path).unwrap();
-        crate::serving::store::migrate(&mut c, &path).unwrap();
+        let db = crate::serving::store::Db::open(&dir.path().join("a.db")).unwrap();
         let (ftx, mut frx) = mpsc::channel(8);
         let feed = AlarmFeed::new(ftx, Default::default());
-        let (tx, thread) = start(
-            AlarmDb::open(&path).unwrap(),
-            AuditLog::new(&path),
-            Some(feed),
-            4,
-        );
+        let (tx, thread) = start(AlarmDb::new(db.clone()), AuditLog::new(&db), Some(feed), 4);
         let alarm = |id| Alarm {
             id,
             bed: "b1".into(),
@@ -165,7 +158,8 @@ mod tests {
                 panic!("a raise")
             };
             assert_eq!(a.id, want, "in order");
-            let stored: i64 = c
+            let stored: i64 = db
+                .lock()
                 .query_row("SELECT count(*) FROM alarms WHERE id = ?1", [a.id], |r| {
                     r.get(0)
                 })
@@ -186,7 +180,8 @@ mod tests {
         .await
         .unwrap();
         assert!(frx.recv().await.is_some());
-        let by: Option<String> = c
+        let by: Option<String> = db
+            .lock()
             .query_row("SELECT acked_by FROM alarms WHERE id = 2", [], |r| r.get(0))
             .unwrap();
         assert_eq!(by.as_deref(), Some("nina"));

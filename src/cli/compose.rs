@@ -64,6 +64,7 @@ pub(crate) fn run(a: ComposeCli) -> Result<()> {
         report: a.report,
         json: a.json,
     };
-    crate::composer::report::main(&cfg, &args)?;
+    let db = crate::serving::store::Db::open(&cfg.storage.db)?;
+    crate::composer::report::main(&cfg, &db, &args)?;
     Ok(())
 }

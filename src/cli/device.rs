@@ -6,6 +6,7 @@ use serde_json::json;
 
 use super::{ConfigArgs, cli_actor};
 use crate::serving::ingest::devices::DeviceDb;
+use crate::serving::store::Db;
 use crate::serving::store::audit::{Action, AuditLog};
 
 /// `holmes device ...`.
@@ -43,8 +44,9 @@ pub enum DeviceCommand {
 pub(crate) fn run(cmd: DeviceCommand) -> Result<()> {
     match cmd {
         DeviceCommand::Add { name, bed, config } => {
-            let db = config.load()?.storage.db;
-            let token = DeviceDb::open(&db)?.add(&name, bed.as_deref())?;
+            let path = config.load()?.storage.db;
+            let db = Db::open(&path)?;
+            let token = DeviceDb::new(db.clone()).add(&name, bed.as_deref())?;
             AuditLog::new(&db).write(
                 Some(&cli_actor()),
                 Action::DeviceAdded,
@@ -53,23 +55,24 @@ pub(crate) fn run(cmd: DeviceCommand) -> Result<()> {
             eprintln!(
                 "device {name} added to {}; its token (shown only now; put it in the monitor's \
                  configuration):",
-                db.display()
+                path.display()
             );
             println!("{token}");
         }
         DeviceCommand::Revoke { name, config } => {
-            let db = config.load()?.storage.db;
-            DeviceDb::open(&db)?.revoke(&name)?;
+            let path = config.load()?.storage.db;
+            let db = Db::open(&path)?;
+            DeviceDb::new(db.clone()).revoke(&name)?;
             AuditLog::new(&db).write(
                 Some(&cli_actor()),
                 Action::DeviceRevoked,
                 &json!({"device": name}),
             )?;
-            println!("device {name} revoked in {}", db.display());
+            println!("device {name} revoked in {}", path.display());
         }
         DeviceCommand::List { config, json } => {
-            let db = config.load()?.storage.db;
-            let devices = DeviceDb::open(&db)?.list()?;
+            let db = Db::open(&config.load()?.storage.db)?;
+            let devices = DeviceDb::new(db).list()?;
             if json {
                 println!("{}", serde_json::to_string_pretty(&devices)?);
             } else {

@@ -57,7 +57,7 @@ pub(crate) fn run(a: ProfileArgs) -> Result<()> {
         anyhow::bail!("--ingest-beds and --ingest-secs go with --ingest (or --all)");
     }
     let cfg = config.load()?;
-    let db = cfg.storage.db.clone();
+    let db = crate::serving::store::Db::open(&cfg.storage.db)?;
     let ingest_only = ingest && !all && models.is_empty();
     let counter = if all || (models.is_empty() && !ingest_only) {
         crate::serving::engine::counter::served_counter(&cfg)?
@@ -156,7 +156,7 @@ pub(crate) fn run(a: ProfileArgs) -> Result<()> {
         let v = serde_json::json!({ "profiles": out, "ingest": ingest });
         println!("{}", serde_json::to_string_pretty(&v)?);
     } else {
-        println!("stored in {}", db.display());
+        println!("stored in {}", db.path().display());
     }
     Ok(())
 }

@@ -29,19 +29,24 @@ pub(crate) fn run(cmd: UserCommand) -> Result<()> {
         replace,
         config,
     } = cmd;
-    let db = config.load()?.storage.db;
+    let path = config.load()?.storage.db;
+    let db = crate::serving::store::Db::open(&path)?;
     let role: crate::dashboard::auth::Role = role.parse()?;
     let mut password = String::new();
     std::io::stdin()
         .read_line(&mut password)
         .context("reading the password from standard input")?;
     let password = password.trim_end_matches(['\n', '\r']);
-    crate::dashboard::auth::Users::open(&db)?.add(&name, role, password, replace)?;
+    crate::dashboard::auth::Users::new(db.clone())?.add(&name, role, password, replace)?;
     crate::serving::store::audit::AuditLog::new(&db).write(
         Some(&cli_actor()),
         crate::serving::store::audit::Action::UserAdded,
         &serde_json::json!({"user": name, "role": role.as_str()}),
     )?;
-    println!("user {name} ({}) added to {}", role.as_str(), db.display());
+    println!(
+        "user {name} ({}) added to {}",
+        role.as_str(),
+        path.display()
+    );
     Ok(())
 }

@@ -110,7 +110,7 @@ pub(crate) const PROFILE_MAX_BATCH: usize = 8;
 /// not feed them).
 pub(crate) fn load_zoo(
     dir: &Path,
-    db: &Path,
+    db: &crate::serving::store::Db,
     window_secs: u32,
 ) -> Result<Vec<Entry>, ComposeError> {
     let (models, _bad) = zoo::load_dir::<burn::backend::Flex>(dir, &Default::default())?;

@@ -35,7 +35,7 @@ impl Beside {
 /// The beat counter's cost a window, from its stored CPU profile: measured now and stored when
 /// this machine has none for it.
 pub(crate) fn counter_cost(
-    db: &std::path::Path,
+    db: &crate::serving::store::Db,
     counter: &BeatCounter,
     window_secs: u32,
 ) -> Result<Beside, crate::serving::store::StoreError> {
@@ -311,7 +311,7 @@ mod tests {
     #[test]
     fn the_counter_is_priced_from_its_stored_profile_else_measured_once() {
         let dir = tempfile::tempdir().unwrap();
-        let db = dir.path().join("p.db");
+        let db = crate::serving::store::Db::open(&dir.path().join("p.db")).unwrap();
         let models = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("models");
         let c = BeatCounter::load(&models, 5)
             .unwrap()

@@ -16,7 +16,7 @@ use crate::alarm::rules::{RULES_FILE, RuleBook};
 use crate::config::Config;
 use crate::core::time::now_ms;
 use crate::serving::engine::accelerator::Accelerator;
-use crate::serving::store;
+use crate::serving::store::Db;
 use crate::signal::beats::BeatCounter;
 use crate::zoo::{MANIFEST_FILE, Manifest};
 
@@ -28,7 +28,7 @@ pub(crate) enum ComposerError {
     #[error("the zoo has no valid model to compose from")]
     EmptyZoo,
     #[error(transparent)]
-    Store(#[from] store::StoreError),
+    Store(#[from] crate::serving::store::StoreError),
     #[error("switching the served ensemble: {0}")]
     Switch(String),
 }
@@ -63,9 +63,9 @@ pub(crate) fn zoo_fingerprint(dir: &Path) -> Vec<String> {
 
 /// The ingest's CPU a bed each second on this machine, ms, as `holmes profile --ingest` last
 /// measured it; where it never did, `composer.assumed_ingest_ms`, with a warning.
-fn ingest_ms(cfg: &Config) -> f64 {
+fn ingest_ms(cfg: &Config, db: &Db) -> f64 {
     let assumed = cfg.composer.assumed_ingest_ms;
-    match crate::serving::ingest::cost::latest(&cfg.storage.db) {
+    match crate::serving::ingest::cost::latest(db) {
         Ok(Some(c)) => c.ms_per_bed_second(),
         Ok(None) => {
             tracing::warn!(
@@ -97,6 +97,7 @@ pub(crate) fn initial_beds(cfg: &Config) -> usize {
 
 fn inputs(
     cfg: &Config,
+    db: &Db,
     beds: usize,
     hardware: &str,
     calibration: f64,
@@ -122,7 +123,7 @@ fn inputs(
         },
         counter: counter.map(|c| c.sha256.clone()).unwrap_or_default(),
         max_utilisation: c.max_utilisation,
-        ingest_ms: ingest_ms(cfg),
+        ingest_ms: ingest_ms(cfg, db),
         preferred: if c.prefer_validated {
             let mut m = cfg.ensemble.members.clone();
             m.sort();
@@ -138,17 +139,14 @@ fn inputs(
 /// `counter`: the beat counter served beside the members, if any.
 pub(crate) fn stored_plan(
     cfg: &Config,
+    db: &Db,
     devices: &[Accelerator],
     counter: Option<&BeatCounter>,
 ) -> Option<Plan> {
     if !cfg.composer.enabled {
         return None;
     }
-    let db = &cfg.storage.db;
-    let mut c = store::open(db).ok()?;
-    store::migrate(&mut c, db).ok()?;
-    drop(c);
-    let key = inputs(cfg, initial_beds(cfg), &hardware(devices), 1.0, counter).key();
+    let key = inputs(cfg, db, initial_beds(cfg), &hardware(devices), 1.0, counter).key();
     match plans::latest(db, &key) {
         Ok(p) => p,
         Err(e) => {
@@ -165,25 +163,22 @@ pub(crate) fn stored_plan(
 /// (profiles models and the counter without a stored profile, then searches).
 pub(crate) fn compose_plan(
     cfg: &Config,
+    db: &Db,
     beds: usize,
     hardware: &str,
     calibration: f64,
     counter: Option<&BeatCounter>,
 ) -> Result<Plan, ComposerError> {
     let t = Instant::now();
-    let inputs = inputs(cfg, beds, hardware, calibration, counter);
+    let inputs = inputs(cfg, db, beds, hardware, calibration, counter);
     let beside = match counter {
-        Some(c) => latency::counter_cost(&cfg.storage.db, c, cfg.ward.window_secs)
+        Some(c) => latency::counter_cost(db, c, cfg.ward.window_secs)
             .map_err(|e| ComposerError::Zoo(format!("the beat counter's profile: {e}")))?,
         None => latency::Beside::NONE,
     };
     let counter = counter.map(|c| c.sha256.as_str());
-    let entries = compose::load_zoo(
-        &cfg.ensemble.models_dir,
-        &cfg.storage.db,
-        cfg.ward.window_secs,
-    )
-    .map_err(|e| ComposerError::Zoo(format!("{e:#}")))?;
+    let entries = compose::load_zoo(&cfg.ensemble.models_dir, db, cfg.ward.window_secs)
+        .map_err(|e| ComposerError::Zoo(format!("{e:#}")))?;
     if entries.is_empty() {
         return Err(ComposerError::EmptyZoo);
     }
@@ -456,18 +451,18 @@ mod tests {
     #[test]
     fn the_ingest_is_priced_as_measured_else_as_assumed() {
         let dir = tempfile::tempdir().unwrap();
+        let db = Db::open(&dir.path().join("h.db")).unwrap();
         let mut cfg = Config::default();
-        cfg.storage.db = dir.path().join("h.db");
         cfg.composer.assumed_ingest_ms = 0.5;
-        assert_eq!(ingest_ms(&cfg), 0.5, "never measured");
+        assert_eq!(ingest_ms(&cfg, &db), 0.5, "never measured");
         let measured = crate::serving::ingest::cost::IngestCost {
             hardware: crate::serving::engine::profile::hardware(),
             beds: 1000,
             seconds: 60.0,
             cpu_cores: 0.39,
         };
-        crate::serving::ingest::cost::store(&cfg.storage.db, &measured).unwrap();
-        assert!((ingest_ms(&cfg) - 0.39).abs() < 1e-12);
+        crate::serving::ingest::cost::store(&db, &measured).unwrap();
+        assert!((ingest_ms(&cfg, &db) - 0.39).abs() < 1e-12);
     }
 
     #[test]

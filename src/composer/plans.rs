@@ -4,13 +4,11 @@
 //! plan up by its key at start-up and writes one after every composition; `GET /api/ensemble`
 //! shows the one serving.
 
-use std::path::Path;
-
 use rusqlite::{OptionalExtension, params};
 use serde::{Deserialize, Serialize};
 
 use crate::core::time::now_ms;
-use crate::serving::store::{self, StoreError};
+use crate::serving::store::{Db, StoreError};
 use crate::zoo::LeadSets;
 
 /// Format of a plan's JSON body: 2 records each rung's lead sets (plans of format 1 were
@@ -141,12 +139,9 @@ pub(crate) struct Plan {
 }
 
 /// Stores `plan` as a new version; returns it.
-pub(crate) fn save(db: &Path, plan: &mut Plan, reason: &str) -> Result<i64, StoreError> {
-    let c = store::open(db)?;
-    let err = |source| StoreError::Sqlite {
-        path: db.to_owned(),
-        source,
-    };
+pub(crate) fn save(db: &Db, plan: &mut Plan, reason: &str) -> Result<i64, StoreError> {
+    let c = db.lock();
+    let err = |source| db.err(source);
     let body = serde_json::to_string(plan).expect("a plan serialises");
     c.execute(
         "INSERT INTO plans (key, created_ms, reason, body) VALUES (?1, ?2, ?3, ?4)",
@@ -158,12 +153,9 @@ pub(crate) fn save(db: &Path, plan: &mut Plan, reason: &str) -> Result<i64, Stor
 }
 
 /// The newest stored plan with this key, if any (an unreadable body counts as none).
-pub(crate) fn latest(db: &Path, key: &str) -> Result<Option<Plan>, StoreError> {
-    let c = store::open(db)?;
-    let err = |source| StoreError::Sqlite {
-        path: db.to_owned(),
-        source,
-    };
+pub(crate) fn latest(db: &Db, key: &str) -> Result<Option<Plan>, StoreError> {
+    let c = db.lock();
+    let err = |source| db.err(source);
     let row: Option<(i64, String)> = c
         .query_row(
             "SELECT id, body FROM plans WHERE key = ?1 ORDER BY id DESC LIMIT 1",
@@ -188,9 +180,7 @@ mod tests {
     #[test]
     fn plans_are_versioned_and_found_by_their_inputs() {
         let dir = tempfile::tempdir().unwrap();
-        let db = dir.path().join("p.db");
-        let mut c = store::open(&db).unwrap();
-        store::migrate(&mut c, &db).unwrap();
+        let db = Db::open(&dir.path().join("p.db")).unwrap();
         let inputs = PlanInputs {
             zoo: vec!["a@1".into(), "b@2".into()],
             beds: 16,

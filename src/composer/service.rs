@@ -28,7 +28,7 @@ use crate::serving::engine::Engine;
 use crate::serving::engine::accelerator::Accelerator;
 use crate::serving::engine::ensemble::{self, ModelInfo};
 use crate::serving::engine::sources;
-use crate::serving::store::{self, ServedEnsemble, StoreHandle};
+use crate::serving::store::{self, Db, ServedEnsemble, StoreHandle};
 use crate::serving::ward::Ward;
 
 /// What the daemon serves and what the composer is doing, for the API.
@@ -66,6 +66,8 @@ const MAX_SWITCHES: usize = 20;
 /// Everything the actor works with.
 pub(crate) struct Context {
     pub(crate) cfg: Config,
+    /// The ward's database (plans, profiles, the ingest's cost, the audit log).
+    pub(crate) db: Db,
     pub(crate) engine: Engine,
     pub(crate) store: StoreHandle,
     pub(crate) ward: Ward,
@@ -99,13 +101,13 @@ pub(crate) async fn run(mut cx: Context, composed: bool) {
             && let Some(reason) = pending.take()
         {
             let beds = planned_beds(&cx);
-            let (cfg, hw2) = (cx.cfg.clone(), hw.clone());
+            let (cfg, db, hw2) = (cx.cfg.clone(), cx.db.clone(), hw.clone());
             let counter = cx.engine.beats();
             tracing::info!(%reason, beds, "Composing the ensemble");
             set(&cx.serving, |s| s.composing = true);
             job_reason = reason;
             job = Some(tokio::task::spawn_blocking(move || {
-                compose_plan(&cfg, beds, &hw2, calibration, counter.as_deref())
+                compose_plan(&cfg, &db, beds, &hw2, calibration, counter.as_deref())
             }));
         }
         tokio::select! {
@@ -115,7 +117,7 @@ pub(crate) async fn run(mut cx: Context, composed: bool) {
                 set(&cx.serving, |s| { s.composing = false; s.compositions += 1; });
                 match res.expect("composition does not panic") {
                     Ok(mut plan) => {
-                        if let Err(e) = plans::save(&cx.cfg.storage.db, &mut plan, &job_reason) {
+                        if let Err(e) = plans::save(&cx.db, &mut plan, &job_reason) {
                             tracing::error!(error = %e, "Cannot store the composed plan");
                         }
                         tracing::info!(version = plan.version, members = ?plan.rungs[0].members,
@@ -238,11 +240,12 @@ fn planned_for(cx: &Context) -> Option<usize> {
 /// Where [`ensemble::prepare`] finds the members, per the config, with the engine's counter.
 fn sources<'a>(
     cfg: &'a Config,
+    db: &'a Db,
     beats: Option<&'a crate::signal::beats::BeatCounter>,
 ) -> sources::Sources<'a> {
     sources::Sources {
         models_dir: &cfg.ensemble.models_dir,
-        db: &cfg.storage.db,
+        db,
         engine: &cfg.engine,
         window_secs: cfg.ward.window_secs,
         hop_secs: cfg.ward.hop_secs,
@@ -263,9 +266,13 @@ pub(crate) async fn apply(
     // The same members stay unless their alarm rule now pools them otherwise.
     let same_pooling = members == serving_now
         && {
-            let (cfg, m2, beats) = (cx.cfg.clone(), members.clone(), cx.engine.beats());
+            let (cfg, db) = (cx.cfg.clone(), cx.db.clone());
+            let (m2, beats) = (members.clone(), cx.engine.beats());
             let share = tokio::task::spawn_blocking(move || {
-                crate::serving::engine::pooling::share_for(sources(&cfg, beats.as_deref()), &m2)
+                crate::serving::engine::pooling::share_for(
+                    sources(&cfg, &db, beats.as_deref()),
+                    &m2,
+                )
             })
             .await
             .expect("reading manifests does not panic");
@@ -287,8 +294,9 @@ pub(crate) async fn apply(
         });
         return Ok(());
     }
-    let (cfg, devices, engine, store) = (
+    let (cfg, db, devices, engine, store) = (
         cx.cfg.clone(),
+        cx.db.clone(),
         cx.devices.clone(),
         cx.engine.clone(),
         cx.store.clone(),
@@ -296,10 +304,10 @@ pub(crate) async fn apply(
     let (beds, version, m2) = (plan.inputs.beds, plan.version, members.clone());
     let beats = engine.beats();
     let (models, primary_share, id) = tokio::task::spawn_blocking(move || {
-        let p = ensemble::prepare(sources(&cfg, beats.as_deref()), &m2, &devices, beds)
+        let p = ensemble::prepare(sources(&cfg, &db, beats.as_deref()), &m2, &devices, beds)
             .map_err(|e| ComposerError::Switch(e.to_string()))?;
         let id = store::register_ensemble(
-            &cfg.storage.db,
+            &db,
             &ServedEnsemble {
                 members: &p.described,
                 source: &format!("plan {version} rung {rung}"),
@@ -318,7 +326,7 @@ pub(crate) async fn apply(
     tracing::info!(%reason, plan = version, rung, ensemble_id = id, members = ?members, primary_share = ?primary_share, "Serving a new ensemble");
     metrics::counter!("holmes_plan_switches_total").increment(1);
     let detail = json!({"reason": reason, "plan": version, "rung": rung, "ensemble_id": id, "members": members, "primary_share": primary_share});
-    crate::serving::store::audit::AuditLog::new(&cx.cfg.storage.db).record(
+    crate::serving::store::audit::AuditLog::new(&cx.db).record(
         Some(crate::serving::store::audit::SYSTEM),
         crate::serving::store::audit::Action::PlanSwitched,
         detail.clone(),

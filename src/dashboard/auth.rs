@@ -3,15 +3,16 @@
 //! `SameSite=Strict`). Nurses acknowledge and silence alarms; engineers also see zoo and plan
 //! controls; admins manage users. The first user comes from `holmes user add`.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use argon2::Argon2;
 use argon2::password_hash::{PasswordHash, PasswordHasher, PasswordVerifier, SaltString};
 use rand::RngCore;
-use rusqlite::{Connection, OptionalExtension, params};
+use rusqlite::{OptionalExtension, params};
 use serde::{Deserialize, Serialize};
 
 use crate::core::time::now_ms;
+use crate::serving::store::Db;
 
 /// The session cookie's name.
 pub(crate) const COOKIE: &str = "holmes_session";
@@ -77,8 +78,7 @@ pub(crate) struct User {
 
 /// The users and sessions tables of one database.
 pub struct Users {
-    conn: Connection,
-    path: PathBuf,
+    db: Db,
 }
 
 /// A user's stored role and password hash, or (unknown name) no role and a dummy hash.
@@ -107,21 +107,17 @@ impl Credentials {
 }
 
 impl Users {
-    /// Opens (creating and migrating) the database.
-    pub fn open(path: &Path) -> Result<Users, AuthError> {
-        let mut conn = crate::serving::store::open(path)?;
-        crate::serving::store::migrate(&mut conn, path)?;
+    /// The table in the database `db` (the daemon's shared connection, or one the command
+    /// line opened).
+    pub fn new(db: Db) -> Result<Users, AuthError> {
         // Made now, so the first unknown name does not take twice as long as the rest.
         dummy_hash()?;
-        Ok(Users {
-            conn,
-            path: path.to_owned(),
-        })
+        Ok(Users { db })
     }
 
     fn err(&self, source: rusqlite::Error) -> AuthError {
         AuthError::Sqlite {
-            path: self.path.clone(),
+            path: self.db.path().to_owned(),
             source,
         }
     }
@@ -152,7 +148,8 @@ impl Users {
             "INSERT INTO users (name, role, password_hash, created_ms) VALUES (?1, ?2, ?3, ?4)"
         };
         match self
-            .conn
+            .db
+            .lock()
             .execute(sql, params![name, role.as_str(), hash, now_ms()])
         {
             Ok(_) => Ok(()),
@@ -169,7 +166,8 @@ impl Users {
     /// hold a lock on the users for this and release it for the slow [`Credentials::check`].
     pub(crate) fn credentials(&self, name: &str) -> Result<Credentials, AuthError> {
         let row: Option<(String, String)> = self
-            .conn
+            .db
+            .lock()
             .query_row(
                 "SELECT role, password_hash FROM users WHERE name = ?1",
                 params![name],
@@ -196,7 +194,7 @@ impl Users {
         rand::rng().fill_bytes(&mut raw);
         let token: String = raw.iter().map(|b| format!("{b:02x}")).collect();
         let now = now_ms();
-        self.conn
+        self.db.lock()
             .execute(
                 "INSERT INTO sessions (token_sha256, user, created_ms, expires_ms) VALUES (?1, ?2, ?3, ?4)",
                 params![crate::core::hash::sha256_hex(token.as_bytes()), user, now, now + (hours * 3.6e6) as i64],
@@ -208,7 +206,8 @@ impl Users {
     /// The user of a live session.
     pub(crate) fn session(&self, token: &str) -> Result<Option<User>, AuthError> {
         let row: Option<(String, String)> = self
-            .conn
+            .db
+            .lock()
             .query_row(
                 "SELECT u.name, u.role FROM sessions s JOIN users u ON u.name = s.user
                  WHERE s.token_sha256 = ?1 AND s.expires_ms > ?2",
@@ -227,7 +226,8 @@ impl Users {
     }
 
     pub(crate) fn end_session(&self, token: &str) -> Result<(), AuthError> {
-        self.conn
+        self.db
+            .lock()
             .execute(
                 "DELETE FROM sessions WHERE token_sha256 = ?1 OR expires_ms <= ?2",
                 params![crate::core::hash::sha256_hex(token.as_bytes()), now_ms()],
@@ -278,7 +278,7 @@ mod tests {
     #[test]
     fn passwords_are_hashed_and_sessions_expire() {
         let dir = tempfile::tempdir().unwrap();
-        let u = Users::open(&dir.path().join("u.db")).unwrap();
+        let u = Users::new(Db::open(&dir.path().join("u.db")).unwrap()).unwrap();
         assert!(matches!(
             u.add("nina", Role::Nurse, "short", false),
             Err(AuthError::WeakPassword)
@@ -293,7 +293,8 @@ mod tests {
             Err(AuthError::Exists(_))
         ));
         let stored: String = u
-            .conn
+            .db
+            .lock()
             .query_row("SELECT password_hash FROM users", [], |r| r.get(0))
             .unwrap();
         assert!(stored.starts_with("$argon2") && !stored.contains("correct horse"));

@@ -5,7 +5,6 @@
 
 use std::convert::Infallible;
 use std::net::SocketAddr;
-use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
@@ -26,6 +25,7 @@ use super::throttle::{Key, Throttle};
 use crate::board::Board;
 use crate::board::alarms::{Alarm, AlarmError, AlarmRow};
 use crate::config::DashboardConfig;
+use crate::serving::store::Db;
 use crate::serving::store::audit::{Action, AuditLog};
 use crate::serving::ward::{Strip, Ward};
 
@@ -35,8 +35,8 @@ pub(crate) struct DashboardState {
     pub(crate) cfg: DashboardConfig,
     pub(crate) board: Board,
     pub(crate) users: Arc<Mutex<Users>>,
-    /// The database: alarm history and the audit log.
-    pub(crate) db: PathBuf,
+    /// The ward's database: alarm history and the audit log.
+    pub(crate) db: Db,
     /// For a bed's ECG strip.
     pub(crate) ward: Ward,
     /// Asks the composer to recompose now; `None` when the composer is off.
@@ -51,7 +51,7 @@ impl DashboardState {
         cfg: DashboardConfig,
         board: Board,
         users: Users,
-        db: PathBuf,
+        db: Db,
         ward: Ward,
         recompose: Option<mpsc::Sender<String>>,
     ) -> DashboardState {
@@ -489,7 +489,7 @@ async fn bed_alarms(
 ) -> Result<Json<BedAlarms>, WebError> {
     let (db, b) = (s.db.clone(), bed.clone());
     let alarms = tokio::task::spawn_blocking(move || {
-        crate::board::alarms::AlarmDb::open(&db).and_then(|d| d.history(&b, 500))
+        crate::board::alarms::AlarmDb::new(db).history(&b, 500)
     })
     .await?
     .map_err(|e| WebError::Unavailable(e.to_string()))?;

@@ -46,8 +46,8 @@ pub(crate) struct AppState {
     /// The configured members (`ensemble.members`): `/api/ensemble` shows them beside what
     /// serves, which the composer may have chosen otherwise.
     pub(crate) configured_members: Arc<[String]>,
-    /// The database file (profiles are read from it).
-    pub(crate) db: std::path::PathBuf,
+    /// The ward's database (profiles are read from it).
+    pub(crate) db: crate::serving::store::Db,
     /// Over TLS: every response says so (`Strict-Transport-Security`).
     pub(crate) tls: bool,
     pub(crate) ward: Ward,

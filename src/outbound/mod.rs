@@ -38,7 +38,7 @@ use crate::board::handover::AlarmFeed;
 use crate::config::Hl7Config;
 use crate::core::patient::Admissions;
 use crate::core::score::ScoreRecord;
-use crate::serving::store::MonitorAlarmChange;
+use crate::serving::store::{Db, MonitorAlarmChange};
 
 #[derive(Debug, thiserror::Error)]
 pub enum OutboundError {
@@ -202,7 +202,7 @@ pub(crate) struct Started {
 /// `admissions`) and the link under `shutdown`.
 pub(crate) async fn start(
     cfg: &Hl7Config,
-    db: &Path,
+    db: &Db,
     scores: broadcast::Receiver<Arc<ScoreRecord>>,
     monitor_alarms: broadcast::Receiver<Arc<MonitorAlarmChange>>,
     admissions: Admissions,
@@ -257,7 +257,7 @@ pub(crate) async fn start(
 
 /// Where a link's feed reads from and writes to.
 pub(crate) struct Feeding<'a> {
-    pub(crate) db: &'a Path,
+    pub(crate) db: &'a Db,
     pub(crate) cadence_secs: f64,
     pub(crate) scores: broadcast::Receiver<Arc<ScoreRecord>>,
     /// The monitors' alarms the store commits (its broadcast).
@@ -290,7 +290,7 @@ pub(crate) async fn open(
     let status = Arc::new(LinkStatus::default());
     let wake = Arc::new(tokio::sync::Notify::new());
     let (names, queue) = (spec.names, spec.queue);
-    let (d, s, w) = (f.db.to_owned(), status.clone(), wake.clone());
+    let (d, s, w) = (f.db.clone(), status.clone(), wake.clone());
     let a = f.admissions.clone();
     let (outbox, thread, tls) = tokio::task::spawn_blocking(move || {
         let tls = tls_ca

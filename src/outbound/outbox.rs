@@ -8,19 +8,19 @@
 //! each bed's order.
 //!
 //! SQLite is blocking, so each table has one owner: its outbox thread (`holmes-hl7-outbox`,
-//! `holmes-fhir-outbox`), with a connection of its own, taking [`Cmd`]s from a bounded channel
+//! `holmes-fhir-outbox`), through the ward's shared connection (the store's `Db`), taking [`Cmd`]s from a bounded channel
 //! (the feed's drafts, the link's requests). It stops when every sender is gone. A batch it
 //! cannot write is held and written again after a back-off (a storage fault loses no draft the
 //! feed handed over); a final state it cannot write is answered as a failure, so the link backs
 //! off before it sends that message again. The monitors' own alarms are queued once per phase,
 //! and those the feed missed are found in the store ([`monitor_alarms`]).
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
-use rusqlite::{Connection, OptionalExtension, params};
+use rusqlite::{OptionalExtension, params};
 use serde_json::json;
 use tokio::sync::{mpsc, oneshot};
 
@@ -29,6 +29,7 @@ use super::message::{AlarmReport, Draft, Phase};
 use crate::board::alarms::AlarmKind;
 use crate::core::patient::Admissions;
 use crate::core::time::now_ms;
+use crate::serving::store::Db;
 use crate::serving::store::audit::{Action, AuditLog, SYSTEM};
 
 mod monitor_alarms;
@@ -218,17 +219,15 @@ impl Outbox {
 /// where its link ran) are queued after them. Blocking.
 pub(crate) fn start(
     spec: Spec,
-    db: &Path,
+    db: &Db,
     admissions: &Admissions,
     status: Arc<LinkStatus>,
     wake: Arc<tokio::sync::Notify>,
 ) -> Result<(Outbox, std::thread::JoinHandle<()>), OutboxError> {
-    let conn = crate::serving::store::open(db)?;
     let queue = spec.queue;
     let thread_name = spec.names.thread;
     let mut st = State {
-        conn,
-        path: db.to_owned(),
+        db: db.clone(),
         spec,
         status,
         wake,
@@ -254,8 +253,7 @@ pub(crate) fn start(
 }
 
 struct State {
-    conn: Connection,
-    path: PathBuf,
+    db: Db,
     spec: Spec,
     status: Arc<LinkStatus>,
     /// Woken when a message is queued (the link waits on it when the outbox is empty).
@@ -280,7 +278,7 @@ fn kind_of(s: &str) -> Option<AlarmKind> {
 impl State {
     fn err(&self, source: rusqlite::Error) -> OutboxError {
         OutboxError::Sqlite {
-            path: self.path.clone(),
+            path: self.db.path().to_owned(),
             source,
         }
     }
@@ -407,7 +405,8 @@ impl State {
                 self.status.parked.fetch_add(1, Ordering::Relaxed);
                 metrics::counter!(names.parked_total).increment(1);
                 let kind: Option<String> = self
-                    .conn
+                    .db
+                    .lock()
                     .query_row(
                         &format!("SELECT kind FROM {} WHERE id = ?1", names.table),
                         [id],
@@ -450,7 +449,7 @@ impl State {
     }
 
     fn exec(&self, sql: &str, p: impl rusqlite::Params) -> Result<(), OutboxError> {
-        self.conn.execute(sql, p).map_err(|e| self.err(e))?;
+        self.db.lock().execute(sql, p).map_err(|e| self.err(e))?;
         Ok(())
     }
 
@@ -463,7 +462,8 @@ impl State {
         reason: Option<&str>,
     ) -> Result<(), OutboxError> {
         let n = self
-            .conn
+            .db
+            .lock()
             .execute(
                 &format!(
                     "UPDATE {} SET state = ?2, done_ms = ?3, ack_code = ?4, reason = ?5
@@ -485,7 +485,7 @@ impl State {
         if drafts.is_empty() {
             return Ok(());
         }
-        let path = self.path.clone();
+        let path = self.db.path().to_owned();
         let err = |source| OutboxError::Sqlite {
             path: path.clone(),
             source,
@@ -494,7 +494,9 @@ impl State {
         let now = now_ms();
         let mut too_long = Vec::new();
         let mut queued = 0u64;
-        let tx = self.conn.transaction().map_err(err)?;
+        let db = self.db.clone();
+        let mut conn = db.lock();
+        let tx = conn.transaction().map_err(err)?;
         for d in drafts {
             let (kind, alarm, phase) = match d {
                 Draft::Observation(_) => ("observation", None, None),
@@ -541,6 +543,8 @@ impl State {
             }
         }
         tx.commit().map_err(err)?;
+        // Released before the audit rows below, which write through it.
+        drop(conn);
         let names = self.names();
         for &(id, kind) in &too_long {
             tracing::warn!(
@@ -563,7 +567,8 @@ impl State {
     }
 
     fn oldest(&self) -> Result<Option<Pending>, OutboxError> {
-        self.conn
+        self.db
+            .lock()
             .query_row(
                 &format!(
                     "SELECT id, kind, created_ms, body FROM {} WHERE state = 'pending'
@@ -596,7 +601,8 @@ impl State {
     /// The backlog and parked counts as the table holds them (at start-up, after pruning).
     fn count(&self) -> Result<(), OutboxError> {
         let (pending, parked): (u64, u64) = self
-            .conn
+            .db
+            .lock()
             .query_row(
                 &format!(
                     "SELECT count(*) FILTER (WHERE state = 'pending'),
@@ -616,8 +622,8 @@ impl State {
     /// patient its bed is admitted with in `admissions` (as the earlier run left it: the
     /// monitors have not said hello yet).
     fn unfinished_alarms(&self, admissions: &Admissions) -> Result<Vec<Draft>, OutboxError> {
-        let mut st = self
-            .conn
+        let c = self.db.lock();
+        let mut st = c
             .prepare(&format!(
                 "SELECT a.id, a.bed, a.kind, a.raised_ms, a.cleared_ms, a.acked_ms
                  FROM alarms a JOIN (SELECT alarm_id FROM {} WHERE kind = 'alarm'

@@ -18,6 +18,7 @@ use serde::Serialize;
 use super::compose::{self, Beside, ComposeError, Estimator, LatencyModel, Row};
 use super::plot;
 use super::search::Goal;
+use crate::serving::store::Db;
 
 mod text;
 use crate::config::Config;
@@ -135,8 +136,8 @@ const THRESHOLD_NOTE: &str = "F1 and accuracy at the Youden threshold chosen on 
      ensemble and applied unchanged to test";
 
 /// `holmes compose`: runs, writes the report files, prints the table (or the JSON).
-pub(crate) fn main(cfg: &Config, args: &ComposeArgs) -> Result<(), ReportError> {
-    let report = run(cfg, args)?;
+pub(crate) fn main(cfg: &Config, db: &Db, args: &ComposeArgs) -> Result<(), ReportError> {
+    let report = run(cfg, db, args)?;
     if args.json {
         println!("{}", serde_json::to_string(&report)?);
     } else {
@@ -146,7 +147,7 @@ pub(crate) fn main(cfg: &Config, args: &ComposeArgs) -> Result<(), ReportError> 
 }
 
 /// Runs every method for every goal and writes the report files.
-pub(crate) fn run(cfg: &Config, args: &ComposeArgs) -> Result<Report, ReportError> {
+pub(crate) fn run(cfg: &Config, db: &Db, args: &ComposeArgs) -> Result<Report, ReportError> {
     let methods: Vec<&str> = if args.method == "all" {
         crate::config::METHODS.to_vec()
     } else if crate::config::METHODS.contains(&args.method.as_str()) {
@@ -170,11 +171,7 @@ pub(crate) fn run(cfg: &Config, args: &ComposeArgs) -> Result<Report, ReportErro
     if args.cores == Some(0) {
         return Err(ReportError::NotPositive("cores"));
     }
-    let entries = compose::load_zoo(
-        &cfg.ensemble.models_dir,
-        &cfg.storage.db,
-        cfg.ward.window_secs,
-    )?;
+    let entries = compose::load_zoo(&cfg.ensemble.models_dir, db, cfg.ward.window_secs)?;
     let hop = cfg.ward.hop_secs as f64;
     // The members alone, as the measured engine runs them (`measure`: no beat counter), so the
     // estimators are judged against what was measured; the daemon's composer prices the

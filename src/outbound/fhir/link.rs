@@ -319,9 +319,7 @@ mod tests {
             }
         });
         let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("f.db");
-        let mut c = crate::serving::store::open(&path).unwrap();
-        crate::serving::store::migrate(&mut c, &path).unwrap();
+        let db = crate::serving::store::Db::open(&dir.path().join("f.db")).unwrap();
         let cfg = FhirConfig {
             base_url: format!("http://127.0.0.1:{port}/fhir/R4"),
             retry_min_ms: 200,
@@ -332,7 +330,7 @@ mod tests {
         let wake = Arc::new(Notify::new());
         let (ob, th) = crate::outbound::outbox::start(
             super::super::spec(&cfg),
-            &path,
+            &db,
             &Default::default(),
             status.clone(),
             wake.clone(),

@@ -12,7 +12,6 @@ pub(crate) mod client;
 pub(crate) mod link;
 pub(crate) mod resource;
 
-use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
 
@@ -26,7 +25,7 @@ use super::{Feeding, Opened, Outbound, OutboundError, Started};
 use crate::config::{BaseUrl, FhirConfig};
 use crate::core::patient::Admissions;
 use crate::core::score::ScoreRecord;
-use crate::serving::store::MonitorAlarmChange;
+use crate::serving::store::{Db, MonitorAlarmChange};
 
 /// The FHIR link's rows: a draft's resources, rendered once, so a resend is the same body.
 struct FhirRender(FhirConfig);
@@ -56,7 +55,7 @@ pub(crate) fn spec(cfg: &FhirConfig) -> Spec {
 /// Opens the FHIR outbox on `db` and starts the feed and the link under `shutdown`.
 pub(crate) async fn start(
     cfg: &FhirConfig,
-    db: &Path,
+    db: &Db,
     scores: broadcast::Receiver<Arc<ScoreRecord>>,
     monitor_alarms: broadcast::Receiver<Arc<MonitorAlarmChange>>,
     admissions: Admissions,

@@ -62,14 +62,12 @@ fn link(
     cfg: &Hl7Config,
     dir: &std::path::Path,
 ) -> (Link, outbox::Outbox, std::thread::JoinHandle<()>) {
-    let path = dir.join("h.db");
-    let mut c = crate::serving::store::open(&path).unwrap();
-    crate::serving::store::migrate(&mut c, &path).unwrap();
+    let db = crate::serving::store::Db::open(&dir.join("h.db")).unwrap();
     let status = Arc::new(LinkStatus::default());
     let wake = Arc::new(Notify::new());
     let (ob, th) = outbox::start(
         hl7_spec(cfg),
-        &path,
+        &db,
         &Default::default(),
         status.clone(),
         wake.clone(),

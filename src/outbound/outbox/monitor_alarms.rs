@@ -37,7 +37,7 @@ impl State {
     /// run's start where that run's link queued anything, else from this run's start; `None`
     /// without a lifecycle (a database the store never ran on).
     pub(super) fn missed_since_at_start(&self) -> Result<Option<i64>, OutboxError> {
-        let starts = lifecycle::starts(&self.conn, 2).map_err(|e| self.err(e))?;
+        let starts = lifecycle::starts(&self.db.lock(), 2).map_err(|e| self.err(e))?;
         let (Some(&this), previous) = (starts.first(), starts.get(1).copied()) else {
             return Ok(None);
         };
@@ -45,7 +45,8 @@ impl State {
             return Ok(Some(this));
         };
         let served: Option<i64> = self
-            .conn
+            .db
+            .lock()
             .query_row(
                 &format!(
                     "SELECT 1 FROM {} WHERE created_ms >= ?1 AND created_ms < ?2 LIMIT 1",
@@ -64,7 +65,7 @@ impl State {
     /// took them, each naming the patient its bed is admitted with now.
     pub(super) fn missed_monitor_alarms(&self, since_ms: i64) -> Result<Vec<Draft>, OutboxError> {
         let kept = now_ms() - (self.spec.keep_sent_hours * 3.6e6) as i64;
-        let alarms = monitor_alarms::received_since(&self.conn, since_ms.max(kept))
+        let alarms = monitor_alarms::received_since(&self.db.lock(), since_ms.max(kept))
             .map_err(|e| self.err(e))?;
         let table = self.names().table;
         let mut out = Vec::new();
@@ -75,7 +76,9 @@ impl State {
                 phases.push(Phase::End);
             }
             for phase in phases {
-                if !queued(&self.conn, table, a.key, phase.as_str()).map_err(|e| self.err(e))? {
+                if !queued(&self.db.lock(), table, a.key, phase.as_str())
+                    .map_err(|e| self.err(e))?
+                {
                     out.push(Draft::MonitorAlarm(MonitorAlarmReport::of(
                         &a,
                         phase,
@@ -96,7 +99,7 @@ impl State {
 
     /// Queues the monitor alarms of this run that the feed missed (it fell behind the store).
     pub(super) fn catch_up(&mut self) -> Result<(), OutboxError> {
-        let Some(&this) = lifecycle::starts(&self.conn, 1)
+        let Some(&this) = lifecycle::starts(&self.db.lock(), 1)
             .map_err(|e| self.err(e))?
             .first()
         else {

@@ -46,7 +46,7 @@ async fn messages_leave_in_order_and_survive_a_restart_with_their_ids() {
     let wake = Arc::new(tokio::sync::Notify::new());
     let (ob, th) = start(
         hl7_spec(&cfg),
-        &path,
+        &Db::open(&path).unwrap(),
         &Default::default(),
         status.clone(),
         wake.clone(),
@@ -96,7 +96,14 @@ async fn messages_leave_in_order_and_survive_a_restart_with_their_ids() {
             authority: "HOSP".into(),
         }),
     );
-    let (ob, th) = start(hl7_spec(&cfg), &path, &admitted, status.clone(), wake).unwrap();
+    let (ob, th) = start(
+        hl7_spec(&cfg),
+        &Db::open(&path).unwrap(),
+        &admitted,
+        status.clone(),
+        wake,
+    )
+    .unwrap();
     assert_eq!(status.backlog.load(Ordering::Relaxed), 2);
     assert_eq!(status.parked.load(Ordering::Relaxed), 1);
     let p = ob.next().await.unwrap();
@@ -138,7 +145,7 @@ async fn a_message_longer_than_max_frame_bytes_is_parked_not_queued() {
     let wake = Arc::new(tokio::sync::Notify::new());
     let (ob, th) = start(
         hl7_spec(&cfg),
-        &path,
+        &Db::open(&path).unwrap(),
         &Default::default(),
         status.clone(),
         wake,
@@ -175,7 +182,7 @@ async fn a_batch_the_database_refuses_is_held_and_written_once_it_recovers() {
     let wake = Arc::new(tokio::sync::Notify::new());
     let (ob, th) = start(
         hl7_spec(&Hl7Config::default()),
-        &path,
+        &Db::open(&path).unwrap(),
         &Default::default(),
         status.clone(),
         wake,
@@ -245,7 +252,7 @@ async fn a_final_state_the_database_refuses_is_answered_so_and_the_message_stays
     let wake = Arc::new(tokio::sync::Notify::new());
     let (ob, th) = start(
         hl7_spec(&Hl7Config::default()),
-        &path,
+        &Db::open(&path).unwrap(),
         &Default::default(),
         status.clone(),
         wake,
@@ -279,12 +286,11 @@ fn pruned_parked_observations_leave_the_parked_count_and_fhir_drafts_make_a_row_
     let cfg = crate::config::FhirConfig::default();
     let status = Arc::new(LinkStatus::default());
     let mut st = State {
-        conn: crate::serving::store::open(&path).unwrap(),
-        path: path.clone(),
+        db: Db::open(&path).unwrap(),
         spec: crate::outbound::fhir::spec(&cfg),
         status: status.clone(),
         wake: Arc::new(tokio::sync::Notify::new()),
-        audit: AuditLog::new(&path),
+        audit: AuditLog::new(&Db::open(&path).unwrap()),
         pruned: Instant::now(),
         admissions: Admissions::default(),
     };
@@ -311,7 +317,8 @@ fn pruned_parked_observations_leave_the_parked_count_and_fhir_drafts_make_a_row_
     .unwrap();
     assert_eq!(status.parked.load(Ordering::Relaxed), 1);
     let audit: String = st
-        .conn
+        .db
+        .lock()
         .query_row(
             "SELECT detail FROM audit WHERE action = 'fhir_resource_parked'",
             [],
@@ -320,7 +327,8 @@ fn pruned_parked_observations_leave_the_parked_count_and_fhir_drafts_make_a_row_
         .unwrap();
     assert!(audit.contains("\"outbox_id\":\"1\""), "{audit}");
     // Past keep_sent_hours the parked observation is deleted, and no longer counted.
-    st.conn
+    st.db
+        .lock()
         .execute(
             "UPDATE fhir_outbox SET done_ms = 0 WHERE id = ?1",
             [first.id],
@@ -407,7 +415,7 @@ async fn a_monitor_alarms_phases_go_once_and_what_the_feed_missed_is_found_in_th
     let cfg = Hl7Config::default();
     let (ob, th) = start(
         hl7_spec(&cfg),
-        &path,
+        &Db::open(&path).unwrap(),
         &Default::default(),
         status.clone(),
         wake,
@@ -467,7 +475,14 @@ async fn a_monitor_alarms_phases_go_once_and_what_the_feed_missed_is_found_in_th
     stored_monitor_alarm(&c2, "vt-1", "vt", now - 30_000, None);
     let status = Arc::new(LinkStatus::default());
     let wake = Arc::new(tokio::sync::Notify::new());
-    let (ob, th) = start(hl7_spec(&cfg), &path2, &Default::default(), status, wake).unwrap();
+    let (ob, th) = start(
+        hl7_spec(&cfg),
+        &Db::open(&path2).unwrap(),
+        &Default::default(),
+        status,
+        wake,
+    )
+    .unwrap();
     assert_eq!(ob.next().await, None);
     drop(ob);
     th.join().unwrap();

@@ -386,7 +386,7 @@ pub struct Prepared {
 
 /// Loads and validates the named members (a missing or broken one is an error naming it),
 /// reads their stored profiles and places them on `accelerators` for `beds` beds. Blocking.
-pub fn prepare(
+pub(crate) fn prepare(
     src: Sources<'_>,
     names: &[String],
     accelerators: &[Accelerator],

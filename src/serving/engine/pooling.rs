@@ -126,7 +126,7 @@ pub(crate) fn served_share(
 /// skipping a switch to the same members, so a rule saved with another pooling takes effect.
 /// `Ok(None)` also when a manifest does not read (preparing then says why); a rules file that
 /// does not read is the error. Blocking.
-pub fn share_for(src: Sources<'_>, names: &[String]) -> Result<Option<f64>, RulesError> {
+pub(crate) fn share_for(src: Sources<'_>, names: &[String]) -> Result<Option<f64>, RulesError> {
     let mut refs = Vec::with_capacity(names.len() + 1);
     let mut inputs = Vec::with_capacity(names.len());
     for name in names {

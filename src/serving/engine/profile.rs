@@ -19,7 +19,7 @@ use crate::core::time::now_ms;
 use crate::core::window::{ClosedWindow, SAMPLE_RATE_HZ, WindowQuality};
 use crate::serving::engine::accelerator::{self, Accelerator};
 use crate::serving::engine::counter::BEATS_NAME;
-use crate::serving::store::StoreError;
+use crate::serving::store::{Db, StoreError};
 use crate::signal::beats::BeatCounter;
 use crate::zoo::{Input, ZooModel};
 
@@ -298,13 +298,9 @@ pub(crate) fn profile_counter(
 }
 
 /// Stores a profile (replacing earlier measurements with the same key).
-pub(crate) fn store_profile(db: &Path, p: &Profile) -> Result<(), StoreError> {
-    let err = |source| StoreError::Sqlite {
-        path: db.to_owned(),
-        source,
-    };
-    let mut c = crate::serving::store::open(db)?;
-    crate::serving::store::migrate(&mut c, db)?;
+pub(crate) fn store_profile(db: &Db, p: &Profile) -> Result<(), StoreError> {
+    let err = |source| db.err(source);
+    let mut c = db.lock();
     let tx = c.transaction().map_err(err)?;
     for pt in &p.points {
         tx.execute(
@@ -319,16 +315,12 @@ pub(crate) fn store_profile(db: &Path, p: &Profile) -> Result<(), StoreError> {
 
 /// The stored profiles of a model (by checksum) on this hardware and burn version.
 pub(crate) fn load_profiles(
-    db: &Path,
+    db: &Db,
     model: &str,
     sha256: &str,
 ) -> Result<Vec<Profile>, StoreError> {
-    let err = |source| StoreError::Sqlite {
-        path: db.to_owned(),
-        source,
-    };
-    let mut c = crate::serving::store::open(db)?;
-    crate::serving::store::migrate(&mut c, db)?;
+    let err = |source| db.err(source);
+    let c = db.lock();
     let hw = hardware();
     let mut st = c
         .prepare(

@@ -5,15 +5,16 @@
 use std::path::Path;
 
 use crate::config::EngineConfig;
+use crate::serving::store::Db;
 use crate::signal::beats::BeatCounter;
 
 /// Where [`prepare`](super::ensemble::prepare) finds the members and their latency profiles, and the engine settings
 /// the planner follows.
 #[derive(Debug, Clone, Copy)]
-pub struct Sources<'a> {
+pub(crate) struct Sources<'a> {
     pub models_dir: &'a Path,
     /// The database holding `holmes profile`'s measurements.
-    pub db: &'a Path,
+    pub db: &'a Db,
     pub engine: &'a EngineConfig,
     /// The ward's window (`ward.window_secs`): no member may read more.
     pub window_secs: u32,

@@ -3,14 +3,12 @@
 //! models' profiles. The composer prices it in a ward's utilisation: the CPU the monitors'
 //! streams take grows with the beds, whatever the ensemble.
 
-use std::path::Path;
-
 use rusqlite::{OptionalExtension, params};
 use serde::Serialize;
 
 use crate::core::time::now_ms;
 use crate::serving::engine::profile::hardware;
-use crate::serving::store::{self, StoreError};
+use crate::serving::store::{Db, StoreError};
 
 /// One measurement: the daemon's CPU while `beds` monitors streamed into it.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -34,13 +32,9 @@ impl IngestCost {
 }
 
 /// Stores a measurement (replacing an earlier one on this hardware at the same bed count).
-pub(crate) fn store(db: &Path, c: &IngestCost) -> Result<(), StoreError> {
-    let err = |source| StoreError::Sqlite {
-        path: db.to_owned(),
-        source,
-    };
-    let mut conn = store::open(db)?;
-    store::migrate(&mut conn, db)?;
+pub(crate) fn store(db: &Db, c: &IngestCost) -> Result<(), StoreError> {
+    let err = |source| db.err(source);
+    let conn = db.lock();
     conn.execute(
         "INSERT OR REPLACE INTO ingest_profiles (hardware, beds, seconds, cpu_cores, measured_ms)
          VALUES (?1, ?2, ?3, ?4, ?5)",
@@ -52,13 +46,9 @@ pub(crate) fn store(db: &Path, c: &IngestCost) -> Result<(), StoreError> {
 
 /// The latest measurement on this hardware, if any (at whatever bed count it was made: the
 /// per-bed figure holds the daemon's fixed cost too, so one made at few beds prices more).
-pub(crate) fn latest(db: &Path) -> Result<Option<IngestCost>, StoreError> {
-    let err = |source| StoreError::Sqlite {
-        path: db.to_owned(),
-        source,
-    };
-    let mut conn = store::open(db)?;
-    store::migrate(&mut conn, db)?;
+pub(crate) fn latest(db: &Db) -> Result<Option<IngestCost>, StoreError> {
+    let err = |source| db.err(source);
+    let conn = db.lock();
     let hw = hardware();
     let row = conn
         .query_row(
@@ -86,7 +76,7 @@ mod tests {
     #[test]
     fn the_latest_measurement_on_this_hardware_is_read_back() {
         let dir = tempfile::tempdir().unwrap();
-        let db = dir.path().join("h.db");
+        let db = Db::open(&dir.path().join("h.db")).unwrap();
         assert_eq!(latest(&db).unwrap(), None, "nothing measured");
         let first = IngestCost {
             hardware: hardware(),

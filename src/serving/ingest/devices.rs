@@ -12,12 +12,12 @@
 //! revoking go to the [`audit`](crate::serving::store::audit) log.
 
 use std::collections::{HashMap, HashSet};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::{Duration, Instant};
 
 use rand::RngCore;
-use rusqlite::{Connection, OptionalExtension, params};
+use rusqlite::{OptionalExtension, params};
 use serde::Serialize;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
@@ -25,6 +25,7 @@ use tokio_util::task::TaskTracker;
 use crate::config::AuthConfig;
 use crate::core::time::now_ms;
 use crate::protocol::close;
+use crate::serving::store::Db;
 use crate::serving::ward::{Claim, Ward};
 
 #[derive(Debug, thiserror::Error)]
@@ -63,8 +64,7 @@ pub(crate) struct Device {
 
 /// The `devices` table of one database.
 pub(crate) struct DeviceDb {
-    conn: Connection,
-    path: PathBuf,
+    db: Db,
 }
 
 fn token_hash(token: &str) -> String {
@@ -72,19 +72,14 @@ fn token_hash(token: &str) -> String {
 }
 
 impl DeviceDb {
-    /// Opens (creating and migrating) the database.
-    pub(crate) fn open(path: &Path) -> Result<DeviceDb, DeviceError> {
-        let mut conn = crate::serving::store::open(path)?;
-        crate::serving::store::migrate(&mut conn, path)?;
-        Ok(DeviceDb {
-            conn,
-            path: path.to_owned(),
-        })
+    /// The table in the ward's database `db`.
+    pub(crate) fn new(db: Db) -> DeviceDb {
+        DeviceDb { db }
     }
 
     fn err(&self, source: rusqlite::Error) -> DeviceError {
         DeviceError::Sqlite {
-            path: self.path.clone(),
+            path: self.db.path().to_owned(),
             source,
         }
     }
@@ -107,7 +102,8 @@ impl DeviceDb {
         rand::rng().fill_bytes(&mut raw);
         let token: String = raw.iter().map(|b| format!("{b:02x}")).collect();
         let n = self
-            .conn
+            .db
+            .lock()
             .execute(
                 "INSERT INTO devices (name, token_sha256, bed, created_ms) VALUES (?1, ?2, ?3, ?4)
                  ON CONFLICT (name) DO UPDATE SET token_sha256 = ?2, bed = ?3, created_ms = ?4,
@@ -125,7 +121,8 @@ impl DeviceDb {
     /// Revokes a device's token.
     pub(crate) fn revoke(&self, name: &str) -> Result<(), DeviceError> {
         let revoked: Option<Option<i64>> = self
-            .conn
+            .db
+            .lock()
             .query_row(
                 "SELECT revoked_ms FROM devices WHERE name = ?1",
                 params![name],
@@ -137,7 +134,8 @@ impl DeviceDb {
             None => Err(DeviceError::Unknown(name.to_owned())),
             Some(Some(_)) => Err(DeviceError::AlreadyRevoked(name.to_owned())),
             Some(None) => {
-                self.conn
+                self.db
+                    .lock()
                     .execute(
                         "UPDATE devices SET revoked_ms = ?2 WHERE name = ?1",
                         params![name, now_ms()],
@@ -150,8 +148,8 @@ impl DeviceDb {
 
     /// Every device by name, with its token hash.
     fn rows(&self) -> Result<Vec<(String, Device)>, DeviceError> {
-        let mut st = self
-            .conn
+        let c = self.db.lock();
+        let mut st = c
             .prepare(
                 "SELECT token_sha256, name, bed, created_ms, revoked_ms FROM devices ORDER BY name",
             )
@@ -227,10 +225,10 @@ pub(crate) struct DeviceAuth {
 }
 
 impl DeviceAuth {
-    /// Opens the devices table and reads it. Blocking.
-    pub(crate) fn open(db: &Path, cfg: &AuthConfig) -> Result<DeviceAuth, DeviceError> {
+    /// Reads the devices table of `db`. Blocking.
+    pub(crate) fn open(db: &Db, cfg: &AuthConfig) -> Result<DeviceAuth, DeviceError> {
         let read_at = Instant::now();
-        let db = DeviceDb::open(db)?;
+        let db = DeviceDb::new(db.clone());
         let by_hash = db.rows()?.into_iter().collect();
         Ok(DeviceAuth {
             inner: Arc::new(AuthInner {
@@ -378,7 +376,7 @@ mod tests {
     #[test]
     fn tokens_are_stored_hashed_and_revocable() {
         let dir = tempfile::tempdir().unwrap();
-        let db = DeviceDb::open(&dir.path().join("d.db")).unwrap();
+        let db = DeviceDb::new(Db::open(&dir.path().join("d.db")).unwrap());
         assert!(matches!(
             db.add("bad name", None),
             Err(DeviceError::BadName)
@@ -390,7 +388,8 @@ mod tests {
             Err(DeviceError::Exists(_))
         ));
         let stored: String = db
-            .conn
+            .db
+            .lock()
             .query_row("SELECT token_sha256 FROM devices", [], |r| r.get(0))
             .unwrap();
         assert_eq!(stored, token_hash(&t));
@@ -420,9 +419,9 @@ mod tests {
             devices_refresh_secs: 1.0,
             max_beds_per_gateway: 7,
         };
-        let db = DeviceDb::open(&path).unwrap();
+        let db = DeviceDb::new(Db::open(&path).unwrap());
         let bound = db.add("mon-1", Some("icu-1")).unwrap();
-        let auth = DeviceAuth::open(&path, &cfg).unwrap();
+        let auth = DeviceAuth::open(&Db::open(&path).unwrap(), &cfg).unwrap();
         let bed = Claim {
             bound: true,
             max_beds: None,
@@ -458,7 +457,7 @@ mod tests {
             Err(Refusal::Revoked)
         );
         let open = DeviceAuth::open(
-            &path,
+            &Db::open(&path).unwrap(),
             &AuthConfig {
                 require_device_tokens: false,
                 ..cfg

@@ -48,9 +48,7 @@ mod tests {
     fn each_change_of_a_beds_patient_writes_one_audit_row() {
         let dir = tempfile::tempdir().unwrap();
         let db = dir.path().join("a.db");
-        crate::serving::store::migrate(&mut crate::serving::store::open(&db).unwrap(), &db)
-            .unwrap();
-        let audit = AuditLog::new(&db);
+        let audit = AuditLog::new(&crate::serving::store::Db::open(&db).unwrap());
         let side = Bedside {
             bed: "bed-7",
             device: "mon-17",

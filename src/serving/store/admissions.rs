@@ -5,13 +5,13 @@
 //! carries the patient its bed had.
 //!
 //! Each change is written off the tokio workers (on the blocking pool; on the calling thread
-//! outside a runtime) by a short connection of its own, as the audit log is. Writes may land
+//! outside a runtime) through the ward's shared connection ([`Db`]), as the audit log is. Writes may land
 //! out of order, so each carries the change's sequence number and a row is only replaced by a
 //! later one. The identifiers stay in the database, beside the audit rows that already name
 //! them, and out of the log.
 
 use std::collections::HashMap;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicI64, Ordering};
 
@@ -19,12 +19,12 @@ use rusqlite::{Connection, params};
 
 use crate::core::patient::{Admissions, Journal, Patient};
 use crate::core::time::now_ms;
-use crate::serving::store::StoreError;
+use crate::serving::store::{Db, StoreError};
 
 /// The `admissions` table of one database, as the ward's admissions' [`Journal`].
 #[derive(Debug)]
 pub(crate) struct AdmissionsTable {
-    db: PathBuf,
+    db: Db,
     /// The next change's number: above every row's.
     next: AtomicI64,
 }
@@ -32,12 +32,9 @@ pub(crate) struct AdmissionsTable {
 /// Reads the identities an earlier run kept in `db` (migrated) and returns them as the
 /// ward's admissions, each later change written back. Rows of beds with no patient are
 /// deleted first (nothing else writes yet). Blocking.
-pub(crate) fn restore(db: &Path) -> Result<Admissions, StoreError> {
-    let conn = crate::serving::store::open(db)?;
-    let err = |source| StoreError::Sqlite {
-        path: db.to_owned(),
-        source,
-    };
+pub(crate) fn restore(db: &Db) -> Result<Admissions, StoreError> {
+    let conn = db.lock();
+    let err = |source| db.err(source);
     conn.execute("DELETE FROM admissions WHERE patient_id IS NULL", [])
         .map_err(err)?;
     let last: i64 = conn
@@ -61,8 +58,10 @@ pub(crate) fn restore(db: &Path) -> Result<Admissions, StoreError> {
         .map_err(err)?
         .collect::<Result<HashMap<_, _>, _>>()
         .map_err(err)?;
+    drop(st);
+    drop(conn);
     let table = AdmissionsTable {
-        db: db.to_owned(),
+        db: db.clone(),
         next: AtomicI64::new(last + 1),
     };
     Ok(Admissions::restored(beds, Arc::new(table)))
@@ -73,8 +72,7 @@ impl Journal for AdmissionsTable {
         let seq = self.next.fetch_add(1, Ordering::Relaxed);
         let (db, bed, patient) = (self.db.clone(), bed.to_owned(), patient.cloned());
         let write = move || {
-            let done = crate::serving::store::open(&db)
-                .and_then(|c| write(&c, seq, &bed, patient.as_ref(), &db));
+            let done = write(&db.lock(), seq, &bed, patient.as_ref(), db.path());
             if let Err(e) = done {
                 // Neither the bed nor the identifier.
                 tracing::error!(error = %e, "Cannot keep a bed's patient; a restart may forget it");
@@ -130,11 +128,9 @@ mod tests {
         }
     }
 
-    fn db() -> (tempfile::TempDir, PathBuf) {
+    fn db() -> (tempfile::TempDir, Db) {
         let dir = tempfile::tempdir().unwrap();
-        let db = dir.path().join("a.db");
-        crate::serving::store::migrate(&mut crate::serving::store::open(&db).unwrap(), &db)
-            .unwrap();
+        let db = Db::open(&dir.path().join("a.db")).unwrap();
         (dir, db)
     }
 
@@ -161,7 +157,7 @@ mod tests {
         assert_eq!(third.get("bed-1"), None);
         assert_eq!(third.get("bed-4").as_deref(), Some(&p("D4")));
         // Only the admitted beds' rows are left.
-        let conn = crate::serving::store::open(&db).unwrap();
+        let conn = db.lock();
         let n: i64 = conn
             .query_row("SELECT count(*) FROM admissions", [], |r| r.get(0))
             .unwrap();
@@ -171,11 +167,14 @@ mod tests {
     #[test]
     fn an_earlier_change_written_late_does_not_undo_a_later_one() {
         let (_dir, db) = db();
-        let conn = crate::serving::store::open(&db).unwrap();
-        write(&conn, 7, "bed-1", None, &db).unwrap();
-        write(&conn, 6, "bed-1", Some(&p("A1")), &db).unwrap();
-        write(&conn, 8, "bed-2", Some(&p("B2")), &db).unwrap();
-        write(&conn, 5, "bed-2", None, &db).unwrap();
+        {
+            let conn = db.lock();
+            let path = db.path();
+            write(&conn, 7, "bed-1", None, path).unwrap();
+            write(&conn, 6, "bed-1", Some(&p("A1")), path).unwrap();
+            write(&conn, 8, "bed-2", Some(&p("B2")), path).unwrap();
+            write(&conn, 5, "bed-2", None, path).unwrap();
+        }
         let a = restore(&db).unwrap();
         assert_eq!(a.get("bed-1"), None);
         assert_eq!(a.get("bed-2").as_deref(), Some(&p("B2")));
@@ -199,8 +198,7 @@ mod tests {
         loop {
             let db = db.clone();
             let b = tokio::task::spawn_blocking(move || {
-                let conn = crate::serving::store::open(&db).unwrap();
-                conn.query_row(
+                db.lock().query_row(
                     "SELECT count(*) FROM admissions WHERE bed = 'bed-2' AND patient_id IS NULL",
                     [],
                     |r| r.get::<_, i64>(0),

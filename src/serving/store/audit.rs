@@ -14,7 +14,7 @@ use std::path::{Path, PathBuf};
 use rusqlite::params;
 
 use crate::core::time::now_ms;
-use crate::serving::store::StoreError;
+use crate::serving::store::{Db, StoreError};
 
 #[derive(Debug, thiserror::Error)]
 pub enum AuditError {
@@ -103,17 +103,17 @@ impl Action {
     }
 }
 
-/// The audit log of one database. Cheap to clone; every write opens a short connection of
-/// its own (the store writer's queue is for scores and may drop under load; audit rows must
-/// not).
+/// The audit log of one database. Cheap to clone; it writes through the ward's shared
+/// connection ([`Db`]), not the store writer's queue (which is for scores and may drop under
+/// load; audit rows must not).
 #[derive(Debug, Clone)]
 pub(crate) struct AuditLog {
-    db: PathBuf,
+    db: Db,
 }
 
 impl AuditLog {
-    pub(crate) fn new(db: &Path) -> AuditLog {
-        AuditLog { db: db.to_owned() }
+    pub(crate) fn new(db: &Db) -> AuditLog {
+        AuditLog { db: db.clone() }
     }
 
     /// Appends one row now. Blocking: for the command line and threads of our own.
@@ -123,15 +123,16 @@ impl AuditLog {
         action: Action,
         detail: &serde_json::Value,
     ) -> Result<(), AuditError> {
-        let conn = crate::serving::store::open(&self.db)?;
-        conn.execute(
-            "INSERT INTO audit (at_ms, user, action, detail) VALUES (?1, ?2, ?3, ?4)",
-            params![now_ms(), actor, action.as_str(), detail.to_string()],
-        )
-        .map_err(|source| AuditError::Sqlite {
-            path: self.db.clone(),
-            source,
-        })?;
+        self.db
+            .lock()
+            .execute(
+                "INSERT INTO audit (at_ms, user, action, detail) VALUES (?1, ?2, ?3, ?4)",
+                params![now_ms(), actor, action.as_str(), detail.to_string()],
+            )
+            .map_err(|source| AuditError::Sqlite {
+                path: self.db.path().to_owned(),
+                source,
+            })?;
         Ok(())
     }
 
@@ -180,9 +181,7 @@ mod tests {
     fn rows_are_appended_from_threads_and_runtimes() {
         let dir = tempfile::tempdir().unwrap();
         let db = dir.path().join("a.db");
-        crate::serving::store::migrate(&mut crate::serving::store::open(&db).unwrap(), &db)
-            .unwrap();
-        let log = AuditLog::new(&db);
+        let log = AuditLog::new(&Db::open(&db).unwrap());
         log.record(
             Some("nina"),
             Action::SignIn,

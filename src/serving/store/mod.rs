@@ -9,7 +9,7 @@
 //! [`admissions`] keeps the beds' patients across restarts; [`monitor_alarms`] keeps the
 //! monitors' own alarms with Holmes's opinions, each change broadcast once committed.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::mpsc::{SyncSender, TrySendError};
 use std::sync::{Arc, Mutex};
@@ -24,8 +24,11 @@ use crate::core::event::Event;
 use crate::core::score::ScoreRecord;
 use crate::core::time::now_ms;
 
+mod db;
 mod migrations;
 pub(crate) mod monitor_alarms;
+pub use db::Db;
+pub(crate) use db::{open, open_read_only};
 #[cfg(test)]
 use migrations::MIGRATIONS;
 pub(crate) use migrations::{SCHEMA_VERSION, migrate};
@@ -183,27 +186,6 @@ const COMMITTED_BACKLOG: usize = 4096;
 /// monitors raise a few an hour a bed; a burst of a whole ward's fits many times over).
 const MONITOR_ALARM_BACKLOG: usize = 1024;
 
-pub(crate) fn open(path: &Path) -> Result<Connection, StoreError> {
-    let err = |source| StoreError::Sqlite {
-        path: path.to_owned(),
-        source,
-    };
-    let c = Connection::open(path).map_err(err)?;
-    c.pragma_update(None, "journal_mode", "WAL").map_err(err)?;
-    c.pragma_update(None, "synchronous", "NORMAL")
-        .map_err(err)?;
-    c.busy_timeout(Duration::from_secs(5)).map_err(err)?;
-    Ok(c)
-}
-
-/// A read-only connection to the database at `path` (tools reading a finished run, `holmes
-/// validate` reading the schema version), waiting out a writer as [`open`]'s do.
-pub(crate) fn open_read_only(path: &Path) -> rusqlite::Result<Connection> {
-    let c = Connection::open_with_flags(path, rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY)?;
-    c.busy_timeout(Duration::from_secs(5))?;
-    Ok(c)
-}
-
 /// The ensemble and models this run serves, recorded at start-up.
 pub struct ServedEnsemble<'a> {
     pub members: &'a [(String, u32, String, String)], // name, version, sha256, input
@@ -258,17 +240,10 @@ fn register(c: &Connection, ensemble: &ServedEnsemble<'_>) -> rusqlite::Result<i
     }
 }
 
-/// Records an ensemble while the daemon runs (its own short connection; WAL lets it write
-/// beside the writer thread). Returns the ensemble's id.
-pub(crate) fn register_ensemble(
-    path: &Path,
-    ensemble: &ServedEnsemble<'_>,
-) -> Result<i64, StoreError> {
-    let c = open(path)?;
-    register(&c, ensemble).map_err(|source| StoreError::Sqlite {
-        path: path.to_owned(),
-        source,
-    })
+/// Records an ensemble while the daemon runs (through the ward's shared connection; WAL lets
+/// it write beside the writer thread). Returns the ensemble's id.
+pub(crate) fn register_ensemble(db: &Db, ensemble: &ServedEnsemble<'_>) -> Result<i64, StoreError> {
+    register(&db.lock(), ensemble).map_err(|source| db.err(source))
 }
 
 /// Opens (creating and migrating) the database, records the served ensemble, and starts the

@@ -291,8 +291,7 @@ fn fill(
     beds: usize,
     cadences: usize,
 ) -> Result<(u64, Expected), DrainError> {
-    let mut c = crate::serving::store::open(db).map_err(outbox::OutboxError::from)?;
-    crate::serving::store::migrate(&mut c, db).map_err(outbox::OutboxError::from)?;
+    let db = &crate::serving::store::Db::open(db).map_err(outbox::OutboxError::from)?;
     // Room for the whole outage at once: the fill is not the feed.
     let spec = match link {
         Link::Hl7 => hl7_spec(&crate::config::Hl7Config {
@@ -347,6 +346,7 @@ fn fill(
     let table = link.table();
     // Each report waited in the outbox since its window, as in a real outage, so the age limit
     // (`max_observation_age_secs`) sees the oldest of them as old as the outage.
+    let c = db.lock();
     c.execute(
         &format!(
             "UPDATE {table} SET created_ms = created_ms

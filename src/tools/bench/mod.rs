@@ -353,7 +353,9 @@ fn members_for(
         // composes with it.
         let counter = crate::serving::engine::counter::served_counter(cfg)
             .map_err(|e| BenchError::Compose(e.to_string()))?;
-        let plan = planning::compose_plan(cfg, n, &hw, 1.0, counter.as_ref())
+        let db = crate::serving::store::Db::open(&cfg.storage.db)
+            .map_err(|e| BenchError::Compose(e.to_string()))?;
+        let plan = planning::compose_plan(cfg, &db, n, &hw, 1.0, counter.as_ref())
             .map_err(|e| BenchError::Compose(e.to_string()))?;
         let r = &plan.rungs[0];
         eprintln!(
@@ -413,7 +415,8 @@ pub(crate) async fn run(mut base: Config, opts: BenchOptions) -> Result<BenchRep
     // The simulated monitors sign in as one gateway device, checked as in service.
     let db = base.storage.db.clone();
     let token = tokio::task::spawn_blocking(move || {
-        crate::serving::ingest::devices::DeviceDb::open(&db)?.add("bench", None)
+        let db = crate::serving::store::Db::open(&db)?;
+        crate::serving::ingest::devices::DeviceDb::new(db).add("bench", None)
     })
     .await
     .expect("issuing the bench's device token does not panic")?;
