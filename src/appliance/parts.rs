@@ -427,21 +427,30 @@ pub(super) async fn links(
     ward: &Ward,
     (shutdown, tracker): (&CancellationToken, &TaskTracker),
 ) -> Result<Links, ServerError> {
+    /// The two links, in the order they start.
+    enum Link {
+        Hl7,
+        Fhir,
+    }
     let mut links = Links::default();
-    for hl7 in [true, false] {
+    for link in [Link::Hl7, Link::Fhir] {
         let (scores, alarms) = (store.subscribe(), store.subscribe_monitor_alarms());
         let (admissions, token) = (ward.admissions(), shutdown.child_token());
-        let started = match hl7 {
-            true if cfg.hl7.enabled => {
+        let started = match link {
+            Link::Hl7 if cfg.hl7.enabled => {
                 outbound::start(&cfg.hl7, db, scores, alarms, admissions, token, tracker).await?
             }
-            false if cfg.fhir.enabled => {
+            Link::Fhir if cfg.fhir.enabled => {
                 outbound::fhir::start(&cfg.fhir, db, scores, alarms, admissions, token, tracker)
                     .await?
             }
             _ => continue,
         };
-        *(if hl7 { &mut links.hl7 } else { &mut links.fhir }) = Some(started.handle);
+        let handle = match link {
+            Link::Hl7 => &mut links.hl7,
+            Link::Fhir => &mut links.fhir,
+        };
+        *handle = Some(started.handle);
         links.alarm_feed = Some(match links.alarm_feed.take() {
             Some(feed) => feed.and(started.alarm_feed),
             None => started.alarm_feed,

@@ -41,8 +41,7 @@ pub(crate) fn read_zoo(dir: &std::path::Path) -> Vec<ZooMember> {
         .unwrap_or_default()
         .into_iter()
         .filter_map(|d| {
-            let text = std::fs::read_to_string(d.join(crate::zoo::MANIFEST_FILE)).ok()?;
-            let mf: crate::zoo::Manifest = serde_json::from_str(&text).ok()?;
+            let mf = crate::zoo::Manifest::read(&d).ok()?;
             Some(ZooMember {
                 member: MemberRef {
                     name: mf.name.clone(),

@@ -18,7 +18,7 @@ use crate::core::time::now_ms;
 use crate::serving::engine::accelerator::Accelerator;
 use crate::serving::store::Db;
 use crate::signal::beats::BeatCounter;
-use crate::zoo::{MANIFEST_FILE, Manifest};
+use crate::zoo::Manifest;
 
 /// What composing (and switching to) a plan can fail on.
 #[derive(Debug, thiserror::Error)]
@@ -52,8 +52,7 @@ pub(crate) fn zoo_fingerprint(dir: &Path) -> Vec<String> {
         .unwrap_or_default()
         .into_iter()
         .filter_map(|d| {
-            let text = std::fs::read_to_string(d.join(MANIFEST_FILE)).ok()?;
-            let m: Manifest = serde_json::from_str(&text).ok()?;
+            let m = Manifest::read(&d).ok()?;
             Some(format!("{}@{}", m.name, m.weights.sha256))
         })
         .collect();

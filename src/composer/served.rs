@@ -161,11 +161,7 @@ fn with_current_weights(
     mut models: Vec<crate::serving::engine::ensemble::ModelInfo>,
 ) -> Vec<crate::serving::engine::ensemble::ModelInfo> {
     for m in &mut models {
-        let path = dir.join(&m.name).join(crate::zoo::MANIFEST_FILE);
-        let now = std::fs::read_to_string(&path)
-            .ok()
-            .and_then(|t| serde_json::from_str::<crate::zoo::Manifest>(&t).ok());
-        if let Some(mf) = now {
+        if let Ok(mf) = crate::zoo::Manifest::read(&dir.join(&m.name)) {
             m.sha256 = mf.weights.sha256;
         }
     }

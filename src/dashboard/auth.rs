@@ -292,11 +292,10 @@ mod tests {
             u.add("nina", Role::Nurse, "correct horse", false),
             Err(AuthError::Exists(_))
         ));
-        let stored: String = u
-            .db
-            .lock()
-            .query_row("SELECT password_hash FROM users", [], |r| r.get(0))
-            .unwrap();
+        let stored: String =
+            u.db.lock()
+                .query_row("SELECT password_hash FROM users", [], |r| r.get(0))
+                .unwrap();
         assert!(stored.starts_with("$argon2") && !stored.contains("correct horse"));
         assert_eq!(
             u.credentials("nina").unwrap().check("wrong horse").unwrap(),

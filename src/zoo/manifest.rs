@@ -196,6 +196,20 @@ pub struct Manifest {
 }
 
 impl Manifest {
+    /// Reads the manifest of the model folder `dir` (parsed, not validated: for what it says
+    /// of a model, its name and weights' checksum; loading a model validates it).
+    pub fn read(dir: &std::path::Path) -> Result<Manifest, super::ZooError> {
+        let path = dir.join(MANIFEST_FILE);
+        let text = std::fs::read_to_string(&path).map_err(|source| super::ZooError::Io {
+            path: path.clone(),
+            source,
+        })?;
+        serde_json::from_str(&text).map_err(|e| super::ZooError::Manifest {
+            path,
+            reason: e.to_string(),
+        })
+    }
+
     /// Consistency checks beyond the schema.
     pub(crate) fn validate(&self) -> Result<(), String> {
         if !READABLE_FORMATS.contains(&self.format) {

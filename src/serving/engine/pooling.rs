@@ -130,9 +130,7 @@ pub(crate) fn share_for(src: Sources<'_>, names: &[String]) -> Result<Option<f64
     let mut refs = Vec::with_capacity(names.len() + 1);
     let mut inputs = Vec::with_capacity(names.len());
     for name in names {
-        let path = src.models_dir.join(name).join(crate::zoo::MANIFEST_FILE);
-        let read = std::fs::read_to_string(path).ok();
-        let Some(mf) = read.and_then(|t| serde_json::from_str::<Manifest>(&t).ok()) else {
+        let Ok(mf) = Manifest::read(&src.models_dir.join(name)) else {
             return Ok(None);
         };
         refs.push(MemberRef {

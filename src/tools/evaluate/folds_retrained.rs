@@ -178,18 +178,10 @@ fn check_zoo(dir: &Path, members: &[String], fold: usize, k: usize) -> Result<()
     }
     let mark = format!("cross-validation fold {fold} of {k}:");
     for m in members {
-        let path = dir.join(m).join(crate::zoo::MANIFEST_FILE);
-        let text = std::fs::read_to_string(&path).map_err(|source| EvaluateError::Io {
-            path: path.clone(),
-            source,
-        })?;
-        let manifest: Manifest = serde_json::from_str(&text).map_err(|e| EvaluateError::Io {
-            path: path.clone(),
-            source: std::io::Error::new(std::io::ErrorKind::InvalidData, e),
-        })?;
+        let manifest = Manifest::read(&dir.join(m))?;
         if !manifest.training.data.contains(&mark) {
             return Err(EvaluateError::FoldZoo {
-                model: path,
+                model: dir.join(m).join(crate::zoo::MANIFEST_FILE),
                 fold,
                 folds: k,
             });

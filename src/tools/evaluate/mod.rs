@@ -120,6 +120,8 @@ pub enum EvaluateError {
     Rules(#[from] RulesError),
     #[error(transparent)]
     Beats(#[from] BeatsError),
+    #[error(transparent)]
+    Zoo(#[from] crate::zoo::ZooError),
     #[error("no rule was chosen on validation (a rule was given), so none can be saved")]
     NothingToSave,
     #[error("the folds' points cannot be kept: {0}")]

@@ -128,11 +128,8 @@ pub fn save_folds_rule(
     let counter = BeatCounter::load(models_dir, cv.hop_secs)?.expect("just written");
     let mut members = Vec::new();
     for name in &cv.members {
-        let path = models_dir.join(name).join(crate::zoo::MANIFEST_FILE);
-        let unread = |e: String| not_kept(format!("{}: {e}", path.display()));
-        let text = std::fs::read_to_string(&path).map_err(|e| unread(e.to_string()))?;
-        let m: crate::zoo::Manifest =
-            serde_json::from_str(&text).map_err(|e| unread(e.to_string()))?;
+        let m = crate::zoo::Manifest::read(&models_dir.join(name))
+            .map_err(|e| not_kept(e.to_string()))?;
         members.push(MemberRef {
             name: name.clone(),
             sha256: m.weights.sha256,
