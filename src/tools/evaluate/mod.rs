@@ -344,17 +344,23 @@ pub fn evaluate(opts: &EvaluateOptions) -> Result<Evaluation, EvaluateError> {
         None
     };
     // The opinion on monitor alarms reads with the fitted classifier with `--beats`, else
-    // the served counter's; its operating point is chosen on the validation part's proxy
-    // alarms (the classical detector's, and the spliced events' with `--spliced`).
+    // the served counter's; its operating point is the served counter's where the folds chose
+    // one for it (`--folds --save-rule`), else chosen on the validation part's proxy alarms
+    // (the classical detector's, and the spliced events' with `--spliced`).
     let served_classifier = classifier
         .as_ref()
         .map(|c| &c.classifier)
         .or(ens.beats.as_ref().map(|b| &b.file.classifier));
+    let folds_point = match &classifier {
+        Some(_) => None,
+        None => ens.beats.as_ref().and_then(|b| b.file.opinion.clone()),
+    };
     let served_pick: fn(&Replay) -> &[Option<f32>] = match beats_choice {
         Some(_) => Replay::with_beats_scores,
         None => Replay::ensemble_scores,
     };
     let confirm_point = match (served_classifier, &cls_choice) {
+        _ if folds_point.is_some() => None,
         (Some(c), Some(cc)) => confirm_point::on_validation(
             &confirm_point::Validation {
                 recs: &val_recs,
@@ -375,7 +381,11 @@ pub fn evaluate(opts: &EvaluateOptions) -> Result<Evaluation, EvaluateError> {
         )?,
         _ => None,
     };
-    let confirm_at = confirm_point.as_ref().map_or(CONFIRM_AT, |p| p.point);
+    let confirm_at = match (&folds_point, &confirm_point) {
+        (Some(f), _) => f.confirm_at,
+        (None, Some(p)) => p.point,
+        (None, None) => CONFIRM_AT,
+    };
     let validation_records: Vec<String> = val_recs.iter().map(|r| r.key.clone()).collect();
     drop(val_replays);
     drop(val_recs);
@@ -451,6 +461,7 @@ pub fn evaluate(opts: &EvaluateOptions) -> Result<Evaluation, EvaluateError> {
             let mut m = monitor_alarms::figures(&judged, confirm_at);
             if let Some(a) = &mut m.adjudication {
                 a.point_chosen_on = confirm_point.clone();
+                a.folds_points = folds_point.as_ref().map_or(Vec::new(), |f| f.folds.clone());
             }
             monitor = Some(m);
         }

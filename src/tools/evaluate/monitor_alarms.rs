@@ -368,8 +368,8 @@ pub(crate) fn text(m: &MonitorAlarms) -> String {
                 ),
                 (None, []) => " (the default)".into(),
                 (None, points) => format!(
-                    " (the folds' median; each fold's alarms at its own point, chosen on the \
-                     other folds' alarms: {})",
+                    " (the median of the folds' points, each chosen on other folds' alarms: {}; \
+                     over folds, each fold's alarms are confirmed at its own)",
                     points
                         .iter()
                         .map(|p| format!("{p:.2}"))
