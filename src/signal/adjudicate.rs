@@ -617,6 +617,34 @@ mod tests {
     }
 
     #[test]
+    fn the_point_served_is_the_one_the_folds_kept_beside_the_classifier() {
+        use crate::signal::beats::{BeatRule, OpinionPoint};
+        let mut file = BeatsFile {
+            classifier: classifier(),
+            rule: BeatRule {
+                call_at: 0.9,
+                min_bsqi: 0.0,
+            },
+            chosen_by: None,
+            opinion: None,
+        };
+        assert_eq!(served_point(&file), CONFIRM_AT);
+        file.opinion = Some(OpinionPoint {
+            confirm_at: 0.55,
+            how: "the folds' median".into(),
+            folds: vec![0.5, 0.55, 0.6],
+        });
+        assert_eq!(served_point(&file), 0.55);
+        // The file's point reads back as written.
+        let dir = tempfile::tempdir().unwrap();
+        file.save(dir.path()).unwrap();
+        let back = crate::signal::beats::BeatCounter::load(dir.path(), 5)
+            .unwrap()
+            .unwrap();
+        assert_eq!(served_point(&back.file), 0.55);
+    }
+
+    #[test]
     fn kinds_holmes_does_not_judge_get_no_opinion() {
         let x = sinus(9, 80.0, 16.0);
         let lead = [Lead {
