@@ -280,6 +280,26 @@ fn the_architecture_table_names_what_each_unit_uses() {
     );
 }
 
+/// `file:line` of each line of code (comments left out) in `files` that names one of `names`,
+/// read in the part of each file `part` keeps.
+fn code_lines_naming<'f>(
+    files: impl Iterator<Item = &'f PathBuf>,
+    part: impl Fn(&str) -> &str,
+    names: &[&str],
+) -> Vec<String> {
+    files
+        .flat_map(|f| {
+            let text = std::fs::read_to_string(f).unwrap();
+            part(&text)
+                .lines()
+                .enumerate()
+                .filter(|(_, l)| names.iter().any(|o| code_of(l).contains(o)))
+                .map(|(n, _)| format!("{}:{}", f.display(), n + 1))
+                .collect::<Vec<_>>()
+        })
+        .collect()
+}
+
 /// Only the store opens SQLite: every other module is handed a store handle or asks the
 /// store for a connection (`serving::store::open`, `open_read_only`), so WAL, the busy
 /// timeout and the schema are the store's alone.
@@ -289,18 +309,11 @@ fn only_the_store_opens_the_database() {
     let store = src.join("serving").join("store");
     let mut files = Vec::new();
     rust_files(&src, &mut files);
-    let wrong: Vec<String> = files
-        .iter()
-        .filter(|f| !f.starts_with(&store))
-        .flat_map(|f| {
-            let text = std::fs::read_to_string(f).unwrap();
-            text.lines()
-                .enumerate()
-                .filter(|(_, l)| code_of(l).contains("Connection::open"))
-                .map(|(n, _)| format!("{}:{}", f.display(), n + 1))
-                .collect::<Vec<_>>()
-        })
-        .collect();
+    let wrong = code_lines_naming(
+        files.iter().filter(|f| !f.starts_with(&store)),
+        |text| text,
+        &["Connection::open"],
+    );
     assert!(
         wrong.is_empty(),
         "SQLite opened outside the store:\n{}",
@@ -330,21 +343,15 @@ fn the_daemons_parts_are_handed_their_connection() {
         "StoreReader::open(",
         "open_read_only(",
     ];
-    let wrong: Vec<String> = files
-        .iter()
-        .filter(|f| !allowed.iter().any(|a| f.starts_with(a)))
-        .filter(|f| f.file_name().is_some_and(|n| n != "tests.rs"))
-        .flat_map(|f| {
-            let text = std::fs::read_to_string(f).unwrap();
-            // The code before the file's unit tests.
-            let code = text.split("#[cfg(test)]").next().unwrap_or_default();
-            code.lines()
-                .enumerate()
-                .filter(|(_, l)| opens.iter().any(|o| code_of(l).contains(o)))
-                .map(|(n, _)| format!("{}:{}", f.display(), n + 1))
-                .collect::<Vec<_>>()
-        })
-        .collect();
+    let wrong = code_lines_naming(
+        files
+            .iter()
+            .filter(|f| !allowed.iter().any(|a| f.starts_with(a)))
+            .filter(|f| f.file_name().is_some_and(|n| n != "tests.rs")),
+        // The code before the file's unit tests.
+        |text| text.split("#[cfg(test)]").next().unwrap_or_default(),
+        &opens,
+    );
     assert!(
         wrong.is_empty(),
         "a connection opened outside the store and the start-up wiring:\n{}",

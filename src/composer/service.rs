@@ -117,7 +117,16 @@ pub(crate) async fn run(mut cx: Context, composed: bool) {
                 set(&cx.serving, |s| { s.composing = false; s.compositions += 1; });
                 match res.expect("composition does not panic") {
                     Ok(mut plan) => {
-                        if let Err(e) = plans::save(&cx.db, &mut plan, &job_reason) {
+                        // SQLite off the tokio workers: the shared connection may be busy.
+                        let (db, why) = (cx.db.clone(), job_reason.clone());
+                        let (stored, saved) = tokio::task::spawn_blocking(move || {
+                            let saved = plans::save(&db, &mut plan, &why);
+                            (plan, saved)
+                        })
+                        .await
+                        .expect("storing a plan does not panic");
+                        plan = stored;
+                        if let Err(e) = saved {
                             tracing::error!(error = %e, "Cannot store the composed plan");
                         }
                         tracing::info!(version = plan.version, members = ?plan.rungs[0].members,
