@@ -14,9 +14,15 @@ const STEP: f32 = 0.05;
 /// The challenge-style score (0-100) of confirming the `labelled` alarms (truth, probability)
 /// at `point`; `None` without alarms.
 pub(crate) fn challenge_score(labelled: &[(bool, f32)], point: f32) -> Option<f64> {
+    challenge_of(labelled.iter().map(|&(truth, p)| (truth, p >= point)))
+}
+
+/// The challenge-style score (0-100) of `decided` alarms (truth, confirmed), each decided at
+/// its own point; `None` without alarms.
+pub(crate) fn challenge_of(decided: impl Iterator<Item = (bool, bool)>) -> Option<f64> {
     let (mut tp, mut tn, mut fp, mut fn_) = (0usize, 0usize, 0usize, 0usize);
-    for &(truth, p) in labelled {
-        match (truth, p >= point) {
+    for d in decided {
+        match d {
             (true, true) => tp += 1,
             (true, false) => fn_ += 1,
             (false, true) => fp += 1,

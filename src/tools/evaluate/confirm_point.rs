@@ -54,7 +54,8 @@ pub(super) fn on_validation(
             .iter()
             .map(|s| replay(&s.record, &s.record.leads, v.window, v.hop, v.det))
             .collect::<Result<Vec<_>, _>>()?;
-        let alarms = spliced_alarms::opinions(&parts, &reps, Replay::ensemble_scores, classifier);
+        let pairs: Vec<_> = parts.iter().zip(&reps).collect();
+        let alarms = spliced_alarms::opinions(&pairs, Replay::ensemble_scores, classifier);
         labelled.extend(alarms.iter().map(|a| (a.truth(), a.probability())));
     }
     let Some(point) = choose_point(&labelled) else {

@@ -28,25 +28,24 @@ use std::collections::BTreeMap;
 use serde::Serialize;
 
 use crate::alarm::matching::AlarmTiming;
-use crate::alarm::{AlarmRule, MatchOptions, ThresholdSearch};
+use crate::alarm::{AlarmRule, MatchOptions};
 use crate::core::stats::wilson_interval;
 use crate::core::window::SAMPLE_RATE_HZ;
 use crate::serving::engine::ensemble::Ensemble;
-use crate::signal::beats::{BeatClassifier, BeatMemory, BeatRule, run_evidence};
+use crate::signal::adjudicate::CONFIRM_AT;
+use crate::signal::beats::{BeatClassifier, BeatRule};
 use crate::training::beats::BeatRows;
 use crate::training::dataset::{EpisodeKind, NoiseBank, RecordData, Split, SplitName};
+use crate::training::dataset::{RunShape, Spliced, deal};
 
-use super::challenge::choose_point;
 use super::episodes::{RecordComparison, Summary, TimeToAlarm, summarize, time_to_alarm};
+use super::fold::Judged;
+pub(super) use super::fold::{Fold, Held, Judgements, judge_fold};
 use super::monitor_alarms::{self, MonitorAlarms};
 use super::replay::{Detectors, Replay, replay};
-use super::spliced::{SplicedFigures, figures_under};
-use super::{
-    EvaluateError, EvaluateOptions, FalseAlarmCauses, beats, choose_rule, condition, load_part,
-    load_part_of, pooled,
-};
-use crate::signal::adjudicate::CONFIRM_AT;
-use crate::training::dataset::{SpliceMix, Spliced, deal, splice};
+use super::spliced::{SplicedFigures, figures_under, splice_copies};
+use super::spliced_alarms::{self, ProxyPooled, SplicedAdjudication};
+use super::{EvaluateError, EvaluateOptions, FalseAlarmCauses, load_part, load_part_of, pooled};
 
 /// Beats for the fit come from windows this far apart, s (as `--beats` fits).
 pub(super) const FIT_HOP_SECS: usize = 15;
@@ -138,6 +137,14 @@ pub struct CrossValidation {
     /// (`monitor_alarms`); absent where the folds replayed no classical detector.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub monitor_alarms: Option<MonitorAlarms>,
+    /// With `--spliced`: the proxy monitor's alarm at each spliced event, and Holmes's opinion
+    /// on each at its fold's point.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub spliced_adjudication: Option<SplicedAdjudication>,
+    /// The monitor's alarms and the spliced events' pooled (plain events, then with the shaped
+    /// runs), each opinion at its fold's point: the proxy's figures against the targets.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub proxy_pooled: Vec<ProxyPooled>,
     /// The served points the folds choose: the median of their beat and alarm rules
     /// (`--save-rule` keeps them).
     pub served: Option<super::served_points::FoldsMedian>,
@@ -196,17 +203,19 @@ pub fn cross_validate(opts: &EvaluateOptions, k: usize) -> Result<CrossValidatio
     };
     let mut clean = Vec::with_capacity(recs.len());
     let mut stressed = Vec::new();
-    let mut spliced_clean: Vec<Option<Replay>> = Vec::with_capacity(recs.len());
+    let mut spliced_clean: Vec<Vec<Replay>> = Vec::with_capacity(recs.len());
     let with_monitor = Detectors {
         classical: true,
         ..det
     };
     for (i, r) in recs.iter().enumerate() {
         clean.push(replay(r, &r.leads, win, hop_n, with_monitor)?);
-        spliced_clean.push(match &spliced[i] {
-            Some(sp) => Some(replay(&sp.record, &sp.record.leads, win, hop_n, det)?),
-            None => None,
-        });
+        spliced_clean.push(
+            spliced[i]
+                .iter()
+                .map(|sp| replay(&sp.record, &sp.record.leads, win, hop_n, det))
+                .collect::<Result<_, _>>()?,
+        );
         if let Some(s) = &stressed_leads {
             stressed.push(replay(r, &s[i], win, hop_n, det)?);
         }
@@ -231,22 +240,24 @@ pub fn cross_validate(opts: &EvaluateOptions, k: usize) -> Result<CrossValidatio
             fits: &epochs,
             chosen_rows: &other_rows,
             chosen_on: others.iter().map(|&i| (&clean[i], &recs[i])).collect(),
+            chosen_spliced: others
+                .iter()
+                .filter_map(|&i| {
+                    plain_index(&spliced[i]).map(|c| (&spliced[i][c], &spliced_clean[i][c]))
+                })
+                .collect(),
             held: held
                 .iter()
                 .map(|&i| Held {
                     record: &recs[i],
                     clean: &clean[i],
                     stressed: stressed_leads.as_ref().map(|s| (&s[i][..], &stressed[i])),
-                    spliced: spliced[i].as_ref().zip(spliced_clean[i].as_ref()),
+                    spliced: spliced[i].iter().zip(&spliced_clean[i]).collect(),
                 })
                 .collect(),
         };
         let j = judge_fold(&fold, &search, win, hop_n)?;
-        judged.add(j, |k| {
-            spliced[held[k]]
-                .as_ref()
-                .expect("judged spliced events have one")
-        });
+        judged.add(j);
     }
     report(
         opts,
@@ -259,15 +270,22 @@ pub fn cross_validate(opts: &EvaluateOptions, k: usize) -> Result<CrossValidatio
     )
 }
 
-/// Each record's spliced copy (runs, salvos and bigeminy of its patient's own beats), where
-/// `--spliced` asks and the record can be spliced.
-pub(super) fn spliced_copies(recs: &[RecordData], opts: &EvaluateOptions) -> Vec<Option<Spliced>> {
+/// Each record's spliced copies (runs, salvos and bigeminy of its patient's own beats; then
+/// the shaped runs), where `--spliced` asks and the record can be spliced.
+pub(super) fn spliced_copies(recs: &[RecordData], opts: &EvaluateOptions) -> Vec<Vec<Spliced>> {
     recs.iter()
         .map(|r| {
             opts.spliced
-                .and_then(|seed| splice(r, seed, SpliceMix::EVALUATION))
+                .map_or(Vec::new(), |seed| splice_copies(r, seed))
         })
         .collect()
+}
+
+/// Where the plain copy is among a record's spliced `copies` (the one without shaped runs).
+pub(super) fn plain_index(copies: &[Spliced]) -> Option<usize> {
+    copies
+        .iter()
+        .position(|s| s.events.iter().all(|e| e.shape == RunShape::Plain))
 }
 
 /// Each of the beat classifier's `fits` fits (consecutive seeds), epoch by epoch, fitted on
@@ -350,11 +368,19 @@ pub(super) fn report(
     let monitor = (!judged.monitor.is_empty()).then(|| {
         let mut m =
             monitor_alarms::figures(&judged.monitor, served.map_or(CONFIRM_AT, |s| s.confirm_at));
+
         if let Some(a) = &mut m.adjudication {
             a.folds_points = per_fold.iter().map(|r| r.confirm_at).collect();
         }
         m
     });
+    let served_point = served.map_or(CONFIRM_AT, |s| s.confirm_at);
+    let spliced_adjudication = (!judged.spliced_opinions.is_empty())
+        .then(|| spliced_alarms::figures(&judged.spliced_opinions, served_point));
+    let proxy_pooled = spliced_alarms::pooled(
+        &monitor_alarms::decided(&judged.monitor),
+        &judged.spliced_opinions,
+    );
     Ok(CrossValidation {
         folds: k,
         scope,
@@ -369,274 +395,11 @@ pub(super) fn report(
         splice_seed: opts.spliced,
         spliced: spliced_figures,
         monitor_alarms: monitor,
+        spliced_adjudication,
+        proxy_pooled,
         served,
         per_fold,
     })
-}
-
-/// One fold to judge: the beat classifier's fits epoch by epoch, the records its rules are
-/// chosen on (and their beats, which choose each fit's epoch), and the records it is judged
-/// on, each replayed by the ensemble this fold is judged with.
-pub(super) struct Fold<'a, 'r> {
-    /// 1-based.
-    pub number: usize,
-    /// Each fit's classifier after each epoch.
-    pub fits: &'r [Vec<BeatClassifier>],
-    pub chosen_rows: &'r BeatRows,
-    pub chosen_on: Vec<(&'a Replay, &'a RecordData)>,
-    pub held: Vec<Held<'a>>,
-}
-
-/// A record of the judged fold: clean, under the stress condition, and with its spliced
-/// events, where asked.
-pub(super) struct Held<'a> {
-    pub record: &'a RecordData,
-    pub clean: &'a Replay,
-    pub stressed: Option<(&'a [Vec<f32>], &'a Replay)>,
-    pub spliced: Option<(&'a Spliced, &'a Replay)>,
-}
-
-/// What one fold reached: its row, its held records judged clean and stressed, and its
-/// spliced events (each by its position in [`Fold::held`]) under its rules.
-pub(super) struct FoldJudged {
-    pub row: FoldRow,
-    pub clean: Vec<Judged>,
-    pub stressed: Vec<Judged>,
-    pub spliced: Vec<(usize, Replay, AlarmRule)>,
-    /// Its held records' monitor alarms, judged.
-    pub monitor: Vec<monitor_alarms::Judged>,
-}
-
-/// What the folds reached, gathered.
-#[derive(Default)]
-pub(super) struct Judgements<'a> {
-    pub per_fold: Vec<FoldRow>,
-    pub clean: Vec<Judged>,
-    pub stressed: Vec<Judged>,
-    pub spliced: Vec<(&'a Spliced, Replay, AlarmRule)>,
-    pub monitor: Vec<monitor_alarms::Judged>,
-}
-
-impl<'a> Judgements<'a> {
-    /// Adds a fold's judgement; `source` gives the spliced record of its `k`-th held record.
-    pub fn add(&mut self, j: FoldJudged, source: impl Fn(usize) -> &'a Spliced) {
-        self.per_fold.push(j.row);
-        self.clean.extend(j.clean);
-        self.stressed.extend(j.stressed);
-        self.monitor.extend(j.monitor);
-        self.spliced.extend(
-            j.spliced
-                .into_iter()
-                .map(|(k, r, rule)| (source(k), r, rule)),
-        );
-    }
-}
-
-/// Chooses a fold's epoch of each fit (the one that ranks `chosen_rows` best by PR-AUC), beat
-/// rule and alarm rule on `chosen_on`, and judges its held records under them.
-pub(super) fn judge_fold(
-    fold: &Fold<'_, '_>,
-    search: &ThresholdSearch,
-    win: usize,
-    hop_n: usize,
-) -> Result<FoldJudged, EvaluateError> {
-    let hop_ms = search.hop_ms;
-    let (epochs, kept): (Vec<usize>, Vec<BeatClassifier>) = fold
-        .fits
-        .iter()
-        .map(|epochs| best_epoch(epochs, fold.chosen_rows))
-        .map(|(e, c)| (e, c.clone()))
-        .unzip();
-    let classifier = &BeatClassifier::mean_of(kept);
-    let with_runs = |r: &Replay, leads: &[Vec<f32>]| {
-        let mut r = r.clone();
-        r.beat_runs = runs(classifier, leads, &r, win, hop_n);
-        r
-    };
-    let mut chosen_on: Vec<Replay> = fold
-        .chosen_on
-        .iter()
-        .map(|(r, rec)| with_runs(r, &rec.leads))
-        .collect();
-    let (beat_rule, choice, _, _) = beats::choose(&mut chosen_on, search)?;
-    // The monitor's rule, where the classical detector was replayed.
-    let monitor_rule = if chosen_on.iter().all(|r| !r.classical.is_empty()) {
-        Some(choose_rule(&chosen_on, Replay::classical_scores, search)?.rule)
-    } else {
-        None
-    };
-    // The opinion's point, on the monitor's alarms of the same records under the same rules.
-    let confirm_at = match monitor_rule {
-        Some(m) => {
-            beats::apply(&mut chosen_on, beat_rule);
-            let records: Vec<&RecordData> = fold.chosen_on.iter().map(|(_, r)| *r).collect();
-            let alarms = monitor_alarms::judge(
-                &chosen_on,
-                &records,
-                Some(classifier),
-                Replay::with_beats_scores,
-                (m, choice.rule),
-                hop_ms,
-                search.matching,
-            )?;
-            choose_point(&monitor_alarms::labelled(&alarms)).unwrap_or(CONFIRM_AT)
-        }
-        None => CONFIRM_AT,
-    };
-    drop(chosen_on);
-    let judge = |reps: &[Replay], snr: Option<f32>| -> Result<Vec<Judged>, EvaluateError> {
-        let c = condition(
-            reps,
-            Replay::with_beats_scores,
-            Replay::with_beats_run_onsets,
-            choice.rule,
-            hop_ms,
-            snr,
-            search.matching,
-        )?;
-        Ok(c.records
-            .into_iter()
-            .zip(reps)
-            .map(|(row, rep)| Judged {
-                record: row.record,
-                comparison: row.comparison,
-                kinds: rep.by_kind.clone(),
-                causes: row.false_alarm_causes,
-            })
-            .collect())
-    };
-    let mut held_clean: Vec<Replay> = fold
-        .held
-        .iter()
-        .map(|h| with_runs(h.clean, &h.record.leads))
-        .collect();
-    beats::apply(&mut held_clean, beat_rule);
-    let clean = judge(&held_clean, None)?;
-    let monitor = match monitor_rule {
-        Some(m) => monitor_alarms::judge(
-            &held_clean,
-            &fold.held.iter().map(|h| h.record).collect::<Vec<_>>(),
-            Some(classifier),
-            Replay::with_beats_scores,
-            (m, choice.rule),
-            hop_ms,
-            search.matching,
-        )?
-        .into_iter()
-        .map(|j| j.at(confirm_at))
-        .collect(),
-        None => Vec::new(),
-    };
-    let mut held_noisy: Vec<Replay> = fold
-        .held
-        .iter()
-        .filter_map(|h| h.stressed.map(|(leads, r)| with_runs(r, leads)))
-        .collect();
-    beats::apply(&mut held_noisy, beat_rule);
-    let stressed = if held_noisy.is_empty() {
-        Vec::new()
-    } else {
-        judge(&held_noisy, Some(STRESS_DB))?
-    };
-    let spliced = fold
-        .held
-        .iter()
-        .enumerate()
-        .filter_map(|(k, h)| h.spliced.map(|s| (k, s)))
-        .map(|(k, (sp, rep))| {
-            let mut r = with_runs(rep, &sp.record.leads);
-            beats::apply(std::slice::from_mut(&mut r), beat_rule);
-            (k, r, choice.rule)
-        })
-        .collect();
-    let timings: Vec<AlarmTiming> = clean
-        .iter()
-        .flat_map(|j| j.comparison.timings.iter().map(|t| t.timing))
-        .collect();
-    tracing::info!(
-        fold = fold.number,
-        epochs = ?epochs,
-        call_at = beat_rule.call_at,
-        on = choice.rule.on,
-        confirm_at,
-        "Fold judged"
-    );
-    let row = FoldRow {
-        fold: fold.number,
-        records: fold.held.iter().map(|h| h.record.key.clone()).collect(),
-        epochs,
-        beat_rule,
-        alarm_rule: choice.rule,
-        confirm_at,
-        chosen_on_episodes: choice.episodes,
-        chosen_on_detected: choice.detected,
-        chosen_on_false_alarms: choice.false_alarms,
-        episodes: timings.len(),
-        detected: timings
-            .iter()
-            .filter(|&&t| t != AlarmTiming::Missed)
-            .count(),
-        false_alarms: clean.iter().map(|j| j.comparison.false_alarms).sum(),
-        stressed_false_alarms: (!stressed.is_empty())
-            .then(|| stressed.iter().map(|j| j.comparison.false_alarms).sum()),
-    };
-    Ok(FoldJudged {
-        row,
-        clean,
-        stressed,
-        spliced,
-        monitor,
-    })
-}
-
-/// The epoch (1-based) of a fit's `epochs` that ranks `rows` best by PR-AUC (the earliest of
-/// equals), and its classifier.
-fn best_epoch<'c>(epochs: &'c [BeatClassifier], rows: &BeatRows) -> (usize, &'c BeatClassifier) {
-    epochs
-        .iter()
-        .enumerate()
-        .map(|(e, c)| (e, c, rows.pr_auc(c)))
-        .fold(
-            None,
-            |best: Option<(usize, &BeatClassifier, f64)>, x| match best {
-                Some(b) if b.2 >= x.2 => Some(b),
-                _ => Some(x),
-            },
-        )
-        .map(|(e, c, _)| (e + 1, c))
-        .expect("one epoch at least")
-}
-
-/// A record judged on its fold.
-#[derive(Clone)]
-pub(super) struct Judged {
-    pub record: String,
-    /// Its comparison with the reference.
-    pub comparison: RecordComparison,
-    /// Its reference episodes by kind (to give each episode's timing its kind).
-    pub kinds: Vec<(EpisodeKind, (i64, i64))>,
-    /// What the annotations say at each of its false alarms.
-    pub causes: FalseAlarmCauses,
-}
-
-/// Each hop's run evidence under classifier `c`, on `leads` as the replay `r` saw them.
-fn runs(
-    c: &BeatClassifier,
-    leads: &[Vec<f32>],
-    r: &Replay,
-    window: usize,
-    hop: usize,
-) -> Vec<crate::signal::beats::RunEvidence> {
-    // Each beat classified once, as the ward's counter does.
-    let mut memory = BeatMemory::default();
-    r.ends_ms
-        .iter()
-        .map(|&t| {
-            let e = (t * SAMPLE_RATE_HZ as i64 / 1000) as usize;
-            let w: Vec<&[f32]> = leads.iter().map(|l| &l[e - window..e]).collect();
-            run_evidence(c, &w, hop, true, Some((&mut memory, t)))
-        })
-        .collect()
 }
 
 /// Pools record comparisons: EC57's summary, detection within the grace overall and by kind,

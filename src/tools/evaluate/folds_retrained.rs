@@ -12,12 +12,12 @@ use std::path::Path;
 use crate::core::window::SAMPLE_RATE_HZ;
 use crate::serving::engine::ensemble::Ensemble;
 use crate::training::beats::BeatRows;
-use crate::training::dataset::{NoiseBank, Split, SplitName, fold_split};
+use crate::training::dataset::{NoiseBank, Spliced, Split, SplitName, fold_split};
 use crate::zoo::Manifest;
 
 use super::folds::{
     CrossValidation, FIT_HOP_SECS, Fold, Held, Judgements, STRESS_DB, Scope, fit_epochs,
-    judge_fold, report, spliced_copies,
+    judge_fold, plain_index, report, spliced_copies,
 };
 use super::replay::{Detectors, Replay, replay};
 use super::{EvaluateError, EvaluateOptions, load_part, pooled};
@@ -96,6 +96,13 @@ pub fn cross_validate_retrained(
             .iter()
             .map(|&i| replay(&recs[i], &recs[i].leads, win, hop_n, with_monitor))
             .collect::<Result<_, _>>()?;
+        // The plain spliced copies of the records chosen on: their proxy alarms help choose
+        // the opinion's point.
+        let chosen_spliced: Vec<(&Spliced, Replay)> = chosen
+            .iter()
+            .filter_map(|&i| plain_index(&spliced[i]).map(|c| &spliced[i][c]))
+            .map(|sp| Ok((sp, replay(&sp.record, &sp.record.leads, win, hop_n, det)?)))
+            .collect::<Result<_, EvaluateError>>()?;
         let stressed_leads: Vec<Option<Vec<Vec<f32>>>> = held
             .iter()
             .map(|&i| {
@@ -119,10 +126,10 @@ pub fn cross_validate_retrained(
                 Some(l) => Some(replay(r, l, win, hop_n, det)?),
                 None => None,
             };
-            let spliced_rep = match &spliced[i] {
-                Some(sp) => Some(replay(&sp.record, &sp.record.leads, win, hop_n, det)?),
-                None => None,
-            };
+            let spliced_rep: Vec<Replay> = spliced[i]
+                .iter()
+                .map(|sp| replay(&sp.record, &sp.record.leads, win, hop_n, det))
+                .collect::<Result<_, _>>()?;
             held_reps.push((clean, stressed, spliced_rep));
         }
         tracing::info!(
@@ -141,6 +148,7 @@ pub fn cross_validate_retrained(
                 .zip(&chosen_reps)
                 .map(|(&i, r)| (r, &recs[i]))
                 .collect(),
+            chosen_spliced: chosen_spliced.iter().map(|(s, r)| (*s, r)).collect(),
             held: held
                 .iter()
                 .zip(&held_reps)
@@ -149,16 +157,12 @@ pub fn cross_validate_retrained(
                     record: &recs[i],
                     clean,
                     stressed: leads.as_deref().zip(stressed.as_ref()),
-                    spliced: spliced[i].as_ref().zip(sp.as_ref()),
+                    spliced: spliced[i].iter().zip(sp).collect(),
                 })
                 .collect(),
         };
         let j = judge_fold(&fold, &search, win, hop_n)?;
-        judged.add(j, |k| {
-            spliced[held[k]]
-                .as_ref()
-                .expect("judged spliced events have one")
-        });
+        judged.add(j);
     }
     report(
         opts,

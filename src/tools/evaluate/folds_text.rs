@@ -130,5 +130,9 @@ pub fn text(c: &CrossValidation) -> String {
     if let Some(m) = &c.monitor_alarms {
         s.push_str(&super::monitor_alarms::text(m));
     }
+    if let Some(a) = &c.spliced_adjudication {
+        s.push_str(&super::spliced_alarms::text(a));
+    }
+    s.push_str(&super::spliced_alarms::pooled_text(&c.proxy_pooled));
     s
 }

@@ -45,6 +45,7 @@ mod condition;
 mod confirm_point;
 mod cross_db;
 pub mod episodes;
+mod fold;
 mod folds;
 mod folds_retrained;
 mod folds_text;
@@ -402,6 +403,8 @@ pub fn evaluate(opts: &EvaluateOptions) -> Result<Evaluation, EvaluateError> {
     let mut cls_conditions = Vec::new();
     let mut beats_conditions = Vec::new();
     let mut monitor = None;
+    // Its opinions (truth, probability, confirmed), to pool with the spliced events'.
+    let mut monitor_decided = Vec::new();
     let levels = std::iter::once(None).chain(opts.noise_db.iter().map(|&d| Some(d)));
     for snr in levels {
         let mut reps = Vec::with_capacity(recs.len());
@@ -458,6 +461,7 @@ pub fn evaluate(opts: &EvaluateOptions) -> Result<Evaluation, EvaluateError> {
                 matching,
             )?;
             let judged: Vec<_> = judged.into_iter().map(|j| j.at(confirm_at)).collect();
+            monitor_decided = monitor_alarms::decided(&judged);
             let mut m = monitor_alarms::figures(&judged, confirm_at);
             if let Some(a) = &mut m.adjudication {
                 a.point_chosen_on = confirm_point.clone();
@@ -503,6 +507,9 @@ pub fn evaluate(opts: &EvaluateOptions) -> Result<Evaluation, EvaluateError> {
         }
         None => (None, None),
     };
+    let proxy_pooled = spliced.as_ref().map_or(Vec::new(), |r| {
+        spliced_alarms::pooled(&monitor_decided, &r.alarms)
+    });
 
     let mut detectors = vec![DetectorResult {
         detector: "ensemble",
@@ -554,6 +561,7 @@ pub fn evaluate(opts: &EvaluateOptions) -> Result<Evaluation, EvaluateError> {
         beat_trials,
         monitor_alarms: monitor,
         spliced,
+        proxy_pooled,
         spliced_svg,
     })
 }

@@ -223,6 +223,15 @@ pub(super) fn opinion_at(
     adjudicate(c, &cut, MonitorAlarmKind::Vt, Some(risk), CONFIRM_AT).map(|o| o.probability)
 }
 
+/// Each adjudicated alarm of `judged`: its truth, the opinion's probability, and whether it
+/// was confirmed at its point.
+pub(super) fn decided(judged: &[Judged]) -> Vec<(bool, f32, bool)> {
+    judged
+        .iter()
+        .filter_map(|j| j.opinion.map(|p| (j.truth, p, p >= j.confirm_at)))
+        .collect()
+}
+
 /// Each adjudicated alarm of `judged`: its truth and the opinion's probability.
 pub(super) fn labelled(judged: &[Judged]) -> Vec<(bool, f32)> {
     judged
@@ -319,7 +328,7 @@ fn adjudicated(judged: &[Judged], confirm_at: f32) -> Option<Adjudicated> {
 
 /// The 95 % interval of an ROC-AUC `a` over `pos` positives and `neg` negatives from Hanley
 /// and McNeil's (1982) standard error, clipped to 0..1.
-fn hanley_mcneil(a: f64, pos: usize, neg: usize) -> (f64, f64) {
+pub(super) fn hanley_mcneil(a: f64, pos: usize, neg: usize) -> (f64, f64) {
     let (p, n) = (pos as f64, neg as f64);
     let q1 = a / (2.0 - a);
     let q2 = 2.0 * a * a / (1.0 + a);

@@ -186,6 +186,7 @@ pub fn text(e: &Evaluation) -> String {
     if let Some(sp) = &e.spliced {
         s.push_str(&super::spliced::text(sp));
     }
+    s.push_str(&super::spliced_alarms::pooled_text(&e.proxy_pooled));
     if let Some(c) = e.detectors.first().and_then(|d| d.conditions.first()) {
         let _ = writeln!(
             s,

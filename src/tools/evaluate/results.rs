@@ -110,6 +110,10 @@ pub struct Evaluation {
     /// Spliced short runs and hard negatives in the reported part's records, when asked.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub spliced: Option<SplicedReport>,
+    /// The monitor's alarms and the spliced events' pooled (plain events, then with the shaped
+    /// runs), each opinion at the served point.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub proxy_pooled: Vec<super::spliced_alarms::ProxyPooled>,
     /// The figure of a spliced run beside a real one (the report folder's `spliced.svg`).
     #[serde(skip)]
     pub spliced_svg: Option<String>,

@@ -31,7 +31,7 @@ use crate::training::dataset::{RecordData, RunShape, SpliceKind, SpliceMix, Spli
 
 use super::EvaluateError;
 use super::replay::{Detectors, Replay, replay};
-use super::spliced_alarms::{self, Count, ShapeRow, SplicedAdjudication};
+use super::spliced_alarms::{self, Count, EventAlarm, ShapeRow, SplicedAdjudication};
 
 /// A run counts as detected when an alarm is raised this long after its fifth beat at most,
 /// s.
@@ -93,6 +93,21 @@ pub struct SplicedReport {
     /// classifier serves).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub adjudication: Option<SplicedAdjudication>,
+    /// The proxy alarms behind `adjudication`, for pooling with the monitor's.
+    #[serde(skip)]
+    pub(crate) alarms: Vec<EventAlarm>,
+}
+
+/// One record's copies spliced from `seed` (where it can be spliced): its plain copy, then its
+/// copy with shaped runs.
+pub(crate) fn splice_copies(r: &RecordData, seed: u64) -> Vec<Spliced> {
+    [
+        splice(r, seed, SpliceMix::EVALUATION),
+        splice(r, seed ^ SHAPES_SEED, SpliceMix::SHAPES),
+    ]
+    .into_iter()
+    .flatten()
+    .collect()
 }
 
 /// The shaped runs' copies are drawn from `seed` xor this.
@@ -161,9 +176,13 @@ pub(crate) fn evaluate(
         )?),
         _ => None,
     };
-    let adjudication = adjudicator.map(|(c, confirm_at)| {
-        let alarms = spliced_alarms::opinions(spliced, &reps, Replay::ensemble_scores, c);
-        spliced_alarms::figures(&alarms, confirm_at)
+    let (adjudication, alarms) = adjudicator.map_or((None, Vec::new()), |(c, confirm_at)| {
+        let pairs: Vec<(&Spliced, &Replay)> = spliced.iter().zip(&reps).collect();
+        let alarms: Vec<EventAlarm> = spliced_alarms::opinions(&pairs, Replay::ensemble_scores, c)
+            .into_iter()
+            .map(|a| a.at(confirm_at))
+            .collect();
+        (Some(spliced_alarms::figures(&alarms, confirm_at)), alarms)
     });
     Ok(SplicedReport {
         seed,
@@ -182,6 +201,7 @@ pub(crate) fn evaluate(
         ensemble_rule,
         classical,
         adjudication,
+        alarms,
     })
 }
 

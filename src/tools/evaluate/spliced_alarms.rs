@@ -27,11 +27,12 @@ use crate::core::metrics::roc_auc;
 use crate::core::monitor_alarm::RISK_LOOKBACK_SECS;
 use crate::core::stats::wilson_interval;
 use crate::core::window::SAMPLE_RATE_HZ;
+use crate::signal::adjudicate::CONFIRM_AT;
 use crate::signal::beats::BeatClassifier;
 use crate::training::dataset::{RunShape, SpliceKind, Spliced};
 
-use super::challenge::challenge_score;
-use super::monitor_alarms::opinion_at;
+use super::challenge::challenge_of;
+use super::monitor_alarms::{hanley_mcneil, opinion_at};
 use super::replay::Replay;
 
 /// Events of one kind and how many drew an alarm.
@@ -103,6 +104,8 @@ pub(crate) struct EventAlarm {
     probability: f32,
     /// The served risk of the windows before it.
     risk: f32,
+    /// The point its opinion is confirmed at (its fold's, over folds).
+    confirm_at: f32,
 }
 
 impl EventAlarm {
@@ -114,19 +117,31 @@ impl EventAlarm {
     pub(crate) fn probability(&self) -> f32 {
         self.probability
     }
+
+    /// The alarm with its opinion confirmed at `point`.
+    pub(crate) fn at(self, point: f32) -> EventAlarm {
+        EventAlarm {
+            confirm_at: point,
+            ..self
+        }
+    }
+
+    fn confirmed(&self) -> bool {
+        self.probability >= self.confirm_at
+    }
 }
 
-/// The proxy monitor's alarm at every event of `spliced` (replayed as `reps`, served scores by
-/// `pick`), each with the opinion `classifier` forms on it.
+/// The proxy monitor's alarm at every event of the `spliced` records (each with its replay,
+/// served scores by `pick`), each with the opinion `classifier` forms on it, confirmed at
+/// [`CONFIRM_AT`] until [`EventAlarm::at`] says otherwise.
 pub(crate) fn opinions(
-    spliced: &[Spliced],
-    reps: &[Replay],
+    spliced: &[(&Spliced, &Replay)],
     pick: fn(&Replay) -> &[Option<f32>],
     classifier: &BeatClassifier,
 ) -> Vec<EventAlarm> {
     let ms = |samples: i64| samples * 1000 / SAMPLE_RATE_HZ as i64;
     let mut out = Vec::new();
-    for (s, r) in spliced.iter().zip(reps) {
+    for &(s, r) in spliced {
         for e in &s.events {
             let t = match (e.kind, e.shape) {
                 (SpliceKind::Run, RunShape::UnderWay) => ms(e.ventricular[0]) + UNDER_WAY_ALARM_MS,
@@ -150,6 +165,7 @@ pub(crate) fn opinions(
                     beats: e.beats,
                     probability,
                     risk,
+                    confirm_at: CONFIRM_AT,
                 });
             }
         }
@@ -157,7 +173,8 @@ pub(crate) fn opinions(
     out
 }
 
-/// The figures of the `alarms`, confirmed at `confirm_at`.
+/// The figures of the `alarms`, each confirmed at its own point; `confirm_at` is the point
+/// reported (the one served).
 pub(crate) fn figures(alarms: &[EventAlarm], confirm_at: f32) -> SplicedAdjudication {
     let mut out = SplicedAdjudication {
         confirm_at,
@@ -174,7 +191,7 @@ pub(crate) fn figures(alarms: &[EventAlarm], confirm_at: f32) -> SplicedAdjudica
             SpliceKind::Salvo => &mut out.salvos_2_4,
             SpliceKind::Bigeminy => &mut out.bigeminy,
         };
-        count.add(a.probability >= confirm_at);
+        count.add(a.confirmed());
     }
     let truth: Vec<bool> = plain.iter().map(|a| a.truth()).collect();
     let probs: Vec<f32> = plain.iter().map(|a| a.probability).collect();
@@ -182,8 +199,7 @@ pub(crate) fn figures(alarms: &[EventAlarm], confirm_at: f32) -> SplicedAdjudica
     let finite = |a: f64| a.is_finite().then_some(a);
     out.roc_auc = finite(roc_auc(&truth, &probs));
     out.risk_roc_auc = finite(roc_auc(&truth, &risks));
-    let labelled: Vec<(bool, f32)> = truth.into_iter().zip(probs).collect();
-    out.challenge_score = challenge_score(&labelled, confirm_at);
+    out.challenge_score = challenge_of(plain.iter().map(|a| (a.truth(), a.confirmed())));
     let runs: Vec<&EventAlarm> = alarms.iter().filter(|a| a.truth()).collect();
     out.shapes = SHAPE_ROWS
         .iter()
@@ -196,7 +212,7 @@ pub(crate) fn figures(alarms: &[EventAlarm], confirm_at: f32) -> SplicedAdjudica
                     a.shape.as_str() == shape
                 }
             }) {
-                count.add(a.probability >= confirm_at);
+                count.add(a.confirmed());
             }
             ShapeRow {
                 shape,
@@ -209,15 +225,121 @@ pub(crate) fn figures(alarms: &[EventAlarm], confirm_at: f32) -> SplicedAdjudica
         let truth: Vec<bool> = alarms.iter().map(EventAlarm::truth).collect();
         let probs: Vec<f32> = alarms.iter().map(|a| a.probability).collect();
         out.with_shapes_roc_auc = finite(roc_auc(&truth, &probs));
-        let labelled: Vec<(bool, f32)> = truth.into_iter().zip(probs).collect();
-        out.with_shapes_challenge_score = challenge_score(&labelled, confirm_at);
+        out.with_shapes_challenge_score =
+            challenge_of(alarms.iter().map(|a| (a.truth(), a.confirmed())));
         let mut c = Count::default();
         for a in &runs {
-            c.add(a.probability >= confirm_at);
+            c.add(a.confirmed());
         }
         out.with_shapes_true_confirmed = Some(c);
     }
     out
+}
+
+/// The proxy monitor's alarms pooled: the classical detector's beside those at the spliced
+/// events of the same held-out patients, so that short runs in sinus rhythm (the external
+/// monitors' commonest true alarm) weigh in the opinion's figures as they do in an ICU's.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ProxyPooled {
+    /// The spliced events pooled: `plain` (runs true, salvos and bigeminy false) or
+    /// `with_shapes` (the shaped runs' alarms among the true ones too).
+    pub events: &'static str,
+    pub alarms: usize,
+    pub true_alarms: usize,
+    /// True alarms at spliced runs, and their share of the true alarms.
+    pub short_runs: usize,
+    pub short_runs_share: Option<f64>,
+    /// True and false alarms confirmed, each with its share's 95 % Wilson interval.
+    pub confirmed_true: usize,
+    pub confirmed_true_interval: Option<[f64; 2]>,
+    pub confirmed_false: usize,
+    pub confirmed_false_interval: Option<[f64; 2]>,
+    /// The opinion's ROC-AUC, true over false, with Hanley and McNeil's 95 % interval.
+    pub roc_auc: Option<f64>,
+    pub roc_auc_interval: Option<(f64, f64)>,
+    pub challenge_score: Option<f64>,
+}
+
+/// The two pools of the `monitor` alarms' opinions (truth, probability, confirmed) and the
+/// spliced events' `alarms`: with the plain events, then with the shaped runs too.
+pub(crate) fn pooled(monitor: &[(bool, f32, bool)], alarms: &[EventAlarm]) -> Vec<ProxyPooled> {
+    let pool = |events: &'static str, with_shapes: bool| {
+        let spliced: Vec<&EventAlarm> = alarms
+            .iter()
+            .filter(|a| with_shapes || a.shape == RunShape::Plain)
+            .collect();
+        let rows: Vec<(bool, f32, bool)> = monitor
+            .iter()
+            .copied()
+            .chain(
+                spliced
+                    .iter()
+                    .map(|a| (a.truth(), a.probability, a.confirmed())),
+            )
+            .collect();
+        let n_true = rows.iter().filter(|r| r.0).count();
+        let n_false = rows.len() - n_true;
+        let short_runs = spliced.iter().filter(|a| a.truth()).count();
+        let tp = rows.iter().filter(|r| r.0 && r.2).count();
+        let fp = rows.iter().filter(|r| !r.0 && r.2).count();
+        let (truth, probs): (Vec<bool>, Vec<f32>) = rows.iter().map(|r| (r.0, r.1)).unzip();
+        let auc = roc_auc(&truth, &probs);
+        let roc = auc.is_finite().then_some(auc);
+        ProxyPooled {
+            events,
+            alarms: rows.len(),
+            true_alarms: n_true,
+            short_runs,
+            short_runs_share: (n_true > 0).then(|| short_runs as f64 / n_true as f64),
+            confirmed_true: tp,
+            confirmed_true_interval: wilson_interval(tp, n_true),
+            confirmed_false: fp,
+            confirmed_false_interval: wilson_interval(fp, n_false),
+            roc_auc: roc,
+            roc_auc_interval: roc.map(|a| hanley_mcneil(a, n_true, n_false)),
+            challenge_score: challenge_of(rows.iter().map(|r| (r.0, r.2))),
+        }
+    };
+    if alarms.is_empty() {
+        return Vec::new();
+    }
+    let mut out = vec![pool("plain", false)];
+    if alarms.iter().any(|a| a.shape != RunShape::Plain) {
+        out.push(pool("with_shapes", true));
+    }
+    out
+}
+
+/// The pools' lines.
+pub(crate) fn pooled_text(rows: &[ProxyPooled]) -> String {
+    use std::fmt::Write;
+    let mut s = String::new();
+    for p in rows {
+        let ci =
+            |i: Option<[f64; 2]>| i.map_or(String::new(), |[a, b]| format!(" ({a:.2}-{b:.2})"));
+        let share = |c: usize, n: usize| if n > 0 { c as f64 / n as f64 } else { f64::NAN };
+        let _ = writeln!(
+            s,
+            "  pooled with the spliced events ({}): {} alarms, {} true ({} at spliced runs, {:.2}); \
+             confirmed true {}/{} = {:.2}{}, false {}/{} = {:.2}{}; ROC-AUC {}; challenge-style {}",
+            p.events,
+            p.alarms,
+            p.true_alarms,
+            p.short_runs,
+            p.short_runs_share.unwrap_or(f64::NAN),
+            p.confirmed_true,
+            p.true_alarms,
+            share(p.confirmed_true, p.true_alarms),
+            ci(p.confirmed_true_interval),
+            p.confirmed_false,
+            p.alarms - p.true_alarms,
+            share(p.confirmed_false, p.alarms - p.true_alarms),
+            ci(p.confirmed_false_interval),
+            p.roc_auc.map_or("-".into(), |v| format!("{v:.3}")),
+            p.challenge_score.map_or("-".into(), |v| format!("{v:.1}")),
+        );
+    }
+    s
 }
 
 /// The report's lines.
@@ -274,4 +396,63 @@ fn shapes_text(a: &SplicedAdjudication) -> String {
         );
     }
     s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn alarm(kind: SpliceKind, shape: RunShape, probability: f32, point: f32) -> EventAlarm {
+        EventAlarm {
+            kind,
+            shape,
+            paced: false,
+            beats: 6,
+            probability,
+            risk: 0.0,
+            confirm_at: CONFIRM_AT,
+        }
+        .at(point)
+    }
+
+    #[test]
+    fn the_pools_hold_the_monitors_alarms_beside_the_spliced_ones_each_at_its_point() {
+        // The monitor: two true alarms (one confirmed), two false (one confirmed).
+        let monitor = [
+            (true, 0.9, true),
+            (true, 0.2, false),
+            (false, 0.7, true),
+            (false, 0.1, false),
+        ];
+        let alarms = [
+            // A plain run at 0.5: confirmed at its fold's 0.4, not at 0.6.
+            alarm(SpliceKind::Run, RunShape::Plain, 0.5, 0.4),
+            alarm(SpliceKind::Run, RunShape::Plain, 0.5, 0.6),
+            alarm(SpliceKind::Salvo, RunShape::Plain, 0.3, 0.4),
+            alarm(SpliceKind::Run, RunShape::Burst, 0.8, 0.4),
+        ];
+        let pools = pooled(&monitor, &alarms);
+        assert_eq!(pools.len(), 2);
+        let plain = &pools[0];
+        assert_eq!(plain.events, "plain");
+        assert_eq!(
+            (plain.alarms, plain.true_alarms, plain.short_runs),
+            (7, 4, 2)
+        );
+        assert_eq!((plain.confirmed_true, plain.confirmed_false), (2, 1));
+        assert_eq!(plain.short_runs_share, Some(0.5));
+        // TP 2, FN 2, FP 1, TN 2: 4 / (4 + 1 + 10).
+        let score = plain.challenge_score.unwrap();
+        assert!((score - 400.0 / 15.0).abs() < 1e-9, "{score}");
+        let shaped = &pools[1];
+        assert_eq!(shaped.events, "with_shapes");
+        assert_eq!(
+            (shaped.alarms, shaped.true_alarms, shaped.short_runs),
+            (8, 5, 3)
+        );
+        assert_eq!(shaped.confirmed_true, 3);
+        // Without spliced events there is nothing to pool; with plain ones alone, one pool.
+        assert!(pooled(&monitor, &[]).is_empty());
+        assert_eq!(pooled(&monitor, &alarms[..3]).len(), 1);
+    }
 }
