@@ -3,6 +3,8 @@
 //! own records judged under them (clean, at 6 dB, its spliced events, its proxy monitor's
 //! alarms and Holmes's opinion on each).
 
+use serde::Serialize;
+
 use crate::alarm::matching::AlarmTiming;
 use crate::alarm::{AlarmRule, ThresholdSearch};
 use crate::core::window::SAMPLE_RATE_HZ;
@@ -13,11 +15,37 @@ use crate::training::dataset::{EpisodeKind, RecordData, Spliced};
 
 use super::challenge::choose_point;
 use super::episodes::RecordComparison;
-use super::folds::{FoldRow, STRESS_DB};
 use super::monitor_alarms;
 use super::replay::Replay;
 use super::spliced_alarms::{self, EventAlarm};
 use super::{EvaluateError, FalseAlarmCauses, beats, choose_rule, condition};
+
+/// The noise level of the stress condition, dB.
+pub(super) const STRESS_DB: f32 = 6.0;
+
+/// What one fold chose on the others, and what it reached on itself.
+#[derive(Debug, Clone, Serialize)]
+pub struct FoldRow {
+    pub fold: usize,
+    pub records: Vec<String>,
+    /// Each of the beat classifier's fits: the epoch kept (1-based).
+    pub epochs: Vec<usize>,
+    pub beat_rule: BeatRule,
+    pub alarm_rule: AlarmRule,
+    /// The opinion's point, chosen for the challenge-style score on the proxy monitor's alarms
+    /// of the records the rules were chosen on ([`CONFIRM_AT`] where they raised none).
+    pub confirm_at: f32,
+    /// On the other folds: episodes, detected, false alarms (as the rule search counts).
+    pub chosen_on_episodes: usize,
+    pub chosen_on_detected: usize,
+    pub chosen_on_false_alarms: usize,
+    /// On this fold, clean: episodes, detected within the grace, false alarms.
+    pub episodes: usize,
+    pub detected: usize,
+    pub false_alarms: usize,
+    /// On this fold at 6 dB electrode motion: false alarms (none without the stress test).
+    pub stressed_false_alarms: Option<usize>,
+}
 
 /// One fold to judge: the beat classifier's fits epoch by epoch, the records its rules are
 /// chosen on (and their beats, which choose each fit's epoch), and the records it is judged

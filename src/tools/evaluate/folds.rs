@@ -33,14 +33,15 @@ use crate::core::stats::wilson_interval;
 use crate::core::window::SAMPLE_RATE_HZ;
 use crate::serving::engine::ensemble::Ensemble;
 use crate::signal::adjudicate::CONFIRM_AT;
-use crate::signal::beats::{BeatClassifier, BeatRule};
+use crate::signal::beats::BeatClassifier;
 use crate::training::beats::BeatRows;
 use crate::training::dataset::{EpisodeKind, NoiseBank, RecordData, Split, SplitName};
 use crate::training::dataset::{RunShape, Spliced, deal};
 
 use super::episodes::{RecordComparison, Summary, TimeToAlarm, summarize, time_to_alarm};
+pub use super::fold::FoldRow;
 use super::fold::Judged;
-pub(super) use super::fold::{Fold, Held, Judgements, judge_fold};
+pub(super) use super::fold::{Fold, Held, Judgements, STRESS_DB, judge_fold};
 use super::monitor_alarms::{self, MonitorAlarms};
 use super::replay::{Detectors, Replay, replay};
 use super::spliced::{SplicedFigures, figures_under, splice_copies};
@@ -49,33 +50,6 @@ use super::{EvaluateError, EvaluateOptions, FalseAlarmCauses, load_part, load_pa
 
 /// Beats for the fit come from windows this far apart, s (as `--beats` fits).
 pub(super) const FIT_HOP_SECS: usize = 15;
-/// The noise level of the stress condition, dB.
-pub(super) const STRESS_DB: f32 = 6.0;
-
-/// What one fold chose on the others, and what it reached on itself.
-#[derive(Debug, Clone, Serialize)]
-pub struct FoldRow {
-    pub fold: usize,
-    pub records: Vec<String>,
-    /// Each of the beat classifier's fits: the epoch kept (1-based).
-    pub epochs: Vec<usize>,
-    pub beat_rule: BeatRule,
-    pub alarm_rule: AlarmRule,
-    /// The opinion's point, chosen for the challenge-style score on the proxy monitor's alarms
-    /// of the records the rules were chosen on ([`CONFIRM_AT`] where they raised none).
-    pub confirm_at: f32,
-    /// On the other folds: episodes, detected, false alarms (as the rule search counts).
-    pub chosen_on_episodes: usize,
-    pub chosen_on_detected: usize,
-    pub chosen_on_false_alarms: usize,
-    /// On this fold, clean: episodes, detected within the grace, false alarms.
-    pub episodes: usize,
-    pub detected: usize,
-    pub false_alarms: usize,
-    /// On this fold at 6 dB electrode motion: false alarms (none without the stress test).
-    pub stressed_false_alarms: Option<usize>,
-}
-
 /// A proportion with its 95 % Wilson interval.
 #[derive(Debug, Clone, Copy, Serialize)]
 pub struct Proportion {
