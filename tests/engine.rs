@@ -80,6 +80,7 @@ fn rig_counting(
     };
     let (store, id, writer) = store::start(
         &cfg,
+        &holmes::appliance::schema::WARD,
         ServedEnsemble {
             members: &[],
             source: "test",

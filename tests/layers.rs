@@ -359,6 +359,47 @@ fn the_daemons_parts_are_handed_their_connection() {
     );
 }
 
+/// Each table's migrations live beside the code that owns it, and one list names every owner:
+/// a file that creates a table (before its unit tests) defines `MIGRATIONS`, and
+/// `appliance/schema.rs` names it (a `schema.rs` by its parent module, which re-exports it).
+#[test]
+fn every_table_owner_keeps_its_migrations_and_the_schema_names_it() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let list = std::fs::read_to_string(src.join("appliance").join("schema.rs")).unwrap();
+    let mut files = Vec::new();
+    rust_files(&src, &mut files);
+    let mut owners = 0;
+    let mut wrong = Vec::new();
+    for f in files
+        .iter()
+        .filter(|f| f.file_name().is_some_and(|n| n != "tests.rs"))
+    {
+        let text = std::fs::read_to_string(f).unwrap();
+        let code = text.split("#[cfg(test)]").next().unwrap_or_default();
+        if !code.contains("CREATE TABLE") {
+            continue;
+        }
+        owners += 1;
+        let mut module = module_of(f, &src);
+        if module.ends_with("::schema") && !module.starts_with("appliance") {
+            module.truncate(module.len() - "::schema".len());
+        }
+        if !code.contains("const MIGRATIONS") {
+            wrong.push(format!(
+                "{}: creates a table outside MIGRATIONS",
+                f.display()
+            ));
+        }
+        if !list.contains(&format!("crate::{module}::MIGRATIONS")) {
+            wrong.push(format!(
+                "{module}: its MIGRATIONS are not in appliance::schema"
+            ));
+        }
+    }
+    assert!(owners >= 7, "only {owners} table owners found");
+    assert!(wrong.is_empty(), "{}", wrong.join("\n"));
+}
+
 #[test]
 fn no_source_file_over_700_lines() {
     let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");

@@ -296,8 +296,10 @@ async fn an_engineer_asks_for_a_recomposition() {
     }
     let data = tempfile::tempdir().unwrap();
     let db = data.path().join("holmes.db");
-    let users = holmes::dashboard::auth::Users::new(holmes::serving::store::Db::open(&db).unwrap())
-        .unwrap();
+    let users = holmes::dashboard::auth::Users::new(
+        holmes::serving::store::Db::open(&db, &holmes::appliance::schema::WARD).unwrap(),
+    )
+    .unwrap();
     users
         .add(
             "erik",

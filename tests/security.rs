@@ -478,10 +478,12 @@ async fn sign_in(
 }
 
 fn add_user(db: &Path, name: &str, role: holmes::dashboard::auth::Role, password: &str) {
-    holmes::dashboard::auth::Users::new(holmes::serving::store::Db::open(db).unwrap())
-        .unwrap()
-        .add(name, role, password, false)
-        .unwrap();
+    holmes::dashboard::auth::Users::new(
+        holmes::serving::store::Db::open(db, &holmes::appliance::schema::WARD).unwrap(),
+    )
+    .unwrap()
+    .add(name, role, password, false)
+    .unwrap();
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

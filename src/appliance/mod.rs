@@ -14,6 +14,7 @@
 
 pub(crate) mod notify;
 mod parts;
+pub mod schema;
 pub mod server;
 pub(crate) mod validate;
 

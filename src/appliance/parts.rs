@@ -100,7 +100,10 @@ pub(super) struct StartServing {
 /// the store's writer and the API's reader reads and writes through it.
 pub(super) async fn database(cfg: &Config) -> Result<Db, ServerError> {
     let path = cfg.storage.db.clone();
-    Ok(blocking("opening the database", move || Db::open(&path)).await?)
+    Ok(blocking("opening the database", move || {
+        Db::open(&path, &super::schema::WARD)
+    })
+    .await?)
 }
 
 pub(super) async fn start_serving(
@@ -191,6 +194,7 @@ pub(super) async fn storage(
     let (store, ensemble_id, writer) = blocking("store start-up", move || {
         store::start(
             &store_cfg,
+            &super::schema::WARD,
             ServedEnsemble {
                 members: &described,
                 source: &source,

@@ -340,15 +340,15 @@ fn check_database(db: &Path, r: &mut Report) {
     let version = crate::serving::store::open_read_only(db)
         .and_then(|c| c.pragma_query_value(None, "user_version", |row| row.get::<_, i64>(0)));
     match version {
-        Ok(v) if v > crate::serving::store::SCHEMA_VERSION => r.problems.push(format!(
+        Ok(v) if v > super::schema::WARD.version() => r.problems.push(format!(
             "storage.db: {} has schema version {v}, newer than this build knows ({})",
             db.display(),
-            crate::serving::store::SCHEMA_VERSION
+            super::schema::WARD.version()
         )),
         Ok(v) => r.summary.push(format!(
             "database: {} is writable (schema version {v} of {})",
             db.display(),
-            crate::serving::store::SCHEMA_VERSION
+            super::schema::WARD.version()
         )),
         Err(e) => r.problems.push(format!(
             "storage.db: {} is not a readable SQLite database: {e}",

@@ -627,7 +627,7 @@ mod tests {
     fn history_lists_a_beds_alarms_newest_first_with_a_risk_alarms_onset_and_rule() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("alarms.db");
-        let db = AlarmDb::new(Db::open(&path).unwrap());
+        let db = AlarmDb::new(Db::open(&path, &crate::serving::store::STORE).unwrap());
         let mut a = alarms();
         // Raised on a counted VT run that began 1.5 s before the window's end.
         for t in a.on_score("b1", HOP, Some(0.875), Some(HOP - 1_500), None, 1) {

@@ -130,7 +130,11 @@ mod tests {
     #[tokio::test]
     async fn a_change_reaches_the_links_only_once_its_row_is_stored() {
         let dir = tempfile::tempdir().unwrap();
-        let db = crate::serving::store::Db::open(&dir.path().join("a.db")).unwrap();
+        let db = crate::serving::store::Db::open(
+            &dir.path().join("a.db"),
+            &crate::serving::store::STORE,
+        )
+        .unwrap();
         let (ftx, mut frx) = mpsc::channel(8);
         let feed = AlarmFeed::new(ftx, Default::default());
         let (tx, thread) = start(AlarmDb::new(db.clone()), AuditLog::new(&db), Some(feed), 4);

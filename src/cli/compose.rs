@@ -64,7 +64,7 @@ pub(crate) fn run(a: ComposeCli) -> Result<()> {
         report: a.report,
         json: a.json,
     };
-    let db = crate::serving::store::Db::open(&cfg.storage.db)?;
+    let db = crate::serving::store::Db::open(&cfg.storage.db, &crate::appliance::schema::WARD)?;
     crate::composer::report::main(&cfg, &db, &args)?;
     Ok(())
 }

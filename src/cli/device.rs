@@ -45,7 +45,7 @@ pub(crate) fn run(cmd: DeviceCommand) -> Result<()> {
     match cmd {
         DeviceCommand::Add { name, bed, config } => {
             let path = config.load()?.storage.db;
-            let db = Db::open(&path)?;
+            let db = Db::open(&path, &crate::appliance::schema::WARD)?;
             let token = DeviceDb::new(db.clone()).add(&name, bed.as_deref())?;
             AuditLog::new(&db).write(
                 Some(&cli_actor()),
@@ -61,7 +61,7 @@ pub(crate) fn run(cmd: DeviceCommand) -> Result<()> {
         }
         DeviceCommand::Revoke { name, config } => {
             let path = config.load()?.storage.db;
-            let db = Db::open(&path)?;
+            let db = Db::open(&path, &crate::appliance::schema::WARD)?;
             DeviceDb::new(db.clone()).revoke(&name)?;
             AuditLog::new(&db).write(
                 Some(&cli_actor()),
@@ -71,7 +71,7 @@ pub(crate) fn run(cmd: DeviceCommand) -> Result<()> {
             println!("device {name} revoked in {}", path.display());
         }
         DeviceCommand::List { config, json } => {
-            let db = Db::open(&config.load()?.storage.db)?;
+            let db = Db::open(&config.load()?.storage.db, &crate::appliance::schema::WARD)?;
             let devices = DeviceDb::new(db).list()?;
             if json {
                 println!("{}", serde_json::to_string_pretty(&devices)?);

@@ -57,7 +57,7 @@ pub(crate) fn run(a: ProfileArgs) -> Result<()> {
         anyhow::bail!("--ingest-beds and --ingest-secs go with --ingest (or --all)");
     }
     let cfg = config.load()?;
-    let db = crate::serving::store::Db::open(&cfg.storage.db)?;
+    let db = crate::serving::store::Db::open(&cfg.storage.db, &crate::appliance::schema::WARD)?;
     let ingest_only = ingest && !all && models.is_empty();
     let counter = if all || (models.is_empty() && !ingest_only) {
         crate::serving::engine::counter::served_counter(&cfg)?

@@ -30,7 +30,7 @@ pub(crate) fn run(cmd: UserCommand) -> Result<()> {
         config,
     } = cmd;
     let path = config.load()?.storage.db;
-    let db = crate::serving::store::Db::open(&path)?;
+    let db = crate::serving::store::Db::open(&path, &crate::appliance::schema::WARD)?;
     let role: crate::dashboard::auth::Role = role.parse()?;
     let mut password = String::new();
     std::io::stdin()

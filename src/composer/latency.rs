@@ -311,7 +311,11 @@ mod tests {
     #[test]
     fn the_counter_is_priced_from_its_stored_profile_else_measured_once() {
         let dir = tempfile::tempdir().unwrap();
-        let db = crate::serving::store::Db::open(&dir.path().join("p.db")).unwrap();
+        let db = crate::serving::store::Db::open(
+            &dir.path().join("p.db"),
+            &crate::composer::TEST_SCHEMA,
+        )
+        .unwrap();
         let models = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("models");
         let c = BeatCounter::load(&models, 5)
             .unwrap()

@@ -110,8 +110,10 @@ impl Measurer {
             retry_min_ms: 100,
             retry_max_ms: 1000,
         };
+        // A scratch database of the store's own tables.
         let (st, id, writer) = store::start(
             &scfg,
+            &store::STORE,
             ServedEnsemble {
                 members: &[],
                 source: "composer",

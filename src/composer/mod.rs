@@ -13,6 +13,17 @@
 //! [`served`] adds the risk alarm rule [`rule`] chooses for it and publishes both as the one
 //! served plan the board and the API read.
 
+/// The tables the composer's tests use: the store's, the profiles', the ingest's costs and the
+/// plans'.
+#[cfg(test)]
+pub(crate) const TEST_SCHEMA: crate::serving::store::Schema =
+    crate::serving::store::Schema::new(&[
+        crate::serving::store::MIGRATIONS,
+        crate::serving::engine::profile::MIGRATIONS,
+        crate::serving::ingest::cost::MIGRATIONS,
+        plans::MIGRATIONS,
+    ]);
+
 pub(crate) mod compose;
 pub(crate) mod derived;
 pub(crate) mod des;

@@ -450,7 +450,7 @@ mod tests {
     #[test]
     fn the_ingest_is_priced_as_measured_else_as_assumed() {
         let dir = tempfile::tempdir().unwrap();
-        let db = Db::open(&dir.path().join("h.db")).unwrap();
+        let db = Db::open(&dir.path().join("h.db"), &crate::composer::TEST_SCHEMA).unwrap();
         let mut cfg = Config::default();
         cfg.composer.assumed_ingest_ms = 0.5;
         assert_eq!(ingest_ms(&cfg, &db), 0.5, "never measured");

@@ -8,8 +8,22 @@ use rusqlite::{OptionalExtension, params};
 use serde::{Deserialize, Serialize};
 
 use crate::core::time::now_ms;
-use crate::serving::store::{Db, StoreError};
+use crate::serving::store::{Db, Migration, StoreError};
 use crate::zoo::LeadSets;
+
+/// The plans' table: composed plans, versioned by id, with the inputs they were composed for
+/// (`serving::store::schema`).
+pub(crate) const MIGRATIONS: &[Migration] = &[Migration {
+    version: 5,
+    sql: "CREATE TABLE plans (
+        id INTEGER PRIMARY KEY,
+        key TEXT NOT NULL,
+        created_ms INTEGER NOT NULL,
+        reason TEXT NOT NULL,
+        body TEXT NOT NULL
+    );
+    CREATE INDEX plans_key ON plans (key, id);",
+}];
 
 /// Format of a plan's JSON body: 2 records each rung's lead sets (plans of format 1 were
 /// composed without the lead constraint and are composed again).
@@ -180,7 +194,7 @@ mod tests {
     #[test]
     fn plans_are_versioned_and_found_by_their_inputs() {
         let dir = tempfile::tempdir().unwrap();
-        let db = Db::open(&dir.path().join("p.db")).unwrap();
+        let db = Db::open(&dir.path().join("p.db"), &crate::composer::TEST_SCHEMA).unwrap();
         let inputs = PlanInputs {
             zoo: vec!["a@1".into(), "b@2".into()],
             beds: 16,

@@ -12,7 +12,24 @@ use rusqlite::{OptionalExtension, params};
 use serde::{Deserialize, Serialize};
 
 use crate::core::time::now_ms;
-use crate::serving::store::Db;
+use crate::serving::store::{Db, Migration};
+
+/// The users' and sessions' tables (`serving::store::schema`).
+pub(crate) const MIGRATIONS: &[Migration] = &[Migration {
+    version: 6,
+    sql: "CREATE TABLE users (
+        name TEXT PRIMARY KEY,
+        role TEXT NOT NULL,
+        password_hash TEXT NOT NULL,
+        created_ms INTEGER NOT NULL
+    );
+    CREATE TABLE sessions (
+        token_sha256 TEXT PRIMARY KEY,
+        user TEXT NOT NULL,
+        created_ms INTEGER NOT NULL,
+        expires_ms INTEGER NOT NULL
+    );",
+}];
 
 /// The session cookie's name.
 pub(crate) const COOKIE: &str = "holmes_session";
@@ -278,7 +295,17 @@ mod tests {
     #[test]
     fn passwords_are_hashed_and_sessions_expire() {
         let dir = tempfile::tempdir().unwrap();
-        let u = Users::new(Db::open(&dir.path().join("u.db")).unwrap()).unwrap();
+        let u = Users::new(
+            Db::open(
+                &dir.path().join("u.db"),
+                &crate::serving::store::Schema::new(&[
+                    crate::serving::store::MIGRATIONS,
+                    super::MIGRATIONS,
+                ]),
+            )
+            .unwrap(),
+        )
+        .unwrap();
         assert!(matches!(
             u.add("nina", Role::Nurse, "short", false),
             Err(AuthError::WeakPassword)

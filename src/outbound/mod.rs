@@ -16,6 +16,11 @@
 //! [`LinkStatus`] is what `/api/health` and the metrics show of a link; both link tasks wait
 //! with one [`backoff`].
 
+/// The tables the links' tests use: the store's and the outboxes'.
+#[cfg(test)]
+pub(crate) const TEST_SCHEMA: crate::serving::store::Schema =
+    crate::serving::store::Schema::new(&[crate::serving::store::MIGRATIONS, outbox::MIGRATIONS]);
+
 pub(crate) mod backoff;
 pub(crate) mod feed;
 pub(crate) mod fhir;

@@ -24,6 +24,9 @@ use rusqlite::{OptionalExtension, params};
 use serde_json::json;
 use tokio::sync::{mpsc, oneshot};
 
+mod schema;
+pub(crate) use schema::MIGRATIONS;
+
 use super::LinkStatus;
 use super::message::{AlarmReport, Draft, Phase};
 use crate::board::alarms::AlarmKind;

@@ -319,7 +319,11 @@ mod tests {
             }
         });
         let dir = tempfile::tempdir().unwrap();
-        let db = crate::serving::store::Db::open(&dir.path().join("f.db")).unwrap();
+        let db = crate::serving::store::Db::open(
+            &dir.path().join("f.db"),
+            &crate::outbound::TEST_SCHEMA,
+        )
+        .unwrap();
         let cfg = FhirConfig {
             base_url: format!("http://127.0.0.1:{port}/fhir/R4"),
             retry_min_ms: 200,

@@ -62,7 +62,8 @@ fn link(
     cfg: &Hl7Config,
     dir: &std::path::Path,
 ) -> (Link, outbox::Outbox, std::thread::JoinHandle<()>) {
-    let db = crate::serving::store::Db::open(&dir.join("h.db")).unwrap();
+    let db =
+        crate::serving::store::Db::open(&dir.join("h.db"), &crate::outbound::TEST_SCHEMA).unwrap();
     let status = Arc::new(LinkStatus::default());
     let wake = Arc::new(Notify::new());
     let (ob, th) = outbox::start(

@@ -9,7 +9,7 @@ fn setup() -> (tempfile::TempDir, PathBuf) {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("h.db");
     let mut c = crate::serving::store::open(&path).unwrap();
-    crate::serving::store::migrate(&mut c, &path).unwrap();
+    crate::serving::store::migrate(&mut c, &path, &crate::outbound::TEST_SCHEMA).unwrap();
     (dir, path)
 }
 
@@ -46,7 +46,7 @@ async fn messages_leave_in_order_and_survive_a_restart_with_their_ids() {
     let wake = Arc::new(tokio::sync::Notify::new());
     let (ob, th) = start(
         hl7_spec(&cfg),
-        &Db::open(&path).unwrap(),
+        &Db::open(&path, &crate::outbound::TEST_SCHEMA).unwrap(),
         &Default::default(),
         status.clone(),
         wake.clone(),
@@ -98,7 +98,7 @@ async fn messages_leave_in_order_and_survive_a_restart_with_their_ids() {
     );
     let (ob, th) = start(
         hl7_spec(&cfg),
-        &Db::open(&path).unwrap(),
+        &Db::open(&path, &crate::outbound::TEST_SCHEMA).unwrap(),
         &admitted,
         status.clone(),
         wake,
@@ -145,7 +145,7 @@ async fn a_message_longer_than_max_frame_bytes_is_parked_not_queued() {
     let wake = Arc::new(tokio::sync::Notify::new());
     let (ob, th) = start(
         hl7_spec(&cfg),
-        &Db::open(&path).unwrap(),
+        &Db::open(&path, &crate::outbound::TEST_SCHEMA).unwrap(),
         &Default::default(),
         status.clone(),
         wake,
@@ -182,7 +182,7 @@ async fn a_batch_the_database_refuses_is_held_and_written_once_it_recovers() {
     let wake = Arc::new(tokio::sync::Notify::new());
     let (ob, th) = start(
         hl7_spec(&Hl7Config::default()),
-        &Db::open(&path).unwrap(),
+        &Db::open(&path, &crate::outbound::TEST_SCHEMA).unwrap(),
         &Default::default(),
         status.clone(),
         wake,
@@ -252,7 +252,7 @@ async fn a_final_state_the_database_refuses_is_answered_so_and_the_message_stays
     let wake = Arc::new(tokio::sync::Notify::new());
     let (ob, th) = start(
         hl7_spec(&Hl7Config::default()),
-        &Db::open(&path).unwrap(),
+        &Db::open(&path, &crate::outbound::TEST_SCHEMA).unwrap(),
         &Default::default(),
         status.clone(),
         wake,
@@ -286,11 +286,11 @@ fn pruned_parked_observations_leave_the_parked_count_and_fhir_drafts_make_a_row_
     let cfg = crate::config::FhirConfig::default();
     let status = Arc::new(LinkStatus::default());
     let mut st = State {
-        db: Db::open(&path).unwrap(),
+        db: Db::open(&path, &crate::outbound::TEST_SCHEMA).unwrap(),
         spec: crate::outbound::fhir::spec(&cfg),
         status: status.clone(),
         wake: Arc::new(tokio::sync::Notify::new()),
-        audit: AuditLog::new(&Db::open(&path).unwrap()),
+        audit: AuditLog::new(&Db::open(&path, &crate::outbound::TEST_SCHEMA).unwrap()),
         pruned: Instant::now(),
         admissions: Admissions::default(),
     };
@@ -415,7 +415,7 @@ async fn a_monitor_alarms_phases_go_once_and_what_the_feed_missed_is_found_in_th
     let cfg = Hl7Config::default();
     let (ob, th) = start(
         hl7_spec(&cfg),
-        &Db::open(&path).unwrap(),
+        &Db::open(&path, &crate::outbound::TEST_SCHEMA).unwrap(),
         &Default::default(),
         status.clone(),
         wake,
@@ -477,7 +477,7 @@ async fn a_monitor_alarms_phases_go_once_and_what_the_feed_missed_is_found_in_th
     let wake = Arc::new(tokio::sync::Notify::new());
     let (ob, th) = start(
         hl7_spec(&cfg),
-        &Db::open(&path2).unwrap(),
+        &Db::open(&path2, &crate::outbound::TEST_SCHEMA).unwrap(),
         &Default::default(),
         status,
         wake,

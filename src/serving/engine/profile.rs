@@ -19,9 +19,28 @@ use crate::core::time::now_ms;
 use crate::core::window::{ClosedWindow, SAMPLE_RATE_HZ, WindowQuality};
 use crate::serving::engine::accelerator::{self, Accelerator};
 use crate::serving::engine::counter::BEATS_NAME;
-use crate::serving::store::{Db, StoreError};
+use crate::serving::store::{Db, Migration, StoreError};
 use crate::signal::beats::BeatCounter;
 use crate::zoo::{Input, ZooModel};
+
+/// The profiles' table (`holmes profile`), step by step (`serving::store::schema`).
+pub(crate) const MIGRATIONS: &[Migration] = &[Migration {
+    version: 2,
+    sql: "CREATE TABLE profiles (
+        hardware TEXT NOT NULL,
+        device TEXT NOT NULL,
+        model TEXT NOT NULL,
+        sha256 TEXT NOT NULL,
+        burn_version TEXT NOT NULL,
+        batch INTEGER NOT NULL,
+        p50_ms REAL NOT NULL,
+        p95_ms REAL NOT NULL,
+        p99_ms REAL NOT NULL,
+        repeats INTEGER NOT NULL,
+        measured_ms INTEGER NOT NULL,
+        PRIMARY KEY (hardware, device, model, sha256, burn_version, batch)
+    );",
+}];
 
 /// The burn release the profiles were measured with (part of their key).
 pub(crate) const BURN_VERSION: &str = "0.21";

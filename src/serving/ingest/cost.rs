@@ -8,7 +8,21 @@ use serde::Serialize;
 
 use crate::core::time::now_ms;
 use crate::serving::engine::profile::hardware;
-use crate::serving::store::{Db, StoreError};
+use crate::serving::store::{Db, Migration, StoreError};
+
+/// The ingest's measured CPU per hardware and bed count (`holmes profile --ingest`), step by
+/// step (`serving::store::schema`).
+pub(crate) const MIGRATIONS: &[Migration] = &[Migration {
+    version: 11,
+    sql: "CREATE TABLE ingest_profiles (
+        hardware TEXT NOT NULL,
+        beds INTEGER NOT NULL,
+        seconds REAL NOT NULL,
+        cpu_cores REAL NOT NULL,
+        measured_ms INTEGER NOT NULL,
+        PRIMARY KEY (hardware, beds)
+    );",
+}];
 
 /// One measurement: the daemon's CPU while `beds` monitors streamed into it.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -76,7 +90,11 @@ mod tests {
     #[test]
     fn the_latest_measurement_on_this_hardware_is_read_back() {
         let dir = tempfile::tempdir().unwrap();
-        let db = Db::open(&dir.path().join("h.db")).unwrap();
+        let db = Db::open(
+            &dir.path().join("h.db"),
+            &crate::serving::ingest::TEST_SCHEMA,
+        )
+        .unwrap();
         assert_eq!(latest(&db).unwrap(), None, "nothing measured");
         let first = IngestCost {
             hardware: hardware(),

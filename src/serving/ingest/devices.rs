@@ -25,8 +25,20 @@ use tokio_util::task::TaskTracker;
 use crate::config::AuthConfig;
 use crate::core::time::now_ms;
 use crate::protocol::close;
-use crate::serving::store::Db;
+use crate::serving::store::{Db, Migration};
 use crate::serving::ward::{Claim, Ward};
+
+/// The devices' table: monitors' tokens, stored as SHA-256 hashes (`serving::store::schema`).
+pub(crate) const MIGRATIONS: &[Migration] = &[Migration {
+    version: 7,
+    sql: "CREATE TABLE devices (
+        name TEXT PRIMARY KEY,
+        token_sha256 TEXT NOT NULL UNIQUE,
+        bed TEXT,
+        created_ms INTEGER NOT NULL,
+        revoked_ms INTEGER
+    );",
+}];
 
 #[derive(Debug, thiserror::Error)]
 pub enum DeviceError {
@@ -376,7 +388,13 @@ mod tests {
     #[test]
     fn tokens_are_stored_hashed_and_revocable() {
         let dir = tempfile::tempdir().unwrap();
-        let db = DeviceDb::new(Db::open(&dir.path().join("d.db")).unwrap());
+        let db = DeviceDb::new(
+            Db::open(
+                &dir.path().join("d.db"),
+                &crate::serving::ingest::TEST_SCHEMA,
+            )
+            .unwrap(),
+        );
         assert!(matches!(
             db.add("bad name", None),
             Err(DeviceError::BadName)
@@ -419,9 +437,13 @@ mod tests {
             devices_refresh_secs: 1.0,
             max_beds_per_gateway: 7,
         };
-        let db = DeviceDb::new(Db::open(&path).unwrap());
+        let db = DeviceDb::new(Db::open(&path, &crate::serving::ingest::TEST_SCHEMA).unwrap());
         let bound = db.add("mon-1", Some("icu-1")).unwrap();
-        let auth = DeviceAuth::open(&Db::open(&path).unwrap(), &cfg).unwrap();
+        let auth = DeviceAuth::open(
+            &Db::open(&path, &crate::serving::ingest::TEST_SCHEMA).unwrap(),
+            &cfg,
+        )
+        .unwrap();
         let bed = Claim {
             bound: true,
             max_beds: None,
@@ -457,7 +479,7 @@ mod tests {
             Err(Refusal::Revoked)
         );
         let open = DeviceAuth::open(
-            &Db::open(&path).unwrap(),
+            &Db::open(&path, &crate::serving::ingest::TEST_SCHEMA).unwrap(),
             &AuthConfig {
                 require_device_tokens: false,
                 ..cfg

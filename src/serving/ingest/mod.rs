@@ -6,6 +6,15 @@
 //! close code. The bed's patient identity, from the hello and `patient` messages, goes to the
 //! ward's admissions ([`patient`]).
 
+/// The tables the ingest's tests use: the store's, the devices' and the ingest's costs.
+#[cfg(test)]
+pub(crate) const TEST_SCHEMA: crate::serving::store::Schema =
+    crate::serving::store::Schema::new(&[
+        crate::serving::store::MIGRATIONS,
+        devices::MIGRATIONS,
+        cost::MIGRATIONS,
+    ]);
+
 pub(crate) mod cost;
 pub(crate) mod devices;
 mod patient;

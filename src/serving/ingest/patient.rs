@@ -48,7 +48,9 @@ mod tests {
     fn each_change_of_a_beds_patient_writes_one_audit_row() {
         let dir = tempfile::tempdir().unwrap();
         let db = dir.path().join("a.db");
-        let audit = AuditLog::new(&crate::serving::store::Db::open(&db).unwrap());
+        let audit = AuditLog::new(
+            &crate::serving::store::Db::open(&db, &crate::serving::store::STORE).unwrap(),
+        );
         let side = Bedside {
             bed: "bed-7",
             device: "mon-17",

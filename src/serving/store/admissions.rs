@@ -130,7 +130,7 @@ mod tests {
 
     fn db() -> (tempfile::TempDir, Db) {
         let dir = tempfile::tempdir().unwrap();
-        let db = Db::open(&dir.path().join("a.db")).unwrap();
+        let db = Db::open(&dir.path().join("a.db"), &super::super::STORE).unwrap();
         (dir, db)
     }
 

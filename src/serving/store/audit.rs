@@ -181,7 +181,7 @@ mod tests {
     fn rows_are_appended_from_threads_and_runtimes() {
         let dir = tempfile::tempdir().unwrap();
         let db = dir.path().join("a.db");
-        let log = AuditLog::new(&Db::open(&db).unwrap());
+        let log = AuditLog::new(&Db::open(&db, &super::super::STORE).unwrap());
         log.record(
             Some("nina"),
             Action::SignIn,

@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use rusqlite::Connection;
 
-use super::{StoreError, migrate};
+use super::{Schema, StoreError, migrate};
 
 /// Opens a read-write connection to the database at `path`: WAL, normal sync, and a busy
 /// timeout of 5 s beside the other connections.
@@ -56,10 +56,10 @@ impl std::fmt::Debug for Db {
 }
 
 impl Db {
-    /// Opens (creating and migrating) the database at `path`.
-    pub fn open(path: &Path) -> Result<Db, StoreError> {
+    /// Opens (creating and migrating to `schema`) the database at `path`.
+    pub fn open(path: &Path, schema: &Schema) -> Result<Db, StoreError> {
         let mut c = open(path)?;
-        migrate(&mut c, path)?;
+        migrate(&mut c, path, schema)?;
         Ok(Db {
             conn: Arc::new(Mutex::new(c)),
             path: Arc::new(path.to_owned()),
@@ -94,7 +94,7 @@ mod tests {
     #[test]
     fn clones_share_one_migrated_connection() {
         let dir = tempfile::tempdir().unwrap();
-        let db = Db::open(&dir.path().join("h.db")).unwrap();
+        let db = Db::open(&dir.path().join("h.db"), &super::super::STORE).unwrap();
         let other = db.clone();
         db.lock()
             .execute_batch("CREATE TEMP TABLE t (x INTEGER); INSERT INTO t VALUES (7)")
@@ -109,6 +109,6 @@ mod tests {
             .lock()
             .pragma_query_value(None, "user_version", |r| r.get(0))
             .unwrap();
-        assert_eq!(version, super::super::SCHEMA_VERSION);
+        assert_eq!(version, super::super::STORE.version());
     }
 }

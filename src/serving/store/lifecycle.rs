@@ -159,7 +159,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let p = dir.path().join("h.db");
         let mut c = super::super::open(&p).unwrap();
-        super::super::migrate(&mut c, &p).unwrap();
+        super::super::migrate(&mut c, &p, &super::super::STORE).unwrap();
         assert_eq!(record_start(&c).unwrap(), None, "first start");
         c.execute(
             "INSERT INTO scores (bed, window_index, window_start_ms, window_end_ms, status,

@@ -25,13 +25,12 @@ use crate::core::score::ScoreRecord;
 use crate::core::time::now_ms;
 
 mod db;
-mod migrations;
 pub(crate) mod monitor_alarms;
+mod schema;
 pub use db::Db;
 pub(crate) use db::{open, open_read_only};
-#[cfg(test)]
-use migrations::MIGRATIONS;
-pub(crate) use migrations::{SCHEMA_VERSION, migrate};
+pub use schema::Schema;
+pub(crate) use schema::{MIGRATIONS, Migration, STORE, migrate};
 
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
@@ -250,6 +249,7 @@ pub(crate) fn register_ensemble(db: &Db, ensemble: &ServedEnsemble<'_>) -> Resul
 /// writer thread. Returns the handle and the ensemble's id.
 pub fn start(
     cfg: &StorageConfig,
+    schema: &Schema,
     ensemble: ServedEnsemble<'_>,
 ) -> Result<(StoreHandle, i64, std::thread::JoinHandle<()>), StoreError> {
     let path = cfg.db.clone();
@@ -258,7 +258,7 @@ pub fn start(
         source,
     };
     let mut c = open(&path)?;
-    migrate(&mut c, &path)?;
+    migrate(&mut c, &path, schema)?;
     let ensemble_id = register(&c, &ensemble).map_err(err)?;
     if let Some(u) = lifecycle::record_start(&c).map_err(err)? {
         tracing::warn!(
@@ -408,7 +408,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let p = dir.path().join("h.db");
         let mut c = open(&p).unwrap();
-        migrate(&mut c, &p).unwrap();
+        migrate(&mut c, &p, &STORE).unwrap();
         let members = [("m".to_owned(), 1, "aa".to_owned(), "ecg".to_owned())];
         let served = |counter| ServedEnsemble {
             members: &members,
@@ -459,14 +459,14 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let p = dir.path().join("h.db");
         let mut c = open(&p).unwrap();
-        migrate(&mut c, &p).unwrap();
-        migrate(&mut c, &p).unwrap();
+        migrate(&mut c, &p, &STORE).unwrap();
+        migrate(&mut c, &p, &STORE).unwrap();
         let v: i64 = c
             .pragma_query_value(None, "user_version", |r| r.get(0))
             .unwrap();
-        assert_eq!(v, MIGRATIONS.len() as i64);
+        assert_eq!(v, STORE.version());
         c.pragma_update(None, "user_version", 99).unwrap();
-        let e = migrate(&mut c, &p).unwrap_err().to_string();
+        let e = migrate(&mut c, &p, &STORE).unwrap_err().to_string();
         assert!(e.contains("h.db") && e.contains("newer"), "{e}");
     }
 

@@ -299,7 +299,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let p = dir.path().join("h.db");
         let mut c = super::super::open(&p).unwrap();
-        super::super::migrate(&mut c, &p).unwrap();
+        super::super::migrate(&mut c, &p, &super::super::STORE).unwrap();
         (dir, c)
     }
 

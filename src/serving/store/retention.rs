@@ -121,7 +121,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("r.db");
         let mut c = crate::serving::store::open(&path).unwrap();
-        crate::serving::store::migrate(&mut c, &path).unwrap();
+        crate::serving::store::migrate(&mut c, &path, &crate::serving::store::STORE).unwrap();
         (dir, c)
     }
 

@@ -291,7 +291,8 @@ fn fill(
     beds: usize,
     cadences: usize,
 ) -> Result<(u64, Expected), DrainError> {
-    let db = &crate::serving::store::Db::open(db).map_err(outbox::OutboxError::from)?;
+    let db = &crate::serving::store::Db::open(db, &crate::appliance::schema::WARD)
+        .map_err(outbox::OutboxError::from)?;
     // Room for the whole outage at once: the fill is not the feed.
     let spec = match link {
         Link::Hl7 => hl7_spec(&crate::config::Hl7Config {

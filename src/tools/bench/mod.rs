@@ -353,7 +353,7 @@ fn members_for(
         // composes with it.
         let counter = crate::serving::engine::counter::served_counter(cfg)
             .map_err(|e| BenchError::Compose(e.to_string()))?;
-        let db = crate::serving::store::Db::open(&cfg.storage.db)
+        let db = crate::serving::store::Db::open(&cfg.storage.db, &crate::appliance::schema::WARD)
             .map_err(|e| BenchError::Compose(e.to_string()))?;
         let plan = planning::compose_plan(cfg, &db, n, &hw, 1.0, counter.as_ref())
             .map_err(|e| BenchError::Compose(e.to_string()))?;
@@ -415,7 +415,7 @@ pub(crate) async fn run(mut base: Config, opts: BenchOptions) -> Result<BenchRep
     // The simulated monitors sign in as one gateway device, checked as in service.
     let db = base.storage.db.clone();
     let token = tokio::task::spawn_blocking(move || {
-        let db = crate::serving::store::Db::open(&db)?;
+        let db = crate::serving::store::Db::open(&db, &crate::appliance::schema::WARD)?;
         crate::serving::ingest::devices::DeviceDb::new(db).add("bench", None)
     })
     .await
