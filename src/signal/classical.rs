@@ -78,6 +78,18 @@ pub fn baseline_scores(
     hop_samples: usize,
     window_samples: usize,
 ) -> Result<Vec<(usize, f32)>, ClassicalError> {
+    baseline_scores_with(ecg, hop_samples, window_samples, VT_MIN_BEATS)
+}
+
+/// [`baseline_scores`] with a VT run of `min_beats` wide fast beats (a monitor's setting, 4 to
+/// 6 as vendors document it) scoring 1.
+pub(crate) fn baseline_scores_with(
+    ecg: &[f32],
+    hop_samples: usize,
+    window_samples: usize,
+    min_beats: usize,
+) -> Result<Vec<(usize, f32)>, ClassicalError> {
+    let min_beats = min_beats.max(1);
     let fs = SAMPLE_RATE_HZ as f64;
     let vf_len = (VF_SECS * fs) as usize;
     if hop_samples == 0 {
@@ -118,7 +130,7 @@ pub fn baseline_scores(
                 // Beats whose whole QRS search stretch lies in the window.
                 let r = span(&beats, start + search);
                 let run = longest_run(&beats[r.clone()], &wide[r], max_rr);
-                run.min(VT_MIN_BEATS) as f32 / VT_MIN_BEATS as f32
+                run.min(min_beats) as f32 / min_beats as f32
             } else {
                 0.0
             };

@@ -18,6 +18,7 @@ use super::episodes::RecordComparison;
 use super::monitor_alarms;
 use super::replay::Replay;
 use super::spliced_alarms::{self, EventAlarm};
+use super::textbook::{Played, Tally};
 use super::{EvaluateError, FalseAlarmCauses, beats, choose_rule, condition};
 
 /// The noise level of the stress condition, dB.
@@ -83,6 +84,8 @@ pub(super) struct FoldJudged<'a> {
     pub monitor: Vec<monitor_alarms::Judged>,
     /// The proxy monitor's alarms at its spliced events, each opinion at the fold's point.
     pub spliced_opinions: Vec<EventAlarm>,
+    /// A textbook monitor's alarms on its held records, clean and stressed.
+    pub textbook: Tally,
 }
 
 /// What the folds reached, gathered.
@@ -94,6 +97,7 @@ pub(super) struct Judgements<'a> {
     pub spliced: Vec<(&'a Spliced, Replay, AlarmRule)>,
     pub monitor: Vec<monitor_alarms::Judged>,
     pub spliced_opinions: Vec<EventAlarm>,
+    pub textbook: Tally,
 }
 
 impl<'a> Judgements<'a> {
@@ -105,6 +109,7 @@ impl<'a> Judgements<'a> {
         self.monitor.extend(j.monitor);
         self.spliced.extend(j.spliced);
         self.spliced_opinions.extend(j.spliced_opinions);
+        self.textbook.extend(j.textbook);
     }
 }
 
@@ -220,6 +225,46 @@ pub(super) fn judge_fold<'s>(
     } else {
         judge(&held_noisy, Some(STRESS_DB))?
     };
+    let mut textbook = Tally::default();
+    let opinion = Some((classifier, confirm_at));
+    let played: Vec<Played<'_>> = fold
+        .held
+        .iter()
+        .zip(&held_clean)
+        .map(|(h, replay)| Played {
+            record: h.record,
+            leads: &h.record.leads,
+            replay,
+        })
+        .collect();
+    textbook.add(
+        &played,
+        Replay::with_beats_scores,
+        opinion,
+        None,
+        search.matching,
+    )?;
+    let played: Vec<Played<'_>> = fold
+        .held
+        .iter()
+        .filter_map(|h| h.stressed.map(|(leads, _)| (h.record, leads)))
+        .zip(&held_noisy)
+        .map(|((record, leads), replay)| Played {
+            record,
+            leads,
+            replay,
+        })
+        .collect();
+    if !played.is_empty() {
+        let snr = Some(STRESS_DB);
+        textbook.add(
+            &played,
+            Replay::with_beats_scores,
+            opinion,
+            snr,
+            search.matching,
+        )?;
+    }
     let spliced: Vec<(&'s Spliced, Replay, AlarmRule)> = fold
         .held
         .iter()
@@ -275,6 +320,7 @@ pub(super) fn judge_fold<'s>(
         spliced,
         monitor,
         spliced_opinions,
+        textbook,
     })
 }
 

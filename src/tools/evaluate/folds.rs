@@ -119,6 +119,10 @@ pub struct CrossValidation {
     /// runs), each opinion at its fold's point: the proxy's figures against the targets.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub proxy_pooled: Vec<ProxyPooled>,
+    /// A textbook monitor's alarms (N = 4, 5, 6 wide beats) on every fold's records, clean
+    /// and at 6 dB, each opinion at its fold's point.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub textbook_monitor: Vec<super::textbook::TextbookMonitor>,
     /// The served points the folds choose: the median of their beat and alarm rules
     /// (`--save-rule` keeps them).
     pub served: Option<super::served_points::FoldsMedian>,
@@ -355,6 +359,7 @@ pub(super) fn report(
         &monitor_alarms::decided(&judged.monitor),
         &judged.spliced_opinions,
     );
+    let textbook_monitor = judged.textbook.figures(served_point);
     Ok(CrossValidation {
         folds: k,
         scope,
@@ -371,6 +376,7 @@ pub(super) fn report(
         monitor_alarms: monitor,
         spliced_adjudication,
         proxy_pooled,
+        textbook_monitor,
         served,
         per_fold,
     })

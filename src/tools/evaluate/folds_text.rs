@@ -134,5 +134,6 @@ pub fn text(c: &CrossValidation) -> String {
         s.push_str(&super::spliced_alarms::text(a));
     }
     s.push_str(&super::spliced_alarms::pooled_text(&c.proxy_pooled));
+    s.push_str(&super::textbook::text(&c.textbook_monitor));
     s
 }

@@ -62,6 +62,7 @@ mod save;
 mod served_points;
 mod spliced;
 mod spliced_alarms;
+mod textbook;
 mod triggers;
 
 use std::path::PathBuf;
@@ -406,19 +407,29 @@ pub fn evaluate(opts: &EvaluateOptions) -> Result<Evaluation, EvaluateError> {
     // Its opinions (truth, probability, confirmed), to pool with the spliced events'.
     let mut monitor_decided = Vec::new();
     let levels = std::iter::once(None).chain(opts.noise_db.iter().map(|&d| Some(d)));
+    let mut textbook = textbook::Tally::default();
     for snr in levels {
         let mut reps = Vec::with_capacity(recs.len());
+        // The stressed leads, where noise is added (the textbook monitor reads them too).
+        let mut stressed: Vec<Option<Vec<Vec<f32>>>> = Vec::with_capacity(recs.len());
         for r in &recs {
-            let rep = match (snr, &bank) {
+            let leads = match (snr, &bank) {
                 (Some(db), Some(bank)) => {
                     let mut leads = r.leads.clone();
                     bank.stress(&mut leads, opts.leads.first_slot(), &r.beats, db);
-                    replay(r, &leads, win, hop_n, det)?
+                    Some(leads)
                 }
-                _ => replay(r, &r.leads, win, hop_n, det)?,
+                _ => None,
             };
+            reps.push(replay(
+                r,
+                leads.as_ref().unwrap_or(&r.leads),
+                win,
+                hop_n,
+                det,
+            )?);
+            stressed.push(leads);
             tracing::debug!(record = %r.key, snr_db = ?snr, "Record replayed");
-            reps.push(rep);
         }
         ens_conditions.push(condition(
             &reps,
@@ -468,6 +479,20 @@ pub fn evaluate(opts: &EvaluateOptions) -> Result<Evaluation, EvaluateError> {
                 a.folds_points = folds_point.as_ref().map_or(Vec::new(), |f| f.folds.clone());
             }
             monitor = Some(m);
+        }
+        if cls_choice.is_some() {
+            let played: Vec<textbook::Played<'_>> = recs
+                .iter()
+                .zip(&stressed)
+                .zip(&reps)
+                .map(|((record, s), replay)| textbook::Played {
+                    record,
+                    leads: s.as_ref().unwrap_or(&record.leads),
+                    replay,
+                })
+                .collect();
+            let adjudicator = served_classifier.map(|c| (c, confirm_at));
+            textbook.add(&played, served_pick, adjudicator, snr, matching)?;
         }
         if let Some(c) = &cls_choice {
             cls_conditions.push(condition(
@@ -562,6 +587,7 @@ pub fn evaluate(opts: &EvaluateOptions) -> Result<Evaluation, EvaluateError> {
         monitor_alarms: monitor,
         spliced,
         proxy_pooled,
+        textbook_monitor: textbook.figures(confirm_at),
         spliced_svg,
     })
 }

@@ -187,6 +187,7 @@ pub fn text(e: &Evaluation) -> String {
         s.push_str(&super::spliced::text(sp));
     }
     s.push_str(&super::spliced_alarms::pooled_text(&e.proxy_pooled));
+    s.push_str(&super::textbook::text(&e.textbook_monitor));
     if let Some(c) = e.detectors.first().and_then(|d| d.conditions.first()) {
         let _ = writeln!(
             s,

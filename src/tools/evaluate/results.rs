@@ -114,6 +114,11 @@ pub struct Evaluation {
     /// runs), each opinion at the served point.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub proxy_pooled: Vec<super::spliced_alarms::ProxyPooled>,
+    /// A textbook monitor's alarms (N = 4, 5, 6 wide beats) clean and under each noise level,
+    /// with Holmes's opinion on each ([`textbook`](super::textbook)); absent without the
+    /// classical detector.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub textbook_monitor: Vec<super::textbook::TextbookMonitor>,
     /// The figure of a spliced run beside a real one (the report folder's `spliced.svg`).
     #[serde(skip)]
     pub spliced_svg: Option<String>,

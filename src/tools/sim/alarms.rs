@@ -2,7 +2,7 @@
 //! --monitor-alarms`), sent with the record's samples as a monitor sends its own alarms
 //! (`docs/PROTOCOL.md` §5a).
 //!
-//! The monitor is the classical detector ([`baseline_scores`], the proxy monitor `holmes
+//! The monitor is the classical detector ([`baseline_scores`](crate::signal::classical::baseline_scores), the proxy monitor `holmes
 //! evaluate` judges the opinion on) on the record's first lead, in 8 s windows every second,
 //! under the simplest rule that reads its score as a monitor's call: an alarm is **raised** at
 //! the first hop whose score reaches 1 (a run of 5 wide beats over 100/min, or 4 s of
@@ -22,7 +22,7 @@ use serde_json::json;
 
 use crate::core::monitor_alarm::MonitorAlarmKind;
 use crate::core::window::SAMPLE_RATE_HZ;
-use crate::signal::classical::{ClassicalError, baseline_scores, vf_likeness};
+use crate::signal::classical::{ClassicalError, VT_MIN_BEATS, baseline_scores_with, vf_likeness};
 use crate::training::dataset::RecordData;
 
 /// The proxy monitor's window, samples (8 s, as the detector's own tests read it).
@@ -59,6 +59,11 @@ impl Schedule {
 
     /// The proxy monitor's alarms on `lead` (mV, 250 Hz), the record's first lead.
     pub fn of(lead: &[f32]) -> Result<Schedule, ClassicalError> {
+        Schedule::of_with(lead, VT_MIN_BEATS)
+    }
+
+    /// [`Schedule::of`] with the monitor's VT run set to `min_beats` beats.
+    pub(crate) fn of_with(lead: &[f32], min_beats: usize) -> Result<Schedule, ClassicalError> {
         let len = lead.len();
         if len < WINDOW_SAMPLES {
             return Ok(Schedule {
@@ -66,7 +71,7 @@ impl Schedule {
                 len,
             });
         }
-        let scores = baseline_scores(lead, HOP_SAMPLES, WINDOW_SAMPLES)?;
+        let scores = baseline_scores_with(lead, HOP_SAMPLES, WINDOW_SAMPLES, min_beats)?;
         let gap = MIN_GAP_SECS * SAMPLE_RATE_HZ;
         let mut alarms: Vec<ScheduledAlarm> = Vec::new();
         let mut open: Option<(usize, MonitorAlarmKind)> = None;
