@@ -807,4 +807,33 @@ fn cross_validation_judges_each_folds_own_spliced_runs() {
         assert!(as_u64(&f["chosen_on_episodes"], "e") <= real, "{f}");
     }
     assert!(runs > real, "{c}");
+    // Holmes's opinion on the proxy monitor's alarm at each fold's spliced events, pooled with
+    // the monitor's own alarms: plain events, then with the shaped runs among the true ones.
+    let a = &c["spliced_adjudication"];
+    let opined = as_u64(&a["runs_5_7"]["runs"], "a") + as_u64(&a["runs_8_plus"]["runs"], "a");
+    assert!(opined > 0 && opined <= runs, "{a}");
+    let pools = c["proxy_pooled"].as_array().expect("the proxy pooled");
+    assert_eq!(pools.len(), 2, "{pools:?}");
+    assert_eq!(pools[0]["events"], "plain");
+    let (plain, shaped) = (&pools[0], &pools[1]);
+    assert_eq!(as_u64(&plain["short_runs"], "s"), opined, "{plain}");
+    assert!(as_u64(&plain["true_alarms"], "t") >= opined, "{plain}");
+    assert!(as_u64(&plain["confirmed_true"], "c") <= as_u64(&plain["true_alarms"], "t"));
+    assert!(as_u64(&shaped["short_runs"], "s") > opined, "{shaped}");
+    // A textbook monitor at N = 4, 5 and 6, clean only (`--no-noise`): these records' VT runs
+    // draw true alarms, and the opinion confirms no more alarms than there are.
+    let textbook = c["textbook_monitor"]
+        .as_array()
+        .expect("the textbook monitor");
+    let n: Vec<u64> = textbook
+        .iter()
+        .map(|r| as_u64(&r["min_beats"], "n"))
+        .collect();
+    assert_eq!(n, [4, 5, 6], "{textbook:?}");
+    for r in textbook {
+        let (all, truth) = (as_u64(&r["alarms"], "a"), as_u64(&r["true_alarms"], "t"));
+        assert!(truth > 0 && truth <= all, "{r}");
+        assert!(as_u64(&r["confirmed_true"], "c") <= truth, "{r}");
+        assert!(as_u64(&r["confirmed_false"], "f") <= all - truth, "{r}");
+    }
 }
