@@ -44,17 +44,12 @@ async fn the_ward_page_lives_in_a_real_browser() {
     }
     let data = tempfile::tempdir().unwrap();
     let db = data.path().join("holmes.db");
-    holmes::dashboard::auth::Users::new(
-        holmes::serving::store::Db::open(&db, &holmes::appliance::schema::WARD).unwrap(),
-    )
-    .unwrap()
-    .add(
+    common::add_user(
+        &db,
         "nina",
         holmes::dashboard::auth::Role::Nurse,
         "night shift 7",
-        false,
-    )
-    .unwrap();
+    );
     let db2 = db.clone();
     let app = common::spawn_app(move |c| {
         c.storage.db = db2;

@@ -33,17 +33,12 @@ async fn reports_reach_a_real_receiver_coded_and_refusals_park_while_silence_res
     let dir = tempfile::tempdir().unwrap();
     let peer = Peer::start(dir.path(), 0, "aa");
     let db = dir.path().join("holmes.db");
-    holmes::dashboard::auth::Users::new(
-        holmes::serving::store::Db::open(&db, &holmes::appliance::schema::WARD).unwrap(),
-    )
-    .unwrap()
-    .add(
+    common::add_user(
+        &db,
         "nina",
         holmes::dashboard::auth::Role::Nurse,
         "night shift 7",
-        false,
-    )
-    .unwrap();
+    );
     let port = peer.port;
     let app = common::spawn_app(move |c| {
         hl7_config(c, port);

@@ -296,26 +296,9 @@ async fn an_engineer_asks_for_a_recomposition() {
     }
     let data = tempfile::tempdir().unwrap();
     let db = data.path().join("holmes.db");
-    let users = holmes::dashboard::auth::Users::new(
-        holmes::serving::store::Db::open(&db, &holmes::appliance::schema::WARD).unwrap(),
-    )
-    .unwrap();
-    users
-        .add(
-            "erik",
-            holmes::dashboard::auth::Role::Engineer,
-            "biomed shop 3",
-            false,
-        )
-        .unwrap();
-    users
-        .add(
-            "nina",
-            holmes::dashboard::auth::Role::Nurse,
-            "night shift 7",
-            false,
-        )
-        .unwrap();
+    use holmes::dashboard::auth::Role;
+    common::add_user(&db, "erik", Role::Engineer, "biomed shop 3");
+    common::add_user(&db, "nina", Role::Nurse, "night shift 7");
     let (zdir, db2) = (zoo.path().to_owned(), db.clone());
     let app = spawn_app(move |c| {
         c.ensemble.models_dir = zdir;

@@ -11,7 +11,7 @@ use std::process::{Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use common::{Monitor, close_of, connect_raw, hello, spawn_app, test_config};
+use common::{Monitor, add_user, close_of, connect_raw, hello, spawn_app, test_config};
 use futures_util::SinkExt;
 use serde_json::{Value, json};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -475,15 +475,6 @@ async fn sign_in(
         .and_then(|c| c.split(';').next())
         .map(str::to_owned);
     (status, cookie)
-}
-
-fn add_user(db: &Path, name: &str, role: holmes::dashboard::auth::Role, password: &str) {
-    holmes::dashboard::auth::Users::new(
-        holmes::serving::store::Db::open(db, &holmes::appliance::schema::WARD).unwrap(),
-    )
-    .unwrap()
-    .add(name, role, password, false)
-    .unwrap();
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -390,3 +390,13 @@ impl App {
         }
     }
 }
+
+/// Adds a dashboard user to the ward database at `db` (created and migrated if new).
+pub fn add_user(db: &Path, name: &str, role: holmes::dashboard::auth::Role, password: &str) {
+    holmes::dashboard::auth::Users::new(
+        holmes::serving::store::Db::open(db, &holmes::appliance::schema::WARD).unwrap(),
+    )
+    .unwrap()
+    .add(name, role, password, false)
+    .unwrap();
+}

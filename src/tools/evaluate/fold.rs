@@ -140,6 +140,12 @@ pub(super) fn judge_fold<'s>(
         .map(|(r, rec)| with_runs(r, &rec.leads))
         .collect();
     let (beat_rule, choice, _, _) = beats::choose(&mut chosen_on, search)?;
+    // A replay given the fold's runs and called under its beat rule.
+    let ruled = |rep: &Replay, leads: &[Vec<f32>]| {
+        let mut r = with_runs(rep, leads);
+        beats::apply(std::slice::from_mut(&mut r), beat_rule);
+        r
+    };
     // The monitor's rule, where the classical detector was replayed.
     let monitor_rule = if chosen_on.iter().all(|r| !r.classical.is_empty()) {
         Some(choose_rule(&chosen_on, Replay::classical_scores, search)?.rule)
@@ -162,7 +168,7 @@ pub(super) fn judge_fold<'s>(
             )?;
             let mut labelled = monitor_alarms::labelled(&alarms);
             labelled.extend(
-                spliced_opinions(&fold.chosen_spliced, classifier, beat_rule, &with_runs)
+                spliced_opinions(&fold.chosen_spliced, classifier, &ruled)
                     .iter()
                     .map(|a| (a.truth(), a.probability())),
             );
@@ -269,11 +275,7 @@ pub(super) fn judge_fold<'s>(
         .held
         .iter()
         .flat_map(|h| h.spliced.iter())
-        .map(|&(sp, rep)| {
-            let mut r = with_runs(rep, &sp.record.leads);
-            beats::apply(std::slice::from_mut(&mut r), beat_rule);
-            (sp, r, choice.rule)
-        })
+        .map(|&(sp, rep)| (sp, ruled(rep, &sp.record.leads), choice.rule))
         .collect();
     let spliced_opinions = {
         let pairs: Vec<(&Spliced, &Replay)> = spliced.iter().map(|(sp, r, _)| (*sp, r)).collect();
@@ -324,21 +326,16 @@ pub(super) fn judge_fold<'s>(
     })
 }
 
-/// The proxy monitor's alarms at the events of `spliced`, each replay given `classifier`'s
-/// runs (by `with_runs`) under `rule`, and Holmes's opinion on each.
+/// The proxy monitor's alarms at the events of `spliced`, each replay given the fold's runs
+/// and beat rule by `ruled`, and Holmes's opinion on each.
 fn spliced_opinions(
     spliced: &[(&Spliced, &Replay)],
     classifier: &BeatClassifier,
-    rule: BeatRule,
-    with_runs: &dyn Fn(&Replay, &[Vec<f32>]) -> Replay,
+    ruled: &dyn Fn(&Replay, &[Vec<f32>]) -> Replay,
 ) -> Vec<EventAlarm> {
     let reps: Vec<Replay> = spliced
         .iter()
-        .map(|&(sp, rep)| {
-            let mut r = with_runs(rep, &sp.record.leads);
-            beats::apply(std::slice::from_mut(&mut r), rule);
-            r
-        })
+        .map(|&(sp, rep)| ruled(rep, &sp.record.leads))
         .collect();
     let pairs: Vec<(&Spliced, &Replay)> = spliced.iter().map(|&(sp, _)| sp).zip(&reps).collect();
     spliced_alarms::opinions(&pairs, Replay::with_beats_scores, classifier)
