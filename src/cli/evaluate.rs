@@ -9,6 +9,7 @@ use crate::alarm::{AlarmRule, DelayLimits};
 use crate::config::{Combine, Config};
 use crate::tools::evaluate::Pooling;
 use crate::tools::evaluate::{self, EvaluateOptions, LeadSet, report};
+use crate::training::beats::Fitting;
 use crate::training::dataset::{self, SplitName};
 
 #[derive(Debug, clap::Args)]
@@ -72,6 +73,15 @@ pub struct EvaluateArgs {
         value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=16)
     )]
     beat_fits: usize,
+    /// Batches of 256 beats in each of a fit's 8 epochs, wherever the beat classifier is
+    /// fitted; the served counter's is the default, fewer make a quicker smoke check.
+    #[arg(
+        long,
+        value_name = "N",
+        default_value_t = crate::training::beats::BATCHES,
+        value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=100_000)
+    )]
+    beat_batches: usize,
     /// The leads read of every record, as a monitor sending them gives them: `both`,
     /// `primary` (lead II alone) or `secondary` (V alone, in the window's secondary slot; only
     /// records that have one), on the validation part where rules are chosen and on the
@@ -219,7 +229,10 @@ pub fn run(a: EvaluateArgs) -> Result<()> {
         classical: !a.no_classical,
         max_records: a.max_records,
         beats: a.beats,
-        beat_fits: a.beat_fits,
+        beat_fitting: Fitting {
+            fits: a.beat_fits,
+            batches: a.beat_batches,
+        },
         leads: a.leads,
         count_beats: cfg.ensemble.count_beats,
         spliced: a.spliced.then_some(a.splice_seed),

@@ -61,8 +61,8 @@ const CONVS: [(usize, usize); 3] = [(8, 7), (16, 5), (16, 5)];
 const HIDDEN: [usize; 2] = [64, 32];
 /// Beats per batch, half of them ventricular.
 const BATCH: usize = 256;
-/// Batches per epoch.
-const BATCHES: usize = 1_000;
+/// Batches per epoch (the served counter's; [`Fitting::batches`]).
+pub(crate) const BATCHES: usize = 1_000;
 /// Epochs at most; the best on validation is kept.
 const EPOCHS: usize = 8;
 const LEARNING_RATE: f64 = 1e-3;
@@ -70,6 +70,23 @@ const LEARNING_RATE: f64 = 1e-3;
 const SEED: u64 = 0x6265_6174;
 /// Fits the served classifier averages (`holmes evaluate --beat-fits`).
 pub(crate) const FITS: usize = 3;
+
+/// How the classifier is fitted: how many fits from consecutive seeds it averages, and how
+/// many batches of [`BATCH`] beats each of their [`EPOCHS`] epochs draws. The served
+/// counter's is [`Fitting::SERVED`]; a smoke check asks for less.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Fitting {
+    pub fits: usize,
+    pub batches: usize,
+}
+
+impl Fitting {
+    /// The served counter's: [`FITS`] fits of [`BATCHES`] batches an epoch.
+    pub const SERVED: Fitting = Fitting {
+        fits: FITS,
+        batches: BATCHES,
+    };
+}
 /// The augmented copies' seed, to which each copy's number is added.
 const AUGMENT_SEED: u64 = 0x6175_676d;
 
@@ -252,11 +269,12 @@ impl BeatRows {
         }
     }
 
-    /// Fits the classifier on these beats `fits` times from consecutive seeds, each fit kept
+    /// Fits the classifier on these beats as `fitting` says, each fit from its own seed kept
     /// at the epoch that ranks `validation`'s beats best: the classifier of their mean logit.
-    pub(crate) fn fit(&self, validation: &BeatRows, fits: usize) -> BeatClassifier {
+    pub(crate) fn fit(&self, validation: &BeatRows, fitting: Fitting) -> BeatClassifier {
         BeatClassifier::mean_of(
-            (0..fits.max(1) as u64).map(|n| self.fit_for(validation, n, EPOCHS, BATCHES)),
+            (0..fitting.fits.max(1) as u64)
+                .map(|n| self.fit_for(validation, n, EPOCHS, fitting.batches.max(1))),
         )
     }
 
@@ -287,12 +305,12 @@ impl BeatRows {
         best.map_or(standardised, |(_, c)| c)
     }
 
-    /// The classifier (of one fit) after each of the [`EPOCHS`] epochs of fit number `seed`
-    /// (the same fit as [`BeatRows::fit`]'s, before any epoch is chosen), for a caller that
-    /// chooses the epoch on beats of its own.
-    pub(crate) fn fit_epochs(&self, seed: u64) -> Vec<BeatClassifier> {
+    /// The classifier (of one fit) after each of the [`EPOCHS`] epochs of fit number `seed`,
+    /// `batches` an epoch (the same fit as [`BeatRows::fit`]'s, before any epoch is chosen),
+    /// for a caller that chooses the epoch on beats of its own.
+    pub(crate) fn fit_epochs(&self, seed: u64, batches: usize) -> Vec<BeatClassifier> {
         let mut out = Vec::with_capacity(EPOCHS);
-        self.train(seed, EPOCHS, BATCHES, |_, c| out.push(c));
+        self.train(seed, EPOCHS, batches.max(1), |_, c| out.push(c));
         if out.is_empty() {
             out.push(BeatClassifier::of_fits(vec![self.standardised()]));
         }

@@ -42,8 +42,8 @@ pub struct BeatReport {
     pub rule: Option<BeatRule>,
 }
 
-/// Fits the classifier on the train part's beats in windows of `window` samples (`beat_fits`
-/// fits, their logits averaged), choosing each fit's epoch on the validation part's (records of the databases that label ventricular beats;
+/// Fits the classifier on the train part's beats in windows of `window` samples (as
+/// `beat_fitting` says, the fits' logits averaged), choosing each fit's epoch on the validation part's (records of the databases that label ventricular beats;
 /// `--max-records` keeps the shortest of those).
 pub(crate) fn fit(
     opts: &EvaluateOptions,
@@ -69,7 +69,7 @@ pub(crate) fn fit(
         Ok(rows)
     };
     let (train, validation) = (rows(SplitName::Train)?, rows(SplitName::Validation)?);
-    let classifier = train.fit(&validation, opts.beat_fits);
+    let classifier = train.fit(&validation, opts.beat_fitting);
     let report = BeatReport {
         train: train.judge(&classifier),
         validation: validation.judge(&classifier),

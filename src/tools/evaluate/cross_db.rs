@@ -172,7 +172,7 @@ pub fn cross_database(opts: &EvaluateOptions) -> Result<CrossDatabase, EvaluateE
         if !fit_rows.ys.iter().any(|&y| y) || !epoch_rows.ys.iter().any(|&y| y) {
             return Err(EvaluateError::NoBeats("cross-database"));
         }
-        let classifier = fit_rows.fit(&epoch_rows, opts.beat_fits);
+        let classifier = fit_rows.fit(&epoch_rows, opts.beat_fitting);
         let (mut qrs, mut matched, mut counted) = (QrsFigures::default(), Vec::new(), Vec::new());
         let mut paced_left_out = Vec::new();
         let mut records = 0;

@@ -34,7 +34,7 @@ use crate::core::window::SAMPLE_RATE_HZ;
 use crate::serving::engine::ensemble::Ensemble;
 use crate::signal::adjudicate::CONFIRM_AT;
 use crate::signal::beats::BeatClassifier;
-use crate::training::beats::BeatRows;
+use crate::training::beats::{BeatRows, Fitting};
 use crate::training::dataset::{EpisodeKind, NoiseBank, RecordData, Split, SplitName};
 use crate::training::dataset::{RunShape, Spliced, deal};
 
@@ -147,7 +147,7 @@ pub fn cross_validate(opts: &EvaluateOptions, k: usize) -> Result<CrossValidatio
     // The classifier's epochs, fitted on the train part's beats.
     let labelled = |db: crate::training::dataset::Database| db.labels_ventricular_beats();
     let train = load_part_of(opts, &split, SplitName::Train, labelled)?;
-    let epochs = fit_epochs(train.iter(), win, "train", opts.beat_fits)?;
+    let epochs = fit_epochs(train.iter(), win, "train", opts.beat_fitting)?;
     let record_rows: Vec<BeatRows> = recs
         .iter()
         .map(|r| {
@@ -266,14 +266,14 @@ pub(super) fn plain_index(copies: &[Spliced]) -> Option<usize> {
         .position(|s| s.events.iter().all(|e| e.shape == RunShape::Plain))
 }
 
-/// Each of the beat classifier's `fits` fits (consecutive seeds), epoch by epoch, fitted on
+/// Each of the beat classifier's fits (consecutive seeds, as `fitting` says), epoch by epoch, fitted on
 /// the beats of `recs` and of their augmented copies (as `--beats` fits); `part` names them in
 /// the error when they hold no ventricular beat.
 pub(super) fn fit_epochs<'r>(
     recs: impl Iterator<Item = &'r RecordData>,
     win: usize,
     part: &'static str,
-    fits: usize,
+    fitting: Fitting,
 ) -> Result<Vec<Vec<BeatClassifier>>, EvaluateError> {
     let hop = FIT_HOP_SECS * SAMPLE_RATE_HZ;
     let mut rows = BeatRows::default();
@@ -284,8 +284,8 @@ pub(super) fn fit_epochs<'r>(
     if !rows.ys.iter().any(|&y| y) {
         return Err(EvaluateError::NoBeats(part));
     }
-    Ok((0..fits.max(1) as u64)
-        .map(|seed| rows.fit_epochs(seed))
+    Ok((0..fitting.fits.max(1) as u64)
+        .map(|seed| rows.fit_epochs(seed, fitting.batches))
         .collect())
 }
 

@@ -85,7 +85,7 @@ pub fn cross_validate_retrained(
             learnt.iter().map(|&i| &recs[i]),
             win,
             "learnt folds'",
-            opts.beat_fits,
+            opts.beat_fitting,
         )?;
         let mut chosen_rows = BeatRows::default();
         for &i in &chosen {

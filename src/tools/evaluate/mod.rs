@@ -77,6 +77,7 @@ use crate::serving::engine::ensemble::{Ensemble, EnsembleError};
 use crate::signal::adjudicate::CONFIRM_AT;
 use crate::signal::beats::{BeatCounter, BeatsError};
 use crate::signal::classical::ClassicalError;
+use crate::training::beats::Fitting;
 use crate::training::dataset::{
     self, Database, DatasetError, NoiseBank, RecordData, Split, SplitName,
 };
@@ -189,9 +190,10 @@ pub struct EvaluateOptions {
     /// Also evaluate the ensemble beside a count of ventricular beats, its beat classifier
     /// fitted on the train part (the ensemble itself then scores without the zoo's counter).
     pub beats: bool,
-    /// Fits the beat classifier averages, wherever one is fitted (`--beats`, cross-database,
-    /// cross-validation): consecutive seeds, each at its own epoch.
-    pub beat_fits: usize,
+    /// How the beat classifier is fitted wherever one is (`--beats`, cross-database,
+    /// cross-validation): its fits from consecutive seeds, each at its own epoch, and the
+    /// batches of each epoch.
+    pub beat_fitting: Fitting,
     /// The leads read of every record, as a monitor sending them gives them: on the
     /// validation part (the rules chosen so) and the reported part alike (with `beats`, the
     /// classifier is fitted so too).
