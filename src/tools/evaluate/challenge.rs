@@ -7,6 +7,9 @@
 
 use serde::Serialize;
 
+use crate::core::metrics::roc_auc;
+use crate::core::stats::wilson_interval;
+
 /// The points tried: 0.05 to 0.95 by 0.05.
 const GRID: std::ops::RangeInclusive<u32> = 1..=19;
 const STEP: f32 = 0.05;
@@ -48,6 +51,55 @@ pub(crate) fn choose_point(labelled: &[(bool, f32)]) -> Option<f32> {
         }
     }
     best.map(|(_, p)| p)
+}
+
+/// What confirming alarms came to, each at its own point: the true and the false alarms
+/// confirmed, each share with its 95 % Wilson interval; the opinion's ROC-AUC, true over
+/// false, with Hanley and McNeil's 95 % interval; the challenge-style score. The monitor's
+/// alarms, the proxy pooled with the spliced events and the textbook monitor report it alike.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct Confirmations {
+    pub confirmed_true: usize,
+    pub confirmed_true_interval: Option<[f64; 2]>,
+    pub confirmed_false: usize,
+    pub confirmed_false_interval: Option<[f64; 2]>,
+    pub roc_auc: Option<f64>,
+    pub roc_auc_interval: Option<(f64, f64)>,
+    pub challenge_score: Option<f64>,
+}
+
+impl Confirmations {
+    /// The figures of `alarms`: each its truth, the opinion's probability, and whether it was
+    /// confirmed at its point.
+    pub(crate) fn of(alarms: &[(bool, f32, bool)]) -> Confirmations {
+        let n_true = alarms.iter().filter(|a| a.0).count();
+        let n_false = alarms.len() - n_true;
+        let tp = alarms.iter().filter(|a| a.0 && a.2).count();
+        let fp = alarms.iter().filter(|a| !a.0 && a.2).count();
+        let (truth, probs): (Vec<bool>, Vec<f32>) = alarms.iter().map(|a| (a.0, a.1)).unzip();
+        let auc = roc_auc(&truth, &probs);
+        let roc = auc.is_finite().then_some(auc);
+        Confirmations {
+            confirmed_true: tp,
+            confirmed_true_interval: wilson_interval(tp, n_true),
+            confirmed_false: fp,
+            confirmed_false_interval: wilson_interval(fp, n_false),
+            roc_auc: roc,
+            roc_auc_interval: roc.map(|a| hanley_mcneil(a, n_true, n_false)),
+            challenge_score: challenge_of(alarms.iter().map(|a| (a.0, a.2))),
+        }
+    }
+}
+
+/// The 95 % interval of an ROC-AUC `a` over `pos` positives and `neg` negatives from Hanley
+/// and McNeil's (1982) standard error, clipped to 0..1.
+pub(crate) fn hanley_mcneil(a: f64, pos: usize, neg: usize) -> (f64, f64) {
+    let (p, n) = (pos as f64, neg as f64);
+    let q1 = a / (2.0 - a);
+    let q2 = 2.0 * a * a / (1.0 + a);
+    let var = (a * (1.0 - a) + (p - 1.0) * (q1 - a * a) + (n - 1.0) * (q2 - a * a)) / (p * n);
+    let se = var.max(0.0).sqrt();
+    ((a - 1.96 * se).max(0.0), (a + 1.96 * se).min(1.0))
 }
 
 /// The point chosen, and the alarms it was chosen on.

@@ -30,13 +30,13 @@ use serde::Serialize;
 use crate::alarm::{AlarmRule, MatchOptions, alarm_episodes};
 use crate::core::metrics::roc_auc;
 use crate::core::monitor_alarm::{MonitorAlarmKind, RISK_LOOKBACK_SECS};
-use crate::core::stats::wilson_interval;
 use crate::core::window::SAMPLE_RATE_HZ;
 use crate::signal::adjudicate::{CONFIRM_AT, Lead, adjudicate};
 use crate::signal::beats::BeatClassifier;
 use crate::training::dataset::{EpisodeKind, RecordData};
 
 use super::EvaluateError;
+use super::challenge::{Confirmations, hanley_mcneil};
 use super::replay::Replay;
 use super::triggers::{Trigger, TriggerRow, rows, trigger_of};
 
@@ -79,17 +79,12 @@ pub struct MonitorAlarms {
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
 pub struct Adjudicated {
     pub confirm_at: f32,
-    pub roc_auc: Option<f64>,
-    pub roc_auc_interval: Option<(f64, f64)>,
+    /// The confirmations, and the opinion's ranking of all alarms ...
+    #[serde(flatten)]
+    pub confirmations: Confirmations,
+    /// ... of the VT alarms and of the VF alarms, each over the false ones.
     pub roc_auc_vt: Option<f64>,
     pub roc_auc_vf: Option<f64>,
-    /// True alarms confirmed, with the share's 95 % Wilson interval; false alarms confirmed.
-    pub confirmed_true: usize,
-    pub confirmed_true_interval: Option<[f64; 2]>,
-    pub confirmed_false: usize,
-    pub confirmed_false_interval: Option<[f64; 2]>,
-    /// The challenge-style score of the confirmations.
-    pub challenge_score: Option<f64>,
     /// Where the point was chosen (`None`: the default, fixed before any alarm was seen, or
     /// the folds').
     pub point_chosen_on: Option<super::challenge::ChosenPoint>,
@@ -297,44 +292,14 @@ fn adjudicated(judged: &[Judged], confirm_at: f32) -> Option<Adjudicated> {
         let a = roc_auc(&labels, &scores);
         a.is_finite().then_some(a)
     };
-    let n_true = judged.iter().filter(|j| j.truth).count();
-    let n_false = judged.len() - n_true;
-    let confirmed = |truth: bool| {
-        judged
-            .iter()
-            .zip(&probs)
-            .filter(|(j, _)| j.truth == truth && j.confirmed() == Some(true))
-            .count()
-    };
-    let (tp, fp) = (confirmed(true), confirmed(false));
-    let (fn_, tn) = (n_true - tp, n_false - fp);
-    let roc = auc_of(&|_| true);
-    let denominator = tp + tn + fp + 5 * fn_;
     Some(Adjudicated {
         confirm_at,
-        roc_auc: roc,
-        roc_auc_interval: roc.map(|a| hanley_mcneil(a, n_true, n_false)),
+        confirmations: Confirmations::of(&decided(judged)),
         roc_auc_vt: auc_of(&|j| j.vt),
         roc_auc_vf: auc_of(&|j| j.vf),
-        confirmed_true: tp,
-        confirmed_true_interval: wilson_interval(tp, n_true),
-        confirmed_false: fp,
-        confirmed_false_interval: wilson_interval(fp, n_false),
-        challenge_score: (denominator > 0).then(|| 100.0 * (tp + tn) as f64 / denominator as f64),
         point_chosen_on: None,
         folds_points: Vec::new(),
     })
-}
-
-/// The 95 % interval of an ROC-AUC `a` over `pos` positives and `neg` negatives from Hanley
-/// and McNeil's (1982) standard error, clipped to 0..1.
-pub(super) fn hanley_mcneil(a: f64, pos: usize, neg: usize) -> (f64, f64) {
-    let (p, n) = (pos as f64, neg as f64);
-    let q1 = a / (2.0 - a);
-    let q2 = 2.0 * a * a / (1.0 + a);
-    let var = (a * (1.0 - a) + (p - 1.0) * (q1 - a * a) + (n - 1.0) * (q2 - a * a)) / (p * n);
-    let se = var.max(0.0).sqrt();
-    ((a - 1.96 * se).max(0.0), (a + 1.96 * se).min(1.0))
 }
 
 /// The report's line.
@@ -357,6 +322,7 @@ pub(crate) fn text(m: &MonitorAlarms) -> String {
         m.on_for_false,
         m.challenge_score.map_or("-".into(), |v| format!("{v:.1}")),
     ) + &m.adjudication.as_ref().map_or(String::new(), |a| {
+        let c = &a.confirmations;
         let share = |k: usize, iv: Option<[f64; 2]>| match iv {
             Some([lo, hi]) => format!("{k} ({lo:.2}-{hi:.2})"),
             None => k.to_string(),
@@ -364,8 +330,8 @@ pub(crate) fn text(m: &MonitorAlarms) -> String {
         format!(
             "Holmes's opinion on each (from the samples up to it): ROC-AUC {} ({}; VT {}, VF {}); \
              at {:.2}{}, confirmed {} true and {} false; challenge-style score {}\n",
-            f3(a.roc_auc),
-            a.roc_auc_interval
+            f3(c.roc_auc),
+            c.roc_auc_interval
                 .map_or("-".into(), |(lo, hi)| format!("{lo:.3}-{hi:.3}")),
             f3(a.roc_auc_vt),
             f3(a.roc_auc_vf),
@@ -386,9 +352,9 @@ pub(crate) fn text(m: &MonitorAlarms) -> String {
                         .join(", ")
                 ),
             },
-            share(a.confirmed_true, a.confirmed_true_interval),
-            share(a.confirmed_false, a.confirmed_false_interval),
-            a.challenge_score.map_or("-".into(), |v| format!("{v:.1}")),
+            share(c.confirmed_true, c.confirmed_true_interval),
+            share(c.confirmed_false, c.confirmed_false_interval),
+            c.challenge_score.map_or("-".into(), |v| format!("{v:.1}")),
         )
     }) + &triggers_text(&m.by_trigger)
 }
@@ -447,12 +413,14 @@ mod tests {
             with(false, 0.45, 0.4),
         ];
         let a = figures(&judged, 0.5).adjudication.unwrap();
-        assert_eq!((a.confirmed_true, a.confirmed_false), (1, 1));
+        let c = &a.confirmations;
+        assert_eq!((c.confirmed_true, c.confirmed_false), (1, 1));
         assert_eq!(a.confirm_at, 0.5, "the point reported is the caller's");
         // All at 0.4: both true ones confirmed.
         let all: Vec<Judged> = judged.iter().map(|x| x.at(0.4)).collect();
         let a = figures(&all, 0.4).adjudication.unwrap();
-        assert_eq!((a.confirmed_true, a.confirmed_false), (2, 1));
+        let c = &a.confirmations;
+        assert_eq!((c.confirmed_true, c.confirmed_false), (2, 1));
     }
 
     #[test]

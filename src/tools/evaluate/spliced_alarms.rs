@@ -31,8 +31,8 @@ use crate::signal::adjudicate::CONFIRM_AT;
 use crate::signal::beats::BeatClassifier;
 use crate::training::dataset::{RunShape, SpliceKind, Spliced};
 
-use super::challenge::challenge_of;
-use super::monitor_alarms::{hanley_mcneil, opinion_at};
+use super::challenge::{Confirmations, challenge_of};
+use super::monitor_alarms::opinion_at;
 use super::replay::Replay;
 
 /// Events of one kind and how many drew an alarm.
@@ -249,15 +249,9 @@ pub struct ProxyPooled {
     /// True alarms at spliced runs, and their share of the true alarms.
     pub short_runs: usize,
     pub short_runs_share: Option<f64>,
-    /// True and false alarms confirmed, each with its share's 95 % Wilson interval.
-    pub confirmed_true: usize,
-    pub confirmed_true_interval: Option<[f64; 2]>,
-    pub confirmed_false: usize,
-    pub confirmed_false_interval: Option<[f64; 2]>,
-    /// The opinion's ROC-AUC, true over false, with Hanley and McNeil's 95 % interval.
-    pub roc_auc: Option<f64>,
-    pub roc_auc_interval: Option<(f64, f64)>,
-    pub challenge_score: Option<f64>,
+    /// The pool's confirmations.
+    #[serde(flatten)]
+    pub confirmations: Confirmations,
 }
 
 /// The two pools of the `monitor` alarms' opinions (truth, probability, confirmed) and the
@@ -278,26 +272,14 @@ pub(crate) fn pooled(monitor: &[(bool, f32, bool)], alarms: &[EventAlarm]) -> Ve
             )
             .collect();
         let n_true = rows.iter().filter(|r| r.0).count();
-        let n_false = rows.len() - n_true;
         let short_runs = spliced.iter().filter(|a| a.truth()).count();
-        let tp = rows.iter().filter(|r| r.0 && r.2).count();
-        let fp = rows.iter().filter(|r| !r.0 && r.2).count();
-        let (truth, probs): (Vec<bool>, Vec<f32>) = rows.iter().map(|r| (r.0, r.1)).unzip();
-        let auc = roc_auc(&truth, &probs);
-        let roc = auc.is_finite().then_some(auc);
         ProxyPooled {
             events,
             alarms: rows.len(),
             true_alarms: n_true,
             short_runs,
             short_runs_share: (n_true > 0).then(|| short_runs as f64 / n_true as f64),
-            confirmed_true: tp,
-            confirmed_true_interval: wilson_interval(tp, n_true),
-            confirmed_false: fp,
-            confirmed_false_interval: wilson_interval(fp, n_false),
-            roc_auc: roc,
-            roc_auc_interval: roc.map(|a| hanley_mcneil(a, n_true, n_false)),
-            challenge_score: challenge_of(rows.iter().map(|r| (r.0, r.2))),
+            confirmations: Confirmations::of(&rows),
         }
     };
     if alarms.is_empty() {
@@ -315,6 +297,7 @@ pub(crate) fn pooled_text(rows: &[ProxyPooled]) -> String {
     use std::fmt::Write;
     let mut s = String::new();
     for p in rows {
+        let c = &p.confirmations;
         let ci =
             |i: Option<[f64; 2]>| i.map_or(String::new(), |[a, b]| format!(" ({a:.2}-{b:.2})"));
         let share = |c: usize, n: usize| if n > 0 { c as f64 / n as f64 } else { f64::NAN };
@@ -327,16 +310,16 @@ pub(crate) fn pooled_text(rows: &[ProxyPooled]) -> String {
             p.true_alarms,
             p.short_runs,
             p.short_runs_share.unwrap_or(f64::NAN),
-            p.confirmed_true,
+            c.confirmed_true,
             p.true_alarms,
-            share(p.confirmed_true, p.true_alarms),
-            ci(p.confirmed_true_interval),
-            p.confirmed_false,
+            share(c.confirmed_true, p.true_alarms),
+            ci(c.confirmed_true_interval),
+            c.confirmed_false,
             p.alarms - p.true_alarms,
-            share(p.confirmed_false, p.alarms - p.true_alarms),
-            ci(p.confirmed_false_interval),
-            p.roc_auc.map_or("-".into(), |v| format!("{v:.3}")),
-            p.challenge_score.map_or("-".into(), |v| format!("{v:.1}")),
+            share(c.confirmed_false, p.alarms - p.true_alarms),
+            ci(c.confirmed_false_interval),
+            c.roc_auc.map_or("-".into(), |v| format!("{v:.3}")),
+            c.challenge_score.map_or("-".into(), |v| format!("{v:.1}")),
         );
     }
     s
@@ -439,10 +422,11 @@ mod tests {
             (plain.alarms, plain.true_alarms, plain.short_runs),
             (7, 4, 2)
         );
-        assert_eq!((plain.confirmed_true, plain.confirmed_false), (2, 1));
+        let c = &plain.confirmations;
+        assert_eq!((c.confirmed_true, c.confirmed_false), (2, 1));
         assert_eq!(plain.short_runs_share, Some(0.5));
         // TP 2, FN 2, FP 1, TN 2: 4 / (4 + 1 + 10).
-        let score = plain.challenge_score.unwrap();
+        let score = c.challenge_score.unwrap();
         assert!((score - 400.0 / 15.0).abs() < 1e-9, "{score}");
         let shaped = &pools[1];
         assert_eq!(shaped.events, "with_shapes");
@@ -450,7 +434,7 @@ mod tests {
             (shaped.alarms, shaped.true_alarms, shaped.short_runs),
             (8, 5, 3)
         );
-        assert_eq!(shaped.confirmed_true, 3);
+        assert_eq!(shaped.confirmations.confirmed_true, 3);
         // Without spliced events there is nothing to pool; with plain ones alone, one pool.
         assert!(pooled(&monitor, &[]).is_empty());
         assert_eq!(pooled(&monitor, &alarms[..3]).len(), 1);

@@ -15,16 +15,14 @@
 use serde::Serialize;
 
 use crate::alarm::MatchOptions;
-use crate::core::metrics::roc_auc;
 use crate::core::monitor_alarm::{LOOKBACK_SECS, RISK_LOOKBACK_SECS};
-use crate::core::stats::wilson_interval;
 use crate::core::window::SAMPLE_RATE_HZ;
 use crate::signal::beats::BeatClassifier;
 use crate::tools::sim::alarms::Schedule;
 use crate::training::dataset::RecordData;
 
 use super::EvaluateError;
-use super::challenge::challenge_of;
+use super::challenge::Confirmations;
 use super::monitor_alarms::opinion_at;
 use super::replay::Replay;
 use super::triggers::{Trigger, TriggerRow, rows, trigger_of};
@@ -45,15 +43,12 @@ pub struct TextbookMonitor {
     pub false_per_hour: f64,
     /// The alarms by what set them off, with the opinion's confirmations.
     pub by_trigger: Vec<TriggerRow>,
-    /// The opinion (where a beat classifier serves): true and false alarms confirmed at
-    /// `confirm_at`, with 95 % Wilson intervals; ROC-AUC, true over false; challenge-style.
+    /// The opinion, where a beat classifier serves: the point the alarms were confirmed at
+    /// (over folds, each fold's at its own) ...
     pub confirm_at: Option<f32>,
-    pub confirmed_true: Option<usize>,
-    pub confirmed_true_interval: Option<[f64; 2]>,
-    pub confirmed_false: Option<usize>,
-    pub confirmed_false_interval: Option<[f64; 2]>,
-    pub roc_auc: Option<f64>,
-    pub challenge_score: Option<f64>,
+    /// ... and the confirmations.
+    #[serde(flatten)]
+    pub confirmations: Option<Confirmations>,
 }
 
 /// One record as the condition replayed it: the record, the leads the monitor and the
@@ -188,18 +183,10 @@ fn row(
             .collect::<Vec<_>>(),
     );
     let opined = !judged.is_empty() && judged.iter().all(|a| a.opinion.is_some());
-    let count = |truth: bool| {
-        judged
-            .iter()
-            .filter(|a| a.truth == truth && confirmed(a) == Some(true))
-            .count()
-    };
-    let (tp, fp) = (count(true), count(false));
-    let (labels, probs): (Vec<bool>, Vec<f32>) = judged
+    let decided: Vec<(bool, f32, bool)> = judged
         .iter()
-        .map(|a| (a.truth, a.opinion.map_or(0.0, |o| o.0)))
-        .unzip();
-    let auc = roc_auc(&labels, &probs);
+        .filter_map(|a| a.opinion.map(|(p, at)| (a.truth, p, p >= at)))
+        .collect();
     TextbookMonitor {
         min_beats,
         snr_db,
@@ -212,14 +199,7 @@ fn row(
         },
         by_trigger,
         confirm_at: opined.then_some(confirm_at),
-        confirmed_true: opined.then_some(tp),
-        confirmed_true_interval: opined.then(|| wilson_interval(tp, n_true)).flatten(),
-        confirmed_false: opined.then_some(fp),
-        confirmed_false_interval: opined.then(|| wilson_interval(fp, n_false)).flatten(),
-        roc_auc: (opined && auc.is_finite()).then_some(auc),
-        challenge_score: opined
-            .then(|| challenge_of(judged.iter().map(|a| (a.truth, confirmed(a) == Some(true)))))
-            .flatten(),
+        confirmations: opined.then(|| Confirmations::of(&decided)),
     }
 }
 
@@ -235,15 +215,17 @@ pub(crate) fn text(rows: &[TextbookMonitor]) -> String {
          VT or VF episode in the 16 s before):\n",
     );
     for r in rows {
-        let opinion = match (r.confirmed_true, r.confirmed_false) {
-            (Some(t), Some(f)) => format!(
-                "; Holmes confirmed {t}/{} true, {f}/{} false, ROC-AUC {}, challenge-style {}",
+        let opinion = match &r.confirmations {
+            Some(c) => format!(
+                "; Holmes confirmed {}/{} true, {}/{} false, ROC-AUC {}, challenge-style {}",
+                c.confirmed_true,
                 r.true_alarms,
+                c.confirmed_false,
                 r.alarms - r.true_alarms,
-                r.roc_auc.map_or("-".into(), |v| format!("{v:.3}")),
-                r.challenge_score.map_or("-".into(), |v| format!("{v:.1}")),
+                c.roc_auc.map_or("-".into(), |v| format!("{v:.3}")),
+                c.challenge_score.map_or("-".into(), |v| format!("{v:.1}")),
             ),
-            _ => String::new(),
+            None => String::new(),
         };
         let triggers: Vec<String> = r
             .by_trigger
@@ -287,9 +269,10 @@ mod tests {
         let r = row(4, None, 2.0, &judged, 0.5);
         assert_eq!((r.alarms, r.true_alarms), (4, 2));
         assert!((r.false_per_hour - 1.0).abs() < 1e-9);
-        assert_eq!((r.confirmed_true, r.confirmed_false), (Some(1), Some(1)));
+        let c = r.confirmations.as_ref().expect("opined");
+        assert_eq!((c.confirmed_true, c.confirmed_false), (1, 1));
         // TP 1, FN 1, FP 1, TN 1: 2 / (2 + 1 + 5).
-        assert!((r.challenge_score.unwrap() - 25.0).abs() < 1e-9);
+        assert!((c.challenge_score.unwrap() - 25.0).abs() < 1e-9);
         assert_eq!(r.by_trigger.len(), 4);
         // Without a classifier, no opinion is reported.
         let r = row(
@@ -299,10 +282,7 @@ mod tests {
             &judged.map(|a| Alarm { opinion: None, ..a }),
             0.5,
         );
-        assert_eq!(
-            (r.confirmed_true, r.roc_auc, r.confirm_at),
-            (None, None, None)
-        );
+        assert_eq!((&r.confirmations, r.confirm_at), (&None, None));
         assert_eq!(r.by_trigger[0].confirmed, None);
     }
 }
