@@ -73,22 +73,10 @@ pub(super) struct Held<'a, 's> {
     pub spliced: Vec<(&'s Spliced, &'a Replay)>,
 }
 
-/// What one fold reached: its row, its held records judged clean and stressed, its spliced
-/// events under its rules, and its proxy monitor's alarms with Holmes's opinion on each.
-pub(super) struct FoldJudged<'a> {
-    pub row: FoldRow,
-    pub clean: Vec<Judged>,
-    pub stressed: Vec<Judged>,
-    pub spliced: Vec<(&'a Spliced, Replay, AlarmRule)>,
-    /// Its held records' monitor alarms, judged.
-    pub monitor: Vec<monitor_alarms::Judged>,
-    /// The proxy monitor's alarms at its spliced events, each opinion at the fold's point.
-    pub spliced_opinions: Vec<EventAlarm>,
-    /// A textbook monitor's alarms on its held records, clean and stressed.
-    pub textbook: Tally,
-}
-
-/// What the folds reached, gathered.
+/// What folds reached, one or gathered: each fold's row; their held records judged clean and
+/// stressed; their spliced events under their rules; their proxy monitor's alarms with
+/// Holmes's opinion on each, at their fold's point; and a textbook monitor's alarms on their
+/// held records, clean and stressed.
 #[derive(Default)]
 pub(super) struct Judgements<'a> {
     pub per_fold: Vec<FoldRow>,
@@ -101,9 +89,9 @@ pub(super) struct Judgements<'a> {
 }
 
 impl<'a> Judgements<'a> {
-    /// Adds a fold's judgement.
-    pub fn add(&mut self, j: FoldJudged<'a>) {
-        self.per_fold.push(j.row);
+    /// Adds another fold's (or folds') judgements.
+    pub fn add(&mut self, j: Judgements<'a>) {
+        self.per_fold.extend(j.per_fold);
         self.clean.extend(j.clean);
         self.stressed.extend(j.stressed);
         self.monitor.extend(j.monitor);
@@ -120,7 +108,7 @@ pub(super) fn judge_fold<'s>(
     search: &ThresholdSearch,
     win: usize,
     hop_n: usize,
-) -> Result<FoldJudged<'s>, EvaluateError> {
+) -> Result<Judgements<'s>, EvaluateError> {
     let hop_ms = search.hop_ms;
     let (epochs, kept): (Vec<usize>, Vec<BeatClassifier>) = fold
         .fits
@@ -315,8 +303,8 @@ pub(super) fn judge_fold<'s>(
         stressed_false_alarms: (!stressed.is_empty())
             .then(|| stressed.iter().map(|j| j.comparison.false_alarms).sum()),
     };
-    Ok(FoldJudged {
-        row,
+    Ok(Judgements {
+        per_fold: vec![row],
         clean,
         stressed,
         spliced,
