@@ -392,3 +392,62 @@ mod tests {
         );
     }
 }
+
+/// DEBUG features of the last 16 s of `x`.
+pub fn dbg_feats(x: &[f32]) -> String {
+    let fs = SAMPLE_RATE_HZ as f64;
+    let n = (16.0 * fs) as usize;
+    if x.len() < n {
+        return "short".into();
+    }
+    let x = &x[x.len() - n..];
+    let vf_len = (VF_SECS * fs) as usize;
+    let mut spectrum = Spectrum::new(vf_len, fs);
+    let mut blocks = Vec::new();
+    for k in 0..4 {
+        let p = spectral_peak(&mut spectrum, &x[k * vf_len..(k + 1) * vf_len]);
+        blocks.push(format!("{:.2}/{:.2}/{:.2}", p.peak_hz, p.a2, vf_score(p)));
+    }
+    let beats = detect_qrs(x, fs);
+    let s = slope(x);
+    let lim = x.len() as i64 - (WIDTH_SEARCH_SECS * fs) as i64;
+    let b: Vec<i64> = beats
+        .iter()
+        .copied()
+        .filter(|&b| b > (WIDTH_SEARCH_SECS * fs) as i64 && b < lim)
+        .collect();
+    let wide: Vec<bool> = b
+        .iter()
+        .map(|&q| qrs_width_secs(&s, q as usize, fs) * 1000.0 > WIDE_QRS_MS)
+        .collect();
+    let widths: Vec<f64> = b
+        .iter()
+        .map(|&q| qrs_width_secs(&s, q as usize, fs) * 1000.0)
+        .collect();
+    let mut w2 = widths.clone();
+    w2.sort_by(|a, b| a.total_cmp(b));
+    let medw = if w2.is_empty() { 0.0 } else { w2[w2.len() / 2] };
+    let rr: Vec<f64> = b.windows(2).map(|w| (w[1] - w[0]) as f64).collect();
+    let mut r2 = rr.clone();
+    r2.sort_by(|a, b| a.total_cmp(b));
+    let medrr = if r2.is_empty() { 0.0 } else { r2[r2.len() / 2] };
+    let fast_wide = (1..b.len())
+        .filter(|&i| wide[i] && ((b[i] - b[i - 1]) as f64) < 0.6 * fs)
+        .count();
+    let cv = if rr.len() > 1 {
+        let m = rr.iter().sum::<f64>() / rr.len() as f64;
+        (rr.iter().map(|v| (v - m).powi(2)).sum::<f64>() / rr.len() as f64).sqrt() / m
+    } else {
+        0.0
+    };
+    format!(
+        "blocks={} beats={} rate={:.0} medw={:.0} fastwide={}/{} rrcv={:.2}",
+        blocks.join(","),
+        b.len(),
+        if medrr > 0.0 { 60.0 * fs / medrr } else { 0.0 },
+        medw,
+        fast_wide,
+        b.len().saturating_sub(1),
+        cv
+    )
+}
