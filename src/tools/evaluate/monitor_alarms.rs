@@ -179,42 +179,6 @@ pub(super) fn judge(
                     .any(|&(a, b)| a <= w && (w < b || Some(b) == last))
             });
             let opinion = adjudicator.and_then(|c| opinion_at(c, &records[i].leads, t, risk));
-            if std::env::var_os("HOLMES_DBG_ALARMS").is_some() {
-                let why = adjudicator.and_then(|c| {
-                    let end = (t * SAMPLE_RATE_HZ as i64 / 1000) as usize;
-                    let names = ["ECG1", "ECG2", "ECG3"];
-                    let cut: Vec<Lead> = records[i]
-                        .leads
-                        .iter()
-                        .zip(names)
-                        .filter(|(l, _)| l.len() >= end)
-                        .map(|(l, name)| Lead {
-                            name,
-                            samples: &l[..end],
-                        })
-                        .collect();
-                    adjudicate(c, &cut, MonitorAlarmKind::Vt, Some(risk), CONFIRM_AT)
-                        .map(|o| o.reason)
-                });
-                let end = (t * SAMPLE_RATE_HZ as i64 / 1000) as usize;
-                let feats: Vec<String> = records[i]
-                    .leads
-                    .iter()
-                    .filter(|l| l.len() >= end)
-                    .map(|l| crate::signal::classical::dbg_feats(&l[..end]))
-                    .collect();
-                eprintln!(
-                    "DBGALARM\t{}\t{}\t{}\t{:?}\t{:.3}\t{:?}\t{:?}\t{}",
-                    records[i].key,
-                    t,
-                    truth,
-                    trigger_of(records[i], t, truth, matching),
-                    risk,
-                    opinion,
-                    why,
-                    feats.join(" | ")
-                );
-            }
             judged.push(Judged {
                 trigger: trigger_of(records[i], t, truth, matching),
                 truth,

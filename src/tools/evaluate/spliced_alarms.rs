@@ -157,46 +157,6 @@ pub(crate) fn opinions(
                 .filter(|&(&w, _)| w >= t - RISK_LOOKBACK_SECS * 1000 && w <= t)
                 .filter_map(|(_, v)| *v)
                 .fold(0.0f32, f32::max);
-            if std::env::var_os("HOLMES_DBG_ALARMS").is_some() {
-                let end = (t * SAMPLE_RATE_HZ as i64 / 1000) as usize;
-                let names = ["ECG1", "ECG2", "ECG3"];
-                let cut: Vec<crate::signal::adjudicate::Lead> = s
-                    .record
-                    .leads
-                    .iter()
-                    .zip(names)
-                    .filter(|(l, _)| l.len() >= end)
-                    .map(|(l, name)| crate::signal::adjudicate::Lead {
-                        name,
-                        samples: &l[..end],
-                    })
-                    .collect();
-                let o = crate::signal::adjudicate::adjudicate(
-                    classifier,
-                    &cut,
-                    crate::core::monitor_alarm::MonitorAlarmKind::Vt,
-                    Some(risk),
-                    CONFIRM_AT,
-                );
-                let feats: Vec<String> = s
-                    .record
-                    .leads
-                    .iter()
-                    .filter(|l| l.len() >= end)
-                    .map(|l| crate::signal::classical::dbg_feats(&l[..end]))
-                    .collect();
-                eprintln!(
-                    "DBGSPLICE\t{}\t{}\t{:?}\t{:?}\t{}\t{:.3}\t{:?}\t{}",
-                    s.record.key,
-                    t,
-                    e.kind,
-                    e.shape,
-                    e.beats,
-                    risk,
-                    o.map(|o| (o.probability, o.reason)),
-                    feats.join(" | ")
-                );
-            }
             if let Some(probability) = opinion_at(classifier, &s.record.leads, t, risk) {
                 out.push(EventAlarm {
                     kind: e.kind,
