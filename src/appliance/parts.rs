@@ -122,7 +122,9 @@ pub(super) async fn start_serving(
             hop_secs: cfg.ward.hop_secs,
             beats: beats.as_ref(),
         };
-        let stored = crate::composer::planning::stored_plan(&cfg, &db, &devices, beats.as_ref());
+        let beds = crate::composer::planning::initial_beds(&cfg);
+        let stored =
+            crate::composer::planning::stored_plan(&cfg, &db, (&devices, beds), beats.as_ref());
         if let Some(p) = &stored {
             match ensemble::prepare(sources, &p.rungs[0].members, &devices, p.inputs.beds) {
                 Ok(prepared) => {
@@ -137,7 +139,6 @@ pub(super) async fn start_serving(
                 }
             }
         }
-        let beds = crate::composer::planning::initial_beds(&cfg);
         let prepared = ensemble::prepare(sources, &cfg.ensemble.members, &devices, beds)?;
         Ok(StartServing {
             plan: None,
@@ -165,24 +166,28 @@ fn load_beats(cfg: &Config) -> Result<Option<BeatCounter>, ServerError> {
     Ok(c)
 }
 
-/// The store: its writer (the served ensemble recorded), a reader, where scoring stopped last
-/// run and the beds' admissions as it left them.
+/// The store: its writer (the served ensemble recorded) and a reader.
 pub(super) struct Storage {
     pub(super) store: StoreHandle,
     pub(super) ensemble_id: i64,
     pub(super) writer: std::thread::JoinHandle<()>,
     pub(super) reader: StoreReader,
-    pub(super) scored_until: std::collections::HashMap<String, i64>,
-    pub(super) admissions: crate::core::patient::Admissions,
     /// The ward's shared connection.
     pub(super) db: Db,
+}
+
+/// Where the last run left the beds, as the store kept it: where scoring stopped, and their
+/// admissions. The ward resumes from it.
+pub(super) struct Resume {
+    scored_until: std::collections::HashMap<String, i64>,
+    admissions: crate::core::patient::Admissions,
 }
 
 pub(super) async fn storage(
     cfg: &Config,
     db: Db,
     s: &StartServing,
-) -> Result<Storage, ServerError> {
+) -> Result<(Storage, Resume), ServerError> {
     let store_cfg = cfg.storage.clone();
     let source = match &s.plan {
         Some(p) => format!("plan {}", p.version),
@@ -213,15 +218,19 @@ pub(super) async fn storage(
         Ok::<_, store::StoreError>((r, until, admissions))
     })
     .await?;
-    Ok(Storage {
-        store,
-        ensemble_id,
-        writer,
-        reader,
-        scored_until,
-        admissions,
-        db,
-    })
+    Ok((
+        Storage {
+            store,
+            ensemble_id,
+            writer,
+            reader,
+            db,
+        },
+        Resume {
+            scored_until,
+            admissions,
+        },
+    ))
 }
 
 /// The engine, its workers warm, serving `s`'s members and counter; and what serves, as the
@@ -321,11 +330,11 @@ impl WardSink for DaemonSink {
     }
 }
 
-/// The ward, its beds resuming where the store says scoring stopped.
+/// The ward, its beds resuming where the last run left them.
 pub(super) fn ward(
     cfg: &Config,
     engine: &Engine,
-    st: &mut Storage,
+    (st, resume): (&Storage, Resume),
     adjudicator: &Arc<Adjudicator>,
     (shutdown, tracker): (&CancellationToken, &TaskTracker),
 ) -> Ward {
@@ -340,8 +349,8 @@ pub(super) fn ward(
             store: st.store.clone(),
             adjudicator: adjudicator.clone(),
         }),
-        std::mem::take(&mut st.scored_until),
-        std::mem::take(&mut st.admissions),
+        resume.scored_until,
+        resume.admissions,
         shutdown.child_token(),
         tracker.clone(),
     )

@@ -51,13 +51,13 @@ pub async fn start(cfg: Config, listener: TcpListener) -> Result<Running, Server
     let accelerators = parts::accelerators().await;
     let db = parts::database(&cfg).await?;
     let first = parts::start_serving(&cfg, &db, &accelerators).await?;
-    let mut st = parts::storage(&cfg, db, &first).await?;
+    let (st, resume) = parts::storage(&cfg, db, &first).await?;
     let (engine, first) = parts::engine(&cfg, first, &st).await?;
     let zoo = parts::zoo(&cfg, &engine, (&st.store, &st.db)).await;
     let adjudicator = Arc::new(Adjudicator::start(engine.beats(), st.store.clone())?);
     let (shutdown, tracker) = (CancellationToken::new(), TaskTracker::new());
     let on = (&shutdown, &tracker);
-    let ward = parts::ward(&cfg, &engine, &mut st, &adjudicator, on);
+    let ward = parts::ward(&cfg, &engine, (&st, resume), &adjudicator, on);
     let serving = (&engine, &st, &ward, &accelerators);
     let composer = parts::composer(&cfg, first, serving, zoo.generation.clone(), on);
     let devices = parts::device_auth(&cfg, (&ward, &st.db), on).await?;

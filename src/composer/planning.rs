@@ -133,19 +133,19 @@ fn inputs(
     }
 }
 
-/// The stored plan for the current zoo, initial beds and hardware, when the composer is on.
-/// Blocking.
-/// `counter`: the beat counter served beside the members, if any.
+/// The stored plan for the current zoo, the initial `beds` ([`initial_beds`]) and the
+/// hardware of `devices`, when the composer is on. Blocking. `counter`: the beat counter
+/// served beside the members, if any.
 pub(crate) fn stored_plan(
     cfg: &Config,
     db: &Db,
-    devices: &[Accelerator],
+    (devices, beds): (&[Accelerator], usize),
     counter: Option<&BeatCounter>,
 ) -> Option<Plan> {
     if !cfg.composer.enabled {
         return None;
     }
-    let key = inputs(cfg, db, initial_beds(cfg), &hardware(devices), 1.0, counter).key();
+    let key = inputs(cfg, db, beds, &hardware(devices), 1.0, counter).key();
     match plans::latest(db, &key) {
         Ok(p) => p,
         Err(e) => {

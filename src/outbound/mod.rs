@@ -221,7 +221,7 @@ pub(crate) async fn start(
         status,
         wake,
         alarm_feed,
-    } = open(
+    } = open_outbox(
         "hl7",
         cfg.tls_ca.clone(),
         hl7_spec(cfg),
@@ -286,7 +286,7 @@ pub(crate) struct Opened {
 
 /// Opens the outbox of `spec` (and reads `section`'s `tls_ca`) on a blocking thread, then
 /// starts the feed.
-pub(crate) async fn open(
+pub(crate) async fn open_outbox(
     section: &'static str,
     tls_ca: Option<std::path::PathBuf>,
     spec: outbox::Spec,

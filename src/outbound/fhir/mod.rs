@@ -70,7 +70,7 @@ pub(crate) async fn start(
         status,
         wake,
         alarm_feed,
-    } = super::open(
+    } = super::open_outbox(
         "fhir",
         cfg.tls_ca.clone(),
         spec(cfg),
