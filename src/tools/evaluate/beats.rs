@@ -43,7 +43,8 @@ pub struct BeatReport {
 }
 
 /// Fits the classifier on the train part's beats in windows of `window` samples (as
-/// `beat_fitting` says, the fits' logits averaged), choosing each fit's epoch on the validation part's (records of the databases that label ventricular beats;
+/// `beat_fitting` says, the fits' logits averaged), choosing each fit's epoch on the
+/// validation part's (records of the databases that label ventricular beats;
 /// `--max-records` keeps the shortest of those).
 pub(crate) fn fit(
     opts: &EvaluateOptions,
