@@ -124,7 +124,7 @@ pub(super) async fn start_serving(
         };
         let beds = crate::composer::planning::initial_beds(&cfg);
         let stored =
-            crate::composer::planning::stored_plan(&cfg, &db, (&devices, beds), beats.as_ref());
+            crate::composer::planning::stored_plan(&cfg, &db, &devices, beds, beats.as_ref());
         if let Some(p) = &stored {
             match ensemble::prepare(sources, &p.rungs[0].members, &devices, p.inputs.beds) {
                 Ok(prepared) => {

@@ -139,7 +139,8 @@ fn inputs(
 pub(crate) fn stored_plan(
     cfg: &Config,
     db: &Db,
-    (devices, beds): (&[Accelerator], usize),
+    devices: &[Accelerator],
+    beds: usize,
     counter: Option<&BeatCounter>,
 ) -> Option<Plan> {
     if !cfg.composer.enabled {

@@ -36,7 +36,7 @@ use crate::signal::beats::BeatClassifier;
 use crate::training::dataset::{EpisodeKind, RecordData};
 
 use super::EvaluateError;
-use super::challenge::{Confirmations, hanley_mcneil};
+use super::challenge::{Confirmations, challenge_of, hanley_mcneil};
 use super::replay::Replay;
 use super::triggers::{Trigger, TriggerRow, rows, trigger_of};
 
@@ -238,22 +238,12 @@ pub(super) fn labelled(judged: &[Judged]) -> Vec<(bool, f32)> {
 /// The figures of the monitor alarms `judged` (of one part, or pooled over folds), each
 /// opinion confirmed at its own point; `confirm_at` is the point reported (the one served).
 pub(super) fn figures(judged: &[Judged], confirm_at: f32) -> MonitorAlarms {
-    let finite = |x: f64| x.is_finite().then_some(x);
-    let auc_of = |keep: &dyn Fn(&Judged) -> bool| {
-        let (labels, scores): (Vec<bool>, Vec<f32>) = judged
-            .iter()
-            .filter(|j| !j.truth || keep(j))
-            .map(|j| (j.truth, j.risk))
-            .unzip();
-        finite(roc_auc(&labels, &scores))
-    };
+    let risk = |j: &Judged| j.risk;
     let n_true = judged.iter().filter(|j| j.truth).count();
     let n_false = judged.len() - n_true;
     let tp = judged.iter().filter(|j| j.truth && j.on).count();
     let fp = judged.iter().filter(|j| !j.truth && j.on).count();
-    let (fn_, tn) = (n_true - tp, n_false - fp);
-    let roc = auc_of(&|_| true);
-    let denominator = tp + tn + fp + 5 * fn_;
+    let roc = auc_of(judged, risk, |_| true);
     MonitorAlarms {
         alarms: judged.len(),
         true_alarms: n_true,
@@ -261,11 +251,11 @@ pub(super) fn figures(judged: &[Judged], confirm_at: f32) -> MonitorAlarms {
         true_vf: judged.iter().filter(|j| j.vf).count(),
         roc_auc: roc,
         roc_auc_interval: roc.map(|a| hanley_mcneil(a, n_true, n_false)),
-        roc_auc_vt: auc_of(&|j| j.vt),
-        roc_auc_vf: auc_of(&|j| j.vf),
+        roc_auc_vt: auc_of(judged, risk, |j| j.vt),
+        roc_auc_vf: auc_of(judged, risk, |j| j.vf),
         on_for_true: tp,
         on_for_false: fp,
-        challenge_score: (denominator > 0).then(|| 100.0 * (tp + tn) as f64 / denominator as f64),
+        challenge_score: challenge_of(judged.iter().map(|j| (j.truth, j.on))),
         adjudication: adjudicated(judged, confirm_at),
         by_trigger: rows(
             &judged
@@ -278,28 +268,34 @@ pub(super) fn figures(judged: &[Judged], confirm_at: f32) -> MonitorAlarms {
 
 /// The opinions' figures, where every alarm of `judged` has one (and there is one).
 fn adjudicated(judged: &[Judged], confirm_at: f32) -> Option<Adjudicated> {
-    let probs: Vec<f32> = judged.iter().map(|j| j.opinion).collect::<Option<_>>()?;
-    if probs.is_empty() {
+    if judged.is_empty() || judged.iter().any(|j| j.opinion.is_none()) {
         return None;
     }
-    let auc_of = |keep: &dyn Fn(&Judged) -> bool| {
-        let (labels, scores): (Vec<bool>, Vec<f32>) = judged
-            .iter()
-            .zip(&probs)
-            .filter(|(j, _)| !j.truth || keep(j))
-            .map(|(j, &p)| (j.truth, p))
-            .unzip();
-        let a = roc_auc(&labels, &scores);
-        a.is_finite().then_some(a)
-    };
+    let opinion = |j: &Judged| j.opinion.unwrap_or(0.0);
     Some(Adjudicated {
         confirm_at,
         confirmations: Confirmations::of(&decided(judged)),
-        roc_auc_vt: auc_of(&|j| j.vt),
-        roc_auc_vf: auc_of(&|j| j.vf),
+        roc_auc_vt: auc_of(judged, opinion, |j| j.vt),
+        roc_auc_vf: auc_of(judged, opinion, |j| j.vf),
         point_chosen_on: None,
         folds_points: Vec::new(),
     })
+}
+
+/// The ROC-AUC of `score` over the true alarms `keep` keeps against every false one of
+/// `judged`; `None` where it is undefined (no alarm on one side).
+fn auc_of(
+    judged: &[Judged],
+    score: impl Fn(&Judged) -> f32,
+    keep: impl Fn(&Judged) -> bool,
+) -> Option<f64> {
+    let (labels, scores): (Vec<bool>, Vec<f32>) = judged
+        .iter()
+        .filter(|j| !j.truth || keep(j))
+        .map(|j| (j.truth, score(j)))
+        .unzip();
+    let a = roc_auc(&labels, &scores);
+    a.is_finite().then_some(a)
 }
 
 /// The report's line.
