@@ -1,10 +1,13 @@
 //! `holmes zoo rules` through the real binary: the committed rule book holds for the committed
-//! zoo, and the embedded defaults' ward serves its rules validated with the beat counter; in a
+//! zoo, every rule chosen by patient-wise folds, and the embedded defaults' ward serves its
+//! rules validated with the beat counter; in a
 //! zoo of its own a rule whose member was retrained, is missing, does not read, or was
 //! validated with another beat counter is listed as no longer holding, with the reason, and a
 //! rule the ward cannot serve says why; `holmes evaluate --revalidate` chooses a rule whose
 //! member was retrained or whose counter was refitted again on validation, in place of the
-//! old and for its target, removes one a holding rule covers, and leaves the others.
+//! old and for its target, removes one a holding rule covers, and leaves the others; with
+//! `--folds K` it chooses every rule not chosen by folds yet by the folds, keeps each fold's
+//! rule beside the median, and a second run has nothing left to choose.
 
 mod common;
 
@@ -93,11 +96,18 @@ fn the_committed_rules_hold_for_the_committed_zoo() {
             );
         }
     }
-    assert!(
-        rows.iter()
-            .any(|r| r["beat_counter"] == true && r["reached"] == true),
-        "{rows:?}"
-    );
+    // Every rule was chosen by patient-wise folds over the held-out records (`holmes evaluate
+    // --folds 5 --save-rule` for the served one, `--revalidate --folds 5` for the others), and
+    // says so with each fold's rule.
+    for r in &rows {
+        let v = &r["validation"];
+        assert_eq!(
+            v["chosen_by"]["folds"].as_array().map(Vec::len),
+            Some(5),
+            "{r}"
+        );
+        assert_eq!(v["records"], 82, "{r}");
+    }
 }
 
 #[test]
@@ -394,4 +404,141 @@ fn a_rule_whose_member_was_retrained_is_validated_again() {
             && !text.contains("removed:"),
         "{text}"
     );
+}
+
+#[test]
+fn the_folds_choose_every_rule_they_have_not_chosen_yet() {
+    let Some(data) = common::data_dir("the_folds_choose_every_rule_they_have_not_chosen_yet")
+    else {
+        return;
+    };
+    let (a, b) = ("ecg-primary-5s-w8-d2", "ecg-secondary-5s-w8-d2");
+    let (zoo, beats_sha) = zoo_of(&[a, b]);
+    let (sa, sb) = (
+        common::weights_sha(&zoo.path().join(a)),
+        common::weights_sha(&zoo.path().join(b)),
+    );
+    let rule = |members: Vec<Value>, on: f64, share: Option<f64>| {
+        json!({
+            "members": members,
+            "hop_secs": 5, "window_secs": 30,
+            "rule": {"on": on, "off": on / 2.0, "k": 1, "n": 1},
+            "primary_share": share,
+            "validation": {"records": 44, "target_sensitivity": 0.9, "episodes": 88,
+                           "detected": 85, "false_alarms_per_hour": 0.5,
+                           "ec57_sensitivity": 0.955}})
+    };
+    let mut by_folds = rule(vec![member(a, &sa), member(b, &sb)], 0.6, None);
+    by_folds["validation"]["chosen_by"] = json!({
+        "how": "chosen by folds before",
+        "folds": [{"on": 0.6, "off": 0.3, "k": 1, "n": 1}, {"on": 0.6, "off": 0.3, "k": 1, "n": 1}]
+    });
+    let book = json!({"format": 1, "rules": [
+        // 0. Holds, chosen on validation: chosen by the folds.
+        rule(vec![member(a, &sa), member(b, &sb), member("beats", &beats_sha)], 0.9, Some(0.7)),
+        // 1. Chosen by folds already: passed over.
+        by_folds,
+        // 2. A model the zoo no longer has: left.
+        rule(vec![member(a, &sa), member("ecg-primary-30s-w16-d4", "abcd")], 0.8, None),
+        // 3. Validated with another beat counter: chosen by the folds with the zoo's.
+        rule(vec![member(a, &sa), member("beats", "feed")], 0.3, None),
+    ]});
+    std::fs::write(zoo.path().join("alarm_rules.json"), book.to_string()).unwrap();
+    let config = config_at(zoo.path(), zoo.path());
+    let refold = || {
+        let o = Command::new(env!("CARGO_BIN_EXE_holmes"))
+            .current_dir(common::root())
+            .args([
+                "evaluate",
+                "--revalidate",
+                "--folds",
+                "2",
+                "--max-records",
+                "2",
+            ])
+            .arg("--data")
+            .arg(&data)
+            .arg("--config")
+            .arg(&config)
+            .arg("--json")
+            .output()
+            .unwrap();
+        assert!(
+            o.status.success(),
+            "revalidate --folds failed: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+        let v: Value = serde_json::from_slice(&o.stdout).unwrap();
+        v.as_array().unwrap().clone()
+    };
+
+    // The rules that count beats first, then the others in the book's order.
+    let done = refold();
+    let outcomes: Vec<&str> = done
+        .iter()
+        .map(|d| d["outcome"].as_str().unwrap())
+        .collect();
+    assert_eq!(outcomes, ["validated", "validated", "left"], "{done:?}");
+    assert_eq!(done[0]["members"], json!([a, b]));
+    assert_eq!(done[0]["problems"], json!([]));
+    assert_eq!(done[1]["members"], json!([a]));
+    for d in &done[..2] {
+        // Two records of each held-out part, in two folds, each with its own rule.
+        assert_eq!(d["folded_records"], 4, "{d}");
+        assert_eq!(d["folds"].as_array().unwrap().len(), 2, "{d}");
+        let (detected, episodes) = (
+            d["detected"].as_u64().unwrap(),
+            d["episodes"].as_u64().unwrap(),
+        );
+        assert!(episodes > 0 && detected <= episodes, "{d}");
+    }
+
+    // The book keeps the folds' choice, saying how it was made, with each fold's rule and
+    // pooling (the engine weighs members); the rule chosen by folds before is untouched.
+    let book: Value = serde_json::from_str(
+        &std::fs::read_to_string(zoo.path().join("alarm_rules.json")).unwrap(),
+    )
+    .unwrap();
+    let rules = book["rules"].as_array().unwrap();
+    assert_eq!(rules.len(), 4, "{book}");
+    let with_counter = |n: usize| {
+        rules
+            .iter()
+            .find(|r| {
+                let m = r["members"].as_array().unwrap();
+                m.len() == n && m.iter().any(|m| m["name"] == "beats")
+            })
+            .unwrap_or_else(|| panic!("{n} members with the counter: {book}"))
+    };
+    for (kept, d) in [(with_counter(3), &done[0]), (with_counter(2), &done[1])] {
+        let v = &kept["validation"];
+        assert_eq!(kept["rule"], d["rule"], "{kept}");
+        assert_eq!(v["records"], 4, "{kept}");
+        assert_eq!(v["target_sensitivity"], 0.9, "{kept}");
+        let c = &v["chosen_by"];
+        assert!(c["how"].as_str().unwrap().contains("2 folds"), "{kept}");
+        assert_eq!(c["folds"], d["folds"], "{kept}");
+        assert_eq!(c["shares"].as_array().unwrap().len(), 2, "{kept}");
+    }
+    assert!(
+        with_counter(2)["members"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|m| m["sha256"] == beats_sha.as_str()),
+        "{book}"
+    );
+    let before = rules
+        .iter()
+        .find(|r| r["validation"]["chosen_by"]["how"] == "chosen by folds before")
+        .unwrap_or_else(|| panic!("{book}"));
+    assert_eq!(before["rule"]["on"], 0.6);
+
+    // A second run resumes with nothing left to choose but the rule it cannot mend.
+    let again = refold();
+    let outcomes: Vec<&str> = again
+        .iter()
+        .map(|d| d["outcome"].as_str().unwrap())
+        .collect();
+    assert_eq!(outcomes, ["left"], "{again:?}");
 }

@@ -99,6 +99,10 @@ pub struct ChosenBy {
     pub how: String,
     /// Each fold's rule, fold 1 first.
     pub folds: Vec<AlarmRule>,
+    /// Each fold's pooling, where the folds chose it too: the primary lead's share (`null`:
+    /// the plain mean), fold 1 first.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub shares: Vec<Option<f64>>,
 }
 
 impl ValidationFigures {

@@ -122,7 +122,12 @@ pub struct EvaluateArgs {
     /// holds because a member was retrained or the beat counter refitted (its members, hop,
     /// window, counter, target and time-to-alarm bound; pooling and rule as `--pooling choose
     /// --save-rule` choose them, the plain mean where the engine does not weigh members).
-    /// Rules with a member or the counter missing or unreadable are left, and listed.
+    /// Rules with a member or the counter missing or unreadable are left, and listed. With
+    /// `--folds K`: by patient-wise K-fold cross-validation over the validation and test parts
+    /// instead, every rule not chosen by folds yet (each fold's pooling and rule chosen on the
+    /// other folds; the book keeps the pooling most folds chose and the median of their rules
+    /// for it, with the pooled out-of-fold figures); each rule is kept as it is chosen, and a
+    /// run stopped part-way resumes with the rules left.
     #[arg(
         long,
         conflicts_with_all = [
@@ -162,7 +167,7 @@ pub struct EvaluateArgs {
         default_missing_value = "5",
         conflicts_with_all = [
             "pooling", "rule", "beats", "report", "part", "no_classical",
-            "revalidate", "cross_database",
+            "cross_database",
         ]
     )]
     folds: Option<usize>,
@@ -170,7 +175,12 @@ pub struct EvaluateArgs {
     /// zoo DIR/fold-k (`holmes train --fold k --folds K --out DIR/fold-k`), whose members
     /// learnt from the other folds but the next; the beat classifier is fitted on the same
     /// folds, and its epoch, the beat rule and the alarm rule are chosen on that next fold.
-    #[arg(long, value_name = "DIR", requires = "folds")]
+    #[arg(
+        long,
+        value_name = "DIR",
+        requires = "folds",
+        conflicts_with = "revalidate"
+    )]
     fold_zoos: Option<PathBuf>,
     /// Print the evaluation as JSON instead of tables.
     #[arg(long)]
@@ -237,10 +247,26 @@ pub fn run(a: EvaluateArgs) -> Result<()> {
         count_beats: cfg.ensemble.count_beats,
         spliced: a.spliced.then_some(a.splice_seed),
     };
+    if let Some(k) = a.folds
+        && k < 2
+    {
+        anyhow::bail!("--folds {k}: at least 2");
+    }
+    if a.revalidate {
+        let weighs = cfg.engine.combine == Combine::WeightedMean;
+        let done = evaluate::revalidate(&opts, weighs, a.folds).context("revalidation failed")?;
+        print_as(a.json, done.as_slice(), evaluate::revalidation_text)?;
+        let failed = done
+            .iter()
+            .filter(|r| matches!(r.outcome, evaluate::RevalidationOutcome::Failed { .. }))
+            .count();
+        anyhow::ensure!(
+            failed == 0,
+            "{failed} rule(s) could not be chosen again and were kept as they were"
+        );
+        return Ok(());
+    }
     if let Some(k) = a.folds {
-        if k < 2 {
-            anyhow::bail!("--folds {k}: at least 2");
-        }
         let c = match &a.fold_zoos {
             Some(dir) if k < 3 => anyhow::bail!(
                 "--folds {k} --fold-zoos {}: at least 3 (one judged, one chosen on, one learnt)",
@@ -270,20 +296,6 @@ pub fn run(a: EvaluateArgs) -> Result<()> {
     if a.cross_database {
         let c = evaluate::cross_database(&opts).context("cross-database evaluation failed")?;
         print_as(a.json, &c, evaluate::cross_database_text)?;
-        return Ok(());
-    }
-    if a.revalidate {
-        let weighs = cfg.engine.combine == Combine::WeightedMean;
-        let done = evaluate::revalidate(&opts, weighs).context("revalidation failed")?;
-        print_as(a.json, done.as_slice(), evaluate::revalidation_text)?;
-        let failed = done
-            .iter()
-            .filter(|r| matches!(r.outcome, evaluate::RevalidationOutcome::Failed { .. }))
-            .count();
-        anyhow::ensure!(
-            failed == 0,
-            "{failed} rule(s) could not be validated again and were kept as they were"
-        );
         return Ok(());
     }
     let e = evaluate::evaluate(&opts).context("evaluation failed")?;

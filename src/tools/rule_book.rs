@@ -316,11 +316,17 @@ pub(crate) fn to_text(rows: &[RuleRow], ward: Ward) -> String {
             "pooled by the plain mean"
         },
     ));
-    out.push_str(
-        "Figures on the split's validation part, where `holmes evaluate` chose each rule: \
-         episodes detected (with the matcher's grace), gross EC57 episode sensitivity, false \
-         alarms an hour as the rule search charges them, time to alarm (median/p90), and \
+    let by_folds = rows
+        .iter()
+        .filter(|r| r.validation.chosen_by.is_some())
+        .count();
+    out.push_str(&format!(
+        "Figures where `holmes evaluate` chose each rule: pooled out of fold over the held-out \
+         parts where folds chose it ({by_folds} of {} rules), else on the split's validation \
+         part: episodes detected (with the matcher's grace), gross EC57 episode sensitivity, \
+         false alarms an hour as the rule search charges them, time to alarm (median/p90), and \
          whether the rule reached its target.\n",
-    );
+        rows.len()
+    ));
     out
 }

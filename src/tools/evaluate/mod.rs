@@ -39,6 +39,7 @@
 //! the report folder (JSON and SVG figures).
 
 mod beats;
+mod book_folds;
 mod causes;
 mod challenge;
 mod condition;

@@ -1,6 +1,8 @@
 //! `holmes evaluate --revalidate`: every rule of the zoo's rule book that no longer holds for
 //! the zoo only because a member was retrained or the beat counter refitted
-//! ([`RuleRow::revalidable`]) is validated again, as `holmes evaluate --part validation
+//! ([`RuleRow::revalidable`]) is chosen again (with `--folds K`, every rule the folds have not
+//! chosen yet as well, by the folds: [`book_folds`](super::book_folds)); without `--folds` it
+//! is validated again, as `holmes evaluate --part validation
 //! --members ... --pooling choose --save-rule` would, with the target and time-to-alarm bound
 //! the rule was chosen for: the same members, hop and window, the zoo's counter beside them
 //! where the rule had one, the pooling (the plain mean where the engine does not weigh
@@ -19,6 +21,7 @@ use crate::signal::beats::BeatCounter;
 use crate::tools::rule_book::{self, RuleRow, Ward};
 use crate::training::dataset::SplitName;
 
+use super::book_folds::{Folded, choose_by_folds};
 use super::save::validated_rule;
 use super::{EvaluateError, EvaluateOptions, LeadSet, Pooling, evaluate};
 
@@ -66,6 +69,11 @@ pub(crate) struct Revalidation {
     pub(crate) detected: usize,
     pub(crate) episodes: usize,
     pub(crate) false_alarms_per_hour: Option<f64>,
+    /// Where the folds chose it: the records folded, and each fold's rule (fold 1 first).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) folded_records: Option<usize>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub(crate) folds: Vec<AlarmRule>,
 }
 
 /// An ensemble as revalidation saves it: model names, counter or not, hop, window.
@@ -79,11 +87,15 @@ fn key(r: &RuleRow) -> Key {
 /// a refitted beat counter keeps from holding, with `base`'s data, split and record cap, and
 /// keeps each new rule in place of the old one. `weighs`: whether the engine pools members by
 /// weight (else the plain mean is the only pooling tried). A rule that fails to validate is
-/// reported and kept; the others go on. Blocking and CPU-heavy (the validation part twice per
-/// rule: once to choose, once to report).
+/// reported and kept; the others go on. With `folds` (K), each is chosen by K folds of the
+/// held-out parts instead ([`choose_by_folds`]), and so is every rule that holds but was
+/// chosen on validation; a rule the folds chose already is passed over, so that a run stopped
+/// part-way resumes where it stopped. Blocking and CPU-heavy (the validation part twice per
+/// rule: once to choose, once to report; with folds, the held-out parts once per rule).
 pub(crate) fn revalidate(
     base: &EvaluateOptions,
     weighs: bool,
+    folds: Option<usize>,
 ) -> Result<Vec<Revalidated>, EvaluateError> {
     let dir = &base.models_dir;
     let counter = BeatCounter::load(dir, base.hop_secs);
@@ -104,16 +116,35 @@ pub(crate) fn revalidate(
     let rows = rule_book::rows_of(&book, dir, &counter, ward);
     let mut covered: HashSet<Key> = rows.iter().filter(|r| r.holds()).map(key).collect();
     let mut out = Vec::new();
-    for (row, old) in rows.into_iter().zip(book.rules.clone()) {
-        if row.holds() {
+    // The held-out records, read once where the folds choose.
+    let mut folded: Option<Folded> = None;
+    // In the book's order; by the folds, the rules that count beats first (the ward counts
+    // them by default, and a long run may be stopped before the others).
+    let mut pairs: Vec<_> = rows.into_iter().zip(book.rules.clone()).collect();
+    if folds.is_some() {
+        pairs.sort_by_key(|(row, _)| !row.beat_counter);
+    }
+    for (row, old) in pairs {
+        let by_folds = old.validation.chosen_by.is_some();
+        if row.holds() && (folds.is_none() || by_folds) {
             continue;
         }
-        let (outcome, new) = if !row.revalidable {
+        let (outcome, new) = if !row.holds() && !row.revalidable {
             (Outcome::Left, None)
-        } else if covered.contains(&key(&row)) {
+        } else if !row.holds() && covered.contains(&key(&row)) {
             (Outcome::Superseded, None)
         } else {
-            match choose_again(base, weighs, &row, &old) {
+            let chosen = match folds {
+                None => choose_again(base, weighs, &row, &old),
+                Some(k) => {
+                    if folded.is_none() {
+                        folded = Some(Folded::read(base, k)?);
+                    }
+                    let folded = folded.as_ref().expect("read just above");
+                    choose_by_folds(base, folded, weighs, &row, &old)
+                }
+            };
+            match chosen {
                 Ok(new) => {
                     covered.insert(key(&row));
                     (Outcome::Validated(Revalidation::of(&new)), Some(new))
@@ -167,6 +198,8 @@ impl Revalidation {
             detected: v.detected,
             episodes: v.episodes,
             false_alarms_per_hour: v.false_alarms_per_hour,
+            folded_records: v.chosen_by.as_ref().map(|_| v.records),
+            folds: v.chosen_by.as_ref().map_or(Vec::new(), |c| c.folds.clone()),
         }
     }
 }
@@ -221,11 +254,19 @@ pub(crate) fn text(done: &[Revalidated]) -> String {
             "{members} (hop {} s, window {} s): {}\n",
             r.hop_secs,
             r.window_secs,
-            r.problems.join("; ")
+            if r.problems.is_empty() {
+                "chosen on the validation part".to_owned()
+            } else {
+                r.problems.join("; ")
+            }
         ));
         out.push_str(&match &r.outcome {
             Outcome::Validated(a) => format!(
-                "  validated again: {} {} -> {} {}, {}/{} episodes, {} false alarms/h, target {}\n",
+                "  {}: {} {} -> {} {}, {}/{} episodes, {} false alarms/h, target {}\n",
+                match a.folded_records {
+                    Some(n) => format!("chosen again by {} folds of {n} records", a.folds.len()),
+                    None => "validated again".to_owned(),
+                },
                 pooling(r.before_share),
                 rule(&r.before),
                 pooling(a.primary_share),

@@ -163,6 +163,7 @@ pub fn save_folds_rule(
             chosen_by: Some(ChosenBy {
                 how,
                 folds: cv.per_fold.iter().map(|r| r.alarm_rule).collect(),
+                shares: Vec::new(),
             }),
         },
     };

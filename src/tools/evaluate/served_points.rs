@@ -30,20 +30,29 @@ pub(crate) fn folds_median(rows: &[(BeatRule, AlarmRule, f32)]) -> Option<FoldsM
     if rows.is_empty() {
         return None;
     }
-    let on = median(rows.iter().map(|r| r.1.on).collect());
-    let n = median(rows.iter().map(|r| r.1.n).collect());
     Some(FoldsMedian {
         beat_rule: BeatRule {
             call_at: median(rows.iter().map(|r| r.0.call_at).collect()),
             min_bsqi: median(rows.iter().map(|r| r.0.min_bsqi).collect()),
         },
-        alarm_rule: AlarmRule {
-            on,
-            off: median(rows.iter().map(|r| r.1.off).collect()).min(on),
-            k: median(rows.iter().map(|r| r.1.k).collect()).min(n),
-            n,
-        },
+        alarm_rule: median_rule(&rows.iter().map(|r| r.1).collect::<Vec<_>>())?,
         confirm_at: median(rows.iter().map(|r| r.2).collect()),
+    })
+}
+
+/// The folds' median alarm rule: each threshold the median of the folds' own, its off at
+/// most its on and its k at most its n; `None` without folds.
+pub(crate) fn median_rule(rules: &[AlarmRule]) -> Option<AlarmRule> {
+    if rules.is_empty() {
+        return None;
+    }
+    let on = median(rules.iter().map(|r| r.on).collect());
+    let n = median(rules.iter().map(|r| r.n).collect());
+    Some(AlarmRule {
+        on,
+        off: median(rules.iter().map(|r| r.off).collect()).min(on),
+        k: median(rules.iter().map(|r| r.k).collect()).min(n),
+        n,
     })
 }
 
