@@ -1,17 +1,18 @@
 //! Composing among validated ensembles. The zoo's `alarm_rules.json` (written by `holmes
-//! evaluate --save-rule`) holds, per ensemble, hop and window, the alarm rule chosen on the
-//! validation part and the validation figures it reached. An ensemble the search invents has
-//! no such rule: the ward would alarm on the configured fallback, marked "not validated". So
-//! when the book holds ensembles of this zoo (same names and weights) for the ward's hop and
-//! window, validated with the beat counter the engine serves (or without one when it serves
-//! none), and `composer.prefer_validated` is on, the composer serves one of them: among those
-//! covering every lead set the zoo covers whose estimated latency fits the rung's budget, one
-//! whose rule reached its target episode sensitivity on validation (by the rule search's count
-//! and, where the book records it, by EC57's overlap) before one that fell short; among those,
-//! the configured members (`ensemble.members`) where they are one, then the fewest false alarms
-//! per hour on validation, then the higher validation ROC-AUC (of its score pooled as its rule
-//! was chosen), then the cheaper. When none fits a rung, the search
-//! composes that rung as it would without rules.
+//! evaluate --save-rule` and `--revalidate`) holds, per ensemble, hop and window, the alarm
+//! rule and the figures it reached where it was chosen: out of fold by patient-wise folds, or
+//! on the validation part. An ensemble the search invents has no such rule: the ward would
+//! alarm on the configured fallback, marked "not validated". So when the book holds ensembles
+//! of this zoo (same names and weights) for the ward's hop and window, validated with the
+//! beat counter the engine serves (or without one when it serves none), and
+//! `composer.prefer_validated` is on, the composer serves one of them: among those covering
+//! every lead set the zoo covers whose estimated latency fits the rung's budget, one whose rule
+//! reached its target episode sensitivity (by the rule search's count and, where the book
+//! records it, by EC57's overlap) before one that fell short; among those, the configured
+//! members (`ensemble.members`) where they are one, then the fewest false alarms per hour the
+//! book records, then the higher validation ROC-AUC (of its score pooled as its rule was
+//! chosen), then the cheaper. When none fits a rung, the search composes that rung as it
+//! would without rules.
 
 use super::compose::{SplitIndex, accuracy, lead_sets, zoo_lead_sets};
 use super::derived::split_counter;
@@ -27,9 +28,10 @@ use crate::zoo::Input;
 pub(crate) struct Candidate {
     /// Its members, as a choice over the zoo's entries.
     pub(crate) bits: Bits,
-    /// Whether its rule reached the target episode sensitivity on validation.
+    /// Whether its rule reached the target episode sensitivity where it was chosen.
     pub(crate) reached: bool,
-    /// False alarms per monitored hour on validation at its rule (infinite when not recorded).
+    /// False alarms per monitored hour at its rule where it was chosen (infinite when not
+    /// recorded).
     pub(crate) false_alarms_per_hour: f64,
     /// Validation ROC-AUC of its score pooled as its rule was chosen (the primary lead's
     /// share, else the mean), on the manifests' windows.
