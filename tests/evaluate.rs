@@ -830,6 +830,36 @@ fn cross_validation_judges_each_folds_own_spliced_runs() {
     assert!(as_u64(&plain["true_alarms"], "t") >= opined, "{plain}");
     assert!(as_u64(&plain["confirmed_true"], "c") <= as_u64(&plain["true_alarms"], "t"));
     assert!(as_u64(&shaped["short_runs"], "s") > opined, "{shaped}");
+    // Every alarm of the pool with the shaped runs, one by one, adding up to its figures.
+    let listed = c["alarms"].as_array().expect("the alarms listed");
+    let count = |f: &dyn Fn(&Value) -> bool| listed.iter().filter(|a| f(a)).count() as u64;
+    assert_eq!(
+        listed.len() as u64,
+        as_u64(&shaped["alarms"], "a"),
+        "{shaped}"
+    );
+    assert_eq!(
+        count(&|a| a["truth"] == true),
+        as_u64(&shaped["true_alarms"], "t")
+    );
+    let confirmed = |a: &Value| a["confirmed"] == true;
+    assert_eq!(
+        count(&|a| a["truth"] == true && confirmed(a)),
+        as_u64(&shaped["confirmed_true"], "c")
+    );
+    assert_eq!(
+        count(&|a| a["truth"] == false && confirmed(a)),
+        as_u64(&shaped["confirmed_false"], "c")
+    );
+    for a in listed {
+        let p = a["probability"].as_f64().unwrap();
+        assert_eq!(confirmed(a), p >= a["confirm_at"].as_f64().unwrap(), "{a}");
+        assert!(!a["reason"].as_str().unwrap().is_empty(), "{a}");
+        assert!(a["at_s"].as_f64().unwrap() > 0.0, "{a}");
+        let record = a["record"].as_str().unwrap();
+        assert!(record.starts_with("mitdb/"), "{a}");
+    }
+    assert!(count(&|a| a["source"] == "spliced") > 0, "{c}");
     // A textbook monitor at N = 4, 5 and 6, clean only (`--no-noise`): these records' VT runs
     // draw true alarms, and the opinion confirms no more alarms than there are.
     let textbook = c["textbook_monitor"]

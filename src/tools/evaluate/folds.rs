@@ -126,6 +126,9 @@ pub struct CrossValidation {
     /// The served points the folds choose: the median of their beat and alarm rules
     /// (`--save-rule` keeps them).
     pub served: Option<super::served_points::FoldsMedian>,
+    /// Every adjudicated proxy alarm, the monitor's then the spliced events', one by one.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub alarms: Vec<super::listing::ListedAlarm>,
 }
 
 /// Runs the cross-validation. Blocking and CPU-heavy: the validation and test parts replayed
@@ -360,6 +363,12 @@ pub(super) fn report(
         &judged.spliced_opinions,
     );
     let textbook_monitor = judged.textbook.figures(served_point);
+    let alarms = judged
+        .monitor
+        .iter()
+        .filter_map(|j| j.listed())
+        .chain(judged.spliced_opinions.iter().map(|a| a.listed()))
+        .collect();
     Ok(CrossValidation {
         folds: k,
         scope,
@@ -379,6 +388,7 @@ pub(super) fn report(
         textbook_monitor,
         served,
         per_fold,
+        alarms,
     })
 }
 

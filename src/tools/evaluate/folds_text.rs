@@ -135,5 +135,6 @@ pub fn text(c: &CrossValidation) -> String {
     }
     s.push_str(&super::spliced_alarms::pooled_text(&c.proxy_pooled));
     s.push_str(&super::textbook::text(&c.textbook_monitor));
+    s.push_str(&super::listing::doubted_text(&c.alarms));
     s
 }

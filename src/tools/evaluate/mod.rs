@@ -51,6 +51,7 @@ mod folds;
 mod folds_retrained;
 mod folds_text;
 mod leads;
+mod listing;
 mod monitor_alarms;
 #[cfg(test)]
 mod noise_check;

@@ -25,11 +25,13 @@
 //! each alarm; and the true alarms are mostly the sustained VT and VF of vfdb and cudb rather
 //! than short runs in sinus rhythm (those are the spliced runs' figure).
 
+use std::sync::Arc;
+
 use serde::Serialize;
 
 use crate::alarm::{AlarmRule, MatchOptions, alarm_episodes};
 use crate::core::metrics::roc_auc;
-use crate::core::monitor_alarm::{MonitorAlarmKind, RISK_LOOKBACK_SECS};
+use crate::core::monitor_alarm::{MonitorAlarmKind, Opinion, RISK_LOOKBACK_SECS};
 use crate::core::window::SAMPLE_RATE_HZ;
 use crate::signal::adjudicate::{CONFIRM_AT, Lead, adjudicate};
 use crate::signal::beats::BeatClassifier;
@@ -37,6 +39,7 @@ use crate::training::dataset::{EpisodeKind, RecordData};
 
 use super::EvaluateError;
 use super::challenge::{Confirmations, challenge_of, hanley_mcneil};
+use super::listing::ListedAlarm;
 use super::replay::Replay;
 use super::triggers::{Trigger, TriggerRow, rows, trigger_of};
 
@@ -96,15 +99,19 @@ pub struct Adjudicated {
 }
 
 /// One monitor alarm, judged.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub(super) struct Judged {
+    /// The record it was raised in, and when (ms from the record's start).
+    record: Arc<str>,
+    at_ms: i64,
     truth: bool,
     vt: bool,
     vf: bool,
     risk: f32,
     on: bool,
-    /// The opinion's probability, where the alarm was adjudicated.
+    /// The opinion's probability, where the alarm was adjudicated, and its reason.
     opinion: Option<f32>,
+    reason: Option<Arc<str>>,
     /// The point the opinion is confirmed at (its fold's, over folds).
     confirm_at: f32,
     /// What set it off.
@@ -122,6 +129,23 @@ impl Judged {
 
     fn confirmed(&self) -> Option<bool> {
         self.opinion.map(|p| p >= self.confirm_at)
+    }
+
+    /// The alarm as the per-alarm listing gives it (adjudicated alarms only).
+    pub(super) fn listed(&self) -> Option<ListedAlarm> {
+        let probability = self.opinion?;
+        Some(ListedAlarm {
+            source: "monitor",
+            record: self.record.to_string(),
+            at_s: self.at_ms as f64 / 1000.0,
+            truth: self.truth,
+            set_off_by: format!("{:?}", self.trigger),
+            risk: self.risk,
+            probability,
+            confirm_at: self.confirm_at,
+            confirmed: probability >= self.confirm_at,
+            reason: self.reason.as_deref().unwrap_or_default().to_owned(),
+        })
     }
 }
 
@@ -180,13 +204,16 @@ pub(super) fn judge(
             });
             let opinion = adjudicator.and_then(|c| opinion_at(c, &records[i].leads, t, risk));
             judged.push(Judged {
+                record: records[i].key.as_str().into(),
+                at_ms: t,
+                reason: opinion.as_ref().map(|o| o.reason.as_str().into()),
+                opinion: opinion.map(|o| o.probability),
                 trigger: trigger_of(records[i], t, truth, matching),
                 truth,
                 vt: of_kind(EpisodeKind::Vt),
                 vf: of_kind(EpisodeKind::Vf),
                 risk,
                 on,
-                opinion,
                 confirm_at: CONFIRM_AT,
             });
         }
@@ -194,14 +221,14 @@ pub(super) fn judge(
     Ok(judged)
 }
 
-/// Holmes's opinion's probability on a monitor alarm raised at `t_ms` into a record of `leads`,
-/// with the served `risk` over the windows before it (both proxies' alarms are judged so).
+/// Holmes's opinion on a monitor alarm raised at `t_ms` into a record of `leads`, with the
+/// served `risk` over the windows before it (both proxies' alarms are judged so).
 pub(super) fn opinion_at(
     c: &BeatClassifier,
     leads: &[Vec<f32>],
     t_ms: i64,
     risk: f32,
-) -> Option<f32> {
+) -> Option<Opinion> {
     let end = usize::try_from(t_ms * SAMPLE_RATE_HZ as i64 / 1000).ok()?;
     let names = ["ECG1", "ECG2", "ECG3"];
     let cut: Vec<Lead> = leads
@@ -215,7 +242,7 @@ pub(super) fn opinion_at(
         .collect();
     // Judged as VT alarms: the proxy's VF rule is the opinion's own VF evidence, so a VF
     // alarm judged as one would confirm itself.
-    adjudicate(c, &cut, MonitorAlarmKind::Vt, Some(risk), CONFIRM_AT).map(|o| o.probability)
+    adjudicate(c, &cut, MonitorAlarmKind::Vt, Some(risk), CONFIRM_AT)
 }
 
 /// Each adjudicated alarm of `judged`: its truth, the opinion's probability, and whether it
@@ -381,12 +408,15 @@ mod tests {
 
     fn j(truth: bool, risk: f32, on: bool) -> Judged {
         Judged {
+            record: "cudb/cu01".into(),
+            at_ms: 60_000,
             truth,
             vt: truth,
             vf: false,
             risk,
             on,
             opinion: None,
+            reason: None,
             confirm_at: CONFIRM_AT,
             trigger: Trigger::Other,
         }
@@ -413,7 +443,7 @@ mod tests {
         assert_eq!((c.confirmed_true, c.confirmed_false), (1, 1));
         assert_eq!(a.confirm_at, 0.5, "the point reported is the caller's");
         // All at 0.4: both true ones confirmed.
-        let all: Vec<Judged> = judged.iter().map(|x| x.at(0.4)).collect();
+        let all: Vec<Judged> = judged.iter().map(|x| x.clone().at(0.4)).collect();
         let a = figures(&all, 0.4).adjudication.unwrap();
         let c = &a.confirmations;
         assert_eq!((c.confirmed_true, c.confirmed_false), (2, 1));
@@ -443,7 +473,13 @@ mod tests {
         assert!(lo < 5.0 / 6.0 && hi <= 1.0 && lo >= 0.0, "{lo}-{hi}");
         assert_eq!(m.roc_auc_vf, None, "no VF alarm");
         // Never alarming scores the false alarms' share under the Challenge's weights.
-        let quiet: Vec<Judged> = judged.iter().map(|x| Judged { on: false, ..*x }).collect();
+        let quiet: Vec<Judged> = judged
+            .iter()
+            .map(|x| Judged {
+                on: false,
+                ..x.clone()
+            })
+            .collect();
         let q = figures(&quiet, CONFIRM_AT);
         assert!((q.challenge_score.unwrap() - 100.0 * 3.0 / 13.0).abs() < 1e-9);
     }

@@ -21,6 +21,8 @@
 //! [`Count`], events of one kind and how many drew an alarm (or were confirmed), is the
 //! spliced run tables' ([`spliced`](super::spliced)) as well as these.
 
+use std::sync::Arc;
+
 use serde::Serialize;
 
 use crate::core::metrics::roc_auc;
@@ -32,6 +34,7 @@ use crate::signal::beats::BeatClassifier;
 use crate::training::dataset::{RunShape, SpliceKind, Spliced};
 
 use super::challenge::{Confirmations, challenge_of};
+use super::listing::ListedAlarm;
 use super::monitor_alarms::opinion_at;
 use super::replay::Replay;
 
@@ -95,8 +98,13 @@ pub struct SplicedAdjudication {
 }
 
 /// One proxy monitor alarm at a spliced event, and the opinion on it.
-#[derive(Debug, Clone, Copy, PartialEq)]
+#[derive(Debug, Clone, PartialEq)]
 pub(crate) struct EventAlarm {
+    /// The spliced copy's record, and when the alarm is raised (ms from its start).
+    record: Arc<str>,
+    at_ms: i64,
+    /// The opinion's reason.
+    reason: Arc<str>,
     kind: SpliceKind,
     shape: RunShape,
     paced: bool,
@@ -129,6 +137,26 @@ impl EventAlarm {
     fn confirmed(&self) -> bool {
         self.probability >= self.confirm_at
     }
+
+    /// The alarm as the per-alarm listing gives it.
+    pub(crate) fn listed(&self) -> ListedAlarm {
+        let paced = if self.paced { ", paced" } else { "" };
+        ListedAlarm {
+            source: "spliced",
+            record: self.record.to_string(),
+            at_s: self.at_ms as f64 / 1000.0,
+            truth: self.truth(),
+            set_off_by: format!(
+                "{:?} {:?} of {} beats{paced}",
+                self.kind, self.shape, self.beats
+            ),
+            risk: self.risk,
+            probability: self.probability,
+            confirm_at: self.confirm_at,
+            confirmed: self.confirmed(),
+            reason: self.reason.to_string(),
+        }
+    }
 }
 
 /// The proxy monitor's alarm at every event of the `spliced` records (each with its replay,
@@ -157,13 +185,16 @@ pub(crate) fn opinions(
                 .filter(|&(&w, _)| w >= t - RISK_LOOKBACK_SECS * 1000 && w <= t)
                 .filter_map(|(_, v)| *v)
                 .fold(0.0f32, f32::max);
-            if let Some(probability) = opinion_at(classifier, &s.record.leads, t, risk) {
+            if let Some(o) = opinion_at(classifier, &s.record.leads, t, risk) {
                 out.push(EventAlarm {
+                    record: s.record.key.as_str().into(),
+                    at_ms: t,
+                    reason: o.reason.as_str().into(),
+                    probability: o.probability,
                     kind: e.kind,
                     shape: e.shape,
                     paced: s.record.paced,
                     beats: e.beats,
-                    probability,
                     risk,
                     confirm_at: CONFIRM_AT,
                 });
@@ -387,6 +418,9 @@ mod tests {
 
     fn alarm(kind: SpliceKind, shape: RunShape, probability: f32, point: f32) -> EventAlarm {
         EventAlarm {
+            record: "vfdb/418".into(),
+            at_ms: 60_000,
+            reason: "a reason".into(),
             kind,
             shape,
             paced: false,

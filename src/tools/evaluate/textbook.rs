@@ -120,8 +120,9 @@ impl Tally {
                         .filter(|&(&w, _)| w >= t_ms - RISK_LOOKBACK_SECS * 1000 && w <= t_ms)
                         .filter_map(|(_, v)| *v)
                         .fold(0.0f32, f32::max);
-                    let opinion = adjudicator
-                        .and_then(|(c, at)| opinion_at(c, p.leads, t_ms, risk).map(|o| (o, at)));
+                    let opinion = adjudicator.and_then(|(c, at)| {
+                        opinion_at(c, p.leads, t_ms, risk).map(|o| (o.probability, at))
+                    });
                     self.alarms.push(Alarm {
                         min_beats,
                         snr_db,
