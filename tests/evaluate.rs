@@ -858,8 +858,11 @@ fn cross_validation_judges_each_folds_own_spliced_runs() {
         assert!(a["at_s"].as_f64().unwrap() > 0.0, "{a}");
         let record = a["record"].as_str().unwrap();
         assert!(record.starts_with("mitdb/"), "{a}");
+        // Seconds into a half-hour record (a spliced copy a little longer), not milliseconds.
+        assert!(a["at_s"].as_f64().unwrap() < 3600.0, "{a}");
     }
     assert!(count(&|a| a["source"] == "spliced") > 0, "{c}");
+    assert!(count(&|a| a["source"] == "monitor") > 0, "{c}");
     // A textbook monitor at N = 4, 5 and 6, clean only (`--no-noise`): these records' VT runs
     // draw true alarms, and the opinion confirms no more alarms than there are.
     let textbook = c["textbook_monitor"]

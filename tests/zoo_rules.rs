@@ -428,7 +428,10 @@ fn the_folds_choose_every_rule_they_have_not_chosen_yet() {
                            "detected": 85, "false_alarms_per_hour": 0.5,
                            "ec57_sensitivity": 0.955}})
     };
+    // Chosen by as many folds over as many records as this run's (a smaller run's would be
+    // chosen again).
     let mut by_folds = rule(vec![member(a, &sa), member(b, &sb)], 0.6, None);
+    by_folds["validation"]["records"] = json!(4);
     by_folds["validation"]["chosen_by"] = json!({
         "how": "chosen by folds before",
         "folds": [{"on": 0.6, "off": 0.3, "k": 1, "n": 1}, {"on": 0.6, "off": 0.3, "k": 1, "n": 1}]
@@ -518,7 +521,31 @@ fn the_folds_choose_every_rule_they_have_not_chosen_yet() {
         let c = &v["chosen_by"];
         assert!(c["how"].as_str().unwrap().contains("2 folds"), "{kept}");
         assert_eq!(c["folds"], d["folds"], "{kept}");
-        assert_eq!(c["shares"].as_array().unwrap().len(), 2, "{kept}");
+        // The pooling most folds chose (the plain mean on a tie; two folds here), and the
+        // lower middle of the folds' rules for it.
+        let shares = c["shares"].as_array().unwrap();
+        assert_eq!(shares.len(), 2, "{kept}");
+        let kept_share = if shares[0] == shares[1] {
+            shares[0].clone()
+        } else if shares.iter().any(Value::is_null) {
+            Value::Null
+        } else {
+            let s: Vec<f64> = shares.iter().map(|s| s.as_f64().unwrap()).collect();
+            json!(s[0].min(s[1]))
+        };
+        assert_eq!(kept["primary_share"], kept_share, "{kept}");
+        let on: Vec<f64> = c["median_of"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|r| r["on"].as_f64().unwrap())
+            .collect();
+        assert_eq!(on.len(), 2, "{kept}");
+        assert_eq!(
+            kept["rule"]["on"].as_f64(),
+            Some(on[0].min(on[1])),
+            "{kept}"
+        );
     }
     assert!(
         with_counter(2)["members"]

@@ -55,7 +55,8 @@ pub struct MemberRef {
     pub sha256: String,
 }
 
-/// What a rule reached on the validation records it was chosen on.
+/// What a rule reached where it was chosen: on the validation records, or pooled out of fold
+/// over the folds that chose it ([`ChosenBy`]).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ValidationFigures {
@@ -72,21 +73,22 @@ pub struct ValidationFigures {
     /// saved before it was recorded, where `detected` against the target tells.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub met_target: Option<bool>,
-    /// Median and p90 time to alarm of the raised validation episodes, ms.
+    /// Median and p90 time to alarm of the raised episodes, ms.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub median_delay_ms: Option<i64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub p90_delay_ms: Option<i64>,
-    /// Gross episode sensitivity on validation under the rule by EC57's overlap (the
+    /// Gross episode sensitivity under the rule by EC57's overlap (the
     /// alarm, dated as `holmes evaluate` annotates it, must share time with the episode; the
     /// rule search's count also takes an alarm raised just after a short episode). Absent in
     /// rules saved before it was recorded.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ec57_sensitivity: Option<f64>,
     /// How the rule was chosen where not on the validation part: `holmes evaluate --folds K
-    /// --save-rule` keeps the median of the folds' rules, each chosen on the other folds, and
-    /// says so here with each fold's rule (the figures above are then the folds' pooled
-    /// out-of-fold results, each fold under its own rule). Absent: chosen on validation.
+    /// --save-rule` (the served rule) and `--revalidate --folds K` (the others) keep the
+    /// median of the folds' rules, each chosen on the other folds, and say so here with each
+    /// fold's rule (the figures above are then the folds' pooled out-of-fold results, each
+    /// fold under its own rule). Absent: chosen on validation.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub chosen_by: Option<ChosenBy>,
 }
@@ -103,10 +105,15 @@ pub struct ChosenBy {
     /// the plain mean), fold 1 first.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub shares: Vec<Option<f64>>,
+    /// Where the folds chose the pooling: each fold's rule for the pooling kept (the one most
+    /// folds chose), chosen on its other folds, fold 1 first; the kept rule is their median.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub median_of: Vec<AlarmRule>,
 }
 
 impl ValidationFigures {
-    /// Whether the rule reached its target on validation: as recorded, or for an older rule,
+    /// Whether the rule reached its target where it was chosen: as recorded, or for an older
+    /// rule or one chosen by folds,
     /// its detected episodes against the target sensitivity; and, where recorded, by EC57's
     /// overlap too (the target is EC57's).
     pub fn reached(&self) -> bool {

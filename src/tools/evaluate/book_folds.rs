@@ -10,8 +10,10 @@
 //! alarm rule chosen for it (only the plain mean where the engine does not weigh members), and
 //! the pooling chosen as `--pooling choose` chooses on validation; the fold is then judged
 //! under its own pooling and rule, and those out-of-fold results, pooled, are the figures the
-//! book keeps. The book keeps the pooling most folds chose (the plain mean on a tie) and the
-//! median of the rules each fold chose for that pooling on its other folds.
+//! book keeps. The book keeps the pooling most folds chose (on a tie the plain mean where it
+//! is among the tied, else the smallest share) and the median of the rules each fold chose
+//! for that pooling on its other folds, with each fold's own rule and pooling and the rules
+//! the median is of.
 
 use crate::alarm::rules::{ChosenBy, ValidatedRule, ValidationFigures};
 use crate::alarm::{AlarmRule, MatchOptions};
@@ -195,6 +197,7 @@ pub(crate) fn choose_by_folds(
                 } else {
                     Vec::new()
                 },
+                median_of: if weighs { rules } else { Vec::new() },
             }),
         },
     })

@@ -22,11 +22,13 @@ pub struct ListedAlarm {
     pub set_off_by: String,
     /// The served risk over the windows before it.
     pub risk: f32,
-    /// The opinion: its probability, the point it was confirmed at (its fold's), whether it
-    /// was, and the reason a nurse reads.
+    /// The opinion's probability.
     pub probability: f32,
+    /// The point it was confirmed at (its fold's).
     pub confirm_at: f32,
+    /// Whether it was confirmed (`probability` at or above `confirm_at`).
     pub confirmed: bool,
+    /// The opinion's reason, as a nurse reads it.
     pub reason: String,
 }
 

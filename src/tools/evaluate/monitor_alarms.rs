@@ -143,7 +143,7 @@ impl Judged {
             risk: self.risk,
             probability,
             confirm_at: self.confirm_at,
-            confirmed: probability >= self.confirm_at,
+            confirmed: self.confirmed().unwrap_or_default(),
             reason: self.reason.as_deref().unwrap_or_default().to_owned(),
         })
     }

@@ -25,7 +25,8 @@ use super::book_folds::{Folded, choose_by_folds};
 use super::save::validated_rule;
 use super::{EvaluateError, EvaluateOptions, LeadSet, Pooling, evaluate};
 
-/// What revalidation did with one rule that no longer held.
+/// What revalidation did with one rule that no longer held (or, by folds, that the folds had
+/// not chosen yet).
 #[derive(Debug, Clone, Serialize)]
 pub(crate) struct Revalidated {
     /// The ensemble's models, sorted (the beat counter apart).
@@ -34,7 +35,7 @@ pub(crate) struct Revalidated {
     pub(crate) beat_counter: bool,
     pub(crate) hop_secs: u32,
     pub(crate) window_secs: u32,
-    /// Why the rule no longer held.
+    /// Why the rule no longer held (empty: it held, and the folds chose it again).
     pub(crate) problems: Vec<String>,
     /// The rule and pooling it had.
     pub(crate) before: AlarmRule,
@@ -43,11 +44,11 @@ pub(crate) struct Revalidated {
     pub(crate) outcome: Outcome,
 }
 
-/// What became of a rule that no longer held.
+/// What became of a rule chosen again.
 #[derive(Debug, Clone, Serialize)]
 #[serde(tag = "outcome", rename_all = "snake_case")]
 pub(crate) enum Outcome {
-    /// Chosen again on validation and kept in place of the old.
+    /// Chosen again (on validation, or by the folds) and kept in place of the old.
     Validated(Revalidation),
     /// Removed: a rule that holds (or one validated again just before) covers the same
     /// members, hop, window and counter as they are now.
@@ -59,7 +60,7 @@ pub(crate) enum Outcome {
     Failed { error: String },
 }
 
-/// A rule chosen again on validation.
+/// A rule chosen again, on validation or by the folds.
 #[derive(Debug, Clone, Serialize)]
 pub(crate) struct Revalidation {
     pub(crate) rule: AlarmRule,
@@ -116,8 +117,12 @@ pub(crate) fn revalidate(
     let rows = rule_book::rows_of(&book, dir, &counter, ward);
     let mut covered: HashSet<Key> = rows.iter().filter(|r| r.holds()).map(key).collect();
     let mut out = Vec::new();
-    // The held-out records, read once where the folds choose.
-    let mut folded: Option<Folded> = None;
+    // The held-out records, read once where the folds choose (before any rule changes, so
+    // that records that do not read stop the run with the book as it was).
+    let folded = match folds {
+        Some(k) => Some(Folded::read(base, k)?),
+        None => None,
+    };
     // In the book's order; by the folds, the rules that count beats first (the ward counts
     // them by default, and a long run may be stopped before the others).
     let mut pairs: Vec<_> = rows.into_iter().zip(book.rules.clone()).collect();
@@ -125,7 +130,13 @@ pub(crate) fn revalidate(
         pairs.sort_by_key(|(row, _)| !row.beat_counter);
     }
     for (row, old) in pairs {
-        let by_folds = old.validation.chosen_by.is_some();
+        // Chosen by these folds already: as many folds, over as many records (a rule a smaller
+        // smoke run chose is chosen again).
+        let by_folds = match (&old.validation.chosen_by, &folded) {
+            (Some(c), Some(f)) => c.folds.len() == f.k && old.validation.records == f.recs.len(),
+            (Some(_), None) => true,
+            (None, _) => false,
+        };
         if row.holds() && (folds.is_none() || by_folds) {
             continue;
         }
@@ -134,15 +145,9 @@ pub(crate) fn revalidate(
         } else if !row.holds() && covered.contains(&key(&row)) {
             (Outcome::Superseded, None)
         } else {
-            let chosen = match folds {
+            let chosen = match &folded {
                 None => choose_again(base, weighs, &row, &old),
-                Some(k) => {
-                    if folded.is_none() {
-                        folded = Some(Folded::read(base, k)?);
-                    }
-                    let folded = folded.as_ref().expect("read just above");
-                    choose_by_folds(base, folded, weighs, &row, &old)
-                }
+                Some(folded) => choose_by_folds(base, folded, weighs, &row, &old),
             };
             match chosen {
                 Ok(new) => {
@@ -240,7 +245,9 @@ fn options_for(
 /// The outcome as lines for a person.
 pub(crate) fn text(done: &[Revalidated]) -> String {
     if done.is_empty() {
-        return "every rule of the book holds for the zoo; none to validate again\n".into();
+        return "no rule of the book to choose again: every one holds for the zoo (and with \
+                --folds, these folds chose it)\n"
+            .into();
     }
     let mut out = String::new();
     let pooling = |s: Option<f64>| s.map_or("mean".to_owned(), |s| format!("lead {s:.2}"));

@@ -164,6 +164,7 @@ pub fn save_folds_rule(
                 how,
                 folds: cv.per_fold.iter().map(|r| r.alarm_rule).collect(),
                 shares: Vec::new(),
+                median_of: Vec::new(),
             }),
         },
     };
