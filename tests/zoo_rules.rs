@@ -62,6 +62,19 @@ fn member(name: &str, sha: &str) -> Value {
     json!({"name": name, "sha256": sha})
 }
 
+/// A rule of the book for `members` at the ward's 5-s hop and 30-s window, alarm on at `on`
+/// (off at half), pooled by `share`, as validation chose it for a target of 0.9.
+fn book_rule(members: Vec<Value>, on: f64, share: Option<f64>) -> Value {
+    json!({
+        "members": members,
+        "hop_secs": 5, "window_secs": 30,
+        "rule": {"on": on, "off": on / 2.0, "k": 1, "n": 1},
+        "primary_share": share,
+        "validation": {"records": 44, "target_sensitivity": 0.9, "episodes": 88,
+                       "detected": 85, "false_alarms_per_hour": 0.5,
+                       "ec57_sensitivity": 0.955}})
+}
+
 /// The embedded defaults with `ensemble.models_dir` set to `models_dir`, written to `at`.
 fn config_at(at: &Path, models_dir: &Path) -> std::path::PathBuf {
     let text = std::fs::read_to_string(common::root().join("config/holmes.toml")).unwrap();
@@ -274,27 +287,17 @@ fn a_rule_whose_member_was_retrained_is_validated_again() {
         common::weights_sha(&zoo.path().join(a)),
         common::weights_sha(&zoo.path().join(b)),
     );
-    let rule = |members: Vec<Value>, on: f64, share: Option<f64>| {
-        json!({
-            "members": members,
-            "hop_secs": 5, "window_secs": 30,
-            "rule": {"on": on, "off": on / 2.0, "k": 1, "n": 1},
-            "primary_share": share,
-            "validation": {"records": 44, "target_sensitivity": 0.9, "episodes": 88,
-                           "detected": 85, "false_alarms_per_hour": 0.5,
-                           "ec57_sensitivity": 0.955}})
-    };
     let book = json!({"format": 1, "rules": [
         // 0. b was retrained since: validated again.
-        rule(vec![member(a, &sa), member(b, "0123"), member("beats", &beats_sha)], 0.9, Some(0.7)),
+        book_rule(vec![member(a, &sa), member(b, "0123"), member("beats", &beats_sha)], 0.9, Some(0.7)),
         // 1. A model the zoo no longer has: left.
-        rule(vec![member(a, &sa), member("ecg-primary-30s-w16-d4", "abcd")], 0.8, None),
+        book_rule(vec![member(a, &sa), member("ecg-primary-30s-w16-d4", "abcd")], 0.8, None),
         // 2. Holds: untouched.
-        rule(vec![member(a, &sa), member(b, &sb)], 0.6, None),
+        book_rule(vec![member(a, &sa), member(b, &sb)], 0.6, None),
         // 3. b retrained, and rule 2 already covers a and b as they are: removed.
-        rule(vec![member(a, &sa), member(b, "4567")], 0.5, None),
+        book_rule(vec![member(a, &sa), member(b, "4567")], 0.5, None),
         // 4. Validated with another beat counter: validated again with the zoo's.
-        rule(vec![member(a, &sa), member("beats", "feed")], 0.3, None),
+        book_rule(vec![member(a, &sa), member("beats", "feed")], 0.3, None),
     ]});
     std::fs::write(zoo.path().join("alarm_rules.json"), book.to_string()).unwrap();
     let config = config_at(zoo.path(), zoo.path());
@@ -418,19 +421,9 @@ fn the_folds_choose_every_rule_they_have_not_chosen_yet() {
         common::weights_sha(&zoo.path().join(a)),
         common::weights_sha(&zoo.path().join(b)),
     );
-    let rule = |members: Vec<Value>, on: f64, share: Option<f64>| {
-        json!({
-            "members": members,
-            "hop_secs": 5, "window_secs": 30,
-            "rule": {"on": on, "off": on / 2.0, "k": 1, "n": 1},
-            "primary_share": share,
-            "validation": {"records": 44, "target_sensitivity": 0.9, "episodes": 88,
-                           "detected": 85, "false_alarms_per_hour": 0.5,
-                           "ec57_sensitivity": 0.955}})
-    };
     // Chosen by as many folds over as many records as this run's (a smaller run's would be
     // chosen again).
-    let mut by_folds = rule(vec![member(a, &sa), member(b, &sb)], 0.6, None);
+    let mut by_folds = book_rule(vec![member(a, &sa), member(b, &sb)], 0.6, None);
     by_folds["validation"]["records"] = json!(4);
     by_folds["validation"]["chosen_by"] = json!({
         "how": "chosen by folds before",
@@ -438,13 +431,13 @@ fn the_folds_choose_every_rule_they_have_not_chosen_yet() {
     });
     let book = json!({"format": 1, "rules": [
         // 0. Holds, chosen on validation: chosen by the folds.
-        rule(vec![member(a, &sa), member(b, &sb), member("beats", &beats_sha)], 0.9, Some(0.7)),
+        book_rule(vec![member(a, &sa), member(b, &sb), member("beats", &beats_sha)], 0.9, Some(0.7)),
         // 1. Chosen by folds already: passed over.
         by_folds,
         // 2. A model the zoo no longer has: left.
-        rule(vec![member(a, &sa), member("ecg-primary-30s-w16-d4", "abcd")], 0.8, None),
+        book_rule(vec![member(a, &sa), member("ecg-primary-30s-w16-d4", "abcd")], 0.8, None),
         // 3. Validated with another beat counter: chosen by the folds with the zoo's.
-        rule(vec![member(a, &sa), member("beats", "feed")], 0.3, None),
+        book_rule(vec![member(a, &sa), member("beats", "feed")], 0.3, None),
     ]});
     std::fs::write(zoo.path().join("alarm_rules.json"), book.to_string()).unwrap();
     let config = config_at(zoo.path(), zoo.path());

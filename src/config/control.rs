@@ -18,8 +18,8 @@ pub struct ComposerConfig {
     pub method: String,
     /// Serve an ensemble the zoo's `alarm_rules.json` validates (with its own alarm rule) when
     /// one covers the zoo's lead sets and fits the budget: one that reached its target first,
-    /// `ensemble.members` among those, then the fewest validation false alarms; the search
-    /// otherwise.
+    /// `ensemble.members` among those, then the fewest false alarms the book records (out of
+    /// fold, or on validation); the search otherwise.
     pub prefer_validated: bool,
     /// HOLMES's search parameters (N profiler calls, M candidates, K profiled per round, p, q,
     /// mutation degree, trees, exploration, seed); the paper's defaults.

@@ -15,7 +15,7 @@
 //! for that pooling on its other folds, with each fold's own rule and pooling and the rules
 //! the median is of.
 
-use crate::alarm::rules::{ChosenBy, ValidatedRule, ValidationFigures};
+use crate::alarm::rules::{ChosenBy, ValidatedRule};
 use crate::alarm::{AlarmRule, MatchOptions};
 use crate::core::window::SAMPLE_RATE_HZ;
 use crate::serving::engine::ensemble::Ensemble;
@@ -26,6 +26,7 @@ use crate::training::dataset::{RecordData, Split, SplitName, deal};
 use super::episodes::{RecordComparison, summarize};
 use super::pooling_search::{PoolingTrial, choose_pooling, pooling_trials_on, repool};
 use super::replay::{Detectors, Replay, replay};
+use super::save::out_of_fold_figures;
 use super::served_points::median_rule;
 use super::{EvaluateError, EvaluateOptions, beats, condition, load_part};
 
@@ -153,53 +154,38 @@ pub(crate) fn choose_by_folds(
         .map(|t| t.choice.rule)
         .collect();
     let rule = median_rule(&rules).expect("every fold tried the pooling most folds chose");
-    let s = summarize(&comparisons);
-    let hours = s.monitored_ms as f64 / 3.6e6;
-    let ms = |v: Option<f64>| v.map(|x| (x * 1000.0).round() as i64);
-    let timings = comparisons.iter().flat_map(|c| c.timings.iter());
-    let episodes = timings.clone().count();
-    let detected = timings
-        .filter(|t| t.timing != crate::alarm::matching::AlarmTiming::Missed)
-        .count();
     // The members and counter as the zoo holds them now (a rule chosen again because one was
     // retrained or refitted names the new weights).
     let mut members = ens.member_refs();
     members.sort();
+    let chosen_by = ChosenBy {
+        how: format!(
+            "the median of {} folds' rules for the pooling most of them chose, each chosen on \
+             the other folds (patient-wise cross-validation over the {} held-out records); the \
+             figures are the folds' pooled out-of-fold results, each fold under its own pooling \
+             and rule",
+            folded.k,
+            folded.recs.len()
+        ),
+        folds: own.iter().map(|o| o.1).collect(),
+        shares: if weighs {
+            own.iter().map(|o| o.0).collect()
+        } else {
+            Vec::new()
+        },
+        median_of: if weighs { rules } else { Vec::new() },
+    };
     Ok(ValidatedRule {
         members,
         hop_secs: hop,
         window_secs: window,
         rule,
         primary_share: share,
-        validation: ValidationFigures {
-            records: folded.recs.len(),
-            target_sensitivity: opts.target_sensitivity,
-            episodes,
-            detected,
-            false_alarms_per_hour: (hours > 0.0).then(|| s.false_alarms as f64 / hours),
-            delay_limits: opts.delay_limits,
-            met_target: None,
-            median_delay_ms: ms(s.time_to_alarm.median_s),
-            p90_delay_ms: ms(s.time_to_alarm.p90_s),
-            ec57_sensitivity: s.ec57_figures.se,
-            chosen_by: Some(ChosenBy {
-                how: format!(
-                    "the median of {} folds' rules for the pooling most of them chose, each \
-                     chosen on the other folds (patient-wise cross-validation over the {} \
-                     held-out records); the figures are the folds' pooled out-of-fold results, \
-                     each fold under its own pooling and rule",
-                    folded.k,
-                    folded.recs.len()
-                ),
-                folds: own.iter().map(|o| o.1).collect(),
-                shares: if weighs {
-                    own.iter().map(|o| o.0).collect()
-                } else {
-                    Vec::new()
-                },
-                median_of: if weighs { rules } else { Vec::new() },
-            }),
-        },
+        validation: out_of_fold_figures(
+            &summarize(&comparisons),
+            (opts.target_sensitivity, opts.delay_limits),
+            chosen_by,
+        ),
     })
 }
 

@@ -109,9 +109,8 @@ pub(super) struct Judged {
     vf: bool,
     risk: f32,
     on: bool,
-    /// The opinion's probability, where the alarm was adjudicated, and its reason.
-    opinion: Option<f32>,
-    reason: Option<Arc<str>>,
+    /// The opinion's probability and reason, where the alarm was adjudicated.
+    opinion: Option<(f32, Arc<str>)>,
     /// The point the opinion is confirmed at (its fold's, over folds).
     confirm_at: f32,
     /// What set it off.
@@ -127,13 +126,18 @@ impl Judged {
         }
     }
 
+    /// The opinion's probability, where the alarm was adjudicated.
+    fn probability(&self) -> Option<f32> {
+        self.opinion.as_ref().map(|o| o.0)
+    }
+
     fn confirmed(&self) -> Option<bool> {
-        self.opinion.map(|p| p >= self.confirm_at)
+        self.probability().map(|p| p >= self.confirm_at)
     }
 
     /// The alarm as the per-alarm listing gives it (adjudicated alarms only).
     pub(super) fn listed(&self) -> Option<ListedAlarm> {
-        let probability = self.opinion?;
+        let (probability, reason) = self.opinion.as_ref()?;
         Some(ListedAlarm {
             source: "monitor",
             record: self.record.to_string(),
@@ -141,10 +145,10 @@ impl Judged {
             truth: self.truth,
             set_off_by: format!("{:?}", self.trigger),
             risk: self.risk,
-            probability,
+            probability: *probability,
             confirm_at: self.confirm_at,
             confirmed: self.confirmed().unwrap_or_default(),
-            reason: self.reason.as_deref().unwrap_or_default().to_owned(),
+            reason: reason.to_string(),
         })
     }
 }
@@ -206,8 +210,7 @@ pub(super) fn judge(
             judged.push(Judged {
                 record: records[i].key.as_str().into(),
                 at_ms: t,
-                reason: opinion.as_ref().map(|o| o.reason.as_str().into()),
-                opinion: opinion.map(|o| o.probability),
+                opinion: opinion.map(|o| (o.probability, o.reason.into())),
                 trigger: trigger_of(records[i], t, truth, matching),
                 truth,
                 vt: of_kind(EpisodeKind::Vt),
@@ -250,7 +253,7 @@ pub(super) fn opinion_at(
 pub(super) fn decided(judged: &[Judged]) -> Vec<(bool, f32, bool)> {
     judged
         .iter()
-        .filter_map(|j| j.opinion.map(|p| (j.truth, p, p >= j.confirm_at)))
+        .filter_map(|j| j.probability().map(|p| (j.truth, p, p >= j.confirm_at)))
         .collect()
 }
 
@@ -258,7 +261,7 @@ pub(super) fn decided(judged: &[Judged]) -> Vec<(bool, f32, bool)> {
 pub(super) fn labelled(judged: &[Judged]) -> Vec<(bool, f32)> {
     judged
         .iter()
-        .filter_map(|j| j.opinion.map(|p| (j.truth, p)))
+        .filter_map(|j| j.probability().map(|p| (j.truth, p)))
         .collect()
 }
 
@@ -298,7 +301,7 @@ fn adjudicated(judged: &[Judged], confirm_at: f32) -> Option<Adjudicated> {
     if judged.is_empty() || judged.iter().any(|j| j.opinion.is_none()) {
         return None;
     }
-    let opinion = |j: &Judged| j.opinion.unwrap_or(0.0);
+    let opinion = |j: &Judged| j.probability().unwrap_or(0.0);
     Some(Adjudicated {
         confirm_at,
         confirmations: Confirmations::of(&decided(judged)),
@@ -416,7 +419,6 @@ mod tests {
             risk,
             on,
             opinion: None,
-            reason: None,
             confirm_at: CONFIRM_AT,
             trigger: Trigger::Other,
         }
@@ -428,7 +430,7 @@ mod tests {
         // fold that confirms at 0.6; a false one of 0.45 at 0.4.
         let with = |truth: bool, p: f32, at: f32| {
             Judged {
-                opinion: Some(p),
+                opinion: Some((p, "a reason".into())),
                 ..j(truth, 0.0, false)
             }
             .at(at)

@@ -4,6 +4,7 @@
 //! and alarm rules ([`FoldsMedian`]), each chosen on the other folds, as the served counter's
 //! beat rule and the served ensemble's alarm rule, each recording how it was chosen.
 
+use super::episodes::Summary;
 use super::folds::{CrossValidation, Scope};
 use super::served_points::FoldsMedian;
 use super::{EvaluateError, Evaluation};
@@ -140,36 +141,54 @@ pub fn save_folds_rule(
         sha256: counter.sha256,
     });
     members.sort();
-    let s = &cv.clean.summary;
-    let hours = s.monitored_ms as f64 / 3.6e6;
-    let ms = |v: Option<f64>| v.map(|x| (x * 1000.0).round() as i64);
     let rule = ValidatedRule {
         members,
         hop_secs: cv.hop_secs,
         window_secs: cv.window_secs,
         rule: chosen.alarm_rule,
         primary_share: None,
-        validation: ValidationFigures {
-            records: s.records,
-            target_sensitivity: cv.target_sensitivity,
-            episodes: cv.clean.detected.of,
-            detected: cv.clean.detected.count,
-            false_alarms_per_hour: (hours > 0.0).then(|| s.false_alarms as f64 / hours),
-            delay_limits: Some(crate::alarm::DelayLimits::BEDSIDE),
-            met_target: None,
-            median_delay_ms: ms(s.time_to_alarm.median_s),
-            p90_delay_ms: ms(s.time_to_alarm.p90_s),
-            ec57_sensitivity: s.ec57_figures.se,
-            chosen_by: Some(ChosenBy {
+        validation: out_of_fold_figures(
+            &cv.clean.summary,
+            (
+                cv.target_sensitivity,
+                Some(crate::alarm::DelayLimits::BEDSIDE),
+            ),
+            ChosenBy {
                 how,
                 folds: cv.per_fold.iter().map(|r| r.alarm_rule).collect(),
                 shares: Vec::new(),
                 median_of: Vec::new(),
-            }),
-        },
+            },
+        ),
     };
     let mut book = RuleBook::load(models_dir)?;
     book.insert(rule);
     book.save(models_dir)?;
     Ok(chosen)
+}
+
+/// What the book keeps of a rule the folds chose (`chosen_by`): the folds' pooled out-of-fold
+/// results `s` (episodes detected within the matcher's grace, false alarms an hour, time to
+/// alarm, EC57's sensitivity), and the target and time-to-alarm bounds it was chosen for.
+pub(crate) fn out_of_fold_figures(
+    s: &Summary,
+    (target_sensitivity, delay_limits): (f64, Option<crate::alarm::DelayLimits>),
+    chosen_by: ChosenBy,
+) -> ValidationFigures {
+    let hours = s.monitored_ms as f64 / 3.6e6;
+    let ms = |v: Option<f64>| v.map(|x| (x * 1000.0).round() as i64);
+    let t = &s.time_to_alarm;
+    ValidationFigures {
+        records: s.records,
+        target_sensitivity,
+        episodes: t.episodes,
+        detected: t.episodes - t.missed,
+        false_alarms_per_hour: (hours > 0.0).then(|| s.false_alarms as f64 / hours),
+        delay_limits,
+        met_target: None,
+        median_delay_ms: ms(t.median_s),
+        p90_delay_ms: ms(t.p90_s),
+        ec57_sensitivity: s.ec57_figures.se,
+        chosen_by: Some(chosen_by),
+    }
 }
