@@ -54,6 +54,8 @@ pub enum ServerError {
     Beats(#[from] crate::signal::beats::BeatsError),
     #[error("HL7 link: {0}")]
     Outbound(#[from] crate::outbound::OutboundError),
+    #[error(transparent)]
+    Pcd04In(#[from] crate::serving::ingest::pcd04::Pcd04Error),
 }
 
 /// Runs `f` on the blocking pool; `what` names it should it panic (a bug).
@@ -411,6 +413,23 @@ pub(super) async fn device_auth(
     .await?;
     devices.spawn_watch(ward.clone(), shutdown.child_token(), tracker);
     Ok(devices)
+}
+
+/// The listener for a gateway's IHE PCD-04 alarm reports, where `[pcd04_in]` turns it on
+/// (its inbox's unstored reports handed on again first); the address it bound.
+pub(super) async fn pcd04_in(
+    cfg: &Config,
+    (ward, db): (&Ward, &Db),
+    (shutdown, tracker): (&CancellationToken, &TaskTracker),
+) -> Result<Option<SocketAddr>, ServerError> {
+    if !cfg.pcd04_in.enabled {
+        return Ok(None);
+    }
+    let token = shutdown.child_token();
+    let at =
+        crate::serving::ingest::pcd04::start(&cfg.pcd04_in, &cfg.hl7, db, ward, token, tracker)
+            .await?;
+    Ok(Some(at))
 }
 
 /// The page's users.

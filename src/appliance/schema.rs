@@ -10,6 +10,7 @@ pub const WARD: Schema = Schema::new(&[
     crate::serving::engine::profile::MIGRATIONS,
     crate::serving::ingest::devices::MIGRATIONS,
     crate::serving::ingest::cost::MIGRATIONS,
+    crate::serving::ingest::pcd04::MIGRATIONS,
     crate::composer::plans::MIGRATIONS,
     crate::dashboard::auth::MIGRATIONS,
     crate::outbound::outbox::MIGRATIONS,
@@ -27,7 +28,7 @@ mod tests {
             .lock()
             .pragma_query_value(None, "user_version", |r| r.get(0))
             .unwrap();
-        assert_eq!(version, 16);
+        assert_eq!(version, 17);
         let mut tables: Vec<String> = db
             .lock()
             .prepare("SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%' ORDER BY name")
@@ -52,6 +53,7 @@ mod tests {
                 "ingest_profiles",
                 "models",
                 "monitor_alarms",
+                "pcd04_inbox",
                 "plans",
                 "profiles",
                 "scores",

@@ -1,18 +1,20 @@
 //! Configuration, pure data: one TOML file, strict (`deny_unknown_fields`), with the defaults
 //! embedded from `config/holmes.toml` so the binary runs from a bare checkout. Every section is
 //! defined here ([`serving`]: the daemon's data path; [`control`]: composer, dashboard,
-//! service; [`outbound`]: HL7 to the hospital; [`fhir`]: FHIR R4 to the hospital), with its own
-//! checks; nothing here imports a subsystem.
+//! service; [`outbound`]: HL7 to the hospital; [`fhir`]: FHIR R4 to the hospital; [`devices`]:
+//! monitors' alarms in from a gateway), with its own checks; nothing here imports a subsystem.
 //!
 //! Read at start-up by the command line; each subsystem is handed its own section.
 
 mod control;
+mod devices;
 mod fhir;
 mod outbound;
 mod serving;
 
 pub use control::METHODS;
 pub(crate) use control::{ComposerConfig, DashboardConfig, HolmesParams, ServiceConfig};
+pub use devices::Pcd04InConfig;
 pub(crate) use fhir::BaseUrl;
 pub use fhir::FhirConfig;
 pub use outbound::Hl7Config;
@@ -76,6 +78,10 @@ pub struct Config {
     /// Scores and alarms out to the hospital as FHIR R4 resources (absent: the defaults, off).
     #[serde(default)]
     pub fhir: FhirConfig,
+    /// Monitors' alarms in from a gateway as IHE PCD-04 reports over MLLP (absent: the
+    /// defaults, off).
+    #[serde(default)]
+    pub pcd04_in: Pcd04InConfig,
 }
 
 impl Default for Config {
@@ -175,6 +181,7 @@ impl Config {
         self.service.validate()?;
         self.hl7.validate()?;
         self.fhir.validate()?;
+        self.pcd04_in.validate()?;
         let st = &self.storage;
         if st.batch_rows == 0 || st.backlog_rows == 0 {
             return Err("storage.batch_rows and storage.backlog_rows must be positive".into());

@@ -25,3 +25,23 @@ pub(crate) fn utc_fields(ms: i64) -> [i64; 7] {
     let y = yoe + era * 400 + i64::from(m <= 2);
     [y, m, d, rem / 3600, rem / 60 % 60, rem % 60, milli]
 }
+
+/// UTC calendar fields (year, month 1-12, day, hour, minute, second, millisecond) as Unix
+/// milliseconds: [`utc_fields`]' inverse (H. Hinnant's days-from-civil). The fields are not
+/// checked; the caller has.
+pub(crate) fn utc_ms([y, m, d, h, mi, s, milli]: [i64; 7]) -> i64 {
+    let y = y - i64::from(m <= 2);
+    let era = y.div_euclid(400);
+    let yoe = y - era * 400;
+    let mp = (m + 9) % 12;
+    let doy = (153 * mp + 2) / 5 + d - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    let days = era * 146_097 + doe - 719_468;
+    ((days * 24 + h) * 60 + mi) * 60_000 + s * 1000 + milli
+}
+
+/// Unix milliseconds as an HL7 DTM in UTC with milliseconds, `YYYYMMDDHHMMSS.SSS+0000`.
+pub(crate) fn hl7_dtm(ms: i64) -> String {
+    let [y, m, d, h, mi, s, milli] = utc_fields(ms);
+    format!("{y:04}{m:02}{d:02}{h:02}{mi:02}{s:02}.{milli:03}+0000")
+}

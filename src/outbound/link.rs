@@ -27,10 +27,10 @@ use tokio_util::sync::CancellationToken;
 use super::LinkStatus;
 use super::backoff::Backoff;
 use super::message::{Ack, Verdict, keep_alive, parse_ack};
-use super::mllp::{Mllp, MllpError};
 use super::outbox::{Cmd, Final, Outbox, Pending};
 use crate::config::Hl7Config;
 use crate::core::time::now_ms;
+use crate::protocol::mllp::{Mllp, MllpError};
 
 #[derive(Debug, thiserror::Error)]
 pub(crate) enum LinkError {

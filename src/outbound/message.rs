@@ -155,8 +155,7 @@ pub(crate) fn alarm_codes(
 
 /// `ms` since the epoch as an HL7 DTM in UTC.
 pub(crate) fn hl7_time(ms: i64) -> String {
-    let [y, m, d, h, mi, s, milli] = crate::core::time::utc_fields(ms);
-    format!("{y:04}{m:02}{d:02}{h:02}{mi:02}{s:02}.{milli:03}+0000")
+    crate::core::time::hl7_dtm(ms)
 }
 
 /// A field of `^`-separated components (each escaped on rendering).

@@ -12,7 +12,7 @@
 //! [`outbox`] (the durable queue in SQLite on a thread of its own, which fixes each message's
 //! id: the HL7 MSH-10) and its own link task: [`link`] for HL7 (one message in flight, answers
 //! matched by MSA-2, refusals parked, resends with back-off, keep-alives; [`message`] builds
-//! and reads the messages, [`mllp`] frames them), [`fhir::link`] for FHIR.
+//! and reads the messages, [`mllp`](crate::protocol::mllp) frames them), [`fhir::link`] for FHIR.
 //! [`LinkStatus`] is what `/api/health` and the metrics show of a link; both link tasks wait
 //! with one [`backoff`].
 
@@ -26,7 +26,6 @@ pub(crate) mod feed;
 pub(crate) mod fhir;
 pub(crate) mod link;
 pub(crate) mod message;
-pub(crate) mod mllp;
 pub(crate) mod outbox;
 
 use std::path::Path;

@@ -18,6 +18,7 @@ pub(crate) const TEST_SCHEMA: crate::serving::store::Schema =
 pub(crate) mod cost;
 pub(crate) mod devices;
 mod patient;
+pub(crate) mod pcd04;
 mod replies;
 
 use std::collections::HashMap;
@@ -147,7 +148,6 @@ pub(crate) async fn connection(
         by_name: HashMap::new(),
         order: Vec::new(),
     };
-    let mut present = [false; MAX_LEADS];
     if ecg.len() > MAX_ECG_CHANNELS || vitals.len() > MAX_VITALS {
         let r = format!("at most {MAX_ECG_CHANNELS} ECG leads and {MAX_VITALS} vitals per hello");
         return close_with(&mut socket, close::BAD_HELLO, &r).await;
@@ -168,9 +168,6 @@ pub(crate) async fn connection(
     }
     let names: Vec<&str> = ecg.iter().map(|ch| ch.lead.as_str()).collect();
     for (ch, slot) in ecg.iter().zip(lead_slots(&cfg.leads, &names)) {
-        if let Some(s) = slot {
-            present[s] = true;
-        }
         ann.by_name.insert(ch.lead.clone(), slot);
         ann.order.push(slot);
     }
@@ -186,7 +183,7 @@ pub(crate) async fn connection(
     let vitals: Vec<String> = vitals.into_iter().map(|v| v.name).collect();
     let (out_tx, out_rx) = mpsc::channel::<ServerMsg>(OUT_QUEUE);
     let attach = match ward
-        .attach(&bed, &device, claim, present, vitals, out_tx.clone())
+        .attach(&bed, &device, claim, ann.names(), vitals, out_tx.clone())
         .await
     {
         Ok(a) => a,

@@ -263,6 +263,23 @@ pub(crate) fn received_since(
     rows.collect()
 }
 
+/// Whether monitor alarm `id` of `bed` with this onset is stored: `None` not, `Some(end)` with
+/// its end where one is stored. What a gateway's inbox reads to hand on again, after a
+/// restart, what it took but the store never got.
+pub(crate) fn stored_end(
+    c: &Connection,
+    bed: &str,
+    id: &str,
+    onset_ms: i64,
+) -> rusqlite::Result<Option<Option<i64>>> {
+    c.query_row(
+        "SELECT end_ms FROM monitor_alarms WHERE bed = ?1 AND alarm_id = ?2 AND onset_ms = ?3",
+        params![bed, id, onset_ms],
+        |r| r.get(0),
+    )
+    .optional()
+}
+
 /// The strip alarm `key`'s opinion read, with the alarm's bed; `None` for no such alarm, or
 /// one stored without a strip (a kind Holmes does not judge).
 pub(super) fn strip(c: &Connection, key: i64) -> rusqlite::Result<Option<(String, AlarmStrip)>> {

@@ -19,7 +19,7 @@ mod task;
 
 pub(crate) use bed::SampleFrame;
 pub(crate) use monitor_alarms::AlarmMsg;
-pub(crate) use registry::{BedStatus, BedView, Claim, Ward, WardSettings};
+pub(crate) use registry::{BedStatus, BedView, Claim, GatewayAlarm, Ward, WardSettings};
 pub(crate) use sink::WardSink;
 pub(crate) use task::count_dropped_reply;
 pub(crate) use task::{BedCmd, Strip};

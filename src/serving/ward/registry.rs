@@ -21,10 +21,12 @@ use tokio_util::task::TaskTracker;
 
 use super::admission::{self, Full, Held, Idle, Newcomer};
 use super::bed::{BedParams, BedState, Phase};
+use super::monitor_alarms::AlarmMsg;
 use super::sink::WardSink;
 use super::task::{BedCmd, BedTask, Counters, Strip};
 use crate::config::{QualityConfig, Stagger, WardConfig};
 use crate::core::event::{Event, EventKind};
+use crate::core::monitor_alarm::{MonitorAlarm, MonitorAlarmEvent, MonitorAlarmKind};
 use crate::core::patient::Admissions;
 use crate::core::window::{MAX_LEADS, SAMPLE_RATE_HZ};
 use crate::protocol::{ServerMsg, close};
@@ -81,6 +83,9 @@ struct BedEntry {
     left: Instant,
     /// Replies dropped because its monitors did not read them.
     replies_dropped: Arc<AtomicU64>,
+    /// The name its monitor gave each lead slot when it last attached (a gateway's alarm for
+    /// the bed is read with them).
+    leads: [Option<String>; MAX_LEADS],
 }
 
 /// What the device's registration says of a hello, for the ward's admission policy
@@ -185,6 +190,13 @@ impl Ward {
     }
 
     /// Window length, seconds (told to each monitor in its welcome).
+    /// Whether the ward takes `bed` at all: a configured bed, or any where unknown beds are
+    /// admitted.
+    pub(crate) fn admits(&self, bed: &str) -> bool {
+        let w = &self.inner.cfg.ward;
+        w.admit_unknown_beds || w.beds.iter().any(|b| b == bed)
+    }
+
     pub(crate) fn window_secs(&self) -> u32 {
         self.inner.cfg.ward.window_secs
     }
@@ -251,7 +263,7 @@ impl Ward {
         bed: &str,
         device: &str,
         claim: Claim,
-        present: [bool; MAX_LEADS],
+        leads: [Option<String>; MAX_LEADS],
         vitals: Vec<String>,
         out: mpsc::Sender<ServerMsg>,
     ) -> Result<Attach, AttachError> {
@@ -282,6 +294,7 @@ impl Ward {
             }
             let entry = beds.get_mut(bed).expect("just inserted");
             entry.device = device.to_owned();
+            entry.leads = leads.clone();
             let dropped = entry.replies_dropped.clone();
             if let Some(old) = &mut entry.conn {
                 if old.device != device {
@@ -317,7 +330,7 @@ impl Ward {
         };
         tx.send(BedCmd::Attach {
             conn,
-            present,
+            present: leads.map(|l| l.is_some()),
             vitals,
             out,
             reply: reply_tx,
@@ -525,8 +538,77 @@ impl Ward {
             device: device.to_owned(),
             left: Instant::now(),
             replies_dropped,
+            leads: Default::default(),
         }
     }
+
+    /// A monitor's alarm (or its end) that a gateway reported for `bed` (IHE PCD-04 in):
+    /// handed to the bed's task as the monitor's own connection hands it, read with the lead
+    /// names its monitor announced; for a bed the ward does not hold, straight on to the
+    /// sink without samples (stored with no opinion, saying why). Waits while the bed's queue
+    /// is full.
+    pub(crate) async fn gateway_alarm(&self, bed: &str, alarm: GatewayAlarm) {
+        let held = {
+            let beds = self.inner.beds.lock().expect("lock");
+            beds.get(bed)
+                .filter(|e| !e.tx.is_closed())
+                .map(|e| (e.tx.clone(), e.leads.clone()))
+        };
+        let arrived = Instant::now();
+        let received_ms = crate::core::time::now_ms();
+        let (cmd, event) = match alarm {
+            GatewayAlarm::Raised { id, kind, t_ms } => {
+                let names = held.as_ref().map(|h| h.1.clone()).unwrap_or_default();
+                let event = MonitorAlarmEvent::Raised(MonitorAlarm {
+                    bed: bed.into(),
+                    id: id.clone(),
+                    kind,
+                    onset_ms: t_ms,
+                    received_ms,
+                    arrived,
+                    leads: Vec::new(),
+                    coverage: 0.0,
+                });
+                let msg = AlarmMsg {
+                    id,
+                    kind,
+                    t_ms,
+                    names,
+                    arrived,
+                    received_ms,
+                };
+                (BedCmd::MonitorAlarm(msg), event)
+            }
+            GatewayAlarm::Ended { id, t_ms } => {
+                let event = MonitorAlarmEvent::Ended {
+                    bed: bed.into(),
+                    id: id.clone(),
+                    end_ms: t_ms,
+                };
+                (BedCmd::MonitorAlarmEnd { id, t_ms }, event)
+            }
+        };
+        if let Some((tx, _)) = held
+            && tx.send(cmd).await.is_ok()
+        {
+            return;
+        }
+        self.inner.sink.monitor_alarm(event);
+    }
+}
+
+/// What a gateway reported of a monitor's alarm (device time, ms).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum GatewayAlarm {
+    Raised {
+        id: String,
+        kind: MonitorAlarmKind,
+        t_ms: i64,
+    },
+    Ended {
+        id: String,
+        t_ms: i64,
+    },
 }
 
 #[cfg(test)]
@@ -568,7 +650,8 @@ mod tests {
         let attach = |bed: &'static str| {
             let (ward, out) = (ward.clone(), out.clone());
             async move {
-                ward.attach(bed, "gw", Claim::default(), [true; MAX_LEADS], vec![], out)
+                let leads = std::array::from_fn(|k| Some(format!("lead {k}")));
+                ward.attach(bed, "gw", Claim::default(), leads, vec![], out)
                     .await
             }
         };

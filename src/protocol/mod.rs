@@ -2,11 +2,16 @@
 //! `docs/PROTOCOL.md` is the prose version with examples.
 //!
 //! [`ingest`](crate::serving::ingest) parses every client message through [`parse_client`] and answers
-//! with [`ServerMsg`]; nothing else touches the wire format.
+//! with [`ServerMsg`]; nothing else touches the wire format. Beside it, HL7's framing
+//! ([`mllp`], which the outbound links send through too) and a gateway's IHE PCD-04 alarm
+//! reports as they come in ([`pcd04`]).
 
 use std::collections::BTreeMap;
 
 use serde::{Deserialize, Deserializer, Serialize};
+
+pub(crate) mod mllp;
+pub(crate) mod pcd04;
 
 pub use crate::core::monitor_alarm::MonitorAlarmKind;
 pub use crate::core::patient::{MAX_PATIENT_CHARS, Patient};
