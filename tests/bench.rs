@@ -114,3 +114,15 @@ fn monitor_alarms_sent_with_the_records_get_opinions_and_their_latency() {
     assert!(p95.is_finite() && p95 >= 0.0, "{o}");
     assert!(o["latency_ms_max"].as_f64().unwrap() >= p95, "{o}");
 }
+
+#[test]
+fn a_gateways_pcd04_reports_are_each_answered_and_stored_once() {
+    let r = bench(&["--pcd04", "60"]);
+    assert_eq!(n(&r, "reports"), 60);
+    assert_eq!(n(&r, "accepted"), 60, "{r}");
+    assert_eq!(n(&r, "refused"), 0, "{r}");
+    assert_eq!(n(&r, "stored"), 60, "{r}");
+    assert_eq!(n(&r, "stored_distinct"), 60, "{r}");
+    assert!(r["reports_per_minute"].as_f64().unwrap() > 0.0, "{r}");
+    assert!(r["answer_ms_p95"].as_f64().unwrap() > 0.0, "{r}");
+}

@@ -1,6 +1,6 @@
-//! `holmes bench` (the daemon under simulated monitors, or draining an outbound outage with
-//! `--drain`) and `holmes bench-cpu` (the zoo's
-//! convolutions against ONNX Runtime).
+//! `holmes bench` (the daemon under simulated monitors, draining an outbound outage with
+//! `--drain`, or taking a gateway's alarm reports with `--pcd04`) and `holmes bench-cpu` (the
+//! zoo's convolutions against ONNX Runtime).
 
 use std::path::PathBuf;
 
@@ -68,6 +68,11 @@ pub struct BenchCli {
     /// Seconds a drain may take before it is reported unfinished (`--drain`).
     #[arg(long, default_value_t = 600.0, requires = "drain")]
     pub(crate) drain_timeout: f64,
+    /// Time IHE PCD-04 alarm reports in instead: this many, from a ward's alarm gateways to
+    /// the daemon's `[pcd04_in]` listener, each sent once the last is answered; checked that
+    /// every one is answered and stored once.
+    #[arg(long, conflicts_with = "drain")]
+    pub(crate) pcd04: Option<usize>,
     #[command(flatten)]
     pub(crate) config: ConfigArgs,
     #[arg(long)]
@@ -99,6 +104,10 @@ pub struct BenchCpuCli {
 
 pub(crate) fn bench(a: BenchCli) -> Result<()> {
     let cfg = a.config.load()?;
+    if let Some(n) = a.pcd04 {
+        crate::tools::bench::pcd04::main(cfg, n, a.json)?;
+        return Ok(());
+    }
     if a.drain {
         let args = DrainArgs {
             beds: a.beds.first().copied().unwrap_or(16),

@@ -15,6 +15,7 @@
 pub(crate) mod daemon;
 pub(crate) mod drain;
 pub(crate) mod opinion;
+pub(crate) mod pcd04;
 pub(crate) mod prom;
 
 use std::time::{Duration, Instant};
