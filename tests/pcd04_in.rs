@@ -137,6 +137,20 @@ fn acks(dir: &Path) -> Vec<(usize, [String; 4])> {
         .collect()
 }
 
+/// GET `path` from the daemon at `addr`: the body.
+async fn http_get(addr: std::net::SocketAddr, path: &str) -> String {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut s = tokio::net::TcpStream::connect(addr).await.unwrap();
+    let req = format!("GET {path} HTTP/1.1\r\nHost: test\r\nConnection: close\r\n\r\n");
+    s.write_all(req.as_bytes()).await.unwrap();
+    let mut buf = Vec::new();
+    s.read_to_end(&mut buf).await.unwrap();
+    let text = String::from_utf8_lossy(&buf).to_string();
+    text.split_once("\r\n\r\n")
+        .map(|(_, b)| b.to_string())
+        .unwrap_or(text)
+}
+
 fn wait_exit(child: &mut Child, secs: u64) -> std::process::ExitStatus {
     let until = Instant::now() + Duration::from_secs(secs);
     loop {
@@ -389,6 +403,9 @@ async fn every_report_acknowledged_is_stored_once_across_kill_9() {
     daemon.wait().unwrap();
     let before = acks(dir.path()).len();
     assert!(before < msgs.len(), "the gateway finished before the kill");
+    // What the killed run stored; the next run hands on everything else, and nothing twice.
+    let kept_before = stored(&db);
+    let ended_before = kept_before.iter().filter(|r| r.4.is_some()).count();
     std::thread::sleep(Duration::from_secs(1));
     let mut daemon = serve();
     assert!(wait_exit(&mut gw, 240).success(), "the gateway gave up");
@@ -410,6 +427,16 @@ async fn every_report_acknowledged_is_stored_once_across_kill_9() {
         );
         std::thread::sleep(Duration::from_millis(100));
     };
+    let metrics = http_get(cfg.server.listen, "/metrics").await;
+    let handed = |phase: &str| -> usize {
+        let key = format!("holmes_pcd04_in_handed_total{{phase=\"{phase}\"}} ");
+        metrics
+            .lines()
+            .find_map(|l| l.strip_prefix(&key))
+            .map_or(0, |v| v.trim().parse::<f64>().unwrap() as usize)
+    };
+    assert_eq!(handed("raised"), 400 - kept_before.len(), "{metrics}");
+    assert_eq!(handed("ended"), 100 - ended_before, "{metrics}");
     daemon.kill().unwrap();
     daemon.wait().unwrap();
     for n in 0..400usize {
@@ -479,4 +506,74 @@ async fn reports_taken_but_never_stored_are_stored_at_the_next_start() {
     // The report older than inbox_hours is dropped, not handed on.
     app.stop().await;
     assert_eq!(stored(&db).len(), 2);
+}
+
+/// Sends `bytes` on a new connection to the listener at `port` and reads until it closes (or
+/// 5 s pass): what came back.
+async fn exchange(port: u16, bytes: &[u8]) -> Vec<u8> {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut s = tokio::net::TcpStream::connect(("127.0.0.1", port))
+        .await
+        .unwrap();
+    let _ = s.write_all(bytes).await;
+    let mut got = Vec::new();
+    let mut buf = [0u8; 4096];
+    let until = tokio::time::Instant::now() + Duration::from_secs(5);
+    while let Ok(Ok(n)) = tokio::time::timeout_at(until, s.read(&mut buf)).await {
+        if n == 0 {
+            break;
+        }
+        got.extend_from_slice(&buf[..n]);
+        if got.ends_with(&[0x1c, 0x0d]) {
+            break;
+        }
+    }
+    got
+}
+
+fn framed(text: &str) -> Vec<u8> {
+    let mut f = vec![0x0b];
+    f.extend_from_slice(text.as_bytes());
+    f.extend_from_slice(&[0x1c, 0x0d]);
+    f
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn strangers_garbage_and_huge_frames_are_cut_off_and_the_listener_stays_up() {
+    let report = R {
+        control: "Z-1",
+        bed: "bed-1",
+        id: "Z",
+        event: VT,
+        onset: dtm(T0),
+        phase: "start",
+        end_ms: None,
+    }
+    .text();
+    // Only the named gateway may connect: loopback is no gateway here.
+    let port = free_port();
+    let app = spawn_app(|c| {
+        c.pcd04_in.enabled = true;
+        c.pcd04_in.listen = format!("127.0.0.1:{port}");
+        c.pcd04_in.allowed_peers = vec!["10.20.0.5".parse().unwrap()];
+    })
+    .await;
+    assert!(exchange(port, &framed(&report)).await.is_empty());
+    app.stop().await;
+
+    let port = free_port();
+    let app = spawn_app(|c| {
+        c.pcd04_in.enabled = true;
+        c.pcd04_in.listen = format!("127.0.0.1:{port}");
+        c.hl7.max_frame_bytes = 4096;
+    })
+    .await;
+    // Bytes outside a frame, and a frame over hl7.max_frame_bytes: closed without an answer.
+    assert!(exchange(port, b"GET / HTTP/1.1\r\n\r\n").await.is_empty());
+    let huge = framed(&format!("{report}\rNTE|1||{}", "x".repeat(10_000)));
+    assert!(exchange(port, &huge).await.is_empty());
+    // A report on a new connection is still answered, and taken.
+    let answer = String::from_utf8(exchange(port, &framed(&report)).await).unwrap();
+    assert!(answer.contains("MSA|CA|Z-1"), "{answer:?}");
+    app.stop().await;
 }

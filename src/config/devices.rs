@@ -13,8 +13,8 @@ pub struct Pcd04InConfig {
     /// The address the MLLP listener binds, `ip:port` (plain TCP: bind it to the gateways'
     /// network, and name them in `allowed_peers`).
     pub listen: String,
-    /// The gateways' addresses allowed to connect (empty: any that reaches `listen`); any
-    /// other is closed at once, counted and logged.
+    /// The gateways' addresses allowed to connect; any other is closed at once, counted and
+    /// logged. Empty: any, which only a loopback `listen` may have.
     pub allowed_peers: Vec<IpAddr>,
     /// Gateway connections held at once; one more is closed at once.
     pub max_connections: usize,
@@ -51,7 +51,14 @@ impl Pcd04InConfig {
     }
 
     pub(crate) fn validate(&self) -> Result<(), String> {
-        self.addr()?;
+        let addr = self.addr()?;
+        if self.enabled && !addr.ip().is_loopback() && self.allowed_peers.is_empty() {
+            return Err(format!(
+                "pcd04_in.listen {} takes reports from the network: name the gateways in \
+                 pcd04_in.allowed_peers (MLLP has no authentication of its own)",
+                self.listen
+            ));
+        }
         if self.max_connections == 0 {
             return Err("pcd04_in.max_connections must be positive".into());
         }
@@ -62,5 +69,31 @@ impl Pcd04InConfig {
             return Err("pcd04_in.inbox_hours must be in (0, 8760]".into());
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_listener_off_loopback_must_name_its_gateways() {
+        let on = |listen: &str, peers: &[&str]| Pcd04InConfig {
+            enabled: true,
+            listen: listen.into(),
+            allowed_peers: peers.iter().map(|p| p.parse().unwrap()).collect(),
+            ..Pcd04InConfig::default()
+        };
+        assert!(on("127.0.0.1:2576", &[]).validate().is_ok());
+        let e = on("0.0.0.0:2576", &[]).validate().unwrap_err();
+        assert!(e.contains("allowed_peers"), "{e}");
+        assert!(on("0.0.0.0:2576", &["10.20.0.5"]).validate().is_ok());
+        let e = on("gateway:2576", &[]).validate().unwrap_err();
+        assert!(e.contains("ip:port"), "{e}");
+        let zero = Pcd04InConfig {
+            max_connections: 0,
+            ..Pcd04InConfig::default()
+        };
+        assert!(zero.validate().unwrap_err().contains("max_connections"));
     }
 }

@@ -4,17 +4,21 @@
 //! ([`protocol::pcd04`](crate::protocol::pcd04)), kept in the inbox table (`pcd04_inbox`)
 //! **before** it is acknowledged, then handed to the ward as the monitor's own connection hands
 //! its alarms ([`Ward::gateway_alarm`]); a bad one is answered AE/AR (CE/CR) with the reason
-//! in ERR, and nothing of it is kept. A gateway resends what was not acknowledged, so after a
-//! `kill -9` nothing acknowledged is lost: at start-up the inbox hands on again every alarm
-//! (or end) of the last `inbox_hours` that the store does not hold. Resends of an alarm while
-//! it lasts (phase `continue`) are acknowledged and handed on once.
+//! in ERR, and nothing of it is kept; one that cannot be kept is answered AR (CE) so the
+//! gateway sends it again. A gateway resends what was not acknowledged, so after a `kill -9`
+//! nothing acknowledged is lost: at start-up the inbox hands on again every alarm (or end) of
+//! the last `inbox_hours` that the store does not hold. An alarm, and its end, is handed on
+//! once however often the gateway repeats it (phase `continue`, a resend after a restart):
+//! what was handed on lately is remembered, and the store is asked about the rest.
 //!
 //! One task per gateway connection (at most `max_connections`, from `allowed_peers`), each
-//! answering its reports in order; a connection silent for `idle_timeout_secs`, or that sends
-//! bytes outside a frame or a frame over `hl7.max_frame_bytes`, is closed.
+//! answering its reports in order; a connection silent for `idle_timeout_secs`, that does not
+//! read its answers within it, or that sends bytes outside a frame or a frame over
+//! `hl7.max_frame_bytes`, is closed.
 
 use std::collections::{HashSet, VecDeque};
 use std::net::SocketAddr;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -27,6 +31,7 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 use crate::config::{Hl7Config, Pcd04InConfig};
+use crate::core::monitor_alarm::MonitorAlarmKind;
 use crate::core::time::now_ms;
 use crate::protocol::mllp::Mllp;
 use crate::protocol::pcd04::{self, GatewayAlarm as Reported, Header, Refusal, Report};
@@ -49,10 +54,13 @@ pub(crate) const MIGRATIONS: &[Migration] = &[Migration {
     CREATE INDEX pcd04_inbox_by_time ON pcd04_inbox (received_ms);",
 }];
 
-/// Alarms (and ends) remembered as handed on, so a gateway's resends are handed on once.
+/// Alarms (and ends) remembered as handed on, so a gateway's resends are handed on once
+/// without asking the store.
 const REMEMBERED: usize = 8192;
-/// How often the inbox drops reports older than `inbox_hours`.
+/// How often the inbox drops reports older than `inbox_hours`, and how many rows a
+/// statement deletes at most (the shared connection is not held long).
 const PRUNE_EVERY: Duration = Duration::from_secs(60);
+const PRUNE_ROWS: i64 = 5_000;
 
 #[derive(Debug, thiserror::Error)]
 pub enum Pcd04Error {
@@ -77,18 +85,27 @@ struct Shared {
     db: Db,
     ward: Ward,
     handed: Mutex<Handed>,
+    /// The answers' MSH-10: a number a process.
+    answers: AtomicU64,
 }
+
+/// An alarm's phase as handed on: bed, alarm id, onset, and whether it is the end.
+type Key = (String, String, i64, bool);
 
 /// The alarms and ends handed on lately, oldest first.
 #[derive(Default)]
 struct Handed {
-    seen: HashSet<(String, String, i64, bool)>,
-    order: VecDeque<(String, String, i64, bool)>,
+    seen: HashSet<Key>,
+    order: VecDeque<Key>,
 }
 
 impl Handed {
+    fn contains(&self, key: &Key) -> bool {
+        self.seen.contains(key)
+    }
+
     /// Remembers `key`; false where it was already.
-    fn first(&mut self, key: (String, String, i64, bool)) -> bool {
+    fn first(&mut self, key: Key) -> bool {
         if !self.seen.insert(key.clone()) {
             return false;
         }
@@ -127,6 +144,7 @@ pub(crate) async fn start(
         db: db.clone(),
         ward: ward.clone(),
         handed: Mutex::new(Handed::default()),
+        answers: AtomicU64::new(0),
     });
     let again = {
         let (db, since) = (db.clone(), now_ms() - inbox_ms(cfg));
@@ -136,12 +154,12 @@ pub(crate) async fn start(
     };
     if !again.is_empty() {
         tracing::info!(
-            reports = again.len(),
+            alarms = again.len(),
             "Handing on again the gateway alarms taken but not stored"
         );
     }
     for (a, stored) in again {
-        hand_on(&shared, a, stored).await;
+        hand_on(&shared, a, Some(stored)).await;
     }
     tracker.spawn(prune(shared.clone(), shutdown.clone()));
     tracker.spawn(accept(listener, shared, shutdown, tracker.clone()));
@@ -153,22 +171,25 @@ fn inbox_ms(cfg: &Pcd04InConfig) -> i64 {
     (cfg.inbox_hours * 3_600_000.0) as i64
 }
 
-/// The inbox's reports since `since_ms` whose alarm, or end, the store does not hold, oldest
-/// first, each with what the store holds of its alarm (`None`: nothing). Blocking.
-fn unsettled(db: &Db, since_ms: i64) -> rusqlite::Result<Vec<(Reported, Option<Option<i64>>)>> {
+/// What the store holds of an alarm: `None` nothing, `Some(end)` the alarm, with its end
+/// where one is stored.
+type Stored = Option<Option<i64>>;
+
+/// The inbox's alarms since `since_ms` (each once, with the latest end reported) whose alarm,
+/// or end, the store does not hold, oldest first, each with what the store holds of it.
+/// Blocking.
+fn unsettled(db: &Db, since_ms: i64) -> rusqlite::Result<Vec<(Reported, Stored)>> {
     let c = db.lock();
     let mut st = c.prepare(
-        "SELECT bed, alarm_id, kind, onset_ms, end_ms FROM pcd04_inbox
-         WHERE received_ms >= ?1 ORDER BY id",
+        "SELECT bed, alarm_id, MIN(kind), onset_ms, MAX(end_ms) FROM pcd04_inbox
+         WHERE received_ms >= ?1 GROUP BY bed, alarm_id, onset_ms ORDER BY MIN(id)",
     )?;
     let rows = st.query_map([since_ms], |r| {
         let kind: String = r.get(2)?;
         Ok(Reported {
             bed: r.get(0)?,
             id: r.get(1)?,
-            kind: kind
-                .parse()
-                .unwrap_or(crate::core::monitor_alarm::MonitorAlarmKind::Other),
+            kind: kind.parse().unwrap_or(MonitorAlarmKind::Other),
             onset_ms: r.get(3)?,
             end_ms: r.get(4)?,
         })
@@ -197,8 +218,16 @@ async fn prune(shared: Arc<Shared>, shutdown: CancellationToken) {
         }
         let (db, before) = (shared.db.clone(), now_ms() - inbox_ms(&shared.cfg));
         let done = tokio::task::spawn_blocking(move || {
-            db.lock()
-                .execute("DELETE FROM pcd04_inbox WHERE received_ms < ?1", [before])
+            loop {
+                let n = db.lock().execute(
+                    "DELETE FROM pcd04_inbox WHERE id IN
+                     (SELECT id FROM pcd04_inbox WHERE received_ms < ?1 LIMIT ?2)",
+                    params![before, PRUNE_ROWS],
+                )?;
+                if (n as i64) < PRUNE_ROWS {
+                    return Ok::<_, rusqlite::Error>(());
+                }
+            }
         })
         .await;
         if let Ok(Err(e)) = done {
@@ -227,8 +256,9 @@ async fn accept(
             },
         };
         let allowed = &shared.cfg.allowed_peers;
-        if !allowed.is_empty() && !allowed.contains(&peer.ip()) {
-            tracing::warn!(peer = %peer.ip(), "PCD-04 listener: a gateway not in allowed_peers was refused");
+        let ip = peer.ip().to_canonical();
+        if !allowed.is_empty() && !allowed.iter().any(|a| a.to_canonical() == ip) {
+            tracing::warn!(peer = %ip, "PCD-04 listener: a gateway not in allowed_peers was refused");
             metrics::counter!("holmes_pcd04_in_connections_refused_total", "reason" => "peer")
                 .increment(1);
             continue;
@@ -250,8 +280,8 @@ async fn accept(
     }
 }
 
-/// Answers one gateway's reports in order until it leaves, misbehaves, stays silent too
-/// long or the daemon stops.
+/// Answers one gateway's reports in order until it leaves, misbehaves, stays silent (or does
+/// not read its answers) too long, or the daemon stops.
 async fn serve(socket: TcpStream, shared: &Shared, shutdown: CancellationToken) {
     let mut framed = Framed::new(socket, Mllp::new(shared.max_frame_bytes));
     let idle = Duration::from_secs_f64(shared.cfg.idle_timeout_secs);
@@ -272,10 +302,22 @@ async fn serve(socket: TcpStream, shared: &Shared, shutdown: CancellationToken) 
                 Ok(Some(Ok(f))) => f,
             },
         };
-        let answer = take(shared, &frame).await;
-        if let Err(e) = framed.send(answer.as_bytes()).await {
-            tracing::warn!(error = %e, "PCD-04 listener: cannot answer a gateway; closing");
-            return;
+        // A report taken is answered even while the daemon stops (what was kept is handed
+        // on again at the next start); only a bed queue that stays full is given up on.
+        let answer = tokio::select! {
+            _ = shutdown.cancelled() => return,
+            a = take(shared, &frame) => a,
+        };
+        match tokio::time::timeout(idle, framed.send(answer.as_bytes())).await {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => {
+                tracing::warn!(error = %e, "PCD-04 listener: cannot answer a gateway; closing");
+                return;
+            }
+            Err(_) => {
+                tracing::warn!("PCD-04 listener: a gateway does not read its answers; closing");
+                return;
+            }
         }
     }
 }
@@ -289,20 +331,22 @@ async fn take(shared: &Shared, frame: &[u8]) -> String {
             metrics::counter!("holmes_pcd04_in_total", "outcome" => "keep_alive").increment(1);
             Ok(())
         }
-        Ok(Report::Alarm(a)) => keep_and_hand_on(shared, header.as_ref(), a).await,
+        Ok(Report::Alarms(alarms)) => keep_and_hand_on(shared, header.as_ref(), alarms).await,
         Err(r) => Err(r),
     };
     if let Err(r) = &outcome {
         let outcome = match r.code {
             pcd04::AckCode::Reject => "rejected",
+            pcd04::AckCode::Retry => "not_kept",
             _ => "error",
         };
         metrics::counter!("holmes_pcd04_in_total", "outcome" => outcome).increment(1);
         tracing::warn!(code = r.hl7_error, at = %r.location, "PCD-04 listener: a report was refused");
     }
     let (app, facility) = (&shared.sender.0, &shared.sender.1);
+    let n = shared.answers.fetch_add(1, Ordering::Relaxed);
     let at = now_ms();
-    let id = format!("HOLMES-ACK-{at}");
+    let id = format!("HOLMES-ACK-{at}-{n}");
     pcd04::ack(
         header.as_ref(),
         outcome.as_ref().map(|_| ()),
@@ -315,9 +359,9 @@ async fn take(shared: &Shared, frame: &[u8]) -> String {
 async fn keep_and_hand_on(
     shared: &Shared,
     header: Option<&Header>,
-    a: Reported,
+    alarms: Vec<Reported>,
 ) -> Result<(), Refusal> {
-    if !shared.ward.admits(&a.bed) {
+    if alarms.iter().any(|a| !shared.ward.admits(&a.bed)) {
         return Err(Refusal {
             code: pcd04::AckCode::Error,
             hl7_error: "103",
@@ -326,43 +370,92 @@ async fn keep_and_hand_on(
         });
     }
     let control_id = header.map(|h| h.control_id.clone()).unwrap_or_default();
-    let (db, row) = (shared.db.clone(), a.clone());
+    let (db, rows) = (shared.db.clone(), alarms.clone());
     let kept = tokio::task::spawn_blocking(move || {
-        db.lock().execute(
-            "INSERT INTO pcd04_inbox (received_ms, control_id, bed, alarm_id, kind, onset_ms, end_ms)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
-            params![
-                now_ms(),
-                control_id,
-                row.bed,
-                row.id,
-                row.kind.as_str(),
-                row.onset_ms,
-                row.end_ms
-            ],
-        )
+        let mut c = db.lock();
+        // Synced to disk before the answer (the shared connection's NORMAL survives a killed
+        // process, not a power cut), then back.
+        c.pragma_update(None, "synchronous", "FULL")?;
+        let kept = keep(&mut c, &control_id, &rows);
+        c.pragma_update(None, "synchronous", "NORMAL")?;
+        kept
     })
     .await
     .expect("keeping a report panicked");
     if let Err(e) = kept {
-        tracing::error!(error = %e, "PCD-04 listener: cannot keep a report; the gateway will resend it");
-        return Err(Refusal {
-            code: pcd04::AckCode::Error,
-            hl7_error: "207",
-            location: "MSH".into(),
-            reason: "the report could not be kept; send it again".into(),
-        });
+        tracing::error!(error = %e, "PCD-04 listener: cannot keep a report; answered so that the gateway sends it again");
+        return Err(Refusal::retry(
+            "the report could not be kept; send it again",
+        ));
     }
     metrics::counter!("holmes_pcd04_in_total", "outcome" => "accepted").increment(1);
-    hand_on(shared, a, None).await;
+    for a in alarms {
+        hand_on(shared, a, None).await;
+    }
     Ok(())
 }
 
-/// Hands a report's alarm and end on to the ward, each once; `stored`: what the store already
-/// holds of the alarm (after a restart).
-async fn hand_on(shared: &Shared, a: Reported, stored: Option<Option<i64>>) {
-    let key = |end: bool| (a.bed.clone(), a.id.clone(), a.onset_ms, end);
+/// Writes a report's alarms into the inbox, in one transaction. Blocking.
+fn keep(c: &mut rusqlite::Connection, control_id: &str, rows: &[Reported]) -> rusqlite::Result<()> {
+    let tx = c.transaction()?;
+    let received = now_ms();
+    for a in rows {
+        tx.execute(
+            "INSERT INTO pcd04_inbox
+                 (received_ms, control_id, bed, alarm_id, kind, onset_ms, end_ms)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+            params![
+                received,
+                control_id,
+                a.bed,
+                a.id,
+                a.kind.as_str(),
+                a.onset_ms,
+                a.end_ms
+            ],
+        )?;
+    }
+    tx.commit()
+}
+
+/// Hands a report's alarm and end on to the ward, each once: not where it was handed on
+/// lately, nor where the store holds it (`stored`, or asked now where `None`).
+async fn hand_on(shared: &Shared, a: Reported, stored: Option<Stored>) {
+    let key = |end: bool| -> Key { (a.bed.clone(), a.id.clone(), a.onset_ms, end) };
+    let (raise_known, end_known) = {
+        let h = shared.handed.lock().expect("lock");
+        (h.contains(&key(false)), h.contains(&key(true)))
+    };
+    let wants_end = a.end_ms.is_some() && !end_known;
+    if raise_known && !wants_end {
+        return;
+    }
+    let stored = match stored {
+        Some(s) => s,
+        None => {
+            let (db, a) = (shared.db.clone(), a.clone());
+            let got = tokio::task::spawn_blocking(move || {
+                monitor_alarms::stored_end(&db.lock(), &a.bed, &a.id, a.onset_ms)
+            })
+            .await
+            .expect("reading the store panicked");
+            match got {
+                Ok(s) => s,
+                Err(e) => {
+                    tracing::warn!(error = %e, "PCD-04 listener: cannot ask the store about an alarm; handing it on");
+                    None
+                }
+            }
+        }
+    };
     let first = |end: bool| shared.handed.lock().expect("lock").first(key(end));
+    if let Some(end) = stored {
+        // Known to the store: remembered, so its resends need not ask again.
+        first(false);
+        if end.is_some() {
+            first(true);
+        }
+    }
     if stored.is_none() && first(false) {
         let raised = GatewayAlarm::Raised {
             id: a.id.clone(),
@@ -370,8 +463,11 @@ async fn hand_on(shared: &Shared, a: Reported, stored: Option<Option<i64>>) {
             t_ms: a.onset_ms,
         };
         shared.ward.gateway_alarm(&a.bed, raised).await;
+        metrics::counter!("holmes_pcd04_in_handed_total", "phase" => "raised").increment(1);
     }
+    let end_stored = matches!(stored, Some(Some(_)));
     if let Some(end) = a.end_ms
+        && !end_stored
         && first(true)
     {
         let ended = GatewayAlarm::Ended {
@@ -379,6 +475,7 @@ async fn hand_on(shared: &Shared, a: Reported, stored: Option<Option<i64>>) {
             t_ms: end,
         };
         shared.ward.gateway_alarm(&a.bed, ended).await;
+        metrics::counter!("holmes_pcd04_in_handed_total", "phase" => "ended").increment(1);
     }
 }
 

@@ -189,7 +189,6 @@ impl Ward {
         self.inner.admissions.clone()
     }
 
-    /// Window length, seconds (told to each monitor in its welcome).
     /// Whether the ward takes `bed` at all: a configured bed, or any where unknown beds are
     /// admitted.
     pub(crate) fn admits(&self, bed: &str) -> bool {
@@ -197,6 +196,7 @@ impl Ward {
         w.admit_unknown_beds || w.beds.iter().any(|b| b == bed)
     }
 
+    /// Window length, seconds (told to each monitor in its welcome).
     pub(crate) fn window_secs(&self) -> u32 {
         self.inner.cfg.ward.window_secs
     }
@@ -267,8 +267,7 @@ impl Ward {
         vitals: Vec<String>,
         out: mpsc::Sender<ServerMsg>,
     ) -> Result<Attach, AttachError> {
-        let c = &self.inner.cfg;
-        if !c.ward.admit_unknown_beds && !c.ward.beds.iter().any(|b| b == bed) {
+        if !self.admits(bed) {
             return Err(AttachError {
                 code: close::UNKNOWN_BED,
                 reason: format!("bed {bed:?} is not configured and unknown beds are refused"),
