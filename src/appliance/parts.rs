@@ -56,6 +56,8 @@ pub enum ServerError {
     Outbound(#[from] crate::outbound::OutboundError),
     #[error(transparent)]
     Pcd04In(#[from] crate::serving::ingest::pcd04::Pcd04Error),
+    #[error(transparent)]
+    Sdc(#[from] crate::serving::ingest::sdc::SdcConsumerError),
 }
 
 /// Runs `f` on the blocking pool; `what` names it should it panic (a bug).
@@ -429,6 +431,20 @@ pub(super) async fn pcd04_in(
     let at =
         crate::serving::ingest::pcd04::start(&cfg.pcd04_in, &cfg.hl7, db, ward, token, tracker)
             .await?;
+    Ok(Some(at))
+}
+
+/// The SDC consumer, where `[sdc]` turns it on: the notification sink's address.
+pub(super) async fn sdc(
+    cfg: &Config,
+    ward: &Ward,
+    (shutdown, tracker): (&CancellationToken, &TaskTracker),
+) -> Result<Option<SocketAddr>, ServerError> {
+    if !cfg.sdc.enabled {
+        return Ok(None);
+    }
+    let token = shutdown.child_token();
+    let at = crate::serving::ingest::sdc::start(&cfg.sdc, &cfg.leads, ward, token, tracker).await?;
     Ok(Some(at))
 }
 

@@ -3,8 +3,9 @@
 //! store writer, the engine (its ensemble prepared by [`ensemble::prepare`]), the zoo
 //! watcher, the ward (with the sink that hands its windows to the engine, its events to the
 //! store and its monitors' alarms to the adjudicator), the composer, a gateway's alarm reports
-//! in where `[pcd04_in]` takes them, the outbound links where `[hl7]` and `[fhir]` turn them
-//! on, the served plan and the board, and the HTTP server; SQLite flushed last.
+//! in where `[pcd04_in]` takes them, the SDC devices where `[sdc]` lists them, the outbound
+//! links where `[hl7]` and `[fhir]` turn them on, the served plan and the board, and the HTTP
+//! server; SQLite flushed last.
 //!
 //! [`ensemble::prepare`]: crate::serving::engine::ensemble::prepare
 
@@ -62,6 +63,7 @@ pub async fn start(cfg: Config, listener: TcpListener) -> Result<Running, Server
     let composer = parts::composer(&cfg, first, serving, zoo.generation.clone(), on);
     let devices = parts::device_auth(&cfg, (&ward, &st.db), on).await?;
     parts::pcd04_in(&cfg, (&ward, &st.db), on).await?;
+    parts::sdc(&cfg, &ward, on).await?;
     let users = parts::users(&st.db).await?;
     let links = parts::links(&cfg, (&st.store, &st.db), &ward, on).await?;
     let c = composer.serving.clone();

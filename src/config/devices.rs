@@ -1,5 +1,6 @@
-//! `[pcd04_in]`: real monitors' alarms in, as IHE PCD-04 `ORU^R40` reports from a ward's
-//! gateway or central station over MLLP. Off by default.
+//! Real monitors in: `[pcd04_in]`, their alarms as IHE PCD-04 `ORU^R40` reports from a ward's
+//! gateway or central station over MLLP; `[sdc]`, their ECG and alarms from the monitors
+//! themselves over IEEE 11073 SDC. Both off by default.
 
 use std::net::{IpAddr, SocketAddr};
 
@@ -72,6 +73,97 @@ impl Pcd04InConfig {
     }
 }
 
+/// One SDC device (a bedside monitor) and the bed it monitors.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SdcDevice {
+    /// The device's transport address (its XAddr, `http://host:port/path`), as its
+    /// configuration tool shows it: Holmes asks it directly (no WS-Discovery).
+    pub xaddr: String,
+    /// The bed it monitors (as a WebSocket monitor's hello names it).
+    pub bed: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct SdcConfig {
+    /// Consume the devices listed (false: none).
+    pub enabled: bool,
+    /// The address the devices' reports are posted to, `ip:port` (plain HTTP, as the
+    /// devices speak it).
+    pub notify_listen: String,
+    /// The host the devices reach `notify_listen` at, in the address each subscription gives
+    /// them (empty: `notify_listen`'s ip).
+    pub notify_host: String,
+    /// Seconds between renewals of a subscription (devices grant 15 s or more).
+    pub renew_secs: f64,
+    /// Seconds a device may take to answer a request.
+    pub request_timeout_secs: f64,
+    /// Back-off between attempts to reach a device that is gone: from this many ms,
+    /// doubling...
+    pub retry_min_ms: u64,
+    /// ...up to this many.
+    pub retry_max_ms: u64,
+    /// The devices, each with its bed.
+    pub devices: Vec<SdcDevice>,
+}
+
+impl Default for SdcConfig {
+    fn default() -> Self {
+        SdcConfig {
+            enabled: false,
+            notify_listen: "127.0.0.1:2577".into(),
+            notify_host: String::new(),
+            renew_secs: 5.0,
+            request_timeout_secs: 5.0,
+            retry_min_ms: 500,
+            retry_max_ms: 10_000,
+            devices: Vec::new(),
+        }
+    }
+}
+
+impl SdcConfig {
+    /// The address the notification sink binds.
+    pub(crate) fn addr(&self) -> Result<SocketAddr, String> {
+        self.notify_listen.parse().map_err(|_| {
+            format!(
+                "sdc.notify_listen {:?} is not ip:port (a numeric address)",
+                self.notify_listen
+            )
+        })
+    }
+
+    pub(crate) fn validate(&self) -> Result<(), String> {
+        self.addr()?;
+        if !(self.renew_secs > 0.0 && self.renew_secs <= 3_600.0) {
+            return Err("sdc.renew_secs must be in (0, 3600]".into());
+        }
+        if !(self.request_timeout_secs > 0.0 && self.request_timeout_secs <= 600.0) {
+            return Err("sdc.request_timeout_secs must be in (0, 600]".into());
+        }
+        if self.retry_min_ms == 0 || self.retry_max_ms < self.retry_min_ms {
+            return Err("sdc: 0 < retry_min_ms <= retry_max_ms".into());
+        }
+        let mut beds = std::collections::HashSet::new();
+        for d in &self.devices {
+            if !d.xaddr.starts_with("http://") {
+                return Err(format!(
+                    "sdc.devices: {:?} is not an http:// address (TLS devices are not supported yet)",
+                    d.xaddr
+                ));
+            }
+            if d.bed.is_empty() || d.bed.chars().count() > 64 || !beds.insert(d.bed.as_str()) {
+                return Err(format!(
+                    "sdc.devices: bed {:?} must be 1-64 characters and name one device",
+                    d.bed
+                ));
+            }
+        }
+        Ok(())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -95,5 +187,34 @@ mod tests {
             ..Pcd04InConfig::default()
         };
         assert!(zero.validate().unwrap_err().contains("max_connections"));
+    }
+
+    #[test]
+    fn sdc_devices_are_plain_http_one_a_bed() {
+        let dev = |x: &str, b: &str| SdcDevice {
+            xaddr: x.into(),
+            bed: b.into(),
+        };
+        let with = |d: Vec<SdcDevice>| SdcConfig {
+            enabled: true,
+            devices: d,
+            ..SdcConfig::default()
+        };
+        assert!(
+            with(vec![dev("http://10.0.0.7:6464/ab", "bed-1")])
+                .validate()
+                .is_ok()
+        );
+        let e = with(vec![dev("https://10.0.0.7:6464/ab", "bed-1")])
+            .validate()
+            .unwrap_err();
+        assert!(e.contains("http://"), "{e}");
+        let twice = vec![dev("http://a/1", "bed-1"), dev("http://b/2", "bed-1")];
+        assert!(with(twice).validate().unwrap_err().contains("one device"));
+        let slow = SdcConfig {
+            retry_max_ms: 1,
+            ..SdcConfig::default()
+        };
+        assert!(slow.validate().unwrap_err().contains("retry_min_ms"));
     }
 }

@@ -14,7 +14,7 @@ mod serving;
 
 pub use control::METHODS;
 pub(crate) use control::{ComposerConfig, DashboardConfig, HolmesParams, ServiceConfig};
-pub use devices::Pcd04InConfig;
+pub use devices::{Pcd04InConfig, SdcConfig, SdcDevice};
 pub(crate) use fhir::BaseUrl;
 pub use fhir::FhirConfig;
 pub use outbound::Hl7Config;
@@ -82,6 +82,9 @@ pub struct Config {
     /// defaults, off).
     #[serde(default)]
     pub pcd04_in: Pcd04InConfig,
+    /// Bedside monitors' ECG and alarms over IEEE 11073 SDC (absent: the defaults, off).
+    #[serde(default)]
+    pub sdc: SdcConfig,
 }
 
 impl Default for Config {
@@ -182,6 +185,7 @@ impl Config {
         self.hl7.validate()?;
         self.fhir.validate()?;
         self.pcd04_in.validate()?;
+        self.sdc.validate()?;
         let st = &self.storage;
         if st.batch_rows == 0 || st.backlog_rows == 0 {
             return Err("storage.batch_rows and storage.backlog_rows must be positive".into());

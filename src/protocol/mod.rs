@@ -3,8 +3,8 @@
 //!
 //! [`ingest`](crate::serving::ingest) parses every client message through [`parse_client`] and answers
 //! with [`ServerMsg`]; nothing else touches the wire format. Beside it, HL7's framing
-//! ([`mllp`], which the outbound links send through too) and a gateway's IHE PCD-04 alarm
-//! reports as they come in ([`pcd04`]).
+//! ([`mllp`], which the outbound links send through too), a gateway's IHE PCD-04 alarm
+//! reports as they come in ([`pcd04`]) and IEEE 11073 SDC as a consumer speaks it ([`sdc`]).
 
 use std::collections::BTreeMap;
 
@@ -12,6 +12,7 @@ use serde::{Deserialize, Deserializer, Serialize};
 
 pub(crate) mod mllp;
 pub(crate) mod pcd04;
+pub(crate) mod sdc;
 
 pub use crate::core::monitor_alarm::MonitorAlarmKind;
 pub use crate::core::patient::{MAX_PATIENT_CHARS, Patient};

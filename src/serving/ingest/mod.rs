@@ -20,6 +20,7 @@ pub(crate) mod devices;
 mod patient;
 pub(crate) mod pcd04;
 mod replies;
+pub(crate) mod sdc;
 
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
