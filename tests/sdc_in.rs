@@ -1,9 +1,11 @@
 //! IEEE 11073 SDC in, driven by a real SDC device: `tests/sdc_peer/provider.py` (Dräger's
 //! `sdc11073` provider) plays vfdb 422 (of the test part) as a bedside monitor's two ECG leads
-//! at 250 Hz, its heart rate, and a VT alert condition raised where the annotators mark VT.
-//! Holmes, given the device's address, subscribes, scores its bed from the waveforms, and
+//! at 500 Hz in reports of 50 ms, its heart rate, and a VT alert condition raised where the
+//! annotators mark VT. Holmes, given the device's address and with device tokens required (as
+//! by default; an SDC device holds none), subscribes, scores its bed from the waveforms, and
 //! judges the device's VT alarm from that bed's ECG: read back from the API and SQLite. The
-//! device then vanishes: the daemon stays up and the bed goes stale.
+//! device then vanishes (the daemon stays up, the bed goes stale) and comes back (subscribed
+//! again, the bed scored again).
 //!
 //! Without python3 and its `sdc11073` package this prints `SKIPPED` (`pip install
 //! sdc11073==3.0.0`), unless `HOLMES_REQUIRE_SDC` is set, as in CI.
@@ -59,29 +61,50 @@ async fn a_devices_ecg_is_scored_and_its_vt_alarm_judged_and_its_loss_shown() {
     let (from, to) = (1311 * FS, 1345 * FS);
     let dir = tempfile::tempdir().unwrap();
     let samples = dir.path().join("ecg.json");
-    let json = serde_json::json!({"II": &leads[0][from..to], "V": &leads[1][from..to]});
+    // At 500 Hz: each 250-Hz sample, then the midpoint to the next.
+    let up = |x: &[f32]| -> Vec<f32> {
+        x.windows(2)
+            .flat_map(|w| [w[0], 0.5 * (w[0] + w[1])])
+            .collect()
+    };
+    let json = serde_json::json!({"II": up(&leads[0][from..to]), "V": up(&leads[1][from..to])});
     std::fs::write(&samples, json.to_string()).unwrap();
     let port = std::net::TcpListener::bind("127.0.0.1:0")
         .unwrap()
         .local_addr()
         .unwrap()
         .port();
-    let mut provider = Command::new("python3")
-        .arg(common::root().join("tests/sdc_peer/provider.py"))
-        .args(["--port", &port.to_string(), "--hz", "250", "--vt-at", "28"])
-        .arg("--samples")
-        .arg(&samples)
-        .stdout(Stdio::piped())
-        .spawn()
-        .expect("python3 runs");
-    let mut line = String::new();
-    std::io::BufReader::new(provider.stdout.take().unwrap())
-        .read_line(&mut line)
-        .unwrap();
-    let ready: Value = serde_json::from_str(&line).expect("the provider's ready line");
+    let device = |extra: &[&str]| {
+        let mut p = Command::new("python3")
+            .arg(common::root().join("tests/sdc_peer/provider.py"))
+            .args([
+                "--port",
+                &port.to_string(),
+                "--hz",
+                "500",
+                "--chunk-ms",
+                "50",
+            ])
+            .args(extra)
+            .arg("--samples")
+            .arg(&samples)
+            .stdout(Stdio::piped())
+            .spawn()
+            .expect("python3 runs");
+        let mut line = String::new();
+        std::io::BufReader::new(p.stdout.take().unwrap())
+            .read_line(&mut line)
+            .unwrap();
+        let ready: Value = serde_json::from_str(&line).expect("the provider's ready line");
+        (p, ready)
+    };
+    let (mut provider, ready) = device(&["--vt-at", "28"]);
     let xaddr = ready["xaddr"].as_str().unwrap().to_string();
+    let epr = ready["epr"].as_str().unwrap().to_string();
 
     let app = spawn_app(|c| {
+        c.auth.require_device_tokens = true;
+        c.auth.devices_refresh_secs = 0.2;
         c.sdc.enabled = true;
         c.sdc.notify_listen = "127.0.0.1:0".into();
         c.sdc.devices = vec![holmes::config::SdcDevice {
@@ -127,20 +150,34 @@ async fn a_devices_ecg_is_scored_and_its_vt_alarm_judged_and_its_loss_shown() {
     // The device vanishes: the bed goes stale, the daemon stays up.
     provider.kill().unwrap();
     provider.wait().unwrap();
-    let until = Instant::now() + Duration::from_secs(30);
-    loop {
-        let (status, v) = app.get("/api/beds").await;
-        assert_eq!(status, 200);
-        let bed = v["beds"]
-            .as_array()
-            .and_then(|b| b.iter().find(|x| x["bed"] == "bed-sdc").cloned())
-            .unwrap_or_default();
-        let state = bed["status"].as_str().unwrap_or_default().to_string();
-        if state == "stale" || state == "lost" || state == "disconnected" {
-            break;
+    let status = |want: &'static [&'static str], secs: u64| {
+        let app = &app;
+        async move {
+            let until = Instant::now() + Duration::from_secs(secs);
+            loop {
+                let (code, v) = app.get("/api/beds").await;
+                assert_eq!(code, 200);
+                let bed = v["beds"]
+                    .as_array()
+                    .and_then(|b| b.iter().find(|x| x["bed"] == "bed-sdc").cloned())
+                    .unwrap_or_default();
+                let state = bed["status"].as_str().unwrap_or_default().to_string();
+                if want.contains(&state.as_str()) {
+                    return;
+                }
+                assert!(Instant::now() < until, "the bed stays {state:?}: {bed}");
+                tokio::time::sleep(Duration::from_millis(200)).await;
+            }
         }
-        assert!(Instant::now() < until, "the bed stays {state:?}: {bed}");
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
+    };
+    status(&["stale", "lost"], 30).await;
+    let scored = app.wait_scores("bed-sdc", 5.0, |_| true).await.len();
+    // It comes back at the same address: subscribed again, the bed live and scored again.
+    let (mut provider, _) = device(&["--epr", &epr]);
+    status(&["live"], 40).await;
+    app.wait_scores("bed-sdc", 40.0, |rows| rows.len() > scored)
+        .await;
+    provider.kill().unwrap();
+    provider.wait().unwrap();
     app.stop().await;
 }

@@ -26,7 +26,7 @@ pub(crate) const EPISODIC_METRIC_REPORT: &str = "http://standards.ieee.org/downl
 
 /// What a device's answer or report did not hold.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub(crate) enum SdcError {
+pub enum SdcError {
     #[error("not XML: {0}")]
     Xml(String),
     #[error("the device answered with a fault: {0}")]
@@ -204,8 +204,11 @@ pub(crate) struct Mdib {
     pub(crate) leads: Vec<Lead>,
     /// The heart-rate metric's handle (`MDC_ECG_HEART_RATE`, or a pulse rate).
     pub(crate) heart_rate: Option<String>,
-    /// Each alert condition's handle and its type's code.
+    /// Each physiological alert condition's handle and its type's code (technical ones,
+    /// `Kind="Tec"`, are left out).
     pub(crate) alerts: Vec<(String, String)>,
+    /// The alert conditions' presence as the MDIB holds it: handle, present, since when.
+    pub(crate) presence: Vec<(String, bool, Option<i64>)>,
 }
 
 /// The lead name of an ECG waveform's 11073-10101 code (`MDC_ECG_ELEC_POTL_*`, or the
@@ -268,9 +271,21 @@ pub(crate) fn mdib(xml: &str) -> Result<Mdib, SdcError> {
                 _ => {}
             }
         } else if n.has_tag_name((PM, "AlertCondition"))
+            && n.attribute("Kind") != Some("Tec")
             && let Some(c) = code(&n)
         {
             m.alerts.push((handle.to_owned(), c));
+        }
+    }
+    for st in doc.descendants().filter(|n| n.is_element()) {
+        if xsi_type(&st).is_some_and(|t| t == "AlertConditionState")
+            && let Some(h) = st.attribute("DescriptorHandle")
+        {
+            let at = st
+                .attribute("DeterminationTime")
+                .and_then(|t| t.trim().parse().ok());
+            m.presence
+                .push((h.to_owned(), st.attribute("Presence") == Some("true"), at));
         }
     }
     if m.leads.is_empty() {
@@ -285,8 +300,8 @@ pub(crate) enum Report {
     /// Samples of one waveform: its handle, the first sample's time (ms since the epoch) and
     /// the samples.
     Waveform(Vec<(String, i64, Vec<f32>)>),
-    /// Numeric metrics' values by handle (absent: no value).
-    Metrics(Vec<(String, Option<f32>)>),
+    /// Numeric metrics' values by handle (absent: no value), with when each was determined.
+    Metrics(Vec<(String, Option<f32>, Option<i64>)>),
     /// Alert conditions' presence changes: handle, present, when (ms since the epoch).
     Alerts(Vec<(String, bool, Option<i64>)>),
     /// The device ended the subscription.
@@ -332,10 +347,12 @@ pub(crate) fn report(xml: &str) -> Result<Report, SdcError> {
             .filter(|n| n.has_tag_name((MSG, "MetricState")))
             .filter_map(|s| {
                 let handle = s.attribute("DescriptorHandle")?;
-                let value = child(s, PM, "MetricValue")
+                let mv = child(s, PM, "MetricValue");
+                let value = mv
                     .and_then(|v| v.attribute("Value"))
                     .and_then(|v| v.parse::<f32>().ok());
-                Some((handle.to_owned(), value))
+                let at = ms(mv.and_then(|v| v.attribute("DeterminationTime")));
+                Some((handle.to_owned(), value, at))
             })
             .collect();
         return Ok(Report::Metrics(out));

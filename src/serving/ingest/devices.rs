@@ -332,10 +332,12 @@ impl DeviceAuth {
             Some(_) => Ok(Claim {
                 bound: true,
                 max_beds: None,
+                configured: false,
             }),
             None => Ok(Claim {
                 bound: false,
                 max_beds: Some(self.inner.gateway_beds),
+                configured: false,
             }),
         }
     }
@@ -447,6 +449,7 @@ mod tests {
         let bed = Claim {
             bound: true,
             max_beds: None,
+            configured: false,
         };
         assert_eq!(auth.admit("mon-1", "icu-1", &bound).await, Ok(bed));
         assert_eq!(
@@ -468,6 +471,7 @@ mod tests {
         let gateway = Claim {
             bound: false,
             max_beds: Some(7),
+            configured: false,
         };
         assert_eq!(auth.admit("gateway", "any-bed", &gw).await, Ok(gateway));
         let bound_beds: Vec<String> = auth.bound_beds().into_iter().collect();

@@ -144,6 +144,13 @@ pub(crate) async fn connection(
         )
         .await;
     }
+    if device.starts_with(sdc::DEVICE_PREFIX) {
+        let r = format!(
+            "device names beginning {:?} are the SDC devices'",
+            sdc::DEVICE_PREFIX
+        );
+        return close_with(&mut socket, close::BAD_HELLO, &r).await;
+    }
     // Announced leads: name -> role slot, in hello order.
     let mut ann = Announced {
         by_name: HashMap::new(),

@@ -71,6 +71,8 @@ struct Conn {
     id: u64,
     device: String,
     kick: Option<oneshot::Sender<(u16, String)>>,
+    /// Held by a configured device, not a token ([`Claim::configured`]).
+    configured: bool,
 }
 
 struct BedEntry {
@@ -96,6 +98,9 @@ pub(crate) struct Claim {
     pub(crate) bound: bool,
     /// Most beds the device may hold at once (a gateway's cap); None: no cap.
     pub(crate) max_beds: Option<usize>,
+    /// A device the configuration lists (an SDC device), held without a device token:
+    /// revoking tokens closes no such connection.
+    pub(crate) configured: bool,
 }
 
 /// Why a hello was refused: a close code and a reason for the monitor.
@@ -318,6 +323,7 @@ impl Ward {
                 id: conn,
                 device: device.to_owned(),
                 kick: Some(kick_tx),
+                configured: claim.configured,
             });
             (entry.tx.clone(), dropped)
         };
@@ -455,8 +461,8 @@ impl Ward {
         rx.await.ok()
     }
 
-    /// Closes (with `code`) the connections of every device for which `gone` holds; returns
-    /// how many each such device had.
+    /// Closes (with `code`) the connections of every device for which `gone` holds (not those
+    /// of configured devices, which hold no token); returns how many each such device had.
     pub(crate) fn kick_devices(
         &self,
         gone: impl Fn(&str) -> bool,
@@ -466,7 +472,7 @@ impl Ward {
         let mut kicked: HashMap<String, usize> = HashMap::new();
         let mut beds = self.inner.beds.lock().expect("lock");
         for e in beds.values_mut() {
-            if let Some(conn) = e.conn.as_mut().filter(|c| gone(&c.device))
+            if let Some(conn) = e.conn.as_mut().filter(|c| !c.configured && gone(&c.device))
                 && let Some(k) = conn.kick.take()
             {
                 let _ = k.send((code, reason.to_owned()));

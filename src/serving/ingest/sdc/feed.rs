@@ -1,0 +1,282 @@
+//! What an SDC device's reports become for its bed, sans-IO ([`Feed`]): sample frames on one
+//! 250 Hz grid for every lead, the heart rate as the `hr` vital, and the alert conditions'
+//! presence as the monitor's own alarms and their ends.
+//!
+//! **Samples.** Each lead's samples are averaged down to 250 Hz (each group of samples that
+//! makes one, a group a report cuts carried into the next) and placed on a grid of 4-ms
+//! positions counted from the session's first sample, by their device time
+//! (`DeterminationTime` is the first sample's). Frames cover the span every lead has reached;
+//! a lead more than [`LAG`] behind the others is sent as a hole. A report that starts later
+//! than its lead's last ended (a report lost, by the device or the sink) leaves a hole on the
+//! grid and drops the carried group; one that overlaps what was sent is cut. Where no lead
+//! holds the next positions, the frame's sequence number is skipped, so the bed records a gap
+//! rather than a clock jump.
+//!
+//! **Alarms.** A condition of the MDIB's physiological ones whose presence turns true is raised
+//! (`handle@onset` its id, its kind by its code), and ended when it turns false; the open ones
+//! outlive a session (the caller keeps them), and a new session's MDIB presence reconciles
+//! them. Times are the device's (its `DeterminationTime`), else the grid's last position.
+
+use std::time::Instant;
+
+use crate::core::monitor_alarm::MonitorAlarmKind;
+use crate::core::window::{MAX_LEADS, SAMPLE_RATE_HZ};
+use crate::protocol::pcd04;
+use crate::protocol::sdc::{Mdib, Report};
+use crate::serving::ward::{AlarmMsg, BedCmd, SampleFrame};
+
+/// Grid positions (4 ms each) a lead may lag the others before it is sent as a hole.
+pub(super) const LAG: i64 = SAMPLE_RATE_HZ as i64;
+/// One grid position, ms.
+const STEP_MS: f64 = 1000.0 / SAMPLE_RATE_HZ as f64;
+
+/// A frame's samples, per lead slot.
+type Leads = [Option<Vec<Option<f32>>>; MAX_LEADS];
+
+/// One ECG lead on its way to the grid.
+#[derive(Debug)]
+pub(super) struct Stream {
+    pub(super) handle: String,
+    pub(super) slot: usize,
+    /// Device samples averaged into one at 250 Hz.
+    pub(super) every: usize,
+    /// A group a report cut, and the device time its next sample is due at.
+    carry: Vec<f32>,
+    next_in: Option<f64>,
+    /// Samples on the grid not yet sent, from position `at`.
+    pending: Vec<Option<f32>>,
+    at: i64,
+}
+
+impl Stream {
+    pub(super) fn new(handle: String, slot: usize, every: usize) -> Stream {
+        Stream {
+            handle,
+            slot,
+            every,
+            carry: Vec::new(),
+            next_in: None,
+            pending: Vec::new(),
+            at: 0,
+        }
+    }
+
+    fn end(&self) -> i64 {
+        self.at + self.pending.len() as i64
+    }
+
+    /// The grid's values over `[from, to)` (holes where the lead holds none), dropped from
+    /// what is pending.
+    fn take(&mut self, from: i64, to: i64) -> Vec<Option<f32>> {
+        let out = (from..to)
+            .map(|p| {
+                let i = p - self.at;
+                (0..self.pending.len() as i64)
+                    .contains(&i)
+                    .then(|| self.pending[i as usize])
+                    .flatten()
+            })
+            .collect();
+        let gone = ((to - self.at).max(0) as usize).min(self.pending.len());
+        self.pending.drain(..gone);
+        self.at = self.at.max(to);
+        out
+    }
+}
+
+/// A session's state between reports.
+#[derive(Debug)]
+pub(super) struct Feed {
+    streams: Vec<Stream>,
+    /// The device time of grid position 0 (the session's first sample), ms.
+    origin: Option<f64>,
+    /// The next grid position a frame starts at, and the frames' next sequence number.
+    next: i64,
+    seq: u64,
+    vitals_seq: u64,
+    /// The lead names of the announced slots (for alarms).
+    names: [Option<String>; MAX_LEADS],
+}
+
+/// An alert condition raised and not yet ended: handle, the alarm's id.
+pub(super) type Open = Vec<(String, String)>;
+
+impl Feed {
+    pub(super) fn new(
+        streams: Vec<Stream>,
+        names: [Option<String>; MAX_LEADS],
+        (seq, vitals_seq): (u64, u64),
+    ) -> Feed {
+        Feed {
+            streams,
+            origin: None,
+            next: 0,
+            seq,
+            vitals_seq,
+            names,
+        }
+    }
+
+    /// The device time of the grid's next position (its "now"), ms.
+    fn device_now(&self) -> Option<i64> {
+        self.origin
+            .map(|o| (o + self.next as f64 * STEP_MS).round() as i64)
+    }
+
+    /// What `report` becomes for the bed; `open`: the alarms raised and not ended.
+    pub(super) fn commands(&mut self, report: Report, mdib: &Mdib, open: &mut Open) -> Vec<BedCmd> {
+        let arrived = Instant::now();
+        match report {
+            Report::Waveform(parts) => {
+                for (handle, t0, samples) in parts {
+                    self.place(&handle, t0 as f64, &samples);
+                }
+                self.frames(arrived)
+            }
+            Report::Metrics(values) => {
+                let Some(hr) = &mdib.heart_rate else {
+                    return Vec::new();
+                };
+                let Some((_, v, at)) = values.into_iter().find(|(h, _, _)| h == hr) else {
+                    return Vec::new();
+                };
+                let Some(t_ms) = at.or_else(|| self.device_now()) else {
+                    return Vec::new();
+                };
+                self.vitals_seq += 1;
+                vec![BedCmd::Vitals {
+                    seq: self.vitals_seq - 1,
+                    t_ms,
+                    values: vec![("hr".into(), v.filter(|x| x.is_finite()))],
+                    arrived,
+                }]
+            }
+            Report::Alerts(changes) => self.alarms(changes, mdib, open, arrived),
+            Report::End | Report::Other(_) => Vec::new(),
+        }
+    }
+
+    /// Alarms and ends from alert conditions' presence (a report's, or a new session's MDIB).
+    pub(super) fn alarms(
+        &mut self,
+        changes: Vec<(String, bool, Option<i64>)>,
+        mdib: &Mdib,
+        open: &mut Open,
+        arrived: Instant,
+    ) -> Vec<BedCmd> {
+        let mut out = Vec::new();
+        for (handle, present, when) in changes {
+            let Some((_, code)) = mdib.alerts.iter().find(|a| a.0 == handle) else {
+                continue;
+            };
+            let Some(t_ms) = when.or_else(|| self.device_now()) else {
+                continue;
+            };
+            let was = open.iter().position(|o| o.0 == handle);
+            match (present, was) {
+                (true, None) => {
+                    let id = format!("{handle}@{t_ms}");
+                    open.push((handle, id.clone()));
+                    let kind: MonitorAlarmKind = pcd04::kind_of(code, "", "");
+                    out.push(BedCmd::MonitorAlarm(AlarmMsg {
+                        id,
+                        kind,
+                        t_ms,
+                        names: self.names.clone(),
+                        arrived,
+                        received_ms: crate::core::time::now_ms(),
+                    }));
+                }
+                (false, Some(i)) => {
+                    let (_, id) = open.remove(i);
+                    out.push(BedCmd::MonitorAlarmEnd { id, t_ms });
+                }
+                _ => {}
+            }
+        }
+        out
+    }
+
+    /// Averages a lead's report down to 250 Hz and places it on the grid.
+    fn place(&mut self, handle: &str, t0: f64, samples: &[f32]) {
+        let Some(s) = self.streams.iter_mut().find(|s| s.handle == handle) else {
+            return;
+        };
+        let period = STEP_MS / s.every as f64;
+        // A report that does not follow its lead's last: the carried group is lost with it.
+        if s.next_in.is_some_and(|due| (t0 - due).abs() > period * 0.5) {
+            s.carry.clear();
+        }
+        s.next_in = Some(t0 + samples.len() as f64 * period);
+        let start = t0 - s.carry.len() as f64 * period;
+        s.carry.extend_from_slice(samples);
+        let whole = s.carry.len() / s.every * s.every;
+        let out: Vec<Option<f32>> = s.carry[..whole]
+            .chunks(s.every)
+            .map(|c| {
+                let m = c.iter().sum::<f32>() / c.len() as f32;
+                m.is_finite().then_some(m)
+            })
+            .collect();
+        s.carry.drain(..whole);
+        if out.is_empty() {
+            return;
+        }
+        let origin = *self.origin.get_or_insert(start);
+        let p = ((start - origin) / STEP_MS).round() as i64;
+        if s.pending.is_empty() {
+            s.at = s.at.max(p);
+        }
+        let end = s.end();
+        let skip = (end - p).max(0) as usize;
+        if p > end {
+            s.pending
+                .extend(std::iter::repeat_n(None, (p - end) as usize));
+        }
+        s.pending.extend(out.into_iter().skip(skip));
+    }
+
+    /// Frames over the span every lead has reached (a lead [`LAG`] behind sent as holes).
+    fn frames(&mut self, arrived: Instant) -> Vec<BedCmd> {
+        let (Some(origin), Some(top)) = (self.origin, self.streams.iter().map(Stream::end).max())
+        else {
+            return Vec::new();
+        };
+        let reached = self.streams.iter().map(Stream::end).min().unwrap_or(top);
+        let to = reached.max(top - LAG);
+        // Nothing held for the next positions by any lead: a gap, not a clock jump.
+        let first = self
+            .streams
+            .iter()
+            .filter(|s| !s.pending.is_empty())
+            .map(|s| s.at)
+            .min()
+            .unwrap_or(to);
+        if first > self.next {
+            self.next = first.min(to);
+            self.seq += 1;
+        }
+        if to <= self.next {
+            return Vec::new();
+        }
+        let (from, n) = (self.next, (to - self.next) as usize);
+        let mut leads: Leads = Default::default();
+        for s in &mut self.streams {
+            leads[s.slot] = Some(s.take(from, to));
+        }
+        self.next = to;
+        self.seq += 1;
+        vec![BedCmd::Samples(SampleFrame {
+            seq: self.seq - 1,
+            t_ms: (origin + from as f64 * STEP_MS).round() as i64,
+            n,
+            leads,
+            lead_off: [false; MAX_LEADS],
+            arrived,
+        })]
+    }
+}
+
+#[cfg(test)]
+#[path = "feed_tests.rs"]
+mod tests;

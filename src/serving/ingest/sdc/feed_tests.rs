@@ -1,0 +1,145 @@
+use super::*;
+use crate::protocol::sdc::Lead;
+
+const T0: i64 = 1_700_000_000_000;
+
+fn mdib() -> Mdib {
+    let lead = |h: &str, n: &str| Lead {
+        handle: h.into(),
+        name: n.into(),
+        period_ms: 2.0,
+    };
+    Mdib {
+        leads: vec![lead("ecg.ii", "II"), lead("ecg.v", "V1")],
+        heart_rate: Some("hr".into()),
+        alerts: vec![("ac.vt".into(), "199832".into())],
+        presence: Vec::new(),
+    }
+}
+
+/// A feed of two leads at 500 Hz.
+fn feed() -> Feed {
+    let streams = vec![
+        Stream::new("ecg.ii".into(), 0, 2),
+        Stream::new("ecg.v".into(), 1, 2),
+    ];
+    let names = [Some("II".into()), Some("V1".into()), None];
+    Feed::new(streams, names, (7, 3))
+}
+
+/// A report of both leads at 500 Hz from `t0`: sample i of lead II is `i`, of V `-i`.
+fn both(t0: i64, from: usize, n: usize) -> Report {
+    let ii = (from..from + n).map(|i| i as f32).collect();
+    let v = (from..from + n).map(|i| -(i as f32)).collect();
+    Report::Waveform(vec![("ecg.ii".into(), t0, ii), ("ecg.v".into(), t0, v)])
+}
+
+fn frames(cmds: Vec<BedCmd>) -> Vec<SampleFrame> {
+    cmds.into_iter()
+        .filter_map(|c| match c {
+            BedCmd::Samples(f) => Some(f),
+            _ => None,
+        })
+        .collect()
+}
+
+#[test]
+fn odd_reports_at_500_hz_make_continuous_frames_of_pair_means() {
+    let (mut f, m, mut open) = (feed(), mdib(), Open::new());
+    let mut got = Vec::new();
+    // Reports of 25 samples (50 ms at 500 Hz): every other one ends mid-pair.
+    for k in 0..8 {
+        let t0 = T0 + k * 50;
+        got.extend(frames(f.commands(
+            both(t0, k as usize * 25, 25),
+            &m,
+            &mut open,
+        )));
+    }
+    let seqs: Vec<u64> = got.iter().map(|x| x.seq).collect();
+    assert_eq!(seqs, (7..7 + got.len() as u64).collect::<Vec<_>>());
+    let mut t = T0;
+    let mut ii = Vec::new();
+    for fr in &got {
+        assert_eq!(fr.t_ms, t, "{fr:?}");
+        t += fr.n as i64 * 4;
+        ii.extend(fr.leads[0].clone().unwrap());
+        assert_eq!(fr.leads[1].as_ref().unwrap().len(), fr.n);
+    }
+    // 200 samples at 500 Hz: 100 at 250 Hz, each the mean of a pair.
+    assert_eq!(ii.len(), 100);
+    for (i, v) in ii.iter().enumerate() {
+        assert_eq!(*v, Some(2.0 * i as f32 + 0.5));
+    }
+}
+
+#[test]
+fn leads_in_separate_reports_share_frames_and_a_lost_report_is_a_gap() {
+    let (mut f, m, mut open) = (feed(), mdib(), Open::new());
+    let Report::Waveform(mut parts) = both(T0, 0, 50) else {
+        unreachable!()
+    };
+    let v = parts.pop().unwrap();
+    // Lead II first: nothing to send until V reaches it.
+    assert!(frames(f.commands(Report::Waveform(parts), &m, &mut open)).is_empty());
+    let one = frames(f.commands(Report::Waveform(vec![v]), &m, &mut open));
+    assert_eq!(one.len(), 1);
+    assert_eq!((one[0].seq, one[0].t_ms, one[0].n), (7, T0, 25));
+    assert!(
+        one[0].leads[0]
+            .as_ref()
+            .unwrap()
+            .iter()
+            .all(Option::is_some)
+    );
+    // The next 100 ms never came: the frame after it skips a sequence number.
+    let next = frames(f.commands(both(T0 + 200, 100, 50), &m, &mut open));
+    assert_eq!(next.len(), 1);
+    assert_eq!((next[0].seq, next[0].t_ms), (9, T0 + 200));
+    // A lead silent for more than a second is sent as holes.
+    let mut t = T0 + 300;
+    let mut last = Vec::new();
+    for k in 0..12 {
+        let ii: Vec<f32> = vec![0.5; 50];
+        let r = Report::Waveform(vec![("ecg.ii".into(), t, ii)]);
+        last = frames(f.commands(r, &m, &mut open));
+        t += 100;
+        let _ = k;
+    }
+    let fr = last.last().expect("frames once V lags a second");
+    assert!(fr.leads[1].as_ref().unwrap().iter().all(Option::is_none));
+    assert!(fr.leads[0].as_ref().unwrap().iter().all(Option::is_some));
+}
+
+#[test]
+fn alert_conditions_raise_and_end_the_monitors_alarm_and_unknown_ones_are_ignored() {
+    let (mut f, m, mut open) = (feed(), mdib(), Open::new());
+    let raise = Report::Alerts(vec![
+        ("ac.vt".into(), true, Some(T0 + 5_000)),
+        ("ac.unknown".into(), true, Some(T0)),
+    ]);
+    let cmds = f.commands(raise.clone(), &m, &mut open);
+    assert_eq!(cmds.len(), 1);
+    let BedCmd::MonitorAlarm(a) = &cmds[0] else {
+        panic!("{cmds:?}")
+    };
+    assert_eq!((a.kind, a.t_ms), (MonitorAlarmKind::Vt, T0 + 5_000));
+    assert_eq!(a.id, format!("ac.vt@{}", T0 + 5_000));
+    assert_eq!(a.names[1].as_deref(), Some("V1"));
+    // Present again (a new session's MDIB): not raised twice.
+    assert!(f.commands(raise, &m, &mut open).is_empty());
+    let end = Report::Alerts(vec![("ac.vt".into(), false, Some(T0 + 9_000))]);
+    let cmds = f.commands(end, &m, &mut open);
+    assert!(
+        matches!(&cmds[..], [BedCmd::MonitorAlarmEnd { id, t_ms }] if *t_ms == T0 + 9_000 && id.starts_with("ac.vt@")),
+        "{cmds:?}"
+    );
+    assert!(open.is_empty());
+    // The heart rate is the hr vital, at the device's time.
+    let hr = Report::Metrics(vec![("hr".into(), Some(180.0), Some(T0 + 1_000))]);
+    let cmds = f.commands(hr, &m, &mut open);
+    assert!(
+        matches!(&cmds[..], [BedCmd::Vitals { seq: 3, t_ms, values, .. }] if *t_ms == T0 + 1_000 && values[0] == ("hr".to_string(), Some(180.0))),
+        "{cmds:?}"
+    );
+}
