@@ -3,9 +3,11 @@
 //! at 500 Hz in reports of 50 ms, its heart rate, and a VT alert condition raised where the
 //! annotators mark VT. Holmes, given the device's address and with device tokens required (as
 //! by default; an SDC device holds none), subscribes, scores its bed from the waveforms, and
-//! judges the device's VT alarm from that bed's ECG: read back from the API and SQLite. The
-//! device then vanishes (the daemon stays up, the bed goes stale) and comes back (subscribed
-//! again, the bed scored again).
+//! judges the device's VT alarm from that bed's ECG: read back from the API and SQLite. Posts
+//! to the notification sink from a stranger (a made-up session's path, an unknown device, a
+//! body over the limit) are refused while the bed goes on being scored. The device then
+//! vanishes (the daemon stays up, the bed goes stale) and comes back (subscribed again, the
+//! bed scored again).
 //!
 //! Without python3 and its `sdc11073` package this prints `SKIPPED` (`pip install
 //! sdc11073==3.0.0`), unless `HOLMES_REQUIRE_SDC` is set, as in CI.
@@ -20,6 +22,25 @@ use common::spawn_app;
 use serde_json::Value;
 
 const FS: usize = 250;
+
+/// POSTs `body` to `path` on `addr`: the answer's status.
+async fn post(addr: std::net::SocketAddr, path: &str, body: &[u8]) -> u16 {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut s = tokio::net::TcpStream::connect(addr).await.unwrap();
+    let head = format!(
+        "POST {path} HTTP/1.1\r\nHost: sink\r\nContent-Type: application/soap+xml\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+        body.len()
+    );
+    s.write_all(head.as_bytes()).await.unwrap();
+    let _ = s.write_all(body).await;
+    let mut buf = Vec::new();
+    let _ = s.read_to_end(&mut buf).await;
+    let text = String::from_utf8_lossy(&buf);
+    text.split_whitespace()
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .unwrap_or(0)
+}
 
 fn sdc_available(test: &str) -> bool {
     let ok = Command::new("python3")
@@ -102,11 +123,15 @@ async fn a_devices_ecg_is_scored_and_its_vt_alarm_judged_and_its_loss_shown() {
     let xaddr = ready["xaddr"].as_str().unwrap().to_string();
     let epr = ready["epr"].as_str().unwrap().to_string();
 
+    let sink = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap();
     let app = spawn_app(|c| {
         c.auth.require_device_tokens = true;
         c.auth.devices_refresh_secs = 0.2;
         c.sdc.enabled = true;
-        c.sdc.notify_listen = "127.0.0.1:0".into();
+        c.sdc.notify_listen = sink.to_string();
         c.sdc.devices = vec![holmes::config::SdcDevice {
             xaddr: xaddr.clone(),
             bed: "bed-sdc".into(),
@@ -115,6 +140,20 @@ async fn a_devices_ecg_is_scored_and_its_vt_alarm_judged_and_its_loss_shown() {
     .await;
     // The bed is scored from the device's waveforms.
     app.wait_scores("bed-sdc", 40.0, |rows| !rows.is_empty())
+        .await;
+    // A stranger posting to the sink (a made-up session, an unknown device, a huge body) is
+    // refused; the device's session goes on.
+    let forged = "<s12:Envelope xmlns:s12=\"http://www.w3.org/2003/05/soap-envelope\"/>";
+    let made_up = "/sdc/0/0123456789abcdef0123456789abcdef/reports";
+    assert_eq!(post(sink, made_up, forged.as_bytes()).await, 404);
+    assert_eq!(
+        post(sink, "/sdc/7/0123456789abcdef/reports", forged.as_bytes()).await,
+        404
+    );
+    let huge = vec![b'<'; 600 * 1024];
+    assert_eq!(post(sink, made_up, &huge).await, 413);
+    let before = app.wait_scores("bed-sdc", 5.0, |_| true).await.len();
+    app.wait_scores("bed-sdc", 30.0, |rows| rows.len() > before)
         .await;
     // The device's VT alarm, judged from the bed's ECG.
     let until = Instant::now() + Duration::from_secs(45);
