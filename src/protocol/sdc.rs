@@ -426,6 +426,113 @@ mod tests {
         assert!(matches!(check("not xml"), Err(SdcError::Xml(_))));
     }
 
+    /// A GetMdibResponse as a device writes it (its participant prefix `dom`, not `pm`).
+    fn mdib_xml() -> String {
+        format!(
+            "<s12:Envelope xmlns:s12=\"{SOAP}\" xmlns:wsa=\"{WSA}\" xmlns:msg=\"{MSG}\" \
+             xmlns:dom=\"{PM}\" xmlns:xsi=\"{XSI}\"><s12:Body><msg:GetMdibResponse><msg:Mdib>\
+             <dom:MdDescription><dom:Mds Handle=\"mds0\"><dom:Vmd Handle=\"vmd\">\
+             <dom:AlertSystem Handle=\"asy\">\
+             <dom:AlertCondition Handle=\"ac.vt\" Kind=\"Phy\"><dom:Type Code=\"199832\"/></dom:AlertCondition>\
+             <dom:AlertCondition Handle=\"ac.off\" Kind=\"Tec\"><dom:Type Code=\"196616\"/></dom:AlertCondition>\
+             </dom:AlertSystem><dom:Channel Handle=\"ch\">\
+             <dom:Metric xsi:type=\"dom:RealTimeSampleArrayMetricDescriptor\" Handle=\"ecg.ii\" SamplePeriod=\"PT0.002S\"><dom:Type Code=\"131330\"/></dom:Metric>\
+             <dom:Metric xsi:type=\"dom:RealTimeSampleArrayMetricDescriptor\" Handle=\"pleth\" SamplePeriod=\"PT0.008S\"><dom:Type Code=\"150452\"/></dom:Metric>\
+             <dom:Metric xsi:type=\"dom:NumericMetricDescriptor\" Handle=\"hr\"><dom:Type Code=\"147842\"/></dom:Metric>\
+             </dom:Channel></dom:Vmd></dom:Mds></dom:MdDescription><dom:MdState>\
+             <dom:State xsi:type=\"dom:AlertConditionState\" DescriptorHandle=\"ac.vt\" Presence=\"true\" DeterminationTime=\"1700000000000\"/>\
+             </dom:MdState></msg:Mdib></msg:GetMdibResponse></s12:Body></s12:Envelope>"
+        )
+    }
+
+    #[test]
+    fn an_mdib_gives_its_ecg_leads_heart_rate_and_physiological_alarms() {
+        let m = mdib(&mdib_xml()).unwrap();
+        // The plethysmogram (no ECG code) is no lead; the technical condition no alarm.
+        assert_eq!(
+            m.leads,
+            [Lead {
+                handle: "ecg.ii".into(),
+                name: "II".into(),
+                period_ms: 2.0
+            }]
+        );
+        assert_eq!(m.heart_rate.as_deref(), Some("hr"));
+        assert_eq!(m.alerts, [("ac.vt".to_string(), "199832".to_string())]);
+        assert_eq!(
+            m.presence,
+            [("ac.vt".to_string(), true, Some(1_700_000_000_000))]
+        );
+        // A device with no ECG lead is refused.
+        let none = mdib_xml().replace("131330", "150452");
+        assert_eq!(
+            mdib(&none),
+            Err(SdcError::Missing("ECG waveform (an MDC_ECG lead)"))
+        );
+    }
+
+    #[test]
+    fn reports_give_samples_values_and_presence() {
+        let wrap = |action: &str, body: &str| {
+            format!(
+                "<s12:Envelope xmlns:s12=\"{SOAP}\" xmlns:wsa=\"{WSA}\" xmlns:msg=\"{MSG}\" \
+                 xmlns:dom=\"{PM}\" xmlns:xsi=\"{XSI}\"><s12:Header><wsa:Action>{action}</wsa:Action>\
+                 </s12:Header><s12:Body>{body}</s12:Body></s12:Envelope>"
+            )
+        };
+        let wave = wrap(
+            WAVEFORM_STREAM,
+            "<msg:WaveformStream><msg:State DescriptorHandle=\"ecg.ii\">\
+             <dom:MetricValue DeterminationTime=\"1700000000000\" Samples=\"0 0.001 -0.25\"/>\
+             </msg:State></msg:WaveformStream>",
+        );
+        assert_eq!(
+            report(&wave),
+            Ok(Report::Waveform(vec![(
+                "ecg.ii".into(),
+                1_700_000_000_000,
+                vec![0.0, 0.001, -0.25]
+            )]))
+        );
+        let alert = wrap(
+            EPISODIC_ALERT_REPORT,
+            "<msg:EpisodicAlertReport><msg:ReportPart>\
+             <msg:AlertState xsi:type=\"dom:AlertConditionState\" DescriptorHandle=\"ac.vt\" \
+             Presence=\"false\" DeterminationTime=\"1700000009000\"/>\
+             <msg:AlertState xsi:type=\"dom:AlertSignalState\" DescriptorHandle=\"as\" Presence=\"Off\"/>\
+             </msg:ReportPart></msg:EpisodicAlertReport>",
+        );
+        assert_eq!(
+            report(&alert),
+            Ok(Report::Alerts(vec![(
+                "ac.vt".into(),
+                false,
+                Some(1_700_000_009_000)
+            )]))
+        );
+        let metric = wrap(
+            EPISODIC_METRIC_REPORT,
+            "<msg:EpisodicMetricReport><msg:ReportPart>\
+             <msg:MetricState xsi:type=\"dom:NumericMetricState\" DescriptorHandle=\"hr\">\
+             <dom:MetricValue Value=\"180\" DeterminationTime=\"1700000001000\"/></msg:MetricState>\
+             </msg:ReportPart></msg:EpisodicMetricReport>",
+        );
+        assert_eq!(
+            report(&metric),
+            Ok(Report::Metrics(vec![(
+                "hr".into(),
+                Some(180.0),
+                Some(1_700_000_001_000)
+            )]))
+        );
+        let end = wrap(
+            &format!("{WSE}/SubscriptionEnd"),
+            "<wse:SubscriptionEnd xmlns:wse=\"http://schemas.xmlsoap.org/ws/2004/08/eventing\"/>",
+        );
+        assert_eq!(report(&end), Ok(Report::End));
+        assert!(matches!(report("<not xml"), Err(SdcError::Xml(_))));
+    }
+
     #[test]
     fn leads_are_named_by_their_codes_and_periods_read() {
         assert_eq!(lead_name("131330"), Some("II"));
