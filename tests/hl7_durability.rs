@@ -12,7 +12,6 @@
 mod common;
 mod hl7_receiver;
 
-use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use hl7_receiver::*;
@@ -126,15 +125,7 @@ async fn a_daemon_killed_9_mid_backlog_delivers_every_committed_message_after_re
     let config = dir.path().join("holmes.toml");
     std::fs::write(&config, toml::to_string(&cfg).unwrap()).unwrap();
     let db = cfg.storage.db.clone();
-    let serve = || {
-        Command::new(env!("CARGO_BIN_EXE_holmes"))
-            .args(["serve", "--config"])
-            .arg(&config)
-            .env("RUST_LOG", "warn")
-            .stdout(Stdio::null())
-            .spawn()
-            .unwrap()
-    };
+    let serve = || common::serve_child(&config);
     let url = format!("ws://{}/ws/monitor", cfg.server.listen);
     let ready = |secs: u64| {
         let url = url.clone();

@@ -24,16 +24,6 @@ const T0: i64 = 1_700_000_000_000;
 type Row = (String, String, String, Option<bool>, Option<i64>);
 const FS: usize = 250;
 
-/// Sends `leads[..][from..to]` as II and V in frames of 25 samples, 100 ms apart from `T0`.
-async fn stream_record(m: &mut Monitor, leads: &[Vec<f32>], from: usize, to: usize) {
-    for (seq, start) in (from..to).step_by(25).enumerate() {
-        let end = (start + 25).min(to);
-        let frame = json!({"type": "samples", "seq": seq, "t_ms": T0 + seq as i64 * 100,
-            "leads": {"II": &leads[0][start..end], "V": &leads[1][start..end]}});
-        m.send(frame).await;
-    }
-}
-
 /// Polls `path` until `pred` holds of its answer (or 30 s pass).
 async fn wait_for(app: &common::App, path: &str, pred: impl Fn(&Value) -> bool) -> Value {
     let until = tokio::time::Instant::now() + Duration::from_secs(30);
@@ -52,18 +42,14 @@ async fn wait_for(app: &common::App, path: &str, pred: impl Fn(&Value) -> bool) 
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_monitors_vt_alarm_is_adjudicated_and_read_back_from_the_api_and_the_database() {
-    let Some(data) = common::data_dir(
+    let Some(leads) = common::vfdb_422(
         "a_monitors_vt_alarm_is_adjudicated_and_read_back_from_the_api_and_the_database",
-    ) else {
+    )
+    .await
+    else {
         return;
     };
-    let keys = vec![(holmes::training::dataset::Database::Vfdb, "422".to_string())];
-    let recs =
-        tokio::task::spawn_blocking(move || holmes::training::dataset::load_keys(&data, &keys))
-            .await
-            .unwrap()
-            .unwrap();
-    let leads = recs[0].leads();
+    let leads = &leads;
     // vfdb 422's annotators mark VT from 1335.8 s; the monitor alarms at 1339 s, having
     // streamed the 20 s before.
     let alarm_secs = 1339.0;
@@ -74,7 +60,7 @@ async fn a_monitors_vt_alarm_is_adjudicated_and_read_back_from_the_api_and_the_d
     let app = spawn_app(|_| {}).await;
     let mut vt = Monitor::connect(&app.ws_url(), "bed-vt", "mon-1").await;
     // The alarm may reach Holmes before its last samples do: it waits for them.
-    stream_record(&mut vt, leads, from, to - 2 * FS).await;
+    vt.stream_record(T0, leads, from, to - 2 * FS).await;
     vt.send(json!({"type": "alarm", "id": "vt-1", "kind": "VT", "t_ms": onset_ms}))
         .await;
     stream_record_tail(&mut vt, leads, from, to).await;
@@ -232,7 +218,7 @@ async fn a_monitors_vt_alarm_is_adjudicated_and_read_back_from_the_api_and_the_d
     app.stop().await;
 }
 
-/// The last two seconds of [`stream_record`]'s span, continuing its sequence numbers.
+/// The last two seconds of [`Monitor::stream_record`]'s span, continuing its sequence numbers.
 async fn stream_record_tail(m: &mut Monitor, leads: &[Vec<f32>], from: usize, to: usize) {
     let first = to - 2 * FS;
     for start in (first..to).step_by(25) {
@@ -250,22 +236,16 @@ const TOKEN: &str = "s3cret-test-token";
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_monitors_alarm_and_holmess_opinion_go_out_and_onto_the_page() {
     let test = "a_monitors_alarm_and_holmess_opinion_go_out_and_onto_the_page";
-    let Some(data) = common::data_dir(test) else {
-        return;
-    };
     if !hl7_receiver::hl7_available(test)
         || !fhir_server::fhir_available(test)
         || !browser::browser_available(test)
     {
         return;
     }
-    let keys = vec![(holmes::training::dataset::Database::Vfdb, "422".to_string())];
-    let recs =
-        tokio::task::spawn_blocking(move || holmes::training::dataset::load_keys(&data, &keys))
-            .await
-            .unwrap()
-            .unwrap();
-    let leads = recs[0].leads();
+    let Some(leads) = common::vfdb_422(test).await else {
+        return;
+    };
+    let leads = &leads;
     let alarm_secs = 1339.0;
     let from = ((alarm_secs - 20.0) * FS as f64) as usize;
     let to = (alarm_secs * FS as f64) as usize;
@@ -295,7 +275,7 @@ async fn a_monitors_alarm_and_holmess_opinion_go_out_and_onto_the_page() {
     // The VT bed's monitor alarms a few seconds into a VT run; the sinus bed's raises an
     // asystole alarm, which Holmes does not judge, and ends it.
     let mut vt = Monitor::connect(&app.ws_url(), "bed-vt", "mon-1").await;
-    stream_record(&mut vt, leads, from, to).await;
+    vt.stream_record(T0, leads, from, to).await;
     vt.send(json!({"type": "alarm", "id": "vt-1", "kind": "vt", "t_ms": onset_ms}))
         .await;
     let mut sinus = Monitor::connect(&app.ws_url(), "bed-sinus", "mon-2").await;

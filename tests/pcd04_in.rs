@@ -18,6 +18,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use common::{Monitor, spawn_app};
+use holmes::core::time::hl7_dtm as dtm;
 use serde_json::{Value, json};
 
 const T0: i64 = 1_700_000_000_000;
@@ -29,23 +30,6 @@ fn free_port() -> u16 {
         .local_addr()
         .unwrap()
         .port()
-}
-
-/// `ms` since the epoch as an HL7 DTM in UTC.
-fn dtm(ms: i64) -> String {
-    let (secs, milli) = (ms.div_euclid(1000), ms.rem_euclid(1000));
-    let (days, rem) = (secs.div_euclid(86_400), secs.rem_euclid(86_400));
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = doy - (153 * mp + 2) / 5 + 1;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 };
-    let y = yoe + era * 400 + i64::from(m <= 2);
-    let (h, mi, s) = (rem / 3600, rem / 60 % 60, rem % 60);
-    format!("{y:04}{m:02}{d:02}{h:02}{mi:02}{s:02}.{milli:03}+0000")
 }
 
 /// An alarm report as a gateway sends it (IHE PCD TF-2's ACM layout), MSH-15 `AL`.
@@ -181,16 +165,6 @@ fn stored(db: &Path) -> Vec<Row> {
     .collect()
 }
 
-/// Sends `leads[..][from..to]` as II and V in frames of 25 samples, 100 ms apart from `T0`.
-async fn stream_record(m: &mut Monitor, leads: &[Vec<f32>], from: usize, to: usize) {
-    for (seq, start) in (from..to).step_by(25).enumerate() {
-        let end = (start + 25).min(to);
-        let frame = json!({"type": "samples", "seq": seq, "t_ms": T0 + seq as i64 * 100,
-            "leads": {"II": &leads[0][start..end], "V": &leads[1][start..end]}});
-        m.send(frame).await;
-    }
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_gateways_vt_alarm_gets_holmess_opinion_from_the_beds_ecg_and_every_report_an_answer() {
     let test =
@@ -198,16 +172,10 @@ async fn a_gateways_vt_alarm_gets_holmess_opinion_from_the_beds_ecg_and_every_re
     if !hl7_receiver::hl7_available(test) {
         return;
     }
-    let Some(data) = common::data_dir(test) else {
+    let Some(leads) = common::vfdb_422(test).await else {
         return;
     };
-    let keys = vec![(holmes::training::dataset::Database::Vfdb, "422".to_string())];
-    let recs =
-        tokio::task::spawn_blocking(move || holmes::training::dataset::load_keys(&data, &keys))
-            .await
-            .unwrap()
-            .unwrap();
-    let leads = recs[0].leads();
+    let leads = &leads;
     // vfdb 422's annotators mark VT from 1335.8 s; the monitor alarms at 1339 s, its bed
     // having streamed the 20 s before.
     let (from, to) = (1319 * FS, 1339 * FS);
@@ -219,7 +187,7 @@ async fn a_gateways_vt_alarm_gets_holmess_opinion_from_the_beds_ecg_and_every_re
     })
     .await;
     let mut vt = Monitor::connect(&app.ws_url(), "bed-vt", "mon-1").await;
-    stream_record(&mut vt, leads, from, to).await;
+    vt.stream_record(T0, leads, from, to).await;
 
     let r = |control, bed, id, event, phase| R {
         control,
@@ -343,15 +311,7 @@ async fn every_report_acknowledged_is_stored_once_across_kill_9() {
     let config = dir.path().join("holmes.toml");
     std::fs::write(&config, toml::to_string(&cfg).unwrap()).unwrap();
     let db = cfg.storage.db.clone();
-    let serve = || {
-        Command::new(env!("CARGO_BIN_EXE_holmes"))
-            .args(["serve", "--config"])
-            .arg(&config)
-            .env("RUST_LOG", "warn")
-            .stdout(Stdio::null())
-            .spawn()
-            .unwrap()
-    };
+    let serve = || common::serve_child(&config);
     // 400 alarms over 40 beds no monitor streams, of four kinds; every fourth ended later.
     let kinds = [VT, VF, ASYSTOLE, "199694^MDC_EVT_ECG_BRADY_EXTREME^MDC"];
     let mut msgs = Vec::new();

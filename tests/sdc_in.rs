@@ -42,41 +42,15 @@ async fn post(addr: std::net::SocketAddr, path: &str, body: &[u8]) -> u16 {
         .unwrap_or(0)
 }
 
-fn sdc_available(test: &str) -> bool {
-    let ok = Command::new("python3")
-        .args(["-c", "import sdc11073"])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .is_ok_and(|s| s.success());
-    if !ok {
-        assert!(
-            std::env::var_os("HOLMES_REQUIRE_SDC").is_none(),
-            "HOLMES_REQUIRE_SDC is set but python3 cannot import sdc11073"
-        );
-        println!(
-            "SKIPPED {test}: python3's sdc11073 package not found (pip install sdc11073==3.0.0)"
-        );
-    }
-    ok
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_devices_ecg_is_scored_and_its_vt_alarm_judged_and_its_loss_shown() {
     let test = "a_devices_ecg_is_scored_and_its_vt_alarm_judged_and_its_loss_shown";
-    if !sdc_available(test) {
+    if !common::python_has(test, "sdc11073", "HOLMES_REQUIRE_SDC", "sdc11073==3.0.0") {
         return;
     }
-    let Some(data) = common::data_dir(test) else {
+    let Some(leads) = common::vfdb_422(test).await else {
         return;
     };
-    let keys = vec![(holmes::training::dataset::Database::Vfdb, "422".to_string())];
-    let recs =
-        tokio::task::spawn_blocking(move || holmes::training::dataset::load_keys(&data, &keys))
-            .await
-            .unwrap()
-            .unwrap();
-    let leads = recs[0].leads();
     // vfdb 422's annotators mark VT from 1335.8 s: the device plays from 1311 s and raises its
     // VT alarm 28 s in (1339 s), having sent the bed well over the 16 s the opinion reads.
     let (from, to) = (1311 * FS, 1345 * FS);

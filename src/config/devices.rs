@@ -95,7 +95,8 @@ pub struct SdcConfig {
     /// The host the devices reach `notify_listen` at, in the address each subscription gives
     /// them (empty: `notify_listen`'s ip).
     pub notify_host: String,
-    /// Seconds between renewals of a subscription (devices grant 15 s or more).
+    /// Seconds between renewals of a subscription: under half of what the devices grant
+    /// (sdc11073 grants 15 s whatever is asked).
     pub renew_secs: f64,
     /// Seconds a device may take to answer a request.
     pub request_timeout_secs: f64,

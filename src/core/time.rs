@@ -41,7 +41,7 @@ pub(crate) fn utc_ms([y, m, d, h, mi, s, milli]: [i64; 7]) -> i64 {
 }
 
 /// Unix milliseconds as an HL7 DTM in UTC with milliseconds, `YYYYMMDDHHMMSS.SSS+0000`.
-pub(crate) fn hl7_dtm(ms: i64) -> String {
+pub fn hl7_dtm(ms: i64) -> String {
     let [y, m, d, h, mi, s, milli] = utc_fields(ms);
     format!("{y:04}{m:02}{d:02}{h:02}{mi:02}{s:02}.{milli:03}+0000")
 }

@@ -154,9 +154,7 @@ pub(crate) fn alarm_codes(
 }
 
 /// `ms` since the epoch as an HL7 DTM in UTC.
-pub(crate) fn hl7_time(ms: i64) -> String {
-    crate::core::time::hl7_dtm(ms)
-}
+pub(crate) use crate::core::time::hl7_dtm as hl7_time;
 
 /// A field of `^`-separated components (each escaped on rendering).
 fn coded(value: &str) -> FieldBuilder {

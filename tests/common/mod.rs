@@ -23,6 +23,49 @@ pub fn root() -> &'static Path {
     Path::new(env!("CARGO_MANIFEST_DIR"))
 }
 
+/// vfdb 422's two leads (of the test part; the beat counter never learnt from it), or `None`
+/// where the data is absent (printed, as [`data_dir`] does).
+pub async fn vfdb_422(test: &str) -> Option<Vec<Vec<f32>>> {
+    let data = data_dir(test)?;
+    let keys = vec![(holmes::training::dataset::Database::Vfdb, "422".to_string())];
+    let recs =
+        tokio::task::spawn_blocking(move || holmes::training::dataset::load_keys(&data, &keys))
+            .await
+            .unwrap()
+            .unwrap();
+    Some(recs[0].leads().to_vec())
+}
+
+/// Whether python3 imports `module` (a test peer); where not, `SKIPPED` is printed with how
+/// to install it (`pip`), unless `require` (an environment variable CI sets) is set.
+pub fn python_has(test: &str, module: &str, require: &str, pip: &str) -> bool {
+    let ok = std::process::Command::new("python3")
+        .args(["-c", &format!("import {module}")])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success());
+    if !ok {
+        assert!(
+            std::env::var_os(require).is_none(),
+            "{require} is set but python3 cannot import {module} (pip install {pip})"
+        );
+        println!("SKIPPED {test}: python3's {module} not found (pip install {pip})");
+    }
+    ok
+}
+
+/// `holmes serve --config CONFIG` as a child process, its log at `warn` on stderr.
+pub fn serve_child(config: &Path) -> std::process::Child {
+    std::process::Command::new(env!("CARGO_BIN_EXE_holmes"))
+        .args(["serve", "--config"])
+        .arg(config)
+        .env("RUST_LOG", "warn")
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .unwrap()
+}
+
 use std::time::Duration;
 
 use futures_util::{SinkExt, StreamExt};
@@ -253,6 +296,17 @@ impl Monitor {
 
     /// As [`stream`](Self::stream), in real time: frame `seq` leaves as its last sample is
     /// taken, 100 ms after the one before it.
+    /// Sends `leads[..][from..to]` as II and V in frames of 25 samples, 100 ms apart from
+    /// `t0`, numbered from 0.
+    pub async fn stream_record(&mut self, t0: i64, leads: &[Vec<f32>], from: usize, to: usize) {
+        for (seq, start) in (from..to).step_by(25).enumerate() {
+            let end = (start + 25).min(to);
+            let frame = json!({"type": "samples", "seq": seq, "t_ms": t0 + seq as i64 * 100,
+                "leads": {"II": &leads[0][start..end], "V": &leads[1][start..end]}});
+            self.send(frame).await;
+        }
+    }
+
     pub async fn stream_live(&mut self, t0: i64, seqs: std::ops::Range<u64>) {
         let start = tokio::time::Instant::now();
         for (k, seq) in seqs.enumerate() {

@@ -5,7 +5,7 @@
 
 use std::collections::{BTreeMap, HashSet};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Command};
 use std::time::{Duration, Instant};
 
 use crate::common::{self, App, Monitor};
@@ -13,20 +13,7 @@ use serde_json::Value;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 pub fn hl7_available(test: &str) -> bool {
-    let ok = Command::new("python3")
-        .args(["-c", "import hl7.mllp"])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .is_ok_and(|s| s.success());
-    if !ok {
-        assert!(
-            std::env::var_os("HOLMES_REQUIRE_HL7").is_none(),
-            "HOLMES_REQUIRE_HL7 is set but python3 cannot import hl7 (pip install hl7)"
-        );
-        println!("SKIPPED {test}: python3's hl7 package not found (pip install hl7)");
-    }
-    ok
+    common::python_has(test, "hl7.mllp", "HOLMES_REQUIRE_HL7", "hl7")
 }
 
 /// The receiver: `tests/hl7_peer.py` as a child process.

@@ -559,45 +559,44 @@ impl Ward {
                 .filter(|e| !e.tx.is_closed())
                 .map(|e| (e.tx.clone(), e.leads.clone()))
         };
-        let arrived = Instant::now();
-        let received_ms = crate::core::time::now_ms();
-        let (cmd, event) = match alarm {
-            GatewayAlarm::Raised { id, kind, t_ms } => {
-                let names = held.as_ref().map(|h| h.1.clone()).unwrap_or_default();
-                let event = MonitorAlarmEvent::Raised(MonitorAlarm {
-                    bed: bed.into(),
-                    id: id.clone(),
-                    kind,
-                    onset_ms: t_ms,
-                    received_ms,
-                    arrived,
-                    leads: Vec::new(),
-                    coverage: 0.0,
-                });
-                let msg = AlarmMsg {
-                    id,
-                    kind,
-                    t_ms,
-                    names,
-                    arrived,
-                    received_ms,
-                };
-                (BedCmd::MonitorAlarm(msg), event)
-            }
-            GatewayAlarm::Ended { id, t_ms } => {
-                let event = MonitorAlarmEvent::Ended {
-                    bed: bed.into(),
-                    id: id.clone(),
-                    end_ms: t_ms,
-                };
-                (BedCmd::MonitorAlarmEnd { id, t_ms }, event)
-            }
+        let (tx, names) = held.unzip();
+        let cmd = match alarm {
+            GatewayAlarm::Raised { id, kind, t_ms } => BedCmd::MonitorAlarm(AlarmMsg {
+                id,
+                kind,
+                t_ms,
+                names: names.unwrap_or_default(),
+                arrived: Instant::now(),
+                received_ms: crate::core::time::now_ms(),
+            }),
+            GatewayAlarm::Ended { id, t_ms } => BedCmd::MonitorAlarmEnd { id, t_ms },
         };
-        if let Some((tx, _)) = held
-            && tx.send(cmd).await.is_ok()
-        {
-            return;
-        }
+        let unsent = match tx {
+            Some(tx) => match tx.send(cmd).await {
+                Ok(()) => return,
+                Err(e) => e.0,
+            },
+            None => cmd,
+        };
+        // No bed to read it from: on to the sink without samples.
+        let event = match unsent {
+            BedCmd::MonitorAlarm(a) => MonitorAlarmEvent::Raised(MonitorAlarm {
+                bed: bed.into(),
+                id: a.id,
+                kind: a.kind,
+                onset_ms: a.t_ms,
+                received_ms: a.received_ms,
+                arrived: a.arrived,
+                leads: Vec::new(),
+                coverage: 0.0,
+            }),
+            BedCmd::MonitorAlarmEnd { id, t_ms } => MonitorAlarmEvent::Ended {
+                bed: bed.into(),
+                id,
+                end_ms: t_ms,
+            },
+            _ => unreachable!("only alarms are built here"),
+        };
         self.inner.sink.monitor_alarm(event);
     }
 }
