@@ -42,6 +42,51 @@ async fn post(addr: std::net::SocketAddr, path: &str, body: &[u8]) -> u16 {
         .unwrap_or(0)
 }
 
+/// A device's process, killed when dropped (so a failing test leaves none behind).
+struct Device(std::process::Child);
+
+impl Device {
+    /// Gone at once, without a word to its subscribers.
+    fn kill(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+impl Drop for Device {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+/// Starts `tests/sdc_peer/provider.py` on `port` playing `samples` at `hz` (with `extra`
+/// arguments): the process and its ready line.
+fn start_device(port: u16, samples: &std::path::Path, hz: &str, extra: &[&str]) -> (Device, Value) {
+    let mut p = Command::new("python3")
+        .arg(common::root().join("tests/sdc_peer/provider.py"))
+        .args(["--port", &port.to_string(), "--hz", hz, "--chunk-ms", "50"])
+        .args(extra)
+        .arg("--samples")
+        .arg(samples)
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("python3 runs");
+    let mut line = String::new();
+    std::io::BufReader::new(p.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let ready: Value = serde_json::from_str(&line).expect("the provider's ready line");
+    (Device(p), ready)
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_devices_ecg_is_scored_and_its_vt_alarm_judged_and_its_loss_shown() {
     let test = "a_devices_ecg_is_scored_and_its_vt_alarm_judged_and_its_loss_shown";
@@ -64,35 +109,8 @@ async fn a_devices_ecg_is_scored_and_its_vt_alarm_judged_and_its_loss_shown() {
     };
     let json = serde_json::json!({"II": up(&leads[0][from..to]), "V": up(&leads[1][from..to])});
     std::fs::write(&samples, json.to_string()).unwrap();
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
-    let device = |extra: &[&str]| {
-        let mut p = Command::new("python3")
-            .arg(common::root().join("tests/sdc_peer/provider.py"))
-            .args([
-                "--port",
-                &port.to_string(),
-                "--hz",
-                "500",
-                "--chunk-ms",
-                "50",
-            ])
-            .args(extra)
-            .arg("--samples")
-            .arg(&samples)
-            .stdout(Stdio::piped())
-            .spawn()
-            .expect("python3 runs");
-        let mut line = String::new();
-        std::io::BufReader::new(p.stdout.take().unwrap())
-            .read_line(&mut line)
-            .unwrap();
-        let ready: Value = serde_json::from_str(&line).expect("the provider's ready line");
-        (p, ready)
-    };
+    let port = free_port();
+    let device = |extra: &[&str]| start_device(port, &samples, "500", extra);
     let (mut provider, ready) = device(&["--vt-at", "28"]);
     let xaddr = ready["xaddr"].as_str().unwrap().to_string();
     let epr = ready["epr"].as_str().unwrap().to_string();
@@ -161,8 +179,7 @@ async fn a_devices_ecg_is_scored_and_its_vt_alarm_judged_and_its_loss_shown() {
     assert_eq!(kind, "vt");
 
     // The device vanishes: the bed goes stale, the daemon stays up.
-    provider.kill().unwrap();
-    provider.wait().unwrap();
+    provider.kill();
     let status = |want: &'static [&'static str], secs: u64| {
         let app = &app;
         async move {
@@ -190,7 +207,107 @@ async fn a_devices_ecg_is_scored_and_its_vt_alarm_judged_and_its_loss_shown() {
     status(&["live"], 40).await;
     app.wait_scores("bed-sdc", 40.0, |rows| rows.len() > scored)
         .await;
-    provider.kill().unwrap();
-    provider.wait().unwrap();
+    provider.kill();
+    app.stop().await;
+}
+
+/// A device that misbehaves (one report in 25 cut in half, one in 390 over the sink's limit,
+/// lead V under a code no ECG lead has) beside one that behaves: the daemon stays up, the
+/// misbehaving device's bed is scored from the lead it knows and shows the gaps its spoilt
+/// reports left, the other bed is scored without a gap.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_misbehaving_device_leaves_the_daemon_up_its_bed_marked_and_the_other_bed_scored() {
+    let test = "a_misbehaving_device_leaves_the_daemon_up_its_bed_marked_and_the_other_bed_scored";
+    if !common::python_has(test, "sdc11073", "HOLMES_REQUIRE_SDC", "sdc11073==3.0.0") {
+        return;
+    }
+    let Some(leads) = common::vfdb_422(test).await else {
+        return;
+    };
+    let (from, to) = (1311 * FS, 1335 * FS);
+    let dir = tempfile::tempdir().unwrap();
+    let samples = dir.path().join("ecg.json");
+    let json = serde_json::json!({"II": &leads[0][from..to], "V": &leads[1][from..to]});
+    std::fs::write(&samples, json.to_string()).unwrap();
+    let (mut good, ready_good) = start_device(free_port(), &samples, "250", &[]);
+    let spoil = [
+        "--mangle-every",
+        "25",
+        "--huge-every",
+        "390",
+        "--lead-v-code",
+        "131999",
+    ];
+    let (mut bad, ready_bad) = start_device(free_port(), &samples, "250", &spoil);
+    let sink = free_port();
+    let app = spawn_app(|c| {
+        c.sdc.enabled = true;
+        c.sdc.notify_listen = format!("127.0.0.1:{sink}");
+        c.sdc.devices = [("bed-good", &ready_good), ("bed-bad", &ready_bad)]
+            .map(|(bed, r)| holmes::config::SdcDevice {
+                xaddr: r["xaddr"].as_str().unwrap().to_string(),
+                bed: bed.into(),
+            })
+            .to_vec();
+    })
+    .await;
+    // Both beds are scored, several windows each.
+    for bed in ["bed-good", "bed-bad"] {
+        app.wait_scores(bed, 60.0, |rows| rows.len() >= 3).await;
+    }
+    let (code, v) = app.get("/api/beds").await;
+    assert_eq!(code, 200, "the daemon answers");
+    let bed = |name: &str| {
+        v["beds"]
+            .as_array()
+            .and_then(|b| b.iter().find(|x| x["bed"] == name).cloned())
+            .unwrap_or_default()
+    };
+    let (g, b) = (bed("bed-good"), bed("bed-bad"));
+    assert_eq!(g["status"], "live", "{g}");
+    assert_eq!(g["gaps"], 0, "the behaving device's bed has no gap: {g}");
+    assert!(
+        b["gaps"].as_u64().unwrap() > 0,
+        "the spoilt reports' gaps: {b}"
+    );
+    // The misbehaving bed is scored from lead II alone; the other from both leads.
+    let db = rusqlite::Connection::open(app.dir.path().join("holmes.db")).unwrap();
+    let second_lead = |bed: &str| -> Value {
+        let q: String = db
+            .query_row(
+                "SELECT quality FROM scores WHERE bed = ?1 AND score IS NOT NULL
+                 ORDER BY id DESC LIMIT 1",
+                [bed],
+                |r| r.get(0),
+            )
+            .unwrap_or_else(|e| {
+                let statuses: Vec<String> = db
+                    .prepare("SELECT status || ' ' || quality FROM scores WHERE bed = ?1")
+                    .unwrap()
+                    .query_map([bed], |r| r.get(0))
+                    .unwrap()
+                    .map(Result::unwrap)
+                    .collect();
+                panic!("{bed} has no scored window ({e}): {statuses:?}")
+            });
+        serde_json::from_str::<Value>(&q).unwrap()["leads"][1].clone()
+    };
+    let v_good = second_lead("bed-good");
+    assert!(v_good["coverage"].as_f64().unwrap() > 0.9, "{v_good}");
+    let v_bad = second_lead("bed-bad");
+    assert!(
+        v_bad.is_null() || v_bad["coverage"].as_f64() == Some(0.0),
+        "lead V of an unknown code is left out: {v_bad}"
+    );
+    // Reports that did not read were counted.
+    let metrics = app.get_raw("/metrics").await;
+    let unread = metrics
+        .lines()
+        .find(|l| l.starts_with("holmes_sdc_reports_unread_total"))
+        .and_then(|l| l.split_whitespace().last()?.parse::<f64>().ok())
+        .unwrap_or(0.0);
+    assert!(unread >= 1.0, "unread reports counted: {unread}");
+    good.kill();
+    bad.kill();
     app.stop().await;
 }

@@ -1,5 +1,6 @@
 //! `holmes bench` (the daemon under simulated monitors, draining an outbound outage with
-//! `--drain`, or taking a gateway's alarm reports with `--pcd04`) and `holmes bench-cpu` (the
+//! `--drain`, taking a gateway's alarm reports with `--pcd04`, or consuming SDC devices with
+//! `--sdc`) and `holmes bench-cpu` (the
 //! zoo's convolutions against ONNX Runtime).
 
 use std::path::PathBuf;
@@ -73,6 +74,18 @@ pub struct BenchCli {
     /// every one is answered and stored once.
     #[arg(long, conflicts_with = "drain")]
     pub(crate) pcd04: Option<usize>,
+    /// Time a ward of IEEE 11073 SDC devices instead (`--beds` of them, the first count), beside
+    /// the same ward over the WebSocket path: window latency, the consumer's CPU, a device's VT
+    /// condition to the opinion, and the beds through the devices' loss and return. Needs
+    /// python3 with `sdc11073` and vfdb in the data folder.
+    #[arg(long, conflicts_with_all = ["drain", "pcd04", "capacity", "composed", "whole_zoo"])]
+    pub(crate) sdc: bool,
+    /// The SDC test provider (`--sdc`).
+    #[arg(long, default_value = "tests/sdc_peer/provider.py", requires = "sdc")]
+    pub(crate) sdc_peer: PathBuf,
+    /// Devices each provider process hosts (`--sdc`).
+    #[arg(long, default_value_t = 32, requires = "sdc")]
+    pub(crate) sdc_per_process: usize,
     #[command(flatten)]
     pub(crate) config: ConfigArgs,
     #[arg(long)]
@@ -106,6 +119,22 @@ pub(crate) fn bench(a: BenchCli) -> Result<()> {
     let cfg = a.config.load()?;
     if let Some(n) = a.pcd04 {
         crate::tools::bench::pcd04::main(cfg, n, a.json)?;
+        return Ok(());
+    }
+    if a.sdc {
+        let args = crate::tools::bench::sdc::SdcArgs {
+            beds: a.beds.first().copied().unwrap_or(16),
+            members: if a.members.is_empty() {
+                cfg.ensemble.members.clone()
+            } else {
+                a.members
+            },
+            duration: a.duration,
+            peer: a.sdc_peer,
+            per_process: a.sdc_per_process,
+            json: a.json,
+        };
+        crate::tools::bench::sdc::main(cfg, args)?;
         return Ok(());
     }
     if a.drain {

@@ -7,7 +7,8 @@
 //! `--capacity` searches for the most beds that stay within the budget. `--drain` ([`drain`])
 //! times the daemon draining a receiver outage's backlog instead. With `--monitor-alarms` the
 //! monitors also send the proxy monitor's VT/VF alarms, and the run reports Holmes's opinion
-//! on them ([`opinion`]).
+//! on them ([`opinion`]). `--pcd04` ([`pcd04`]) times a gateway's alarm reports in, and `--sdc`
+//! ([`sdc`]) a ward of SDC devices beside the same ward over the WebSocket path.
 //!
 //! Neighbours: [`sim`](crate::tools::sim) plays the monitors in this process, [`daemon`] runs the
 //! server, [`prom`] reads its metrics, the composer picks the members for `--composed`.
@@ -17,6 +18,7 @@ pub(crate) mod drain;
 pub(crate) mod opinion;
 pub(crate) mod pcd04;
 pub(crate) mod prom;
+pub(crate) mod sdc;
 
 use std::time::{Duration, Instant};
 
