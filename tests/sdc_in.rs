@@ -42,10 +42,20 @@ async fn post(addr: std::net::SocketAddr, path: &str, body: &[u8]) -> u16 {
         .unwrap_or(0)
 }
 
-/// A device's process, killed when dropped (so a failing test leaves none behind).
-struct Device(std::process::Child);
+/// A device's process, killed when dropped (so a failing test leaves none behind), and the
+/// file its stderr (its events, JSON lines) goes to.
+struct Device(std::process::Child, std::path::PathBuf);
 
 impl Device {
+    /// Times the device logged the event `ev` so far.
+    fn said(&self, ev: &str) -> usize {
+        std::fs::read_to_string(&self.1)
+            .unwrap_or_default()
+            .lines()
+            .filter(|l| serde_json::from_str::<Value>(l).is_ok_and(|e| e["ev"] == ev))
+            .count()
+    }
+
     /// Gone at once, without a word to its subscribers.
     fn kill(&mut self) {
         let _ = self.0.kill();
@@ -62,6 +72,7 @@ impl Drop for Device {
 /// Starts `tests/sdc_peer/provider.py` on `port` playing `samples` at `hz` (with `extra`
 /// arguments): the process and its ready line.
 fn start_device(port: u16, samples: &std::path::Path, hz: &str, extra: &[&str]) -> (Device, Value) {
+    let log = samples.with_file_name(format!("device-{port}.log"));
     let mut p = Command::new("python3")
         .arg(common::root().join("tests/sdc_peer/provider.py"))
         .args(["--port", &port.to_string(), "--hz", hz, "--chunk-ms", "50"])
@@ -69,6 +80,7 @@ fn start_device(port: u16, samples: &std::path::Path, hz: &str, extra: &[&str]) 
         .arg("--samples")
         .arg(samples)
         .stdout(Stdio::piped())
+        .stderr(std::fs::File::create(&log).unwrap())
         .spawn()
         .expect("python3 runs");
     let mut line = String::new();
@@ -76,7 +88,7 @@ fn start_device(port: u16, samples: &std::path::Path, hz: &str, extra: &[&str]) 
         .read_line(&mut line)
         .unwrap();
     let ready: Value = serde_json::from_str(&line).expect("the provider's ready line");
-    (Device(p), ready)
+    (Device(p, log), ready)
 }
 
 fn free_port() -> u16 {
@@ -251,10 +263,23 @@ async fn a_misbehaving_device_leaves_the_daemon_up_its_bed_marked_and_the_other_
             .to_vec();
     })
     .await;
-    // Both beds are scored, several windows each.
+    // Both beds are scored, several windows each, and the device has sent a report over the
+    // limit (its 390th, about 19 s in).
     for bed in ["bed-good", "bed-bad"] {
         app.wait_scores(bed, 60.0, |rows| rows.len() >= 3).await;
     }
+    let until = Instant::now() + Duration::from_secs(60);
+    while bad.said("huge") == 0 {
+        assert!(
+            Instant::now() < until,
+            "the device sent no report over the limit"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    assert!(bad.said("mangled") > 0);
+    let scored = app.wait_scores("bed-bad", 5.0, |_| true).await.len();
+    app.wait_scores("bed-bad", 60.0, |rows| rows.len() > scored)
+        .await;
     let (code, v) = app.get("/api/beds").await;
     assert_eq!(code, 200, "the daemon answers");
     let bed = |name: &str| {

@@ -98,7 +98,8 @@ fn escape(s: &str) -> String {
         .replace('"', "&quot;")
 }
 
-fn uuid4() -> String {
+/// A random UUID in version 4's form: message ids, and names of test devices.
+pub(crate) fn uuid4() -> String {
     let b: [u8; 16] = rand::random();
     let h: String = b.iter().map(|x| format!("{x:02x}")).collect();
     format!(

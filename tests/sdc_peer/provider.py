@@ -20,8 +20,9 @@
 * HTTP (no TLS) is bound to HOST:PORT (PORT 0 = let the OS choose); --bind-host B binds B:PORT
   but still advertises HOST:PORT in the XAddr and all service/subscription-manager addresses.
 * --devices N hosts N monitors in this process (a ward for `holmes bench --sdc`), each with its
-  own MDIB and HTTP server (PORT + i, or the OS's choice with --port 0), starting at its own
-  place in FILE; device i raises its VT i * --vt-stagger seconds later.
+  own MDIB and HTTP server (PORT + i, or the OS's choice with --port 0); device i (counted
+  from --first-index) plays FILE from its own place and raises its VT i * --vt-stagger seconds
+  later; with --vt-after-go the VT times count from a line "go" on stdin.
 * Once ready, prints exactly one JSON line to stdout: {"xaddr": "...", "epr": "...", "devices":
   [{"xaddr", "epr", "port"} per device]} (xaddr and epr: the first device's).
   Events (VT raised/cleared) are logged as JSON lines on stderr.
@@ -29,8 +30,6 @@
 * Misbehaving, for tests: --lead-v-code CODE gives lead V another code (one Holmes does not
   know: that lead is left out); --mangle-every K cuts every K-th notification in half (XML that
   does not parse), --huge-every K pads every K-th past 600 kB (the sink refuses it, 413).
-* --tell-sent logs {"ev": "sent", "samples": N} each second (N: samples of one lead, summed over
-  the devices), as the stopping line does.
 * --commlog DIR: also write every SOAP message the provider receives/sends into DIR
   (sdc11073.commlog.DirectoryLogger; one file per message, body only, no HTTP headers).
 """
@@ -179,13 +178,14 @@ def misbehave(mangle_every: int, huge_every: int) -> None:
 class Device:
     """One ward monitor: its MDIB, its SdcProvider on its own HTTP server, and what it played."""
 
-    def __init__(self, args, index: int, ii, vv, comm_logger):  # noqa: ANN001
+    def __init__(self, args, local: int, ii, vv):  # noqa: ANN001
+        index = args.first_index + local  # the device's place in the ward
         self.index = index
         self.ii, self.vv = ii, vv
         self.mdib = load_mdib(Path(args.mdib), args.hz, args.lead_v_code)
         self.period = 1.0 / args.hz
-        port = args.port + index if args.port else 0
-        if args.epr and args.devices == 1:
+        port = args.port + local if args.port else 0
+        if args.epr and args.devices == 1 and args.first_index == 0:
             base = args.epr.removeprefix('urn:uuid:')
             epr = uuid.UUID(base) if args.epr.startswith('urn:uuid:') else args.epr
         elif args.epr:
@@ -231,12 +231,13 @@ class Device:
         self.vt_present = False
         self.sent = 0  # samples sent so far (per lead)
         # each device starts its signal at its own place, so that a ward's beds differ
-        self.offset = (index * args.hz * 7) % len(ii) if args.devices > 1 else 0
+        self.offset = (index * args.hz * 7) % len(ii)
         self.t0 = 0.0
         self.next_numeric = 0.0
 
     def start(self, t0: float) -> None:
         self.t0 = t0
+        self.vt_t0 = t0
         self.next_numeric = t0 + 1.0
 
     def set_vt(self, present: bool) -> None:
@@ -251,7 +252,7 @@ class Device:
 
     def tick(self, now: float) -> None:
         # VT edges
-        while self.edges and now - self.t0 >= self.edges[0][0]:
+        while self.edges and self.vt_t0 is not None and now - self.vt_t0 >= self.edges[0][0]:
             _, present = self.edges.pop(0)
             if present != self.vt_present:
                 self.vt_present = present
@@ -293,6 +294,11 @@ def main() -> int:  # noqa: C901, PLR0915
     ap.add_argument('--port', type=int, required=True,
                     help='HTTP port (0 = OS chooses); with --devices N, device i takes PORT + i')
     ap.add_argument('--devices', type=int, default=1, help='monitors hosted by this process (default 1)')
+    ap.add_argument('--first-index', type=int, default=0,
+                    help="this process's first device's place in the ward (its signal offset, VT "
+                         'stagger, serial number and name under --epr follow it; default 0)')
+    ap.add_argument('--vt-after-go', action='store_true',
+                    help='count --vt-at from a line "go" on stdin rather than from the start')
     ap.add_argument('--host', default='127.0.0.1', help='IP to bind and to put in the XAddr (default 127.0.0.1)')
     ap.add_argument('--bind-host', default=None,
                     help='bind HTTP here instead of --host, still advertising --host (e.g. behind a logging proxy)')
@@ -320,8 +326,6 @@ def main() -> int:  # noqa: C901, PLR0915
                     help='cut every K-th notification in half (XML that does not parse)')
     ap.add_argument('--huge-every', type=int, default=0, metavar='K',
                     help='pad every K-th notification past 600 kB (with an XML comment)')
-    ap.add_argument('--tell-sent', action='store_true',
-                    help='log {"ev": "sent", "samples": N} each second: samples a lead, all devices')
     ap.add_argument('--log-level', default='WARNING')
     args = ap.parse_args()
     if args.devices < 1:
@@ -343,7 +347,7 @@ def main() -> int:  # noqa: C901, PLR0915
     if args.mangle_every or args.huge_every:
         misbehave(args.mangle_every, args.huge_every)
     ii, vv = load_samples(args.samples)
-    devices = [Device(args, i, ii, vv, comm_logger) for i in range(args.devices)]
+    devices = [Device(args, i, ii, vv) for i in range(args.devices)]
 
     stop = threading.Event()
 
@@ -357,21 +361,31 @@ def main() -> int:  # noqa: C901, PLR0915
     t0 = time.time()
     for d in devices:
         d.start(t0)
+        if args.vt_after_go:
+            d.vt_t0 = None
+
+    if args.vt_after_go:
+        def wait_for_go() -> None:
+            for line in sys.stdin:
+                if line.strip() == 'go':
+                    now = time.time()
+                    for d in devices:
+                        d.vt_t0 = now
+                    event(ev='go')
+                    return
+
+        threading.Thread(target=wait_for_go, daemon=True).start()
     listed = [{'xaddr': d.xaddr, 'epr': d.provider.epr_urn, 'port': d.http.server_port} for d in devices]
     print(json.dumps({'xaddr': listed[0]['xaddr'], 'epr': listed[0]['epr'], 'devices': listed}), flush=True)
     event(ev='ready', devices=len(devices), port=listed[0]['port'], hz=args.hz, samples=len(ii))
 
     chunk = args.chunk_ms / 1000.0
     next_tick = t0 + chunk
-    next_tell = t0 + 1.0
     try:
         while not stop.is_set():
             now = time.time()
             for d in devices:
                 d.tick(now)
-            if args.tell_sent and now >= next_tell:
-                next_tell += 1.0
-                event(ev='sent', samples=sum(d.sent for d in devices))
             if args.exit_after is not None and now - t0 >= args.exit_after:
                 break
             next_tick += chunk

@@ -1,19 +1,20 @@
 //! `holmes bench --sdc`: the daemon consuming a ward of IEEE 11073 SDC devices, beside the
-//! same ward over the WebSocket path. The devices are the test peer's (`--sdc-peer`, Dräger's
-//! `sdc11073` playing vfdb 422 as two 250-Hz ECG leads, each device from its own place, with a
-//! VT alert condition raised at staggered times), `--sdc-per-process` of them to a Python
-//! process at nice 10 (on a ward the devices are other machines). The WebSocket run goes first (records replayed by the simulated monitors, as
-//! `holmes bench --records` does), then the SDC run on a fresh daemon with the same members
-//! for the same time: window latency, the daemon's CPU (the consumer's share per bed is the
-//! difference of the two), and from each device's VT condition (its `DeterminationTime`, on
-//! this machine's clock) to Holmes's opinion stored. Then the devices are killed (no
+//! same ward over the WebSocket path. The devices are the test peer's (`--sdc-peer`: Dräger's
+//! `sdc11073` playing vfdb 422 as two 250-Hz ECG leads, each device from its own place),
+//! `--sdc-per-process` of them to a Python process at nice 10 (on a ward the devices are other
+//! machines). The WebSocket run goes first (records replayed by the simulated monitors, as
+//! `holmes bench --records` does), then the SDC run on a fresh daemon with the same members:
+//! once every bed is live, `--duration` seconds of steady load (window latency, the daemon's
+//! CPU: the consumer's share a bed is the difference of the two runs), during which each
+//! device raises its VT alert condition at staggered times (from its `DeterminationTime`, on
+//! this machine's clock, to Holmes's opinion stored). Then the devices are killed (no
 //! `SubscriptionEnd`) and started again at the same addresses: the time until each bed shows
-//! stale or lost, the time from the devices' return until each is live again, and that no
-//! window was stored twice and no more samples went into the beds than the devices sent.
+//! its device gone and until it is stale, the time from its device's return until it is live,
+//! and no frame or window taken twice.
 
-use std::io::{BufRead, BufReader};
+use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, ChildStdin, Command, Stdio};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
@@ -22,19 +23,24 @@ use serde::Serialize;
 
 use super::daemon::Daemon;
 use super::{BenchError, BenchOptions, BenchReport, Scenario};
-use crate::config::{Config, SdcDevice};
+use crate::config::{Config, SdcDevice, Stagger};
 use crate::core::stats::percentile;
 use crate::training::dataset::{Database, default_data_dir, load_keys};
 
 /// Where the devices play vfdb 422 from and to (s): sinus rhythm into its first VT.
 const PLAY_SECS: (usize, usize) = (1311, 1345);
-/// Seconds after the devices start at which device 0 raises its VT (the daemon loads, every
-/// bed goes live and holds the 16 s an opinion reads before), every 40 s after, and the
+/// Seconds after the steady load starts (every bed live, and told "go") at which device 0
+/// raises its VT (the bed then holds the 16 s an opinion reads), every 40 s after, and the
 /// stagger between devices.
-const VT_AT: f64 = 45.0;
+const VT_AT: f64 = 20.0;
+const VT_EVERY: f64 = 40.0;
 const VT_STAGGER: f64 = 0.37;
-/// Longest wait for a bed to change state after the devices go or come back.
+/// Longest wait for a device process to say it is ready, and for the beds to change state
+/// after the devices go or come back.
+const READY_WAIT: Duration = Duration::from_secs(120);
 const STATE_WAIT: Duration = Duration::from_secs(60);
+/// Most devices a run may have (their ports are taken in one run below the ephemeral range).
+const MAX_DEVICES: usize = 4096;
 
 /// `holmes bench --sdc`.
 #[derive(Debug, Clone)]
@@ -54,7 +60,8 @@ pub(crate) struct SdcArgs {
 pub(crate) struct SdcFigures {
     pub(crate) beds: usize,
     pub(crate) processes: usize,
-    /// Seconds of steady load (the figures below up to the devices' loss are over it).
+    /// Seconds of steady load, from when every bed was live; the figures down to the alert's
+    /// are over it.
     pub(crate) seconds: f64,
     pub(crate) windows: usize,
     pub(crate) scored: usize,
@@ -84,15 +91,15 @@ pub(crate) struct SdcFigures {
     pub(crate) beds_marked: usize,
     pub(crate) marked_secs_p50: f64,
     pub(crate) marked_secs_max: f64,
-    /// Beds live again after the devices came back, and the time from their return, s.
+    /// Of the beds marked, those live again after their device came back, and the time from
+    /// that device's process saying it was ready, s.
     pub(crate) beds_back: usize,
     pub(crate) back_secs_p50: f64,
     pub(crate) back_secs_max: f64,
-    /// Windows stored twice for a bed (the same end), and samples (per lead, at 250 Hz) the
-    /// beds took against what the devices said they sent.
+    /// Frames the ward refused as already taken (its `duplicates`, summed over the beds), and
+    /// windows stored twice for a bed (the same end), over the whole run.
+    pub(crate) frames_twice: u64,
     pub(crate) windows_twice: usize,
-    pub(crate) samples_taken: u64,
-    pub(crate) samples_sent: u64,
 }
 
 /// Both paths at the same beds, side by side.
@@ -106,10 +113,10 @@ pub(crate) struct SdcComparison {
 
 /// Runs the comparison and prints it.
 pub(crate) fn main(cfg: Config, args: SdcArgs) -> Result<(), BenchError> {
-    if args.beds == 0 || args.per_process == 0 {
-        return Err(BenchError::Config(
-            "--sdc needs at least one bed and one device a process".into(),
-        ));
+    if args.beds == 0 || args.beds > MAX_DEVICES || args.per_process == 0 {
+        return Err(BenchError::Config(format!(
+            "--sdc needs 1 to {MAX_DEVICES} beds and at least one device a process"
+        )));
     }
     if !args.peer.is_file() {
         return Err(BenchError::Config(format!(
@@ -159,8 +166,8 @@ impl SdcComparison {
              SDC ({} devices in {} processes, {:.0} s): {} windows, {} scored {:?}; latency p50 / p95 / max {:.1} / {:.1} / {:.1} ms; daemon {:.3} cores, devices {:.2} cores\n\
              the consumer: {:.2} ms of the daemon's CPU a bed each second\n\
              VT conditions: {} raised, {} stored, {} judged; condition to opinion p50 / p95 / max {:.0} / {:.0} / {:.0} ms\n\
-             devices killed: {}/{} beds shown unconnected, p50 / max {:.1} / {:.1} s; {}/{} stale or lost, p50 / max {:.1} / {:.1} s; back: {}/{} live, p50 / max {:.1} / {:.1} s after the devices' return\n\
-             windows stored twice {}; samples taken {} of {} sent",
+             devices killed: {}/{} beds shown unconnected, p50 / max {:.1} / {:.1} s; {}/{} stale or lost, p50 / max {:.1} / {:.1} s; back: {}/{} live, p50 / max {:.1} / {:.1} s after their device's return\n\
+             frames taken twice {}, windows stored twice {}",
             s.beds,
             w.members.join(", "),
             w.windows,
@@ -196,71 +203,114 @@ impl SdcComparison {
             s.marked_secs_p50,
             s.marked_secs_max,
             s.beds_back,
-            s.beds,
+            s.beds_marked,
             s.back_secs_p50,
             s.back_secs_max,
+            s.frames_twice,
             s.windows_twice,
-            s.samples_taken,
-            s.samples_sent,
         )
     }
 }
 
-/// A provider process: its devices' addresses, and what it said it raised and sent.
+/// A provider process (killed when dropped): its devices' addresses, when it said it was
+/// ready, and the VT conditions it said it raised.
 struct Provider {
     child: Child,
+    stdin: Option<ChildStdin>,
     devices: Vec<String>,
+    ready: Instant,
     vt_raised: Arc<AtomicU64>,
-    sent: Arc<AtomicU64>,
+}
+
+/// Where a process's devices sit in the ward: the first's port and place, and how many.
+#[derive(Debug, Clone, Copy)]
+struct Block {
+    port: u16,
+    first: usize,
+    n: usize,
 }
 
 impl Provider {
-    /// Starts `n` devices from `port` (device i at `port + i`), named under `epr`.
+    /// Starts the devices of `block`, named under `epr`, playing `samples`; their VT
+    /// conditions at `vt_at` seconds after they are told "go".
     fn start(
         peer: &Path,
         samples: &Path,
-        (port, n, first): (u16, usize, usize),
+        block: Block,
         epr: &str,
-        vt_until: f64,
+        vt_at: &[String],
     ) -> Result<Provider, BenchError> {
-        let vt_at: Vec<String> = (0..)
-            .map(|k| VT_AT + 40.0 * k as f64 + first as f64 * VT_STAGGER)
-            .take_while(|&t| t < vt_until)
-            .map(|t| format!("{t:.2}"))
-            .collect();
         // The devices are other machines on a ward: here they yield the cores to the daemon.
         let mut cmd = Command::new("nice");
         cmd.args(["-n", "10", "python3"])
             .arg(peer)
-            .args(["--port", &port.to_string(), "--devices", &n.to_string()])
+            .args(["--port", &block.port.to_string()])
+            .args(["--devices", &block.n.to_string()])
+            .args(["--first-index", &block.first.to_string()])
             .args(["--hz", "250", "--chunk-ms", "100", "--no-validate"])
             .args(["--epr", epr, "--vt-stagger", &VT_STAGGER.to_string()])
-            .arg("--tell-sent")
+            .arg("--vt-after-go")
             .arg("--samples")
             .arg(samples);
         if !vt_at.is_empty() {
-            cmd.arg("--vt-at").args(&vt_at);
+            cmd.arg("--vt-at").args(vt_at);
         }
         let mut child = cmd
-            .stdin(Stdio::null())
+            .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .spawn()
-            .map_err(|e| BenchError::Config(format!("starting python3 {}: {e}", peer.display())))?;
-        let mut line = String::new();
-        BufReader::new(child.stdout.take().expect("piped"))
-            .read_line(&mut line)
-            .map_err(BenchError::Io)?;
+            .map_err(|e| Self::failed(format!("nice -n 10 python3 {}: {e}", peer.display())))?;
+        let (stdin, stdout, stderr) =
+            (child.stdin.take(), child.stdout.take(), child.stderr.take());
+        let mut p = Provider {
+            child,
+            stdin,
+            devices: Vec::new(),
+            ready: Instant::now(),
+            vt_raised: Arc::new(AtomicU64::new(0)),
+        };
+        // Its stderr: the VT conditions raised (JSON lines), the rest kept for an error.
+        let said = Arc::new(std::sync::Mutex::new(String::new()));
+        if let Some(stderr) = stderr {
+            let (v, said) = (p.vt_raised.clone(), said.clone());
+            std::thread::spawn(move || {
+                for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+                    match serde_json::from_str::<serde_json::Value>(&line) {
+                        Ok(e) if e["ev"] == "vt" && e["presence"] == true => {
+                            v.fetch_add(1, Ordering::Relaxed);
+                        }
+                        Ok(_) => {}
+                        Err(_) => {
+                            let mut s = said.lock().expect("lock");
+                            if s.len() < 4000 {
+                                s.push_str(&line);
+                                s.push('\n');
+                            }
+                        }
+                    }
+                }
+            });
+        }
+        // Its ready line, within a bound.
+        let (tx, rx) = std::sync::mpsc::channel();
+        if let Some(stdout) = stdout {
+            std::thread::spawn(move || {
+                let mut line = String::new();
+                let _ = BufReader::new(stdout).read_line(&mut line);
+                let _ = tx.send(line);
+            });
+        }
+        let line = rx.recv_timeout(READY_WAIT).unwrap_or_default();
         let ready: serde_json::Value = serde_json::from_str(&line).map_err(|_| {
-            let _ = child.kill();
-            let mut err = String::new();
-            if let Some(e) = child.stderr.take() {
-                use std::io::Read;
-                let _ = BufReader::new(e).take(4000).read_to_string(&mut err);
-            }
-            BenchError::Config(format!("the SDC provider did not start: {err}"))
+            p.kill();
+            Self::failed(format!(
+                "its devices did not say they were ready; it said:\n{}",
+                said.lock().expect("lock")
+            ))
         })?;
-        let devices: Vec<String> = ready["devices"]
+        p.ready = Instant::now();
+        p.devices = ready["devices"]
             .as_array()
             .map(|d| {
                 d.iter()
@@ -268,39 +318,26 @@ impl Provider {
                     .collect()
             })
             .unwrap_or_default();
-        if devices.len() != n {
-            return Err(BenchError::Config(format!(
-                "the SDC provider announced {} devices of {n}",
-                devices.len()
+        if p.devices.len() != block.n {
+            return Err(Self::failed(format!(
+                "it announced {} devices of {}",
+                p.devices.len(),
+                block.n
             )));
         }
-        let (vt_raised, sent) = (Arc::new(AtomicU64::new(0)), Arc::new(AtomicU64::new(0)));
-        let stderr = child.stderr.take().expect("piped");
-        let (v, s) = (vt_raised.clone(), sent.clone());
-        std::thread::spawn(move || {
-            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-                let Ok(e) = serde_json::from_str::<serde_json::Value>(&line) else {
-                    continue;
-                };
-                match e["ev"].as_str() {
-                    Some("vt") if e["presence"] == true => {
-                        v.fetch_add(1, Ordering::Relaxed);
-                    }
-                    Some("sent") | Some("stopping") => {
-                        if let Some(n) = e["samples"].as_u64().or(e["samples_sent"].as_u64()) {
-                            s.store(n, Ordering::Relaxed);
-                        }
-                    }
-                    _ => {}
-                }
-            }
-        });
-        Ok(Provider {
-            child,
-            devices,
-            vt_raised,
-            sent,
-        })
+        Ok(p)
+    }
+
+    fn failed(why: String) -> BenchError {
+        BenchError::Config(format!("the SDC test devices: {why}"))
+    }
+
+    /// Starts the devices' VT clock.
+    fn go(&mut self) -> Result<(), BenchError> {
+        let stdin = self.stdin.as_mut().expect("piped");
+        stdin.write_all(b"go\n")?;
+        stdin.flush()?;
+        Ok(())
     }
 
     fn cpu_seconds(&self) -> f64 {
@@ -320,22 +357,33 @@ impl Drop for Provider {
     }
 }
 
-/// `n` free loopback ports from one base, tried a few times.
+/// `n` free loopback ports in a row, below the ephemeral range (where a port closed a moment
+/// ago may not yet be free to bind again).
 fn free_ports(n: usize) -> Result<u16, BenchError> {
+    let ephemeral = std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
+        .ok()
+        .and_then(|s| s.split_whitespace().next()?.parse::<usize>().ok())
+        .unwrap_or(32_768);
+    let (low, high) = (10_000usize, ephemeral.saturating_sub(n));
     for _ in 0..50 {
-        let base = 20_000 + (rand::random::<u32>() % 30_000) as u16;
+        if high <= low {
+            break;
+        }
+        let base = low + rand::random::<u64>() as usize % (high - low);
         let ok =
-            (0..n as u16).all(|i| std::net::TcpListener::bind(("127.0.0.1", base + i)).is_ok());
+            (base..base + n).all(|p| std::net::TcpListener::bind(("127.0.0.1", p as u16)).is_ok());
         if ok {
-            return Ok(base);
+            return Ok(base as u16);
         }
     }
-    Err(BenchError::Config(format!("no {n} free ports in a row")))
+    Err(BenchError::Config(format!(
+        "no {n} free ports in a row below {ephemeral}"
+    )))
 }
 
-/// Each bed's status and whether its monitor (here, its device's session) is connected, as
-/// the API shows them.
-async fn states(daemon: &Daemon) -> Result<Vec<(String, String, bool)>, BenchError> {
+/// Each bed's status, whether its device's session is connected, and its frames refused as
+/// already taken, as the API shows them.
+async fn states(daemon: &Daemon) -> Result<Vec<(String, String, bool, u64)>, BenchError> {
     let v: serde_json::Value = serde_json::from_str(&daemon.get("/api/beds").await?)?;
     Ok(v["beds"]
         .as_array()
@@ -346,6 +394,7 @@ async fn states(daemon: &Daemon) -> Result<Vec<(String, String, bool)>, BenchErr
                         x["bed"].as_str().unwrap_or_default().to_string(),
                         x["status"].as_str().unwrap_or_default().to_string(),
                         x["connected"].as_bool().unwrap_or(false),
+                        x["duplicates"].as_u64().unwrap_or(0),
                     )
                 })
                 .collect()
@@ -353,31 +402,37 @@ async fn states(daemon: &Daemon) -> Result<Vec<(String, String, bool)>, BenchErr
         .unwrap_or_default())
 }
 
-/// Seconds from `t0` until each bed first meets each of `tests` (by status and connected),
-/// sorted; beds that never do within [`STATE_WAIT`] are left out.
+/// When each bed first met each of `tests` (by status and connected); beds that never did
+/// within [`STATE_WAIT`] are left out.
 async fn until_states<const K: usize>(
     daemon: &Daemon,
     beds: usize,
     tests: [fn(&str, bool) -> bool; K],
-    t0: Instant,
-) -> Result<[Vec<f64>; K], BenchError> {
-    let mut at: [std::collections::HashMap<String, f64>; K] =
+) -> Result<[std::collections::HashMap<String, Instant>; K], BenchError> {
+    let t0 = Instant::now();
+    let mut at: [std::collections::HashMap<String, Instant>; K] =
         std::array::from_fn(|_| Default::default());
     while at.iter().any(|a| a.len() < beds) && t0.elapsed() < STATE_WAIT {
-        for (bed, status, connected) in states(daemon).await? {
+        for (bed, status, connected, _) in states(daemon).await? {
             for (test, at) in tests.iter().zip(at.iter_mut()) {
                 if test(&status, connected) {
-                    at.entry(bed.clone()).or_insert(t0.elapsed().as_secs_f64());
+                    at.entry(bed.clone()).or_insert_with(Instant::now);
                 }
             }
         }
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
-    Ok(at.map(|a| {
-        let mut secs: Vec<f64> = a.into_values().collect();
-        secs.sort_by(f64::total_cmp);
-        secs
-    }))
+    Ok(at)
+}
+
+/// Seconds from `t0` to each time, sorted.
+fn since(t0: Instant, at: &std::collections::HashMap<String, Instant>) -> Vec<f64> {
+    let mut secs: Vec<f64> = at
+        .values()
+        .map(|t| t.saturating_duration_since(t0).as_secs_f64())
+        .collect();
+    secs.sort_by(f64::total_cmp);
+    secs
 }
 
 fn live(status: &str, _: bool) -> bool {
@@ -411,28 +466,31 @@ async fn run(mut cfg: Config, args: &SdcArgs, data: &Path) -> Result<SdcFigures,
     // The devices: `per_process` to a process, each at its own port.
     let n = args.beds;
     let base = free_ports(n)?;
-    let eprs: Vec<String> = (0..n.div_ceil(args.per_process))
-        .map(|_| format!("urn:uuid:{}", uuid_v4()))
+    let blocks: Vec<(Block, String)> = (0..n)
+        .step_by(args.per_process)
+        .map(|first| {
+            let block = Block {
+                port: base + first as u16,
+                first,
+                n: args.per_process.min(n - first),
+            };
+            (block, format!("urn:uuid:{}", crate::protocol::sdc::uuid4()))
+        })
         .collect();
-    // VT conditions raised within the steady load (which starts once every bed is live).
-    let vt_until = args.duration - 5.0;
-    let start_all = |vt_until: f64| -> Result<Vec<Provider>, BenchError> {
-        (0..n)
-            .step_by(args.per_process)
-            .zip(&eprs)
-            .map(|(first, epr)| {
-                let k = args.per_process.min(n - first);
-                Provider::start(
-                    &args.peer,
-                    &samples,
-                    (base + first as u16, k, first),
-                    epr,
-                    vt_until,
-                )
-            })
+    // Each device's VT within the steady load (counted from "go"), the last device's too.
+    let last = (n - 1) as f64 * VT_STAGGER;
+    let vt_at: Vec<String> = (0..)
+        .map(|k| VT_AT + VT_EVERY * k as f64)
+        .take_while(|&t| t + last + 5.0 < args.duration)
+        .map(|t| format!("{t:.2}"))
+        .collect();
+    let start_all = |vt_at: &[String]| -> Result<Vec<Provider>, BenchError> {
+        blocks
+            .iter()
+            .map(|(block, epr)| Provider::start(&args.peer, &samples, *block, epr, vt_at))
             .collect()
     };
-    let mut providers = start_all(vt_until)?;
+    let mut providers = start_all(&vt_at)?;
     let xaddrs: Vec<String> = providers.iter().flat_map(|p| p.devices.clone()).collect();
     let bed = |i: usize| format!("bed-{}", i + 1);
     cfg.storage.db = dir.path().join("bench.db");
@@ -440,6 +498,11 @@ async fn run(mut cfg: Config, args: &SdcArgs, data: &Path) -> Result<SdcFigures,
     cfg.composer.enabled = false;
     cfg.ward.beds = (0..n).map(bed).collect();
     cfg.ward.max_beds = cfg.ward.max_beds.max(n);
+    cfg.ward.scoring = true;
+    // As the WebSocket run: windows spread over the hop.
+    if cfg.ward.stagger == Stagger::Off {
+        cfg.ward.stagger = Stagger::WallClock;
+    }
     cfg.server.max_connections = cfg.server.max_connections.max(n + 64);
     // The bench reads the beds' states from the API without signing in (loopback).
     cfg.dashboard.public_ward_view = true;
@@ -455,14 +518,17 @@ async fn run(mut cfg: Config, args: &SdcArgs, data: &Path) -> Result<SdcFigures,
         .collect();
     let ready_within = Duration::from_secs(60 + 10 * args.members.len() as u64);
     let daemon = Daemon::start(cfg.clone(), dir.path(), ready_within).await?;
-    let started = Instant::now();
     // Steady load from when every bed is live.
-    let [up] = until_states(&daemon, n, [live], started).await?;
+    let [up] = until_states(&daemon, n, [live]).await?;
     if up.len() < n {
-        return Err(BenchError::Http(format!(
-            "only {} of {n} SDC beds went live within {STATE_WAIT:?}",
-            up.len()
+        return Err(BenchError::Config(format!(
+            "only {} of {n} SDC beds went live within {STATE_WAIT:?} (the daemon's log: {})",
+            up.len(),
+            dir.path().join("daemon.log").display()
         )));
+    }
+    for p in &mut providers {
+        p.go()?;
     }
     let devices_cpu = |p: &[Provider]| p.iter().map(Provider::cpu_seconds).sum::<f64>();
     let (cpu0, dev0, t0) = (
@@ -470,6 +536,7 @@ async fn run(mut cfg: Config, args: &SdcArgs, data: &Path) -> Result<SdcFigures,
         devices_cpu(&providers),
         Instant::now(),
     );
+    let steady_from_ms = crate::core::time::now_ms();
     tokio::time::sleep(Duration::from_secs_f64(args.duration)).await;
     let seconds = t0.elapsed().as_secs_f64();
     let daemon_cpu_cores = (daemon.cpu_seconds() - cpu0) / seconds;
@@ -483,50 +550,52 @@ async fn run(mut cfg: Config, args: &SdcArgs, data: &Path) -> Result<SdcFigures,
     let steady_until_ms = crate::core::time::now_ms();
 
     // The devices are gone without a word, then come back at the same addresses.
-    let mut sent: u64 = 0;
     for p in &mut providers {
         p.kill();
-        // What it said it sent, up to its last second: it sent at most a second's more.
-        sent += p.sent.load(Ordering::Relaxed) + 250 * p.devices.len() as u64;
     }
     let killed = Instant::now();
-    let [gone, marked] = until_states(&daemon, n, [unplugged, marked], killed).await?;
+    let [gone, stale] = until_states(&daemon, n, [unplugged, marked]).await?;
     drop(providers);
-    let mut providers = start_all(0.0)?;
-    let returned = Instant::now();
-    let [back] = until_states(&daemon, n, [live], returned).await?;
-    tokio::time::sleep(Duration::from_secs(10)).await;
-    for p in &mut providers {
-        let _ = nix::sys::signal::kill(
-            nix::unistd::Pid::from_raw(p.child.id() as i32),
-            nix::sys::signal::Signal::SIGTERM,
-        );
-        let _ = p.child.wait();
+    let providers = start_all(&[])?;
+    let again: Vec<String> = providers.iter().flat_map(|p| p.devices.clone()).collect();
+    if again != xaddrs {
+        return Err(BenchError::Config(
+            "the devices came back at other addresses".into(),
+        ));
     }
-    // The stopping line is read by the provider's reader thread: give it a moment.
-    tokio::time::sleep(Duration::from_millis(300)).await;
-    sent += providers
-        .iter()
-        .map(|p| p.sent.load(Ordering::Relaxed))
-        .sum::<u64>();
-    let taken = daemon.scrape().await?.value("holmes_sdc_samples_total") as u64;
+    let [live_again] = until_states(&daemon, n, [live]).await?;
+    // Each marked bed's return, from its own device's process being ready.
+    let mut back: Vec<f64> = (0..n)
+        .filter(|&i| stale.contains_key(&bed(i)))
+        .filter_map(|i| {
+            let ready = providers[i / args.per_process].ready;
+            live_again
+                .get(&bed(i))
+                .map(|t| t.saturating_duration_since(ready).as_secs_f64())
+        })
+        .collect();
+    back.sort_by(f64::total_cmp);
+    tokio::time::sleep(Duration::from_secs(10)).await;
+    let frames_twice: u64 = states(&daemon).await?.iter().map(|s| s.3).sum();
+    drop(providers);
     daemon.stop(Duration::from_secs(30)).await?;
 
     let db = cfg.storage.db.clone();
-    let read = tokio::task::spawn_blocking(move || read_db(&db, steady_until_ms))
+    let read = tokio::task::spawn_blocking(move || read_db(&db, steady_from_ms, steady_until_ms))
         .await
         .expect("reading the database does not panic")?;
-    let secs = |v: &[f64], q: f64| percentile(v, q);
+    let (gone, stale) = (since(killed, &gone), since(killed, &stale));
+    let last = |v: &[f64]| v.last().copied().unwrap_or(f64::NAN);
     Ok(SdcFigures {
         beds: n,
-        processes: eprs.len(),
+        processes: blocks.len(),
         seconds,
         windows: read.latencies.len() + read.not_scored.values().sum::<usize>(),
         scored: read.latencies.len(),
         not_scored: read.not_scored,
         latency_ms_p50: percentile(&read.latencies, 0.5),
         latency_ms_p95: percentile(&read.latencies, 0.95),
-        latency_ms_max: read.latencies.last().copied().unwrap_or(f64::NAN),
+        latency_ms_max: last(&read.latencies),
         daemon_cpu_cores,
         devices_cpu_cores,
         vt_raised: vt_raised as usize,
@@ -534,42 +603,42 @@ async fn run(mut cfg: Config, args: &SdcArgs, data: &Path) -> Result<SdcFigures,
         vt_judged: read.opinion_ms.len(),
         alert_to_opinion_ms_p50: percentile(&read.opinion_ms, 0.5),
         alert_to_opinion_ms_p95: percentile(&read.opinion_ms, 0.95),
-        alert_to_opinion_ms_max: read.opinion_ms.last().copied().unwrap_or(f64::NAN),
+        alert_to_opinion_ms_max: last(&read.opinion_ms),
         beds_unplugged: gone.len(),
-        unplugged_secs_p50: secs(&gone, 0.5),
-        unplugged_secs_max: gone.last().copied().unwrap_or(f64::NAN),
-        beds_marked: marked.len(),
-        marked_secs_p50: secs(&marked, 0.5),
-        marked_secs_max: marked.last().copied().unwrap_or(f64::NAN),
+        unplugged_secs_p50: percentile(&gone, 0.5),
+        unplugged_secs_max: last(&gone),
+        beds_marked: stale.len(),
+        marked_secs_p50: percentile(&stale, 0.5),
+        marked_secs_max: last(&stale),
         beds_back: back.len(),
-        back_secs_p50: secs(&back, 0.5),
-        back_secs_max: back.last().copied().unwrap_or(f64::NAN),
+        back_secs_p50: percentile(&back, 0.5),
+        back_secs_max: last(&back),
+        frames_twice,
         windows_twice: read.windows_twice,
-        samples_taken: taken,
-        samples_sent: sent,
     })
 }
 
 /// What the run left in the database.
 struct Read {
-    /// Scored windows' latencies (sorted), and the others by status, up to `until_ms`.
+    /// Scored windows' latencies (sorted), and the others by status, over the steady load.
     latencies: Vec<f64>,
     not_scored: std::collections::BTreeMap<String, usize>,
-    /// VT alarms stored up to `until_ms`, and each judged one's condition to opinion (sorted).
+    /// VT alarms stored over the steady load, and each judged one's condition to opinion
+    /// (sorted).
     vt_stored: usize,
     opinion_ms: Vec<f64>,
     /// Windows stored twice for a bed over the whole run.
     windows_twice: usize,
 }
 
-fn read_db(db: &Path, until_ms: i64) -> Result<Read, BenchError> {
+fn read_db(db: &Path, from_ms: i64, until_ms: i64) -> Result<Read, BenchError> {
     let c = crate::serving::store::open_read_only(db)?;
     let mut st = c.prepare(
         "SELECT status, CASE WHEN score IS NULL THEN NULL ELSE latency_ms END
-         FROM scores WHERE committed_ms <= ?1",
+         FROM scores WHERE committed_ms BETWEEN ?1 AND ?2",
     )?;
     let (mut latencies, mut not_scored) = (Vec::new(), std::collections::BTreeMap::new());
-    for row in st.query_map([until_ms], |r| {
+    for row in st.query_map([from_ms, until_ms], |r| {
         Ok((r.get::<_, String>(0)?, r.get::<_, Option<f64>>(1)?))
     })? {
         match row? {
@@ -580,10 +649,10 @@ fn read_db(db: &Path, until_ms: i64) -> Result<Read, BenchError> {
     latencies.sort_by(f64::total_cmp);
     let mut st = c.prepare(
         "SELECT judged_ms - onset_ms FROM monitor_alarms
-         WHERE kind = 'vt' AND received_ms <= ?1",
+         WHERE kind = 'vt' AND received_ms BETWEEN ?1 AND ?2",
     )?;
     let rows = st
-        .query_map([until_ms], |r| r.get::<_, Option<i64>>(0))?
+        .query_map([from_ms, until_ms], |r| r.get::<_, Option<i64>>(0))?
         .collect::<Result<Vec<_>, _>>()?;
     let vt_stored = rows.len();
     let mut opinion_ms: Vec<f64> = rows.into_iter().flatten().map(|ms| ms as f64).collect();
@@ -600,20 +669,4 @@ fn read_db(db: &Path, until_ms: i64) -> Result<Read, BenchError> {
         opinion_ms,
         windows_twice: windows_twice as usize,
     })
-}
-
-/// A random (version 4) UUID, as the devices' names.
-fn uuid_v4() -> String {
-    let mut b: [u8; 16] = rand::random();
-    b[6] = (b[6] & 0x0f) | 0x40;
-    b[8] = (b[8] & 0x3f) | 0x80;
-    let h: String = b.iter().map(|x| format!("{x:02x}")).collect();
-    format!(
-        "{}-{}-{}-{}-{}",
-        &h[0..8],
-        &h[8..12],
-        &h[12..16],
-        &h[16..20],
-        &h[20..32]
-    )
 }

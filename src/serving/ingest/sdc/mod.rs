@@ -41,7 +41,7 @@ use super::leads::lead_slots;
 use crate::config::{LeadsConfig, SdcConfig, SdcDevice};
 use crate::core::window::{MAX_LEADS, SAMPLE_RATE_HZ};
 use crate::protocol::sdc::{self, Mdib, Report};
-use crate::serving::ward::{BedCmd, Claim, Ward};
+use crate::serving::ward::{Claim, Ward};
 
 /// The device name an SDC device holds its bed under (the prefix is refused to WebSocket
 /// monitors).
@@ -360,9 +360,6 @@ impl Consumer {
                     let cmds = fed.commands(report, mdib, open);
                     let mut gone = false;
                     for c in cmds {
-                        if let BedCmd::Samples(f) = &c {
-                            metrics::counter!("holmes_sdc_samples_total").increment(f.n as u64);
-                        }
                         if attach.tx.send(c).await.is_err() {
                             gone = true;
                             break;
