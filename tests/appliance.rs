@@ -296,15 +296,6 @@ fn the_systemd_unit_verifies() {
     assert!(sysusers.lines().any(|l| l.starts_with("u holmes ")));
 }
 
-/// A free loopback port (bound and released).
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
 /// `holmes serve` as a child process.
 struct Daemon {
     child: Child,
@@ -393,7 +384,9 @@ fn http_get(port: u16, path: &str) -> Option<(u16, String)> {
 /// A config for a child daemon on a free port with its database in `dir`.
 fn daemon_config(dir: &Path, edit: impl FnOnce(&mut Config)) -> PathBuf {
     let mut cfg = common::test_config(dir);
-    cfg.server.listen = format!("127.0.0.1:{}", free_port()).parse().unwrap();
+    cfg.server.listen = format!("127.0.0.1:{}", common::free_port())
+        .parse()
+        .unwrap();
     edit(&mut cfg);
     write_config(dir, &cfg)
 }

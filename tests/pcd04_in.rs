@@ -24,14 +24,6 @@ use serde_json::{Value, json};
 const T0: i64 = 1_700_000_000_000;
 const FS: usize = 250;
 
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
 /// An alarm report as a gateway sends it (IHE PCD TF-2's ACM layout), MSH-15 `AL`.
 struct R<'a> {
     control: &'a str,
@@ -180,7 +172,7 @@ async fn a_gateways_vt_alarm_gets_holmess_opinion_from_the_beds_ecg_and_every_re
     // having streamed the 20 s before.
     let (from, to) = (1319 * FS, 1339 * FS);
     let onset_ms = T0 + 20_000;
-    let port = free_port();
+    let port = common::free_port();
     let app = spawn_app(|c| {
         c.pcd04_in.enabled = true;
         c.pcd04_in.listen = format!("127.0.0.1:{port}");
@@ -303,9 +295,11 @@ async fn every_report_acknowledged_is_stored_once_across_kill_9() {
         return;
     }
     let dir = tempfile::tempdir().unwrap();
-    let port = free_port();
+    let port = common::free_port();
     let mut cfg = common::test_config(dir.path());
-    cfg.server.listen = format!("127.0.0.1:{}", free_port()).parse().unwrap();
+    cfg.server.listen = format!("127.0.0.1:{}", common::free_port())
+        .parse()
+        .unwrap();
     cfg.pcd04_in.enabled = true;
     cfg.pcd04_in.listen = format!("127.0.0.1:{port}");
     let config = dir.path().join("holmes.toml");
@@ -413,7 +407,7 @@ async fn every_report_acknowledged_is_stored_once_across_kill_9() {
 async fn reports_taken_but_never_stored_are_stored_at_the_next_start() {
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("holmes.db");
-    let port = free_port();
+    let port = common::free_port();
     let config = |c: &mut holmes::config::Config| {
         c.storage.db = db.clone();
         c.pcd04_in.enabled = true;
@@ -511,7 +505,7 @@ async fn strangers_garbage_and_huge_frames_are_cut_off_and_the_listener_stays_up
     }
     .text();
     // Only the named gateway may connect: loopback is no gateway here.
-    let port = free_port();
+    let port = common::free_port();
     let app = spawn_app(|c| {
         c.pcd04_in.enabled = true;
         c.pcd04_in.listen = format!("127.0.0.1:{port}");
@@ -521,7 +515,7 @@ async fn strangers_garbage_and_huge_frames_are_cut_off_and_the_listener_stays_up
     assert!(exchange(port, &framed(&report)).await.is_empty());
     app.stop().await;
 
-    let port = free_port();
+    let port = common::free_port();
     let app = spawn_app(|c| {
         c.pcd04_in.enabled = true;
         c.pcd04_in.listen = format!("127.0.0.1:{port}");

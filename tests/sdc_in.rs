@@ -91,14 +91,6 @@ fn start_device(port: u16, samples: &std::path::Path, hz: &str, extra: &[&str]) 
     (Device(p, log), ready)
 }
 
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_devices_ecg_is_scored_and_its_vt_alarm_judged_and_its_loss_shown() {
     let test = "a_devices_ecg_is_scored_and_its_vt_alarm_judged_and_its_loss_shown";
@@ -121,7 +113,7 @@ async fn a_devices_ecg_is_scored_and_its_vt_alarm_judged_and_its_loss_shown() {
     };
     let json = serde_json::json!({"II": up(&leads[0][from..to]), "V": up(&leads[1][from..to])});
     std::fs::write(&samples, json.to_string()).unwrap();
-    let port = free_port();
+    let port = common::free_port();
     let device = |extra: &[&str]| start_device(port, &samples, "500", extra);
     let (mut provider, ready) = device(&["--vt-at", "28"]);
     let xaddr = ready["xaddr"].as_str().unwrap().to_string();
@@ -241,7 +233,7 @@ async fn a_misbehaving_device_leaves_the_daemon_up_its_bed_marked_and_the_other_
     let samples = dir.path().join("ecg.json");
     let json = serde_json::json!({"II": &leads[0][from..to], "V": &leads[1][from..to]});
     std::fs::write(&samples, json.to_string()).unwrap();
-    let (mut good, ready_good) = start_device(free_port(), &samples, "250", &[]);
+    let (mut good, ready_good) = start_device(common::free_port(), &samples, "250", &[]);
     let spoil = [
         "--mangle-every",
         "25",
@@ -250,8 +242,8 @@ async fn a_misbehaving_device_leaves_the_daemon_up_its_bed_marked_and_the_other_
         "--lead-v-code",
         "131999",
     ];
-    let (mut bad, ready_bad) = start_device(free_port(), &samples, "250", &spoil);
-    let sink = free_port();
+    let (mut bad, ready_bad) = start_device(common::free_port(), &samples, "250", &spoil);
+    let sink = common::free_port();
     let app = spawn_app(|c| {
         c.sdc.enabled = true;
         c.sdc.notify_listen = format!("127.0.0.1:{sink}");

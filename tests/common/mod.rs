@@ -3,6 +3,15 @@
 
 use std::path::{Path, PathBuf};
 
+/// A free loopback port (bound and released).
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
 /// The PhysioNet folder (`HOLMES_DATA` or `../shared/data/physionet`), or `None` with the
 /// reason printed, so data-dependent tests skip visibly when it is absent.
 pub fn data_dir(test: &str) -> Option<PathBuf> {
