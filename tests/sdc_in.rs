@@ -7,7 +7,9 @@
 //! to the notification sink from a stranger (a made-up session's path, an unknown device, a
 //! body over the limit) are refused while the bed goes on being scored. The device then
 //! vanishes (the daemon stays up, the bed goes stale) and comes back (subscribed again, the
-//! bed scored again).
+//! bed scored again). Over mutual TLS (`[sdc]`'s `tls_ca`, the device with `sdc11073`'s
+//! certloader) a device is scored and its alarm judged, while one whose certificate another
+//! CA signed is never attached.
 //!
 //! Without python3 and its `sdc11073` package this prints `SKIPPED` (`pip install
 //! sdc11073==3.0.0`), unless `HOLMES_REQUIRE_SDC` is set, as in CI.
@@ -327,4 +329,191 @@ async fn a_misbehaving_device_leaves_the_daemon_up_its_bed_marked_and_the_other_
     good.kill();
     bad.kill();
     app.stop().await;
+}
+
+/// A private CA (named `name`) and a certificate it signed for 127.0.0.1, written as
+/// sdc11073's certloader reads them (`cacert.pem`, `usercert.pem`, `userkey.pem`) into `dir`.
+fn ca_and_leaf(dir: &std::path::Path, name: &str) {
+    use rcgen::{BasicConstraints, CertificateParams, DnType, IsCa, Issuer, KeyPair};
+    std::fs::create_dir_all(dir).unwrap();
+    let mut ca = CertificateParams::new(Vec::<String>::new()).unwrap();
+    ca.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+    ca.distinguished_name.push(DnType::CommonName, name);
+    let ca_key = KeyPair::generate().unwrap();
+    let ca_cert = ca.self_signed(&ca_key).unwrap();
+    let issuer = Issuer::new(ca, ca_key);
+    let mut leaf = CertificateParams::new(vec!["127.0.0.1".into(), "localhost".into()]).unwrap();
+    leaf.distinguished_name
+        .push(DnType::CommonName, format!("{name} leaf"));
+    let key = KeyPair::generate().unwrap();
+    let cert = leaf.signed_by(&key, &issuer).unwrap();
+    std::fs::write(dir.join("cacert.pem"), ca_cert.pem()).unwrap();
+    std::fs::write(dir.join("usercert.pem"), cert.pem()).unwrap();
+    std::fs::write(dir.join("userkey.pem"), key.serialize_pem()).unwrap();
+    // A second certificate from the same CA: Holmes's, in `holmes/`.
+    let mut me = CertificateParams::new(vec!["127.0.0.1".into()]).unwrap();
+    me.distinguished_name
+        .push(DnType::CommonName, format!("{name} holmes"));
+    let key = KeyPair::generate().unwrap();
+    let cert = me.signed_by(&key, &issuer).unwrap();
+    std::fs::create_dir_all(dir.join("holmes")).unwrap();
+    std::fs::write(dir.join("holmes/cert.pem"), cert.pem()).unwrap();
+    std::fs::write(dir.join("holmes/key.pem"), key.serialize_pem()).unwrap();
+}
+
+/// `[sdc] tls_ca`: Holmes calls a device over HTTPS showing its certificate, and the device
+/// posts its reports to the sink over HTTPS showing its own (mutual TLS both ways, with
+/// sdc11073's certloader on the device's side). The bed is scored and the device's VT alarm
+/// judged. A device whose certificate another CA signed is never attached, and the sink
+/// answers neither plain HTTP nor a client without a certificate.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_device_that_speaks_tls_is_scored_and_one_from_another_ca_is_not() {
+    let test = "a_device_that_speaks_tls_is_scored_and_one_from_another_ca_is_not";
+    if !common::python_has(test, "sdc11073", "HOLMES_REQUIRE_SDC", "sdc11073==3.0.0") {
+        return;
+    }
+    let Some(leads) = common::vfdb_422(test).await else {
+        return;
+    };
+    let (from, to) = (1311 * FS, 1345 * FS);
+    let dir = tempfile::tempdir().unwrap();
+    let samples = dir.path().join("ecg.json");
+    let json = serde_json::json!({"II": &leads[0][from..to], "V": &leads[1][from..to]});
+    std::fs::write(&samples, json.to_string()).unwrap();
+    let (ward, other) = (dir.path().join("ward"), dir.path().join("other"));
+    ca_and_leaf(&ward, "ward CA");
+    ca_and_leaf(&other, "another CA");
+    let tls = |d: &std::path::Path| ["--tls-dir".to_string(), d.display().to_string()];
+    let [a, b] = tls(&ward);
+    let (mut device, ready) = start_device(
+        common::free_port(),
+        &samples,
+        "250",
+        &[&a, &b, "--vt-at", "28"],
+    );
+    let [a, b] = tls(&other);
+    let (mut stranger, ready_stranger) =
+        start_device(common::free_port(), &samples, "250", &[&a, &b]);
+    let xaddr = ready["xaddr"].as_str().unwrap().to_string();
+    assert!(xaddr.starts_with("https://"), "{xaddr}");
+    let sink = std::net::SocketAddr::from(([127, 0, 0, 1], common::free_port()));
+    let app = spawn_app(|c| {
+        c.sdc.enabled = true;
+        c.sdc.notify_listen = sink.to_string();
+        c.sdc.tls_ca = Some(ward.join("cacert.pem"));
+        c.sdc.tls = Some(holmes::config::TlsConfig {
+            cert: ward.join("holmes/cert.pem"),
+            key: ward.join("holmes/key.pem"),
+        });
+        c.sdc.devices = [("bed-tls", &ready), ("bed-stranger", &ready_stranger)]
+            .map(|(bed, r)| holmes::config::SdcDevice {
+                xaddr: r["xaddr"].as_str().unwrap().to_string(),
+                bed: bed.into(),
+            })
+            .to_vec();
+    })
+    .await;
+    app.wait_scores("bed-tls", 60.0, |rows| rows.len() >= 2)
+        .await;
+    // The sink: plain HTTP gets no answer; HTTPS without a certificate is refused at the
+    // handshake.
+    assert_eq!(post(sink, "/sdc/0/x/reports", b"<x/>").await, 0);
+    let no_cert = holmes::http::tls::client_config(&ward.join("cacert.pem")).unwrap();
+    let tcp = tokio::net::TcpStream::connect(sink).await.unwrap();
+    let name = rustls::pki_types::ServerName::try_from("127.0.0.1").unwrap();
+    let refused = async {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let mut s = tokio_rustls::TlsConnector::from(no_cert)
+            .connect(name, tcp)
+            .await?;
+        s.write_all(b"POST /sdc/0/x/reports HTTP/1.1\r\nHost: s\r\nContent-Length: 0\r\n\r\n")
+            .await?;
+        let mut buf = [0u8; 64];
+        let n = s.read(&mut buf).await?;
+        Ok::<_, std::io::Error>(n)
+    }
+    .await;
+    assert!(
+        !matches!(refused, Ok(n) if n > 0),
+        "a client without a certificate got an answer: {refused:?}"
+    );
+    // The device's VT alarm, judged from the bed's ECG.
+    let until = Instant::now() + Duration::from_secs(45);
+    let alarm = loop {
+        let (_, v) = app.get("/api/beds/bed-tls/monitor_alarms").await;
+        if let Some(a) = v["alarms"]
+            .as_array()
+            .and_then(|a| a.iter().find(|x| x["kind"] == "vt").cloned())
+            && !a["confirmed"].is_null()
+        {
+            break a;
+        }
+        assert!(Instant::now() < until, "no judged VT alarm: {v}");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
+    assert_eq!(alarm["confirmed"], Value::Bool(true), "{alarm}");
+    // The device another CA vouches for was never attached: its bed has no score, and the
+    // consumer's sessions with it ended.
+    assert!(
+        app.wait_scores("bed-stranger", 1.0, |_| true)
+            .await
+            .is_empty()
+    );
+    let metrics = app.get_raw("/metrics").await;
+    let ended = metrics
+        .lines()
+        .find(|l| l.starts_with("holmes_sdc_sessions_ended_total"))
+        .and_then(|l| l.split_whitespace().last()?.parse::<f64>().ok())
+        .unwrap_or(0.0);
+    assert!(ended >= 1.0, "the stranger's sessions ended: {ended}");
+    device.kill();
+    stranger.kill();
+    app.stop().await;
+}
+
+/// `holmes validate` on `[sdc]`'s TLS: the files load, Holmes has a certificate to show, and
+/// every device's address speaks TLS when `tls_ca` is set.
+#[test]
+fn holmes_validate_checks_the_sdc_sections_tls() {
+    let dir = tempfile::tempdir().unwrap();
+    let ward = dir.path().join("ward");
+    ca_and_leaf(&ward, "ward CA");
+    let run = |edit: &dyn Fn(&mut holmes::config::Config)| {
+        let mut cfg = common::test_config(dir.path());
+        cfg.sdc.enabled = true;
+        cfg.sdc.tls_ca = Some(ward.join("cacert.pem"));
+        cfg.sdc.tls = Some(holmes::config::TlsConfig {
+            cert: ward.join("holmes/cert.pem"),
+            key: ward.join("holmes/key.pem"),
+        });
+        cfg.sdc.devices = vec![holmes::config::SdcDevice {
+            xaddr: "https://10.20.1.17:6464/4f1a".into(),
+            bed: "bed-7".into(),
+        }];
+        edit(&mut cfg);
+        let path = dir.path().join("holmes.toml");
+        std::fs::write(&path, toml::to_string(&cfg).unwrap()).unwrap();
+        let o = Command::new(env!("CARGO_BIN_EXE_holmes"))
+            .args(["validate", "--config"])
+            .arg(&path)
+            .output()
+            .unwrap();
+        let text =
+            String::from_utf8_lossy(&o.stdout).to_string() + &String::from_utf8_lossy(&o.stderr);
+        (o.status.success(), text)
+    };
+    let (ok, text) = run(&|_| {});
+    assert!(
+        ok && text.contains("sdc: 1 device(s)") && text.contains("mutual TLS"),
+        "{text}"
+    );
+    let missing = dir.path().join("no-such-ca.pem");
+    let (ok, text) = run(&|c| c.sdc.tls_ca = Some(missing.clone()));
+    assert!(!ok && text.contains("no-such-ca.pem"), "{text}");
+    let (ok, text) = run(&|c| c.sdc.tls = None);
+    assert!(!ok && text.contains("[sdc.tls] or [server.tls]"), "{text}");
+    let (ok, text) = run(&|c| c.sdc.devices[0].xaddr = "http://10.20.1.17:6464/4f1a".into());
+    assert!(!ok && text.contains("every device speaks TLS"), "{text}");
+    let (ok, text) = run(&|c| c.sdc.tls_ca = None);
+    assert!(!ok && text.contains("needs sdc.tls_ca"), "{text}");
 }

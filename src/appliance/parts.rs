@@ -58,6 +58,8 @@ pub enum ServerError {
     Pcd04In(#[from] crate::serving::ingest::pcd04::Pcd04Error),
     #[error(transparent)]
     Sdc(#[from] crate::serving::ingest::sdc::SdcConsumerError),
+    #[error("sdc: {0}")]
+    SdcTls(crate::core::tls::TlsError),
 }
 
 /// Runs `f` on the blocking pool; `what` names it should it panic (a bug).
@@ -443,9 +445,34 @@ pub(super) async fn sdc(
     if !cfg.sdc.enabled {
         return Ok(None);
     }
+    let tls = match (&cfg.sdc.tls_ca, cfg.sdc.identity(cfg.server.tls.as_ref())) {
+        (Some(ca), Some(me)) => {
+            let (ca, me) = (ca.clone(), me.clone());
+            let built = blocking("reading the SDC certificates", move || sdc_tls(ca, &me)).await;
+            Some(built.map_err(ServerError::SdcTls)?)
+        }
+        _ => None,
+    };
     let token = shutdown.child_token();
-    let at = crate::serving::ingest::sdc::start(&cfg.sdc, &cfg.leads, ward, token, tracker).await?;
+    let at =
+        crate::serving::ingest::sdc::start(&cfg.sdc, tls, &cfg.leads, ward, token, tracker).await?;
     Ok(Some(at))
+}
+
+/// The SDC consumer's two TLS sides from `[sdc] tls_ca` and Holmes's certificate. Blocking.
+pub(super) fn sdc_tls(
+    ca: std::path::PathBuf,
+    me: &crate::config::TlsConfig,
+) -> Result<crate::serving::ingest::sdc::SdcTls, crate::core::tls::TlsError> {
+    use crate::core::tls::{Identity, client_config, server_config};
+    let me = Identity {
+        cert: &me.cert,
+        key: &me.key,
+    };
+    Ok(crate::serving::ingest::sdc::SdcTls {
+        client: client_config(&ca, Some(me))?,
+        server: server_config(me, Some(&ca))?,
+    })
 }
 
 /// The page's users.

@@ -6,8 +6,8 @@
 //! named with their line) and passes [`Config::validate`]; every model folder in the zoo
 //! loads and passes its smoke check (manifest, checksum, weights, a forward pass); every
 //! configured ensemble member is one of them; the beat counter the config serves, the TLS
-//! certificate and key of `[server.tls]` and, with `[hl7]` or `[fhir]` on, its `tls_ca` load (the daemon
-//! refuses to start on any that does not) and `[fhir]`'s token file reads; the database's folder is writable or can be
+//! certificate and key of `[server.tls]` and, with `[hl7]`, `[fhir]` or `[sdc]` on, its `tls_ca`
+//! (and `[sdc]`'s certificate) load (the daemon refuses to start on any that does not) and `[fhir]`'s token file reads; the database's folder is writable or can be
 //! created, and an existing database is writable and not newer than this build.
 //!
 //! Warnings, which do not fail it: the risk alarm rule the configured members would start on
@@ -94,6 +94,7 @@ pub(crate) fn check(config: Option<&Path>, models: Option<&Path>) -> Report {
     check_tls(&cfg, &mut r);
     check_hl7(&cfg, &mut r);
     check_fhir(&cfg, &mut r);
+    check_sdc(&cfg, &mut r);
     check_database(&cfg.storage.db, &mut r);
     r
 }
@@ -208,6 +209,31 @@ fn check_alarm(cfg: &Config, members_load: bool, r: &mut Report) {
             "the zoo's alarm rules do not read ({e}): risk alarms would start on the config's fallback, not validated"
         )),
     }
+}
+
+/// The SDC consumer, where it is on: with `tls_ca`, the CA and Holmes's certificate load
+/// (the daemon refuses to start otherwise).
+fn check_sdc(cfg: &Config, r: &mut Report) {
+    let s = &cfg.sdc;
+    if !s.enabled {
+        return;
+    }
+    let tls = match (&s.tls_ca, s.identity(cfg.server.tls.as_ref())) {
+        (Some(ca), Some(me)) => match super::parts::sdc_tls(ca.clone(), me) {
+            Ok(_) => " over mutual TLS",
+            Err(e) => {
+                r.problems
+                    .push(format!("sdc: {e} (the daemon would not start)"));
+                return;
+            }
+        },
+        _ => "",
+    };
+    r.summary.push(format!(
+        "sdc: {} device(s), reports taken at {}{tls}",
+        s.devices.len(),
+        s.notify_listen
+    ));
 }
 
 /// `[server.tls]`'s certificate and key read and make a server configuration.

@@ -3,6 +3,7 @@
 //! themselves over IEEE 11073 SDC. Both off by default.
 
 use std::net::{IpAddr, SocketAddr};
+use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
 
@@ -73,12 +74,15 @@ impl Pcd04InConfig {
     }
 }
 
+use super::TlsConfig;
+
 /// One SDC device (a bedside monitor) and the bed it monitors.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct SdcDevice {
-    /// The device's transport address (its XAddr, `http://host:port/path`), as its
-    /// configuration tool shows it: Holmes asks it directly (no WS-Discovery).
+    /// The device's transport address (its XAddr, `http://host:port/path`, or `https://`
+    /// where `tls_ca` is set), as its configuration tool shows it: Holmes asks it directly (no
+    /// WS-Discovery).
     pub xaddr: String,
     /// The bed it monitors (as a WebSocket monitor's hello names it).
     pub bed: String,
@@ -89,8 +93,8 @@ pub struct SdcDevice {
 pub struct SdcConfig {
     /// Consume the devices listed (false: none).
     pub enabled: bool,
-    /// The address the devices' reports are posted to, `ip:port` (plain HTTP, as the
-    /// devices speak it).
+    /// The address the devices' reports are posted to, `ip:port` (HTTPS where `tls_ca` is
+    /// set, plain HTTP otherwise).
     pub notify_listen: String,
     /// The host the devices reach `notify_listen` at, in the address each subscription gives
     /// them (empty: `notify_listen`'s ip).
@@ -105,6 +109,15 @@ pub struct SdcConfig {
     pub retry_min_ms: u64,
     /// ...up to this many.
     pub retry_max_ms: u64,
+    /// PEM file of the CA certificates that signed the devices' certificates. Set: every
+    /// device is reached over HTTPS and must show a certificate one of them signed, and the
+    /// sink takes reports over HTTPS only from such a device (mutual TLS, as SDPi asks).
+    /// Unset: plain HTTP both ways.
+    pub tls_ca: Option<PathBuf>,
+    /// Holmes's own certificate and key, shown to the devices both when it calls them and
+    /// as the sink's (unset: `[server.tls]`'s). A CA in the devices' trust list must have
+    /// signed it.
+    pub tls: Option<TlsConfig>,
     /// The devices, each with its bed.
     pub devices: Vec<SdcDevice>,
 }
@@ -119,6 +132,8 @@ impl Default for SdcConfig {
             request_timeout_secs: 5.0,
             retry_min_ms: 500,
             retry_max_ms: 10_000,
+            tls_ca: None,
+            tls: None,
             devices: Vec::new(),
         }
     }
@@ -135,6 +150,13 @@ impl SdcConfig {
         })
     }
 
+    /// The certificate and key Holmes shows the devices: `[sdc.tls]`'s, else `server`'s;
+    /// `None` where TLS is off (`tls_ca` unset) or neither is named.
+    pub(crate) fn identity<'a>(&'a self, server: Option<&'a TlsConfig>) -> Option<&'a TlsConfig> {
+        self.tls_ca.as_ref()?;
+        self.tls.as_ref().or(server)
+    }
+
     pub(crate) fn validate(&self) -> Result<(), String> {
         self.addr()?;
         if !(self.renew_secs > 0.0 && self.renew_secs <= 3_600.0) {
@@ -147,11 +169,21 @@ impl SdcConfig {
             return Err("sdc: 0 < retry_min_ms <= retry_max_ms".into());
         }
         let mut beds = std::collections::HashSet::new();
+        let scheme = if self.tls_ca.is_some() {
+            "https://"
+        } else {
+            "http://"
+        };
         for d in &self.devices {
-            if !d.xaddr.starts_with("http://") {
+            if !d.xaddr.starts_with(scheme) {
                 return Err(format!(
-                    "sdc.devices: {:?} is not an http:// address (TLS devices are not supported yet)",
-                    d.xaddr
+                    "sdc.devices: {:?} is not an {scheme} address ({})",
+                    d.xaddr,
+                    if self.tls_ca.is_some() {
+                        "sdc.tls_ca is set: every device speaks TLS"
+                    } else {
+                        "a device that speaks TLS needs sdc.tls_ca"
+                    }
                 ));
             }
             if d.bed.is_empty() || d.bed.chars().count() > 64 || !beds.insert(d.bed.as_str()) {
@@ -191,7 +223,7 @@ mod tests {
     }
 
     #[test]
-    fn sdc_devices_are_plain_http_one_a_bed() {
+    fn sdc_devices_speak_tls_when_tls_ca_says_so_one_a_bed() {
         let dev = |x: &str, b: &str| SdcDevice {
             xaddr: x.into(),
             bed: b.into(),
@@ -209,7 +241,20 @@ mod tests {
         let e = with(vec![dev("https://10.0.0.7:6464/ab", "bed-1")])
             .validate()
             .unwrap_err();
-        assert!(e.contains("http://"), "{e}");
+        assert!(e.contains("needs sdc.tls_ca"), "{e}");
+        let tls = |d: Vec<SdcDevice>| SdcConfig {
+            tls_ca: Some("/etc/holmes/devices-ca.pem".into()),
+            ..with(d)
+        };
+        assert!(
+            tls(vec![dev("https://10.0.0.7:6464/ab", "bed-1")])
+                .validate()
+                .is_ok()
+        );
+        let e = tls(vec![dev("http://10.0.0.7:6464/ab", "bed-1")])
+            .validate()
+            .unwrap_err();
+        assert!(e.contains("every device speaks TLS"), "{e}");
         let twice = vec![dev("http://a/1", "bed-1"), dev("http://b/2", "bed-1")];
         assert!(with(twice).validate().unwrap_err().contains("one device"));
         let slow = SdcConfig {

@@ -186,6 +186,16 @@ impl Config {
         self.fhir.validate()?;
         self.pcd04_in.validate()?;
         self.sdc.validate()?;
+        if self.sdc.enabled
+            && self.sdc.tls_ca.is_some()
+            && self.sdc.identity(sv.tls.as_ref()).is_none()
+        {
+            return Err(
+                "sdc.tls_ca asks for TLS: name Holmes's certificate and key in [sdc.tls] or \
+                 [server.tls]"
+                    .into(),
+            );
+        }
         let st = &self.storage;
         if st.batch_rows == 0 || st.backlog_rows == 0 {
             return Err("storage.batch_rows and storage.backlog_rows must be positive".into());

@@ -10,6 +10,7 @@
 //!   ([`patient::Admissions`], written by the monitors' connections, read by the outbound feeds).
 //! - [`monitor_alarm`]: a bedside monitor's own arrhythmia alarm and Holmes's opinion on it.
 //! - [`metrics`]: ROC-AUC, PR-AUC, thresholds and the mean-probability ensemble of predictions.
+//! - [`tls`]: TLS configurations from PEM files (one-way or mutual) and the server handshake.
 //! - [`stats`], [`time`], [`hash`], [`svg`]: percentiles, wall-clock milliseconds, SHA-256,
 //!   text escaped for the reports' SVG figures.
 
@@ -22,4 +23,5 @@ pub(crate) mod score;
 pub mod stats;
 pub(crate) mod svg;
 pub mod time;
+pub(crate) mod tls;
 pub mod window;

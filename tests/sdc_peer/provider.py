@@ -17,8 +17,11 @@
   (EpisodicAlertReport). HR reads 180 while VT is present.
 * No WS-Discovery at all: a stub object that satisfies sdc11073's WsDiscoveryProtocol is used
   (no UDP socket, no multicast, no Hello). The consumer must be given the XAddr directly.
-* HTTP (no TLS) is bound to HOST:PORT (PORT 0 = let the OS choose); --bind-host B binds B:PORT
+* HTTP is bound to HOST:PORT (PORT 0 = let the OS choose); --bind-host B binds B:PORT
   but still advertises HOST:PORT in the XAddr and all service/subscription-manager addresses.
+* --tls-dir DIR: HTTPS with mutual TLS instead (sdc11073's certloader: DIR/userkey.pem,
+  usercert.pem, cacert.pem; the device asks its consumers for a certificate cacert.pem signed,
+  and checks the sink's against it too, without its host name, as sdc11073 does).
 * --devices N hosts N monitors in this process (a ward for `holmes bench --sdc`), each with its
   own MDIB and HTTP server (PORT + i, or the OS's choice with --port 0); device i (counted
   from --first-index) plays FILE from its own place and raises its VT i * --vt-stagger seconds
@@ -92,8 +95,9 @@ class _ReusingHTTPServer(_ThreadingHTTPServer):
 class FixedPortHttpServer(HttpServerThreadBase):
     """sdc11073's HttpServerThreadBase always binds port 0; this one binds the given port."""
 
-    def __init__(self, host: str, port: int, logger: logging.Logger, supported_encodings: list[str]):
-        super().__init__(my_ipaddress=host, ssl_context=None, supported_encodings=supported_encodings,
+    def __init__(self, host: str, port: int, logger: logging.Logger, supported_encodings: list[str],
+                 ssl_context=None):  # noqa: ANN001
+        super().__init__(my_ipaddress=host, ssl_context=ssl_context, supported_encodings=supported_encodings,
                          logger=logger)
         self._port = port
 
@@ -102,7 +106,10 @@ class FixedPortHttpServer(HttpServerThreadBase):
         try:
             self.httpd = _ReusingHTTPServer(self.logger, (self._my_ipaddress, self._port), self.chunk_size,
                                             self.supported_encodings)
-            self.base_url = f'http://{self._my_ipaddress}:{self.server_port}/'
+            if self._ssl_context:
+                self.httpd.socket = self._ssl_context.wrap_socket(self.httpd.socket, server_side=True)
+            scheme = 'https' if self._ssl_context else 'http'
+            self.base_url = f'{scheme}://{self._my_ipaddress}:{self.server_port}/'
             self.started_evt.set()
             self.httpd.serve_forever()
         except Exception:
@@ -202,7 +209,7 @@ class Device:
             self.mdib,
             epr=epr,
             validate=not args.no_validate,
-            ssl_context_container=None,  # plain HTTP
+            ssl_context_container=args.ssl,  # None: plain HTTP
             max_subscription_duration=args.max_subscription_duration,
         )
         if args.gzip_only:
@@ -210,7 +217,8 @@ class Device:
         from sdc11073.httpserver import compression  # noqa: PLC0415
         encodings = ['gzip'] if args.gzip_only else compression.CompressionHandler.available_encodings[:]
         self.http = FixedPortHttpServer(args.bind_host or args.host, port,
-                                        logging.getLogger('sdc.device.httpsrv'), encodings)
+                                        logging.getLogger('sdc.device.httpsrv'), encodings,
+                                        args.ssl.server_context if args.ssl else None)
         self.http.start()
         if not self.http.started_evt.wait(30) or self.http.httpd is None or not self.http.is_alive():
             raise SystemExit(f'could not bind HTTP server to {args.bind_host or args.host}:{port}')
@@ -326,8 +334,14 @@ def main() -> int:  # noqa: C901, PLR0915
                     help='cut every K-th notification in half (XML that does not parse)')
     ap.add_argument('--huge-every', type=int, default=0, metavar='K',
                     help='pad every K-th notification past 600 kB (with an XML comment)')
+    ap.add_argument('--tls-dir', default=None, metavar='DIR',
+                    help='HTTPS with mutual TLS: DIR holds userkey.pem, usercert.pem, cacert.pem')
     ap.add_argument('--log-level', default='WARNING')
     args = ap.parse_args()
+    args.ssl = None
+    if args.tls_dir:
+        from sdc11073.certloader import mk_ssl_contexts_from_folder  # noqa: PLC0415
+        args.ssl = mk_ssl_contexts_from_folder(args.tls_dir)
     if args.devices < 1:
         raise SystemExit('--devices must be at least 1')
 

@@ -8,27 +8,25 @@
 //! [`protocol::sdc`](crate::protocol::sdc)'s.
 //!
 //! One task per device: request (WS-Transfer Get, Subscribe, GetMdib), then reports as the
-//! device pushes them to the notification sink: one HTTP listener for every device, each
-//! session at a path of its own with a random token (a post at any other path, a stale
-//! session's or a stranger's, is refused; a body over [`MAX_REPORT_BYTES`] too; a report that
-//! finds its device's queue full is dropped and counted), a Renew every `renew_secs`. Any
+//! device pushes them to the notification [`sink`] (one listener for every device, each
+//! session at a path of its own), a Renew every `renew_secs`. With `[sdc] tls_ca` both
+//! directions are mutual TLS: Holmes calls each device over HTTPS, showing its certificate
+//! and trusting only the CA's, and the sink takes HTTPS from the CA's devices only. Any
 //! failure (a request unanswered or faulted, the device ending the subscription, a renewal
 //! refused) detaches the bed and starts again after a back-off; alarms open when a session
 //! ends are reconciled with the next session's MDIB. The bed is held as a configured device
 //! (`Claim::configured`): device tokens do not apply to it.
 
 mod feed;
+mod sink;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use axum::Router;
 use axum::body::Bytes;
-use axum::extract::{DefaultBodyLimit, Path, State};
-use axum::http::StatusCode;
-use axum::routing::post;
 use http_body_util::{BodyExt, Full};
+use hyper_rustls::{HttpsConnector, HttpsConnectorBuilder};
 use hyper_util::client::legacy::Client;
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::TokioExecutor;
@@ -48,8 +46,6 @@ use crate::serving::ward::{Claim, Ward};
 pub(crate) const DEVICE_PREFIX: &str = "sdc ";
 /// Reports queued for one device's task.
 const QUEUE: usize = 256;
-/// The largest report the sink takes (a second of 12 leads at 1,000 Hz is about 100 kB).
-pub(crate) const MAX_REPORT_BYTES: usize = 512 * 1024;
 /// A subscription asked for this long; devices grant what they allow (15 s is common).
 const SUBSCRIBE_SECS: u32 = 60;
 
@@ -78,15 +74,29 @@ pub enum SdcConsumerError {
     Ended(&'static str),
 }
 
+/// The consumer's TLS, where `[sdc] tls_ca` asks for it: the client side (trusting the
+/// devices' CA, showing Holmes's certificate) and the sink's server side (the same
+/// certificate, asking each device for one the CA signed).
+pub(crate) struct SdcTls {
+    pub(crate) client: Arc<rustls::ClientConfig>,
+    pub(crate) server: Arc<rustls::ServerConfig>,
+}
+
 /// Starts the notification sink and one task per device; returns the sink's address.
 pub(crate) async fn start(
     cfg: &SdcConfig,
+    tls: Option<SdcTls>,
     leads: &LeadsConfig,
     ward: &Ward,
     shutdown: CancellationToken,
     tracker: &TaskTracker,
 ) -> Result<SocketAddr, SdcConsumerError> {
     let addr = cfg.addr().map_err(SdcConsumerError::Config)?;
+    if cfg.tls_ca.is_some() != tls.is_some() {
+        return Err(SdcConsumerError::Config(
+            "sdc.tls_ca and the TLS settings disagree".into(),
+        ));
+    }
     let listener = tokio::net::TcpListener::bind(addr)
         .await
         .map_err(|source| SdcConsumerError::Bind { addr, source })?;
@@ -96,8 +106,9 @@ pub(crate) async fn start(
     } else {
         cfg.notify_host.clone()
     };
-    let base = format!("http://{host}:{}", bound.port());
-    let (senders, receivers): (Vec<_>, Vec<_>) = cfg
+    let scheme = if tls.is_some() { "https" } else { "http" };
+    let base = format!("{scheme}://{host}:{}", bound.port());
+    let (slots, receivers): (Vec<_>, Vec<_>) = cfg
         .devices
         .iter()
         .map(|_| {
@@ -106,17 +117,28 @@ pub(crate) async fn start(
             ((tx, token.clone()), (rx, token))
         })
         .unzip();
-    let app = Router::new()
-        .route("/sdc/{device}/{token}/{what}", post(notified))
-        .layer(DefaultBodyLimit::max(MAX_REPORT_BYTES))
-        .with_state(Arc::new(senders));
-    let token = shutdown.clone();
-    tracker.spawn(async move {
-        let serve = axum::serve(listener, app).with_graceful_shutdown(token.cancelled_owned());
-        if let Err(e) = serve.await {
-            tracing::error!(error = %e, "SDC: the notification sink stopped");
-        }
-    });
+    let (client, acceptor) = match tls {
+        Some(t) => (
+            Some((*t.client).clone()),
+            Some(tokio_rustls::TlsAcceptor::from(t.server)),
+        ),
+        None => (None, None),
+    };
+    sink::serve(listener, bound, acceptor, slots, shutdown.clone(), tracker);
+    let http = match client {
+        // One pool for every device: a device's connection is kept between its requests.
+        Some(c) => HttpsConnectorBuilder::new()
+            .with_tls_config(c)
+            .https_only()
+            .enable_http1()
+            .build(),
+        None => HttpsConnectorBuilder::new()
+            .with_tls_config(no_tls())
+            .https_or_http()
+            .enable_http1()
+            .build(),
+    };
+    let http = Client::builder(TokioExecutor::new()).build(http);
     for (i, (dev, (rx, token))) in cfg.devices.iter().zip(receivers).enumerate() {
         let consumer = Consumer {
             cfg: cfg.clone(),
@@ -125,35 +147,24 @@ pub(crate) async fn start(
             notify: format!("{base}/sdc/{i}"),
             token,
             ward: ward.clone(),
-            http: Client::builder(TokioExecutor::new()).build_http(),
+            http: http.clone(),
         };
         tracker.spawn(consumer.run(rx, shutdown.clone()));
     }
-    tracing::info!(addr = %bound, devices = cfg.devices.len(), "Consuming SDC devices");
+    tracing::info!(addr = %bound, devices = cfg.devices.len(), tls = scheme == "https", "Consuming SDC devices");
     Ok(bound)
 }
 
-/// A device's queue and its session's token.
-type Sink = (mpsc::Sender<Bytes>, Arc<std::sync::Mutex<String>>);
-
-/// A device's report, handed to its task; 202 with an empty body, as devices expect. A post
-/// at another session's (or a made-up) path is refused.
-async fn notified(
-    State(senders): State<Arc<Vec<Sink>>>,
-    Path((device, token, _what)): Path<(usize, String, String)>,
-    body: Bytes,
-) -> StatusCode {
-    let Some((tx, current)) = senders.get(device) else {
-        return StatusCode::NOT_FOUND;
-    };
-    if token.is_empty() || *current.lock().expect("lock") != token {
-        metrics::counter!("holmes_sdc_reports_refused_total").increment(1);
-        return StatusCode::NOT_FOUND;
-    }
-    if tx.try_send(body).is_err() {
-        metrics::counter!("holmes_sdc_reports_dropped_total").increment(1);
-    }
-    StatusCode::ACCEPTED
+/// The client side where TLS is off: trusts no one, so an `https://` address a device names
+/// fails at its handshake (the config refuses one in `[sdc]` itself).
+fn no_tls() -> rustls::ClientConfig {
+    rustls::ClientConfig::builder_with_provider(Arc::new(
+        rustls::crypto::aws_lc_rs::default_provider(),
+    ))
+    .with_safe_default_protocol_versions()
+    .expect("aws-lc-rs supports TLS 1.2 and 1.3")
+    .with_root_certificates(rustls::RootCertStore::empty())
+    .with_no_client_auth()
 }
 
 struct Consumer {
@@ -164,7 +175,7 @@ struct Consumer {
     notify: String,
     token: Arc<std::sync::Mutex<String>>,
     ward: Ward,
-    http: Client<HttpConnector, Full<Bytes>>,
+    http: Client<HttpsConnector<HttpConnector>, Full<Bytes>>,
 }
 
 impl Consumer {
