@@ -454,8 +454,15 @@ pub(super) async fn sdc(
         _ => None,
     };
     let token = shutdown.child_token();
-    let at =
-        crate::serving::ingest::sdc::start(&cfg.sdc, tls, &cfg.leads, ward, token, tracker).await?;
+    let at = crate::serving::ingest::sdc::start(
+        &cfg.sdc,
+        tls,
+        (&cfg.leads, &cfg.ingest.vital_ranges),
+        ward,
+        token,
+        tracker,
+    )
+    .await?;
     Ok(Some(at))
 }
 

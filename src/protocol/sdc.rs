@@ -203,8 +203,9 @@ pub(crate) struct Lead {
 #[derive(Debug, Clone, Default, PartialEq)]
 pub(crate) struct Mdib {
     pub(crate) leads: Vec<Lead>,
-    /// The heart-rate metric's handle (`MDC_ECG_HEART_RATE`, or a pulse rate).
-    pub(crate) heart_rate: Option<String>,
+    /// The numeric metrics Holmes takes, each handle with the vital it is (`hr`: the first
+    /// `MDC_ECG_HEART_RATE` or pulse rate; `spo2`: the first `MDC_PULS_OXIM_SAT_O2`).
+    pub(crate) vitals: Vec<(String, &'static str)>,
     /// Each physiological alert condition's handle and its type's code (technical ones,
     /// `Kind="Tec"`, are left out).
     pub(crate) alerts: Vec<(String, String)>,
@@ -230,6 +231,17 @@ pub(crate) fn lead_name(code: &str) -> Option<&'static str> {
         "131336" | "131080" => "V6",
         _ => return None,
     })
+}
+
+/// The vital (as the WebSocket protocol names it) of a numeric metric's 11073-10101 code:
+/// heart rate (`MDC_ECG_HEART_RATE` 147842, or `MDC_PULS_RATE` 149514) and SpO2
+/// (`MDC_PULS_OXIM_SAT_O2` 150456); None for another metric.
+pub(crate) fn vital_name(code: &str) -> Option<&'static str> {
+    match code {
+        "147842" | "149514" => Some("hr"),
+        "150456" => Some("spo2"),
+        _ => None,
+    }
 }
 
 /// An xs:duration of seconds only (`PT0.002S`), in ms.
@@ -264,10 +276,12 @@ pub(crate) fn mdib(xml: &str) -> Result<Mdib, SdcError> {
                         });
                     }
                 }
-                Some("NumericMetricDescriptor")
-                    if m.heart_rate.is_none() && ["147842", "149514"].contains(&c.as_str()) =>
-                {
-                    m.heart_rate = Some(handle.to_owned());
+                Some("NumericMetricDescriptor") => {
+                    if let Some(v) = vital_name(&c)
+                        && !m.vitals.iter().any(|(_, n)| *n == v)
+                    {
+                        m.vitals.push((handle.to_owned(), v));
+                    }
                 }
                 _ => {}
             }
@@ -440,6 +454,9 @@ mod tests {
              <dom:Metric xsi:type=\"dom:RealTimeSampleArrayMetricDescriptor\" Handle=\"ecg.ii\" SamplePeriod=\"PT0.002S\"><dom:Type Code=\"131330\"/></dom:Metric>\
              <dom:Metric xsi:type=\"dom:RealTimeSampleArrayMetricDescriptor\" Handle=\"pleth\" SamplePeriod=\"PT0.008S\"><dom:Type Code=\"150452\"/></dom:Metric>\
              <dom:Metric xsi:type=\"dom:NumericMetricDescriptor\" Handle=\"hr\"><dom:Type Code=\"147842\"/></dom:Metric>\
+             <dom:Metric xsi:type=\"dom:NumericMetricDescriptor\" Handle=\"pr\"><dom:Type Code=\"149514\"/></dom:Metric>\
+             <dom:Metric xsi:type=\"dom:NumericMetricDescriptor\" Handle=\"sat\"><dom:Type Code=\"150456\"/></dom:Metric>\
+             <dom:Metric xsi:type=\"dom:NumericMetricDescriptor\" Handle=\"rr\"><dom:Type Code=\"151562\"/></dom:Metric>\
              </dom:Channel></dom:Vmd></dom:Mds></dom:MdDescription><dom:MdState>\
              <dom:State xsi:type=\"dom:AlertConditionState\" DescriptorHandle=\"ac.vt\" Presence=\"true\" DeterminationTime=\"1700000000000\"/>\
              </dom:MdState></msg:Mdib></msg:GetMdibResponse></s12:Body></s12:Envelope>"
@@ -447,7 +464,7 @@ mod tests {
     }
 
     #[test]
-    fn an_mdib_gives_its_ecg_leads_heart_rate_and_physiological_alarms() {
+    fn an_mdib_gives_its_ecg_leads_heart_rate_spo2_and_physiological_alarms() {
         let m = mdib(&mdib_xml()).unwrap();
         // The plethysmogram (no ECG code) is no lead; the technical condition no alarm.
         assert_eq!(
@@ -458,7 +475,11 @@ mod tests {
                 period_ms: 2.0
             }]
         );
-        assert_eq!(m.heart_rate.as_deref(), Some("hr"));
+        // The first heart rate (not the pulse rate after it) and SpO2; not the respiration.
+        assert_eq!(
+            m.vitals,
+            vec![("hr".to_string(), "hr"), ("sat".to_string(), "spo2")]
+        );
         assert_eq!(m.alerts, [("ac.vt".to_string(), "199832".to_string())]);
         assert_eq!(
             m.presence,

@@ -1,5 +1,5 @@
 //! What an SDC device's reports become for its bed, sans-IO ([`Feed`]): sample frames on one
-//! 250 Hz grid for every lead, the heart rate as the `hr` vital, and the alert conditions'
+//! 250 Hz grid for every lead, the heart rate and SpO2 as the `hr` and `spo2` vitals, and the alert conditions'
 //! presence as the monitor's own alarms and their ends.
 //!
 //! **Samples.** Each lead's samples are averaged down to 250 Hz (each group of samples that
@@ -17,6 +17,7 @@
 //! outlive a session (the caller keeps them), and a new session's MDIB presence reconciles
 //! them. Times are the device's (its `DeterminationTime`), else the grid's last position.
 
+use std::collections::BTreeMap;
 use std::time::Instant;
 
 use crate::core::monitor_alarm::MonitorAlarmKind;
@@ -96,6 +97,8 @@ pub(super) struct Feed {
     vitals_seq: u64,
     /// The lead names of the announced slots (for alarms).
     names: [Option<String>; MAX_LEADS],
+    /// Each vital's plausible range (`ingest.vital_ranges`): a value outside is absent.
+    ranges: BTreeMap<String, [f64; 2]>,
 }
 
 /// An alert condition raised and not yet ended: handle, the alarm's id.
@@ -106,6 +109,7 @@ impl Feed {
         streams: Vec<Stream>,
         names: [Option<String>; MAX_LEADS],
         (seq, vitals_seq): (u64, u64),
+        ranges: BTreeMap<String, [f64; 2]>,
     ) -> Feed {
         Feed {
             streams,
@@ -114,7 +118,23 @@ impl Feed {
             seq,
             vitals_seq,
             names,
+            ranges,
         }
+    }
+
+    /// `v` where it is finite and inside `name`'s plausible range, as the WebSocket ingest
+    /// takes a vital; else absent (and counted).
+    fn plausible(&self, name: &str, v: Option<f32>) -> Option<f32> {
+        let v = v?;
+        let ok = v.is_finite()
+            && self
+                .ranges
+                .get(name)
+                .is_none_or(|[lo, hi]| (*lo..=*hi).contains(&f64::from(v)));
+        if !ok {
+            metrics::counter!("holmes_sdc_vitals_implausible_total").increment(1);
+        }
+        ok.then_some(v)
     }
 
     /// The device time of the grid's next position (its "now"), ms.
@@ -134,22 +154,24 @@ impl Feed {
                 self.frames(arrived)
             }
             Report::Metrics(values) => {
-                let Some(hr) = &mdib.heart_rate else {
-                    return Vec::new();
-                };
-                let Some((_, v, at)) = values.into_iter().find(|(h, _, _)| h == hr) else {
-                    return Vec::new();
-                };
-                let Some(t_ms) = at.or_else(|| self.device_now()) else {
-                    return Vec::new();
-                };
-                self.vitals_seq += 1;
-                vec![BedCmd::Vitals {
-                    seq: self.vitals_seq - 1,
-                    t_ms,
-                    values: vec![("hr".into(), v.filter(|x| x.is_finite()))],
-                    arrived,
-                }]
+                // One vitals frame a metric the bed takes, at the device's time for it.
+                let mut out = Vec::new();
+                for (handle, v, at) in values {
+                    let Some((_, name)) = mdib.vitals.iter().find(|(h, _)| *h == handle) else {
+                        continue;
+                    };
+                    let Some(t_ms) = at.or_else(|| self.device_now()) else {
+                        continue;
+                    };
+                    self.vitals_seq += 1;
+                    out.push(BedCmd::Vitals {
+                        seq: self.vitals_seq - 1,
+                        t_ms,
+                        values: vec![((*name).into(), self.plausible(name, v))],
+                        arrived,
+                    });
+                }
+                out
             }
             Report::Alerts(changes) => self.alarms(changes, mdib, open, arrived),
             Report::End | Report::Other(_) => Vec::new(),

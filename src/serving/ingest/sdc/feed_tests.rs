@@ -11,7 +11,7 @@ fn mdib() -> Mdib {
     };
     Mdib {
         leads: vec![lead("ecg.ii", "II"), lead("ecg.v", "V1")],
-        heart_rate: Some("hr".into()),
+        vitals: vec![("hr".into(), "hr"), ("sat".into(), "spo2")],
         alerts: vec![("ac.vt".into(), "199832".into())],
         presence: Vec::new(),
     }
@@ -24,7 +24,8 @@ fn feed() -> Feed {
         Stream::new("ecg.v".into(), 1, 2),
     ];
     let names = [Some("II".into()), Some("V1".into()), None];
-    Feed::new(streams, names, (7, 3))
+    let ranges = [("spo2".to_string(), [0.0, 100.0])].into_iter().collect();
+    Feed::new(streams, names, (7, 3), ranges)
 }
 
 /// A report of both leads at 500 Hz from `t0`: sample i of lead II is `i`, of V `-i`.
@@ -135,11 +136,27 @@ fn alert_conditions_raise_and_end_the_monitors_alarm_and_unknown_ones_are_ignore
         "{cmds:?}"
     );
     assert!(open.is_empty());
-    // The heart rate is the hr vital, at the device's time.
-    let hr = Report::Metrics(vec![("hr".into(), Some(180.0), Some(T0 + 1_000))]);
+    // The heart rate and SpO2 are the hr and spo2 vitals, each at the device's time for it;
+    // another metric is left out.
+    let hr = Report::Metrics(vec![
+        ("hr".into(), Some(180.0), Some(T0 + 1_000)),
+        ("rr".into(), Some(14.0), Some(T0 + 1_000)),
+        ("sat".into(), Some(96.0), Some(T0 + 1_200)),
+    ]);
     let cmds = f.commands(hr, &m, &mut open);
     assert!(
-        matches!(&cmds[..], [BedCmd::Vitals { seq: 3, t_ms, values, .. }] if *t_ms == T0 + 1_000 && values[0] == ("hr".to_string(), Some(180.0))),
+        matches!(&cmds[..], [
+            BedCmd::Vitals { seq: 3, t_ms: t1, values: v1, .. },
+            BedCmd::Vitals { seq: 4, t_ms: t2, values: v2, .. },
+        ] if *t1 == T0 + 1_000 && v1[..] == [("hr".to_string(), Some(180.0))]
+            && *t2 == T0 + 1_200 && v2[..] == [("spo2".to_string(), Some(96.0))]),
+        "{cmds:?}"
+    );
+    // A reading outside its plausible range is absent, as over the WebSocket path.
+    let odd = Report::Metrics(vec![("sat".into(), Some(140.0), Some(T0 + 2_000))]);
+    let cmds = f.commands(odd, &m, &mut open);
+    assert!(
+        matches!(&cmds[..], [BedCmd::Vitals { values, .. }] if values[..] == [("spo2".to_string(), None)]),
         "{cmds:?}"
     );
 }

@@ -4,7 +4,7 @@
 //! stream is: the same bed task, windows and data-quality states (a device that stops sending
 //! shows as stale, then lost). Its ECG leads take the `[leads]` roles by their 11073-10101
 //! codes; what its reports become for the bed ([`feed`]: 250 Hz frames on one grid, the `hr`
-//! vital, the monitor's own alarms) is sans-IO. The wire format is
+//! and `spo2` vitals, the monitor's own alarms) is sans-IO. The wire format is
 //! [`protocol::sdc`](crate::protocol::sdc)'s.
 //!
 //! One task per device: request (WS-Transfer Get, Subscribe, GetMdib), then reports as the
@@ -20,6 +20,7 @@
 mod feed;
 mod sink;
 
+use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -86,7 +87,7 @@ pub(crate) struct SdcTls {
 pub(crate) async fn start(
     cfg: &SdcConfig,
     tls: Option<SdcTls>,
-    leads: &LeadsConfig,
+    (leads, ranges): (&LeadsConfig, &BTreeMap<String, [f64; 2]>),
     ward: &Ward,
     shutdown: CancellationToken,
     tracker: &TaskTracker,
@@ -144,6 +145,7 @@ pub(crate) async fn start(
             cfg: cfg.clone(),
             device: dev.clone(),
             leads: leads.clone(),
+            ranges: ranges.clone(),
             notify: format!("{base}/sdc/{i}"),
             token,
             ward: ward.clone(),
@@ -171,6 +173,8 @@ struct Consumer {
     cfg: SdcConfig,
     device: SdcDevice,
     leads: LeadsConfig,
+    /// `ingest.vital_ranges`.
+    ranges: BTreeMap<String, [f64; 2]>,
     /// This device's path on the notification sink, and its session's token there.
     notify: String,
     token: Arc<std::sync::Mutex<String>>,
@@ -306,7 +310,7 @@ impl Consumer {
             announced[slot] = Some(lead.name.clone());
             streams.push(Stream::new(lead.handle.clone(), slot, k.round() as usize));
         }
-        let vitals = mdib.heart_rate.iter().map(|_| "hr".to_string()).collect();
+        let vitals = mdib.vitals.iter().map(|(_, n)| n.to_string()).collect();
         let (out, mut replies) = mpsc::channel(64);
         let device = format!("{DEVICE_PREFIX}{}", self.device.xaddr)
             .chars()
@@ -324,7 +328,7 @@ impl Consumer {
             .await
             .map_err(|e| SdcConsumerError::Refused(e.reason))?;
         let seqs = (attach.next_samples_seq, attach.next_vitals_seq);
-        let mut fed = Feed::new(streams, announced.clone(), seqs);
+        let mut fed = Feed::new(streams, announced.clone(), seqs, self.ranges.clone());
         // Alarms that began or ended while no session held the device.
         for c in fed.alarms(mdib.presence.clone(), mdib, open, Instant::now()) {
             if attach.tx.send(c).await.is_err() {
