@@ -2,13 +2,16 @@
 //! 250 Hz grid for every lead, the heart rate and SpO2 as the `hr` and `spo2` vitals, and the alert conditions'
 //! presence as the monitor's own alarms and their ends.
 //!
-//! **Samples.** Each lead's samples are averaged down to 250 Hz (each group of samples that
-//! makes one, a group a report cuts carried into the next) and placed on a grid of 4-ms
-//! positions counted from the session's first sample, by their device time
-//! (`DeterminationTime` is the first sample's). Frames cover the span every lead has reached;
-//! a lead more than [`LAG`] behind the others is sent as a hole. A report that starts later
-//! than its lead's last ended (a report lost, by the device or the sink) leaves a hole on the
-//! grid and drops the carried group; one that overlaps what was sent is cut. Where no lead
+//! **Samples.** Each lead's samples are brought to a grid of 4-ms positions (250 Hz) counted
+//! from the session's first sample, by their device time (`DeterminationTime` is the first
+//! sample's; the samples after it follow at the lead's period): from a faster rate, each
+//! position is the mean of the samples in its 4 ms (a boxcar: at 500 or 1,000 Hz each group
+//! of 2 or 4 samples that makes one); from a slower rate (200 or 240 Hz, say), the line
+//! between the samples either side of it. Samples a report leaves short of a position wait for
+//! the next report. Frames cover the span every lead has reached; a lead more than [`LAG`]
+//! behind the others is sent as a hole. A report that starts later than its lead's last ended
+//! (a report lost, by the device or the sink) leaves a hole on the grid and drops what was
+//! held; one that overlaps what was sent is cut. Where no lead
 //! holds the next positions, the frame's sequence number is skipped, so the bed records a gap
 //! rather than a clock jump.
 //!
@@ -17,7 +20,7 @@
 //! outlive a session (the caller keeps them), and a new session's MDIB presence reconciles
 //! them. Times are the device's (its `DeterminationTime`), else the grid's last position.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, VecDeque};
 use std::time::Instant;
 
 use crate::core::monitor_alarm::MonitorAlarmKind;
@@ -39,27 +42,88 @@ type Leads = [Option<Vec<Option<f32>>>; MAX_LEADS];
 pub(super) struct Stream {
     pub(super) handle: String,
     pub(super) slot: usize,
-    /// Device samples averaged into one at 250 Hz.
-    pub(super) every: usize,
-    /// A group a report cut, and the device time its next sample is due at.
-    carry: Vec<f32>,
+    /// The device's sample period, ms.
+    pub(super) period: f64,
+    /// Samples (device time, value) not yet used up, and the device time the lead's next
+    /// sample is due at.
+    held: VecDeque<(f64, f32)>,
     next_in: Option<f64>,
+    /// The next grid position this lead gives a value for (none before its first sample).
+    next_out: Option<i64>,
     /// Samples on the grid not yet sent, from position `at`.
     pending: Vec<Option<f32>>,
     at: i64,
 }
 
 impl Stream {
-    pub(super) fn new(handle: String, slot: usize, every: usize) -> Stream {
+    pub(super) fn new(handle: String, slot: usize, period: f64) -> Stream {
         Stream {
             handle,
             slot,
-            every,
-            carry: Vec::new(),
+            period,
+            held: VecDeque::new(),
             next_in: None,
+            next_out: None,
             pending: Vec::new(),
             at: 0,
         }
+    }
+
+    /// The grid's values this lead's held samples make, from position `next_out` on: at a
+    /// period under 4 ms the mean of the samples in `[t, t + 4 ms)` (a boxcar: each group of
+    /// samples that makes one, at 500 or 1,000 Hz), else the line between the samples either
+    /// side of `t`. Samples used up are let go. The first position made, and the values.
+    fn resample(&mut self, origin: f64) -> Option<(i64, Vec<Option<f32>>)> {
+        const EPS: f64 = 1e-6;
+        let first_t = self.held.front()?.0;
+        let last_t = self.held.back()?.0;
+        let first = *self
+            .next_out
+            .get_or_insert_with(|| ((first_t - origin) / STEP_MS - EPS).ceil() as i64);
+        let (p, mut k) = (self.period, first);
+        let mut out = Vec::new();
+        loop {
+            let t = origin + k as f64 * STEP_MS;
+            let value = if p < STEP_MS {
+                // Every sample of [t, t + 4 ms) is here once the next would fall past it.
+                if last_t + p < t + STEP_MS - EPS {
+                    break;
+                }
+                let (sum, n) = self
+                    .held
+                    .iter()
+                    .filter(|(at, _)| *at >= t - EPS && *at < t + STEP_MS - EPS)
+                    .fold((0.0f32, 0usize), |(s, n), (_, x)| (s + x, n + 1));
+                (n > 0).then(|| sum / n as f32)
+            } else {
+                if last_t < t - EPS {
+                    break;
+                }
+                let after = self.held.iter().position(|(at, _)| *at >= t - EPS);
+                match after.map(|i| (i, self.held[i])) {
+                    Some((_, (at, x))) if (at - t).abs() <= EPS => Some(x),
+                    Some((i, (at, x))) if i > 0 => {
+                        let (a, y) = self.held[i - 1];
+                        Some(y + (x - y) * ((t - a) / (at - a)) as f32)
+                    }
+                    _ => None,
+                }
+            };
+            out.push(value.filter(|v| v.is_finite()));
+            k += 1;
+        }
+        // Keep the last sample at or before the next position (the line starts there).
+        let next_t = origin + k as f64 * STEP_MS;
+        while self.held.len() > 1 && self.held[1].0 <= next_t + 1e-6 {
+            self.held.pop_front();
+        }
+        if p < STEP_MS {
+            while self.held.front().is_some_and(|(at, _)| *at < next_t - 1e-6) {
+                self.held.pop_front();
+            }
+        }
+        self.next_out = Some(k);
+        (!out.is_empty()).then_some((first, out))
     }
 
     fn end(&self) -> i64 {
@@ -224,28 +288,28 @@ impl Feed {
         let Some(s) = self.streams.iter_mut().find(|s| s.handle == handle) else {
             return;
         };
-        let period = STEP_MS / s.every as f64;
-        // A report that does not follow its lead's last: the carried group is lost with it.
-        if s.next_in.is_some_and(|due| (t0 - due).abs() > period * 0.5) {
-            s.carry.clear();
-        }
-        s.next_in = Some(t0 + samples.len() as f64 * period);
-        let start = t0 - s.carry.len() as f64 * period;
-        s.carry.extend_from_slice(samples);
-        let whole = s.carry.len() / s.every * s.every;
-        let out: Vec<Option<f32>> = s.carry[..whole]
-            .chunks(s.every)
-            .map(|c| {
-                let m = c.iter().sum::<f32>() / c.len() as f32;
-                m.is_finite().then_some(m)
-            })
-            .collect();
-        s.carry.drain(..whole);
-        if out.is_empty() {
-            return;
-        }
+        let period = s.period;
+        // A report that follows its lead's last goes on from where it was due; one that does
+        // not starts the lead again at its own time (what was held is lost with the gap).
+        let start = match s.next_in {
+            Some(due) if (t0 - due).abs() <= period * 0.5 => due,
+            _ => {
+                s.held.clear();
+                s.next_out = None;
+                t0
+            }
+        };
+        s.next_in = Some(start + samples.len() as f64 * period);
+        s.held.extend(
+            samples
+                .iter()
+                .enumerate()
+                .map(|(i, x)| (start + i as f64 * period, *x)),
+        );
         let origin = *self.origin.get_or_insert(start);
-        let p = ((start - origin) / STEP_MS).round() as i64;
+        let Some((p, out)) = s.resample(origin) else {
+            return;
+        };
         if s.pending.is_empty() {
             s.at = s.at.max(p);
         }

@@ -19,9 +19,14 @@ fn mdib() -> Mdib {
 
 /// A feed of two leads at 500 Hz.
 fn feed() -> Feed {
+    feed_at(2.0)
+}
+
+/// A feed of two leads at a sample period of `period` ms.
+fn feed_at(period: f64) -> Feed {
     let streams = vec![
-        Stream::new("ecg.ii".into(), 0, 2),
-        Stream::new("ecg.v".into(), 1, 2),
+        Stream::new("ecg.ii".into(), 0, period),
+        Stream::new("ecg.v".into(), 1, period),
     ];
     let names = [Some("II".into()), Some("V1".into()), None];
     let ranges = [("spo2".to_string(), [0.0, 100.0])].into_iter().collect();
@@ -71,6 +76,59 @@ fn odd_reports_at_500_hz_make_continuous_frames_of_pair_means() {
     assert_eq!(ii.len(), 100);
     for (i, v) in ii.iter().enumerate() {
         assert_eq!(*v, Some(2.0 * i as f32 + 0.5));
+    }
+}
+
+/// A second of a ramp (each sample's value its device time, ms after `T0`) at `hz`, in
+/// reports of 100 ms whose times are whole ms, as `DeterminationTime` is: lead II's values
+/// on the grid, checked to come in frames without a gap.
+fn ramp_at(hz: u32) -> Vec<Option<f32>> {
+    let period = 1000.0 / hz as f64;
+    let (mut f, m, mut open) = (feed_at(period), mdib(), Open::new());
+    let mut got = Vec::new();
+    let mut sent = 0usize;
+    for k in 0..10 {
+        let t0 = T0 + k * 100;
+        let upto = ((k + 1) as usize * hz as usize) / 10;
+        let ii: Vec<f32> = (sent..upto).map(|i| (i as f64 * period) as f32).collect();
+        let v = ii.iter().map(|x| -x).collect();
+        sent = upto;
+        let r = Report::Waveform(vec![("ecg.ii".into(), t0, ii), ("ecg.v".into(), t0, v)]);
+        got.extend(frames(f.commands(r, &m, &mut open)));
+    }
+    let seqs: Vec<u64> = got.iter().map(|x| x.seq).collect();
+    assert_eq!(
+        seqs,
+        (7..7 + got.len() as u64).collect::<Vec<_>>(),
+        "{hz} Hz"
+    );
+    assert_eq!(got[0].t_ms, T0);
+    got.iter()
+        .flat_map(|fr| fr.leads[0].clone().unwrap())
+        .collect()
+}
+
+#[test]
+fn rates_that_do_not_divide_4_ms_are_brought_to_the_grid() {
+    // 200 and 240 Hz: each position on the line between the samples either side, exact on a
+    // ramp.
+    for hz in [200, 240] {
+        let ii = ramp_at(hz);
+        assert!(ii.len() >= 245, "{hz} Hz: {} positions", ii.len());
+        for (j, v) in ii.iter().enumerate() {
+            let v = v.unwrap_or_else(|| panic!("{hz} Hz: a hole at {j}"));
+            assert!((v - 4.0 * j as f32).abs() < 1e-3, "{hz} Hz at {j}: {v}");
+        }
+    }
+    // 300 and 1,000 Hz: each position the mean of the samples in its 4 ms, so a ramp reads
+    // the mean of their times (1.5 ms in at 1,000 Hz; 0.0-3.3 ms at 300 Hz).
+    for (hz, lo, hi) in [(300, 0.0, 10.0 / 3.0), (1000, 1.5, 1.5)] {
+        let ii = ramp_at(hz);
+        assert!(ii.len() >= 248, "{hz} Hz: {} positions", ii.len());
+        for (j, v) in ii.iter().enumerate() {
+            let v = v.unwrap_or_else(|| panic!("{hz} Hz: a hole at {j}")) - 4.0 * j as f32;
+            assert!(v >= lo - 1e-3 && v <= hi + 1e-3, "{hz} Hz at {j}: {v}");
+        }
     }
 }
 

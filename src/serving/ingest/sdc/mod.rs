@@ -38,7 +38,7 @@ use tokio_util::task::TaskTracker;
 use self::feed::{Feed, Open, Stream};
 use super::leads::lead_slots;
 use crate::config::{LeadsConfig, SdcConfig, SdcDevice};
-use crate::core::window::{MAX_LEADS, SAMPLE_RATE_HZ};
+use crate::core::window::MAX_LEADS;
 use crate::protocol::sdc::{self, Mdib, Report};
 use crate::serving::ward::{Claim, Ward};
 
@@ -47,6 +47,10 @@ use crate::serving::ward::{Claim, Ward};
 pub(crate) const DEVICE_PREFIX: &str = "sdc ";
 /// Reports queued for one device's task.
 const QUEUE: usize = 256;
+/// The ECG sample periods taken, ms (2,000 Hz down to 100 Hz; below it a QRS is a few
+/// samples).
+const MIN_PERIOD_MS: f64 = 0.5;
+const MAX_PERIOD_MS: f64 = 10.0;
 /// A subscription asked for this long; devices grant what they allow (15 s is common).
 const SUBSCRIBE_SECS: u32 = 60;
 
@@ -67,7 +71,7 @@ pub enum SdcConsumerError {
     Sdc(#[from] sdc::SdcError),
     #[error("the device offers no {0}")]
     NoService(&'static str),
-    #[error("lead {0}: a sample period of {1} ms does not divide 4 ms (250 Hz)")]
+    #[error("lead {0}: a sample period of {1} ms is outside 0.5-10 ms (2,000-100 Hz)")]
     Rate(String, f64),
     #[error("the ward refused the bed: {0}")]
     Refused(String),
@@ -302,13 +306,11 @@ impl Consumer {
         let mut streams = Vec::new();
         for (lead, slot) in mdib.leads.iter().zip(&slots) {
             let Some(slot) = *slot else { continue };
-            let step = 1000.0 / SAMPLE_RATE_HZ as f64;
-            let k = step / lead.period_ms;
-            if (k - k.round()).abs() > 1e-6 || k.round() < 1.0 {
+            if !(MIN_PERIOD_MS..=MAX_PERIOD_MS).contains(&lead.period_ms) {
                 return Err(SdcConsumerError::Rate(lead.name.clone(), lead.period_ms));
             }
             announced[slot] = Some(lead.name.clone());
-            streams.push(Stream::new(lead.handle.clone(), slot, k.round() as usize));
+            streams.push(Stream::new(lead.handle.clone(), slot, lead.period_ms));
         }
         let vitals = mdib.vitals.iter().map(|(_, n)| n.to_string()).collect();
         let (out, mut replies) = mpsc::channel(64);
