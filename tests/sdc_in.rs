@@ -331,6 +331,54 @@ async fn a_misbehaving_device_leaves_the_daemon_up_its_bed_marked_and_the_other_
     app.stop().await;
 }
 
+/// A TLS client trusting `ca` and showing the certificate and key in `dir` (`cert.pem`,
+/// `key.pem`).
+fn client_with_certificate(
+    ca: &std::path::Path,
+    dir: &std::path::Path,
+) -> std::sync::Arc<rustls::ClientConfig> {
+    use rustls::pki_types::pem::PemObject;
+    use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+    let mut roots = rustls::RootCertStore::empty();
+    roots
+        .add(CertificateDer::from_pem_file(ca).unwrap())
+        .unwrap();
+    let certs = vec![CertificateDer::from_pem_file(dir.join("cert.pem")).unwrap()];
+    let key = PrivateKeyDer::from_pem_file(dir.join("key.pem")).unwrap();
+    let provider = std::sync::Arc::new(rustls::crypto::aws_lc_rs::default_provider());
+    std::sync::Arc::new(
+        rustls::ClientConfig::builder_with_provider(provider)
+            .with_safe_default_protocol_versions()
+            .unwrap()
+            .with_root_certificates(roots)
+            .with_client_auth_cert(certs, key)
+            .unwrap(),
+    )
+}
+
+/// POSTs an empty report over TLS to the sink at `addr`: the answer's status, `None` where
+/// the handshake or the connection failed.
+async fn tls_post(
+    addr: std::net::SocketAddr,
+    client: std::sync::Arc<rustls::ClientConfig>,
+) -> Option<u16> {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let tcp = tokio::net::TcpStream::connect(addr).await.ok()?;
+    let name = rustls::pki_types::ServerName::try_from("127.0.0.1").unwrap();
+    let mut s = tokio_rustls::TlsConnector::from(client)
+        .connect(name, tcp)
+        .await
+        .ok()?;
+    let head = "POST /sdc/0/0123456789abcdef/reports HTTP/1.1\r\nHost: s\r\nContent-Length: 0\r\nConnection: close\r\n\r\n";
+    s.write_all(head.as_bytes()).await.ok()?;
+    let mut buf = Vec::new();
+    let _ = s.read_to_end(&mut buf).await;
+    String::from_utf8_lossy(&buf)
+        .split_whitespace()
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+}
+
 /// A private CA (named `name`) and a certificate it signed for 127.0.0.1, written as
 /// sdc11073's certloader reads them (`cacert.pem`, `usercert.pem`, `userkey.pem`) into `dir`.
 fn ca_and_leaf(dir: &std::path::Path, name: &str) {
@@ -383,6 +431,9 @@ async fn a_device_that_speaks_tls_is_scored_and_one_from_another_ca_is_not() {
     let (ward, other) = (dir.path().join("ward"), dir.path().join("other"));
     ca_and_leaf(&ward, "ward CA");
     ca_and_leaf(&other, "another CA");
+    // The stranger trusts the ward's CA (it would take Holmes's certificate), but another CA
+    // signed its own: Holmes is the side that must refuse it.
+    std::fs::copy(ward.join("cacert.pem"), other.join("cacert.pem")).unwrap();
     let tls = |d: &std::path::Path| ["--tls-dir".to_string(), d.display().to_string()];
     let [a, b] = tls(&ward);
     let (mut device, ready) = start_device(
@@ -418,25 +469,14 @@ async fn a_device_that_speaks_tls_is_scored_and_one_from_another_ca_is_not() {
     // The sink: plain HTTP gets no answer; HTTPS without a certificate is refused at the
     // handshake.
     assert_eq!(post(sink, "/sdc/0/x/reports", b"<x/>").await, 0);
+    // A client without a certificate, or with one another CA signed, gets no answer; with
+    // one the ward's CA signed, it reaches the sink (404: no session at that path).
     let no_cert = holmes::http::tls::client_config(&ward.join("cacert.pem")).unwrap();
-    let tcp = tokio::net::TcpStream::connect(sink).await.unwrap();
-    let name = rustls::pki_types::ServerName::try_from("127.0.0.1").unwrap();
-    let refused = async {
-        use tokio::io::{AsyncReadExt, AsyncWriteExt};
-        let mut s = tokio_rustls::TlsConnector::from(no_cert)
-            .connect(name, tcp)
-            .await?;
-        s.write_all(b"POST /sdc/0/x/reports HTTP/1.1\r\nHost: s\r\nContent-Length: 0\r\n\r\n")
-            .await?;
-        let mut buf = [0u8; 64];
-        let n = s.read(&mut buf).await?;
-        Ok::<_, std::io::Error>(n)
-    }
-    .await;
-    assert!(
-        !matches!(refused, Ok(n) if n > 0),
-        "a client without a certificate got an answer: {refused:?}"
-    );
+    assert_eq!(tls_post(sink, no_cert).await, None);
+    let foreign = client_with_certificate(&ward.join("cacert.pem"), &other.join("holmes"));
+    assert_eq!(tls_post(sink, foreign).await, None);
+    let ours = client_with_certificate(&ward.join("cacert.pem"), &ward.join("holmes"));
+    assert_eq!(tls_post(sink, ours).await, Some(404));
     // The device's VT alarm, judged from the bed's ECG.
     let until = Instant::now() + Duration::from_secs(45);
     let alarm = loop {
@@ -452,8 +492,9 @@ async fn a_device_that_speaks_tls_is_scored_and_one_from_another_ca_is_not() {
         tokio::time::sleep(Duration::from_millis(200)).await;
     };
     assert_eq!(alarm["confirmed"], Value::Bool(true), "{alarm}");
-    // The device another CA vouches for was never attached: its bed has no score, and the
-    // consumer's sessions with it ended.
+    // The device another CA vouches for was never attached (it would take Holmes's
+    // certificate; Holmes refused its own at the first request): its bed has no score, and
+    // sessions ended (the other device's runs on unbroken).
     assert!(
         app.wait_scores("bed-stranger", 1.0, |_| true)
             .await

@@ -69,9 +69,9 @@ fn roots(ca_pem: &Path) -> Result<Arc<rustls::RootCertStore>, TlsError> {
 /// A certificate chain (leaf first) and its private key (PKCS#8, PKCS#1 or SEC1), each a PEM
 /// file: who this side is.
 #[derive(Debug, Clone, Copy)]
-pub struct Identity<'a> {
-    pub cert: &'a Path,
-    pub key: &'a Path,
+pub(crate) struct Identity<'a> {
+    pub(crate) cert: &'a Path,
+    pub(crate) key: &'a Path,
 }
 
 impl Identity<'_> {
@@ -85,7 +85,7 @@ impl Identity<'_> {
 /// The server side, presenting `me`; with `client_ca`, every client must present a
 /// certificate that one of its CAs signed (mutual TLS). HTTP/1.1 only. Blocking (reads the
 /// files).
-pub fn server_config(
+pub(crate) fn server_config(
     me: Identity<'_>,
     client_ca: Option<&Path>,
 ) -> Result<Arc<rustls::ServerConfig>, TlsError> {
@@ -106,7 +106,7 @@ pub fn server_config(
 /// The client side, trusting only the CA certificates in `ca_pem` (a private CA, or a
 /// self-signed server certificate); presenting `me` where the server asks for a client
 /// certificate. Blocking (reads the files).
-pub fn client_config(
+pub(crate) fn client_config(
     ca_pem: &Path,
     me: Option<Identity<'_>>,
 ) -> Result<Arc<rustls::ClientConfig>, TlsError> {
@@ -126,7 +126,7 @@ pub fn client_config(
 /// Runs the server side of a TLS handshake on an accepted connection; `None` when it fails
 /// or takes longer than [`HANDSHAKE_TIMEOUT`] (port scanners, plain-HTTP clients and clients
 /// without an accepted certificate end here: counted, and logged at debug only).
-pub async fn handshake<I>(acceptor: &TlsAcceptor, io: I) -> Option<TlsStream<I>>
+pub(crate) async fn handshake<I>(acceptor: &TlsAcceptor, io: I) -> Option<TlsStream<I>>
 where
     I: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin,
 {

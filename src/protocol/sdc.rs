@@ -204,7 +204,8 @@ pub(crate) struct Lead {
 pub(crate) struct Mdib {
     pub(crate) leads: Vec<Lead>,
     /// The numeric metrics Holmes takes, each handle with the vital it is (`hr`: the first
-    /// `MDC_ECG_HEART_RATE` or pulse rate; `spo2`: the first `MDC_PULS_OXIM_SAT_O2`).
+    /// `MDC_ECG_HEART_RATE`, else the first pulse rate; `spo2`: the first
+    /// `MDC_PULS_OXIM_SAT_O2`).
     pub(crate) vitals: Vec<(String, &'static str)>,
     /// Each physiological alert condition's handle and its type's code (technical ones,
     /// `Kind="Tec"`, are left out).
@@ -233,16 +234,11 @@ pub(crate) fn lead_name(code: &str) -> Option<&'static str> {
     })
 }
 
-/// The vital (as the WebSocket protocol names it) of a numeric metric's 11073-10101 code:
-/// heart rate (`MDC_ECG_HEART_RATE` 147842, or `MDC_PULS_RATE` 149514) and SpO2
-/// (`MDC_PULS_OXIM_SAT_O2` 150456); None for another metric.
-pub(crate) fn vital_name(code: &str) -> Option<&'static str> {
-    match code {
-        "147842" | "149514" => Some("hr"),
-        "150456" => Some("spo2"),
-        _ => None,
-    }
-}
+/// The vitals Holmes takes from a device's numeric metrics (named as the WebSocket protocol
+/// names them), each by its 11073-10101 codes in order of preference: the heart rate
+/// (`MDC_ECG_HEART_RATE` 147842, else `MDC_PULS_RATE` 149514) and SpO2
+/// (`MDC_PULS_OXIM_SAT_O2` 150456).
+const VITAL_CODES: &[(&[&str], &str)] = &[(&["147842", "149514"], "hr"), (&["150456"], "spo2")];
 
 /// An xs:duration of seconds only (`PT0.002S`), in ms.
 fn period_ms(d: &str) -> Option<f64> {
@@ -254,6 +250,7 @@ fn period_ms(d: &str) -> Option<f64> {
 pub(crate) fn mdib(xml: &str) -> Result<Mdib, SdcError> {
     let doc = parse(xml)?;
     let mut m = Mdib::default();
+    let mut numerics: Vec<(String, String)> = Vec::new();
     let code = |n: &Node<'_, '_>| {
         child(*n, PM, "Type")
             .and_then(|t| t.attribute("Code"))
@@ -276,13 +273,7 @@ pub(crate) fn mdib(xml: &str) -> Result<Mdib, SdcError> {
                         });
                     }
                 }
-                Some("NumericMetricDescriptor") => {
-                    if let Some(v) = vital_name(&c)
-                        && !m.vitals.iter().any(|(_, n)| *n == v)
-                    {
-                        m.vitals.push((handle.to_owned(), v));
-                    }
-                }
+                Some("NumericMetricDescriptor") => numerics.push((handle.to_owned(), c)),
                 _ => {}
             }
         } else if n.has_tag_name((PM, "AlertCondition"))
@@ -301,6 +292,16 @@ pub(crate) fn mdib(xml: &str) -> Result<Mdib, SdcError> {
                 .and_then(|t| t.trim().parse().ok());
             m.presence
                 .push((h.to_owned(), st.attribute("Presence") == Some("true"), at));
+        }
+    }
+    // Each vital from the first metric of its most preferred code (the ECG's heart rate
+    // before a pulse rate, which a pulseless rhythm stops).
+    for (codes, name) in VITAL_CODES {
+        if let Some((h, _)) = codes
+            .iter()
+            .find_map(|c| numerics.iter().find(|(_, code)| code == c))
+        {
+            m.vitals.push((h.clone(), *name));
         }
     }
     if m.leads.is_empty() {
@@ -325,6 +326,17 @@ pub(crate) enum Report {
     Other(String),
 }
 
+/// Whether a metric state's value is a measurement to take: the metric switched on (its
+/// `ActivationState` absent or `On`) and the value's `MetricQuality` `Validity` absent,
+/// `Vld` or `Vldated`. Anything else (a probe off, a lead off, calibration, over- or
+/// underflow, questionable) makes the value absent, as a WebSocket monitor's flagged reading
+/// is.
+fn measured(state: &Node<'_, '_>, value: Node<'_, '_>) -> bool {
+    let on = state.attribute("ActivationState").is_none_or(|a| a == "On");
+    let validity = child(value, PM, "MetricQuality").and_then(|q| q.attribute("Validity"));
+    on && validity.is_none_or(|v| v == "Vld" || v == "Vldated")
+}
+
 /// Reads a notification's envelope.
 pub(crate) fn report(xml: &str) -> Result<Report, SdcError> {
     let doc = parse(xml)?;
@@ -346,11 +358,15 @@ pub(crate) fn report(xml: &str) -> Result<Report, SdcError> {
             let Some(t0) = ms(v.attribute("DeterminationTime")) else {
                 continue;
             };
+            let ok = measured(&s, v);
             let samples = v
                 .attribute("Samples")
                 .unwrap_or_default()
                 .split_whitespace()
-                .map(|x| x.parse::<f32>().unwrap_or(f32::NAN))
+                .map(|x| match x.parse::<f32>() {
+                    Ok(x) if ok => x,
+                    _ => f32::NAN,
+                })
                 .collect();
             out.push((handle.to_owned(), t0, samples));
         }
@@ -364,6 +380,7 @@ pub(crate) fn report(xml: &str) -> Result<Report, SdcError> {
                 let handle = s.attribute("DescriptorHandle")?;
                 let mv = child(s, PM, "MetricValue");
                 let value = mv
+                    .filter(|v| measured(&s, *v))
                     .and_then(|v| v.attribute("Value"))
                     .and_then(|v| v.parse::<f32>().ok());
                 let at = ms(mv.and_then(|v| v.attribute("DeterminationTime")));
@@ -453,8 +470,8 @@ mod tests {
              </dom:AlertSystem><dom:Channel Handle=\"ch\">\
              <dom:Metric xsi:type=\"dom:RealTimeSampleArrayMetricDescriptor\" Handle=\"ecg.ii\" SamplePeriod=\"PT0.002S\"><dom:Type Code=\"131330\"/></dom:Metric>\
              <dom:Metric xsi:type=\"dom:RealTimeSampleArrayMetricDescriptor\" Handle=\"pleth\" SamplePeriod=\"PT0.008S\"><dom:Type Code=\"150452\"/></dom:Metric>\
-             <dom:Metric xsi:type=\"dom:NumericMetricDescriptor\" Handle=\"hr\"><dom:Type Code=\"147842\"/></dom:Metric>\
              <dom:Metric xsi:type=\"dom:NumericMetricDescriptor\" Handle=\"pr\"><dom:Type Code=\"149514\"/></dom:Metric>\
+             <dom:Metric xsi:type=\"dom:NumericMetricDescriptor\" Handle=\"hr\"><dom:Type Code=\"147842\"/></dom:Metric>\
              <dom:Metric xsi:type=\"dom:NumericMetricDescriptor\" Handle=\"sat\"><dom:Type Code=\"150456\"/></dom:Metric>\
              <dom:Metric xsi:type=\"dom:NumericMetricDescriptor\" Handle=\"rr\"><dom:Type Code=\"151562\"/></dom:Metric>\
              </dom:Channel></dom:Vmd></dom:Mds></dom:MdDescription><dom:MdState>\
@@ -475,7 +492,7 @@ mod tests {
                 period_ms: 2.0
             }]
         );
-        // The first heart rate (not the pulse rate after it) and SpO2; not the respiration.
+        // The ECG's heart rate (not the pulse rate before it) and SpO2; not the respiration.
         assert_eq!(
             m.vitals,
             vec![("hr".to_string(), "hr"), ("sat".to_string(), "spo2")]
@@ -537,16 +554,32 @@ mod tests {
             "<msg:EpisodicMetricReport><msg:ReportPart>\
              <msg:MetricState xsi:type=\"dom:NumericMetricState\" DescriptorHandle=\"hr\">\
              <dom:MetricValue Value=\"180\" DeterminationTime=\"1700000001000\"/></msg:MetricState>\
+             <msg:MetricState xsi:type=\"dom:NumericMetricState\" DescriptorHandle=\"sat\">\
+             <dom:MetricValue Value=\"71\" DeterminationTime=\"1700000001000\">\
+             <dom:MetricQuality Validity=\"Inv\"/></dom:MetricValue></msg:MetricState>\
+             <msg:MetricState xsi:type=\"dom:NumericMetricState\" DescriptorHandle=\"pr\" ActivationState=\"Off\">\
+             <dom:MetricValue Value=\"60\" DeterminationTime=\"1700000001000\">\
+             <dom:MetricQuality Validity=\"Vld\"/></dom:MetricValue></msg:MetricState>\
              </msg:ReportPart></msg:EpisodicMetricReport>",
         );
+        // A value its device flags (invalid, or the metric switched off) is absent.
+        let at = Some(1_700_000_001_000);
         assert_eq!(
             report(&metric),
-            Ok(Report::Metrics(vec![(
-                "hr".into(),
-                Some(180.0),
-                Some(1_700_000_001_000)
-            )]))
+            Ok(Report::Metrics(vec![
+                ("hr".into(), Some(180.0), at),
+                ("sat".into(), None, at),
+                ("pr".into(), None, at),
+            ]))
         );
+        let flagged = wave.replace(
+            "Samples=\"0 0.001 -0.25\"/>",
+            "Samples=\"0 0.001 -0.25\"><dom:MetricQuality Validity=\"Qst\"/></dom:MetricValue>",
+        );
+        let Ok(Report::Waveform(w)) = report(&flagged) else {
+            panic!("{flagged}")
+        };
+        assert!(w[0].2.iter().all(|x| x.is_nan()), "{w:?}");
         let end = wrap(
             &format!("{WSE}/SubscriptionEnd"),
             "<wse:SubscriptionEnd xmlns:wse=\"http://schemas.xmlsoap.org/ws/2004/08/eventing\"/>",

@@ -1,6 +1,6 @@
 //! What an SDC device's reports become for its bed, sans-IO ([`Feed`]): sample frames on one
-//! 250 Hz grid for every lead, the heart rate and SpO2 as the `hr` and `spo2` vitals, and the alert conditions'
-//! presence as the monitor's own alarms and their ends.
+//! 250 Hz grid for every lead, the heart rate and SpO2 as the `hr` and `spo2` vitals, and the
+//! alert conditions' presence as the monitor's own alarms and their ends.
 //!
 //! **Samples.** Each lead's samples are brought to a grid of 4-ms positions (250 Hz) counted
 //! from the session's first sample, by their device time (`DeterminationTime` is the first
@@ -11,7 +11,8 @@
 //! the next report. Frames cover the span every lead has reached; a lead more than [`LAG`]
 //! behind the others is sent as a hole. A report that starts later than its lead's last ended
 //! (a report lost, by the device or the sink) leaves a hole on the grid and drops what was
-//! held; one that overlaps what was sent is cut. Where no lead
+//! held; one that overlaps what was sent is cut; a clock that jumps more than a second ahead
+//! starts every lead again there, a gap. Where no lead
 //! holds the next positions, the frame's sequence number is skipped, so the bed records a gap
 //! rather than a clock jump.
 //!
@@ -153,7 +154,10 @@ impl Stream {
 #[derive(Debug)]
 pub(super) struct Feed {
     streams: Vec<Stream>,
-    /// The device time of grid position 0 (the session's first sample), ms.
+    /// The device time (ms since the epoch) the session's times are counted from: its first
+    /// report's. Held as an offset so that times keep their fraction of a ms.
+    base: Option<i64>,
+    /// The time of grid position 0 (the session's first sample), ms after `base`.
     origin: Option<f64>,
     /// The next grid position a frame starts at, and the frames' next sequence number.
     next: i64,
@@ -177,6 +181,7 @@ impl Feed {
     ) -> Feed {
         Feed {
             streams,
+            base: None,
             origin: None,
             next: 0,
             seq,
@@ -203,8 +208,8 @@ impl Feed {
 
     /// The device time of the grid's next position (its "now"), ms.
     fn device_now(&self) -> Option<i64> {
-        self.origin
-            .map(|o| (o + self.next as f64 * STEP_MS).round() as i64)
+        let (base, origin) = (self.base?, self.origin?);
+        Some(base + (origin + self.next as f64 * STEP_MS).round() as i64)
     }
 
     /// What `report` becomes for the bed; `open`: the alarms raised and not ended.
@@ -213,7 +218,7 @@ impl Feed {
         match report {
             Report::Waveform(parts) => {
                 for (handle, t0, samples) in parts {
-                    self.place(&handle, t0 as f64, &samples);
+                    self.place(&handle, t0, &samples);
                 }
                 self.frames(arrived)
             }
@@ -283,16 +288,21 @@ impl Feed {
         out
     }
 
-    /// Averages a lead's report down to 250 Hz and places it on the grid.
-    fn place(&mut self, handle: &str, t0: f64, samples: &[f32]) {
-        let Some(s) = self.streams.iter_mut().find(|s| s.handle == handle) else {
+    /// Brings a lead's report (its first sample at `t0`, ms since the epoch) to the grid.
+    fn place(&mut self, handle: &str, t0: i64, samples: &[f32]) {
+        let Some(i) = self.streams.iter().position(|s| s.handle == handle) else {
             return;
         };
+        let base = *self.base.get_or_insert(t0);
+        let t0 = (t0 - base) as f64;
+        let s = &mut self.streams[i];
         let period = s.period;
-        // A report that follows its lead's last goes on from where it was due; one that does
-        // not starts the lead again at its own time (what was held is lost with the gap).
+        // A report that follows its lead's last goes on from where it was due (its time is
+        // whole ms, rounded or stamped a little late: within 2 ms of it, or half a period);
+        // one that does not starts the lead again at its own time (what was held is lost with
+        // the gap).
         let start = match s.next_in {
-            Some(due) if (t0 - due).abs() <= period * 0.5 => due,
+            Some(due) if (t0 - due).abs() <= (period * 0.5).max(2.0) => due,
             _ => {
                 s.held.clear();
                 s.next_out = None;
@@ -310,6 +320,16 @@ impl Feed {
         let Some((p, out)) = s.resample(origin) else {
             return;
         };
+        // The device's clock jumped ahead by more than a second: every lead starts again
+        // there, and what was not sent is let go (a gap, not hours of holes to send).
+        let top = self.streams.iter().map(Stream::end).max().unwrap_or(p);
+        if p > top.max(self.next) + LAG {
+            for s in &mut self.streams {
+                s.pending.clear();
+                s.at = p;
+            }
+        }
+        let s = &mut self.streams[i];
         if s.pending.is_empty() {
             s.at = s.at.max(p);
         }
@@ -324,8 +344,11 @@ impl Feed {
 
     /// Frames over the span every lead has reached (a lead [`LAG`] behind sent as holes).
     fn frames(&mut self, arrived: Instant) -> Vec<BedCmd> {
-        let (Some(origin), Some(top)) = (self.origin, self.streams.iter().map(Stream::end).max())
-        else {
+        let (Some(base), Some(origin), Some(top)) = (
+            self.base,
+            self.origin,
+            self.streams.iter().map(Stream::end).max(),
+        ) else {
             return Vec::new();
         };
         let reached = self.streams.iter().map(Stream::end).min().unwrap_or(top);
@@ -354,7 +377,7 @@ impl Feed {
         self.seq += 1;
         vec![BedCmd::Samples(SampleFrame {
             seq: self.seq - 1,
-            t_ms: (origin + from as f64 * STEP_MS).round() as i64,
+            t_ms: base + (origin + from as f64 * STEP_MS).round() as i64,
             n,
             leads,
             lead_off: [false; MAX_LEADS],

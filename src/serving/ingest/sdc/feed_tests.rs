@@ -133,6 +133,61 @@ fn rates_that_do_not_divide_4_ms_are_brought_to_the_grid() {
 }
 
 #[test]
+fn reports_of_odd_lengths_whose_times_are_rounded_to_the_ms_stay_continuous() {
+    // 2,000 Hz in reports of 51 or 49 samples (25.5 or 24.5 ms), each stamped with its first
+    // sample's time rounded to the ms (half a ms off every other report), and one stamped
+    // a ms late: no hole, no position twice.
+    let (mut f, m, mut open) = (feed_at(0.5), mdib(), Open::new());
+    let (mut got, mut sent) = (Vec::new(), 0usize);
+    for k in 0..40 {
+        let n = if k % 2 == 0 { 51 } else { 49 };
+        let late = if k == 17 { 1 } else { 0 };
+        let t0 = T0 + (sent as f64 * 0.5).round() as i64 + late;
+        let ii: Vec<f32> = (sent..sent + n).map(|i| i as f32 * 0.5).collect();
+        let v = ii.clone();
+        sent += n;
+        let r = Report::Waveform(vec![("ecg.ii".into(), t0, ii), ("ecg.v".into(), t0, v)]);
+        got.extend(frames(f.commands(r, &m, &mut open)));
+    }
+    let seqs: Vec<u64> = got.iter().map(|x| x.seq).collect();
+    assert_eq!(seqs, (7..7 + got.len() as u64).collect::<Vec<_>>());
+    let ii: Vec<Option<f32>> = got
+        .iter()
+        .flat_map(|fr| fr.leads[0].clone().unwrap())
+        .collect();
+    assert!(ii.len() >= 248, "{} positions", ii.len());
+    for (j, v) in ii.iter().enumerate() {
+        let v = v.unwrap_or_else(|| panic!("a hole at {j}"));
+        assert!((v - (4.0 * j as f32 + 1.75)).abs() < 1e-3, "at {j}: {v}");
+    }
+}
+
+#[test]
+fn a_clock_that_jumps_an_hour_ahead_is_a_gap() {
+    let (mut f, m, mut open) = (feed(), mdib(), Open::new());
+    let before = frames(f.commands(both(T0, 0, 50), &m, &mut open));
+    assert_eq!((before[0].t_ms, before[0].n), (T0, 25));
+    // Lead II jumps first: nothing is sent for the hour between.
+    let later = T0 + 3_600_000;
+    let Report::Waveform(mut parts) = both(later, 0, 50) else {
+        unreachable!()
+    };
+    let v = parts.pop().unwrap();
+    assert!(frames(f.commands(Report::Waveform(parts), &m, &mut open)).is_empty());
+    let after = frames(f.commands(Report::Waveform(vec![v]), &m, &mut open));
+    assert_eq!(after.len(), 1, "{after:?}");
+    assert_eq!((after[0].t_ms, after[0].n), (later, 25));
+    assert!(after[0].seq > before[0].seq + 1, "a gap: {after:?}");
+    assert!(
+        after[0].leads[1]
+            .as_ref()
+            .unwrap()
+            .iter()
+            .all(Option::is_some)
+    );
+}
+
+#[test]
 fn leads_in_separate_reports_share_frames_and_a_lost_report_is_a_gap() {
     let (mut f, m, mut open) = (feed(), mdib(), Open::new());
     let Report::Waveform(mut parts) = both(T0, 0, 50) else {

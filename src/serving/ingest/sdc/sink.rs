@@ -3,8 +3,9 @@
 //! session's or a stranger's, is refused; a body over [`MAX_REPORT_BYTES`] too; a report that
 //! finds its device's queue full is dropped and counted). With TLS (`[sdc] tls_ca`) it speaks
 //! HTTPS only, to devices whose certificate the CA signed: each connection's handshake runs in
-//! a task of its own (at most [`HANDSHAKES`] at once, bounded in time), so a slow or silent
-//! peer never holds up accepting.
+//! a task of its own (at most [`HANDSHAKES`] at once, each within 10 s), so a slow or silent
+//! peer never holds up accepting. Past that many silent peers at once, a device's new
+//! connection waits: the sink belongs on the device network, firewalled to the devices.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -56,7 +57,7 @@ pub(super) fn serve(
         }
         Some(acceptor) => {
             let (tx, rx) = mpsc::channel(HANDSHAKES);
-            tracker.spawn(accept(listener, acceptor, tx, shutdown));
+            tracker.spawn(accept(listener, acceptor, tx, shutdown, tracker.clone()));
             let listener = Handshaken { rx, local };
             tracker.spawn(async move {
                 if let Err(e) = axum::serve(listener, app)
@@ -76,11 +77,16 @@ async fn accept(
     acceptor: TlsAcceptor,
     done: mpsc::Sender<(TlsStream<TcpStream>, SocketAddr)>,
     shutdown: CancellationToken,
+    tracker: TaskTracker,
 ) {
     let places = Arc::new(Semaphore::new(HANDSHAKES));
     loop {
-        let Ok(place) = places.clone().acquire_owned().await else {
-            return;
+        let place = tokio::select! {
+            _ = shutdown.cancelled() => return,
+            p = places.clone().acquire_owned() => match p {
+                Ok(p) => p,
+                Err(_) => return,
+            },
         };
         let (stream, peer) = tokio::select! {
             _ = shutdown.cancelled() => return,
@@ -95,7 +101,7 @@ async fn accept(
             },
         };
         let (acceptor, done) = (acceptor.clone(), done.clone());
-        tokio::spawn(async move {
+        tracker.spawn(async move {
             let _place = place;
             // A failed handshake is counted and logged at debug by `handshake`.
             if let Some(io) = crate::core::tls::handshake(&acceptor, stream).await {
