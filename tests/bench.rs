@@ -127,9 +127,10 @@ fn a_gateways_pcd04_reports_are_each_answered_and_stored_once() {
     assert!(r["answer_ms_p95"].as_f64().unwrap() > 0.0, "{r}");
 }
 
-/// `holmes bench --sdc` with two devices (Dräger's `sdc11073`, as in `tests/sdc_in.rs`): both
-/// paths scored, each device's VT condition judged, the beds marked when the devices die and
-/// live again once they return, nothing taken or stored twice.
+/// `holmes bench --sdc` with two devices (Dräger's `sdc11073`, as in `tests/sdc_in.rs`), over
+/// mutual TLS (`--sdc-tls-dir`): both paths scored, each device's VT condition judged, the
+/// beds marked when the devices die and live again once they return, nothing taken or stored
+/// twice.
 #[test]
 fn a_ward_of_sdc_devices_is_timed_beside_the_websocket_path() {
     let test = "a_ward_of_sdc_devices_is_timed_beside_the_websocket_path";
@@ -139,8 +140,20 @@ fn a_ward_of_sdc_devices_is_timed_beside_the_websocket_path() {
         return;
     }
     // Long enough for each device's VT condition (20 s into the steady load) and its opinion.
-    let r = bench(&["--sdc", "--beds", "2", "--duration", "45"]);
+    let certs = tempfile::tempdir().unwrap();
+    common::ca_and_leaf(certs.path(), "bench CA");
+    let dir = certs.path().to_str().unwrap();
+    let r = bench(&[
+        "--sdc",
+        "--beds",
+        "2",
+        "--duration",
+        "45",
+        "--sdc-tls-dir",
+        dir,
+    ]);
     let (w, s) = (&r["websocket"], &r["sdc"]);
+    assert_eq!(s["tls"], true, "{r}");
     assert!(n(w, "scored") > 0, "{r}");
     assert_eq!(n(s, "beds"), 2);
     assert!(n(s, "scored") >= 2, "{r}");

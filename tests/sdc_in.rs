@@ -379,36 +379,6 @@ async fn tls_post(
         .and_then(|c| c.parse().ok())
 }
 
-/// A private CA (named `name`) and a certificate it signed for 127.0.0.1, written as
-/// sdc11073's certloader reads them (`cacert.pem`, `usercert.pem`, `userkey.pem`) into `dir`.
-fn ca_and_leaf(dir: &std::path::Path, name: &str) {
-    use rcgen::{BasicConstraints, CertificateParams, DnType, IsCa, Issuer, KeyPair};
-    std::fs::create_dir_all(dir).unwrap();
-    let mut ca = CertificateParams::new(Vec::<String>::new()).unwrap();
-    ca.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-    ca.distinguished_name.push(DnType::CommonName, name);
-    let ca_key = KeyPair::generate().unwrap();
-    let ca_cert = ca.self_signed(&ca_key).unwrap();
-    let issuer = Issuer::new(ca, ca_key);
-    let mut leaf = CertificateParams::new(vec!["127.0.0.1".into(), "localhost".into()]).unwrap();
-    leaf.distinguished_name
-        .push(DnType::CommonName, format!("{name} leaf"));
-    let key = KeyPair::generate().unwrap();
-    let cert = leaf.signed_by(&key, &issuer).unwrap();
-    std::fs::write(dir.join("cacert.pem"), ca_cert.pem()).unwrap();
-    std::fs::write(dir.join("usercert.pem"), cert.pem()).unwrap();
-    std::fs::write(dir.join("userkey.pem"), key.serialize_pem()).unwrap();
-    // A second certificate from the same CA: Holmes's, in `holmes/`.
-    let mut me = CertificateParams::new(vec!["127.0.0.1".into()]).unwrap();
-    me.distinguished_name
-        .push(DnType::CommonName, format!("{name} holmes"));
-    let key = KeyPair::generate().unwrap();
-    let cert = me.signed_by(&key, &issuer).unwrap();
-    std::fs::create_dir_all(dir.join("holmes")).unwrap();
-    std::fs::write(dir.join("holmes/cert.pem"), cert.pem()).unwrap();
-    std::fs::write(dir.join("holmes/key.pem"), key.serialize_pem()).unwrap();
-}
-
 /// `[sdc] tls_ca`: Holmes calls a device over HTTPS showing its certificate, and the device
 /// posts its reports to the sink over HTTPS showing its own (mutual TLS both ways, with
 /// sdc11073's certloader on the device's side). The bed is scored and the device's VT alarm
@@ -429,8 +399,8 @@ async fn a_device_that_speaks_tls_is_scored_and_one_from_another_ca_is_not() {
     let json = serde_json::json!({"II": &leads[0][from..to], "V": &leads[1][from..to]});
     std::fs::write(&samples, json.to_string()).unwrap();
     let (ward, other) = (dir.path().join("ward"), dir.path().join("other"));
-    ca_and_leaf(&ward, "ward CA");
-    ca_and_leaf(&other, "another CA");
+    common::ca_and_leaf(&ward, "ward CA");
+    common::ca_and_leaf(&other, "another CA");
     // The stranger trusts the ward's CA (it would take Holmes's certificate), but another CA
     // signed its own: Holmes is the side that must refuse it.
     std::fs::copy(ward.join("cacert.pem"), other.join("cacert.pem")).unwrap();
@@ -518,7 +488,7 @@ async fn a_device_that_speaks_tls_is_scored_and_one_from_another_ca_is_not() {
 fn holmes_validate_checks_the_sdc_sections_tls() {
     let dir = tempfile::tempdir().unwrap();
     let ward = dir.path().join("ward");
-    ca_and_leaf(&ward, "ward CA");
+    common::ca_and_leaf(&ward, "ward CA");
     let run = |edit: &dyn Fn(&mut holmes::config::Config)| {
         let mut cfg = common::test_config(dir.path());
         cfg.sdc.enabled = true;

@@ -86,6 +86,10 @@ pub struct BenchCli {
     /// Devices each provider process hosts (`--sdc`).
     #[arg(long, default_value_t = 32, requires = "sdc")]
     pub(crate) sdc_per_process: usize,
+    /// Mutual TLS for `--sdc`: DIR holds `cacert.pem`, `usercert.pem` and `userkey.pem` (a CA
+    /// and a certificate it signed for 127.0.0.1), shown by the devices and Holmes alike.
+    #[arg(long, value_name = "DIR", requires = "sdc")]
+    pub(crate) sdc_tls_dir: Option<PathBuf>,
     #[command(flatten)]
     pub(crate) config: ConfigArgs,
     #[arg(long)]
@@ -132,6 +136,7 @@ pub(crate) fn bench(a: BenchCli) -> Result<()> {
             duration: a.duration,
             peer: a.sdc_peer,
             per_process: a.sdc_per_process,
+            tls_dir: a.sdc_tls_dir,
             json: a.json,
         };
         crate::tools::bench::sdc::main(cfg, args)?;

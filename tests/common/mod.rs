@@ -463,3 +463,33 @@ pub fn add_user(db: &Path, name: &str, role: holmes::dashboard::auth::Role, pass
     .add(name, role, password, false)
     .unwrap();
 }
+
+/// A private CA (named `name`) and a certificate it signed for 127.0.0.1, written as
+/// sdc11073's certloader reads them (`cacert.pem`, `usercert.pem`, `userkey.pem`) into `dir`.
+pub fn ca_and_leaf(dir: &std::path::Path, name: &str) {
+    use rcgen::{BasicConstraints, CertificateParams, DnType, IsCa, Issuer, KeyPair};
+    std::fs::create_dir_all(dir).unwrap();
+    let mut ca = CertificateParams::new(Vec::<String>::new()).unwrap();
+    ca.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+    ca.distinguished_name.push(DnType::CommonName, name);
+    let ca_key = KeyPair::generate().unwrap();
+    let ca_cert = ca.self_signed(&ca_key).unwrap();
+    let issuer = Issuer::new(ca, ca_key);
+    let mut leaf = CertificateParams::new(vec!["127.0.0.1".into(), "localhost".into()]).unwrap();
+    leaf.distinguished_name
+        .push(DnType::CommonName, format!("{name} leaf"));
+    let key = KeyPair::generate().unwrap();
+    let cert = leaf.signed_by(&key, &issuer).unwrap();
+    std::fs::write(dir.join("cacert.pem"), ca_cert.pem()).unwrap();
+    std::fs::write(dir.join("usercert.pem"), cert.pem()).unwrap();
+    std::fs::write(dir.join("userkey.pem"), key.serialize_pem()).unwrap();
+    // A second certificate from the same CA: Holmes's, in `holmes/`.
+    let mut me = CertificateParams::new(vec!["127.0.0.1".into()]).unwrap();
+    me.distinguished_name
+        .push(DnType::CommonName, format!("{name} holmes"));
+    let key = KeyPair::generate().unwrap();
+    let cert = me.signed_by(&key, &issuer).unwrap();
+    std::fs::create_dir_all(dir.join("holmes")).unwrap();
+    std::fs::write(dir.join("holmes/cert.pem"), cert.pem()).unwrap();
+    std::fs::write(dir.join("holmes/key.pem"), key.serialize_pem()).unwrap();
+}

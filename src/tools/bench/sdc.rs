@@ -10,7 +10,7 @@
 //! this machine's clock, to Holmes's opinion stored). Then the devices are killed (no
 //! `SubscriptionEnd`) and started again at the same addresses: the time until each bed shows
 //! its device gone and until it is stale, the time from its device's return until it is live,
-//! and no frame or window taken twice.
+//! and no frame or window taken twice. With `--sdc-tls-dir` both directions are mutual TLS.
 
 use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
@@ -52,6 +52,9 @@ pub(crate) struct SdcArgs {
     pub(crate) peer: PathBuf,
     /// Devices a provider process hosts.
     pub(crate) per_process: usize,
+    /// Mutual TLS: a folder with `cacert.pem`, `usercert.pem` and `userkey.pem` (a CA and a
+    /// certificate it signed for 127.0.0.1), shown by the devices and by Holmes alike.
+    pub(crate) tls_dir: Option<PathBuf>,
     pub(crate) json: bool,
 }
 
@@ -60,6 +63,8 @@ pub(crate) struct SdcArgs {
 pub(crate) struct SdcFigures {
     pub(crate) beds: usize,
     pub(crate) processes: usize,
+    /// Over mutual TLS (`--sdc-tls-dir`), or plain HTTP.
+    pub(crate) tls: bool,
     /// Seconds of steady load, from when every bed was live; the figures down to the alert's
     /// are over it.
     pub(crate) seconds: f64,
@@ -238,7 +243,7 @@ impl Provider {
         samples: &Path,
         block: Block,
         epr: &str,
-        vt_at: &[String],
+        (vt_at, tls_dir): (&[String], Option<&Path>),
     ) -> Result<Provider, BenchError> {
         // The devices are other machines on a ward: here they yield the cores to the daemon.
         let mut cmd = Command::new("nice");
@@ -254,6 +259,9 @@ impl Provider {
             .arg(samples);
         if !vt_at.is_empty() {
             cmd.arg("--vt-at").args(vt_at);
+        }
+        if let Some(dir) = tls_dir {
+            cmd.arg("--tls-dir").arg(dir);
         }
         let mut child = cmd
             .stdin(Stdio::piped())
@@ -487,7 +495,10 @@ async fn run(mut cfg: Config, args: &SdcArgs, data: &Path) -> Result<SdcFigures,
     let start_all = |vt_at: &[String]| -> Result<Vec<Provider>, BenchError> {
         blocks
             .iter()
-            .map(|(block, epr)| Provider::start(&args.peer, &samples, *block, epr, vt_at))
+            .map(|(block, epr)| {
+                let tls = args.tls_dir.as_deref();
+                Provider::start(&args.peer, &samples, *block, epr, (vt_at, tls))
+            })
             .collect()
     };
     let mut providers = start_all(&vt_at)?;
@@ -508,6 +519,13 @@ async fn run(mut cfg: Config, args: &SdcArgs, data: &Path) -> Result<SdcFigures,
     cfg.dashboard.public_ward_view = true;
     cfg.sdc.enabled = true;
     cfg.sdc.notify_listen = format!("127.0.0.1:{}", free_ports(1)?);
+    if let Some(dir) = &args.tls_dir {
+        cfg.sdc.tls_ca = Some(dir.join("cacert.pem"));
+        cfg.sdc.tls = Some(crate::config::TlsConfig {
+            cert: dir.join("usercert.pem"),
+            key: dir.join("userkey.pem"),
+        });
+    }
     cfg.sdc.devices = xaddrs
         .iter()
         .enumerate()
@@ -589,6 +607,7 @@ async fn run(mut cfg: Config, args: &SdcArgs, data: &Path) -> Result<SdcFigures,
     Ok(SdcFigures {
         beds: n,
         processes: blocks.len(),
+        tls: args.tls_dir.is_some(),
         seconds,
         windows: read.latencies.len() + read.not_scored.values().sum::<usize>(),
         scored: read.latencies.len(),
