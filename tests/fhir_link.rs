@@ -19,7 +19,6 @@ mod fhir_server;
 mod hl7_receiver;
 
 use std::collections::HashSet;
-use std::process::Command;
 use std::time::{Duration, Instant};
 
 use fhir_server::*;
@@ -504,16 +503,7 @@ fn holmes_validate_checks_the_fhir_section() {
         let mut cfg = common::test_config(dir.path());
         cfg.fhir.enabled = true;
         edit(&mut cfg);
-        let path = dir.path().join("holmes.toml");
-        std::fs::write(&path, toml::to_string(&cfg).unwrap()).unwrap();
-        let o = Command::new(env!("CARGO_BIN_EXE_holmes"))
-            .args(["validate", "--config"])
-            .arg(&path)
-            .output()
-            .unwrap();
-        let text =
-            String::from_utf8_lossy(&o.stdout).to_string() + &String::from_utf8_lossy(&o.stderr);
-        (o.status.success(), text)
+        common::holmes_validate(dir.path(), &cfg)
     };
     let (ok, text) = run(&|_| {});
     assert!(ok, "{text}");

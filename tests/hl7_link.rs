@@ -18,7 +18,6 @@
 mod common;
 mod hl7_receiver;
 
-use std::process::Command;
 use std::time::{Duration, Instant};
 
 use hl7_receiver::*;
@@ -620,16 +619,7 @@ fn holmes_validate_checks_the_hl7_section() {
         let mut cfg = common::test_config(dir.path());
         cfg.hl7.enabled = true;
         edit(&mut cfg);
-        let path = dir.path().join("holmes.toml");
-        std::fs::write(&path, toml::to_string(&cfg).unwrap()).unwrap();
-        let o = Command::new(env!("CARGO_BIN_EXE_holmes"))
-            .args(["validate", "--config"])
-            .arg(&path)
-            .output()
-            .unwrap();
-        let text =
-            String::from_utf8_lossy(&o.stdout).to_string() + &String::from_utf8_lossy(&o.stderr);
-        (o.status.success(), text)
+        common::holmes_validate(dir.path(), &cfg)
     };
     let (ok, text) = run(&|_| {});
     assert!(ok, "{text}");

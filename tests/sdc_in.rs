@@ -44,6 +44,28 @@ async fn post(addr: std::net::SocketAddr, path: &str, body: &[u8]) -> u16 {
         .unwrap_or(0)
 }
 
+/// Lead II and V of `leads` over `span` (250 Hz), written as the device plays them: the file.
+fn samples_at_250(
+    dir: &std::path::Path,
+    leads: &[Vec<f32>],
+    span: std::ops::Range<usize>,
+) -> std::path::PathBuf {
+    let samples = dir.join("ecg.json");
+    let json = serde_json::json!({"II": &leads[0][span.clone()], "V": &leads[1][span]});
+    std::fs::write(&samples, json.to_string()).unwrap();
+    samples
+}
+
+/// A counter's value in the daemon's `/metrics` (0 where it was never counted).
+async fn counter(app: &common::App, name: &str) -> f64 {
+    app.get_raw("/metrics")
+        .await
+        .lines()
+        .find(|l| l.starts_with(name))
+        .and_then(|l| l.split_whitespace().last()?.parse::<f64>().ok())
+        .unwrap_or(0.0)
+}
+
 /// A device's process, killed when dropped (so a failing test leaves none behind), and the
 /// file its stderr (its events, JSON lines) goes to.
 struct Device(std::process::Child, std::path::PathBuf);
@@ -232,9 +254,7 @@ async fn a_misbehaving_device_leaves_the_daemon_up_its_bed_marked_and_the_other_
     };
     let (from, to) = (1311 * FS, 1335 * FS);
     let dir = tempfile::tempdir().unwrap();
-    let samples = dir.path().join("ecg.json");
-    let json = serde_json::json!({"II": &leads[0][from..to], "V": &leads[1][from..to]});
-    std::fs::write(&samples, json.to_string()).unwrap();
+    let samples = samples_at_250(dir.path(), &leads, from..to);
     let (mut good, ready_good) = start_device(common::free_port(), &samples, "250", &[]);
     let spoil = [
         "--mangle-every",
@@ -319,12 +339,7 @@ async fn a_misbehaving_device_leaves_the_daemon_up_its_bed_marked_and_the_other_
         "lead V of an unknown code is left out: {v_bad}"
     );
     // Reports that did not read were counted.
-    let metrics = app.get_raw("/metrics").await;
-    let unread = metrics
-        .lines()
-        .find(|l| l.starts_with("holmes_sdc_reports_unread_total"))
-        .and_then(|l| l.split_whitespace().last()?.parse::<f64>().ok())
-        .unwrap_or(0.0);
+    let unread = counter(&app, "holmes_sdc_reports_unread_total").await;
     assert!(unread >= 1.0, "unread reports counted: {unread}");
     good.kill();
     bad.kill();
@@ -395,9 +410,7 @@ async fn a_device_that_speaks_tls_is_scored_and_one_from_another_ca_is_not() {
     };
     let (from, to) = (1311 * FS, 1345 * FS);
     let dir = tempfile::tempdir().unwrap();
-    let samples = dir.path().join("ecg.json");
-    let json = serde_json::json!({"II": &leads[0][from..to], "V": &leads[1][from..to]});
-    std::fs::write(&samples, json.to_string()).unwrap();
+    let samples = samples_at_250(dir.path(), &leads, from..to);
     let (ward, other) = (dir.path().join("ward"), dir.path().join("other"));
     common::ca_and_leaf(&ward, "ward CA");
     common::ca_and_leaf(&other, "another CA");
@@ -470,12 +483,7 @@ async fn a_device_that_speaks_tls_is_scored_and_one_from_another_ca_is_not() {
             .await
             .is_empty()
     );
-    let metrics = app.get_raw("/metrics").await;
-    let ended = metrics
-        .lines()
-        .find(|l| l.starts_with("holmes_sdc_sessions_ended_total"))
-        .and_then(|l| l.split_whitespace().last()?.parse::<f64>().ok())
-        .unwrap_or(0.0);
+    let ended = counter(&app, "holmes_sdc_sessions_ended_total").await;
     assert!(ended >= 1.0, "the stranger's sessions ended: {ended}");
     device.kill();
     stranger.kill();
@@ -502,16 +510,7 @@ fn holmes_validate_checks_the_sdc_sections_tls() {
             bed: "bed-7".into(),
         }];
         edit(&mut cfg);
-        let path = dir.path().join("holmes.toml");
-        std::fs::write(&path, toml::to_string(&cfg).unwrap()).unwrap();
-        let o = Command::new(env!("CARGO_BIN_EXE_holmes"))
-            .args(["validate", "--config"])
-            .arg(&path)
-            .output()
-            .unwrap();
-        let text =
-            String::from_utf8_lossy(&o.stdout).to_string() + &String::from_utf8_lossy(&o.stderr);
-        (o.status.success(), text)
+        common::holmes_validate(dir.path(), &cfg)
     };
     let (ok, text) = run(&|_| {});
     assert!(

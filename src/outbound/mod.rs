@@ -332,33 +332,19 @@ pub(crate) async fn open_outbox(
     })
 }
 
-/// The TLS client trusting only the CA certificates of `ca_pem` (`section`'s `tls_ca`).
-/// Blocking.
+/// The TLS client trusting only the CA certificates of `ca_pem` (`section`'s `tls_ca`), as
+/// [`core::tls`](crate::core::tls) builds it. Blocking.
 pub(crate) fn client_config(
     section: &'static str,
     ca_pem: &Path,
 ) -> Result<Arc<rustls::ClientConfig>, OutboundError> {
-    use rustls::pki_types::CertificateDer;
-    use rustls::pki_types::pem::PemObject;
-    let fail = |reason: String| OutboundError::Tls {
+    use crate::core::tls::TlsError;
+    crate::core::tls::client_config(ca_pem, None).map_err(|e| OutboundError::Tls {
         section,
         path: ca_pem.display().to_string(),
-        reason,
-    };
-    let mut roots = rustls::RootCertStore::empty();
-    for cert in CertificateDer::pem_file_iter(ca_pem).map_err(|e| fail(e.to_string()))? {
-        roots
-            .add(cert.map_err(|e| fail(e.to_string()))?)
-            .map_err(|e| fail(e.to_string()))?;
-    }
-    if roots.is_empty() {
-        return Err(fail("no CERTIFICATE block".into()));
-    }
-    let provider = Arc::new(rustls::crypto::aws_lc_rs::default_provider());
-    let c = rustls::ClientConfig::builder_with_provider(provider)
-        .with_safe_default_protocol_versions()
-        .map_err(|e| fail(e.to_string()))?
-        .with_root_certificates(roots)
-        .with_no_client_auth();
-    Ok(Arc::new(c))
+        reason: match e {
+            TlsError::Pem { reason, .. } => reason,
+            other => other.to_string(),
+        },
+    })
 }

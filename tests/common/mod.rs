@@ -493,3 +493,16 @@ pub fn ca_and_leaf(dir: &std::path::Path, name: &str) {
     std::fs::write(dir.join("holmes/cert.pem"), cert.pem()).unwrap();
     std::fs::write(dir.join("holmes/key.pem"), key.serialize_pem()).unwrap();
 }
+
+/// `holmes validate` on `cfg`, written into `dir`: whether it passed, and what it printed.
+pub fn holmes_validate(dir: &Path, cfg: &Config) -> (bool, String) {
+    let path = dir.join("holmes.toml");
+    std::fs::write(&path, toml::to_string(cfg).unwrap()).unwrap();
+    let o = std::process::Command::new(env!("CARGO_BIN_EXE_holmes"))
+        .args(["validate", "--config"])
+        .arg(&path)
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&o.stdout).to_string() + &String::from_utf8_lossy(&o.stderr);
+    (o.status.success(), text)
+}
