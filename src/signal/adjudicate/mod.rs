@@ -23,7 +23,9 @@
 //!   morphology the classifier does not know. So does a **burst** in the last 2 s that the
 //!   counter's QRS detector (200 ms refractory) merges: five or more beats by the length-based
 //!   detector at under half the interval before them, or fast regular waves by the classical
-//!   VF rule ([`burst`]).
+//!   VF rule ([`burst`]). So does a sudden run of **wide** beats up to the instant that the
+//!   counter's detector, weighing beats by their squared slope beside sharp sinus beats,
+//!   misses altogether: found by their curve length, alike one another ([`wide_run`]).
 //! - **VF**: the classical VF rule's spectral score over the last 4 s of each readable lead,
 //!   beside the VT evidence at 0.9 of its weight (ventricular flutter is a fast VT run to a
 //!   beat detector).
@@ -46,6 +48,8 @@ use super::beats::{BeatClassifier, BeatsFile, CALL_GRID, VENTRICULAR_AT, called_
 use super::classical::{VT_MIN_BEATS, vf_likeness};
 use super::heart_rate::detect_qrs;
 use super::quality::{bsqi, detect_qrs_length};
+
+pub(crate) mod wide_run;
 
 /// The operating point an alarm is confirmed at: a run of four fast beats called at the
 /// grid's lowest call (0.5), or a served risk or fibrillatory-wave score of 0.4. Chosen
@@ -306,8 +310,8 @@ fn vt_evidence(classifier: &BeatClassifier, leads: &[&[f32]], names: &[&str]) ->
         uncalled: None,
     };
     let Some(read) = classifier.call_to_end(leads) else {
-        // Too few beats for a template: a burst may still show.
-        return match burst(leads, names) {
+        // Too few beats for a template: a burst or a run of wide beats may still show.
+        return match burst(leads, names).or_else(|| wide_words(leads, names)) {
             Some(said) => VtEvidence {
                 probability: SUDDEN_RUN,
                 uncalled: Some(said),
@@ -359,7 +363,7 @@ fn vt_evidence(classifier: &BeatClassifier, leads: &[&[f32]], names: &[&str]) ->
             join(names.iter().copied())
         ))
     } else {
-        burst(leads, names)
+        burst(leads, names).or_else(|| wide_words(leads, names))
     };
     match uncalled {
         Some(said) => VtEvidence {
@@ -375,6 +379,19 @@ fn vt_evidence(classifier: &BeatClassifier, leads: &[&[f32]], names: &[&str]) ->
             uncalled: None,
         },
     }
+}
+
+/// A run of wide beats the detector missed ([`wide_run`](wide_run::wide_run)), in words.
+fn wide_words(leads: &[&[f32]], names: &[&str]) -> Option<String> {
+    wide_run::wide_run(leads).map(|r| {
+        format!(
+            "{} wide beats at {:.0}/min up to the alarm's instant on {}, sudden after slower \
+             beats",
+            r.intervals + 1,
+            r.rate_bpm,
+            names[r.lead]
+        )
+    })
 }
 
 /// A burst in the look-back's last [`BURST_SECS`] (see there), in words; `None` without one.
