@@ -85,7 +85,7 @@ const SUDDEN_RR: f64 = 0.8;
 /// called like the others, give the alarm this probability (above four beats called
 /// ventricular, below a run of five called at the grid's lowest call). Adopted 2026-12-06 on
 /// the validation part's proxy alarms (challenge-style 63.3 to 64.9 at [`CONFIRM_AT`]).
-/// A burst ([`burst`]) gives it too.
+/// A burst ([`burst`]) gives it too, and so does a run of wide beats ([`wide_run`]).
 const SUDDEN_RUN: f32 = 0.45;
 /// A **burst** is read over the look-back's last this many seconds: ...
 const BURST_SECS: f64 = 2.0;
@@ -275,7 +275,7 @@ struct VtEvidence {
     /// The rate of the beats called at no probability, per minute.
     other_rate: Option<f64>,
     /// What the evidence says where it is not beats called ventricular: sudden fast beats up
-    /// to the alarm's instant, or a burst.
+    /// to the alarm's instant, a burst, or a run of wide beats.
     uncalled: Option<String>,
 }
 
@@ -356,7 +356,7 @@ fn vt_evidence(classifier: &BeatClassifier, leads: &[&[f32]], names: &[&str]) ->
         (None, None) => (0.0, None),
     };
     // Fast beats the classifier calls like the others, sudden up to the alarm's instant; else
-    // a burst the counter's detector merges.
+    // a burst the counter's detector merges; else a run of wide beats it misses.
     let uncalled = if probability >= SUDDEN_RUN {
         None
     } else if let Some((n, rate)) = sudden_run(&read.peaks) {
@@ -586,6 +586,22 @@ mod tests {
         );
         let o = judge(&[("II", &x)], MonitorAlarmKind::Vt);
         assert!(o.confirmed, "{o:?}");
+    }
+
+    #[test]
+    fn three_seconds_of_signal_after_a_flat_stretch_are_read_and_two_are_not() {
+        for (secs, read) in [(3.2, true), (2.2, false)] {
+            let x = then(
+                &vec![0.0; (16.0 - secs) as usize * SAMPLE_RATE_HZ],
+                &sinus(6, 80.0, secs),
+            );
+            let o = judge(&[("II", &x)], MonitorAlarmKind::Vt);
+            assert_eq!(
+                !o.reason.contains("no readable ECG"),
+                read,
+                "{secs} s: {o:?}"
+            );
+        }
     }
 
     #[test]

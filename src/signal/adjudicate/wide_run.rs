@@ -9,11 +9,12 @@
 //! lead as a monitor's amplitude-based detection would: the **curve length** of the lightly
 //! smoothed signal over [`SPAN_SECS`] (a wide beat's deflection counts as much as a sharp
 //! one's), peaks above [`LEVEL_SHARE`] of the lead's typical beat (the median over the beats
-//! the counter's detector finds) at least [`MIN_GAP_SECS`] apart. The run is the beats at the
-//! end of the look-back whose intervals are each under 0.6 s and under [`SUDDEN_SHARE`] of the
-//! detector's median interval (sudden after the rhythm before it), reaching the alarm's
-//! instant; its beats must look alike ([`MIN_LIKENESS`], a monomorphic run, not noise's
-//! scatter).
+//! the Pan-Tompkins detector, `detect_qrs`, finds on that lead), each the largest over
+//! [`PEAK_SPAN_SECS`] centred on it. The run is the beats at the end of the look-back whose
+//! intervals are each under 0.6 s and under [`SUDDEN_SHARE`] of that detector's median interval
+//! before its own trailing fast ones (sudden after the rhythm before it; all its intervals
+//! where every one is fast), its last beat within [`REACH_SECS`] of the alarm's instant; its
+//! beats must look alike ([`MIN_LIKENESS`], a monomorphic run, not noise's scatter).
 
 use crate::core::stats::median;
 use crate::core::window::SAMPLE_RATE_HZ;
@@ -24,13 +25,15 @@ use crate::signal::heart_rate::{detect_qrs, moving_sum, sub_moving_mean};
 const SPAN_SECS: f64 = 0.1;
 /// A peak of the curve length at least this share of the lead's typical beat's is a beat.
 const LEVEL_SHARE: f32 = 0.4;
-/// Beats are at least this far apart, s (400/min).
-const MIN_GAP_SECS: f64 = 0.15;
+/// A beat's curve-length peak is the largest over this span centred on it, s (so two beats are
+/// more than half of it apart).
+const PEAK_SPAN_SECS: f64 = 0.15;
 /// A run's intervals are each under this share of the rhythm's median interval before it ...
 const SUDDEN_SHARE: f64 = 0.8;
 /// ... and under this, s (100/min).
 const FAST_SECS: f64 = 0.6;
-/// The run's last beat is at most this long before the alarm's instant, s.
+/// The run's last beat (its curve-length peak, which trails the QRS) is at most this long
+/// before the alarm's instant, s.
 const REACH_SECS: f64 = 0.75;
 /// Consecutive beats of the run correlate at least this much, as a median (their QRS
 /// stretches, the best of small shifts).
@@ -108,9 +111,8 @@ fn on_lead(x: &[f32]) -> Option<(usize, f64)> {
     if level <= 0.0 {
         return None;
     }
-    // Peaks at least the gap apart, above the share of the typical beat.
-    let gap = w(MIN_GAP_SECS);
-    let half = gap / 2;
+    // Peaks above the share of the typical beat, each the largest over the span centred on it.
+    let half = w(PEAK_SPAN_SECS) / 2;
     let peaks: Vec<usize> = (1..n)
         .filter(|&i| {
             let v = length[i];
@@ -213,7 +215,7 @@ mod tests {
             &sinus(2, 70.0, 3.0),
             &wide_beats(180.0, 120.0, 2.0),
         ]);
-        // The reader starts from where the signal does.
+        // The adjudicator reads a lead from where its signal starts, as here.
         let r = wide_run(&[&x[samples(11.0)..]]).expect("a run");
         assert!(r.intervals >= VT_MIN_BEATS, "{r:?}");
     }
@@ -233,6 +235,14 @@ mod tests {
                     &sinus(6, 70.0, 10.0),
                     &wide_beats(200.0, 120.0, 3.0),
                     &sinus(7, 70.0, 3.0),
+                ]),
+            ),
+            (
+                "a run, then a second of flat line",
+                then(&[
+                    &sinus(10, 70.0, 13.0),
+                    &wide_beats(200.0, 120.0, 2.0),
+                    &vec![0.0; samples(1.0)],
                 ]),
             ),
             (
