@@ -381,6 +381,15 @@ fn http_get(port: u16, path: &str) -> Option<(u16, String)> {
     Some((status, buf))
 }
 
+/// The names of process `pid`'s threads, from `/proc`.
+fn thread_names(pid: u32) -> Vec<String> {
+    std::fs::read_dir(format!("/proc/{pid}/task"))
+        .unwrap()
+        .filter_map(|t| std::fs::read_to_string(t.ok()?.path().join("comm")).ok())
+        .map(|n| n.trim().to_string())
+        .collect()
+}
+
 /// A config for a child daemon on a free port with its database in `dir`.
 fn daemon_config(dir: &Path, edit: impl FnOnce(&mut Config)) -> PathBuf {
     let mut cfg = common::test_config(dir);
@@ -422,6 +431,13 @@ fn readiness_follows_warm_models_and_an_answering_port_and_the_watchdog_is_fed()
             let n = common::TEST_MEMBERS.len();
             assert!(body.contains(&format!("\"models_loaded\":{n}")), "{body}");
             assert!(msg.contains("STATUS=Serving on"), "{msg}");
+            // The warm-up ran the members' kernels on rayon's pool, under its own name (not
+            // the runtime's, which its threads would otherwise carry).
+            let names = thread_names(d.child.id());
+            assert!(
+                names.iter().any(|n| n.starts_with("holmes-kernel-")),
+                "{names:?}"
+            );
             break;
         }
         before_ready.push(msg);
