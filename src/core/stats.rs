@@ -47,6 +47,23 @@ pub(crate) fn wilson_interval(successes: usize, trials: usize) -> Option<[f64; 2
     Some([(centre - half).clamp(0.0, p), (centre + half).clamp(p, 1.0)])
 }
 
+/// Pearson correlation of two equally long stretches (0 where one is flat).
+pub(crate) fn correlation(a: &[f64], b: &[f64]) -> f64 {
+    let n = a.len() as f64;
+    let (ma, mb) = (a.iter().sum::<f64>() / n, b.iter().sum::<f64>() / n);
+    let (mut ab, mut aa, mut bb) = (0.0, 0.0, 0.0);
+    for (x, y) in a.iter().zip(b) {
+        ab += (x - ma) * (y - mb);
+        aa += (x - ma).powi(2);
+        bb += (y - mb).powi(2);
+    }
+    if aa > 0.0 && bb > 0.0 {
+        ab / (aa * bb).sqrt()
+    } else {
+        0.0
+    }
+}
+
 /// Largest absolute difference (infinite when the lengths differ or a value is NaN).
 pub fn max_abs_diff(a: &[f32], b: &[f32]) -> f32 {
     if a.len() != b.len() {

@@ -54,13 +54,9 @@ pub(crate) fn detect_qrs_length(x: &[f32], fs: f64) -> Vec<i64> {
     if n < w(2.0) {
         return Vec::new();
     }
-    let smooth = moving_mean(x, w(0.02));
-    // Curve length over 130 ms: the moving sum of the absolute first difference.
-    let steps: Vec<f32> = std::iter::once(0.0)
-        .chain(smooth.windows(2).map(|p| (p[1] - p[0]).abs()))
-        .collect();
+    // Curve length over 130 ms after a 20 ms smoothing.
     let span = w(0.13);
-    let length = moving_sum(&steps, span);
+    let length = curve_length(x, w(0.02), span);
     let flat_base = sub_moving_mean(x, w(0.25));
     let mut level = length[..w(2.0)].iter().fold(0.0f32, |m, &v| m.max(v));
     let (refractory, reach, patience) = (w(0.25), w(0.1) as i64, w(2.0));
@@ -101,6 +97,17 @@ pub(crate) fn detect_qrs_length(x: &[f32], fs: f64) -> Vec<i64> {
         i += 1;
     }
     beats
+}
+
+/// The curve length of `x` smoothed by a centred moving mean over `smooth` samples: the moving
+/// sum over `span` samples of its absolute first difference (a wide deflection counts as much
+/// as a sharp one of the same height). It trails: the sum at `i` ends there.
+pub(crate) fn curve_length(x: &[f32], smooth: usize, span: usize) -> Vec<f32> {
+    let smooth = moving_mean(x, smooth);
+    let steps: Vec<f32> = std::iter::once(0.0)
+        .chain(smooth.windows(2).map(|p| (p[1] - p[0]).abs()))
+        .collect();
+    moving_sum(&steps, span)
 }
 
 /// Centred moving mean over `win` samples.

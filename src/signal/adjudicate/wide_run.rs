@@ -16,10 +16,11 @@
 //! where every one is fast), its last beat within [`REACH_SECS`] of the alarm's instant; its
 //! beats must look alike ([`MIN_LIKENESS`], a monomorphic run, not noise's scatter).
 
-use crate::core::stats::median;
+use crate::core::stats::{correlation, median};
 use crate::core::window::SAMPLE_RATE_HZ;
 use crate::signal::classical::VT_MIN_BEATS;
-use crate::signal::heart_rate::{detect_qrs, moving_sum, sub_moving_mean};
+use crate::signal::heart_rate::{detect_qrs, sub_moving_mean};
+use crate::signal::quality::curve_length;
 
 /// The curve length is summed over this long, s: about a wide QRS complex.
 const SPAN_SECS: f64 = 0.1;
@@ -92,14 +93,7 @@ fn on_lead(x: &[f32]) -> Option<(usize, f64)> {
     };
     let limit = (FAST_SECS * fs).min(SUDDEN_SHARE * median(before));
     let y = sub_moving_mean(x, w(0.2));
-    let smooth: Vec<f32> = {
-        let base = sub_moving_mean(x, w(0.02));
-        x.iter().zip(base).map(|(v, b)| v - b).collect()
-    };
-    let steps: Vec<f32> = std::iter::once(0.0)
-        .chain(smooth.windows(2).map(|p| (p[1] - p[0]).abs()))
-        .collect();
-    let length = moving_sum(&steps, w(SPAN_SECS));
+    let length = curve_length(x, w(0.02), w(SPAN_SECS));
     // The curve length peaks after its beat's QRS (its sum trails): each known beat's peak.
     let around = |b: i64| {
         let lo = (b - w(0.04) as i64).max(0) as usize;
@@ -149,7 +143,8 @@ fn likeness(y: &[f32], at: &[usize]) -> f64 {
     let fs = SAMPLE_RATE_HZ as f64;
     let len = (0.12 * fs) as usize;
     let shift = (0.02 * fs) as i64;
-    let stretch = |p: usize, s: i64| -> Option<&[f32]> {
+    let y: Vec<f64> = y.iter().map(|&v| v as f64).collect();
+    let stretch = |p: usize, s: i64| -> Option<&[f64]> {
         let end = p as i64 + s;
         let start = end - len as i64;
         (start >= 0 && end as usize <= y.len()).then(|| &y[start as usize..end as usize])
@@ -164,26 +159,6 @@ fn likeness(y: &[f32], at: &[usize]) -> f64 {
         })
         .collect();
     if corr.is_empty() { 0.0 } else { median(&corr) }
-}
-
-fn correlation(a: &[f32], b: &[f32]) -> f64 {
-    let n = a.len() as f64;
-    let (ma, mb) = (
-        a.iter().map(|&v| v as f64).sum::<f64>() / n,
-        b.iter().map(|&v| v as f64).sum::<f64>() / n,
-    );
-    let (mut ab, mut aa, mut bb) = (0.0, 0.0, 0.0);
-    for (&u, &v) in a.iter().zip(b) {
-        let (u, v) = (u as f64 - ma, v as f64 - mb);
-        ab += u * v;
-        aa += u * u;
-        bb += v * v;
-    }
-    if aa <= 0.0 || bb <= 0.0 {
-        0.0
-    } else {
-        ab / (aa * bb).sqrt()
-    }
 }
 
 #[cfg(test)]

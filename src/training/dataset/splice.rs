@@ -517,30 +517,13 @@ fn most_alike(leads: &[Vec<f32>], sources: &[i64], src: usize, n: usize) -> Vec<
         .iter()
         .enumerate()
         .filter(|&(i, _)| i != src)
-        .map(|(_, &r)| (-correlation(&stretch(r), &reference), r))
+        .map(|(_, &r)| (-crate::core::stats::correlation(&stretch(r), &reference), r))
         .collect();
     scored.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
     std::iter::once(sources[src])
         .chain(scored.into_iter().map(|(_, r)| r))
         .take(n)
         .collect()
-}
-
-/// Pearson correlation of two equally long stretches (0 where one is flat).
-fn correlation(a: &[f64], b: &[f64]) -> f64 {
-    let n = a.len() as f64;
-    let (ma, mb) = (a.iter().sum::<f64>() / n, b.iter().sum::<f64>() / n);
-    let (mut ab, mut aa, mut bb) = (0.0, 0.0, 0.0);
-    for (x, y) in a.iter().zip(b) {
-        ab += (x - ma) * (y - mb);
-        aa += (x - ma).powi(2);
-        bb += (y - mb).powi(2);
-    }
-    if aa > 0.0 && bb > 0.0 {
-        ab / (aa * bb).sqrt()
-    } else {
-        0.0
-    }
 }
 
 /// The median interval between consecutive beats.
