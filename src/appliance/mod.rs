@@ -45,20 +45,9 @@ pub(crate) enum ApplianceError {
     ShutdownTimeout { secs: f64 },
 }
 
-/// Names the threads of rayon's global pool, where the members' convolutions run,
-/// `holmes-kernel-N`. Unnamed, each would carry the name of the thread that first used the pool
-/// (a tokio one), and `top` or `perf` would show the inference as the runtime's threads. Where
-/// the pool is already built, it is left as it is.
-fn name_kernel_threads() {
-    let _ = rayon::ThreadPoolBuilder::new()
-        .thread_name(|i| format!("holmes-kernel-{i}"))
-        .build_global();
-}
-
 /// `holmes serve`: runs the daemon until SIGTERM or ctrl-c, speaking systemd's notify
 /// protocol when `NOTIFY_SOCKET` is set.
 pub(crate) async fn serve(cfg: Config) -> Result<(), ApplianceError> {
-    name_kernel_threads();
     let notifier = Notifier::from_env();
     notifier.status("Loading and warming the ensemble");
     let addr = cfg.server.listen;

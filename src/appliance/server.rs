@@ -43,9 +43,20 @@ impl Running {
     }
 }
 
+/// Names the threads of rayon's global pool, where the members' convolutions run,
+/// `holmes-kernel-N`. Unnamed, each would carry the name of the thread that first used the pool
+/// (a tokio one), and `top` or `perf` would show the inference as the runtime's threads. Where
+/// the pool is already built, it is left as it is.
+fn name_kernel_threads() {
+    let _ = rayon::ThreadPoolBuilder::new()
+        .thread_name(|i| format!("holmes-kernel-{i}"))
+        .build_global();
+}
+
 /// Starts the daemon on `listener`: loads and warms the ensemble, opens the database, and
 /// serves until `shutdown` is cancelled.
 pub async fn start(cfg: Config, listener: TcpListener) -> Result<Running, ServerError> {
+    name_kernel_threads();
     let addr = listener.local_addr()?;
     let tls = parts::tls(&cfg, addr).await?;
     crate::http::telemetry::handle();
