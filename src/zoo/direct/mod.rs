@@ -15,23 +15,35 @@
 //! max-pooled by 2, zero channels appended) and the ReLU. The layout is plain
 //! `[batch, channels, length]`, so the network needs no layout changes between layers.
 //!
+//! The inner loop reads weights and inputs through pointers whose bounds are checked once
+//! per block of rows; the weights are stored in the order it reads them (each kernel's taps by
+//! stride phase). A layer's padded input, pooled shortcut and output come from a few buffers
+//! each thread reuses, written whole, so nothing is zeroed that is then overwritten.
+//!
 //! Work on rayon's pool ([`DirectNet::features`]): one window per thread when the batch has
 //! enough of them (activations stay in that core's cache), else each layer split by output
 //! rows, else (tiny batches) the calling thread alone. Each task runs compiled for AVX2 and FMA
-//! where the CPU has them (detected at run time), else a portable loop.
+//! where the CPU has them (detected at run time), with AVX-512VL's 32 vector registers (more
+//! accumulators a pass) where it has those too, else a portable loop.
 //!
 //! This reads host memory, so [`fast`](super::fast) serves it only on the flex CPU backend; a
 //! GPU runs the plain path.
 
 use rayon::prelude::*;
 
+mod job;
+
 use super::folded::{FoldedBlock, FoldedWeights, same_padding};
+use job::{Job, MAX_SPAN};
 
 /// A convolution with BatchNorm folded in, in the form the direct kernel reads.
 #[derive(Debug, Clone)]
 pub(crate) struct DirectConv {
-    /// `[cout][cin_per_group][kernel]`, as [`FoldedWeights::weight`].
+    /// `[cout][cin_per_group][kernel]`, each kernel's taps reordered by stride phase (phase
+    /// 0's taps `0, s, 2s, ..`, then phase 1's `1, s + 1, ..`): the order a pass reads them.
     weight: Vec<f32>,
+    /// Per stride phase: where its taps start in a kernel's reordered taps, and how many.
+    phase_taps: Vec<(usize, usize)>,
     bias: Vec<f32>,
     cin: usize,
     cout: usize,
@@ -41,8 +53,22 @@ pub(crate) struct DirectConv {
     cpg: usize,
     /// Output channels per group.
     cog: usize,
-    /// Always run the portable pass (tests: the form CPUs without AVX2 and FMA run).
-    portable: bool,
+    /// The widest instruction set the kernel may use (tests narrow it to check the forms
+    /// other CPUs run).
+    widest: Isa,
+}
+
+/// The kernel's instruction sets, narrowest first; each is used only where the CPU has it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+enum Isa {
+    /// Plain Rust loops (vectorised as the compiler's baseline target allows): what a CPU
+    /// without AVX2 and FMA runs, reached by name only in tests.
+    #[cfg_attr(not(test), allow(dead_code))]
+    Portable,
+    /// AVX2 and FMA intrinsics, in the 16 vector registers.
+    Avx2,
+    /// The same intrinsics given AVX-512VL's 32 vector registers and larger passes.
+    Avx512,
 }
 
 /// What a convolution's store adds before its ReLU: the residual block's shortcut.
@@ -67,8 +93,21 @@ const MIN_TASK_MACS: usize = 1 << 15;
 
 impl DirectConv {
     pub(crate) fn new(w: &FoldedWeights) -> Self {
+        let (k, s) = (w.kernel, w.stride.max(1));
+        let mut phase_taps = Vec::with_capacity(s);
+        let mut order = Vec::with_capacity(k);
+        for p in 0..s {
+            phase_taps.push((order.len(), (p..k).step_by(s).len()));
+            order.extend((p..k).step_by(s));
+        }
+        let weight = w
+            .weight
+            .chunks(k)
+            .flat_map(|taps| order.iter().map(|&t| taps[t]))
+            .collect();
         DirectConv {
-            weight: w.weight.clone(),
+            weight,
+            phase_taps,
             bias: w.bias.clone(),
             cin: w.cin,
             cout: w.cout,
@@ -76,7 +115,7 @@ impl DirectConv {
             stride: w.stride.max(1),
             cpg: w.cin / w.groups,
             cog: w.cout / w.groups,
-            portable: false,
+            widest: Isa::Avx512,
         }
     }
 
@@ -111,7 +150,8 @@ impl DirectConv {
         let phases = Phases::new(x, batch * self.cin, len, self, l_out, begin, min_len);
         let pooled = shortcut.map(|s| pool_shortcut(s, batch, l_out, min_len));
         let pooled_channels = shortcut.map_or(0, |s| s.channels);
-        let mut y = vec![0.0f32; batch * self.cout * l_out];
+        // Every position of every row is written by its task.
+        let mut y = buffer(batch * self.cout * l_out);
         // A few tasks per thread, unless that would make them too small to pay for their
         // scheduling; whole passes of 4 channels where possible (a task may split a group).
         let rows = batch * self.cout;
@@ -136,12 +176,16 @@ impl DirectConv {
                 };
                 job.run_best(out);
             });
+        if let Some(p) = pooled {
+            give_back(p);
+        }
         (y, l_out)
     }
 }
 
 /// The padded input, split by phase for the stride: row `r` (a `(sample, input channel)` pair),
-/// phase `p` holds `xpad[stride * j + p]` at `j`, with room for whole position tiles.
+/// phase `p` holds `xpad[stride * j + p]` at `j`, with [`MAX_SPAN`] positions of room past
+/// the last output position.
 struct Phases {
     data: Vec<f32>,
     /// Length of one phase row.
@@ -160,20 +204,32 @@ impl Phases {
         min_len: usize,
     ) -> Self {
         let s = conv.stride;
-        let plen = l_out.div_ceil(TILE) * TILE + (conv.kernel - 1) / s + 1;
-        let mut data = vec![0.0f32; rows * s * plen];
+        let plen = l_out + MAX_SPAN + (conv.kernel - 1) / s + 1;
+        // Every position is written below (the padding zeroed), so a reused buffer's old
+        // values never show.
+        let mut data = buffer(rows * s * plen);
         data.par_chunks_mut(s * plen)
             .zip(x.par_chunks(len))
             .with_min_len(min_len)
             .for_each(|(dst, src)| {
                 for (p, row) in dst.chunks_mut(plen).enumerate() {
                     // Padded position s * q + p holds input sample s * q + p - begin.
-                    let q0 = begin.saturating_sub(p).div_ceil(s);
-                    let Some(src) = src.get(s * q0 + p - begin..) else {
-                        continue;
-                    };
-                    for (d, &v) in row[q0..].iter_mut().zip(src.iter().step_by(s)) {
-                        *d = v;
+                    let q0 = begin.saturating_sub(p).div_ceil(s).min(plen);
+                    let src = src.get((s * q0 + p).saturating_sub(begin)..).unwrap_or(&[]);
+                    let n = src.len().div_ceil(s).min(plen - q0);
+                    let (pad, rest) = row.split_at_mut(q0);
+                    let (dst, tail) = rest.split_at_mut(n);
+                    pad.fill(0.0);
+                    tail.fill(0.0);
+                    match s {
+                        // A plain copy, and the even or odd samples (both vectorised).
+                        1 => dst.copy_from_slice(&src[..n]),
+                        2 => pairs(src, dst, |pair| pair[0]),
+                        _ => {
+                            for (d, &v) in dst.iter_mut().zip(src.iter().step_by(s)) {
+                                *d = v;
+                            }
+                        }
                     }
                 }
             });
@@ -192,226 +248,100 @@ impl Phases {
     }
 }
 
+thread_local! {
+    /// This thread's spare buffers: a layer's padded input, pooled shortcut and output are
+    /// taken from here and handed back once read, so the layers of a window (and the windows
+    /// after it) reuse a few allocations instead of zeroing fresh ones. At most
+    /// [`MAX_SPARE`], each as large as the largest layer the thread has run.
+    static SPARE: std::cell::RefCell<Vec<Vec<f32>>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
+/// Spare buffers a thread keeps.
+const MAX_SPARE: usize = 4;
+
+/// A buffer of `n` floats from this thread's spares (else a new one). Its values are
+/// whatever it last held: the caller writes every one before reading it.
+fn buffer(n: usize) -> Vec<f32> {
+    let mut v = SPARE
+        .with_borrow_mut(|spare| {
+            // The smallest spare that fits, else the largest (grown below).
+            let fits = (0..spare.len())
+                .filter(|&i| spare[i].capacity() >= n)
+                .min_by_key(|&i| spare[i].capacity());
+            let pick = fits.or_else(|| (0..spare.len()).max_by_key(|&i| spare[i].capacity()));
+            pick.map(|i| spare.swap_remove(i))
+        })
+        .unwrap_or_default();
+    v.resize(n, 0.0);
+    v.truncate(n);
+    v
+}
+
+/// Hands `v` back to this thread's spares (the smallest dropped when they are full).
+fn give_back(v: Vec<f32>) {
+    SPARE.with_borrow_mut(|spare| {
+        spare.push(v);
+        if spare.len() > MAX_SPARE {
+            let smallest = (0..spare.len()).min_by_key(|&i| spare[i].capacity());
+            if let Some(i) = smallest {
+                spare.swap_remove(i);
+            }
+        }
+    });
+}
+
+impl Drop for Phases {
+    fn drop(&mut self) {
+        give_back(std::mem::take(&mut self.data));
+    }
+}
+
 /// The shortcut at the output length: max-pooled by 2 (an odd last sample alone) or as is.
 fn pool_shortcut(s: Shortcut<'_>, batch: usize, l_out: usize, min_len: usize) -> Vec<f32> {
     if s.stride == 1 {
         assert_eq!(s.len, l_out, "shortcut length");
-        return s.x.to_vec();
+        let mut out = buffer(s.x.len());
+        out.copy_from_slice(s.x);
+        return out;
     }
     assert_eq!(s.len.div_ceil(2), l_out, "shortcut length");
-    let mut out = vec![0.0f32; batch * s.channels * l_out];
+    // Every position is written: the pairs, and an odd last sample.
+    let mut out = buffer(batch * s.channels * l_out);
     out.par_chunks_mut(l_out)
         .zip(s.x.par_chunks(s.len))
         .with_min_len(min_len)
         .for_each(|(dst, src)| {
-            let (pairs, rest) = src.as_chunks::<2>();
-            for (d, p) in dst.iter_mut().zip(pairs) {
-                *d = p[0].max(p[1]);
-            }
-            if let Some(&last) = rest.first() {
-                dst[l_out - 1] = last;
-            }
+            pairs(src, dst, |pair| pair[0].max(pair[1]));
         });
     out
 }
 
-/// Phase rows are padded to a multiple of this many positions: the longest pass.
-const TILE: usize = 64;
-
-/// One task: a run of output rows.
-struct Job<'a> {
-    conv: &'a DirectConv,
-    phases: &'a Phases,
-    l_out: usize,
-    first_row: usize,
-    pooled: Option<&'a [f32]>,
-    pooled_channels: usize,
-    relu: bool,
-}
-
-impl Job<'_> {
-    /// [`run`](Self::run) compiled for AVX2 and FMA where the CPU has them.
-    fn run_best(&self, out: &mut [f32]) {
-        #[cfg(target_arch = "x86_64")]
-        if !self.conv.portable
-            && std::is_x86_feature_detected!("avx2")
-            && std::is_x86_feature_detected!("fma")
-        {
-            // SAFETY: the CPU supports AVX2 and FMA, checked just above.
-            unsafe { self.run_avx2_fma(out) };
-            return;
+/// `dst[j] = f(src[2j], src[2j + 1])`, and `dst[j] = src[2j]` for an odd last sample: a
+/// stride-2 phase row, or the shortcut max-pooled by 2. Compiled for AVX2 where the CPU has
+/// it, where the loop vectorises with shuffles (else SSE2's narrower ones).
+fn pairs(src: &[f32], dst: &mut [f32], f: impl Fn([f32; 2]) -> f32) {
+    #[inline(always)]
+    fn body(src: &[f32], dst: &mut [f32], f: impl Fn([f32; 2]) -> f32) {
+        let (two, last) = src.as_chunks::<2>();
+        for (d, &pair) in dst.iter_mut().zip(two) {
+            *d = f(pair);
         }
-        self.run(out, false);
+        if let (Some(&v), Some(d)) = (last.first(), dst.get_mut(two.len())) {
+            *d = v;
+        }
     }
-
     #[cfg(target_arch = "x86_64")]
-    #[target_feature(enable = "avx2,fma")]
-    fn run_avx2_fma(&self, out: &mut [f32]) {
-        self.run(out, true);
+    #[target_feature(enable = "avx2")]
+    fn avx2(src: &[f32], dst: &mut [f32], f: impl Fn([f32; 2]) -> f32) {
+        body(src, dst, f);
     }
-
-    #[inline(always)]
-    fn run(&self, out: &mut [f32], simd: bool) {
-        let c = self.conv;
-        let rows = out.len() / self.l_out;
-        let mut r = 0;
-        while r < rows {
-            let row = self.first_row + r;
-            let co = row % c.cout;
-            let left_in_group = c.cog - co % c.cog;
-            let take = match left_in_group.min(rows - r) {
-                t if t >= 4 => 4,
-                t if t >= 2 => 2,
-                _ => 1,
-            };
-            let dst = &mut out[r * self.l_out..(r + take) * self.l_out];
-            match (take, simd) {
-                (4, true) => self.rows::<4, 16, true>(row, dst),
-                (4, false) => self.rows::<4, 16, false>(row, dst),
-                (2, true) => self.rows::<2, 32, true>(row, dst),
-                (2, false) => self.rows::<2, 32, false>(row, dst),
-                (_, true) => self.rows::<1, 64, true>(row, dst),
-                (_, false) => self.rows::<1, 64, false>(row, dst),
-            }
-            r += take;
-        }
+    #[cfg(target_arch = "x86_64")]
+    if std::is_x86_feature_detected!("avx2") {
+        // SAFETY: the CPU supports AVX2, checked just above.
+        unsafe { avx2(src, dst, f) };
+        return;
     }
-
-    /// `CO` output rows of one group starting at global row `row`, `SPAN` positions per pass
-    /// (`CO * SPAN` = 64 accumulators: eight AVX2 registers).
-    #[inline(always)]
-    fn rows<const CO: usize, const SPAN: usize, const SIMD: bool>(
-        &self,
-        row: usize,
-        dst: &mut [f32],
-    ) {
-        let c = self.conv;
-        let (n, co) = (row / c.cout, row % c.cout);
-        let first_in = n * c.cin + (co / c.cog) * c.cpg;
-        let mut l0 = 0;
-        while l0 < self.l_out {
-            let mut acc = [[0.0f32; SPAN]; CO];
-            #[cfg(target_arch = "x86_64")]
-            if SIMD {
-                // SAFETY: SIMD is only true under `run_avx2_fma`, after the CPU check.
-                unsafe { avx::pass::<CO, SPAN>(self, first_in, co, l0, &mut acc) };
-            } else {
-                self.pass::<CO, SPAN>(first_in, co, l0, &mut acc);
-            }
-            #[cfg(not(target_arch = "x86_64"))]
-            self.pass::<CO, SPAN>(first_in, co, l0, &mut acc);
-            let valid = SPAN.min(self.l_out - l0);
-            for (o, a) in acc.iter().enumerate() {
-                let d = &mut dst[o * self.l_out + l0..o * self.l_out + l0 + valid];
-                d.copy_from_slice(&a[..valid]);
-                let ch = co + o;
-                if let Some(p) = self.pooled
-                    && ch < self.pooled_channels
-                {
-                    let base = (n * self.pooled_channels + ch) * self.l_out + l0;
-                    for (v, &sv) in d.iter_mut().zip(&p[base..base + valid]) {
-                        *v += sv;
-                    }
-                }
-                if self.relu {
-                    for v in d.iter_mut() {
-                        *v = v.max(0.0);
-                    }
-                }
-            }
-            l0 += SPAN;
-        }
-    }
-
-    /// One pass of `CO` output channels from `co` over positions `l0..l0 + SPAN`: bias plus
-    /// the sum over the group's input channels and the taps (portable form).
-    #[inline(always)]
-    fn pass<const CO: usize, const SPAN: usize>(
-        &self,
-        first_in: usize,
-        co: usize,
-        l0: usize,
-        acc: &mut [[f32; SPAN]; CO],
-    ) {
-        let c = self.conv;
-        for (o, a) in acc.iter_mut().enumerate() {
-            *a = [c.bias[co + o]; SPAN];
-        }
-        for ci in 0..c.cpg {
-            for p in 0..c.stride {
-                let xr = self.phases.row(first_in + ci, p);
-                for (q, tap) in (p..c.kernel).step_by(c.stride).enumerate() {
-                    let xs = &xr[l0 + q..l0 + q + SPAN];
-                    for (o, a) in acc.iter_mut().enumerate() {
-                        let w = c.weight[((co + o) * c.cpg + ci) * c.kernel + tap];
-                        for (av, &xv) in a.iter_mut().zip(xs) {
-                            *av += w * xv;
-                        }
-                    }
-                }
-            }
-        }
-    }
-}
-
-/// The pass with AVX2 and FMA intrinsics.
-#[cfg(target_arch = "x86_64")]
-mod avx {
-    use std::arch::x86_64::{
-        __m256, _mm256_fmadd_ps, _mm256_loadu_ps, _mm256_set1_ps, _mm256_setzero_ps,
-        _mm256_storeu_ps,
-    };
-
-    use super::Job;
-
-    /// See [`Job::pass`]; `SPAN` is a multiple of 8 and at most 64.
-    ///
-    /// # Safety
-    /// The CPU must support AVX2 and FMA.
-    #[target_feature(enable = "avx2,fma")]
-    #[inline]
-    pub(super) unsafe fn pass<const CO: usize, const SPAN: usize>(
-        job: &Job<'_>,
-        first_in: usize,
-        co: usize,
-        l0: usize,
-        acc: &mut [[f32; SPAN]; CO],
-    ) {
-        let c = job.conv;
-        let lanes = SPAN / 8;
-        let mut a = [[_mm256_setzero_ps(); 8]; CO];
-        for (o, ao) in a.iter_mut().enumerate() {
-            let b = _mm256_set1_ps(c.bias[co + o]);
-            for v in ao.iter_mut().take(lanes) {
-                *v = b;
-            }
-        }
-        for ci in 0..c.cpg {
-            for p in 0..c.stride {
-                let xr = job.phases.row(first_in + ci, p);
-                for (q, tap) in (p..c.kernel).step_by(c.stride).enumerate() {
-                    let xs = &xr[l0 + q..l0 + q + SPAN];
-                    let mut x: [__m256; 8] = [_mm256_setzero_ps(); 8];
-                    for (v, xv) in x.iter_mut().enumerate().take(lanes) {
-                        // SAFETY: `xs` holds SPAN = 8 * lanes floats.
-                        *xv = unsafe { _mm256_loadu_ps(xs.as_ptr().add(8 * v)) };
-                    }
-                    for (o, ao) in a.iter_mut().enumerate() {
-                        let w = _mm256_set1_ps(c.weight[((co + o) * c.cpg + ci) * c.kernel + tap]);
-                        for v in 0..lanes {
-                            ao[v] = _mm256_fmadd_ps(w, x[v], ao[v]);
-                        }
-                    }
-                }
-            }
-        }
-        for (o, ao) in a.iter().enumerate() {
-            for (v, av) in ao.iter().enumerate().take(lanes) {
-                // SAFETY: `acc[o]` holds SPAN = 8 * lanes floats.
-                unsafe { _mm256_storeu_ps(acc[o].as_mut_ptr().add(8 * v), *av) };
-            }
-        }
-    }
+    body(src, dst, f);
 }
 
 /// A ResNeXt-1D's convolutions as direct convolutions: the stem, then two per block.
@@ -482,11 +412,16 @@ impl DirectNet {
                 stride: c1.stride,
             };
             let (y, ly) = c2.forward(&t, batch, lt, Some(sc), true, split);
-            (h, l, ch) = (y, ly, c2.cout);
+            give_back(t);
+            give_back(std::mem::replace(&mut h, y));
+            (l, ch) = (ly, c2.cout);
         }
-        h.chunks(l.max(1))
+        let features = h
+            .chunks(l.max(1))
             .map(|r| r.iter().sum::<f32>() / l as f32)
-            .collect()
+            .collect();
+        give_back(h);
+        features
     }
 }
 
@@ -544,19 +479,22 @@ mod tests {
             let d = DirectConv::new(&FoldedWeights::of_conv(&conv));
             let xs: Vec<f32> = x.clone().into_data().to_vec().unwrap();
 
-            // Bare convolution, with SIMD where the CPU has it and portable.
+            // Bare convolution, in each form the CPU can run (those it cannot fall back to a
+            // narrower one).
             let want: Vec<f32> = conv.forward(x.clone()).into_data().to_vec().unwrap();
-            let portable = DirectConv {
-                portable: true,
-                ..d.clone()
-            };
-            for (d, how) in [(&d, "best"), (&portable, "portable")] {
-                let (got, _) = d.forward(&xs, batch, len, None, false, true);
-                let diff = max_abs_diff(&want, &got);
-                assert!(
-                    diff < 1e-4,
-                    "{cin}->{cout}/{groups} s{stride} len {len} ({how}): {diff}"
-                );
+            for widest in [Isa::Avx512, Isa::Avx2, Isa::Portable] {
+                let d = DirectConv {
+                    widest,
+                    ..d.clone()
+                };
+                for split in [true, false] {
+                    let (got, _) = d.forward(&xs, batch, len, None, false, split);
+                    let diff = max_abs_diff(&want, &got);
+                    assert!(
+                        diff < 1e-4,
+                        "{cin}->{cout}/{groups} s{stride} len {len} ({widest:?}): {diff}"
+                    );
+                }
             }
 
             // With a shortcut (pooled when strided, zero channels appended) and ReLU.
@@ -585,12 +523,18 @@ mod tests {
                 len,
                 stride,
             };
-            let (got, _) = d.forward(&xs, batch, len, Some(shortcut), true, false);
-            let diff = max_abs_diff(&want, &got);
-            assert!(
-                diff < 1e-4,
-                "{cin}->{cout}/{groups} s{stride} with shortcut: {diff}"
-            );
+            for widest in [Isa::Avx512, Isa::Avx2, Isa::Portable] {
+                let d = DirectConv {
+                    widest,
+                    ..d.clone()
+                };
+                let (got, _) = d.forward(&xs, batch, len, Some(shortcut), true, false);
+                let diff = max_abs_diff(&want, &got);
+                assert!(
+                    diff < 1e-4,
+                    "{cin}->{cout}/{groups} s{stride} with shortcut ({widest:?}): {diff}"
+                );
+            }
         }
     }
 }

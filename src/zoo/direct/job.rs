@@ -1,0 +1,318 @@
+//! One task of a direct convolution: a run of output rows, computed a block of output
+//! channels and a span of positions at a time, in the widest instruction set the CPU has
+//! (see [`Isa`]).
+
+use super::{DirectConv, Isa, Phases};
+
+/// Positions a pass covers at most ([`Job::tile`]'s `8 * LANES`); phase rows carry this much
+/// room past their last output position, so a pass never reads out of its row.
+pub(super) const MAX_SPAN: usize = 96;
+
+/// One task: a run of output rows.
+pub(super) struct Job<'a> {
+    pub(super) conv: &'a DirectConv,
+    pub(super) phases: &'a Phases,
+    pub(super) l_out: usize,
+    pub(super) first_row: usize,
+    pub(super) pooled: Option<&'a [f32]>,
+    pub(super) pooled_channels: usize,
+    pub(super) relu: bool,
+}
+
+impl Job<'_> {
+    /// [`run`](Self::run) compiled for AVX2 and FMA where the CPU has them, with AVX-512's
+    /// sixteen further vector registers (and larger passes) where it has those too.
+    pub(super) fn run_best(&self, out: &mut [f32]) {
+        #[cfg(target_arch = "x86_64")]
+        {
+            use std::is_x86_feature_detected as has;
+            let widest = self.conv.widest;
+            if widest >= Isa::Avx512
+                && has!("avx2")
+                && has!("fma")
+                && has!("avx512f")
+                && has!("avx512vl")
+            {
+                // SAFETY: the CPU supports AVX2, FMA, AVX-512F and VL, checked just above.
+                unsafe { self.run_avx512(out) };
+                return;
+            }
+            if widest >= Isa::Avx2 && has!("avx2") && has!("fma") {
+                // SAFETY: the CPU supports AVX2 and FMA, checked just above.
+                unsafe { self.run_avx2_fma(out) };
+                return;
+            }
+        }
+        self.run::<false>(out, false);
+    }
+
+    #[cfg(target_arch = "x86_64")]
+    #[target_feature(enable = "avx2,fma")]
+    fn run_avx2_fma(&self, out: &mut [f32]) {
+        self.run::<false>(out, true);
+    }
+
+    /// The same 256-bit code, given the 32 vector registers AVX-512VL addresses.
+    #[cfg(target_arch = "x86_64")]
+    #[target_feature(enable = "avx2,fma,avx512f,avx512vl")]
+    fn run_avx512(&self, out: &mut [f32]) {
+        self.run::<true>(out, true);
+    }
+
+    /// The task's rows, taken 4, 2 or 1 output channels of one group at a time; each such
+    /// block in passes of `8 * LANES` positions, `CO * LANES` vector accumulators: eight to
+    /// twelve where 16 vector registers must also hold the input vectors and a broadcast
+    /// weight, twelve to sixteen with 32 (`WIDE`).
+    #[inline(always)]
+    fn run<const WIDE: bool>(&self, out: &mut [f32], simd: bool) {
+        let c = self.conv;
+        let rows = out.len() / self.l_out;
+        let mut r = 0;
+        while r < rows {
+            let row = self.first_row + r;
+            let co = row % c.cout;
+            let left_in_group = c.cog - co % c.cog;
+            let take = match left_in_group.min(rows - r) {
+                t if t >= 4 => 4,
+                t if t >= 2 => 2,
+                _ => 1,
+            };
+            let dst = &mut out[r * self.l_out..(r + take) * self.l_out];
+            match (take, WIDE) {
+                (4, false) => self.rows::<4, 2, WIDE>(row, dst, simd),
+                (4, true) => self.rows::<4, 4, WIDE>(row, dst, simd),
+                (2, false) => self.rows::<2, 4, WIDE>(row, dst, simd),
+                (2, true) => self.rows::<2, 8, WIDE>(row, dst, simd),
+                _ => self.rows::<1, 12, WIDE>(row, dst, simd),
+            }
+            r += take;
+        }
+    }
+
+    /// `CO` output rows of one group starting at global row `row`, written into `dst`.
+    #[inline(always)]
+    fn rows<const CO: usize, const LANES: usize, const WIDE: bool>(
+        &self,
+        row: usize,
+        dst: &mut [f32],
+        simd: bool,
+    ) {
+        let c = self.conv;
+        let (n, co) = (row / c.cout, row % c.cout);
+        let first_in = n * c.cin + (co / c.cog) * c.cpg;
+        // What every pass's reads stay within (checked once here, relied on by the SIMD pass).
+        assert!(
+            (co + CO) * c.cpg * c.kernel <= c.weight.len(),
+            "weights of the block"
+        );
+        assert!((first_in + c.cpg) * c.stride * self.phases.len <= self.phases.data.len());
+        assert!(8 * LANES <= MAX_SPAN && dst.len() == CO * self.l_out);
+        let mut l0 = 0;
+        while l0 < self.l_out {
+            #[cfg(target_arch = "x86_64")]
+            if simd {
+                // SAFETY: `simd` is only true under `run_avx2_fma`, after the CPU check; the
+                // reads are within the bounds asserted above (phase rows reach `MAX_SPAN`
+                // positions past `l_out`).
+                unsafe {
+                    match WIDE {
+                        true => avx::tile_avx512::<CO, LANES>(self, n, co, first_in, l0, dst),
+                        false => avx::tile_avx2::<CO, LANES>(self, n, co, first_in, l0, dst),
+                    }
+                };
+                l0 += 8 * LANES;
+                continue;
+            }
+            let acc = self.pass::<CO, LANES>(first_in, co, l0);
+            self.store(&acc, n, co, l0, dst);
+            l0 += 8 * LANES;
+        }
+    }
+
+    /// One pass of `CO` output channels from `co` over positions `l0..l0 + 8 * LANES`: bias
+    /// plus the sum over the group's input channels and the taps (portable form).
+    #[inline(always)]
+    fn pass<const CO: usize, const LANES: usize>(
+        &self,
+        first_in: usize,
+        co: usize,
+        l0: usize,
+    ) -> [[[f32; 8]; LANES]; CO] {
+        let c = self.conv;
+        let per_out = c.cpg * c.kernel;
+        let mut acc = [[[0.0f32; 8]; LANES]; CO];
+        for (o, a) in acc.iter_mut().enumerate() {
+            *a = [[c.bias[co + o]; 8]; LANES];
+        }
+        for ci in 0..c.cpg {
+            for (p, &(off, taps)) in c.phase_taps.iter().enumerate() {
+                let xr = self.phases.row(first_in + ci, p);
+                for q in 0..taps {
+                    let xs = &xr[l0 + q..l0 + q + 8 * LANES];
+                    for (o, a) in acc.iter_mut().enumerate() {
+                        let w = c.weight[(co + o) * per_out + ci * c.kernel + off + q];
+                        for (av, xv) in a.as_flattened_mut().iter_mut().zip(xs) {
+                            *av += w * xv;
+                        }
+                    }
+                }
+            }
+        }
+        acc
+    }
+
+    /// The pass's sums stored at `l0` of the block's rows: the shortcut added (channels it
+    /// has), then ReLU if asked; positions past `l_out` dropped.
+    #[inline(always)]
+    fn store<const CO: usize, const LANES: usize>(
+        &self,
+        acc: &[[[f32; 8]; LANES]; CO],
+        n: usize,
+        co: usize,
+        l0: usize,
+        dst: &mut [f32],
+    ) {
+        let valid = (8 * LANES).min(self.l_out - l0);
+        for (o, a) in acc.iter().enumerate() {
+            let d = &mut dst[o * self.l_out + l0..o * self.l_out + l0 + valid];
+            d.copy_from_slice(&a.as_flattened()[..valid]);
+            if let Some(s) = self.shortcut(n, co + o, l0, valid) {
+                for (v, &sv) in d.iter_mut().zip(s) {
+                    *v += sv;
+                }
+            }
+            if self.relu {
+                for v in d.iter_mut() {
+                    *v = v.max(0.0);
+                }
+            }
+        }
+    }
+
+    /// The pooled shortcut of channel `ch` of sample `n` at `l0..l0 + valid`, where it has
+    /// that channel.
+    #[inline(always)]
+    fn shortcut(&self, n: usize, ch: usize, l0: usize, valid: usize) -> Option<&[f32]> {
+        let p = self.pooled.filter(|_| ch < self.pooled_channels)?;
+        let base = (n * self.pooled_channels + ch) * self.l_out + l0;
+        Some(&p[base..base + valid])
+    }
+}
+
+/// The pass with AVX2 and FMA intrinsics.
+#[cfg(target_arch = "x86_64")]
+mod avx {
+    use std::arch::x86_64::{
+        __m256, _mm256_add_ps, _mm256_broadcast_ss, _mm256_fmadd_ps, _mm256_loadu_ps,
+        _mm256_max_ps, _mm256_set1_ps, _mm256_setzero_ps, _mm256_storeu_ps,
+    };
+
+    use super::Job;
+
+    /// [`Job::pass`] and [`Job::store`] over positions `l0..l0 + 8 * LANES`, the accumulators
+    /// in registers, the input and weights read through pointers (no bounds check in the
+    /// loop: [`Job::rows`] checked them once).
+    ///
+    /// # Safety
+    /// The CPU must support AVX2 and FMA; the bounds [`Job::rows`] asserts must hold.
+    #[target_feature(enable = "avx2,fma")]
+    #[inline]
+    pub(super) unsafe fn tile_avx2<const CO: usize, const LANES: usize>(
+        job: &Job<'_>,
+        n: usize,
+        co: usize,
+        first_in: usize,
+        l0: usize,
+        dst: &mut [f32],
+    ) {
+        // SAFETY: as this function's.
+        unsafe { tile::<CO, LANES>(job, n, co, first_in, l0, dst) }
+    }
+
+    /// [`tile_avx2`] with the 32 vector registers of AVX-512VL.
+    ///
+    /// # Safety
+    /// The CPU must support AVX2, FMA, AVX-512F and VL; the bounds [`Job::rows`] asserts
+    /// must hold.
+    #[target_feature(enable = "avx2,fma,avx512f,avx512vl")]
+    #[inline]
+    pub(super) unsafe fn tile_avx512<const CO: usize, const LANES: usize>(
+        job: &Job<'_>,
+        n: usize,
+        co: usize,
+        first_in: usize,
+        l0: usize,
+        dst: &mut [f32],
+    ) {
+        // SAFETY: as this function's.
+        unsafe { tile::<CO, LANES>(job, n, co, first_in, l0, dst) }
+    }
+
+    /// The body of both, compiled within each.
+    #[inline(always)]
+    unsafe fn tile<const CO: usize, const LANES: usize>(
+        job: &Job<'_>,
+        n: usize,
+        co: usize,
+        first_in: usize,
+        l0: usize,
+        dst: &mut [f32],
+    ) {
+        // SAFETY: the caller runs this where the CPU has AVX2 and FMA, and within the bounds
+        // `Job::rows` asserts (weights of rows co..co + CO; phase rows holding
+        // `l0 + taps - 1 + 8 * LANES` positions); the slices `s` and `d` hold 8 * LANES floats.
+        unsafe {
+            let c = job.conv;
+            let per_out = c.cpg * c.kernel;
+            let mut a = [[_mm256_setzero_ps(); LANES]; CO];
+            for (o, ao) in a.iter_mut().enumerate() {
+                *ao = [_mm256_set1_ps(c.bias[co + o]); LANES];
+            }
+            let w_block = c.weight.as_ptr().add(co * per_out);
+            for ci in 0..c.cpg {
+                for (p, &(off, taps)) in c.phase_taps.iter().enumerate() {
+                    let x0 = job.phases.row(first_in + ci, p).as_ptr().add(l0);
+                    let w0 = w_block.add(ci * c.kernel + off);
+                    for q in 0..taps {
+                        let mut x: [__m256; LANES] = [_mm256_setzero_ps(); LANES];
+                        for (v, xv) in x.iter_mut().enumerate() {
+                            *xv = _mm256_loadu_ps(x0.add(q + 8 * v));
+                        }
+                        for (o, ao) in a.iter_mut().enumerate() {
+                            let w = _mm256_broadcast_ss(&*w0.add(o * per_out + q));
+                            for (av, &xv) in ao.iter_mut().zip(&x) {
+                                *av = _mm256_fmadd_ps(w, xv, *av);
+                            }
+                        }
+                    }
+                }
+            }
+            if l0 + 8 * LANES > job.l_out {
+                // The row's last, partial pass: through the portable store.
+                let mut acc = [[[0.0f32; 8]; LANES]; CO];
+                for (ao, acco) in a.iter().zip(acc.iter_mut()) {
+                    for (av, s) in ao.iter().zip(acco.iter_mut()) {
+                        _mm256_storeu_ps(s.as_mut_ptr(), *av);
+                    }
+                }
+                job.store(&acc, n, co, l0, dst);
+                return;
+            }
+            let zero = _mm256_setzero_ps();
+            for (o, ao) in a.iter().enumerate() {
+                let d = &mut dst[o * job.l_out + l0..o * job.l_out + l0 + 8 * LANES];
+                let s = job.shortcut(n, co + o, l0, 8 * LANES);
+                for (v, &av) in ao.iter().enumerate() {
+                    let mut y = av;
+                    if let Some(s) = s {
+                        y = _mm256_add_ps(y, _mm256_loadu_ps(s.as_ptr().add(8 * v)));
+                    }
+                    if job.relu {
+                        y = _mm256_max_ps(y, zero);
+                    }
+                    _mm256_storeu_ps(d.as_mut_ptr().add(8 * v), y);
+                }
+            }
+        }
+    }
+}
