@@ -7,7 +7,8 @@ one `holmes bench-cpu --serve` process, flex backend, rayon's default thread cou
 onnxruntime (CPU EP, intra_op_num_threads=THREADS). Before timing each (W, D, batch), burn's
 outputs on the timing input are checked against ORT's (max abs diff < 1e-3), for both paths.
 Reports medians, p10-p90, GMAC/s, the burn/ORT ratio and the share of the sgemm ceiling
-measured with the yardstick's gemm_ceiling.py (or given with --ceiling-gmacs).
+measured with the yardstick's gemm_ceiling.py at the start and again at the end (the share
+uses their mean: a shared host's speed drifts over minutes), or given with --ceiling-gmacs.
 
 Setup:  python3 -m venv /tmp/venv && /tmp/venv/bin/pip install onnx onnxruntime numpy
         for c in 8x2 32x4 64x8 128x16; do
@@ -132,7 +133,7 @@ def main():
     configs = [tuple(map(int, c.split("x"))) for c in a.configs.split(",")]
     batches = [int(b) for b in a.batches.split(",")]
     wanted = a.engines.split(",")
-    ceiling = a.ceiling_gmacs or sgemm_ceiling(a.threads)
+    ceilings = [a.ceiling_gmacs or sgemm_ceiling(a.threads)]
     print(f"# load: {os.getloadavg()}", flush=True)
 
     holmes = Holmes(a.exe, a.models)
@@ -186,7 +187,11 @@ def main():
     finally:
         holmes.close()
 
-    print(f"\n# load at the end: {os.getloadavg()}; sgemm ceiling {ceiling:.1f} GMAC/s ({a.threads} threads)")
+    if not a.ceiling_gmacs:
+        ceilings.append(sgemm_ceiling(a.threads))
+    ceiling = statistics.mean(ceilings)
+    print(f"\n# load at the end: {os.getloadavg()}; sgemm ceiling {ceiling:.1f} GMAC/s ({a.threads} threads; "
+          + " and ".join(f"{c:.1f}" for c in ceilings) + " at the start and the end)")
     if "ort" not in wanted:
         return
     for path in [p for p in ("plain", "fast") if p in wanted]:
