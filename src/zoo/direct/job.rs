@@ -4,7 +4,7 @@
 
 use super::{DirectConv, Isa, Phases};
 
-/// Positions a pass covers at most ([`Job::tile`]'s `8 * LANES`); phase rows carry this much
+/// Positions a pass covers at most (`avx::tile`'s `8 * LANES`); phase rows carry this much
 /// room past their last output position, so a pass never reads out of its row.
 pub(super) const MAX_SPAN: usize = 96;
 
@@ -43,28 +43,34 @@ impl Job<'_> {
                 return;
             }
         }
-        self.run::<false>(out, false);
+        // SAFETY: without `simd` no intrinsic is reached.
+        unsafe { self.run::<false>(out, false) };
     }
 
     #[cfg(target_arch = "x86_64")]
     #[target_feature(enable = "avx2,fma")]
     fn run_avx2_fma(&self, out: &mut [f32]) {
-        self.run::<false>(out, true);
+        // SAFETY: this function is only entered where the CPU has AVX2 and FMA.
+        unsafe { self.run::<false>(out, true) };
     }
 
     /// The same 256-bit code, given the 32 vector registers AVX-512VL addresses.
     #[cfg(target_arch = "x86_64")]
     #[target_feature(enable = "avx2,fma,avx512f,avx512vl")]
     fn run_avx512(&self, out: &mut [f32]) {
-        self.run::<true>(out, true);
+        // SAFETY: this function is only entered where the CPU has AVX2, FMA, AVX-512F and VL.
+        unsafe { self.run::<true>(out, true) };
     }
 
     /// The task's rows, taken 4, 2 or 1 output channels of one group at a time; each such
     /// block in passes of `8 * LANES` positions, `CO * LANES` vector accumulators: eight to
     /// twelve where 16 vector registers must also hold the input vectors and a broadcast
     /// weight, twelve to sixteen with 32 (`WIDE`).
+    ///
+    /// # Safety
+    /// With `simd` the CPU must have AVX2 and FMA, and with `WIDE` also AVX-512F and VL.
     #[inline(always)]
-    fn run<const WIDE: bool>(&self, out: &mut [f32], simd: bool) {
+    unsafe fn run<const WIDE: bool>(&self, out: &mut [f32], simd: bool) {
         let c = self.conv;
         let rows = out.len() / self.l_out;
         let mut r = 0;
@@ -78,20 +84,26 @@ impl Job<'_> {
                 _ => 1,
             };
             let dst = &mut out[r * self.l_out..(r + take) * self.l_out];
-            match (take, WIDE) {
-                (4, false) => self.rows::<4, 2, WIDE>(row, dst, simd),
-                (4, true) => self.rows::<4, 4, WIDE>(row, dst, simd),
-                (2, false) => self.rows::<2, 4, WIDE>(row, dst, simd),
-                (2, true) => self.rows::<2, 8, WIDE>(row, dst, simd),
-                _ => self.rows::<1, 12, WIDE>(row, dst, simd),
+            // SAFETY: as this function's.
+            unsafe {
+                match (take, WIDE) {
+                    (4, false) => self.rows::<4, 2, WIDE>(row, dst, simd),
+                    (4, true) => self.rows::<4, 4, WIDE>(row, dst, simd),
+                    (2, false) => self.rows::<2, 4, WIDE>(row, dst, simd),
+                    (2, true) => self.rows::<2, 8, WIDE>(row, dst, simd),
+                    _ => self.rows::<1, 12, WIDE>(row, dst, simd),
+                }
             }
             r += take;
         }
     }
 
     /// `CO` output rows of one group starting at global row `row`, written into `dst`.
+    ///
+    /// # Safety
+    /// As [`run`](Self::run)'s.
     #[inline(always)]
-    fn rows<const CO: usize, const LANES: usize, const WIDE: bool>(
+    unsafe fn rows<const CO: usize, const LANES: usize, const WIDE: bool>(
         &self,
         row: usize,
         dst: &mut [f32],
@@ -105,15 +117,19 @@ impl Job<'_> {
             (co + CO) * c.cpg * c.kernel <= c.weight.len(),
             "weights of the block"
         );
-        assert!((first_in + c.cpg) * c.stride * self.phases.len <= self.phases.data.len());
+        assert!(
+            self.phases.stride == c.stride
+                && self.phases.len >= self.l_out + MAX_SPAN + (c.kernel - 1) / c.stride,
+            "phase rows built for this convolution and output length"
+        );
         assert!(8 * LANES <= MAX_SPAN && dst.len() == CO * self.l_out);
         let mut l0 = 0;
         while l0 < self.l_out {
             #[cfg(target_arch = "x86_64")]
             if simd {
-                // SAFETY: `simd` is only true under `run_avx2_fma`, after the CPU check; the
-                // reads are within the bounds asserted above (phase rows reach `MAX_SPAN`
-                // positions past `l_out`).
+                // SAFETY: the CPU has the features `simd` and `WIDE` stand for (this
+                // function's contract); the reads are within the bounds asserted above (phase
+                // rows reach `MAX_SPAN` positions past `l_out`; `Phases::row` checks the row).
                 unsafe {
                     match WIDE {
                         true => avx::tile_avx512::<CO, LANES>(self, n, co, first_in, l0, dst),
@@ -199,7 +215,7 @@ impl Job<'_> {
     }
 }
 
-/// The pass with AVX2 and FMA intrinsics.
+/// A pass and its store with AVX2 and FMA intrinsics.
 #[cfg(target_arch = "x86_64")]
 mod avx {
     use std::arch::x86_64::{

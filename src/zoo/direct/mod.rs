@@ -18,7 +18,7 @@
 //! The inner loop reads weights and inputs through pointers whose bounds are checked once
 //! per block of rows; the weights are stored in the order it reads them (each kernel's taps by
 //! stride phase). A layer's padded input, pooled shortcut and output come from a few buffers
-//! each thread reuses, written whole, so nothing is zeroed that is then overwritten.
+//! each thread reuses, written whole (only a padded row's padding is zeroed).
 //!
 //! Work on rayon's pool ([`DirectNet::features`]): one window per thread when the batch has
 //! enough of them (activations stay in that core's cache), else each layer split by output
@@ -94,6 +94,15 @@ const MIN_TASK_MACS: usize = 1 << 15;
 impl DirectConv {
     pub(crate) fn new(w: &FoldedWeights) -> Self {
         let (k, s) = (w.kernel, w.stride.max(1));
+        assert!(
+            k >= 1
+                && w.groups >= 1
+                && w.cin.is_multiple_of(w.groups)
+                && w.cout.is_multiple_of(w.groups)
+                && w.weight.len() == w.cout * (w.cin / w.groups) * k
+                && w.bias.len() == w.cout,
+            "a convolution's folded weights of inconsistent shape"
+        );
         let mut phase_taps = Vec::with_capacity(s);
         let mut order = Vec::with_capacity(k);
         for p in 0..s {
@@ -272,8 +281,11 @@ fn buffer(n: usize) -> Vec<f32> {
             pick.map(|i| spare.swap_remove(i))
         })
         .unwrap_or_default();
+    if v.capacity() < n {
+        // Grown: its old values need not be copied.
+        v.clear();
+    }
     v.resize(n, 0.0);
-    v.truncate(n);
     v
 }
 
@@ -298,6 +310,7 @@ impl Drop for Phases {
 
 /// The shortcut at the output length: max-pooled by 2 (an odd last sample alone) or as is.
 fn pool_shortcut(s: Shortcut<'_>, batch: usize, l_out: usize, min_len: usize) -> Vec<f32> {
+    assert_eq!(s.x.len(), batch * s.channels * s.len, "shortcut shape");
     if s.stride == 1 {
         assert_eq!(s.len, l_out, "shortcut length");
         let mut out = buffer(s.x.len());
@@ -438,6 +451,13 @@ mod tests {
 
     type B = Flex;
 
+    /// Fills this thread's spare buffers with NaN.
+    fn poison_spares() {
+        for n in [1 << 8, 1 << 12, 1 << 14, 1 << 16, 1 << 18] {
+            give_back(vec![f32::NAN; n]);
+        }
+    }
+
     #[test]
     fn empty_inputs_give_empty_outputs() {
         let w = FoldedWeights {
@@ -480,7 +500,8 @@ mod tests {
             let xs: Vec<f32> = x.clone().into_data().to_vec().unwrap();
 
             // Bare convolution, in each form the CPU can run (those it cannot fall back to a
-            // narrower one).
+            // narrower one), each time with this thread's spare buffers full of NaN: a value
+            // not written before it is read shows.
             let want: Vec<f32> = conv.forward(x.clone()).into_data().to_vec().unwrap();
             for widest in [Isa::Avx512, Isa::Avx2, Isa::Portable] {
                 let d = DirectConv {
@@ -488,6 +509,7 @@ mod tests {
                     ..d.clone()
                 };
                 for split in [true, false] {
+                    poison_spares();
                     let (got, _) = d.forward(&xs, batch, len, None, false, split);
                     let diff = max_abs_diff(&want, &got);
                     assert!(
@@ -528,6 +550,7 @@ mod tests {
                     widest,
                     ..d.clone()
                 };
+                poison_spares();
                 let (got, _) = d.forward(&xs, batch, len, Some(shortcut), true, false);
                 let diff = max_abs_diff(&want, &got);
                 assert!(
