@@ -46,15 +46,23 @@ pub(crate) const MIGRATIONS: &[Migration] = &[Migration {
 pub(crate) const BURN_VERSION: &str = "0.21";
 
 /// The `burn_version` column of a profile's key on `device` (`cpu`, `cuda:N`): the burn
-/// release and the inference path (`plain`, [`crate::zoo::InferencePath`], or `fast+direct`:
-/// the CPU's fast path, whose convolutions are the direct kernels; a GPU always runs the plain
-/// path), so profiles of one path never stand in for another.
+/// release and the inference path (`plain`, [`crate::zoo::InferencePath`], or
+/// `fast+directN`: the CPU's fast path, whose convolutions are the direct kernels of revision
+/// N, [`DIRECT_KERNEL_REVISION`]; a GPU always runs the plain path), so profiles of one path,
+/// or of a kernel since made faster, never stand in for another: the composer measures what
+/// it finds unprofiled.
 pub(crate) fn engine_version(device: &str) -> String {
     use crate::zoo::InferencePath;
     let fast = device == "cpu" && InferencePath::from_env() == InferencePath::Fast;
-    let path = if fast { "fast+direct" } else { "plain" };
-    format!("{BURN_VERSION}/{path}")
+    match fast {
+        true => format!("{BURN_VERSION}/fast+direct{DIRECT_KERNEL_REVISION}"),
+        false => format!("{BURN_VERSION}/plain"),
+    }
 }
+
+/// The direct kernels' revision in the profiles' key: raised when their speed changes (2: the
+/// kernel of 2026-12-07, twice as fast; before it the key read `fast+direct`).
+pub(crate) const DIRECT_KERNEL_REVISION: u32 = 2;
 
 /// One measured (model, device, batch) point.
 #[derive(Debug, Clone, Serialize)]
@@ -404,5 +412,51 @@ mod tests {
         );
         assert_eq!(batch_sizes(64), vec![1, 2, 4, 8, 16, 32, 64]);
         assert_eq!(batch_sizes(12), vec![1, 2, 4, 8, 12]);
+    }
+
+    /// A profile measured with an earlier direct kernel (stored under its key) is not read
+    /// back: the composer measures the model again rather than pricing the old kernel's time.
+    #[test]
+    fn profiles_of_an_earlier_kernel_do_not_stand_in() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = Db::open(&dir.path().join("p.db"), &crate::composer::TEST_SCHEMA).unwrap();
+        let point = |p50_ms| Point {
+            batch: 8,
+            p50_ms,
+            p95_ms: p50_ms,
+            p99_ms: p50_ms,
+            repeats: 5,
+        };
+        let p = Profile {
+            model: "m".into(),
+            sha256: "abc".into(),
+            device: "cpu".into(),
+            hardware: hardware(),
+            points: vec![point(2.0)],
+            quadratic: [0.0; 3],
+        };
+        store_profile(&db, &p).unwrap();
+        // The same model's profile as the kernel before revision 2 stored it.
+        db.lock()
+            .execute(
+                "UPDATE profiles SET burn_version = ?1",
+                params![format!("{BURN_VERSION}/fast+direct")],
+            )
+            .unwrap();
+        let fast = crate::zoo::InferencePath::from_env() == crate::zoo::InferencePath::Fast;
+        if fast {
+            assert!(load_profiles(&db, "m", "abc").unwrap().is_empty());
+        }
+        store_profile(
+            &db,
+            &Profile {
+                points: vec![point(1.0)],
+                ..p
+            },
+        )
+        .unwrap();
+        let read = load_profiles(&db, "m", "abc").unwrap();
+        assert_eq!(read.len(), 1);
+        assert_eq!(read[0].points[0].p50_ms, 1.0);
     }
 }
