@@ -419,7 +419,9 @@ mod tests {
     #[test]
     fn profiles_of_an_earlier_kernel_do_not_stand_in() {
         let dir = tempfile::tempdir().unwrap();
-        let db = Db::open(&dir.path().join("p.db"), &crate::composer::TEST_SCHEMA).unwrap();
+        const SCHEMA: crate::serving::store::Schema =
+            crate::serving::store::Schema::new(&[crate::serving::store::MIGRATIONS, MIGRATIONS]);
+        let db = Db::open(&dir.path().join("p.db"), &SCHEMA).unwrap();
         let point = |p50_ms| Point {
             batch: 8,
             p50_ms,
