@@ -29,6 +29,8 @@
 //! This reads host memory, so [`fast`](super::fast) serves it only on the flex CPU backend; a
 //! GPU runs the plain path.
 
+use std::borrow::Cow;
+
 use rayon::prelude::*;
 
 mod job;
@@ -120,8 +122,8 @@ impl DirectConv {
             bias: w.bias.clone(),
             cin: w.cin,
             cout: w.cout,
-            kernel: w.kernel,
-            stride: w.stride.max(1),
+            kernel: k,
+            stride: s,
             cpg: w.cin / w.groups,
             cog: w.cout / w.groups,
             widest: Isa::Avx512,
@@ -185,7 +187,7 @@ impl DirectConv {
                 };
                 job.run_best(out);
             });
-        if let Some(p) = pooled {
+        if let Some(Cow::Owned(p)) = pooled {
             give_back(p);
         }
         (y, l_out)
@@ -308,14 +310,18 @@ impl Drop for Phases {
     }
 }
 
-/// The shortcut at the output length: max-pooled by 2 (an odd last sample alone) or as is.
-fn pool_shortcut(s: Shortcut<'_>, batch: usize, l_out: usize, min_len: usize) -> Vec<f32> {
+/// The shortcut at the output length: max-pooled by 2 (an odd last sample alone) into a
+/// spare buffer, or the block input itself.
+fn pool_shortcut<'a>(
+    s: Shortcut<'a>,
+    batch: usize,
+    l_out: usize,
+    min_len: usize,
+) -> Cow<'a, [f32]> {
     assert_eq!(s.x.len(), batch * s.channels * s.len, "shortcut shape");
     if s.stride == 1 {
         assert_eq!(s.len, l_out, "shortcut length");
-        let mut out = buffer(s.x.len());
-        out.copy_from_slice(s.x);
-        return out;
+        return Cow::Borrowed(s.x);
     }
     assert_eq!(s.len.div_ceil(2), l_out, "shortcut length");
     // Every position is written: the pairs, and an odd last sample.
@@ -326,7 +332,7 @@ fn pool_shortcut(s: Shortcut<'_>, batch: usize, l_out: usize, min_len: usize) ->
         .for_each(|(dst, src)| {
             pairs(src, dst, |pair| pair[0].max(pair[1]));
         });
-    out
+    Cow::Owned(out)
 }
 
 /// `dst[j] = f(src[2j], src[2j + 1])`, and `dst[j] = src[2j]` for an odd last sample: a
