@@ -238,6 +238,30 @@ async fn fatal_hellos_close_with_documented_codes() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_silent_monitor_is_closed_after_the_idle_time_and_a_streaming_one_never() {
+    let app = spawn_app(|c| c.ingest.idle_timeout_secs = 1.5).await;
+    let url = app.ws_url();
+    let mut quiet = Monitor::connect(&url, "quiet", "d1").await;
+    let mut busy = Monitor::connect(&url, "busy", "d2").await;
+    quiet.stream(T0, 0..3).await;
+    // The busy monitor streams in real time for twice the idle time (the server's idle
+    // timer fires once meanwhile and is moved on), the quiet one stays silent.
+    let started = tokio::time::Instant::now();
+    busy.stream_live(T0, 0..30).await;
+    assert_eq!(
+        quiet.closed(1.0).await,
+        Some((4010, "nothing received for 1.5 s".into()))
+    );
+    assert!(started.elapsed() >= Duration::from_millis(2_900));
+    // Still open: a frame a second after the last is acknowledged.
+    tokio::time::sleep(Duration::from_millis(1_000)).await;
+    busy.stream(T0, 30..31).await;
+    busy.expect(5.0, |v| v["type"] == "ack" && v["samples_seq"] == 30)
+        .await;
+    app.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn reconnect_mid_window_keeps_the_window_and_bed_goes_stale_then_lost() {
     let app = spawn_app(|c| {
         c.ward.beds = vec!["bed-r".into()];

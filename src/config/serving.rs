@@ -102,7 +102,7 @@ pub struct IngestConfig {
     /// Bad frames per connection per minute before the connection is closed.
     pub(crate) max_errors_per_minute: u32,
     /// Seconds without any message before a connection is closed.
-    pub(crate) idle_timeout_secs: f64,
+    pub idle_timeout_secs: f64,
     /// Seconds a new monitor connection has to send its hello before it is closed (4000).
     pub hello_timeout_secs: f64,
     /// Messages per second a connection may send (bursts of one second's worth); beyond it

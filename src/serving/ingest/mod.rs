@@ -236,6 +236,12 @@ pub(crate) async fn connection(
     let idle = Duration::from_secs_f64(cfg.ingest.idle_timeout_secs);
     let mut last_rx = tokio::time::Instant::now();
     let mut rate = RateLimit::new(cfg.ingest.max_messages_per_sec);
+    // Made once, not once a frame: each would register with the server's shutdown and with
+    // the timer afresh, ten times a second per bed. The idle timer is moved on when it fires.
+    let stopping = shutdown.cancelled();
+    tokio::pin!(stopping);
+    let quiet = tokio::time::sleep_until(last_rx + idle);
+    tokio::pin!(quiet);
     let reason = loop {
         // Over the message rate: stop reading until a message is allowed again (the socket's
         // buffers fill and TCP slows the sender); say so once per episode.
@@ -254,15 +260,19 @@ pub(crate) async fn connection(
                 }
             }
             tokio::select! {
-                _ = shutdown.cancelled() => break Some((close::GOING_AWAY, "server shutting down".to_string())),
+                _ = &mut stopping => break Some((close::GOING_AWAY, "server shutting down".to_string())),
                 k = &mut kicked => break k.ok(),
                 _ = tokio::time::sleep(wait) => {}
             }
             continue;
         }
         tokio::select! {
-            _ = shutdown.cancelled() => break Some((close::GOING_AWAY, "server shutting down".to_string())),
-            _ = tokio::time::sleep_until(last_rx + idle) => {
+            _ = &mut stopping => break Some((close::GOING_AWAY, "server shutting down".to_string())),
+            _ = &mut quiet => {
+                if last_rx + idle > tokio::time::Instant::now() {
+                    quiet.as_mut().reset(last_rx + idle);
+                    continue;
+                }
                 // A half-open link must not hold the bed: the monitor reconnects when it can.
                 break Some((close::IDLE, format!("nothing received for {} s", idle.as_secs_f64())));
             }
