@@ -23,7 +23,7 @@
 //! size. A beat is described once its context stretch lies in the window, 0.45 s after its R
 //! peak.
 
-use crate::core::stats::median;
+use crate::core::stats::{median, median_with};
 use crate::core::window::SAMPLE_RATE_HZ;
 
 use super::classical::{VT_MIN_BEATS, qrs_width_secs, slope};
@@ -488,11 +488,12 @@ pub(crate) fn called_runs<'a>(
 fn median_template(segs: &[Vec<f64>]) -> Vec<f64> {
     let len = segs.first().map_or(0, Vec::len);
     let mut column = Vec::with_capacity(segs.len());
+    let mut keys = Vec::with_capacity(segs.len());
     (0..len)
         .map(|i| {
             column.clear();
             column.extend(segs.iter().map(|s| s[i]));
-            median(&column)
+            median_with(&column, &mut keys)
         })
         .collect()
 }
