@@ -236,6 +236,7 @@ pub(crate) async fn connection(
     let idle = Duration::from_secs_f64(cfg.ingest.idle_timeout_secs);
     let mut last_rx = tokio::time::Instant::now();
     let mut rate = RateLimit::new(cfg.ingest.max_messages_per_sec);
+    let to_bed = ToBed::new(attach.tx.clone());
     // Made once, not once a frame: each would register with the server's shutdown and with
     // the timer afresh, ten times a second per bed. The idle timer is moved on when it fires.
     let stopping = shutdown.cancelled();
@@ -283,8 +284,8 @@ pub(crate) async fn connection(
                 let reply = match incoming {
                     None | Some(Ok(Message::Close(_))) => break None,
                     Some(Err(e)) => break read_failure(&e, &cfg),
-                    Some(Ok(Message::Text(t))) => handle_text(&cfg, &t, &ann, &attach.tx, &bedside).await,
-                    Some(Ok(Message::Binary(b))) => handle_binary(&cfg, &b, &ann, &attach.tx).await,
+                    Some(Ok(Message::Text(t))) => handle_text(&cfg, &t, &ann, &to_bed, &bedside).await,
+                    Some(Ok(Message::Binary(b))) => handle_binary(&cfg, &b, &ann, &to_bed).await,
                     Some(Ok(_)) => None,
                 };
                 let (m, counts) = match reply {
@@ -387,6 +388,27 @@ impl RateLimit {
     }
 }
 
+/// Where a connection's frames go: its bed's queue, and the ingest's counters in `/metrics`,
+/// looked up once per connection rather than once a frame (each look-up hashes the name and
+/// its labels).
+struct ToBed {
+    tx: mpsc::Sender<BedCmd>,
+    samples_frames: metrics::Counter,
+    vitals_frames: metrics::Counter,
+    samples: metrics::Counter,
+}
+
+impl ToBed {
+    fn new(tx: mpsc::Sender<BedCmd>) -> ToBed {
+        ToBed {
+            tx,
+            samples_frames: metrics::counter!("holmes_ingested_frames_total", "kind" => "samples"),
+            vitals_frames: metrics::counter!("holmes_ingested_frames_total", "kind" => "vitals"),
+            samples: metrics::counter!("holmes_ingested_samples_total"),
+        }
+    }
+}
+
 enum Reply {
     /// Send this to the monitor (an error counts towards the per-minute limit).
     Msg(ServerMsg),
@@ -438,7 +460,7 @@ async fn handle_text(
     cfg: &IngestSettings,
     text: &str,
     ann: &Announced,
-    bed: &mpsc::Sender<BedCmd>,
+    bed: &ToBed,
     bedside: &Bedside<'_>,
 ) -> Option<Reply> {
     let arrived = Instant::now();
@@ -494,10 +516,10 @@ async fn handle_text(
                 values,
                 arrived,
             };
-            if bed.send(cmd).await.is_err() {
+            if bed.tx.send(cmd).await.is_err() {
                 return Some(Reply::Gone);
             }
-            metrics::counter!("holmes_ingested_frames_total", "kind" => "vitals").increment(1);
+            bed.vitals_frames.increment(1);
             return (!implausible.is_empty()).then(|| {
                 let m = format!("{}; counted as absent", implausible.join("; "));
                 Reply::Warn(ServerMsg::error(
@@ -528,7 +550,7 @@ async fn handle_text(
             return send_samples(cfg, seq, t_ms, data, &off, arrived, bed).await;
         }
     };
-    if bed.send(cmd).await.is_err() {
+    if bed.tx.send(cmd).await.is_err() {
         return Some(Reply::Gone);
     }
     None
@@ -561,7 +583,7 @@ async fn handle_binary(
     cfg: &IngestSettings,
     bytes: &[u8],
     ann: &Announced,
-    bed: &mpsc::Sender<BedCmd>,
+    bed: &ToBed,
 ) -> Option<Reply> {
     let arrived = Instant::now();
     let f = match parse_binary(bytes, ann.order.len()) {
@@ -587,7 +609,7 @@ async fn send_samples(
     data: Vec<(Option<usize>, Vec<Option<f32>>)>,
     lead_off: &[usize],
     arrived: Instant,
-    bed: &mpsc::Sender<BedCmd>,
+    bed: &ToBed,
 ) -> Option<Reply> {
     let bad_shape = |m: String| Some(ServerMsg::error(Some(seq), ErrorCode::BadShape, m).into());
     let n = data.first().map_or(0, |d| d.1.len());
@@ -627,11 +649,11 @@ async fn send_samples(
         arrived,
     };
     let channels = frame.leads.iter().flatten().count() as u64;
-    if bed.send(BedCmd::Samples(frame)).await.is_err() {
+    if bed.tx.send(BedCmd::Samples(frame)).await.is_err() {
         return Some(Reply::Gone);
     }
-    metrics::counter!("holmes_ingested_frames_total", "kind" => "samples").increment(1);
-    metrics::counter!("holmes_ingested_samples_total").increment(n as u64 * channels);
+    bed.samples_frames.increment(1);
+    bed.samples.increment(n as u64 * channels);
     (bad > 0).then(|| {
         let m = format!(
             "{bad} missing, non-finite or out-of-range (> {} mV) samples were discarded",

@@ -394,9 +394,7 @@ impl BedState {
         }
         for (slot, lead) in f.leads.iter().enumerate() {
             let Some(samples) = lead else { continue };
-            for (k, v) in samples.iter().enumerate() {
-                self.leads[slot].put(pos + k as i64, *v, f.lead_off[slot]);
-            }
+            self.leads[slot].put_run(pos, samples, f.lead_off[slot]);
         }
         self.seen.insert(f.seq);
         if f.seq >= self.next_seq {
@@ -591,11 +589,7 @@ impl BedState {
     fn holes(&self, start: i64, end: i64) -> usize {
         (0..MAX_LEADS)
             .filter(|&s| self.present[s])
-            .map(|s| {
-                (start..end)
-                    .filter(|&p| self.leads[s].get(p).is_none())
-                    .count()
-            })
+            .map(|s| self.leads[s].missing(start, end))
             .sum()
     }
 

@@ -29,7 +29,9 @@ impl Ring {
         (pos as u32).wrapping_add(1).max(1)
     }
 
-    /// Stores `value` at `pos` (or marks it missing when `None`), with its lead-off flag.
+    /// Stores `value` at `pos` (or marks it missing when `None`), with its lead-off flag: one
+    /// sample at a time, the reference [`put_run`](Self::put_run) is tested against.
+    #[cfg(test)]
     pub(crate) fn put(&mut self, pos: i64, value: Option<f32>, lead_off: bool) {
         let s = self.slot(pos);
         match value {
@@ -42,13 +44,44 @@ impl Ring {
         self.off[s] = lead_off;
     }
 
+    /// Stores a frame's `values` from `start` on ([`put`](Self::put) each, the slot found once
+    /// and then stepped, not divided out per sample).
+    pub(crate) fn put_run(&mut self, start: i64, values: &[Option<f32>], lead_off: bool) {
+        for ((pos, s), v) in (start..).zip(self.slots(start)).zip(values) {
+            match v {
+                Some(v) => {
+                    self.values[s] = *v;
+                    self.tags[s] = Ring::tag(pos);
+                }
+                None => self.tags[s] = 0,
+            }
+            self.off[s] = lead_off;
+        }
+    }
+
+    /// Positions of `[start, end)` that did not arrive or were overwritten.
+    pub(crate) fn missing(&self, start: i64, end: i64) -> usize {
+        (start..end)
+            .zip(self.slots(start))
+            .filter(|&(pos, s)| self.tags[s] != Ring::tag(pos))
+            .count()
+    }
+
+    /// The slots of `start`, `start + 1`, ... in turn, wrapping around.
+    fn slots(&self, start: i64) -> impl Iterator<Item = usize> + use<> {
+        let (first, cap) = (self.slot(start), self.values.len());
+        (first..cap).chain(0..first).cycle()
+    }
+
     /// The value at `pos`, if it arrived and has not been overwritten.
     pub(crate) fn get(&self, pos: i64) -> Option<f32> {
         let s = self.slot(pos);
         (self.tags[s] == Ring::tag(pos)).then_some(self.values[s])
     }
 
-    /// Whether `pos` was written as lead-off (only meaningful for arrived positions).
+    /// Whether `pos` was written as lead-off (only meaningful for arrived positions): the
+    /// reference [`window`](Self::window)'s count is tested against.
+    #[cfg(test)]
     pub(crate) fn lead_off(&self, pos: i64) -> bool {
         let s = self.slot(pos);
         self.tags[s] == Ring::tag(pos) && self.off[s]
@@ -58,9 +91,16 @@ impl Ring {
     /// ends); returns the samples, the arrived count and the lead-off count.
     pub(crate) fn window(&self, start: i64, end: i64) -> (Vec<f32>, usize, usize) {
         let n = (end - start).max(0) as usize;
-        let got: Vec<Option<f32>> = (start..end).map(|p| self.get(p)).collect();
+        let mut off = 0;
+        let got: Vec<Option<f32>> = (start..end)
+            .zip(self.slots(start))
+            .map(|(pos, s)| {
+                let here = self.tags[s] == Ring::tag(pos);
+                off += usize::from(here && self.off[s]);
+                here.then_some(self.values[s])
+            })
+            .collect();
         let arrived = got.iter().filter(|v| v.is_some()).count();
-        let off = (start..end).filter(|&p| self.lead_off(p)).count();
         (fill_holes(&got), arrived.min(n), off)
     }
 }
@@ -114,6 +154,29 @@ mod tests {
         assert_eq!(w.len(), 7);
         assert_eq!((w[0], w[1], w[6]), (4.0, 5.0, 10.0));
         assert!((w[3] - 7.0).abs() < 1e-6); // interpolated between 5 and 10
+    }
+
+    #[test]
+    fn a_run_and_a_window_wrap_around_the_ring_as_sample_by_sample() {
+        let (mut a, mut b) = (Ring::new(7), Ring::new(7));
+        let run: Vec<Option<f32>> = (0..5).map(|k| (k != 2).then_some(k as f32)).collect();
+        for start in [-9i64, -3, 0, 4, 5, 12, 40] {
+            a.put_run(start, &run, start % 2 == 0);
+            for (k, v) in run.iter().enumerate() {
+                b.put(start + k as i64, *v, start % 2 == 0);
+            }
+            assert_eq!(a.tags, b.tags, "{start}");
+            assert_eq!(a.values, b.values, "{start}");
+            assert_eq!(a.off, b.off, "{start}");
+            for from in start - 8..start + 6 {
+                let (w, arrived, off) = a.window(from, from + 9);
+                let got: Vec<Option<f32>> = (from..from + 9).map(|p| a.get(p)).collect();
+                let lead_off = (from..from + 9).filter(|&p| a.lead_off(p)).count();
+                let here = got.iter().flatten().count();
+                assert_eq!((w, arrived, off), (fill_holes(&got), here, lead_off));
+                assert_eq!(a.missing(from, from + 9), 9 - here);
+            }
+        }
     }
 
     #[test]
