@@ -323,7 +323,7 @@ mod tests {
         let first = counter_cost(&db, &c, 30).unwrap();
         assert!(first.p95_ms > 0.0 && first.p50_ms > 0.0 && first.p50_ms <= first.p95_ms);
         // Measured on a 30-s window and stored under the counter's name, window and checksum.
-        let stored = profile::load_profiles(&db, "beats@30s", &c.sha256).unwrap();
+        let stored = profile::load_profiles(&db, "beats@30s+r2", &c.sha256).unwrap();
         assert_eq!(stored.len(), 1);
         assert_eq!(stored[0].device, "cpu");
         assert_eq!(stored[0].points.len(), 1);
