@@ -1,6 +1,6 @@
 //! Percentiles of measured times (the one definition used by profiles, the latency watch, the
-//! bench and the reports), the median, the largest difference between two outputs, and the
-//! confidence interval of a proportion.
+//! bench and the reports), the median (and each column's of a set of rows), the largest
+//! difference between two outputs, and the confidence interval of a proportion.
 
 /// The `q`-quantile (0..=1) of ascending `sorted` values, nearest rank (`NaN` when empty).
 pub(crate) fn percentile(sorted: &[f64], q: f64) -> f64 {
@@ -15,10 +15,10 @@ pub(crate) fn median(v: &[f64]) -> f64 {
     median_with(v, &mut Vec::new())
 }
 
-/// [`median`] with `keys` as its working space (kept by a caller that takes many medians).
+/// [`median`] with `keys` as its working space (kept where many medians are taken).
 /// The values are selected as integers in [`f64::total_cmp`]'s order, which compare faster
 /// than the floats and give the same middle values.
-pub(crate) fn median_with(v: &[f64], keys: &mut Vec<i64>) -> f64 {
+fn median_with(v: &[f64], keys: &mut Vec<i64>) -> f64 {
     if v.is_empty() {
         return 0.0;
     }
@@ -34,6 +34,20 @@ pub(crate) fn median_with(v: &[f64], keys: &mut Vec<i64>) -> f64 {
         let below = left.iter().max().map_or(mid, |&k| from_total_key(k));
         (below + mid) / 2.0
     }
+}
+
+/// The median of each column of equally long `rows` (a template: the per-sample median of
+/// stretches), one working space for all.
+pub(crate) fn column_medians(rows: &[Vec<f64>]) -> Vec<f64> {
+    let len = rows.first().map_or(0, Vec::len);
+    let (mut column, mut keys) = (Vec::with_capacity(rows.len()), Vec::new());
+    (0..len)
+        .map(|i| {
+            column.clear();
+            column.extend(rows.iter().map(|r| r[i]));
+            median_with(&column, &mut keys)
+        })
+        .collect()
 }
 
 /// `x` as an integer whose order is [`f64::total_cmp`]'s (the same transformation).
@@ -127,6 +141,24 @@ mod tests {
             };
             assert_eq!(median(v).to_bits(), want.to_bits(), "{v:?}");
         }
+    }
+
+    #[test]
+    fn a_templates_columns_are_each_their_own_median() {
+        let rows: Vec<Vec<f64>> = (0..7)
+            .map(|r| {
+                (0..5)
+                    .map(|c| ((r * 31 + c * 17) % 11) as f64 - 0.5 * c as f64)
+                    .collect()
+            })
+            .collect();
+        let got = column_medians(&rows);
+        for (c, &m) in got.iter().enumerate() {
+            let column: Vec<f64> = rows.iter().map(|r| r[c]).collect();
+            assert_eq!(m.to_bits(), median(&column).to_bits(), "column {c}");
+        }
+        assert_eq!(got.len(), 5);
+        assert!(column_medians(&[]).is_empty());
     }
 
     #[test]

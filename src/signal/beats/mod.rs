@@ -23,7 +23,7 @@
 //! size. A beat is described once its context stretch lies in the window, 0.45 s after its R
 //! peak.
 
-use crate::core::stats::{median, median_with};
+use crate::core::stats::{column_medians, median};
 use crate::core::window::SAMPLE_RATE_HZ;
 
 use super::classical::{VT_MIN_BEATS, qrs_width_secs, slope};
@@ -208,12 +208,12 @@ impl Described {
         let wide1 = y1
             .as_ref()
             .map(|y| stretches(y, CONTEXT_PRE, CONTEXT_POST, 2));
-        let t0 = median_template(&segs0);
+        let t0 = column_medians(&segs0);
         let rr: Vec<f64> = peaks.windows(2).map(|p| (p[1] - p[0]) as f64).collect();
         Some(Described {
-            t1: segs1.as_deref().map(median_template),
-            w0: median_template(&wide0),
-            w1: wide1.as_deref().map(median_template),
+            t1: segs1.as_deref().map(column_medians),
+            w0: column_medians(&wide0),
+            w1: wide1.as_deref().map(column_medians),
             median_rr: median(&rr).max(1.0),
             slope: slope(first),
             t_ptp: ptp(&t0),
@@ -482,20 +482,6 @@ pub(crate) fn called_runs<'a>(
         k += 1;
         Some(run)
     })
-}
-
-/// The per-sample median of equally long stretches.
-fn median_template(segs: &[Vec<f64>]) -> Vec<f64> {
-    let len = segs.first().map_or(0, Vec::len);
-    let mut column = Vec::with_capacity(segs.len());
-    let mut keys = Vec::with_capacity(segs.len());
-    (0..len)
-        .map(|i| {
-            column.clear();
-            column.extend(segs.iter().map(|s| s[i]));
-            median_with(&column, &mut keys)
-        })
-        .collect()
 }
 
 /// Pearson correlation of `s` with the template `t`, and the residual's rms over the

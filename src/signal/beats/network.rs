@@ -31,8 +31,6 @@ pub struct Dense {
 
 /// Outputs of a [`Dense`] layer computed together, their sums held in registers.
 const BLOCK: usize = 16;
-/// Positions of a [`Conv`] computed together.
-const LANES: usize = 4;
 
 impl Dense {
     /// `y = x W + b`, each output summed from its bias through the inputs in order.
@@ -41,29 +39,22 @@ impl Dense {
         let o = self.outputs;
         y.clear();
         y.resize(o, 0.0);
-        let blocks = o / BLOCK * BLOCK;
-        // Two blocks at a time where there are two: independent sums, added side by side.
-        let pairs = o / (2 * BLOCK) * (2 * BLOCK);
-        for j in (0..pairs).step_by(2 * BLOCK) {
-            let mut acc = [0.0f32; 2 * BLOCK];
-            acc.copy_from_slice(&self.bias[j..j + 2 * BLOCK]);
-            for (&xi, row) in x.iter().zip(self.weight.chunks_exact(o)) {
-                for (a, &w) in acc.iter_mut().zip(&row[j..j + 2 * BLOCK]) {
-                    *a += xi * w;
-                }
-            }
-            y[j..j + 2 * BLOCK].copy_from_slice(&acc);
+        // Four blocks at a time where there are four, then two, then one: independent sums,
+        // added side by side.
+        let mut j = 0;
+        while j + 4 * BLOCK <= o {
+            self.block::<{ 4 * BLOCK }>(x, j, y);
+            j += 4 * BLOCK;
         }
-        for j in (pairs..blocks).step_by(BLOCK) {
-            let mut acc = [0.0f32; BLOCK];
-            acc.copy_from_slice(&self.bias[j..j + BLOCK]);
-            for (&xi, row) in x.iter().zip(self.weight.chunks_exact(o)) {
-                for (a, &w) in acc.iter_mut().zip(&row[j..j + BLOCK]) {
-                    *a += xi * w;
-                }
-            }
-            y[j..j + BLOCK].copy_from_slice(&acc);
+        while j + 2 * BLOCK <= o {
+            self.block::<{ 2 * BLOCK }>(x, j, y);
+            j += 2 * BLOCK;
         }
+        while j + BLOCK <= o {
+            self.block::<BLOCK>(x, j, y);
+            j += BLOCK;
+        }
+        let blocks = j;
         for (j, yj) in y.iter_mut().enumerate().skip(blocks) {
             let mut a = self.bias[j];
             for (&xi, row) in x.iter().zip(self.weight.chunks_exact(o)) {
@@ -71,6 +62,20 @@ impl Dense {
             }
             *yj = a;
         }
+    }
+
+    /// Outputs `j..j + W` of [`forward_into`](Self::forward_into), their sums in registers.
+    #[inline(always)]
+    fn block<const W: usize>(&self, x: &[f32], j: usize, y: &mut [f32]) {
+        let o = self.outputs;
+        let mut acc: [f32; W] = self.bias[j..j + W].try_into().expect("W outputs");
+        for (&xi, row) in x.iter().zip(self.weight.chunks_exact(o)) {
+            let row: &[f32; W] = row[j..j + W].try_into().expect("W weights");
+            for (a, &w) in acc.iter_mut().zip(row) {
+                *a += xi * w;
+            }
+        }
+        y[j..j + W].copy_from_slice(&acc);
     }
 }
 
@@ -142,18 +147,19 @@ impl Conv {
     #[inline(always)]
     fn forward(&self, x: &[f32], len: usize) -> Vec<f32> {
         match self.outputs {
-            8 => self.forward_n::<8>(x, len),
-            16 => self.forward_n::<16>(x, len),
+            8 => self.forward_n::<8, 8>(x, len),
+            16 => self.forward_n::<16, 4>(x, len),
             _ => self.forward_rows(x, len),
         }
     }
 
     /// [`forward`](Self::forward) for `N` outputs, all at once at each position. Positions
-    /// whose every tap lies inside the row go [`LANES`] at a time: their sums are independent,
+    /// whose every tap lies inside the row go `LANES` at a time (eight or sixteen sums in
+    /// registers, two or four vectors of eight per position): their sums are independent,
     /// so the CPU adds them side by side instead of waiting on one chain of additions; each is
     /// still summed in its own order, so the bits are those of one position at a time.
     #[inline(always)]
-    fn forward_n<const N: usize>(&self, x: &[f32], len: usize) -> Vec<f32> {
+    fn forward_n<const N: usize, const LANES: usize>(&self, x: &[f32], len: usize) -> Vec<f32> {
         let (k, half, inputs) = (self.kernel, self.kernel / 2, self.inputs);
         let w = self.by_position();
         let bias: [f32; N] = self.bias[..N].try_into().expect("N outputs");
