@@ -1,6 +1,7 @@
 //! Percentiles of measured times (the one definition used by profiles, the latency watch, the
-//! bench and the reports), the median (and each column's of a set of rows), the largest
-//! difference between two outputs, and the confidence interval of a proportion.
+//! bench and the reports), the median (each column's of a set of rows, and the upper middle
+//! of f32 values), the largest difference between two outputs, and the confidence interval of
+//! a proportion.
 
 /// The `q`-quantile (0..=1) of ascending `sorted` values, nearest rank (`NaN` when empty).
 pub(crate) fn percentile(sorted: &[f64], q: f64) -> f64 {
@@ -48,6 +49,20 @@ pub(crate) fn column_medians(rows: &[Vec<f64>]) -> Vec<f64> {
             median_with(&column, &mut keys)
         })
         .collect()
+}
+
+/// The upper middle of `v` in [`f32::total_cmp`]'s order (0 when empty), selected as
+/// integers in that order as [`median`] is.
+pub(crate) fn upper_median_f32(v: &[f32]) -> f32 {
+    if v.is_empty() {
+        return 0.0;
+    }
+    // The transformation `total_cmp` makes of the bits; it is its own inverse.
+    let flip = |b: i32| b ^ (((b >> 31) as u32) >> 1) as i32;
+    let mut keys: Vec<i32> = v.iter().map(|&x| flip(x.to_bits() as i32)).collect();
+    let mid = keys.len() / 2;
+    let k = *keys.select_nth_unstable(mid).1;
+    f32::from_bits(flip(k) as u32)
 }
 
 /// `x` as an integer whose order is [`f64::total_cmp`]'s (the same transformation).
@@ -159,6 +174,36 @@ mod tests {
         }
         assert_eq!(got.len(), 5);
         assert!(column_medians(&[]).is_empty());
+    }
+
+    #[test]
+    fn the_median_is_the_upper_middle_of_the_total_order_to_the_bit() {
+        let odd = [
+            f32::NAN,
+            -0.0,
+            0.0,
+            -f32::NAN,
+            1.0,
+            -0.0,
+            2.5,
+            0.0,
+            -3.0,
+            1e-30,
+            7.0,
+        ];
+        for len in 0..=odd.len() {
+            let v = &odd[..len];
+            let mut s = v.to_vec();
+            s.sort_by(f32::total_cmp);
+            let want = s.get(len / 2).copied().unwrap_or(0.0);
+            assert_eq!(upper_median_f32(v).to_bits(), want.to_bits(), "{v:?}");
+        }
+        let w: Vec<f32> = (0..7_500u32)
+            .map(|i| ((i * 7_919) % 1_013) as f32 * 0.37 - 90.0)
+            .collect();
+        let mut s = w.clone();
+        s.sort_by(f32::total_cmp);
+        assert_eq!(upper_median_f32(&w).to_bits(), s[3_750].to_bits());
     }
 
     #[test]

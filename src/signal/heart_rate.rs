@@ -8,6 +8,8 @@
 //! the integrals of both leads, each in units of its own typical beat and weighted by how far
 //! its beats stand out, and lowers the threshold after a long gap.
 
+use crate::core::stats::upper_median_f32;
+
 /// Seconds of beats a reported heart rate averages over.
 pub(crate) const HR_AVERAGE_SECS: f64 = 8.0;
 /// Highest heart rate reported; faster beat trains are clamped.
@@ -112,27 +114,13 @@ fn beat_level(m: &[f32], fs: f64) -> (f32, f32) {
         .chunks(second)
         .map(|c| c.iter().copied().fold(0.0f32, f32::max))
         .collect();
-    let level = median_f32(&peaks);
-    let base = median_f32(m);
+    let level = upper_median_f32(&peaks);
+    let base = upper_median_f32(m);
     if level <= 0.0 {
         return (0.0, 0.0);
     }
     let standing = if base > 0.0 { level / base } else { 100.0 };
     (level, (standing.min(100.0) - 1.0).max(0.0))
-}
-
-/// The upper middle of `v` in [`f32::total_cmp`]'s order, selected as integers in that
-/// order (faster to compare than the floats, the same value); 0 when empty.
-fn median_f32(v: &[f32]) -> f32 {
-    if v.is_empty() {
-        return 0.0;
-    }
-    // The transformation `total_cmp` makes of the bits; it is its own inverse.
-    let flip = |b: i32| b ^ (((b >> 31) as u32) >> 1) as i32;
-    let mut keys: Vec<i32> = v.iter().map(|&x| flip(x.to_bits() as i32)).collect();
-    let mid = keys.len() / 2;
-    let k = *keys.select_nth_unstable(mid).1;
-    f32::from_bits(flip(k) as u32)
 }
 
 /// Peaks of the energy `m` above an adaptive threshold between signal and noise levels, with
@@ -297,34 +285,6 @@ mod tests {
                 }
             }
         }
-    }
-
-    #[test]
-    fn the_median_is_the_upper_middle_of_the_total_order_to_the_bit() {
-        let odd = [
-            f32::NAN,
-            -0.0,
-            0.0,
-            -f32::NAN,
-            1.0,
-            -0.0,
-            2.5,
-            0.0,
-            -3.0,
-            1e-30,
-            7.0,
-        ];
-        for len in 0..=odd.len() {
-            let v = &odd[..len];
-            let mut s = v.to_vec();
-            s.sort_by(f32::total_cmp);
-            let want = s.get(len / 2).copied().unwrap_or(0.0);
-            assert_eq!(median_f32(v).to_bits(), want.to_bits(), "{v:?}");
-        }
-        let w = wiggly(7_500);
-        let mut s = w.clone();
-        s.sort_by(f32::total_cmp);
-        assert_eq!(median_f32(&w).to_bits(), s[3_750].to_bits());
     }
 
     #[test]

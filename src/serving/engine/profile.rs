@@ -54,9 +54,10 @@ pub(crate) const BURN_VERSION: &str = "0.21";
 pub(crate) fn engine_version(device: &str) -> String {
     use crate::zoo::InferencePath;
     let fast = device == "cpu" && InferencePath::from_env() == InferencePath::Fast;
-    match fast {
-        true => format!("{BURN_VERSION}/fast+direct{DIRECT_KERNEL_REVISION}"),
-        false => format!("{BURN_VERSION}/plain"),
+    if fast {
+        format!("{BURN_VERSION}/fast+direct{DIRECT_KERNEL_REVISION}")
+    } else {
+        format!("{BURN_VERSION}/plain")
     }
 }
 

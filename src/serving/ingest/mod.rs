@@ -236,7 +236,7 @@ pub(crate) async fn connection(
     let idle = Duration::from_secs_f64(cfg.ingest.idle_timeout_secs);
     let mut last_rx = tokio::time::Instant::now();
     let mut rate = RateLimit::new(cfg.ingest.max_messages_per_sec);
-    let to_bed = ToBed::new(attach.tx.clone());
+    let to_bed = ToBed::new(attach.tx);
     // Made once, not once a frame: each would register with the server's shutdown and with
     // the timer afresh, ten times a second per bed. The idle timer is moved on when it fires.
     let stopping = shutdown.cancelled();

@@ -256,7 +256,7 @@ impl BedState {
         let end = self.high_water;
         let start = (end - samples).max(0);
         let leads = (0..MAX_LEADS)
-            .map(|l| self.present[l].then(|| (start..end).map(|p| self.leads[l].get(p)).collect()))
+            .map(|l| self.present[l].then(|| self.leads[l].samples(start, end)))
             .collect();
         (end, self.ms_of(end), leads)
     }

@@ -61,10 +61,26 @@ impl Ring {
 
     /// Positions of `[start, end)` that did not arrive or were overwritten.
     pub(crate) fn missing(&self, start: i64, end: i64) -> usize {
-        (start..end)
-            .zip(self.slots(start))
-            .filter(|&(pos, s)| self.tags[s] != Ring::tag(pos))
+        self.positions(start, end)
+            .filter(|&(pos, s)| !self.holds(pos, s))
             .count()
+    }
+
+    /// The values of `[start, end)`, `None` where a sample did not arrive or was overwritten.
+    pub(crate) fn samples(&self, start: i64, end: i64) -> Vec<Option<f32>> {
+        self.positions(start, end)
+            .map(|(pos, s)| self.holds(pos, s).then_some(self.values[s]))
+            .collect()
+    }
+
+    /// Each position of `[start, end)` with its slot.
+    fn positions(&self, start: i64, end: i64) -> impl Iterator<Item = (i64, usize)> + use<> {
+        (start..end).zip(self.slots(start))
+    }
+
+    /// Whether slot `s` holds position `pos`.
+    fn holds(&self, pos: i64, s: usize) -> bool {
+        self.tags[s] == Ring::tag(pos)
     }
 
     /// The slots of `start`, `start + 1`, ... in turn, wrapping around.
@@ -73,7 +89,9 @@ impl Ring {
         (first..cap).chain(0..first).cycle()
     }
 
-    /// The value at `pos`, if it arrived and has not been overwritten.
+    /// The value at `pos`, if it arrived and has not been overwritten: one position at a time,
+    /// the reference [`samples`](Self::samples) is tested against.
+    #[cfg(test)]
     pub(crate) fn get(&self, pos: i64) -> Option<f32> {
         let s = self.slot(pos);
         (self.tags[s] == Ring::tag(pos)).then_some(self.values[s])
@@ -91,15 +109,11 @@ impl Ring {
     /// ends); returns the samples, the arrived count and the lead-off count.
     pub(crate) fn window(&self, start: i64, end: i64) -> (Vec<f32>, usize, usize) {
         let n = (end - start).max(0) as usize;
-        let mut off = 0;
-        let got: Vec<Option<f32>> = (start..end)
-            .zip(self.slots(start))
-            .map(|(pos, s)| {
-                let here = self.tags[s] == Ring::tag(pos);
-                off += usize::from(here && self.off[s]);
-                here.then_some(self.values[s])
-            })
-            .collect();
+        let got = self.samples(start, end);
+        let off = self
+            .positions(start, end)
+            .filter(|&(pos, s)| self.holds(pos, s) && self.off[s])
+            .count();
         let arrived = got.iter().filter(|v| v.is_some()).count();
         (fill_holes(&got), arrived.min(n), off)
     }
@@ -175,6 +189,7 @@ mod tests {
                 let here = got.iter().flatten().count();
                 assert_eq!((w, arrived, off), (fill_holes(&got), here, lead_off));
                 assert_eq!(a.missing(from, from + 9), 9 - here);
+                assert_eq!(a.samples(from, from + 9), got);
             }
         }
     }

@@ -54,13 +54,12 @@ impl Dense {
             self.block::<BLOCK>(x, j, y);
             j += BLOCK;
         }
-        let blocks = j;
-        for (j, yj) in y.iter_mut().enumerate().skip(blocks) {
-            let mut a = self.bias[j];
+        for (k, yk) in y.iter_mut().enumerate().skip(j) {
+            let mut a = self.bias[k];
             for (&xi, row) in x.iter().zip(self.weight.chunks_exact(o)) {
-                a += xi * row[j];
+                a += xi * row[k];
             }
-            *yj = a;
+            *yk = a;
         }
     }
 
