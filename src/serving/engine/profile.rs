@@ -62,8 +62,9 @@ pub(crate) fn engine_version(device: &str) -> String {
 }
 
 /// The direct kernels' revision in the profiles' key: raised when their speed changes (2: the
-/// kernel of 2026-12-07, twice as fast; before it the key read `fast+direct`).
-pub(crate) const DIRECT_KERNEL_REVISION: u32 = 2;
+/// kernel of 2026-12-07, twice as fast; 3: each layer written as the next reads it, no copies
+/// between layers, 2026-12-07 evening; before 2 the key read `fast+direct`).
+pub(crate) const DIRECT_KERNEL_REVISION: u32 = 3;
 
 /// One measured (model, device, batch) point.
 #[derive(Debug, Clone, Serialize)]

@@ -1,12 +1,9 @@
 //! One task of a direct convolution: a run of output rows, computed a block of output
 //! channels and a span of positions at a time, in the widest instruction set the CPU has
-//! (see [`Isa`]).
+//! (see [`Isa`]), and stored in the layout the next convolution reads.
 
-use super::{DirectConv, Isa, Phases};
-
-/// Positions a pass covers at most (`avx::tile`'s `8 * LANES`); phase rows carry this much
-/// room past their last output position, so a pass never reads out of its row.
-pub(super) const MAX_SPAN: usize = 96;
+use super::layout::{Layout, MAX_SPAN, Phases};
+use super::{DirectConv, Isa, Shortcut};
 
 /// One task: a run of output rows.
 pub(super) struct Job<'a> {
@@ -14,9 +11,10 @@ pub(super) struct Job<'a> {
     pub(super) phases: &'a Phases,
     pub(super) l_out: usize,
     pub(super) first_row: usize,
-    pub(super) pooled: Option<&'a [f32]>,
-    pub(super) pooled_channels: usize,
+    pub(super) shortcut: Option<Shortcut<'a>>,
     pub(super) relu: bool,
+    /// The layout the output rows are written in.
+    pub(super) out: Layout,
 }
 
 impl Job<'_> {
@@ -72,7 +70,8 @@ impl Job<'_> {
     #[inline(always)]
     unsafe fn run<const WIDE: bool>(&self, out: &mut [f32], simd: bool) {
         let c = self.conv;
-        let rows = out.len() / self.l_out;
+        let rl = self.out.row_len();
+        let rows = out.len() / rl;
         let mut r = 0;
         while r < rows {
             let row = self.first_row + r;
@@ -83,7 +82,7 @@ impl Job<'_> {
                 t if t >= 2 => 2,
                 _ => 1,
             };
-            let dst = &mut out[r * self.l_out..(r + take) * self.l_out];
+            let dst = &mut out[r * rl..(r + take) * rl];
             // SAFETY: as this function's.
             unsafe {
                 match (take, WIDE) {
@@ -117,12 +116,26 @@ impl Job<'_> {
             (co + CO) * c.cpg * c.kernel <= c.weight.len(),
             "weights of the block"
         );
+        let input = self.phases.layout;
         assert!(
-            self.phases.stride == c.stride
-                && self.phases.len >= self.l_out + MAX_SPAN + (c.kernel - 1) / c.stride,
+            input.stride == c.stride
+                && input.plen >= self.l_out + MAX_SPAN + (c.kernel - 1) / c.stride,
             "phase rows built for this convolution and output length"
         );
-        assert!(8 * LANES <= MAX_SPAN && dst.len() == CO * self.l_out);
+        let out = self.out;
+        assert!(8 * LANES <= MAX_SPAN && dst.len() == CO * out.row_len());
+        assert!(
+            (out.stride == 1 || (out.stride == 2 && LANES.is_multiple_of(2)))
+                && (self.l_out == 0 || (self.l_out - 1 + out.begin) / out.stride < out.plen),
+            "output layout"
+        );
+        if let Some(s) = self.shortcut {
+            let l = s.x.layout;
+            assert!(
+                l.begin.div_ceil(l.stride) + self.l_out <= l.plen,
+                "shortcut rows"
+            );
+        }
         let mut l0 = 0;
         while l0 < self.l_out {
             #[cfg(target_arch = "x86_64")]
@@ -178,7 +191,8 @@ impl Job<'_> {
     }
 
     /// The pass's sums stored at `l0` of the block's rows: the shortcut added (channels it
-    /// has), then ReLU if asked; positions past `l_out` dropped.
+    /// has), then ReLU if asked, each position where the output layout puts it; positions
+    /// past `l_out` dropped.
     #[inline(always)]
     fn store<const CO: usize, const LANES: usize>(
         &self,
@@ -189,29 +203,61 @@ impl Job<'_> {
         dst: &mut [f32],
     ) {
         let valid = (8 * LANES).min(self.l_out - l0);
+        let rl = self.out.row_len();
         for (o, a) in acc.iter().enumerate() {
-            let d = &mut dst[o * self.l_out + l0..o * self.l_out + l0 + valid];
-            d.copy_from_slice(&a.as_flattened()[..valid]);
-            if let Some(s) = self.shortcut(n, co + o, l0, valid) {
-                for (v, &sv) in d.iter_mut().zip(s) {
-                    *v += sv;
+            let row = &mut dst[o * rl..(o + 1) * rl];
+            for (i, &v) in a.as_flattened()[..valid].iter().enumerate() {
+                let j = l0 + i;
+                let mut y = v;
+                if let Some(s) = self.shortcut_at(n, co + o, j) {
+                    y += s;
                 }
-            }
-            if self.relu {
-                for v in d.iter_mut() {
-                    *v = v.max(0.0);
+                if self.relu {
+                    y = y.max(0.0);
                 }
+                row[self.out.at(j)] = y;
             }
         }
     }
 
-    /// The pooled shortcut of channel `ch` of sample `n` at `l0..l0 + valid`, where it has
-    /// that channel.
+    /// The shortcut of channel `ch` of sample `n` at output position `j`, where it has that
+    /// channel: the block input there, or the larger of its two samples there when pooled
+    /// (an odd last sample alone).
     #[inline(always)]
-    fn shortcut(&self, n: usize, ch: usize, l0: usize, valid: usize) -> Option<&[f32]> {
-        let p = self.pooled.filter(|_| ch < self.pooled_channels)?;
-        let base = (n * self.pooled_channels + ch) * self.l_out + l0;
-        Some(&p[base..base + valid])
+    fn shortcut_at(&self, n: usize, ch: usize, j: usize) -> Option<f32> {
+        let s = self.shortcut.filter(|s| ch < s.channels)?;
+        let l = s.x.layout;
+        let r = n * s.channels + ch;
+        let row = &s.x.data[r * l.row_len()..(r + 1) * l.row_len()];
+        Some(match l.stride {
+            1 => row[l.at(j)],
+            _ if 2 * j + 1 < l.len => row[l.at(2 * j)].max(row[l.at(2 * j + 1)]),
+            _ => row[l.at(2 * j)],
+        })
+    }
+
+    /// The positions past which a pass goes through the portable store: the output length,
+    /// less a pooled shortcut's odd last sample (there is one sample to take, not two).
+    fn simd_end(&self) -> usize {
+        match self.shortcut.map(|s| s.x.layout) {
+            Some(l) if l.stride == 2 && l.len % 2 == 1 => self.l_out - 1,
+            _ => self.l_out,
+        }
+    }
+
+    /// Where channel `ch` of sample `n`'s shortcut is read from for output position 0: the
+    /// block input's row there, and, pooled, the row of the second sample of each pair.
+    #[inline(always)]
+    fn shortcut_rows(&self, n: usize, ch: usize) -> Option<(&[f32], Option<&[f32]>)> {
+        let s = self.shortcut.filter(|s| ch < s.channels)?;
+        let (l, r) = (s.x.layout, n * s.channels + ch);
+        Some(match l.stride {
+            1 => (&s.x.row(r, 0)[l.begin..], None),
+            _ => (
+                &s.x.row(r, l.begin % 2)[l.begin / 2..],
+                Some(&s.x.row(r, (l.begin + 1) % 2)[l.begin.div_ceil(2)..]),
+            ),
+        })
     }
 }
 
@@ -219,8 +265,9 @@ impl Job<'_> {
 #[cfg(target_arch = "x86_64")]
 mod avx {
     use std::arch::x86_64::{
-        __m256, _mm256_add_ps, _mm256_broadcast_ss, _mm256_fmadd_ps, _mm256_loadu_ps,
-        _mm256_max_ps, _mm256_set1_ps, _mm256_setzero_ps, _mm256_storeu_ps,
+        __m256, _mm256_add_ps, _mm256_broadcast_ss, _mm256_castpd_ps, _mm256_castps_pd,
+        _mm256_fmadd_ps, _mm256_loadu_ps, _mm256_max_ps, _mm256_permute4x64_pd, _mm256_set1_ps,
+        _mm256_setzero_ps, _mm256_shuffle_ps, _mm256_storeu_ps,
     };
 
     use super::Job;
@@ -276,7 +323,9 @@ mod avx {
     ) {
         // SAFETY: the caller runs this where the CPU has AVX2 and FMA, and within the bounds
         // `Job::rows` asserts (weights of rows co..co + CO; phase rows holding
-        // `l0 + taps - 1 + 8 * LANES` positions); the slices `s` and `d` hold 8 * LANES floats.
+        // `l0 + taps - 1 + 8 * LANES` positions; shortcut rows holding `l_out` positions past
+        // where they are read from; output rows holding every position below `l_out` where
+        // the layout puts it). A pass stored here ends at or before `l_out`.
         unsafe {
             let c = job.conv;
             let per_out = c.cpg * c.kernel;
@@ -303,7 +352,7 @@ mod avx {
                     }
                 }
             }
-            if l0 + 8 * LANES > job.l_out {
+            if l0 + 8 * LANES > job.simd_end() {
                 // The row's last, partial pass: through the portable store.
                 let mut acc = [[[0.0f32; 8]; LANES]; CO];
                 for (ao, acco) in a.iter().zip(acc.iter_mut()) {
@@ -315,18 +364,40 @@ mod avx {
                 return;
             }
             let zero = _mm256_setzero_ps();
+            let out = job.out;
             for (o, ao) in a.iter().enumerate() {
-                let d = &mut dst[o * job.l_out + l0..o * job.l_out + l0 + 8 * LANES];
-                let s = job.shortcut(n, co + o, l0, 8 * LANES);
-                for (v, &av) in ao.iter().enumerate() {
-                    let mut y = av;
-                    if let Some(s) = s {
-                        y = _mm256_add_ps(y, _mm256_loadu_ps(s.as_ptr().add(8 * v)));
+                let mut y = *ao;
+                let sc = job.shortcut_rows(n, co + o);
+                for (v, yv) in y.iter_mut().enumerate() {
+                    if let Some((first, second)) = sc {
+                        let mut s = _mm256_loadu_ps(first.as_ptr().add(l0 + 8 * v));
+                        if let Some(second) = second {
+                            s = _mm256_max_ps(s, _mm256_loadu_ps(second.as_ptr().add(l0 + 8 * v)));
+                        }
+                        *yv = _mm256_add_ps(*yv, s);
                     }
                     if job.relu {
-                        y = _mm256_max_ps(y, zero);
+                        *yv = _mm256_max_ps(*yv, zero);
                     }
-                    _mm256_storeu_ps(d.as_mut_ptr().add(8 * v), y);
+                }
+                let row = dst[o * out.row_len()..].as_mut_ptr();
+                if out.stride == 1 {
+                    for (v, &yv) in y.iter().enumerate() {
+                        _mm256_storeu_ps(row.add(out.begin + l0 + 8 * v), yv);
+                    }
+                    continue;
+                }
+                // Split by two: the even positions to one phase row, the odd to the other.
+                let (b, plen) = (out.begin, out.plen);
+                let even = row.add((b % 2) * plen + b / 2 + l0 / 2);
+                let odd = row.add(((b + 1) % 2) * plen + b.div_ceil(2) + l0 / 2);
+                for (k, pair) in y.chunks_exact(2).enumerate() {
+                    let e = _mm256_shuffle_ps::<0b10_00_10_00>(pair[0], pair[1]);
+                    let d = _mm256_shuffle_ps::<0b11_01_11_01>(pair[0], pair[1]);
+                    let e = _mm256_permute4x64_pd::<0b11_01_10_00>(_mm256_castps_pd(e));
+                    let d = _mm256_permute4x64_pd::<0b11_01_10_00>(_mm256_castps_pd(d));
+                    _mm256_storeu_ps(even.add(8 * k), _mm256_castpd_ps(e));
+                    _mm256_storeu_ps(odd.add(8 * k), _mm256_castpd_ps(d));
                 }
             }
         }

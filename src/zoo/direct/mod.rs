@@ -8,17 +8,19 @@
 //! output row is `sum over (input channel, tap) of weight * shifted input row`, computed for a
 //! tile of positions at once: the position tile is the SIMD axis, several output channels of a
 //! group share each loaded input vector, and the accumulators stay in registers. A stride-2
-//! input is split once into its even and odd samples, so every load is a contiguous run.
+//! input is held as its even and odd samples, so every load is a contiguous run.
 //! Measured, this beat the GEMM form on every zoo model, dense groups included (lab notebook, 2026-11-21).
 //!
 //! Fused into the convolution's store: the folded bias, the residual shortcut (the block input
-//! max-pooled by 2, zero channels appended) and the ReLU. The layout is plain
-//! `[batch, channels, length]`, so the network needs no layout changes between layers.
+//! max-pooled by 2, zero channels appended, read from where the block's first convolution
+//! read it) and the ReLU; and the output written as the next convolution reads it, padded and
+//! split by its stride ([`layout`]), so no layer copies, pads or pools its input (the
+//! network's input, one channel, is copied in; the last layer writes plain rows).
 //!
 //! The inner loop reads weights and inputs through pointers whose bounds are checked once
 //! per block of rows; the weights are stored in the order it reads them (each kernel's taps by
-//! stride phase). A layer's padded input, pooled shortcut and output come from a few buffers
-//! each thread reuses, written whole (only a padded row's padding is zeroed).
+//! stride phase). A layer's output comes from a few buffers each thread reuses ([`spare`]),
+//! not zeroed first: every float is written, the padding included.
 //!
 //! Work on rayon's pool ([`DirectNet::features`]): one window per thread when the batch has
 //! enough of them (activations stay in that core's cache), else each layer split by output
@@ -29,14 +31,16 @@
 //! This reads host memory, so [`fast`](super::fast) serves it only on the flex CPU backend; a
 //! GPU runs the plain path.
 
-use std::borrow::Cow;
-
 use rayon::prelude::*;
 
 mod job;
+mod layout;
+mod spare;
 
 use super::folded::{FoldedBlock, FoldedWeights, same_padding};
-use job::{Job, MAX_SPAN};
+use job::Job;
+use layout::{Layout, Phases};
+use spare::Buf;
 
 /// A convolution with BatchNorm folded in, in the form the direct kernel reads.
 #[derive(Debug, Clone)]
@@ -74,20 +78,18 @@ enum Isa {
 }
 
 /// What a convolution's store adds before its ReLU: the residual block's shortcut.
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct Shortcut<'a> {
-    /// The block input, `[batch][channels][len]`.
-    pub(crate) x: &'a [f32],
-    pub(crate) channels: usize,
-    pub(crate) len: usize,
-    /// 2: max-pool by 2 (`ceil_mode`), 1: as is.
-    pub(crate) stride: usize,
+#[derive(Clone, Copy)]
+struct Shortcut<'a> {
+    /// The block input, `[batch][channels]` rows as the block's first convolution read them:
+    /// max-pooled by 2 (`ceil_mode`) where that convolution's stride is 2, else as is.
+    x: &'a Phases,
+    channels: usize,
 }
 
 /// Multiply-adds of a whole batch below which it runs on the calling thread alone.
 const MIN_SPLIT_MACS: usize = 12_000_000;
 
-/// Floats below which the input copies of a layer run on the calling thread.
+/// Floats below which the network's input is copied in on the calling thread alone.
 const MIN_SPLIT_COPY: usize = 1 << 18;
 
 /// Multiply-adds below which a rayon task is not worth its scheduling.
@@ -131,38 +133,49 @@ impl DirectConv {
     }
 
     /// The convolution with "same" padding (as burn's `PaddingConfig1d::Same`), bias added,
-    /// the shortcut added if given, then ReLU if `relu`. Split over rayon's threads if `split`,
+    /// the shortcut added if given, then ReLU if `relu`, written in the layout `out` (that of
+    /// the next convolution's input, or plain rows). Split over rayon's threads if `split`,
     /// else all on the calling thread.
     ///
     /// # Shapes
-    /// - x: `[batch][cin][len]`; shortcut: `[batch][channels <= cout][len]` (before pooling)
-    /// - returns `([batch][cout][l_out], l_out)`
-    pub(crate) fn forward(
+    /// - x: `[batch][cin]` rows in [`Layout::input_of`] this convolution; shortcut:
+    ///   `[batch][channels <= cout]` rows of the block input (pooled by its stride here)
+    /// - returns `[batch][cout]` rows of `out.len` (the output length) in `out`
+    fn forward(
         &self,
-        x: &[f32],
+        x: &Phases,
         batch: usize,
-        len: usize,
         shortcut: Option<Shortcut<'_>>,
         relu: bool,
         split: bool,
-    ) -> (Vec<f32>, usize) {
-        assert_eq!(x.len(), batch * self.cin * len, "input shape");
-        let (l_out, begin, _) = same_padding(len, self.kernel, self.stride);
-        if batch == 0 || len == 0 {
-            return (vec![0.0; batch * self.cout * l_out], l_out);
-        }
-        // Rows per rayon job in the copies: one where they are large enough to be worth
-        // splitting (each split region costs a wake-up of the pool), else all of them.
-        let min_len = if split && x.len() >= MIN_SPLIT_COPY {
-            1
-        } else {
-            usize::MAX
+        out: Layout,
+    ) -> Phases {
+        let len = x.layout.len;
+        let (l_out, _, _) = same_padding(len, self.kernel, self.stride);
+        assert!(
+            x.layout == Layout::input_of(self, len) && x.rows() == batch * self.cin,
+            "input in this convolution's layout"
+        );
+        assert!(out.len == l_out && out.stride <= 2, "output layout");
+        // Every float of every row is written by its task (the padding zeroed).
+        let mut y = Phases {
+            data: Buf::take(batch * self.cout * out.row_len()),
+            layout: out,
         };
-        let phases = Phases::new(x, batch * self.cin, len, self, l_out, begin, min_len);
-        let pooled = shortcut.map(|s| pool_shortcut(s, batch, l_out, min_len));
-        let pooled_channels = shortcut.map_or(0, |s| s.channels);
-        // Every position of every row is written by its task.
-        let mut y = buffer(batch * self.cout * l_out);
+        if batch == 0 || len == 0 {
+            y.data.fill(0.0);
+            return y;
+        }
+        if let Some(s) = shortcut {
+            let l = s.x.layout;
+            assert!(
+                s.x.rows() == batch * s.channels
+                    && s.channels <= self.cout
+                    && l.stride <= 2
+                    && l.len.div_ceil(l.stride) == l_out,
+                "shortcut rows"
+            );
+        }
         // A few tasks per thread, unless that would make them too small to pay for their
         // scheduling; whole passes of 4 channels where possible (a task may split a group).
         let rows = batch * self.cout;
@@ -172,178 +185,36 @@ impl DirectConv {
             false => 1,
         };
         let rows_per_task = rows.div_ceil(tasks).next_multiple_of(4).min(rows);
-        y.par_chunks_mut(rows_per_task * l_out)
+        y.data
+            .par_chunks_mut(rows_per_task * out.row_len())
             .enumerate()
-            .for_each(|(task, out)| {
-                let first_row = task * rows_per_task;
+            .for_each(|(task, dst)| {
+                for row in dst.chunks_mut(out.row_len()) {
+                    out.zero_padding(row);
+                }
                 let job = Job {
                     conv: self,
-                    phases: &phases,
+                    phases: x,
                     l_out,
-                    first_row,
-                    pooled: pooled.as_deref(),
-                    pooled_channels,
+                    first_row: task * rows_per_task,
+                    shortcut,
                     relu,
+                    out,
                 };
-                job.run_best(out);
+                job.run_best(dst);
             });
-        if let Some(Cow::Owned(p)) = pooled {
-            give_back(p);
-        }
-        (y, l_out)
+        y
     }
 }
 
-/// The padded input, split by phase for the stride: row `r` (a `(sample, input channel)` pair),
-/// phase `p` holds `xpad[stride * j + p]` at `j`, with [`MAX_SPAN`] positions of room past
-/// the last output position.
-struct Phases {
-    data: Vec<f32>,
-    /// Length of one phase row.
-    len: usize,
-    stride: usize,
-}
-
-impl Phases {
-    fn new(
-        x: &[f32],
-        rows: usize,
-        len: usize,
-        conv: &DirectConv,
-        l_out: usize,
-        begin: usize,
-        min_len: usize,
-    ) -> Self {
-        let s = conv.stride;
-        let plen = l_out + MAX_SPAN + (conv.kernel - 1) / s + 1;
-        // Every position is written below (the padding zeroed), so a reused buffer's old
-        // values never show.
-        let mut data = buffer(rows * s * plen);
-        data.par_chunks_mut(s * plen)
-            .zip(x.par_chunks(len))
-            .with_min_len(min_len)
-            .for_each(|(dst, src)| {
-                for (p, row) in dst.chunks_mut(plen).enumerate() {
-                    // Padded position s * q + p holds input sample s * q + p - begin.
-                    let q0 = begin.saturating_sub(p).div_ceil(s).min(plen);
-                    let src = src.get((s * q0 + p).saturating_sub(begin)..).unwrap_or(&[]);
-                    let n = src.len().div_ceil(s).min(plen - q0);
-                    let (pad, rest) = row.split_at_mut(q0);
-                    let (dst, tail) = rest.split_at_mut(n);
-                    pad.fill(0.0);
-                    tail.fill(0.0);
-                    match s {
-                        // A plain copy, and the even or odd samples (both vectorised).
-                        1 => dst.copy_from_slice(&src[..n]),
-                        2 => pairs(src, dst, |pair| pair[0]),
-                        _ => {
-                            for (d, &v) in dst.iter_mut().zip(src.iter().step_by(s)) {
-                                *d = v;
-                            }
-                        }
-                    }
-                }
-            });
-        Phases {
-            data,
-            len: plen,
-            stride: s,
-        }
-    }
-
-    /// Phase `p` of row `r`.
+/// `dst[j] = src[2j]`: a stride-2 phase row. Compiled for AVX2 where the CPU has it, where
+/// the loop vectorises with shuffles (else SSE2's narrower ones).
+fn evens(src: &[f32], dst: &mut [f32]) {
     #[inline(always)]
-    fn row(&self, r: usize, p: usize) -> &[f32] {
-        let start = (r * self.stride + p) * self.len;
-        &self.data[start..start + self.len]
-    }
-}
-
-thread_local! {
-    /// This thread's spare buffers: a layer's padded input, pooled shortcut and output are
-    /// taken from here and handed back once read, so the layers of a window (and the windows
-    /// after it) reuse a few allocations instead of zeroing fresh ones. At most
-    /// [`MAX_SPARE`], each as large as the largest layer the thread has run.
-    static SPARE: std::cell::RefCell<Vec<Vec<f32>>> = const { std::cell::RefCell::new(Vec::new()) };
-}
-
-/// Spare buffers a thread keeps.
-const MAX_SPARE: usize = 4;
-
-/// A buffer of `n` floats from this thread's spares (else a new one). Its values are
-/// whatever it last held: the caller writes every one before reading it.
-fn buffer(n: usize) -> Vec<f32> {
-    let mut v = SPARE
-        .with_borrow_mut(|spare| {
-            // The smallest spare that fits, else the largest (grown below).
-            let fits = (0..spare.len())
-                .filter(|&i| spare[i].capacity() >= n)
-                .min_by_key(|&i| spare[i].capacity());
-            let pick = fits.or_else(|| (0..spare.len()).max_by_key(|&i| spare[i].capacity()));
-            pick.map(|i| spare.swap_remove(i))
-        })
-        .unwrap_or_default();
-    if v.capacity() < n {
-        // Grown: its old values need not be copied.
-        v.clear();
-    }
-    v.resize(n, 0.0);
-    v
-}
-
-/// Hands `v` back to this thread's spares (the smallest dropped when they are full).
-fn give_back(v: Vec<f32>) {
-    SPARE.with_borrow_mut(|spare| {
-        spare.push(v);
-        if spare.len() > MAX_SPARE {
-            let smallest = (0..spare.len()).min_by_key(|&i| spare[i].capacity());
-            if let Some(i) = smallest {
-                spare.swap_remove(i);
-            }
-        }
-    });
-}
-
-impl Drop for Phases {
-    fn drop(&mut self) {
-        give_back(std::mem::take(&mut self.data));
-    }
-}
-
-/// The shortcut at the output length: max-pooled by 2 (an odd last sample alone) into a
-/// spare buffer, or the block input itself.
-fn pool_shortcut<'a>(
-    s: Shortcut<'a>,
-    batch: usize,
-    l_out: usize,
-    min_len: usize,
-) -> Cow<'a, [f32]> {
-    assert_eq!(s.x.len(), batch * s.channels * s.len, "shortcut shape");
-    if s.stride == 1 {
-        assert_eq!(s.len, l_out, "shortcut length");
-        return Cow::Borrowed(s.x);
-    }
-    assert_eq!(s.len.div_ceil(2), l_out, "shortcut length");
-    // Every position is written: the pairs, and an odd last sample.
-    let mut out = buffer(batch * s.channels * l_out);
-    out.par_chunks_mut(l_out)
-        .zip(s.x.par_chunks(s.len))
-        .with_min_len(min_len)
-        .for_each(|(dst, src)| {
-            pairs(src, dst, |pair| pair[0].max(pair[1]));
-        });
-    Cow::Owned(out)
-}
-
-/// `dst[j] = f(src[2j], src[2j + 1])`, and `dst[j] = src[2j]` for an odd last sample: a
-/// stride-2 phase row, or the shortcut max-pooled by 2. Compiled for AVX2 where the CPU has
-/// it, where the loop vectorises with shuffles (else SSE2's narrower ones).
-fn pairs(src: &[f32], dst: &mut [f32], f: impl Fn([f32; 2]) -> f32) {
-    #[inline(always)]
-    fn body(src: &[f32], dst: &mut [f32], f: impl Fn([f32; 2]) -> f32) {
+    fn body(src: &[f32], dst: &mut [f32]) {
         let (two, last) = src.as_chunks::<2>();
-        for (d, &pair) in dst.iter_mut().zip(two) {
-            *d = f(pair);
+        for (d, pair) in dst.iter_mut().zip(two) {
+            *d = pair[0];
         }
         if let (Some(&v), Some(d)) = (last.first(), dst.get_mut(two.len())) {
             *d = v;
@@ -351,16 +222,16 @@ fn pairs(src: &[f32], dst: &mut [f32], f: impl Fn([f32; 2]) -> f32) {
     }
     #[cfg(target_arch = "x86_64")]
     #[target_feature(enable = "avx2")]
-    fn avx2(src: &[f32], dst: &mut [f32], f: impl Fn([f32; 2]) -> f32) {
-        body(src, dst, f);
+    fn avx2(src: &[f32], dst: &mut [f32]) {
+        body(src, dst);
     }
     #[cfg(target_arch = "x86_64")]
     if std::is_x86_feature_detected!("avx2") {
         // SAFETY: the CPU supports AVX2, checked just above.
-        unsafe { avx2(src, dst, f) };
+        unsafe { avx2(src, dst) };
         return;
     }
-    body(src, dst, f);
+    body(src, dst);
 }
 
 /// A ResNeXt-1D's convolutions as direct convolutions: the stem, then two per block.
@@ -420,27 +291,42 @@ impl DirectNet {
 
     fn features_of(&self, x: &[f32], batch: usize, split: bool) -> Vec<f32> {
         let len = x.len() / batch.max(1);
-        let (mut h, mut l) = self.stem.forward(x, batch, len, None, true, split);
+        // Rows per rayon job in the input's copy: one where it is large enough to be worth
+        // splitting (each split region costs a wake-up of the pool), else all of them.
+        let min_len = if split && x.len() >= MIN_SPLIT_COPY {
+            1
+        } else {
+            usize::MAX
+        };
+        let input = Phases::copy_in(x, batch, Layout::input_of(&self.stem, len), min_len);
+        // Each layer writes its output as the next one reads it; the last, plain rows.
+        let after = |i: usize, len: usize| match self.blocks.get(i) {
+            Some((c1, _)) => Layout::input_of(c1, len),
+            None => Layout::plain(len),
+        };
+        let l = len.div_ceil(self.stem.stride);
+        let mut h = self
+            .stem
+            .forward(&input, batch, None, true, split, after(0, l));
+        drop(input);
         let mut ch = self.stem.cout;
-        for (c1, c2) in &self.blocks {
-            let (t, lt) = c1.forward(&h, batch, l, None, true, split);
+        for (i, (c1, c2)) in self.blocks.iter().enumerate() {
+            let l = h.layout.len.div_ceil(c1.stride);
+            let t = c1.forward(&h, batch, None, true, split, Layout::input_of(c2, l));
             let sc = Shortcut {
                 x: &h,
                 channels: ch,
-                len: l,
-                stride: c1.stride,
             };
-            let (y, ly) = c2.forward(&t, batch, lt, Some(sc), true, split);
-            give_back(t);
-            give_back(std::mem::replace(&mut h, y));
-            (l, ch) = (ly, c2.cout);
+            let y = c2.forward(&t, batch, Some(sc), true, split, after(i + 1, l));
+            drop(t);
+            (h, ch) = (y, c2.cout);
         }
-        let features = h
+        let l = h.layout.len;
+        h.data
             .chunks(l.max(1))
+            .take(batch * ch)
             .map(|r| r.iter().sum::<f32>() / l as f32)
-            .collect();
-        give_back(h);
-        features
+            .collect()
     }
 }
 
@@ -459,9 +345,14 @@ mod tests {
 
     /// Fills this thread's spare buffers with NaN.
     fn poison_spares() {
-        for n in [1 << 8, 1 << 12, 1 << 14, 1 << 16, 1 << 18] {
-            give_back(vec![f32::NAN; n]);
+        for n in [1 << 8, 1 << 12, 1 << 14, 1 << 16, 1 << 18, 1 << 19] {
+            spare::give_back(vec![f32::NAN; n]);
         }
+    }
+
+    /// `rows` plain rows of `len` as `conv` reads them.
+    fn rows_for(conv: &DirectConv, x: &[f32], rows: usize, len: usize) -> Phases {
+        Phases::copy_in(x, rows, Layout::input_of(conv, len), usize::MAX)
     }
 
     #[test]
@@ -476,12 +367,22 @@ mod tests {
             groups: 1,
         };
         let d = DirectConv::new(&w);
-        assert_eq!(d.forward(&[], 0, 100, None, true, true).0.len(), 0);
-        assert_eq!(d.forward(&[], 3, 0, None, true, true).0.len(), 0);
+        let x = rows_for(&d, &[], 0, 100);
+        assert_eq!(
+            d.forward(&x, 0, None, true, true, Layout::plain(50))
+                .data
+                .len(),
+            0
+        );
+        let x = rows_for(&d, &[], 3, 0);
+        let y = d.forward(&x, 3, None, true, true, Layout::plain(0));
+        assert_eq!(y.data.len(), 0);
     }
 
     /// Against burn's `Conv1d` ("same" padding) plus the max-pooled, zero-extended shortcut
-    /// and ReLU, for depthwise, widening, grouped, dense, odd-length and odd-kernel cases.
+    /// and ReLU, for depthwise, widening, grouped, dense, odd-length and odd-kernel cases;
+    /// written plain and in the layouts of a stride-1 and a stride-2 convolution after it,
+    /// each equal, padding included, to those rows copied in.
     #[test]
     fn matches_burn_conv_shortcut_and_relu() {
         let dev = Default::default();
@@ -492,6 +393,7 @@ mod tests {
             (64, 128, 32, 1, 17, 16),
             (128, 128, 32, 2, 101, 16),
             (1, 8, 1, 2, 75, 16),
+            (1, 8, 1, 2, 300, 16),
             (6, 12, 3, 2, 9, 5),
             (12, 12, 4, 1, 300, 7),
         ] {
@@ -504,6 +406,20 @@ mod tests {
             let x = Tensor::<B, 3>::random([batch, cin, len], Distribution::Normal(0.0, 1.0), &dev);
             let d = DirectConv::new(&FoldedWeights::of_conv(&conv));
             let xs: Vec<f32> = x.clone().into_data().to_vec().unwrap();
+            let l_out = len.div_ceil(stride);
+            let next = |s| {
+                let w = FoldedWeights {
+                    weight: vec![0.0; cout * 16],
+                    bias: vec![0.0; cout],
+                    cin: cout,
+                    cout,
+                    kernel: 16,
+                    stride: s,
+                    groups: cout,
+                };
+                Layout::input_of(&DirectConv::new(&w), l_out)
+            };
+            let layouts = [Layout::plain(l_out), next(1), next(2)];
 
             // Bare convolution, in each form the CPU can run (those it cannot fall back to a
             // narrower one), each time with this thread's spare buffers full of NaN: a value
@@ -516,8 +432,9 @@ mod tests {
                 };
                 for split in [true, false] {
                     poison_spares();
-                    let (got, _) = d.forward(&xs, batch, len, None, false, split);
-                    let diff = max_abs_diff(&want, &got);
+                    let xp = rows_for(&d, &xs, batch * cin, len);
+                    let got = d.forward(&xp, batch, None, false, split, Layout::plain(l_out));
+                    let diff = max_abs_diff(&want, &got.data);
                     assert!(
                         diff < 1e-4,
                         "{cin}->{cout}/{groups} s{stride} len {len} ({widest:?}): {diff}"
@@ -534,7 +451,6 @@ mod tests {
             } else {
                 sc.clone()
             };
-            let l_out = pooled.dims()[2];
             let pooled = if cout > sc_ch {
                 Tensor::cat(
                     vec![pooled, Tensor::zeros([batch, cout - sc_ch, l_out], &dev)],
@@ -545,24 +461,36 @@ mod tests {
             };
             let want: Vec<f32> = relu(conv.forward(x) + pooled).into_data().to_vec().unwrap();
             let scs: Vec<f32> = sc.into_data().to_vec().unwrap();
-            let shortcut = Shortcut {
-                x: &scs,
-                channels: sc_ch,
-                len,
-                stride,
-            };
             for widest in [Isa::Avx512, Isa::Avx2, Isa::Portable] {
                 let d = DirectConv {
                     widest,
                     ..d.clone()
                 };
-                poison_spares();
-                let (got, _) = d.forward(&xs, batch, len, Some(shortcut), true, false);
-                let diff = max_abs_diff(&want, &got);
-                assert!(
-                    diff < 1e-4,
-                    "{cin}->{cout}/{groups} s{stride} with shortcut ({widest:?}): {diff}"
-                );
+                for out in layouts {
+                    poison_spares();
+                    let xp = rows_for(&d, &xs, batch * cin, len);
+                    // The shortcut's rows as a convolution of this stride reads them.
+                    let scp = rows_for(&d, &scs, batch * sc_ch, len);
+                    let shortcut = Shortcut {
+                        x: &scp,
+                        channels: sc_ch,
+                    };
+                    let got = d.forward(&xp, batch, Some(shortcut), true, false, out);
+                    let plain: Vec<f32> = (0..batch * cout).flat_map(|r| got.samples(r)).collect();
+                    let diff = max_abs_diff(&want, &plain);
+                    assert!(
+                        diff < 1e-4,
+                        "{cin}->{cout}/{groups} s{stride} with shortcut ({widest:?}, {out:?}): {diff}"
+                    );
+                    let copied = Phases::copy_in(&plain, batch * cout, out, usize::MAX);
+                    let bits = |p: &Phases| -> Vec<u32> {
+                        out.held(&p.data).flatten().map(|v| v.to_bits()).collect()
+                    };
+                    assert!(
+                        bits(&got) == bits(&copied),
+                        "{cin}->{cout} s{stride}: written in {out:?} as copied in"
+                    );
+                }
             }
         }
     }
