@@ -225,14 +225,11 @@ impl Job<'_> {
     /// (an odd last sample alone).
     #[inline(always)]
     fn shortcut_at(&self, n: usize, ch: usize, j: usize) -> Option<f32> {
-        let s = self.shortcut.filter(|s| ch < s.channels)?;
-        let l = s.x.layout;
-        let r = n * s.channels + ch;
-        let row = &s.x.data[r * l.row_len()..(r + 1) * l.row_len()];
-        Some(match l.stride {
-            1 => row[l.at(j)],
-            _ if 2 * j + 1 < l.len => row[l.at(2 * j)].max(row[l.at(2 * j + 1)]),
-            _ => row[l.at(2 * j)],
+        let (first, second) = self.shortcut_rows(n, ch)?;
+        let len = self.shortcut.map_or(0, |s| s.x.layout.len);
+        Some(match second {
+            Some(second) if 2 * j + 1 < len => first[j].max(second[j]),
+            _ => first[j],
         })
     }
 
